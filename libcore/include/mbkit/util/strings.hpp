@@ -1,0 +1,43 @@
+// Small string helpers used across the library (g++ 12 has no <format>).
+#pragma once
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mbkit {
+
+/// Concatenates anything streamable: cat("rank ", 3, " of ", 4) == "rank 3 of 4".
+template <class... Args>
+std::string cat(const Args&... args) {
+  std::ostringstream out;
+  (out << ... << args);
+  return out.str();
+}
+
+/// printf-style formatting into a std::string.
+std::string strprintf(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
+std::vector<std::string> split(std::string_view text, char separator);
+std::string join(const std::vector<std::string>& parts, std::string_view separator);
+std::string_view trim(std::string_view text);
+bool starts_with(std::string_view text, std::string_view prefix);
+bool ends_with(std::string_view text, std::string_view suffix);
+std::string to_lower(std::string_view text);
+
+/// "26.4 MB" style sizes (powers of 1000, as download tools print them).
+std::string human_bytes(double bytes);
+/// "1.2 s", "3 min 20 s", "2 h 05 min".
+std::string human_duration(double seconds);
+/// Shell-style quoting of one argument, so a recorded command line can be pasted back.
+std::string shell_quote(std::string_view argument);
+/// Lowercase hexadecimal of a byte string.
+std::string to_hex(const std::uint8_t* data, std::size_t size);
+
+/// Parses a whole string as a number or throws Error naming `what` (e.g. "--shape").
+long long parse_int(std::string_view text, std::string_view what);
+double parse_double(std::string_view text, std::string_view what);
+
+}  // namespace mbkit

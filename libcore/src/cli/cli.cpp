@@ -1,0 +1,99 @@
+#include "mbkit/cli/cli.hpp"
+
+#include <cstdio>
+#include <new>
+
+#include "mbkit/util/fs.hpp"
+#include "mbkit/util/log.hpp"
+#include "mbkit/util/version.hpp"
+
+namespace mbkit::cli {
+namespace {
+
+std::string g_command_line;
+
+// "mb-dataset fetch" when a subcommand was given: errors then name what the user ran.
+std::string invoked_name(const CLI::App& app) {
+  std::string name = app.get_name();
+  const CLI::App* current = &app;
+  while (true) {
+    const auto subcommands = current->get_subcommands();
+    if (subcommands.empty()) break;
+    current = subcommands.front();
+    name += " " + current->get_name();
+  }
+  return name;
+}
+
+}  // namespace
+
+void add_common_options(CLI::App& app, CommonOptions& options) {
+  app.add_flag("-q,--quiet", options.quiet, "Print nothing but errors on stderr");
+  // An integer flag counts its occurrences: -vv is 2.
+  app.add_flag("-v,--verbose", options.verbose,
+               "More detail on stderr (repeat for debug output); errors then show their source");
+  const std::string tool = app.get_name();
+  app.set_version_flag("--version", [tool] { return version_text(tool); },
+                       "Print the version and the libraries in use, then exit");
+}
+
+std::string command_line(int argc, char** argv) {
+  std::string text;
+  for (int i = 0; i < argc; ++i) {
+    if (i > 0) text += ' ';
+    text += shell_quote(argv[i]);
+  }
+  return text;
+}
+
+const std::string& recorded_command_line() { return g_command_line; }
+
+int report_errors(const std::string& program, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const Error& error) {
+    std::string line = program + ": error: " + error.what();
+    if (log::level() >= log::Level::kVerbose && !error.where().empty()) {
+      line += " [" + error.where() + "]";
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
+    return static_cast<int>(error.code());
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%s: error: out of memory\n", program.c_str());
+    return static_cast<int>(ExitCode::kFailure);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "%s: error: %s\n", program.c_str(), error.what());
+    return static_cast<int>(ExitCode::kFailure);
+  }
+}
+
+int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& options,
+             const std::function<int()>& body) {
+  g_command_line = command_line(argc, argv);
+  log::set_program(app.get_name());
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& success) {  // --help, --version
+    return app.exit(success);
+  } catch (const CLI::ParseError& error) {
+    const std::string name = invoked_name(app);
+    std::fprintf(stderr, "%s: error: %s (see '%s --help')\n", name.c_str(), error.what(),
+                 name.c_str());
+    return static_cast<int>(ExitCode::kUsage);
+  }
+  if (options.quiet) {
+    log::set_level(log::Level::kQuiet);
+  } else if (options.verbose >= 2) {
+    log::set_level(log::Level::kDebug);
+  } else if (options.verbose == 1) {
+    log::set_level(log::Level::kVerbose);
+  }
+  const std::string program = invoked_name(app);
+  log::set_program(program);
+  return report_errors(program, [&] {
+    fs::install_cleanup_on_signals();
+    return body();
+  });
+}
+
+}  // namespace mbkit::cli

@@ -1,0 +1,141 @@
+#include "mbkit/data/parsers.hpp"
+
+#include "mbkit/util/check.hpp"
+
+namespace mbkit::data {
+namespace {
+
+std::uint32_t read_be32(const std::uint8_t* bytes) {
+  return (std::uint32_t{bytes[0]} << 24) | (std::uint32_t{bytes[1]} << 16) |
+         (std::uint32_t{bytes[2]} << 8) | std::uint32_t{bytes[3]};
+}
+
+}  // namespace
+
+IdxArray parse_idx(std::vector<std::uint8_t> bytes, const std::string& name) {
+  if (bytes.size() < 4) data_error(cat(name, ": too short for an IDX file (", bytes.size(), " bytes)"));
+  if (bytes[0] != 0 || bytes[1] != 0) {
+    data_error(cat(name, ": wrong IDX magic number ",
+                   strprintf("0x%02x%02x%02x%02x", bytes[0], bytes[1], bytes[2], bytes[3]),
+                   " (expected 0x000008nn)"));
+  }
+  if (bytes[2] != 0x08) {
+    data_error(cat(name, ": IDX element type 0x", strprintf("%02x", bytes[2]),
+                   " is not supported (only unsigned bytes, 0x08)"));
+  }
+  const int rank = bytes[3];
+  if (rank < 1 || rank > 4) data_error(cat(name, ": IDX file with ", rank, " dimensions"));
+  const std::size_t header = 4 + 4 * static_cast<std::size_t>(rank);
+  if (bytes.size() < header) data_error(cat(name, ": truncated IDX header"));
+  IdxArray array;
+  std::uint64_t elements = 1;
+  for (int d = 0; d < rank; ++d) {
+    const std::uint32_t extent = read_be32(bytes.data() + 4 + 4 * d);
+    array.dims.push_back(extent);
+    elements *= extent;
+    if (elements > (std::uint64_t{1} << 40)) data_error(cat(name, ": IDX dimensions are absurd"));
+  }
+  const std::uint64_t available = bytes.size() - header;
+  if (available < elements) {
+    data_error(cat(name, ": truncated: the header announces ", elements, " bytes of data but ",
+                   available, " are present"));
+  }
+  if (available > elements) {
+    data_error(cat(name, ": ", available - elements, " unexpected bytes after the IDX data"));
+  }
+  bytes.erase(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(header));
+  array.data = std::move(bytes);
+  return array;
+}
+
+LabeledImages combine_idx(IdxArray images, const std::string& images_name, IdxArray labels,
+                          const std::string& labels_name, int num_classes) {
+  if (images.dims.size() != 3 && images.dims.size() != 4) {
+    data_error(cat(images_name, ": an image file needs 3 or 4 dimensions, this one has ",
+                   images.dims.size()));
+  }
+  if (labels.dims.size() != 1) {
+    data_error(cat(labels_name, ": a label file needs 1 dimension, this one has ", labels.dims.size()));
+  }
+  if (images.dims[0] != labels.dims[0]) {
+    data_error(cat(images_name, " has ", images.dims[0], " images but ", labels_name, " has ",
+                   labels.dims[0], " labels"));
+  }
+  LabeledImages split;
+  if (images.dims.size() == 3) {
+    split.shape = {1, static_cast<int>(images.dims[1]), static_cast<int>(images.dims[2])};
+  } else {
+    split.shape = {static_cast<int>(images.dims[1]), static_cast<int>(images.dims[2]),
+                   static_cast<int>(images.dims[3])};
+  }
+  if (split.shape.pixels() == 0) data_error(cat(images_name, ": images of size zero"));
+  split.labels.resize(labels.data.size());
+  for (std::size_t i = 0; i < labels.data.size(); ++i) {
+    const int label = labels.data[i];
+    if (label >= num_classes) {
+      data_error(cat(labels_name, ": label ", label, " at index ", i, " is outside [0, ",
+                     num_classes, ")"));
+    }
+    split.labels[i] = label;
+  }
+  split.images = std::move(images.data);
+  return split;
+}
+
+LabeledImages parse_cifar(std::span<const std::uint8_t> bytes, int label_bytes, int num_classes,
+                          int num_coarse_classes, const std::string& name) {
+  MBKIT_CHECK(label_bytes == 1 || label_bytes == 2, "CIFAR records have 1 or 2 label bytes");
+  LabeledImages split;
+  split.shape = {3, 32, 32};
+  const std::size_t pixels = split.shape.pixels();
+  const std::size_t record = pixels + static_cast<std::size_t>(label_bytes);
+  if (bytes.empty() || bytes.size() % record != 0) {
+    data_error(cat(name, ": ", bytes.size(), " bytes is not a whole number of ", record,
+                   "-byte CIFAR records (truncated or not a CIFAR batch)"));
+  }
+  const std::size_t count = bytes.size() / record;
+  split.images.resize(count * pixels);
+  split.labels.resize(count);
+  if (label_bytes == 2) split.coarse_labels.resize(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint8_t* row = bytes.data() + i * record;
+    const int label = row[label_bytes - 1];
+    if (label >= num_classes) {
+      data_error(cat(name, ": label ", label, " of record ", i, " is outside [0, ", num_classes, ")"));
+    }
+    split.labels[i] = label;
+    if (label_bytes == 2) {
+      if (row[0] >= num_coarse_classes) {
+        data_error(cat(name, ": coarse label ", int{row[0]}, " of record ", i, " is outside [0, ",
+                       num_coarse_classes, ")"));
+      }
+      split.coarse_labels[i] = row[0];
+    }
+    std::copy(row + label_bytes, row + record, split.images.begin() + static_cast<std::ptrdiff_t>(i * pixels));
+  }
+  return split;
+}
+
+std::vector<std::string> parse_class_name_lines(std::span<const std::uint8_t> bytes) {
+  std::vector<std::string> names;
+  for (const auto& line : split(std::string_view(reinterpret_cast<const char*>(bytes.data()),
+                                                 bytes.size()),
+                                '\n')) {
+    const auto name = trim(line);
+    if (!name.empty()) names.emplace_back(name);
+  }
+  return names;
+}
+
+void append_images(LabeledImages& a, LabeledImages&& b) {
+  if (a.labels.empty() && a.images.empty()) {
+    a = std::move(b);
+    return;
+  }
+  MBKIT_CHECK(a.shape == b.shape, "cannot append ", b.shape.text(), " images to ", a.shape.text());
+  a.images.insert(a.images.end(), b.images.begin(), b.images.end());
+  a.labels.insert(a.labels.end(), b.labels.begin(), b.labels.end());
+  a.coarse_labels.insert(a.coarse_labels.end(), b.coarse_labels.begin(), b.coarse_labels.end());
+}
+
+}  // namespace mbkit::data

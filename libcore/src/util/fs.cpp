@@ -1,0 +1,237 @@
+#include "mbkit/util/fs.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "mbkit/util/check.hpp"
+#include "mbkit/util/log.hpp"
+
+namespace mbkit::fs {
+
+bool exists(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0;
+}
+
+bool is_directory(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+bool is_regular_file(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
+}
+
+std::uint64_t file_size(const std::string& path) {
+  struct stat info {};
+  MBKIT_SYS_CHECK(::stat(path.c_str(), &info), path);
+  return static_cast<std::uint64_t>(info.st_size);
+}
+
+std::string parent_directory(const std::string& path) {
+  const auto parent = std::filesystem::path(path).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+
+std::string base_name(const std::string& path) {
+  return std::filesystem::path(path).filename().string();
+}
+
+std::string join_path(const std::string& directory, const std::string& name) {
+  return (std::filesystem::path(directory) / name).string();
+}
+
+std::vector<std::uint8_t> read_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) data_error(cat(path, ": ", std::strerror(errno)));
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    const int err = errno;
+    ::close(fd);
+    data_error(cat(path, ": ", S_ISDIR(info.st_mode) ? "is a directory" : std::strerror(err)));
+  }
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(info.st_size));
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t got = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      const int err = got < 0 ? errno : 0;
+      ::close(fd);
+      data_error(cat(path, ": read failed: ", err ? std::strerror(err) : "file shrank while reading"));
+    }
+    done += static_cast<std::size_t>(got);
+  }
+  ::close(fd);
+  return bytes;
+}
+
+std::string read_text_file(const std::string& path) {
+  const auto bytes = read_file(path);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+void make_directories(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) fail(cat("cannot create directory ", path, ": ", ec.message()));
+}
+
+void require_writable_directory(const std::string& directory, const std::string& purpose) {
+  struct stat info {};
+  if (::stat(directory.c_str(), &info) != 0) {
+    fail(cat(purpose, ": directory ", directory, " does not exist"));
+  }
+  if (!S_ISDIR(info.st_mode)) fail(cat(purpose, ": ", directory, " is not a directory"));
+  if (::access(directory.c_str(), W_OK | X_OK) != 0) {
+    fail(cat(purpose, ": directory ", directory, " is not writable: ", std::strerror(errno)));
+  }
+}
+
+std::string default_cache_directory() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/') {
+    return join_path(xdg, "mbkit");
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && home[0] != '\0') {
+    return join_path(join_path(home, ".cache"), "mbkit");
+  }
+  return join_path(std::filesystem::temp_directory_path().string(), "mbkit-cache");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Registry of live temporaries, readable from a signal handler: fixed slots of owned C strings.
+
+namespace {
+
+constexpr int kRegistrySlots = 256;
+std::array<std::atomic<char*>, kRegistrySlots> g_temporaries{};
+
+int register_temporary(const std::string& path) {
+  char* copy = ::strdup(path.c_str());
+  if (copy == nullptr) return -1;
+  for (int slot = 0; slot < kRegistrySlots; ++slot) {
+    char* expected = nullptr;
+    if (g_temporaries[slot].compare_exchange_strong(expected, copy)) return slot;
+  }
+  std::free(copy);  // registry full: the temporary is still removed by the destructor
+  return -1;
+}
+
+void unregister_temporary(int slot) {
+  if (slot < 0) return;
+  char* path = g_temporaries[slot].exchange(nullptr);
+  std::free(path);
+}
+
+void remove_temporaries_and_reraise(int signal_number) {
+  for (auto& slot : g_temporaries) {
+    if (char* path = slot.load(); path != nullptr) ::unlink(path);  // async-signal-safe
+  }
+  ::signal(signal_number, SIG_DFL);
+  ::raise(signal_number);
+}
+
+void fsync_directory(const std::string& directory) {
+  const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;  // best effort: some filesystems do not allow opening directories
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+void install_cleanup_on_signals() {
+  struct sigaction action {};
+  action.sa_handler = remove_temporaries_and_reraise;
+  sigemptyset(&action.sa_mask);
+  for (int signal_number : {SIGINT, SIGTERM, SIGHUP}) {
+    MBKIT_SYS_CHECK(::sigaction(signal_number, &action, nullptr), "sigaction");
+  }
+}
+
+AtomicOutput::AtomicOutput(std::string final_path) : final_path_(std::move(final_path)) {
+  MBKIT_CHECK(!final_path_.empty(), "empty output path");
+  const std::string directory = parent_directory(final_path_);
+  if (!is_directory(directory)) {
+    fail(cat("cannot write ", final_path_, ": directory ", directory,
+             exists(directory) ? " is not a directory" : " does not exist"));
+  }
+  if (is_directory(final_path_)) fail(cat("cannot write ", final_path_, ": it is a directory"));
+  // Hidden name beside the target: ".NAME.tmp-XXXXXX" (mkstemp fills in the X's).
+  std::string hidden_name = ".";
+  hidden_name.append(base_name(final_path_)).append(".tmp-XXXXXX");
+  std::string pattern = join_path(directory, hidden_name);
+  const int fd = ::mkstemp(pattern.data());
+  if (fd < 0) fail(cat("cannot write ", final_path_, ": ", std::strerror(errno)));
+  ::close(fd);
+  temp_path_ = pattern;
+  registry_slot_ = register_temporary(temp_path_);
+}
+
+AtomicOutput::AtomicOutput(AtomicOutput&& other) noexcept
+    : final_path_(std::move(other.final_path_)),
+      temp_path_(std::move(other.temp_path_)),
+      registry_slot_(other.registry_slot_),
+      committed_(other.committed_) {
+  other.registry_slot_ = -1;
+  other.committed_ = true;  // the moved-from object owns nothing
+  other.temp_path_.clear();
+}
+
+AtomicOutput::~AtomicOutput() {
+  if (!committed_) discard();
+}
+
+void AtomicOutput::discard() noexcept {
+  if (!temp_path_.empty()) ::unlink(temp_path_.c_str());
+  unregister_temporary(registry_slot_);
+  registry_slot_ = -1;
+}
+
+void AtomicOutput::commit() {
+  MBKIT_CHECK(!committed_, "output ", final_path_, " committed twice");
+  const int fd = MBKIT_SYS_CHECK(::open(temp_path_.c_str(), O_RDONLY | O_CLOEXEC), temp_path_);
+  const int sync_result = ::fsync(fd);
+  const int sync_errno = errno;
+  ::close(fd);
+  if (sync_result != 0) fail(cat("cannot write ", final_path_, ": fsync: ", std::strerror(sync_errno)));
+  // Temporaries are created 0600 by mkstemp; outputs get the usual umask-derived mode.
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  MBKIT_SYS_CHECK(::chmod(temp_path_.c_str(), 0666 & ~mask), temp_path_);
+  if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
+    fail(cat("cannot write ", final_path_, ": rename: ", std::strerror(errno)));
+  }
+  committed_ = true;
+  unregister_temporary(registry_slot_);
+  registry_slot_ = -1;
+  fsync_directory(parent_directory(final_path_));
+}
+
+DirectoryLock::DirectoryLock(const std::string& directory) {
+  fd_ = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd_ < 0) return;
+  while (::flock(fd_, LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    log::verbose(cat("cannot lock ", directory, " (", std::strerror(errno), "); going on unlocked"));
+    ::close(fd_);
+    fd_ = -1;
+    return;
+  }
+}
+
+DirectoryLock::~DirectoryLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing releases the flock
+}
+
+}  // namespace mbkit::fs

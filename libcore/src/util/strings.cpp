@@ -1,0 +1,150 @@
+#include "mbkit/util/strings.hpp"
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+
+#include "mbkit/util/error.hpp"
+
+namespace mbkit {
+
+std::string strprintf(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  va_list copy;
+  va_copy(copy, args);
+  const int size = std::vsnprintf(nullptr, 0, format, copy);
+  va_end(copy);
+  std::string out;
+  if (size > 0) {
+    out.resize(static_cast<std::size_t>(size) + 1);
+    std::vsnprintf(out.data(), out.size(), format, args);
+    out.resize(static_cast<std::size_t>(size));
+  }
+  va_end(args);
+  return out;
+}
+
+std::vector<std::string> split(std::string_view text, char separator) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (true) {
+    const auto end = text.find(separator, start);
+    parts.emplace_back(text.substr(start, end - start));
+    if (end == std::string_view::npos) break;
+    start = end + 1;
+  }
+  return parts;
+}
+
+std::string join(const std::vector<std::string>& parts, std::string_view separator) {
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) out += separator;
+    out += parts[i];
+  }
+  return out;
+}
+
+std::string_view trim(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
+    text.remove_suffix(1);
+  }
+  return text;
+}
+
+bool starts_with(std::string_view text, std::string_view prefix) {
+  return text.substr(0, prefix.size()) == prefix;
+}
+
+bool ends_with(std::string_view text, std::string_view suffix) {
+  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+}
+
+std::string to_lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string human_bytes(double bytes) {
+  static const char* const kUnits[] = {"B", "kB", "MB", "GB", "TB"};
+  int unit = 0;
+  while (std::fabs(bytes) >= 1000.0 && unit < 4) {
+    bytes /= 1000.0;
+    ++unit;
+  }
+  return unit == 0 ? strprintf("%.0f %s", bytes, kUnits[unit])
+                   : strprintf("%.1f %s", bytes, kUnits[unit]);
+}
+
+std::string human_duration(double seconds) {
+  if (seconds < 60.0) return strprintf("%.1f s", seconds);
+  const auto total = static_cast<long long>(std::llround(seconds));
+  if (total < 3600) return strprintf("%lld min %02lld s", total / 60, total % 60);
+  return strprintf("%lld h %02lld min", total / 3600, (total % 3600) / 60);
+}
+
+std::string shell_quote(std::string_view argument) {
+  if (argument.empty()) return "''";
+  bool plain = true;
+  for (char c : argument) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || std::string_view("@%+=:,./-_").find(c) !=
+                                                             std::string_view::npos)) {
+      plain = false;
+      break;
+    }
+  }
+  if (plain) return std::string(argument);
+  std::string out = "'";
+  for (char c : argument) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  out += "'";
+  return out;
+}
+
+std::string to_hex(const std::uint8_t* data, std::size_t size) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out(size * 2, '0');
+  for (std::size_t i = 0; i < size; ++i) {
+    out[2 * i] = kDigits[data[i] >> 4];
+    out[2 * i + 1] = kDigits[data[i] & 15];
+  }
+  return out;
+}
+
+long long parse_int(std::string_view text, std::string_view what) {
+  const auto trimmed = trim(text);
+  long long value = 0;
+  const auto* begin = trimmed.data();
+  const auto* end = begin + trimmed.size();
+  const auto [ptr, ec] = std::from_chars(begin, end, value);
+  if (trimmed.empty() || ec != std::errc() || ptr != end) {
+    usage_error(cat(what, ": '", text, "' is not an integer"));
+  }
+  return value;
+}
+
+double parse_double(std::string_view text, std::string_view what) {
+  const auto trimmed = trim(text);
+  double value = 0;
+  const auto* begin = trimmed.data();
+  const auto* end = begin + trimmed.size();
+  const auto [ptr, ec] = std::from_chars(begin, end, value);
+  if (trimmed.empty() || ec != std::errc() || ptr != end || !std::isfinite(value)) {
+    usage_error(cat(what, ": '", text, "' is not a finite number"));
+  }
+  return value;
+}
+
+}  // namespace mbkit
