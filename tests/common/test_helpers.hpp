@@ -1,0 +1,60 @@
+// Helpers shared by the unit tests: temporary directories, small generated inputs, and an
+// assertion that an expression throws mbkit::Error with a given exit code and message text.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mbkit/util/error.hpp"
+
+namespace mbkit::test {
+
+/// A fresh directory under $TMPDIR, removed with everything in it at scope exit.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  /// Names of the entries in the directory (hidden ones included), sorted.
+  std::vector<std::string> entries() const;
+
+ private:
+  std::string path_;
+};
+
+void write_file(const std::string& path, const std::vector<std::uint8_t>& bytes);
+void write_text(const std::string& path, const std::string& text);
+std::vector<std::uint8_t> bytes_of(const std::string& text);
+
+/// gzip-compresses with zlib (a real gzip stream, as gzip(1) writes).
+std::vector<std::uint8_t> gzip(const std::vector<std::uint8_t>& bytes);
+/// An IDX file of unsigned bytes with the given dimensions (big-endian header).
+std::vector<std::uint8_t> make_idx(const std::vector<std::uint32_t>& dims,
+                                   const std::vector<std::uint8_t>& data);
+/// A tar.gz holding the given members (path inside the archive, content), via libarchive.
+void write_tar_gz(const std::string& path,
+                  const std::vector<std::pair<std::string, std::vector<std::uint8_t>>>& members);
+
+/// Runs `statement`, which must throw mbkit::Error with `code` and a message containing `text`.
+#define EXPECT_MBKIT_ERROR(statement, expected_code, text)                                   \
+  do {                                                                                       \
+    try {                                                                                    \
+      statement;                                                                             \
+      ADD_FAILURE() << "expected mbkit::Error containing '" << (text) << "'";                \
+    } catch (const ::mbkit::Error& error_) {                                                 \
+      EXPECT_EQ(static_cast<int>(error_.code()), static_cast<int>(expected_code))            \
+          << error_.what();                                                                  \
+      EXPECT_NE(std::string(error_.what()).find(text), std::string::npos)                    \
+          << "message: " << error_.what();                                                   \
+      EXPECT_EQ(std::string(error_.what()).find('\n'), std::string::npos)                    \
+          << "message is not one line: " << error_.what();                                   \
+    }                                                                                        \
+  } while (0)
+
+}  // namespace mbkit::test

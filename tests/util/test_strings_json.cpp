@@ -1,0 +1,69 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "mbkit/util/json.hpp"
+#include "mbkit/util/strings.hpp"
+#include "test_helpers.hpp"
+
+namespace mbkit {
+namespace {
+
+TEST(Strings, SplitJoinTrim) {
+  EXPECT_EQ(split("a,b,,c", ','), (std::vector<std::string>{"a", "b", "", "c"}));
+  EXPECT_EQ(split("", ','), (std::vector<std::string>{""}));
+  EXPECT_EQ(join({"x", "y", "z"}, ", "), "x, y, z");
+  EXPECT_EQ(trim("  \t hi there \n"), "hi there");
+  EXPECT_TRUE(starts_with("mbkit-dataset", "mbkit"));
+  EXPECT_TRUE(ends_with("file.h5", ".h5"));
+  EXPECT_FALSE(ends_with("h5", "file.h5"));
+}
+
+TEST(Strings, HumanUnits) {
+  EXPECT_EQ(human_bytes(999), "999 B");
+  EXPECT_EQ(human_bytes(26421880), "26.4 MB");
+  EXPECT_EQ(human_duration(2.25), "2.2 s");
+  EXPECT_EQ(human_duration(200), "3 min 20 s");
+  EXPECT_EQ(human_duration(7500), "2 h 05 min");
+}
+
+TEST(Strings, ShellQuoteRoundTripsThroughTheShellRules) {
+  EXPECT_EQ(shell_quote("plain-arg_1.h5"), "plain-arg_1.h5");
+  EXPECT_EQ(shell_quote("two words"), "'two words'");
+  EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
+  EXPECT_EQ(shell_quote(""), "''");
+}
+
+TEST(Strings, ParseNumbersNameTheFlag) {
+  EXPECT_EQ(parse_int(" 42 ", "--n"), 42);
+  EXPECT_DOUBLE_EQ(parse_double("2.5e-3", "--lr"), 2.5e-3);
+  EXPECT_MBKIT_ERROR(parse_int("4x", "--shape"), ExitCode::kUsage, "--shape: '4x' is not an integer");
+  EXPECT_MBKIT_ERROR(parse_double("nan", "--lr"), ExitCode::kUsage, "--lr");
+}
+
+TEST(Json, NestedDocumentAndEscaping) {
+  std::ostringstream out;
+  {
+    JsonWriter json(out, false);
+    json.begin_object();
+    json.key("name").value("a \"quoted\"\\path\n\x01");
+    json.key("n").value(std::int64_t{-3});
+    json.key("list").begin_array().value(1).value(2.5).value(true).null().end_array();
+    json.key("empty").begin_object().end_object();
+    json.key("nan").value(std::nan(""));
+    json.end_object();
+  }
+  EXPECT_EQ(out.str(),
+            "{\"name\":\"a \\\"quoted\\\"\\\\path\\n\\u0001\",\"n\":-3,\"list\":[1,2.5,true,null],"
+            "\"empty\":{},\"nan\":null}");
+}
+
+TEST(Json, DoublesRoundTrip) {
+  std::ostringstream out;
+  JsonWriter(out, false).value(0.1 + 0.2);
+  EXPECT_EQ(std::stod(out.str()), 0.1 + 0.2);
+}
+
+}  // namespace
+}  // namespace mbkit
