@@ -28,6 +28,8 @@ std::string invoked_name(const CLI::App& app) {
 }  // namespace
 
 void add_common_options(CLI::App& app, CommonOptions& options) {
+  // -q/-v work before or after a subcommand: `mb-dataset fetch ... -q`.
+  app.fallthrough();
   app.add_flag("-q,--quiet", options.quiet, "Print nothing but errors on stderr");
   // An integer flag counts its occurrences: -vv is 2.
   app.add_flag("-v,--verbose", options.verbose,
@@ -71,6 +73,26 @@ int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& options,
              const std::function<int()>& body) {
   g_command_line = command_line(argc, argv);
   log::set_program(app.get_name());
+  // CLI11 reports an unknown subcommand as a missing one; name it and list the known ones.
+  if (app.get_require_subcommand_min() > 0) {
+    for (int i = 1; i < argc; ++i) {
+      const std::string token = argv[i];
+      if (token.empty() || token[0] == '-') continue;
+      std::vector<std::string> known;
+      bool found = false;
+      const CLI::App& const_app = app;
+      for (const CLI::App* sub : const_app.get_subcommands([](const CLI::App*) { return true; })) {
+        known.push_back(sub->get_name());
+        found = found || sub->check_name(token);
+      }
+      if (!found) {
+        std::fprintf(stderr, "%s: error: unknown command '%s' (known: %s)\n",
+                     app.get_name().c_str(), token.c_str(), join(known, ", ").c_str());
+        return static_cast<int>(ExitCode::kUsage);
+      }
+      break;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& success) {  // --help, --version

@@ -123,7 +123,7 @@ void download(const std::string& url, const std::string& path, const DownloadOpt
       const std::string attempts = attempt > 0 ? cat(" (", attempt + 1, " attempts)") : "";
       communication_error(cat("download of ", url, " failed: ", reason, attempts));
     }
-    log::info(cat("download of ", url, " failed (", reason, "); retrying in ",
+    log::warn(cat("download of ", url, " failed (", reason, "); retrying in ",
                   strprintf("%.0f", delay), " s"));
     std::this_thread::sleep_for(std::chrono::duration<double>(delay));
     delay = std::min(delay * 2, 60.0);

@@ -48,9 +48,10 @@ struct ChecksumPolicy {
 };
 
 // Checks one source file against the published checksum (or --checksums), and returns the
-// SHA-256 of its bytes for the dataset's provenance attributes.
+// SHA-256 of its bytes for the dataset's provenance attributes. `shown_as` names the file in
+// messages (the URL of a download rather than its temporary).
 std::string verify_source_file(const CatalogFile& spec, const std::string& path,
-                               const ChecksumPolicy& policy) {
+                               const ChecksumPolicy& policy, const std::string& shown_as) {
   const FileDigests digests = digest_file(path);
   std::string problem;
   if (policy.have_overrides) {
@@ -80,11 +81,11 @@ std::string verify_source_file(const CatalogFile& spec, const std::string& path,
   }
   if (!problem.empty()) {
     if (!policy.no_checksum) {
-      data_error(cat(path, ": ", problem,
+      data_error(cat(shown_as, ": ", problem,
                      " (a damaged or different file; --checksums FILE or --no-checksum accepts "
                      "other copies)"));
     }
-    log::warn(cat(path, ": ", problem, "; accepted because of --no-checksum"));
+    log::warn(cat(shown_as, ": ", problem, "; accepted because of --no-checksum"));
   }
   return digests.sha256;
 }
@@ -135,12 +136,12 @@ VerifiedSource fetch_into_cache(const CatalogFile& spec, const std::vector<std::
   const std::string cached = fs::join_path(cache, spec.name);
   if (fs::exists(cached)) {
     try {
-      VerifiedSource verified{cached, verify_source_file(spec, cached, policy)};
+      VerifiedSource verified{cached, verify_source_file(spec, cached, policy, cached)};
       log::verbose(cat("using cached ", cached));
       used_base = "cache";
       return verified;
     } catch (const Error& error) {
-      log::info(cat("cached ", cached, " is not usable (", error.what(), "); downloading again"));
+      log::warn(cat("cached ", cached, " is not usable (", error.what(), "); downloading again"));
     }
   }
   std::vector<std::string> failures;
@@ -148,21 +149,22 @@ VerifiedSource fetch_into_cache(const CatalogFile& spec, const std::vector<std::
     const std::string url = base + (ends_with(base, "/") ? "" : "/") + spec.name;
     try {
       fs::AtomicOutput partial(cached);
-      log::info(cat("downloading ", url));
+      log::verbose(cat("downloading ", url));
       DownloadOptions download_options;
       download_options.retries = options.retries;
       download_options.stall_timeout = options.stall_timeout;
       download_options.expected_size = spec.size;
       download_options.label = spec.name;
       download(url, partial.temp_path(), download_options);
-      VerifiedSource verified{cached, verify_source_file(spec, partial.temp_path(), policy)};
+      VerifiedSource verified{cached,
+                              verify_source_file(spec, partial.temp_path(), policy, url)};
       partial.commit();
       used_base = base;
       return verified;
     } catch (const Error& error) {
       if (bases.size() == 1) throw;
       failures.push_back(error.what());
-      log::info(cat(error.what(), bases.size() > 1 ? "; trying the next mirror" : ""));
+      log::warn(cat(error.what(), "; trying the next mirror"));
     }
   }
   communication_error(cat("could not get ", spec.name, " from any mirror: ", join(failures, "; ")));
@@ -238,7 +240,8 @@ FetchReport fetch_dataset(const FetchOptions& options) {
   if (!local.empty()) {
     const auto paths = locate_local_files(*entry, local);
     for (std::size_t i = 0; i < paths.size(); ++i) {
-      sources.push_back({paths[i], verify_source_file(entry->files[i], paths[i], policy)});
+      sources.push_back(
+          {paths[i], verify_source_file(entry->files[i], paths[i], policy, paths[i])});
     }
     source = std::filesystem::absolute(local).lexically_normal().string();
   } else {

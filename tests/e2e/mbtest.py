@@ -1,0 +1,279 @@
+"""Shared helpers for mbkit's end-to-end tests.
+
+The tests run the real binaries (from $MBKIT_BIN_DIR) in fresh temporary directories and check
+what they leave behind with h5py and numpy, independently of mbkit's own reader. Inputs in the
+published formats (IDX, CIFAR binary archives) are generated here, and a loopback HTTP server
+stands in for the dataset mirrors.
+"""
+
+import gzip
+import hashlib
+import http.server
+import io
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import threading
+import unittest
+
+import numpy as np
+
+BIN_DIR = os.environ.get("MBKIT_BIN_DIR", "")
+SOURCE_DIR = os.environ.get("MBKIT_SOURCE_DIR", "")
+FASHION_DIR = "/usr/share/datasets/fashion-mnist"
+FASHION_FILES = ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                 "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]
+
+
+def tool(name):
+    path = os.path.join(BIN_DIR, name)
+    if not os.access(path, os.X_OK):
+        raise RuntimeError(f"{path} is not built (set MBKIT_BIN_DIR)")
+    return path
+
+
+def clean_env(extra=None):
+    """The environment the tools run in: no proxies (loopback must stay loopback), a private
+    download cache, and permission for mpirun to run as root in CI containers."""
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                "OMPI_MCA_rmaps_base_oversubscribe": "1", "LC_ALL": "C"})
+    if extra:
+        env.update(extra)
+    return env
+
+
+class Result:
+    def __init__(self, args, completed):
+        self.args = args
+        self.rc = completed.returncode
+        self.out = completed.stdout
+        self.err = completed.stderr
+
+    def __repr__(self):
+        return (f"command: {' '.join(self.args)}\nexit status: {self.rc}\n"
+                f"stdout:\n{self.out}\nstderr:\n{self.err}")
+
+
+def run(args, cwd=None, env=None, timeout=300):
+    completed = subprocess.run([str(a) for a in args], cwd=cwd, env=env or clean_env(),
+                               capture_output=True, text=True, timeout=timeout)
+    return Result([str(a) for a in args], completed)
+
+
+def mb_dataset(*args, cwd=None, env=None, timeout=300):
+    return run([tool("mb-dataset"), *args], cwd=cwd, env=env, timeout=timeout)
+
+
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def md5(path):
+    digest = hashlib.md5()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# ------------------------------------------------------------------------------------------
+# Published formats, generated.
+
+def idx_bytes(array):
+    """IDX encoding of a uint8 array (magic 0x0000080N, big-endian dimensions)."""
+    if isinstance(array, (bytes, bytearray)):
+        array = np.frombuffer(bytes(array), dtype=np.uint8)
+    array = np.ascontiguousarray(array, dtype=np.uint8)
+    header = bytes([0, 0, 0x08, array.ndim])
+    header += b"".join(int(d).to_bytes(4, "big") for d in array.shape)
+    return header + array.tobytes()
+
+
+def read_idx_gz(path):
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    ndim = raw[3]
+    dims = [int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
+    return np.frombuffer(raw[4 + 4 * ndim:], dtype=np.uint8).reshape(dims)
+
+
+def write_mnist_like(directory, n_train=120, n_test=40, seed=0, classes=10):
+    """Writes the four gzip IDX files of an MNIST-format dataset under their published names.
+    Returns (train_images, train_labels, test_images, test_labels)."""
+    rng = np.random.default_rng(seed)
+    arrays = (rng.integers(0, 256, (n_train, 28, 28), dtype=np.uint8),
+              rng.integers(0, classes, n_train, dtype=np.uint8),
+              rng.integers(0, 256, (n_test, 28, 28), dtype=np.uint8),
+              rng.integers(0, classes, n_test, dtype=np.uint8))
+    os.makedirs(directory, exist_ok=True)
+    for name, array in zip(FASHION_FILES, arrays):
+        with open(os.path.join(directory, name), "wb") as f:
+            f.write(gzip.compress(idx_bytes(array), mtime=0))
+    return arrays
+
+
+def write_checksums(directory, names, path, kind="md5"):
+    digest = md5 if kind == "md5" else sha256
+    with open(path, "w") as f:
+        for name in names:
+            f.write(f"{digest(os.path.join(directory, name))}  {name}\n")
+
+
+def write_cifar_archive(path, cifar100=False, per_batch=30, n_test=20, seed=0):
+    """A CIFAR-10 or CIFAR-100 binary-version archive laid out as the published one.
+    Returns (train_images (N,3,32,32), train_labels, test_images, test_labels, train_coarse,
+    test_coarse)."""
+    rng = np.random.default_rng(seed)
+    classes = 100 if cifar100 else 10
+    batches = 1 if cifar100 else 5
+    n_train = per_batch * batches
+    data = {}
+    for split, count in (("train", n_train), ("test", n_test)):
+        data[split] = (rng.integers(0, 256, (count, 3, 32, 32), dtype=np.uint8),
+                       rng.integers(0, classes, count, dtype=np.uint8),
+                       rng.integers(0, 20, count, dtype=np.uint8))
+
+    def records(images, labels, coarse):
+        rows = []
+        for i in range(len(labels)):
+            head = bytes([coarse[i], labels[i]]) if cifar100 else bytes([labels[i]])
+            rows.append(head + images[i].tobytes())
+        return b"".join(rows)
+
+    members = {}
+    if cifar100:
+        top = "cifar-100-binary"
+        members[f"{top}/train.bin"] = records(*data["train"])
+        members[f"{top}/test.bin"] = records(*data["test"])
+        members[f"{top}/fine_label_names.txt"] = "\n".join(f"fine{i}" for i in range(100)).encode()
+        members[f"{top}/coarse_label_names.txt"] = "\n".join(f"coarse{i}" for i in range(20)).encode()
+    else:
+        top = "cifar-10-batches-bin"
+        images, labels, coarse = data["train"]
+        for b in range(batches):
+            part = slice(b * per_batch, (b + 1) * per_batch)
+            members[f"{top}/data_batch_{b + 1}.bin"] = records(images[part], labels[part], coarse[part])
+        members[f"{top}/test_batch.bin"] = records(*data["test"])
+        members[f"{top}/batches.meta.txt"] = b"\n".join(
+            n.encode() for n in ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog",
+                                 "horse", "ship", "truck"]) + b"\n\n"
+    with tarfile.open(path, "w:gz") as archive:
+        for name, content in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            archive.addfile(info, io.BytesIO(content))
+    train, test = data["train"], data["test"]
+    return train[0], train[1], test[0], test[1], train[2], test[2]
+
+
+# ------------------------------------------------------------------------------------------
+# A loopback HTTP server standing in for the dataset mirrors.
+
+class LoopbackServer:
+    """Serves `root` on 127.0.0.1 (a free port). Paths under /close/ send the full
+    Content-Length but only half of the body, then close the connection; paths under /flaky/
+    answer 503 to the first request for each file, then serve it."""
+
+    def __init__(self, root):
+        self.root = root
+        self.requests = []
+        self._flaky_seen = set()
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+            def do_GET(self):
+                server.requests.append(self.path)
+                path = self.path
+                mode = "plain"
+                for prefix in ("/close/", "/flaky/"):
+                    if path.startswith(prefix):
+                        mode, path = prefix.strip("/"), "/" + path[len(prefix):]
+                local = os.path.join(server.root, path.lstrip("/"))
+                if mode == "flaky" and path not in server._flaky_seen:
+                    server._flaky_seen.add(path)
+                    self.send_error(503, "try again")
+                    return
+                if not os.path.isfile(local):
+                    self.send_error(404, "not found")
+                    return
+                with open(local, "rb") as f:
+                    body = f.read()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if mode == "close":
+                    self.wfile.write(body[: len(body) // 2])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                self.wfile.write(body)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def url(self, path=""):
+        return f"http://127.0.0.1:{self.port}/{path.lstrip('/')}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+# ------------------------------------------------------------------------------------------
+
+class ToolTestCase(unittest.TestCase):
+    """A test case with a fresh working directory and checks shared by the tool tests."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="mbkit-e2e-")
+        self.cache = os.path.join(self.dir, "cache")
+        self.env = clean_env({"XDG_CACHE_HOME": self.cache, "TMPDIR": self.dir})
+
+    def tearDown(self):
+        for root, dirs, _ in os.walk(self.dir):
+            for d in dirs:
+                os.chmod(os.path.join(root, d), 0o755)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def path(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+    def mb_dataset(self, *args, timeout=300):
+        return mb_dataset(*args, cwd=self.dir, env=self.env, timeout=timeout)
+
+    def assertSucceeded(self, result):
+        self.assertEqual(result.rc, 0, msg=repr(result))
+
+    def assertFailsWith(self, result, code, text):
+        """Exit status `code`, exactly one line on stderr, naming what is wrong."""
+        self.assertEqual(result.rc, code, msg=repr(result))
+        lines = [line for line in result.err.splitlines() if line.strip()]
+        self.assertEqual(len(lines), 1, msg=f"expected one error line\n{result!r}")
+        self.assertIn(text, lines[0], msg=repr(result))
+        self.assertIn("error:", lines[0], msg=repr(result))
+
+    def assertNoStrayFiles(self, directory=None):
+        """No temporaries (.NAME.tmp-XXXXXX) left anywhere below `directory`."""
+        for root, _, files in os.walk(directory or self.dir):
+            for name in files:
+                self.assertNotIn(".tmp-", name, msg=f"stray temporary {os.path.join(root, name)}")
+
+
+def main():
+    unittest.main(verbosity=2)

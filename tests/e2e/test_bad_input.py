@@ -1,0 +1,168 @@
+"""Bad input: each case gives one clear error line naming the file or flag, a non-zero exit
+status, and no output (or temporary) file left behind."""
+
+import gzip
+import os
+
+import h5py
+
+import mbtest
+
+IDX_FLAGS = ["--train-images", "--train-labels", "--test-images", "--test-labels"]
+
+
+class BadInput(mbtest.ToolTestCase):
+    def make_idx_set(self, name="src", **kwargs):
+        directory = self.path(name)
+        mbtest.write_mnist_like(directory, **kwargs)
+        return [os.path.join(directory, f) for f in mbtest.FASHION_FILES]
+
+    def import_idx(self, files, output="out.h5"):
+        args = ["import", "idx", "-o", output, "--name", "test"]
+        for flag, path in zip(IDX_FLAGS, files):
+            args += [flag, path]
+        return self.mb_dataset(*args)
+
+    def assertNoOutput(self, name="out.h5"):
+        self.assertFalse(os.path.exists(self.path(name)), f"{name} was written")
+        self.assertNoStrayFiles()
+
+    def test_import_of_good_files_works(self):
+        self.assertSucceeded(self.import_idx(self.make_idx_set()))
+        self.assertSucceeded(self.mb_dataset("verify", "out.h5"))
+
+    def test_truncated_gzip(self):
+        files = self.make_idx_set()
+        with open(files[0], "rb") as f:
+            data = f.read()
+        with open(files[0], "wb") as f:
+            f.write(data[: len(data) // 2])
+        result = self.import_idx(files)
+        self.assertFailsWith(result, 3, "train-images-idx3-ubyte.gz: truncated gzip data")
+        self.assertNoOutput()
+
+    def test_truncated_gzip_through_fetch(self):
+        files = self.make_idx_set()
+        with open(files[2], "rb") as f:
+            data = f.read()
+        with open(files[2], "wb") as f:
+            f.write(data[:-100])
+        # The checksum list describes the damaged file, so the damage itself must be reported.
+        mbtest.write_checksums(self.path("src"), mbtest.FASHION_FILES, self.path("sums"), "sha256")
+        result = self.mb_dataset("fetch", "mnist", "--from", "src", "--checksums", "sums", "-o", "out.h5")
+        self.assertFailsWith(result, 3, "t10k-images-idx3-ubyte.gz: truncated gzip data")
+        self.assertNoOutput()
+
+    def test_wrong_idx_magic(self):
+        files = self.make_idx_set()
+        with gzip.open(files[1], "rb") as f:
+            data = bytearray(f.read())
+        data[2] = 0x0c  # int32 elements: not an image/label file of bytes
+        with open(files[1], "wb") as f:
+            f.write(gzip.compress(bytes(data)))
+        result = self.import_idx(files)
+        self.assertFailsWith(result, 3, "train-labels-idx1-ubyte.gz: IDX element type 0x0c")
+        with open(files[1], "wb") as f:
+            f.write(gzip.compress(b"\x12\x34\x08\x01" + bytes(data[4:])))
+        result = self.import_idx(files)
+        self.assertFailsWith(result, 3, "wrong IDX magic number 0x12340801")
+        self.assertNoOutput()
+
+    def test_image_label_count_mismatch(self):
+        files = self.make_idx_set()
+        with open(files[1], "wb") as f:
+            f.write(gzip.compress(mbtest.idx_bytes(bytes(range(10)) * 11)))  # 110 labels, 120 images
+        result = self.import_idx(files)
+        self.assertFailsWith(result, 3, "has 120 images but train-labels-idx1-ubyte.gz has 110 labels")
+        self.assertNoOutput()
+
+    def test_label_out_of_range(self):
+        files = self.make_idx_set()
+        labels = bytearray(mbtest.read_idx_gz(files[3]).tobytes())
+        labels[7] = 12
+        with open(files[3], "wb") as f:
+            f.write(gzip.compress(mbtest.idx_bytes(bytes(labels))))
+        mbtest.write_checksums(self.path("src"), mbtest.FASHION_FILES, self.path("sums"))
+        result = self.mb_dataset("fetch", "mnist", "--from", "src", "--checksums", "sums", "-o", "out.h5")
+        self.assertFailsWith(result, 3, "t10k-labels-idx1-ubyte.gz: label 12 at index 7 is outside [0, 10)")
+        self.assertNoOutput()
+
+    def test_checksum_mismatch(self):
+        self.make_idx_set()
+        mbtest.write_checksums(self.path("src"), mbtest.FASHION_FILES, self.path("sums"))
+        with open(self.path("src", mbtest.FASHION_FILES[0]), "ab") as f:
+            f.write(b"\0")
+        result = self.mb_dataset("fetch", "mnist", "--from", "src", "--checksums", "sums", "-o", "out.h5")
+        self.assertFailsWith(result, 3, "train-images-idx3-ubyte.gz: checksum mismatch: md5")
+        self.assertNoOutput()
+
+    def test_unwritable_output_directory(self):
+        files = self.make_idx_set()
+        result = self.import_idx(files, output="no-such-dir/out.h5")
+        self.assertFailsWith(result, 1, "directory no-such-dir does not exist")
+        with open(self.path("plain-file"), "w") as f:
+            f.write("x")
+        result = self.import_idx(files, output="plain-file/out.h5")
+        self.assertFailsWith(result, 1, "plain-file is not a directory")
+        result = self.mb_dataset("fetch", "fashion-mnist", "-o", "no-such-dir/f.h5")
+        self.assertFailsWith(result, 1, "directory no-such-dir does not exist")
+        if os.geteuid() != 0:  # root writes into read-only directories
+            os.makedirs(self.path("locked"))
+            os.chmod(self.path("locked"), 0o555)
+            result = self.import_idx(files, output="locked/out.h5")
+            self.assertFailsWith(result, 1, "Permission denied")
+        self.assertNoStrayFiles()
+
+    def test_hdf5_file_that_is_not_a_dataset(self):
+        with h5py.File(self.path("other.h5"), "w") as f:
+            f["weights"] = [1.0, 2.0]
+        for command in (["info", "other.h5"], ["verify", "other.h5"],
+                        ["shard", "other.h5", "-n", "2", "-o", "sh"]):
+            with self.subTest(command=command[0]):
+                result = self.mb_dataset(*command)
+                self.assertFailsWith(result, 3, "other.h5: not an mbkit dataset")
+        with open(self.path("text.h5"), "w") as f:
+            f.write("hello")
+        self.assertFailsWith(self.mb_dataset("info", "text.h5"), 3, "text.h5: not an HDF5 file")
+        self.assertFailsWith(self.mb_dataset("info", "absent.h5"), 3, "absent.h5: no such file")
+        self.assertNoStrayFiles()
+
+    def test_bad_flag_values(self):
+        self.assertSucceeded(self.import_idx(self.make_idx_set(), output="ok.h5"))
+        cases = [
+            (["shard", "ok.h5", "-n", "0", "-o", "sh"], 2, "-n 0: need at least 1 shard"),
+            (["shard", "ok.h5", "-n", "500", "-o", "sh"], 2, "has only 120 training images"),
+            (["shard", "ok.h5", "-n", "two", "-o", "sh"], 2, "two"),
+            (["shard", "ok.h5", "-n", "2", "--by", "modulo", "-o", "sh"], 2,
+             "unknown method 'modulo' (known: contiguous, strided, random)"),
+            (["fetch", "imagenet", "-o", "x.h5"], 2,
+             "unknown dataset 'imagenet' (known: mnist, fashion-mnist, cifar10, cifar100)"),
+            (["fetch", "mnist"], 2, "--output is required"),
+            (["fetch", "mnist", "-o", "x.h5", "--compression", "12"], 2, "--compression 12 is not in 0..9"),
+            (["fetch", "mnist", "-o", "x.h5", "--from", "src", "--mirror", "http://x/"], 2,
+             "--from and --mirror cannot be used together"),
+            (["synth", "cube", "-o", "x.h5"], 2, "unknown kind 'cube' (known: toy, images)"),
+            (["synth", "images", "-o", "x.h5", "--shape", "3,a,4"], 2, "--shape: 'a' is not an integer"),
+            (["import", "idx", "-o", "x.h5"], 2, "import idx needs --train-images"),
+            (["frobnicate"], 2, "frobnicate"),
+        ]
+        for args, code, text in cases:
+            with self.subTest(args=" ".join(args)):
+                self.assertFailsWith(self.mb_dataset(*args), code, text)
+        self.assertFalse(os.path.exists(self.path("x.h5")))
+        self.assertFalse([n for n in os.listdir(self.dir) if n.startswith("sh-")])
+        self.assertNoStrayFiles()
+
+    def test_existing_outputs_are_not_replaced_without_force(self):
+        with open(self.path("precious.h5"), "w") as f:
+            f.write("years of work")
+        result = self.mb_dataset("synth", "toy", "-o", "precious.h5")
+        self.assertFailsWith(result, 1, "precious.h5 exists; use --force to replace it")
+        result = self.mb_dataset("fetch", "fashion-mnist", "-o", "precious.h5")
+        self.assertFailsWith(result, 1, "precious.h5 exists and is not a fashion-mnist dataset")
+        with open(self.path("precious.h5")) as f:
+            self.assertEqual(f.read(), "years of work")
+
+
+if __name__ == "__main__":
+    mbtest.main()
