@@ -1,0 +1,80 @@
+"""The documentation describes what the tools do now: every tool has a man page that renders
+cleanly and mentions every subcommand and option its --help lists, and the README's test command
+is the one CI runs."""
+
+import os
+import re
+import shutil
+import subprocess
+import unittest
+
+import mbtest
+
+
+def render(page):
+    # One very long line and no hyphenation, so that options are never split.
+    completed = subprocess.run(["groff", "-t", "-man", "-Tutf8", "-ww", "-rLL=3000n", "-rHY=0", page],
+                               capture_output=True, text=True, env=mbtest.clean_env())
+    return completed.returncode, completed.stdout, completed.stderr
+
+
+def plain(text):
+    """groff output without overstriking or hyphenation at line ends."""
+    text = re.sub(r".\x08", "", text)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    text = text.replace("\u2010\n", "").replace("-\n", "-")
+    return " ".join(text.replace("\u2010", "-").replace("\u2212", "-").split())
+
+
+class Documentation(unittest.TestCase):
+    def setUp(self):
+        self.man = os.path.join(mbtest.SOURCE_DIR, "man")
+        self.assertTrue(shutil.which("groff"), "groff (groff-base) is required")
+
+    def test_every_man_page_renders_without_warnings(self):
+        pages = [p for p in os.listdir(self.man) if re.search(r"\.[157]$", p)]
+        self.assertIn("mbkit-formats.5", pages)
+        self.assertIn("mbkit.7", pages)
+        for page in pages:
+            with self.subTest(page=page):
+                rc, _, err = render(os.path.join(self.man, page))
+                self.assertEqual(rc, 0, err)
+                self.assertEqual(err, "", f"groff warnings for {page}:\n{err}")
+
+    def test_every_tool_option_is_documented(self):
+        tools = sorted(n for n in os.listdir(mbtest.BIN_DIR) if n.startswith("mb-"))
+        self.assertIn("mb-dataset", tools)
+        overview = plain(render(os.path.join(self.man, "mbkit.7"))[1])
+        for tool in tools:
+            with self.subTest(tool=tool):
+                page = os.path.join(self.man, f"{tool}.1")
+                self.assertTrue(os.path.isfile(page), f"{tool} has no man page")
+                text = plain(render(page)[1])
+                self.assertIn(tool, overview, f"mbkit(7) does not list {tool}")
+                top = mbtest.run([mbtest.tool(tool), "--help"]).out
+                subcommands = re.findall(r"^  ([a-z][a-z-]*)\s{2,}", top.split("Subcommands:")[-1],
+                                         re.M) if "Subcommands:" in top else []
+                helps = [top] + [mbtest.run([mbtest.tool(tool), s, "--help"]).out for s in subcommands]
+                for sub in subcommands:
+                    self.assertIn(f"{tool} {sub}", text.replace("mb-dataset  ", "mb-dataset "),
+                                  f"man page of {tool} lacks subcommand {sub}")
+                for help_text in helps:
+                    for option in set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]+)", help_text)):
+                        if option == "--help":
+                            continue
+                        self.assertIn(option, text, f"{tool}(1) does not document {option}")
+
+    def test_readme_test_command_is_what_ci_runs(self):
+        with open(os.path.join(mbtest.SOURCE_DIR, "README.md")) as f:
+            readme = f.read()
+        setup = readme.split("## Set up", 1)[1].split("\n## ", 1)[0]
+        blocks = re.findall(r"```sh\n(.*?)```", setup, re.S)
+        self.assertEqual(len(blocks), 2, "README's set-up section must hold exactly two commands")
+        self.assertIn("<!-- test-command -->\n```sh\n" + blocks[1], setup)
+        self.assertIn("make -f Makefile.examples quickstart", blocks[0])
+        with open(os.path.join(mbtest.SOURCE_DIR, ".ci", "run")) as f:
+            self.assertIn("<!-- test-command -->", f.read())
+
+
+if __name__ == "__main__":
+    mbtest.main()
