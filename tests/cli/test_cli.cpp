@@ -93,7 +93,8 @@ TEST(RunTool, VerboseShowsWhereAnErrorCameFrom) {
 }
 
 TEST(RunTool, ForeignExceptionsAreReportedNotFatal) {
-  const auto result = run({"go", "-n", "1"}, []() -> int { throw std::out_of_range("vector::at"); });
+  const auto result =
+      run({"go", "-n", "1"}, []() -> int { throw std::out_of_range("vector::at"); });
   EXPECT_EQ(result.status, 1);
   EXPECT_EQ(count_lines(result.err), 1);
 }

@@ -38,11 +38,14 @@ std::vector<std::string> TempDir::entries() const {
 
 void write_file(const std::string& path, const std::vector<std::uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 
-void write_text(const std::string& path, const std::string& text) { write_file(path, bytes_of(text)); }
+void write_text(const std::string& path, const std::string& text) {
+  write_file(path, bytes_of(text));
+}
 
 std::vector<std::uint8_t> bytes_of(const std::string& text) {
   return std::vector<std::uint8_t>(text.begin(), text.end());
@@ -68,7 +71,8 @@ std::vector<std::uint8_t> make_idx(const std::vector<std::uint32_t>& dims,
                                    const std::vector<std::uint8_t>& data) {
   std::vector<std::uint8_t> out = {0, 0, 0x08, static_cast<std::uint8_t>(dims.size())};
   for (const auto extent : dims) {
-    for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<std::uint8_t>(extent >> shift));
+    for (int shift = 24; shift >= 0; shift -= 8)
+      out.push_back(static_cast<std::uint8_t>(extent >> shift));
   }
   out.insert(out.end(), data.begin(), data.end());
   return out;

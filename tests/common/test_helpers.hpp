@@ -42,19 +42,19 @@ void write_tar_gz(const std::string& path,
                   const std::vector<std::pair<std::string, std::vector<std::uint8_t>>>& members);
 
 /// Runs `statement`, which must throw mbkit::Error with `code` and a message containing `text`.
-#define EXPECT_MBKIT_ERROR(statement, expected_code, text)                                   \
-  do {                                                                                       \
-    try {                                                                                    \
-      statement;                                                                             \
-      ADD_FAILURE() << "expected mbkit::Error containing '" << (text) << "'";                \
-    } catch (const ::mbkit::Error& error_) {                                                 \
-      EXPECT_EQ(static_cast<int>(error_.code()), static_cast<int>(expected_code))            \
-          << error_.what();                                                                  \
-      EXPECT_NE(std::string(error_.what()).find(text), std::string::npos)                    \
-          << "message: " << error_.what();                                                   \
-      EXPECT_EQ(std::string(error_.what()).find('\n'), std::string::npos)                    \
-          << "message is not one line: " << error_.what();                                   \
-    }                                                                                        \
+#define EXPECT_MBKIT_ERROR(statement, expected_code, text)                        \
+  do {                                                                            \
+    try {                                                                         \
+      statement;                                                                  \
+      ADD_FAILURE() << "expected mbkit::Error containing '" << (text) << "'";     \
+    } catch (const ::mbkit::Error& error_) {                                      \
+      EXPECT_EQ(static_cast<int>(error_.code()), static_cast<int>(expected_code)) \
+          << error_.what();                                                       \
+      EXPECT_NE(std::string(error_.what()).find(text), std::string::npos)         \
+          << "message: " << error_.what();                                        \
+      EXPECT_EQ(std::string(error_.what()).find('\n'), std::string::npos)         \
+          << "message is not one line: " << error_.what();                        \
+    }                                                                             \
   } while (0)
 
 }  // namespace mbkit::test

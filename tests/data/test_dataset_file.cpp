@@ -133,7 +133,8 @@ void expect_problem_after(const std::function<void(io::File&)>& edit, const std:
   const auto report = verify(path);
   ASSERT_FALSE(report.ok()) << "expected a problem containing: " << text;
   bool found = false;
-  for (const auto& problem : report.problems) found = found || problem.find(text) != std::string::npos;
+  for (const auto& problem : report.problems)
+    found = found || problem.find(text) != std::string::npos;
   EXPECT_TRUE(found) << "problems: " << report.problems.front();
 }
 
@@ -148,9 +149,12 @@ TEST(Verify, FindsEachKindOfProblem) {
         f.set_attribute("num_classes", 2);
         f.remove("class_names");
       },
-                       "/train/labels[2] = 2 is outside [0, 2)");
-  expect_problem_after([](io::File& f) { f.set_attribute("mean", std::vector<double>{0.5, 0.5}); },
-                       "differ from the pixels");
+      "/train/labels[2] = 2 is outside [0, 2)");
+  expect_problem_after(
+      [](io::File& f) {
+        f.set_attribute("mean", std::vector<double>{0.5, 0.5});
+      },
+      "differ from the pixels");
   expect_problem_after([](io::File& f) { f.set_attribute("std", std::vector<double>{0.5}); },
                        "mean/std have 2/1 entries for 2 channels");
   expect_problem_after(
@@ -223,7 +227,8 @@ double nearest_mean_accuracy(const std::string& path) {
   for (std::size_t i = 0; i < train_labels.size(); ++i) {
     const auto c = static_cast<std::size_t>(train_labels[i]);
     counts[c] += 1;
-    for (std::size_t f = 0; f < features; ++f) means[c * features + f] += train_images[i * features + f];
+    for (std::size_t f = 0; f < features; ++f)
+      means[c * features + f] += train_images[i * features + f];
   }
   for (std::size_t c = 0; c < classes; ++c) {
     for (std::size_t f = 0; f < features; ++f) means[c * features + f] /= std::max(1.0, counts[c]);

@@ -16,12 +16,14 @@ namespace {
 std::string write_tiny_mnist(const test::TempDir& dir, int train = 12, int test = 4) {
   auto images = [](int count, int salt) {
     std::vector<std::uint8_t> pixels(static_cast<std::size_t>(count) * 28 * 28);
-    for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<std::uint8_t>(i * 31 + salt);
+    for (std::size_t i = 0; i < pixels.size(); ++i)
+      pixels[i] = static_cast<std::uint8_t>(i * 31 + salt);
     return test::make_idx({static_cast<std::uint32_t>(count), 28, 28}, pixels);
   };
   auto labels = [](int count) {
     std::vector<std::uint8_t> values(static_cast<std::size_t>(count));
-    for (int i = 0; i < count; ++i) values[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(i % 10);
+    for (int i = 0; i < count; ++i)
+      values[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(i % 10);
     return test::make_idx({static_cast<std::uint32_t>(count)}, values);
   };
   const std::vector<std::pair<std::string, std::vector<std::uint8_t>>> files = {
@@ -84,8 +86,7 @@ TEST(Fetch, PublishedChecksumsAreEnforced) {
   options.name = "mnist";
   options.from = dir.file("src");
   options.output = dir.file("mnist.h5");
-  EXPECT_MBKIT_ERROR(fetch_dataset(options), ExitCode::kBadData,
-                     "checksum mismatch: md5 ");
+  EXPECT_MBKIT_ERROR(fetch_dataset(options), ExitCode::kBadData, "checksum mismatch: md5 ");
   EXPECT_FALSE(fs::exists(options.output));
   options.no_checksum = true;  // accepted, with a warning
   EXPECT_EQ(fetch_dataset(options).info.split(kTrain).count, 12u);

@@ -43,7 +43,8 @@ TEST(Idx, WrongMagicNumber) {
 TEST(Idx, UnsupportedElementType) {
   auto bytes = test::make_idx({2}, {0, 1});
   bytes[2] = 0x0d;  // float
-  EXPECT_MBKIT_ERROR(parse_idx(bytes, "f"), ExitCode::kBadData, "element type 0x0d is not supported");
+  EXPECT_MBKIT_ERROR(parse_idx(bytes, "f"), ExitCode::kBadData,
+                     "element type 0x0d is not supported");
 }
 
 TEST(Idx, TruncatedAndTrailingData) {
@@ -138,8 +139,8 @@ TEST(Gzip, TruncatedCorruptAndNotGzip) {
 TEST(Tar, ReadsWantedMembersByBaseName) {
   test::TempDir dir;
   const std::string path = dir.file("archive.tar.gz");
-  test::write_tar_gz(path, {{"top/a.bin", {1, 2}}, {"top/b.txt", test::bytes_of("hi")},
-                            {"top/skip.bin", {9}}});
+  test::write_tar_gz(
+      path, {{"top/a.bin", {1, 2}}, {"top/b.txt", test::bytes_of("hi")}, {"top/skip.bin", {9}}});
   const auto members = read_tar_members(path, {"a.bin", "b.txt", "absent"});
   ASSERT_EQ(members.size(), 2u);
   EXPECT_EQ(members.at("a.bin"), (std::vector<std::uint8_t>{1, 2}));
@@ -150,7 +151,8 @@ TEST(Tar, TruncatedArchive) {
   test::TempDir dir;
   const std::string path = dir.file("archive.tar.gz");
   std::vector<std::uint8_t> big(200000);
-  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<std::uint8_t>((i * 2654435761u) >> 13);
+  for (std::size_t i = 0; i < big.size(); ++i)
+    big[i] = static_cast<std::uint8_t>((i * 2654435761u) >> 13);
   test::write_tar_gz(path, {{"data.bin", big}});
   auto bytes = fs::read_file(path);
   bytes.resize(bytes.size() / 2);

@@ -18,7 +18,8 @@ namespace {
 
 std::vector<std::int32_t> skewed_labels(std::size_t count) {
   std::vector<std::int32_t> labels(count);
-  for (std::size_t i = 0; i < count; ++i) labels[i] = static_cast<std::int32_t>((i * i + i / 7) % 5);
+  for (std::size_t i = 0; i < count; ++i)
+    labels[i] = static_cast<std::int32_t>((i * i + i / 7) % 5);
   return labels;
 }
 
@@ -51,8 +52,10 @@ TEST(AssignShards, ContiguousAndStridedLayouts) {
 
 TEST(AssignShards, EveryMethodPartitionsEvenly) {
   const auto labels = skewed_labels(1003);
-  for (const auto method : {ShardMethod::kContiguous, ShardMethod::kStrided, ShardMethod::kRandom}) {
-    for (const int count : {1, 2, 4, 7}) expect_partition(assign_shards(labels, count, method, 3), labels.size());
+  for (const auto method :
+       {ShardMethod::kContiguous, ShardMethod::kStrided, ShardMethod::kRandom}) {
+    for (const int count : {1, 2, 4, 7})
+      expect_partition(assign_shards(labels, count, method, 3), labels.size());
   }
 }
 
@@ -62,8 +65,10 @@ TEST(AssignShards, RandomKeepsEachClassBalancedAndIsSeeded) {
   for (std::int32_t label = 0; label < 5; ++label) {
     std::vector<std::size_t> per_shard;
     for (const auto& shard : shards) {
-      per_shard.push_back(static_cast<std::size_t>(std::count_if(
-          shard.begin(), shard.end(), [&](std::int64_t row) { return labels[static_cast<std::size_t>(row)] == label; })));
+      per_shard.push_back(
+          static_cast<std::size_t>(std::count_if(shard.begin(), shard.end(), [&](std::int64_t row) {
+            return labels[static_cast<std::size_t>(row)] == label;
+          })));
     }
     const auto [low, high] = std::minmax_element(per_shard.begin(), per_shard.end());
     EXPECT_LE(*high - *low, 1u) << "class " << label;

@@ -26,7 +26,8 @@ TEST(Hdf5, DatasetRoundTripWithRowsAndStorageOptions) {
     Dataset images = group.create_dataset<std::uint8_t>("images", {10, 2, 3, 4}, storage);
     images.write_rows(0, 6, pixels.data());
     images.write_rows(6, 4, pixels.data() + 6 * 24);
-    group.create_dataset<double>("weights", {3}).write(std::span<const double>(std::vector<double>{0.5, -1, 2}));
+    group.create_dataset<double>("weights", {3})
+        .write(std::span<const double>(std::vector<double>{0.5, -1, 2}));
     file.close();
   }
   const File file = File::open(path);
@@ -69,11 +70,11 @@ TEST(Hdf5, AttributesOfEveryKind) {
   EXPECT_DOUBLE_EQ(file.double_attribute("count"), 8.0);  // integers read as numbers too
   EXPECT_EQ(file.int_array_attribute("ints"), (std::vector<std::int64_t>{1, -2, 3}));
   EXPECT_EQ(file.double_array_attribute("doubles"), (std::vector<double>{0.1, 0.2}));
-  EXPECT_EQ(file.string_array_attribute("names"),
-            (std::vector<std::string>{"a", "", "long name"}));
+  EXPECT_EQ(file.string_array_attribute("names"), (std::vector<std::string>{"a", "", "long name"}));
   EXPECT_EQ(file.attribute_names(),
             (std::vector<std::string>{"count", "doubles", "ints", "names", "rate", "text"}));
-  EXPECT_MBKIT_ERROR(file.int_attribute("absent"), ExitCode::kBadData, "missing attribute 'absent'");
+  EXPECT_MBKIT_ERROR(file.int_attribute("absent"), ExitCode::kBadData,
+                     "missing attribute 'absent'");
   EXPECT_MBKIT_ERROR(file.int_attribute("text"), ExitCode::kBadData, "is not an integer");
   EXPECT_MBKIT_ERROR(file.string_attribute("names"), ExitCode::kBadData, "expected one");
 }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <mpi.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include "mbkit/io/hdf5.hpp"
@@ -40,6 +41,29 @@ TEST(Check, Hdf5CallCarriesTheLibraryMessage) {
 TEST(Check, OneDnnStatusIsNamed) {
   EXPECT_MBKIT_ERROR(MBKIT_DNNL_CHECK(dnnl_set_verbose(-1)), ExitCode::kFailure,
                      "dnnl_set_verbose failed: invalid arguments");
+}
+
+// MPI is initialised (as a singleton) by the one test that needs it and finalised at exit.
+class MpiFinalizer : public testing::Environment {
+ public:
+  void TearDown() override {
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) MPI_Finalize();
+  }
+};
+[[maybe_unused]] testing::Environment* const kMpiFinalizer =
+    testing::AddGlobalTestEnvironment(new MpiFinalizer);
+
+TEST(Check, MpiFailureIsACommunicationErrorWithMpisOwnText) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    ASSERT_EQ(MPI_Init(nullptr, nullptr), MPI_SUCCESS);
+  }
+  EXPECT_MBKIT_ERROR(detail::mpi_check(MPI_ERR_COUNT, "MPI_Send(buffer, -1, ...)", MBKIT_HERE),
+                     ExitCode::kCommunication, "MPI_Send failed: MPI_ERR_COUNT: invalid count");
 }
 
 TEST(Check, CurlCodeIsNamed) {

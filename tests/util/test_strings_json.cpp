@@ -38,7 +38,8 @@ TEST(Strings, ShellQuoteRoundTripsThroughTheShellRules) {
 TEST(Strings, ParseNumbersNameTheFlag) {
   EXPECT_EQ(parse_int(" 42 ", "--n"), 42);
   EXPECT_DOUBLE_EQ(parse_double("2.5e-3", "--lr"), 2.5e-3);
-  EXPECT_MBKIT_ERROR(parse_int("4x", "--shape"), ExitCode::kUsage, "--shape: '4x' is not an integer");
+  EXPECT_MBKIT_ERROR(parse_int("4x", "--shape"), ExitCode::kUsage,
+                     "--shape: '4x' is not an integer");
   EXPECT_MBKIT_ERROR(parse_double("nan", "--lr"), ExitCode::kUsage, "--lr");
 }
 

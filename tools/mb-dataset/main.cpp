@@ -16,9 +16,11 @@ int main(int argc, char** argv) {
   mbkit::data::FetchOptions fetch;
   fetch.deflate_level = ds::kDefaultCompression;
   auto* fetch_cmd = app.add_subcommand(
-      "fetch", "Download (or read locally) a known dataset, check its published checksums and "
-               "write it as one dataset file");
-  fetch_cmd->add_option("name", fetch.name, "mnist, fashion-mnist, cifar10 or cifar100")->required();
+      "fetch",
+      "Download (or read locally) a known dataset, check its published checksums and "
+      "write it as one dataset file");
+  fetch_cmd->add_option("name", fetch.name, "mnist, fashion-mnist, cifar10 or cifar100")
+      ->required();
   fetch_cmd->add_option("-o,--output", fetch.output, "Dataset file to write")->required();
   fetch_cmd->add_option("--from", fetch.from,
                         "Read the published files from this directory (or archive) instead of "
@@ -29,20 +31,24 @@ int main(int argc, char** argv) {
   fetch_cmd->add_option("--checksums", fetch.checksums_file,
                         "md5sum/sha256sum-style list to check the files against instead of the "
                         "published checksums");
-  fetch_cmd->add_flag("--no-checksum", fetch.no_checksum,
-                      "Accept files whose checksum differs from the published one (with a warning)");
+  fetch_cmd->add_flag(
+      "--no-checksum", fetch.no_checksum,
+      "Accept files whose checksum differs from the published one (with a warning)");
   fetch_cmd->add_flag("-f,--force", fetch.force, "Rebuild even if a valid output exists");
-  fetch_cmd->add_option("--retries", fetch.retries, "Extra attempts after a transient network error")
+  fetch_cmd
+      ->add_option("--retries", fetch.retries, "Extra attempts after a transient network error")
       ->capture_default_str();
-  fetch_cmd->add_option("--timeout", fetch.stall_timeout,
-                        "Give up on a transfer that stalls for this many seconds")
+  fetch_cmd
+      ->add_option("--timeout", fetch.stall_timeout,
+                   "Give up on a transfer that stalls for this many seconds")
       ->capture_default_str();
   fetch_cmd->add_option("--compression", fetch.deflate_level, "Deflate level 0-9 of the output")
       ->capture_default_str();
 
   ds::ImportOptions import;
   auto* import_cmd = app.add_subcommand(
-      "import", "Convert local files of a supported format (IDX, CIFAR binary) into a dataset file");
+      "import",
+      "Convert local files of a supported format (IDX, CIFAR binary) into a dataset file");
   import_cmd->add_option("format", import.format, "idx, cifar10 or cifar100")->required();
   import_cmd->add_option("-o,--output", import.output, "Dataset file to write")->required();
   import_cmd->add_option("--name", import.name, "Dataset name recorded in the file");
@@ -50,7 +56,8 @@ int main(int argc, char** argv) {
   import_cmd->add_option("--train-labels", import.idx_files[1], "idx: training labels");
   import_cmd->add_option("--test-images", import.idx_files[2], "idx: test images");
   import_cmd->add_option("--test-labels", import.idx_files[3], "idx: test labels");
-  import_cmd->add_option("--from", import.from, "cifar: the binary archive or its extracted directory");
+  import_cmd->add_option("--from", import.from,
+                         "cifar: the binary archive or its extracted directory");
   import_cmd->add_option("--num-classes", import.num_classes,
                          "idx: number of classes (default: largest label + 1)");
   import_cmd->add_option("--class-names", import.class_names,
@@ -61,19 +68,23 @@ int main(int argc, char** argv) {
 
   ds::SynthOptions synth;
   auto* synth_cmd = app.add_subcommand("synth", "Write a synthetic dataset (seeded)");
-  synth_cmd->add_option("kind", synth.kind,
-                        "toy (the AMB toy problem, 100 features) or images (random C,H,W images)")
+  synth_cmd
+      ->add_option("kind", synth.kind,
+                   "toy (the AMB toy problem, 100 features) or images (random C,H,W images)")
       ->required();
   synth_cmd->add_option("-o,--output", synth.output, "Dataset file to write")->required();
-  synth_cmd->add_option("--train", synth.toy.train, "Training samples (toy default 10000, images 1024)");
+  synth_cmd->add_option("--train", synth.toy.train,
+                        "Training samples (toy default 10000, images 1024)");
   synth_cmd->add_option("--test", synth.toy.test, "Test samples (toy default 1000, images 256)");
   synth_cmd->add_option("--seed", synth.toy.seed, "Random seed")->capture_default_str();
   synth_cmd->add_flag("--learnable", synth.toy.learnable,
                       "toy: class-dependent feature means, so that a model can learn");
-  synth_cmd->add_option("--separation", synth.toy.separation,
-                        "toy: standard deviation of the class means")
+  synth_cmd
+      ->add_option("--separation", synth.toy.separation,
+                   "toy: standard deviation of the class means")
       ->capture_default_str();
-  synth_cmd->add_option("--classes", synth.images.classes, "Number of classes (toy 10, images 1000)");
+  synth_cmd->add_option("--classes", synth.images.classes,
+                        "Number of classes (toy 10, images 1000)");
   synth_cmd->add_option("--shape", synth.shape, "images: C,H,W (default 3,224,224)");
   synth_cmd->add_flag("-f,--force", synth.force, "Replace an existing output file");
   synth_cmd->add_option("--compression", synth.deflate_level, "Deflate level 0-9")
@@ -83,12 +94,14 @@ int main(int argc, char** argv) {
   shard.deflate_level = ds::kDefaultCompression;
   std::string shard_method = "random";
   auto* shard_cmd = app.add_subcommand(
-      "shard", "Split a dataset's training split into N shard files PREFIX-0000i-of-0000N.h5 "
-               "(each with the whole test split); prints their paths");
+      "shard",
+      "Split a dataset's training split into N shard files PREFIX-0000i-of-0000N.h5 "
+      "(each with the whole test split); prints their paths");
   shard_cmd->add_option("file", shard.input, "Dataset file to split")->required();
   shard_cmd->add_option("-n,--count", shard.count, "Number of shards")->required();
-  shard_cmd->add_option("--by", shard_method,
-                        "contiguous, strided (as tf.data shard()) or random (class-balanced)")
+  shard_cmd
+      ->add_option("--by", shard_method,
+                   "contiguous, strided (as tf.data shard()) or random (class-balanced)")
       ->capture_default_str();
   shard_cmd->add_option("--seed", shard.seed, "Seed of the random method")->capture_default_str();
   shard_cmd->add_option("-o,--output", shard.prefix, "Prefix of the shard files")->required();
@@ -102,7 +115,8 @@ int main(int argc, char** argv) {
 
   ds::VerifyOptions verify;
   auto* verify_cmd = app.add_subcommand(
-      "verify", "Check dataset files against the format, reading every byte; exit 3 if one is invalid");
+      "verify",
+      "Check dataset files against the format, reading every byte; exit 3 if one is invalid");
   verify_cmd->add_option("files", verify.paths, "Dataset files")->required();
   verify_cmd->add_flag("--json", verify.json, "Print JSON results");
 

@@ -35,8 +35,9 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
   app.add_flag("-v,--verbose", options.verbose,
                "More detail on stderr (repeat for debug output); errors then show their source");
   const std::string tool = app.get_name();
-  app.set_version_flag("--version", [tool] { return version_text(tool); },
-                       "Print the version and the libraries in use, then exit");
+  app.set_version_flag(
+      "--version", [tool] { return version_text(tool); },
+      "Print the version and the libraries in use, then exit");
 }
 
 std::string command_line(int argc, char** argv) {
@@ -48,7 +49,9 @@ std::string command_line(int argc, char** argv) {
   return text;
 }
 
-const std::string& recorded_command_line() { return g_command_line; }
+const std::string& recorded_command_line() {
+  return g_command_line;
+}
 
 int report_errors(const std::string& program, const std::function<int()>& body) {
   try {

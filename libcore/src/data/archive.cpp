@@ -15,7 +15,8 @@ bool is_gzip(std::span<const std::uint8_t> bytes) {
   return bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b;
 }
 
-std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> compressed, const std::string& name) {
+std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> compressed,
+                                 const std::string& name) {
   if (!is_gzip(compressed)) data_error(cat(name, ": not in gzip format"));
   z_stream stream{};
   // 16 + MAX_WBITS: expect a gzip wrapper (header and CRC-32 trailer are checked by zlib).

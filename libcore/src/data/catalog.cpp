@@ -31,15 +31,14 @@ std::vector<CatalogEntry> make_catalog() {
   fashion.mirrors = {"http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"};
   // Content SHA-256s are of the decompressed IDX bytes (the published archives and Debian's
   // copies hold the same deflate stream; Debian dropped the gzip name field).
-  fashion.files = {
-      {"train-images-idx3-ubyte.gz", "8d4fb7e6c68d591d4c3dfef9ec88bf0d", 26421880,
-       "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888"},
-      {"train-labels-idx1-ubyte.gz", "25c81989df183df01b3e8a0aad5dffbe", 29515,
-       "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9"},
-      {"t10k-images-idx3-ubyte.gz", "bef4ecab320f06d8554ea6380940ec79", 4422102,
-       "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b"},
-      {"t10k-labels-idx1-ubyte.gz", "bb300cfdad3c16e7a12a480ee83cd310", 5148,
-       "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34"}};
+  fashion.files = {{"train-images-idx3-ubyte.gz", "8d4fb7e6c68d591d4c3dfef9ec88bf0d", 26421880,
+                    "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888"},
+                   {"train-labels-idx1-ubyte.gz", "25c81989df183df01b3e8a0aad5dffbe", 29515,
+                    "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9"},
+                   {"t10k-images-idx3-ubyte.gz", "bef4ecab320f06d8554ea6380940ec79", 4422102,
+                    "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b"},
+                   {"t10k-labels-idx1-ubyte.gz", "bb300cfdad3c16e7a12a480ee83cd310", 5148,
+                    "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34"}};
   fashion.num_classes = 10;
   fashion.class_names = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                          "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
@@ -55,7 +54,7 @@ std::vector<CatalogEntry> make_catalog() {
   cifar10.mirrors = {"https://www.cs.toronto.edu/~kriz/"};
   cifar10.files = {{"cifar-10-binary.tar.gz", "c32a1d4ab5d03f1284b67883e8d87530", 170052171, ""}};
   cifar10.num_classes = 10;
-  cifar10.class_names = {"airplane", "automobile", "bird", "cat", "deer",
+  cifar10.class_names = {"airplane", "automobile", "bird",  "cat",  "deer",
                          "dog",      "frog",       "horse", "ship", "truck"};
   cifar10.homepage = "https://www.cs.toronto.edu/~kriz/cifar.html";
   entries.push_back(cifar10);
@@ -70,23 +69,23 @@ std::vector<CatalogEntry> make_catalog() {
   cifar100.num_coarse_classes = 20;
   // Used when an archive lacks fine_label_names.txt / coarse_label_names.txt.
   cifar100.class_names = {
-      "apple",       "aquarium_fish", "baby",       "bear",       "beaver",       "bed",
-      "bee",         "beetle",        "bicycle",    "bottle",     "bowl",         "boy",
-      "bridge",      "bus",           "butterfly",  "camel",      "can",          "castle",
-      "caterpillar", "cattle",        "chair",      "chimpanzee", "clock",        "cloud",
-      "cockroach",   "couch",         "crab",       "crocodile",  "cup",          "dinosaur",
-      "dolphin",     "elephant",      "flatfish",   "forest",     "fox",          "girl",
-      "hamster",     "house",         "kangaroo",   "keyboard",   "lamp",         "lawn_mower",
-      "leopard",     "lion",          "lizard",     "lobster",    "man",          "maple_tree",
-      "motorcycle",  "mountain",      "mouse",      "mushroom",   "oak_tree",     "orange",
-      "orchid",      "otter",         "palm_tree",  "pear",       "pickup_truck", "pine_tree",
-      "plain",       "plate",         "poppy",      "porcupine",  "possum",       "rabbit",
-      "raccoon",     "ray",           "road",       "rocket",     "rose",         "sea",
-      "seal",        "shark",         "shrew",      "skunk",      "skyscraper",   "snail",
-      "snake",       "spider",        "squirrel",   "streetcar",  "sunflower",    "sweet_pepper",
-      "table",       "tank",          "telephone",  "television", "tiger",        "tractor",
-      "train",       "trout",         "tulip",      "turtle",     "wardrobe",     "whale",
-      "willow_tree", "wolf",          "woman",      "worm"};
+      "apple",       "aquarium_fish", "baby",      "bear",       "beaver",       "bed",
+      "bee",         "beetle",        "bicycle",   "bottle",     "bowl",         "boy",
+      "bridge",      "bus",           "butterfly", "camel",      "can",          "castle",
+      "caterpillar", "cattle",        "chair",     "chimpanzee", "clock",        "cloud",
+      "cockroach",   "couch",         "crab",      "crocodile",  "cup",          "dinosaur",
+      "dolphin",     "elephant",      "flatfish",  "forest",     "fox",          "girl",
+      "hamster",     "house",         "kangaroo",  "keyboard",   "lamp",         "lawn_mower",
+      "leopard",     "lion",          "lizard",    "lobster",    "man",          "maple_tree",
+      "motorcycle",  "mountain",      "mouse",     "mushroom",   "oak_tree",     "orange",
+      "orchid",      "otter",         "palm_tree", "pear",       "pickup_truck", "pine_tree",
+      "plain",       "plate",         "poppy",     "porcupine",  "possum",       "rabbit",
+      "raccoon",     "ray",           "road",      "rocket",     "rose",         "sea",
+      "seal",        "shark",         "shrew",     "skunk",      "skyscraper",   "snail",
+      "snake",       "spider",        "squirrel",  "streetcar",  "sunflower",    "sweet_pepper",
+      "table",       "tank",          "telephone", "television", "tiger",        "tractor",
+      "train",       "trout",         "tulip",     "turtle",     "wardrobe",     "whale",
+      "willow_tree", "wolf",          "woman",     "worm"};
   cifar100.coarse_class_names = {"aquatic_mammals",
                                  "fish",
                                  "flowers",

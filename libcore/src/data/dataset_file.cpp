@@ -65,8 +65,8 @@ DatasetWriter::DatasetWriter(const std::string& path, DatasetHeader header, int 
   MBKIT_CHECK(deflate_level_ >= 0 && deflate_level_ <= 9, "deflate level must be 0..9");
   if (!header_.class_names.empty() &&
       header_.class_names.size() != static_cast<std::size_t>(header_.num_classes)) {
-    data_error(cat("dataset ", header_.name, ": ", header_.class_names.size(),
-                   " class names for ", header_.num_classes, " classes"));
+    data_error(cat("dataset ", header_.name, ": ", header_.class_names.size(), " class names for ",
+                   header_.num_classes, " classes"));
   }
 }
 
@@ -76,9 +76,9 @@ void DatasetWriter::begin_split(std::string_view split, std::uint64_t count, Ima
                                 bool with_source_index, bool with_coarse_labels) {
   MBKIT_CHECK(!open_, "split ", open_ ? open_->name : "", " is still open");
   MBKIT_CHECK(split == kTrain || split == kTest, "unknown split ", split);
-  MBKIT_CHECK(std::find(finished_splits_.begin(), finished_splits_.end(), split) ==
-                  finished_splits_.end(),
-              "split ", split, " written twice");
+  MBKIT_CHECK(
+      std::find(finished_splits_.begin(), finished_splits_.end(), split) == finished_splits_.end(),
+      "split ", split, " written twice");
   if (shape.channels < 1 || shape.height < 1 || shape.width < 1) {
     data_error(cat("dataset ", header_.name, ": invalid image shape ", shape.text()));
   }
@@ -141,9 +141,8 @@ void DatasetWriter::append(std::span<const std::uint8_t> images,
               "append: coarse_labels do not match the split's layout");
   for (std::uint64_t i = 0; i < rows; ++i) {
     if (labels[i] < 0 || labels[i] >= header_.num_classes) {
-      data_error(cat("dataset ", header_.name, ": ", split.name, " label ", labels[i],
-                     " at index ", split.written + i, " is outside [0, ", header_.num_classes,
-                     ")"));
+      data_error(cat("dataset ", header_.name, ": ", split.name, " label ", labels[i], " at index ",
+                     split.written + i, " is outside [0, ", header_.num_classes, ")"));
     }
   }
   if (split.name == kTrain) {
@@ -206,8 +205,8 @@ void DatasetWriter::finish() {
   } else {
     std::tie(mean, stddev) = pixel_statistics(pixel_sum_, pixel_square_sum_, pixels_per_channel_);
   }
-  MBKIT_CHECK(mean.size() == static_cast<std::size_t>(train_shape_.channels),
-              "normalisation has ", mean.size(), " channels for ", train_shape_.text(), " images");
+  MBKIT_CHECK(mean.size() == static_cast<std::size_t>(train_shape_.channels), "normalisation has ",
+              mean.size(), " channels for ", train_shape_.text(), " images");
 
   file_.set_attribute("format", std::string(kFormatName));
   file_.set_attribute("format_version", kFormatVersion);

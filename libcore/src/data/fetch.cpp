@@ -29,8 +29,8 @@ std::map<std::string, std::string> parse_checksum_list(const std::string& text,
     if (!name.empty() && name.front() == '*') name.remove_prefix(1);  // binary-mode marker
     const bool hex = digest.find_first_not_of("0123456789abcdef") == std::string::npos;
     if (name.empty() || !hex || (digest.size() != 32 && digest.size() != 64)) {
-      data_error(cat(list_name, ": line ", line_number,
-                     " is not '<md5 or sha256 in hex>  <file name>'"));
+      data_error(
+          cat(list_name, ": line ", line_number, " is not '<md5 or sha256 in hex>  <file name>'"));
     }
     digests[fs::base_name(std::string(name))] = digest;
   }
@@ -71,8 +71,9 @@ std::string verify_source_file(const CatalogFile& spec, const std::string& path,
       // A recompressed copy (e.g. Debian's) holds the same data under another archive checksum.
       content_matches = sha256_hex(read_maybe_gzipped(path)) == spec.content_sha256;
       if (content_matches) {
-        log::verbose(cat(spec.name, ": archive differs from the published one but its content "
-                                    "matches the published data"));
+        log::verbose(cat(spec.name,
+                         ": archive differs from the published one but its content "
+                         "matches the published data"));
       }
     }
     if (!content_matches) {
@@ -105,8 +106,8 @@ std::vector<std::string> locate_local_files(const CatalogEntry& entry, const std
     if (entry.files.size() != 1) {
       std::vector<std::string> names;
       for (const auto& file : entry.files) names.push_back(file.name);
-      usage_error(cat("--from ", from, ": ", entry.name, " needs a directory holding ",
-                      join(names, ", ")));
+      usage_error(
+          cat("--from ", from, ": ", entry.name, " needs a directory holding ", join(names, ", ")));
     }
     paths.push_back(from);
     return paths;
@@ -131,8 +132,8 @@ struct VerifiedSource {
 
 // Downloads one file into the cache (or finds it there), trying each base URL in turn.
 VerifiedSource fetch_into_cache(const CatalogFile& spec, const std::vector<std::string>& bases,
-                             const std::string& cache, const ChecksumPolicy& policy,
-                             const FetchOptions& options, std::string& used_base) {
+                                const std::string& cache, const ChecksumPolicy& policy,
+                                const FetchOptions& options, std::string& used_base) {
   const std::string cached = fs::join_path(cache, spec.name);
   if (fs::exists(cached)) {
     try {
@@ -156,8 +157,7 @@ VerifiedSource fetch_into_cache(const CatalogFile& spec, const std::vector<std::
       download_options.expected_size = spec.size;
       download_options.label = spec.name;
       download(url, partial.temp_path(), download_options);
-      VerifiedSource verified{cached,
-                              verify_source_file(spec, partial.temp_path(), policy, url)};
+      VerifiedSource verified{cached, verify_source_file(spec, partial.temp_path(), policy, url)};
       partial.commit();
       used_base = base;
       return verified;
@@ -276,8 +276,8 @@ FetchReport fetch_dataset(const FetchOptions& options) {
       break;
     case SourceFormat::kCifar10:
     case SourceFormat::kCifar100:
-      dataset = load_cifar(sources[0].path, entry->format == SourceFormat::kCifar100, entry->class_names,
-                           entry->coarse_class_names);
+      dataset = load_cifar(sources[0].path, entry->format == SourceFormat::kCifar100,
+                           entry->class_names, entry->coarse_class_names);
       break;
   }
   write_dataset(output.temp_path(), dataset, std::move(header), options.deflate_level);

@@ -11,7 +11,9 @@
 
 namespace mbkit::data {
 
-std::string ImageShape::text() const { return cat(channels, "x", height, "x", width); }
+std::string ImageShape::text() const {
+  return cat(channels, "x", height, "x", width);
+}
 
 const SplitSummary& DatasetInfo::split(std::string_view split_name) const {
   for (const auto& summary : splits) {
@@ -32,7 +34,8 @@ SplitSummary read_split_summary(const io::File& file, std::string_view split) {
   const auto labels = file.open_dataset(group + "/labels");
   const auto image_dims = images.dims();
   if (image_dims.size() != 4) {
-    data_error(cat(where, "/images has ", image_dims.size(), " dimensions, expected 4 (N, C, H, W)"));
+    data_error(
+        cat(where, "/images has ", image_dims.size(), " dimensions, expected 4 (N, C, H, W)"));
   }
   if (images.type_class() != H5T_INTEGER || images.type_size() != 1 || images.type_is_signed()) {
     data_error(cat(where, "/images is not uint8"));
@@ -109,7 +112,8 @@ DatasetInfo read_info(const io::File& file) {
       data_error(cat(path, ": source_files has ", names.size(), " entries but source_sha256 has ",
                      digests.size()));
     }
-    for (std::size_t i = 0; i < names.size(); ++i) info.source_files.push_back({names[i], digests[i]});
+    for (std::size_t i = 0; i < names.size(); ++i)
+      info.source_files.push_back({names[i], digests[i]});
   }
 
   if (file.has_attribute("shard_index")) {
@@ -123,10 +127,11 @@ DatasetInfo read_info(const io::File& file) {
       shard.seed = static_cast<std::uint64_t>(file.int_attribute("shard_seed"));
     }
     if (shard.count < 1 || shard.index < 0 || shard.index >= shard.count) {
-      data_error(cat(path, ": shard_index ", shard.index, " is not in [0, shard_count=",
-                     shard.count, ")"));
+      data_error(cat(path, ": shard_index ", shard.index,
+                     " is not in [0, shard_count=", shard.count, ")"));
     }
-    if (std::find(kShardMethods.begin(), kShardMethods.end(), shard.method) == kShardMethods.end()) {
+    if (std::find(kShardMethods.begin(), kShardMethods.end(), shard.method) ==
+        kShardMethods.end()) {
       data_error(cat(path, ": unknown shard_method '", shard.method, "'"));
     }
     info.shard = shard;
@@ -237,8 +242,8 @@ VerifyReport verify(const std::string& path) {
                                : static_cast<std::int32_t>(info.coarse_class_names.size());
         for (std::size_t i = 0; i < coarse.size(); ++i) {
           if (coarse[i] < 0 || coarse[i] >= limit) {
-            report.problems.push_back(cat(path, ": /", split.name, "/coarse_labels[", i, "] = ",
-                                          coarse[i], " is out of range"));
+            report.problems.push_back(cat(path, ": /", split.name, "/coarse_labels[", i,
+                                          "] = ", coarse[i], " is out of range"));
             break;
           }
         }
@@ -247,7 +252,8 @@ VerifyReport verify(const std::string& path) {
         auto index = dataset->read_source_index(split.name);
         std::sort(index.begin(), index.end());
         if (!index.empty() && index.front() < 0) {
-          report.problems.push_back(cat(path, ": /", split.name, "/source_index has a negative entry"));
+          report.problems.push_back(
+              cat(path, ": /", split.name, "/source_index has a negative entry"));
         }
         if (std::adjacent_find(index.begin(), index.end()) != index.end()) {
           report.problems.push_back(cat(path, ": /", split.name, "/source_index repeats a row"));

@@ -13,7 +13,8 @@ std::uint32_t read_be32(const std::uint8_t* bytes) {
 }  // namespace
 
 IdxArray parse_idx(std::vector<std::uint8_t> bytes, const std::string& name) {
-  if (bytes.size() < 4) data_error(cat(name, ": too short for an IDX file (", bytes.size(), " bytes)"));
+  if (bytes.size() < 4)
+    data_error(cat(name, ": too short for an IDX file (", bytes.size(), " bytes)"));
   if (bytes[0] != 0 || bytes[1] != 0) {
     data_error(cat(name, ": wrong IDX magic number ",
                    strprintf("0x%02x%02x%02x%02x", bytes[0], bytes[1], bytes[2], bytes[3]),
@@ -55,7 +56,8 @@ LabeledImages combine_idx(IdxArray images, const std::string& images_name, IdxAr
                    images.dims.size()));
   }
   if (labels.dims.size() != 1) {
-    data_error(cat(labels_name, ": a label file needs 1 dimension, this one has ", labels.dims.size()));
+    data_error(
+        cat(labels_name, ": a label file needs 1 dimension, this one has ", labels.dims.size()));
   }
   if (images.dims[0] != labels.dims[0]) {
     data_error(cat(images_name, " has ", images.dims[0], " images but ", labels_name, " has ",
@@ -101,7 +103,8 @@ LabeledImages parse_cifar(std::span<const std::uint8_t> bytes, int label_bytes, 
     const std::uint8_t* row = bytes.data() + i * record;
     const int label = row[label_bytes - 1];
     if (label >= num_classes) {
-      data_error(cat(name, ": label ", label, " of record ", i, " is outside [0, ", num_classes, ")"));
+      data_error(
+          cat(name, ": label ", label, " of record ", i, " is outside [0, ", num_classes, ")"));
     }
     split.labels[i] = label;
     if (label_bytes == 2) {
@@ -111,16 +114,16 @@ LabeledImages parse_cifar(std::span<const std::uint8_t> bytes, int label_bytes, 
       }
       split.coarse_labels[i] = row[0];
     }
-    std::copy(row + label_bytes, row + record, split.images.begin() + static_cast<std::ptrdiff_t>(i * pixels));
+    std::copy(row + label_bytes, row + record,
+              split.images.begin() + static_cast<std::ptrdiff_t>(i * pixels));
   }
   return split;
 }
 
 std::vector<std::string> parse_class_name_lines(std::span<const std::uint8_t> bytes) {
   std::vector<std::string> names;
-  for (const auto& line : split(std::string_view(reinterpret_cast<const char*>(bytes.data()),
-                                                 bytes.size()),
-                                '\n')) {
+  for (const auto& line :
+       split(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), '\n')) {
     const auto name = trim(line);
     if (!name.empty()) names.emplace_back(name);
   }

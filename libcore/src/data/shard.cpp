@@ -20,9 +20,12 @@ ShardMethod parse_shard_method(const std::string& name) {
 
 std::string shard_method_name(ShardMethod method) {
   switch (method) {
-    case ShardMethod::kContiguous: return "contiguous";
-    case ShardMethod::kStrided: return "strided";
-    case ShardMethod::kRandom: return "random";
+    case ShardMethod::kContiguous:
+      return "contiguous";
+    case ShardMethod::kStrided:
+      return "strided";
+    case ShardMethod::kRandom:
+      return "random";
   }
   return "?";
 }
@@ -51,7 +54,8 @@ std::vector<std::vector<std::int64_t>> assign_shards(std::span<const std::int32_
       }
       break;
     case ShardMethod::kRandom: {
-      const std::int32_t largest = labels.empty() ? 0 : *std::max_element(labels.begin(), labels.end());
+      const std::int32_t largest =
+          labels.empty() ? 0 : *std::max_element(labels.begin(), labels.end());
       std::vector<std::vector<std::int64_t>> by_class(static_cast<std::size_t>(largest) + 1);
       for (std::int64_t row = 0; row < rows; ++row) {
         by_class[static_cast<std::size_t>(labels[static_cast<std::size_t>(row)])].push_back(row);
@@ -97,7 +101,8 @@ std::vector<std::string> shard_dataset(const ShardOptions& options) {
   const auto assignment = assign_shards(labels, options.count, options.method, options.seed);
   std::vector<int> shard_of(labels.size(), -1);
   for (std::size_t shard = 0; shard < assignment.size(); ++shard) {
-    for (const auto row : assignment[shard]) shard_of[static_cast<std::size_t>(row)] = static_cast<int>(shard);
+    for (const auto row : assignment[shard])
+      shard_of[static_cast<std::size_t>(row)] = static_cast<int>(shard);
   }
   const std::string source_sha256 = digest_file(options.input).sha256;
   const bool coarse = info.has_coarse_labels;
@@ -113,8 +118,12 @@ std::vector<std::string> shard_dataset(const ShardOptions& options) {
     header.coarse_class_names = info.coarse_class_names;
     header.source = info.source;
     header.source_files = info.source_files;
-    header.shard = ShardInfo{index,         options.count, shard_method_name(options.method),
-                             options.seed,  fs::base_name(options.input), source_sha256};
+    header.shard = ShardInfo{index,
+                             options.count,
+                             shard_method_name(options.method),
+                             options.seed,
+                             fs::base_name(options.input),
+                             source_sha256};
     header.normalization = {info.mean, info.std};
     writers.push_back(std::make_unique<DatasetWriter>(outputs.back().temp_path(), std::move(header),
                                                       options.deflate_level));
@@ -161,7 +170,8 @@ std::vector<std::string> shard_dataset(const ShardOptions& options) {
   // Every shard carries the whole test split, so any shard can be evaluated on its own.
   for (auto& writer : writers) writer->begin_split(kTest, test.count, test.shape, false, coarse);
   std::vector<std::int32_t> test_labels(block);
-  const auto all_test_coarse = coarse ? source.read_coarse_labels(kTest) : std::vector<std::int32_t>{};
+  const auto all_test_coarse =
+      coarse ? source.read_coarse_labels(kTest) : std::vector<std::int32_t>{};
   for (std::uint64_t first = 0; first < test.count; first += block) {
     const std::uint64_t rows = std::min(block, test.count - first);
     source.read_images(kTest, first, rows, images.data());

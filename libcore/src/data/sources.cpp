@@ -12,7 +12,8 @@ namespace mbkit::data {
 
 LoadedDataset load_idx(std::array<NamedBytes, 4> files, int num_classes) {
   std::array<IdxArray, 4> arrays;
-  for (std::size_t i = 0; i < 4; ++i) arrays[i] = parse_idx(std::move(files[i].bytes), files[i].name);
+  for (std::size_t i = 0; i < 4; ++i)
+    arrays[i] = parse_idx(std::move(files[i].bytes), files[i].name);
   if (num_classes <= 0) {
     int largest = 0;
     for (const std::size_t i : {1u, 3u}) {
@@ -53,7 +54,10 @@ struct CifarLayout {
 
 CifarLayout cifar_layout(bool cifar100) {
   if (cifar100) {
-    return {{"train.bin"}, "test.bin", "fine_label_names.txt", "coarse_label_names.txt",
+    return {{"train.bin"},
+            "test.bin",
+            "fine_label_names.txt",
+            "coarse_label_names.txt",
             "cifar-100-binary"};
   }
   return {{"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
@@ -110,8 +114,8 @@ LoadedDataset load_cifar(const std::string& path, bool cifar100,
   if (members.contains(layout.names_file)) {
     auto names = parse_class_name_lines(members[layout.names_file]);
     if (names.size() != static_cast<std::size_t>(num_classes)) {
-      data_error(cat(source, ": ", layout.names_file, " lists ", names.size(), " classes, expected ",
-                     num_classes));
+      data_error(cat(source, ": ", layout.names_file, " lists ", names.size(),
+                     " classes, expected ", num_classes));
     }
     dataset.class_names = std::move(names);
   }

@@ -31,8 +31,8 @@ void write_synth_toy(const std::string& path, const ToySynthOptions& options, in
   if (options.learnable) {
     for (auto& mean : class_means) mean = mean_rng.normal(0.0, options.separation);
   }
-  const double spread = options.learnable ? std::sqrt(1.0 + options.separation * options.separation)
-                                          : 1.0;
+  const double spread =
+      options.learnable ? std::sqrt(1.0 + options.separation * options.separation) : 1.0;
   const double scale = 32.0 / spread;
 
   DatasetHeader header;
@@ -40,13 +40,13 @@ void write_synth_toy(const std::string& path, const ToySynthOptions& options, in
   header.num_classes = options.classes;
   header.source = options.learnable
                       ? strprintf("synthetic: AMB toy, learnable (separation %g), seed %llu",
-                                  options.separation,
-                                  static_cast<unsigned long long>(options.seed))
+                                  options.separation, static_cast<unsigned long long>(options.seed))
                       : strprintf("synthetic: AMB toy, random labels, seed %llu",
                                   static_cast<unsigned long long>(options.seed));
   DatasetWriter writer(path, std::move(header), deflate_level);
   std::uint64_t stream = 2;
-  for (const auto& [split, count] : {std::pair{kTrain, options.train}, std::pair{kTest, options.test}}) {
+  for (const auto& [split, count] :
+       {std::pair{kTrain, options.train}, std::pair{kTest, options.test}}) {
     Rng rng(options.seed, stream++);
     writer.begin_split(split, count, shape);
     std::vector<std::uint8_t> images;
@@ -86,7 +86,8 @@ void write_synth_images(const std::string& path, const ImagesSynthOptions& optio
   const std::size_t pixels = shape.pixels();
   const std::uint64_t block = std::max<std::uint64_t>(1, (8u << 20) / pixels);
   std::uint64_t stream = 2;
-  for (const auto& [split, count] : {std::pair{kTrain, options.train}, std::pair{kTest, options.test}}) {
+  for (const auto& [split, count] :
+       {std::pair{kTrain, options.train}, std::pair{kTest, options.test}}) {
     Rng rng(options.seed, stream++);
     writer.begin_split(split, count, shape);
     std::vector<std::uint8_t> images;
@@ -95,7 +96,8 @@ void write_synth_images(const std::string& path, const ImagesSynthOptions& optio
       const std::uint64_t rows = std::min(block, count - first);
       images.resize(rows * pixels);
       labels.resize(rows);
-      for (auto& label : labels) label = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(options.classes)));
+      for (auto& label : labels)
+        label = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(options.classes)));
       // Eight pixels per 64-bit draw.
       for (std::size_t i = 0; i < images.size(); i += 8) {
         std::uint64_t bits = rng.next_u64();

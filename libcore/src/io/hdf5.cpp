@@ -262,8 +262,8 @@ std::vector<double> Object::double_array_attribute(const std::string& name) cons
 std::int64_t Object::int_attribute(const std::string& name) const {
   const auto values = int_array_attribute(name);
   if (values.size() != 1) {
-    data_error(cat(describe(), ": attribute '", name, "' holds ", values.size(),
-                   " values, expected one"));
+    data_error(
+        cat(describe(), ": attribute '", name, "' holds ", values.size(), " values, expected one"));
   }
   return values.front();
 }
@@ -271,8 +271,8 @@ std::int64_t Object::int_attribute(const std::string& name) const {
 double Object::double_attribute(const std::string& name) const {
   const auto values = double_array_attribute(name);
   if (values.size() != 1) {
-    data_error(cat(describe(), ": attribute '", name, "' holds ", values.size(),
-                   " values, expected one"));
+    data_error(
+        cat(describe(), ": attribute '", name, "' holds ", values.size(), " values, expected one"));
   }
   return values.front();
 }
@@ -312,9 +312,9 @@ Group Location::create_group(const std::string& name) {
   quiet_hdf5_errors();
   Handle creation = make_plist(H5P_GROUP_CREATE);
   MBKIT_H5_CHECK(H5Pset_obj_track_times(creation.id(), false));
-  return Group(Handle(MBKIT_H5_CHECK(H5Gcreate2(id(), name.c_str(), H5P_DEFAULT, creation.id(),
-                                                H5P_DEFAULT)),
-                      H5Gclose));
+  return Group(Handle(
+      MBKIT_H5_CHECK(H5Gcreate2(id(), name.c_str(), H5P_DEFAULT, creation.id(), H5P_DEFAULT)),
+      H5Gclose));
 }
 
 Group Location::open_group(const std::string& name) const {
@@ -367,8 +367,8 @@ Dataset Location::create_string_dataset(const std::string& name,
   std::vector<const char*> pointers;
   for (const auto& value : values) pointers.push_back(value.c_str());
   if (!values.empty()) {
-    MBKIT_H5_CHECK(H5Dwrite(dataset.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                            pointers.data()));
+    MBKIT_H5_CHECK(
+        H5Dwrite(dataset.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, pointers.data()));
   }
   return dataset;
 }
@@ -429,7 +429,9 @@ File File::create(const std::string& path) {
   return File(Handle(id, H5Fclose), path);
 }
 
-void File::flush() { MBKIT_H5_CHECK(H5Fflush(id(), H5F_SCOPE_LOCAL)); }
+void File::flush() {
+  MBKIT_H5_CHECK(H5Fflush(id(), H5F_SCOPE_LOCAL));
+}
 
 void File::close() {
   try {
@@ -486,8 +488,9 @@ std::vector<int> Dataset::filters() const {
   for (int i = 0; i < count; ++i) {
     unsigned flags = 0, config = 0;
     std::size_t elements = 0;
-    ids.push_back(static_cast<int>(MBKIT_H5_CHECK(H5Pget_filter2(
-        creation.id(), static_cast<unsigned>(i), &flags, &elements, nullptr, 0, nullptr, &config))));
+    ids.push_back(static_cast<int>(
+        MBKIT_H5_CHECK(H5Pget_filter2(creation.id(), static_cast<unsigned>(i), &flags, &elements,
+                                      nullptr, 0, nullptr, &config))));
   }
   return ids;
 }
@@ -554,8 +557,8 @@ void Dataset::read_raw(hid_t memory_type, hsize_t first, hsize_t count, void* ou
     try {
       detail::h5_failed("H5Dread", MBKIT_HERE);
     } catch (const Error& error) {
-      data_error(cat(describe(), ": cannot read rows [", first, ", ", first + count,
-                     "): ", error.what()));
+      data_error(
+          cat(describe(), ": cannot read rows [", first, ", ", first + count, "): ", error.what()));
     }
   }
 }

@@ -30,7 +30,8 @@ void require_new_output(const std::string& path, bool force) {
 
 void report_written(const std::string& path, double seconds) {
   const auto info = data::DatasetFile::open(path).info();
-  log::info(cat("wrote ", path, ": ", summary_line(info), " (", human_bytes(double(fs::file_size(path))),
+  log::info(cat("wrote ", path, ": ", summary_line(info), " (",
+                human_bytes(double(fs::file_size(path))),
                 seconds > 0 ? cat(", ", human_duration(seconds)) : "", ")"));
 }
 
@@ -81,8 +82,7 @@ std::string describe_counts(const std::vector<std::uint64_t>& counts) {
 
 // What is known about a shard's source file: next to the shard, present and unchanged?
 std::string shard_source_state(const std::string& shard_path, const data::ShardInfo& shard) {
-  const std::string candidate =
-      fs::join_path(fs::parent_directory(shard_path), shard.source_name);
+  const std::string candidate = fs::join_path(fs::parent_directory(shard_path), shard.source_name);
   if (!fs::is_regular_file(candidate)) return "not found next to the shard";
   return digest_file(candidate).sha256 == shard.source_sha256 ? "present, checksum matches"
                                                               : "present, checksum DIFFERS";
@@ -123,7 +123,8 @@ int run_import(const ImportOptions& options) {
   const bool idx = options.format == "idx";
   const bool cifar = options.format == "cifar10" || options.format == "cifar100";
   if (!idx && !cifar) {
-    usage_error(cat("import: unknown format '", options.format, "' (known: idx, cifar10, cifar100)"));
+    usage_error(
+        cat("import: unknown format '", options.format, "' (known: idx, cifar10, cifar100)"));
   }
   std::vector<std::string> inputs;
   if (idx) {
@@ -200,11 +201,11 @@ int run_shard(const data::ShardOptions& options, std::ostream& out) {
   const auto paths = data::shard_dataset(options);
   for (const auto& path : paths) out << path << '\n';
   out.flush();
-  log::info(cat("wrote ", paths.size(), " shards of ", options.input, " (",
-                data::shard_method_name(options.method), ") in ",
-                human_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                             started)
-                                   .count())));
+  log::info(
+      cat("wrote ", paths.size(), " shards of ", options.input, " (",
+          data::shard_method_name(options.method), ") in ",
+          human_duration(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count())));
   return 0;
 }
 
@@ -236,7 +237,12 @@ int run_info(const InfoOptions& options, std::ostream& out) {
     json.key("source").value(info.source);
     json.key("source_files").begin_array();
     for (const auto& source : info.source_files) {
-      json.begin_object().key("name").value(source.name).key("sha256").value(source.sha256).end_object();
+      json.begin_object()
+          .key("name")
+          .value(source.name)
+          .key("sha256")
+          .value(source.sha256)
+          .end_object();
     }
     json.end_array();
     json.key("chunk_checksums").value(checksummed);
@@ -273,8 +279,9 @@ int run_info(const InfoOptions& options, std::ostream& out) {
                   info.format_version, info.created_by.empty() ? "" : ", " + info.created_by, ")"));
   row("name", info.name);
   row("source", info.source);
-  row("classes", info.class_names.empty() ? cat(info.num_classes)
-                                          : cat(info.num_classes, ": ", join(info.class_names, ", ")));
+  row("classes", info.class_names.empty()
+                     ? cat(info.num_classes)
+                     : cat(info.num_classes, ": ", join(info.class_names, ", ")));
   row("images", cat(info.shape().text(), " uint8 (C x H x W)"));
   std::vector<std::string> means, stds;
   for (std::size_t c = 0; c < info.mean.size(); ++c) {
@@ -298,7 +305,8 @@ int run_info(const InfoOptions& options, std::ostream& out) {
   out << '\n';
   if (!info.source_files.empty()) {
     out << "source files (SHA-256, as sha256sum prints them):\n";
-    for (const auto& source : info.source_files) out << "  " << source.sha256 << "  " << source.name << '\n';
+    for (const auto& source : info.source_files)
+      out << "  " << source.sha256 << "  " << source.name << '\n';
   }
   row("checksums", checksummed ? "Fletcher-32 on every chunk (mb-dataset verify reads them all)"
                                : "no chunk checksums");
@@ -316,9 +324,9 @@ int run_verify(const VerifyOptions& options, std::ostream& out) {
     if (options.json) continue;
     if (report.ok()) {
       out << path << ": OK (" << summary_line(report.info)
-          << (report.info.shard ? cat(", shard ", report.info.shard->index, " of ",
-                                      report.info.shard->count)
-                                : "")
+          << (report.info.shard
+                  ? cat(", shard ", report.info.shard->index, " of ", report.info.shard->count)
+                  : "")
           << ")\n";
     } else {
       for (const auto& problem : report.problems) {

@@ -17,7 +17,8 @@ std::string call_name(const char* call) {
   const auto paren = text.find('(');
   std::string name(trim(text.substr(0, paren)));
   // "::H5Fopen" or "ns::f" -> keep the last component.
-  if (const auto colon = name.rfind("::"); colon != std::string::npos) name = name.substr(colon + 2);
+  if (const auto colon = name.rfind("::"); colon != std::string::npos)
+    name = name.substr(colon + 2);
   return name.empty() ? std::string(call) : name;
 }
 
@@ -65,7 +66,11 @@ void h5_failed(const char* call, const char* where) {
 void mpi_failed(int code, const char* call, const char* where) {
   char text[MPI_MAX_ERROR_STRING] = {0};
   int length = 0;
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) {
+  // Open MPI aborts when MPI_Error_string is called outside MPI_Init..MPI_Finalize.
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized || MPI_Error_string(code, text, &length) != MPI_SUCCESS) {
     std::snprintf(text, sizeof text, "MPI error code %d", code);
   }
   throw Error(call_name(call) + " failed: " + text, ExitCode::kCommunication, where);
@@ -74,13 +79,26 @@ void mpi_failed(int code, const char* call, const char* where) {
 void dnnl_failed(int status, const char* call, const char* where) {
   const char* text = "unknown oneDNN status";
   switch (static_cast<dnnl_status_t>(status)) {
-    case dnnl_out_of_memory: text = "out of memory"; break;
-    case dnnl_invalid_arguments: text = "invalid arguments"; break;
-    case dnnl_unimplemented: text = "no implementation for this primitive on this machine"; break;
-    case dnnl_iterator_ends: text = "iterator ended"; break;
-    case dnnl_runtime_error: text = "runtime error"; break;
-    case dnnl_not_required: text = "not required"; break;
-    default: break;
+    case dnnl_out_of_memory:
+      text = "out of memory";
+      break;
+    case dnnl_invalid_arguments:
+      text = "invalid arguments";
+      break;
+    case dnnl_unimplemented:
+      text = "no implementation for this primitive on this machine";
+      break;
+    case dnnl_iterator_ends:
+      text = "iterator ended";
+      break;
+    case dnnl_runtime_error:
+      text = "runtime error";
+      break;
+    case dnnl_not_required:
+      text = "not required";
+      break;
+    default:
+      break;
   }
   throw Error(cat(call_name(call), " failed: ", text, " (status ", status, ")"), ExitCode::kFailure,
               where);

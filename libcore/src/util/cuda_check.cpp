@@ -13,9 +13,9 @@ namespace mbkit::detail {
 
 void cuda_failed(int code, const char* call, const char* where) {
   const auto error = static_cast<cudaError_t>(code);
-  throw Error(cat(call_name(call), " failed: ", cudaGetErrorName(error), ": ",
-                  cudaGetErrorString(error)),
-              ExitCode::kFailure, where);
+  throw Error(
+      cat(call_name(call), " failed: ", cudaGetErrorName(error), ": ", cudaGetErrorString(error)),
+      ExitCode::kFailure, where);
 }
 
 void cudnn_failed(int code, const char* call, const char* where) {

@@ -41,8 +41,8 @@ std::vector<std::pair<std::string, std::string>> cuda_library_versions() {
     versions.back().second += ", no driver";
   }
   const auto cudnn = cudnnGetVersion();
-  versions.emplace_back("cuDNN", strprintf("%zu.%zu.%zu", cudnn / 10000, (cudnn % 10000) / 100,
-                                           cudnn % 100));
+  versions.emplace_back(
+      "cuDNN", strprintf("%zu.%zu.%zu", cudnn / 10000, (cudnn % 10000) / 100, cudnn % 100));
   int major = 0, minor = 0, patch = 0;
   if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
       cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
@@ -52,8 +52,8 @@ std::vector<std::pair<std::string, std::string>> cuda_library_versions() {
 #if MBKIT_HAVE_NCCL
   int nccl = 0;
   if (ncclGetVersion(&nccl) == ncclSuccess) {
-    versions.emplace_back("NCCL", strprintf("%d.%d.%d", nccl / 10000, (nccl % 10000) / 100,
-                                            nccl % 100));
+    versions.emplace_back("NCCL",
+                          strprintf("%d.%d.%d", nccl / 10000, (nccl % 10000) / 100, nccl % 100));
   }
 #endif
   const int devices = cuda_device_count();

@@ -68,7 +68,8 @@ std::vector<std::uint8_t> read_file(const std::string& path) {
     if (got <= 0) {
       const int err = got < 0 ? errno : 0;
       ::close(fd);
-      data_error(cat(path, ": read failed: ", err ? std::strerror(err) : "file shrank while reading"));
+      data_error(
+          cat(path, ": read failed: ", err ? std::strerror(err) : "file shrank while reading"));
     }
     done += static_cast<std::size_t>(got);
   }
@@ -204,7 +205,8 @@ void AtomicOutput::commit() {
   const int sync_result = ::fsync(fd);
   const int sync_errno = errno;
   ::close(fd);
-  if (sync_result != 0) fail(cat("cannot write ", final_path_, ": fsync: ", std::strerror(sync_errno)));
+  if (sync_result != 0)
+    fail(cat("cannot write ", final_path_, ": fsync: ", std::strerror(sync_errno)));
   // Temporaries are created 0600 by mkstemp; outputs get the usual umask-derived mode.
   const mode_t mask = ::umask(0);
   ::umask(mask);
@@ -223,7 +225,8 @@ DirectoryLock::DirectoryLock(const std::string& directory) {
   if (fd_ < 0) return;
   while (::flock(fd_, LOCK_EX) != 0) {
     if (errno == EINTR) continue;
-    log::verbose(cat("cannot lock ", directory, " (", std::strerror(errno), "); going on unlocked"));
+    log::verbose(
+        cat("cannot lock ", directory, " (", std::strerror(errno), "); going on unlocked"));
     ::close(fd_);
     fd_ = -1;
     return;

@@ -18,10 +18,18 @@ void emit(const char* tag, const std::string& message) {
 
 }  // namespace
 
-void set_level(Level level) { g_level = level; }
-Level level() { return g_level; }
-void set_program(const std::string& name) { g_program = name; }
-const std::string& program() { return g_program; }
+void set_level(Level level) {
+  g_level = level;
+}
+Level level() {
+  return g_level;
+}
+void set_program(const std::string& name) {
+  g_program = name;
+}
+const std::string& program() {
+  return g_program;
+}
 
 void info(const std::string& message) {
   if (g_level >= Level::kNormal) emit("", message);

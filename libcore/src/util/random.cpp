@@ -5,7 +5,9 @@
 namespace mbkit {
 namespace {
 
-constexpr std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+constexpr std::uint64_t rotl(std::uint64_t x, int k) {
+  return (x << k) | (x >> (64 - k));
+}
 
 __extension__ using Uint128 = unsigned __int128;  // GCC/Clang extension, for Lemire's method
 
@@ -38,7 +40,9 @@ std::uint64_t Rng::next_u64() {
   return result;
 }
 
-double Rng::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+double Rng::uniform() {
+  return static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
+}
 
 std::uint64_t Rng::below(std::uint64_t n) {
   // Lemire, "Fast Random Integer Generation in an Interval" (2019).

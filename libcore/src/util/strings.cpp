@@ -94,8 +94,8 @@ std::string shell_quote(std::string_view argument) {
   if (argument.empty()) return "''";
   bool plain = true;
   for (char c : argument) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || std::string_view("@%+=:,./-_").find(c) !=
-                                                             std::string_view::npos)) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) ||
+          std::string_view("@%+=:,./-_").find(c) != std::string_view::npos)) {
       plain = false;
       break;
     }

@@ -9,7 +9,9 @@
 
 namespace mbkit {
 
-bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
+bool stderr_is_terminal() {
+  return ::isatty(STDERR_FILENO) == 1;
+}
 
 ProgressBar::ProgressBar(std::string label, std::uint64_t total)
     : label_(std::move(label)),
@@ -18,7 +20,9 @@ ProgressBar::ProgressBar(std::string label, std::uint64_t total)
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {}
 
-ProgressBar::~ProgressBar() { finish(); }
+ProgressBar::~ProgressBar() {
+  finish();
+}
 
 void ProgressBar::update(std::uint64_t done) {
   done_ = done;

@@ -16,7 +16,9 @@
 
 namespace mbkit {
 
-std::string version() { return MBKIT_VERSION; }
+std::string version() {
+  return MBKIT_VERSION;
+}
 
 std::vector<std::pair<std::string, std::string>> library_versions() {
   std::vector<std::pair<std::string, std::string>> versions;

@@ -15,9 +15,9 @@ enum class SourceFormat {
 };
 
 struct CatalogFile {
-  std::string name;            ///< published file name, e.g. train-images-idx3-ubyte.gz
-  std::string md5;             ///< checksum published with the dataset (of the archive bytes)
-  std::uint64_t size = 0;      ///< published size in bytes (progress display)
+  std::string name;        ///< published file name, e.g. train-images-idx3-ubyte.gz
+  std::string md5;         ///< checksum published with the dataset (of the archive bytes)
+  std::uint64_t size = 0;  ///< published size in bytes (progress display)
   /// SHA-256 of the decompressed bytes, where known: accepts copies that were recompressed
   /// (Debian's dataset-fashion-mnist strips the gzip name field, changing the archive's MD5).
   std::string content_sha256;

@@ -8,12 +8,12 @@
 namespace mbkit::data {
 
 struct DownloadOptions {
-  int retries = 3;                 ///< extra attempts after a transient failure
-  double first_retry_delay = 1.0;  ///< seconds; doubles after each attempt
-  long connect_timeout = 30;       ///< seconds to establish a connection
-  long stall_timeout = 60;         ///< abort when no byte arrives for this many seconds
-  std::uint64_t expected_size = 0; ///< for the progress bar when the server sends no length
-  std::string label;               ///< shown in the progress bar (the file name)
+  int retries = 3;                  ///< extra attempts after a transient failure
+  double first_retry_delay = 1.0;   ///< seconds; doubles after each attempt
+  long connect_timeout = 30;        ///< seconds to establish a connection
+  long stall_timeout = 60;          ///< abort when no byte arrives for this many seconds
+  std::uint64_t expected_size = 0;  ///< for the progress bar when the server sends no length
+  std::string label;                ///< shown in the progress bar (the file name)
 };
 
 /// Downloads `url` into `path` (created or truncated). Throws a communication error (exit code

@@ -13,14 +13,14 @@
 namespace mbkit::data {
 
 struct FetchOptions {
-  std::string name;             ///< catalog name: mnist, fashion-mnist, cifar10, cifar100
-  std::string output;           ///< the .h5 file to write
-  std::string from;             ///< local directory (or, for one-file datasets, the archive)
-  std::string mirror;           ///< base URL replacing the published ones
-  std::string cache_dir;        ///< download cache; empty = $XDG_CACHE_HOME/mbkit
-  std::string checksums_file;   ///< md5sum/sha256sum-style list replacing published checksums
-  bool no_checksum = false;     ///< accept files whose checksum is unknown or differs
-  bool force = false;           ///< rebuild even when a valid output exists
+  std::string name;            ///< catalog name: mnist, fashion-mnist, cifar10, cifar100
+  std::string output;          ///< the .h5 file to write
+  std::string from;            ///< local directory (or, for one-file datasets, the archive)
+  std::string mirror;          ///< base URL replacing the published ones
+  std::string cache_dir;       ///< download cache; empty = $XDG_CACHE_HOME/mbkit
+  std::string checksums_file;  ///< md5sum/sha256sum-style list replacing published checksums
+  bool no_checksum = false;    ///< accept files whose checksum is unknown or differs
+  bool force = false;          ///< rebuild even when a valid output exists
   int retries = 3;
   long stall_timeout = 60;
   int deflate_level = 4;
@@ -28,8 +28,8 @@ struct FetchOptions {
 
 struct FetchReport {
   std::string output;
-  bool kept_existing = false;   ///< a valid output was already there (and not --force)
-  std::string source;           ///< where the files came from
+  bool kept_existing = false;  ///< a valid output was already there (and not --force)
+  std::string source;          ///< where the files came from
   DatasetInfo info;
   double seconds = 0;
 };

@@ -53,8 +53,8 @@ struct SourceFile {
 struct ShardInfo {
   int index = 0;
   int count = 1;
-  std::string method;  ///< contiguous, strided or random
-  std::uint64_t seed = 0;  ///< for random
+  std::string method;         ///< contiguous, strided or random
+  std::uint64_t seed = 0;     ///< for random
   std::string source_name;    ///< file name of the dataset that was split
   std::string source_sha256;  ///< SHA-256 of that file's bytes
 };

@@ -15,9 +15,9 @@ namespace mbkit::data {
 /// Images and labels of one split, in memory.
 struct LabeledImages {
   ImageShape shape;
-  std::vector<std::uint8_t> images;          ///< count() * shape.pixels() bytes, C,H,W order
+  std::vector<std::uint8_t> images;  ///< count() * shape.pixels() bytes, C,H,W order
   std::vector<std::int32_t> labels;
-  std::vector<std::int32_t> coarse_labels;   ///< CIFAR-100 superclasses; empty otherwise
+  std::vector<std::int32_t> coarse_labels;  ///< CIFAR-100 superclasses; empty otherwise
   std::uint64_t count() const { return labels.size(); }
 };
 

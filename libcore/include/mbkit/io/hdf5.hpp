@@ -164,8 +164,7 @@ class Location : public Object {
 
  private:
   Dataset create_dataset_of_type(const std::string& name, hid_t file_type,
-                                 const std::vector<hsize_t>& dims,
-                                 const StorageOptions& storage);
+                                 const std::vector<hsize_t>& dims, const StorageOptions& storage);
 };
 
 class Group : public Location {
@@ -243,7 +242,9 @@ class Column {
   static Column open(Location& parent, const std::string& name);
 
   void append(T value) { buffer_.push_back(value); }
-  void append(std::span<const T> values) { buffer_.insert(buffer_.end(), values.begin(), values.end()); }
+  void append(std::span<const T> values) {
+    buffer_.insert(buffer_.end(), values.begin(), values.end());
+  }
   hsize_t size() const { return stored_ + buffer_.size(); }
   /// Writes buffered values to the file (the file itself is flushed by File::flush).
   void flush();

@@ -22,11 +22,11 @@ int run_fetch(const data::FetchOptions& options);
 struct ImportOptions {
   std::string format;  ///< idx, cifar10, cifar100
   std::string output;
-  std::string name;    ///< dataset name recorded in the file
+  std::string name;                      ///< dataset name recorded in the file
   std::array<std::string, 4> idx_files;  ///< train images, train labels, test images, test labels
-  std::string from;    ///< cifar: archive or directory
-  int num_classes = 0;  ///< idx: 0 = largest label + 1
-  std::string class_names;  ///< comma-separated, or @FILE with one name per line
+  std::string from;                      ///< cifar: archive or directory
+  int num_classes = 0;                   ///< idx: 0 = largest label + 1
+  std::string class_names;               ///< comma-separated, or @FILE with one name per line
   bool force = false;
   int deflate_level = kDefaultCompression;
 };

@@ -31,13 +31,16 @@
 /// MPI calls (on communicators whose error handler is MPI_ERRORS_RETURN).
 #define MBKIT_MPI_CHECK(expr) ::mbkit::detail::mpi_check((expr), #expr, MBKIT_HERE)
 /// oneDNN C API calls returning dnnl_status_t.
-#define MBKIT_DNNL_CHECK(expr) ::mbkit::detail::dnnl_check(static_cast<int>(expr), #expr, MBKIT_HERE)
+#define MBKIT_DNNL_CHECK(expr) \
+  ::mbkit::detail::dnnl_check(static_cast<int>(expr), #expr, MBKIT_HERE)
 /// libcurl easy calls returning CURLcode.
-#define MBKIT_CURL_CHECK(expr) ::mbkit::detail::curl_check(static_cast<int>(expr), #expr, MBKIT_HERE)
+#define MBKIT_CURL_CHECK(expr) \
+  ::mbkit::detail::curl_check(static_cast<int>(expr), #expr, MBKIT_HERE)
 
 namespace mbkit::detail {
 
-[[noreturn]] void check_failed(const char* condition, const char* where, const std::string& message);
+[[noreturn]] void check_failed(const char* condition, const char* where,
+                               const std::string& message);
 [[noreturn]] void sys_failed(const char* call, const std::string& what, int err, const char* where);
 [[noreturn]] void h5_failed(const char* call, const char* where);
 [[noreturn]] void mpi_failed(int code, const char* call, const char* where);
