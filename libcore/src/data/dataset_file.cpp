@@ -8,20 +8,51 @@
 
 namespace mbkit::data {
 
-std::pair<std::vector<double>, std::vector<double>> pixel_statistics(
-    const std::vector<std::uint64_t>& sum, const std::vector<std::uint64_t>& square_sum,
-    std::uint64_t pixels_per_channel) {
-  std::vector<double> mean(sum.size(), 0.0), stddev(sum.size(), 0.0);
-  if (pixels_per_channel == 0) return {mean, stddev};
-  const double n = static_cast<double>(pixels_per_channel);
-  for (std::size_t c = 0; c < sum.size(); ++c) {
+PixelStatistics::PixelStatistics(ImageShape shape)
+    : shape_(shape),
+      sum_(static_cast<std::size_t>(shape.channels), 0),
+      square_sum_(static_cast<std::size_t>(shape.channels), 0) {}
+
+void PixelStatistics::add(const std::uint8_t* images, std::uint64_t rows) {
+  const auto channels = static_cast<std::size_t>(shape_.channels);
+  const std::size_t plane = shape_.pixels() / channels;
+  for (std::uint64_t row = 0; row < rows; ++row) {
+    const std::uint8_t* image = images + row * shape_.pixels();
+    for (std::size_t c = 0; c < channels; ++c) {
+      std::uint64_t s = 0, s2 = 0;
+      for (std::size_t i = 0; i < plane; ++i) {
+        const std::uint64_t v = image[c * plane + i];
+        s += v;
+        s2 += v * v;
+      }
+      sum_[c] += s;
+      square_sum_[c] += s2;
+    }
+  }
+  pixels_per_channel_ += rows * plane;
+}
+
+std::vector<double> PixelStatistics::mean() const {
+  std::vector<double> mean(sum_.size(), 0.0);
+  if (pixels_per_channel_ == 0) return mean;
+  for (std::size_t c = 0; c < sum_.size(); ++c) {
+    mean[c] = static_cast<double>(static_cast<long double>(sum_[c]) /
+                                  static_cast<long double>(pixels_per_channel_) / 255.0L);
+  }
+  return mean;
+}
+
+std::vector<double> PixelStatistics::stddev() const {
+  std::vector<double> stddev(sum_.size(), 0.0);
+  if (pixels_per_channel_ == 0) return stddev;
+  const auto n = static_cast<long double>(pixels_per_channel_);
+  for (std::size_t c = 0; c < sum_.size(); ++c) {
     // Sums are exact integers; long double keeps the variance's cancellation harmless.
-    const long double m = static_cast<long double>(sum[c]) / n;
-    const long double variance = static_cast<long double>(square_sum[c]) / n - m * m;
-    mean[c] = static_cast<double>(m / 255.0L);
+    const long double m = static_cast<long double>(sum_[c]) / n;
+    const long double variance = static_cast<long double>(square_sum_[c]) / n - m * m;
     stddev[c] = static_cast<double>(std::sqrt(std::max(0.0L, variance)) / 255.0L);
   }
-  return {mean, stddev};
+  return stddev;
 }
 
 namespace {
@@ -114,12 +145,7 @@ void DatasetWriter::begin_split(std::string_view split, std::uint64_t count, Ima
     open_->coarse_labels = open_->group.create_dataset<std::int32_t>(
         "coarse_labels", {count}, column_storage(count, deflate_level_));
   }
-  if (split == kTrain) {
-    const auto channels = static_cast<std::size_t>(shape.channels);
-    pixel_sum_.assign(channels, 0);
-    pixel_square_sum_.assign(channels, 0);
-    pixels_per_channel_ = 0;
-  }
+  if (split == kTrain) train_statistics_.emplace(shape);
   if (count == 0) end_split();
 }
 
@@ -145,24 +171,7 @@ void DatasetWriter::append(std::span<const std::uint8_t> images,
                      split.written + i, " is outside [0, ", header_.num_classes, ")"));
     }
   }
-  if (split.name == kTrain) {
-    const auto channels = static_cast<std::size_t>(split.shape.channels);
-    const std::size_t plane = pixels / channels;
-    for (std::uint64_t row = 0; row < rows; ++row) {
-      const std::uint8_t* image = images.data() + row * pixels;
-      for (std::size_t c = 0; c < channels; ++c) {
-        std::uint64_t s = 0, s2 = 0;
-        for (std::size_t i = 0; i < plane; ++i) {
-          const std::uint64_t v = image[c * plane + i];
-          s += v;
-          s2 += v * v;
-        }
-        pixel_sum_[c] += s;
-        pixel_square_sum_[c] += s2;
-      }
-    }
-    pixels_per_channel_ += rows * (pixels / channels);
-  }
+  if (split.name == kTrain) train_statistics_->add(images.data(), rows);
   split.images.write_rows(split.written, rows, images.data());
   split.labels.write_rows(split.written, rows, labels.data());
   if (split.source_index) split.source_index->write_rows(split.written, rows, source_index.data());
@@ -203,7 +212,8 @@ void DatasetWriter::finish() {
   if (header_.normalization) {
     std::tie(mean, stddev) = *header_.normalization;
   } else {
-    std::tie(mean, stddev) = pixel_statistics(pixel_sum_, pixel_square_sum_, pixels_per_channel_);
+    mean = train_statistics_->mean();
+    stddev = train_statistics_->stddev();
   }
   MBKIT_CHECK(mean.size() == static_cast<std::size_t>(train_shape_.channels), "normalisation has ",
               mean.size(), " channels for ", train_shape_.text(), " images");

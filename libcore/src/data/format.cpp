@@ -198,10 +198,7 @@ VerifyReport verify(const std::string& path) {
   const DatasetInfo& info = report.info;
   const ImageShape shape = info.shape();
   const std::size_t pixels = shape.pixels();
-  const auto channels = static_cast<std::size_t>(shape.channels);
-  const std::size_t plane = pixels / channels;
-
-  std::vector<std::uint64_t> sum(channels, 0), square_sum(channels, 0);
+  PixelStatistics train_statistics(shape);
   for (const auto& split : info.splits) {
     std::vector<std::uint64_t> counts(static_cast<std::size_t>(info.num_classes), 0);
     try {
@@ -220,20 +217,7 @@ VerifyReport verify(const std::string& path) {
       for (std::uint64_t first = 0; first < split.count; first += block) {
         const std::uint64_t rows = std::min(block, split.count - first);
         dataset->read_images(split.name, first, rows, images.data());
-        if (split.name != kTrain) continue;
-        for (std::uint64_t row = 0; row < rows; ++row) {
-          const std::uint8_t* image = images.data() + row * pixels;
-          for (std::size_t c = 0; c < channels; ++c) {
-            std::uint64_t s = 0, s2 = 0;
-            for (std::size_t i = 0; i < plane; ++i) {
-              const std::uint64_t v = image[c * plane + i];
-              s += v;
-              s2 += v * v;
-            }
-            sum[c] += s;
-            square_sum[c] += s2;
-          }
-        }
+        if (split.name == kTrain) train_statistics.add(images.data(), rows);
       }
       if (info.has_coarse_labels) {
         const auto coarse = dataset->read_coarse_labels(split.name);
@@ -268,8 +252,9 @@ VerifyReport verify(const std::string& path) {
   // Shards keep their source's statistics, so only whole datasets can be checked here.
   const std::uint64_t train_count = info.split(kTrain).count;
   if (!info.shard && train_count > 0 && report.problems.empty()) {
-    const auto [mean, stddev] = pixel_statistics(sum, square_sum, train_count * plane);
-    for (std::size_t c = 0; c < channels; ++c) {
+    const auto mean = train_statistics.mean();
+    const auto stddev = train_statistics.stddev();
+    for (std::size_t c = 0; c < mean.size(); ++c) {
       if (std::fabs(mean[c] - info.mean[c]) > 1e-9 || std::fabs(stddev[c] - info.std[c]) > 1e-9) {
         report.problems.push_back(strprintf(
             "%s: stored mean/std of channel %zu (%.6f/%.6f) differ from the pixels (%.6f/%.6f)",

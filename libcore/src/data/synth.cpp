@@ -16,6 +16,29 @@ std::uint8_t quantise(double value) {
   return static_cast<std::uint8_t>(std::clamp(std::lround(value), 0L, 255L));
 }
 
+// Writes both splits in blocks of `block_rows`: `fill(rng, rows, images, labels)` generates one
+// block. Each split draws from its own stream of the seed, so --train does not change the test
+// split.
+template <class Fill>
+void generate_splits(DatasetWriter& writer, ImageShape shape, std::uint64_t train,
+                     std::uint64_t test, std::uint64_t seed, std::uint64_t block_rows, Fill fill) {
+  std::uint64_t stream = 2;
+  for (const auto& [split, count] : {std::pair{kTrain, train}, std::pair{kTest, test}}) {
+    Rng rng(seed, stream++);
+    writer.begin_split(split, count, shape);
+    std::vector<std::uint8_t> images;
+    std::vector<std::int32_t> labels;
+    for (std::uint64_t first = 0; first < count; first += block_rows) {
+      const std::uint64_t rows = std::min(block_rows, count - first);
+      images.resize(rows * shape.pixels());
+      labels.resize(rows);
+      fill(rng, rows, images, labels);
+      writer.append(images, labels);
+    }
+  }
+  writer.finish();
+}
+
 }  // namespace
 
 void write_synth_toy(const std::string& path, const ToySynthOptions& options, int deflate_level) {
@@ -44,29 +67,19 @@ void write_synth_toy(const std::string& path, const ToySynthOptions& options, in
                       : strprintf("synthetic: AMB toy, random labels, seed %llu",
                                   static_cast<unsigned long long>(options.seed));
   DatasetWriter writer(path, std::move(header), deflate_level);
-  std::uint64_t stream = 2;
-  for (const auto& [split, count] :
-       {std::pair{kTrain, options.train}, std::pair{kTest, options.test}}) {
-    Rng rng(options.seed, stream++);
-    writer.begin_split(split, count, shape);
-    std::vector<std::uint8_t> images;
-    std::vector<std::int32_t> labels;
-    for (std::uint64_t first = 0; first < count; first += kBlockRows) {
-      const std::uint64_t rows = std::min(kBlockRows, count - first);
-      images.resize(rows * features);
-      labels.resize(rows);
-      for (std::uint64_t row = 0; row < rows; ++row) {
-        const auto label = static_cast<std::int32_t>(rng.below(classes));
-        labels[row] = label;
-        const double* mean = class_means.data() + static_cast<std::size_t>(label) * features;
-        for (std::size_t f = 0; f < features; ++f) {
-          images[row * features + f] = quantise(128.0 + scale * (mean[f] + rng.normal()));
+  generate_splits(
+      writer, shape, options.train, options.test, options.seed, kBlockRows,
+      [&](Rng& rng, std::uint64_t rows, std::vector<std::uint8_t>& images,
+          std::vector<std::int32_t>& labels) {
+        for (std::uint64_t row = 0; row < rows; ++row) {
+          const auto label = static_cast<std::int32_t>(rng.below(classes));
+          labels[row] = label;
+          const double* mean = class_means.data() + static_cast<std::size_t>(label) * features;
+          for (std::size_t f = 0; f < features; ++f) {
+            images[row * features + f] = quantise(128.0 + scale * (mean[f] + rng.normal()));
+          }
         }
-      }
-      writer.append(images, labels);
-    }
-  }
-  writer.finish();
+      });
 }
 
 void write_synth_images(const std::string& path, const ImagesSynthOptions& options,
@@ -83,32 +96,22 @@ void write_synth_images(const std::string& path, const ImagesSynthOptions& optio
   header.source = strprintf("synthetic: uniform random pixels and labels, seed %llu",
                             static_cast<unsigned long long>(options.seed));
   DatasetWriter writer(path, std::move(header), deflate_level);
-  const std::size_t pixels = shape.pixels();
-  const std::uint64_t block = std::max<std::uint64_t>(1, (8u << 20) / pixels);
-  std::uint64_t stream = 2;
-  for (const auto& [split, count] :
-       {std::pair{kTrain, options.train}, std::pair{kTest, options.test}}) {
-    Rng rng(options.seed, stream++);
-    writer.begin_split(split, count, shape);
-    std::vector<std::uint8_t> images;
-    std::vector<std::int32_t> labels;
-    for (std::uint64_t first = 0; first < count; first += block) {
-      const std::uint64_t rows = std::min(block, count - first);
-      images.resize(rows * pixels);
-      labels.resize(rows);
-      for (auto& label : labels)
-        label = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(options.classes)));
-      // Eight pixels per 64-bit draw.
-      for (std::size_t i = 0; i < images.size(); i += 8) {
-        std::uint64_t bits = rng.next_u64();
-        for (std::size_t k = 0; k < 8 && i + k < images.size(); ++k, bits >>= 8) {
-          images[i + k] = static_cast<std::uint8_t>(bits);
+  const std::uint64_t block = std::max<std::uint64_t>(1, (8u << 20) / shape.pixels());
+  generate_splits(
+      writer, shape, options.train, options.test, options.seed, block,
+      [&](Rng& rng, std::uint64_t, std::vector<std::uint8_t>& images,
+          std::vector<std::int32_t>& labels) {
+        for (auto& label : labels) {
+          label = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(options.classes)));
         }
-      }
-      writer.append(images, labels);
-    }
-  }
-  writer.finish();
+        // Eight pixels per 64-bit draw.
+        for (std::size_t i = 0; i < images.size(); i += 8) {
+          std::uint64_t bits = rng.next_u64();
+          for (std::size_t k = 0; k < 8 && i + k < images.size(); ++k, bits >>= 8) {
+            images[i + k] = static_cast<std::uint8_t>(bits);
+          }
+        }
+      });
 }
 
 }  // namespace mbkit::data

@@ -513,6 +513,22 @@ void Dataset::check_element_count(std::size_t count) const {
               " elements");
 }
 
+namespace {
+
+// Selects rows [first, first + count) of `file_space` (all of every other dimension) and
+// returns the matching memory space.
+Handle select_rows(hid_t file_space, const std::vector<hsize_t>& shape, hsize_t first,
+                   hsize_t count) {
+  std::vector<hsize_t> start(shape.size(), 0), extent = shape;
+  start[0] = first;
+  extent[0] = count;
+  MBKIT_H5_CHECK(H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start.data(), nullptr,
+                                     extent.data(), nullptr));
+  return make_simple_space(extent, {});
+}
+
+}  // namespace
+
 void Dataset::write_raw(hid_t memory_type, hsize_t first, hsize_t count, const void* values) {
   Handle file_space(MBKIT_H5_CHECK(H5Dget_space(id())), H5Sclose);
   auto shape = space_dims(file_space.id());
@@ -523,12 +539,7 @@ void Dataset::write_raw(hid_t memory_type, hsize_t first, hsize_t count, const v
   MBKIT_CHECK(first + count <= shape[0], describe(), ": rows [", first, ", ", first + count,
               ") outside ", shape[0], " rows");
   if (count == 0) return;
-  std::vector<hsize_t> start(shape.size(), 0), extent = shape;
-  start[0] = first;
-  extent[0] = count;
-  MBKIT_H5_CHECK(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, start.data(), nullptr,
-                                     extent.data(), nullptr));
-  Handle memory_space = make_simple_space(extent, {});
+  Handle memory_space = select_rows(file_space.id(), shape, first, count);
   MBKIT_H5_CHECK(
       H5Dwrite(id(), memory_type, memory_space.id(), file_space.id(), H5P_DEFAULT, values));
 }
@@ -545,12 +556,7 @@ void Dataset::read_raw(hid_t memory_type, hsize_t first, hsize_t count, void* ou
                    shape[0], " rows"));
   }
   if (count == 0) return;
-  std::vector<hsize_t> start(shape.size(), 0), extent = shape;
-  start[0] = first;
-  extent[0] = count;
-  MBKIT_H5_CHECK(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, start.data(), nullptr,
-                                     extent.data(), nullptr));
-  Handle memory_space = make_simple_space(extent, {});
+  Handle memory_space = select_rows(file_space.id(), shape, first, count);
   if (H5Dread(id(), memory_type, memory_space.id(), file_space.id(), H5P_DEFAULT, out) < 0) {
     // A failed read of a file that opened fine means damaged data (a checksum or
     // decompression failure); report it as bad data, naming the object.

@@ -73,6 +73,21 @@ void absorb(const std::uint8_t* data, std::size_t size, std::array<std::uint8_t,
   buffered = size;
 }
 
+// Appends the Merkle-Damgard padding shared by SHA-256 and MD5: 0x80, zeros up to 56 bytes
+// modulo 64, then the message length in bits (big-endian for SHA-256, little-endian for MD5).
+template <class Hash>
+void append_padding(Hash& hash, std::uint64_t byte_length, bool big_endian_length) {
+  const std::uint64_t bits = byte_length * 8;
+  std::uint8_t padding[72] = {0x80};
+  const std::size_t used = byte_length % 64;
+  const std::size_t pad_bytes = used < 56 ? 56 - used : 120 - used;
+  for (int i = 0; i < 8; ++i) {
+    const int shift = big_endian_length ? 56 - 8 * i : 8 * i;
+    padding[pad_bytes + static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(bits >> shift);
+  }
+  hash.update(padding, pad_bytes + 8);
+}
+
 }  // namespace
 
 Sha256::Sha256() : state_(kSha256Initial) {}
@@ -115,15 +130,7 @@ void Sha256::update(const void* data, std::size_t size) {
 }
 
 std::string Sha256::hex() {
-  const std::uint64_t bit_length = length_ * 8;
-  const std::uint8_t pad = 0x80;
-  update(&pad, 1);
-  const std::uint8_t zero = 0;
-  while (buffered_ != 56) update(&zero, 1);
-  std::uint8_t length_bytes[8];
-  for (int i = 0; i < 8; ++i)
-    length_bytes[i] = static_cast<std::uint8_t>(bit_length >> (56 - 8 * i));
-  update(length_bytes, 8);
+  append_padding(*this, length_, true);
   std::uint8_t digest[32];
   for (int i = 0; i < 8; ++i) {
     for (int j = 0; j < 4; ++j)
@@ -176,14 +183,7 @@ void Md5::update(const void* data, std::size_t size) {
 }
 
 std::string Md5::hex() {
-  const std::uint64_t bit_length = length_ * 8;
-  const std::uint8_t pad = 0x80;
-  update(&pad, 1);
-  const std::uint8_t zero = 0;
-  while (buffered_ != 56) update(&zero, 1);
-  std::uint8_t length_bytes[8];
-  for (int i = 0; i < 8; ++i) length_bytes[i] = static_cast<std::uint8_t>(bit_length >> (8 * i));
-  update(length_bytes, 8);
+  append_padding(*this, length_, false);
   std::uint8_t digest[16];
   for (int i = 0; i < 4; ++i) {
     for (int j = 0; j < 4; ++j) digest[4 * i + j] = static_cast<std::uint8_t>(state_[i] >> (8 * j));

@@ -14,6 +14,22 @@
 
 namespace mbkit::data {
 
+/// Per-channel mean and population standard deviation of pixels scaled to [0, 1], accumulated
+/// as exact integer sums, so every writer (and verify) of the same pixels gets the same numbers.
+class PixelStatistics {
+ public:
+  explicit PixelStatistics(ImageShape shape);
+  /// Adds `rows` images laid out C, H, W.
+  void add(const std::uint8_t* images, std::uint64_t rows);
+  std::vector<double> mean() const;
+  std::vector<double> stddev() const;
+
+ private:
+  ImageShape shape_;
+  std::vector<std::uint64_t> sum_, square_sum_;
+  std::uint64_t pixels_per_channel_ = 0;
+};
+
 /// What the writer records at the root, besides the statistics it computes itself.
 struct DatasetHeader {
   std::string name;
@@ -62,10 +78,7 @@ class DatasetWriter {
   std::unique_ptr<OpenSplit> open_;
   std::vector<std::string> finished_splits_;
   ImageShape train_shape_;
-  // Exact per-channel sums over the training pixels, for mean and std.
-  std::vector<std::uint64_t> pixel_sum_;
-  std::vector<std::uint64_t> pixel_square_sum_;
-  std::uint64_t pixels_per_channel_ = 0;
+  std::optional<PixelStatistics> train_statistics_;
 };
 
 /// A dataset (or shard) file opened for reading.
@@ -96,11 +109,5 @@ class DatasetFile {
   DatasetInfo info_;
   std::string path_;
 };
-
-/// Mean and population standard deviation per channel of pixels scaled to [0, 1], from exact
-/// integer sums (so every writer of the same pixels records the same numbers).
-std::pair<std::vector<double>, std::vector<double>> pixel_statistics(
-    const std::vector<std::uint64_t>& sum, const std::vector<std::uint64_t>& square_sum,
-    std::uint64_t pixels_per_channel);
 
 }  // namespace mbkit::data
