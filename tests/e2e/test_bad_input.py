@@ -3,6 +3,9 @@ status, and no output (or temporary) file left behind."""
 
 import gzip
 import os
+import signal
+import subprocess
+import time
 
 import h5py
 
@@ -162,6 +165,20 @@ class BadInput(mbtest.ToolTestCase):
         self.assertFailsWith(result, 1, "precious.h5 exists and is not a fashion-mnist dataset")
         with open(self.path("precious.h5")) as f:
             self.assertEqual(f.read(), "years of work")
+
+    def test_interrupt_removes_the_half_written_output(self):
+        process = subprocess.Popen([mbtest.tool("mb-dataset"), "synth", "images", "--shape", "3,224,224",
+                                    "--train", "100000", "--test", "10", "-o", "big.h5"],
+                                   cwd=self.dir, env=self.env, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not any(".tmp-" in n for n in os.listdir(self.dir)):  # wait until it is writing
+            self.assertIsNone(process.poll(), "finished before it could be interrupted")
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=60)
+        self.assertEqual(process.returncode, -signal.SIGINT)
+        self.assertNoOutput("big.h5")
 
 
 if __name__ == "__main__":
