@@ -1,0 +1,71 @@
+// Batches for training and evaluation from a dataset or shard file.
+//
+// The loader reads its rows of one split into memory once (as uint8; a slice of the file by
+// hyperslab when slice_count > 1), and a background thread prepares the next batches: gather
+// in the epoch's order, optional augmentation (random crop with zero padding, horizontal flip),
+// and normalisation (x / 255 - mean) / std per channel with the file's mean and std (a std of 0
+// counts as 1). Everything random is a pure function of (seed, slice, epoch, batch), so a
+// loader that seeks to (epoch, batch) produces exactly the batches it would have produced
+// there: resume is bit-identical whatever the thread timing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mbkit/data/format.hpp"
+
+namespace mbkit::data {
+
+struct LoaderOptions {
+  std::string path;
+  std::string split = "train";
+  int batch_size = 64;
+  std::uint64_t seed = 0;
+  bool shuffle = true;     ///< a new permutation every epoch
+  bool drop_last = false;  ///< skip the final partial batch of each epoch
+  bool augment = false;    ///< random crop (with crop_padding zero pixels) and horizontal flip
+  int crop_padding = 4;
+  int slice_index = 0;  ///< this reader takes rows [i N / n, (i + 1) N / n) of the split
+  int slice_count = 1;
+  std::uint64_t limit = 0;  ///< use only the first `limit` rows of the split (0 = all)
+  int prefetch = 2;         ///< batches prepared ahead by the background thread (0 = inline)
+};
+
+struct Batch {
+  int size = 0;                     ///< rows in this batch (the last one may be smaller)
+  std::vector<float> images;        ///< size * C * H * W, NCHW, normalised
+  std::vector<std::int32_t> labels;
+  std::int64_t epoch = 0;
+  std::int64_t index = 0;           ///< batch number within the epoch
+};
+
+class DataLoader {
+ public:
+  /// Opens the file and loads this loader's rows; errors name the file (data errors, exit 3)
+  /// or the option (usage errors: batch_size < 1, slice out of range, more slices than rows).
+  explicit DataLoader(LoaderOptions options);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  const DatasetInfo& info() const;
+  const LoaderOptions& options() const;
+  ImageShape shape() const;
+  /// Rows this loader serves (after slicing and limit).
+  std::uint64_t rows() const;
+  std::int64_t batches_per_epoch() const;
+
+  /// Positions the stream so that the next batch is batch `index` of `epoch`.
+  void seek(std::int64_t epoch, std::int64_t index);
+  /// The next batch (epochs follow each other without end). The reference stays valid until
+  /// the next call to next() or seek(). Errors of the background thread are rethrown here.
+  const Batch& next();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mbkit::data

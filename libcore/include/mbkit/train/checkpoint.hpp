@@ -1,0 +1,59 @@
+// Checkpoints (format "mbkit-checkpoint", version 1, in mbkit-formats(5)): everything needed
+// to rebuild the model and continue a run exactly: the model's name and configuration, the
+// parameters and non-trainable state (batch-norm statistics) under their layer names in
+// canonical shapes, the optimizer's name, settings, step count and state arrays, the step,
+// epoch and position in the epoch, the seed, and the run's resolved configuration. Written
+// atomically (temporary name, then rename). Independent of the number of workers.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mbkit::train {
+
+inline constexpr const char* kCheckpointFormat = "mbkit-checkpoint";
+inline constexpr int kCheckpointFormatVersion = 1;
+
+/// One named array: a parameter ("conv1.weight"), a state array ("bn1.running_mean") or an
+/// optimizer slot (over the whole flat buffer).
+struct NamedArray {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  std::vector<float> values;
+};
+
+struct Checkpoint {
+  // The model.
+  std::string model;                                ///< zoo name, e.g. "resnet20"
+  std::map<std::string, std::string> model_config;  ///< e.g. hidden=256, activation=sigmoid
+  std::vector<std::int64_t> input_shape;            ///< C, H, W
+  int num_classes = 0;
+  std::vector<NamedArray> params;  ///< in the model's parameter order
+  std::vector<NamedArray> state;   ///< non-trainable state, in the model's order
+  // The optimizer.
+  std::string optimizer;
+  std::map<std::string, std::string> optimizer_config;
+  std::int64_t optimizer_steps = 0;
+  std::vector<NamedArray> optimizer_state;
+  // Where the run is.
+  std::int64_t step = 0;
+  std::int64_t epoch = 0;
+  std::int64_t batch_in_epoch = 0;  ///< the next batch to train on
+  std::uint64_t seed = 0;
+  double elapsed = 0;               ///< seconds of training so far (for the log's time column)
+  // Provenance.
+  std::string dataset;              ///< dataset name (from the data file)
+  std::vector<double> mean, std;    ///< normalisation the model was trained with
+  std::string config_json;          ///< the run's resolved options
+  std::string created_by;           ///< tool and version
+};
+
+/// Writes atomically; an existing file is replaced.
+void write_checkpoint(const std::string& path, const Checkpoint& checkpoint);
+/// Reads and validates (format, version, array sizes); problems are data errors naming the
+/// file and what is wrong.
+Checkpoint read_checkpoint(const std::string& path);
+
+}  // namespace mbkit::train

@@ -1,0 +1,113 @@
+// The metric log of a training run (format "mbkit-log", version 1, in mbkit-formats(5)).
+//
+// One HDF5 file, written while the run goes on:
+//   /steps    one row per optimizer step: step, time, epoch, loss, accuracy, lr, samples,
+//             step_time, throughput
+//   /eval     one row per evaluation: step, time, epoch, loss, accuracy, samples
+//   /workers  one row per worker per step (distributed runs): step, rank, samples,
+//             compute_time, sleep_time, send_time, wait_time, staleness
+//   /collect  one row per master step (parameter server): step, gradients, samples, wait_time
+// Each column is an extendible 1-D dataset. Root attributes describe the run (RunInfo).
+//
+// The file is opened for single-writer/multiple-reader access (HDF5 SWMR) once its layout is
+// created, and flushed at least every `flush_interval` seconds and at every evaluation, so a
+// reader (mb-plot) can follow a live run and `kill -9` leaves a readable file that misses only
+// the rows since the last flush.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace mbkit::train {
+
+inline constexpr const char* kLogFormat = "mbkit-log";
+inline constexpr int kLogFormatVersion = 1;
+
+/// What a log records about its run (root attributes).
+struct RunInfo {
+  std::string tool;          ///< "mb-train-fmb"
+  std::string version;       ///< mbkit version and commit
+  std::string command_line;  ///< shell-quoted
+  std::string config_json;   ///< every resolved option, as a JSON object
+  std::uint64_t seed = 0;
+  std::string host;
+  std::string start_time;    ///< ISO 8601, UTC
+  int world_size = 1;
+  std::string model;
+  std::string dataset;
+};
+
+struct StepRecord {
+  std::int64_t step = 0;
+  double time = 0;         ///< seconds since the start of the run
+  double epoch = 0;        ///< fractional epoch at the end of the step
+  double loss = 0;         ///< mean training loss of the step's batch
+  double accuracy = 0;     ///< training accuracy of the step's batch
+  double lr = 0;
+  std::int64_t samples = 0;
+  double step_time = 0;    ///< seconds
+  double throughput = 0;   ///< samples per second
+};
+
+struct EvalRecord {
+  std::int64_t step = 0;
+  double time = 0;
+  double epoch = 0;
+  double loss = 0;
+  double accuracy = 0;
+  std::int64_t samples = 0;
+};
+
+struct WorkerRecord {
+  std::int64_t step = 0;
+  std::int64_t rank = 0;
+  std::int64_t samples = 0;
+  double compute_time = 0;
+  double sleep_time = 0;
+  double send_time = 0;
+  double wait_time = 0;
+  std::int64_t staleness = 0;
+};
+
+struct CollectRecord {
+  std::int64_t step = 0;
+  std::int64_t gradients = 0;
+  std::int64_t samples = 0;
+  double wait_time = 0;
+};
+
+class MetricLog {
+ public:
+  /// Creates a new log at `path` (an existing file is replaced only with `overwrite`, else it is
+  /// an error naming the file).
+  static MetricLog create(const std::string& path, const RunInfo& info, bool overwrite,
+                          double flush_interval = 5.0);
+  /// Reopens an existing log to append (resume). Rows after `resume_step` (steps logged after
+  /// the checkpoint the run resumes from) are dropped so the log stays consistent.
+  static MetricLog append(const std::string& path, std::int64_t resume_step,
+                          double flush_interval = 5.0);
+
+  MetricLog(MetricLog&&) noexcept;
+  MetricLog& operator=(MetricLog&&) noexcept;
+  ~MetricLog();
+
+  void add(const StepRecord& record);
+  void add(const EvalRecord& record);  ///< also flushes
+  void add(const WorkerRecord& record);
+  void add(const CollectRecord& record);
+  /// Flushes when flush_interval has passed since the last flush.
+  void flush_if_due();
+  void flush();
+  /// Flushes and closes (errors are reported here, not in the destructor).
+  void close();
+  const std::string& path() const;
+
+ private:
+  struct Impl;
+  explicit MetricLog(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mbkit::train
