@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,22 +30,23 @@ struct LoaderOptions {
   int crop_padding = 4;
   int slice_index = 0;  ///< this reader takes rows [i N / n, (i + 1) N / n) of the split
   int slice_count = 1;
-  std::uint64_t limit = 0;  ///< use only the first `limit` rows of the split (0 = all)
+  std::uint64_t limit = 0;  ///< use only the first `limit` rows of this slice (0 = all)
   int prefetch = 2;         ///< batches prepared ahead by the background thread (0 = inline)
 };
 
 struct Batch {
-  int size = 0;                     ///< rows in this batch (the last one may be smaller)
-  std::vector<float> images;        ///< size * C * H * W, NCHW, normalised
+  int size = 0;               ///< rows in this batch (the last one may be smaller)
+  std::vector<float> images;  ///< size * C * H * W, NCHW, normalised
   std::vector<std::int32_t> labels;
   std::int64_t epoch = 0;
-  std::int64_t index = 0;           ///< batch number within the epoch
+  std::int64_t index = 0;  ///< batch number within the epoch
 };
 
 class DataLoader {
  public:
   /// Opens the file and loads this loader's rows; errors name the file (data errors, exit 3)
-  /// or the option (usage errors: batch_size < 1, slice out of range, more slices than rows).
+  /// or the option (usage errors: batch_size < 1, slice out of range, more slices than rows,
+  /// an unknown split, drop_last with fewer rows than one batch).
   explicit DataLoader(LoaderOptions options);
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
@@ -57,7 +59,8 @@ class DataLoader {
   std::uint64_t rows() const;
   std::int64_t batches_per_epoch() const;
 
-  /// Positions the stream so that the next batch is batch `index` of `epoch`.
+  /// Positions the stream so that the next batch is batch `index` of `epoch`
+  /// (0 <= index < batches_per_epoch()).
   void seek(std::int64_t epoch, std::int64_t index);
   /// The next batch (epochs follow each other without end). The reference stays valid until
   /// the next call to next() or seek(). Errors of the background thread are rethrown here.
@@ -67,5 +70,13 @@ class DataLoader {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+namespace detail {
+/// For tests: called before each batch is prepared (on the prefetch thread when there is one),
+/// so a test can make preparation fail. Loaders constructed afterwards take a copy; an empty
+/// function removes it.
+using LoaderFaultHook = std::function<void(std::int64_t epoch, std::int64_t index)>;
+void set_loader_fault_hook(LoaderFaultHook hook);
+}  // namespace detail
 
 }  // namespace mbkit::data

@@ -24,10 +24,10 @@ namespace mbkit::optim {
 struct OptimizerConfig {
   std::string name = "sgd";  ///< sgd, momentum, rmsprop, adam
   double weight_decay = 0.0;
-  double momentum = 0.9;  ///< momentum: m; rmsprop: mu (TF1 default for rmsprop is 0)
+  double momentum = 0.9;  ///< the momentum optimizer's m (rmsprop's mu is rmsprop_momentum)
   bool nesterov = false;
   double rmsprop_decay = 0.9;
-  double rmsprop_momentum = 0.0;
+  double rmsprop_momentum = 0.0;  ///< mu (TF1's default is 0)
   double rmsprop_epsilon = 1e-10;
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;

@@ -1,0 +1,53 @@
+// Models by name (--model). Each builds a Graph for the dataset's input shape and class count,
+// or fails with a message saying why it cannot take them.
+//
+//   mlp          flatten -> dense(hidden...) with an activation -> dense(classes);
+//                default one hidden layer of 256 sigmoid units (784-256-10 on MNIST, the seed
+//                exercise); PyTorch's default initialisation
+//   mnist-cnn    the AMB MNIST model: conv 5x5x32 SAME relu, max pool 2, conv 5x5x64 SAME relu,
+//                max pool 2, dense 1024 relu, dense classes; 3,274,634 parameters on 1x28x28
+//   cifar10-cnn  the AMB CIFAR-10 model: four conv (3x3x64, 3x3x128, 5x5x256, 5x5x512, no bias,
+//                truncated normal 0.08) each followed by relu, max pool 2 and batch norm; then
+//                dense 128, 256, 512, each relu, dropout 0.3 and batch norm; dense classes;
+//                4,607,178 parameters on 3x32x32
+//   toy-fc       the AMB toy model, fully connected: 100-500-1000-500-classes, relu
+//   toy-conv     the AMB toy model, convolutional: conv 5x5x32 relu, max pool 2 SAME,
+//                conv 5x5x64 relu, max pool 2 SAME, dense classes (576 features on 1x10x10)
+//   resnet20/32/44/56/110  CIFAR ResNets (He et al. 2016, 6n+2 layers, 16/32/64 channels, 1x1
+//                projection shortcuts where the shape changes, as torchvision-style CIFAR code
+//                and the PyTorch anchor benchmark); 272,474 parameters for resnet20
+//   resnet18     the CIFAR ResNet-18 of DBSL: 3x3 stem, no max pool, basic blocks 2-2-2-2 at
+//                64-128-256-512 channels; 11.2 M parameters on 100 classes
+//   resnet50     ImageNet-shaped ResNet-50: 7x7/2 stem, 3x3/2 max pool, bottlenecks 3-4-6-3;
+//                25.6 M parameters on 1000 classes (for GPU runs)
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "mbkit/nn/graph.hpp"
+
+namespace mbkit::models {
+
+/// Settings of a model; only `mlp` has any today (hidden sizes and activation).
+struct ModelConfig {
+  std::string name = "mlp";
+  std::vector<int> hidden = {256};     ///< mlp: hidden layer sizes
+  std::string activation = "sigmoid";  ///< mlp: relu, sigmoid or tanh
+  /// The settings as key-value pairs, for checkpoints ("hidden" -> "256", ...).
+  std::map<std::string, std::string> to_map() const;
+  /// Parses to_map()'s output (a checkpoint's model_config) back; errors are data errors.
+  static ModelConfig from_map(const std::string& name,
+                              const std::map<std::string, std::string>& map);
+};
+
+/// "mlp, mnist-cnn, cifar10-cnn, toy-fc, toy-conv, resnet20, ...".
+std::string known_models();
+std::vector<std::string> model_names();
+
+/// Builds the model's graph for inputs of `input` shape and `classes` classes. An unknown name
+/// or an input the model cannot take is a usage error that says so.
+nn::Graph build_model(const ModelConfig& config, nn::Dims input, int classes);
+
+}  // namespace mbkit::models

@@ -1,0 +1,98 @@
+// The seam between networks and the hardware they run on. A Backend turns each node of a Graph
+// into a Kernel and owns the memory activations live in; the CPU backend (oneDNN) is
+// mbkit/backend/cpu, a CUDA backend (cuDNN, cuBLAS) plugs in the same way, without changing
+// graphs, models or the Network that runs them.
+//
+// Activations are Tensors: a batch of samples of a node's Dims, in a memory layout the backend
+// chooses (the CPU backend keeps convolutional activations in oneDNN's blocked formats from one
+// layer to the next, reordering only where a layout must change). Gradients of an activation
+// have the same layout as the activation.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "mbkit/nn/graph.hpp"
+
+namespace mbkit::nn {
+
+/// A batch of activations. Only the backend that made it reads or writes its memory.
+class Tensor {
+ public:
+  virtual ~Tensor() = default;
+  int batch() const { return batch_; }
+  Dims dims() const { return dims_; }
+
+ protected:
+  Tensor(int batch, Dims dims) : batch_(batch), dims_(dims) {}
+  int batch_;
+  Dims dims_;
+};
+
+/// Everything a kernel reads and writes in one forward or backward pass.
+struct KernelArgs {
+  int batch = 0;
+  std::vector<Tensor*> inputs;
+  Tensor* output = nullptr;
+  /// Backward only: the gradient of the output, and where to write each input's gradient
+  /// (overwritten; null where no gradient is needed, e.g. the network's input).
+  Tensor* output_grad = nullptr;
+  std::vector<Tensor*> input_grads;
+  /// This node's parameters and state in the flat buffers, one pointer per ParamSpec.
+  std::vector<const float*> params;
+  /// Backward only: where to write each parameter's gradient (overwritten).
+  std::vector<float*> param_grads;
+  std::vector<float*> state;
+  bool training = false;
+  std::uint64_t seed = 0;  ///< per step and node: dropout masks
+  // The loss node only.
+  const std::int32_t* labels = nullptr;  ///< batch labels (host memory)
+  double loss_sum = 0;                   ///< forward: sum over the batch of per-sample losses
+  std::int64_t correct = 0;              ///< forward: samples whose top-1 class is the label
+  double loss_scale = 1.0;               ///< backward: d loss / d (sum of per-sample losses)
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  /// Called once for each batch size before that size is run: chooses the output's layout and
+  /// allocates it, and builds whatever the kernel needs for that size (oneDNN primitives).
+  virtual void prepare(int batch, std::span<Tensor* const> inputs, Tensor& output) = 0;
+  virtual void forward(KernelArgs& args) = 0;
+  virtual void backward(KernelArgs& args) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  /// "cpu: oneDNN 2.6.3, 2 threads".
+  virtual std::string description() const = 0;
+  virtual int threads() const = 0;
+
+  virtual std::unique_ptr<Kernel> make_kernel(const Graph& graph, int node) = 0;
+  /// An empty tensor for a node's output; its producer's prepare() gives it a layout and memory.
+  virtual std::unique_ptr<Tensor> make_tensor(int batch, Dims dims) = 0;
+  /// A tensor of the same shape and layout (a gradient, or a scratch for summing gradients).
+  virtual std::unique_ptr<Tensor> make_tensor_like(const Tensor& like) = 0;
+  /// Points the network's input tensor at a batch of images in host memory (N, C, H, W floats),
+  /// or copies them to the device. The memory must stay valid until the batch is done.
+  virtual void set_input(Tensor& input, const float* images) = 0;
+  /// Copies a tensor to host memory in (N, C, H, W) order.
+  virtual void read(const Tensor& tensor, float* host) const = 0;
+  /// Fills a tensor from host memory in (N, C, H, W) order (tests, gradient checks).
+  virtual void write(Tensor& tensor, const float* host) = 0;
+  /// destination += source (same layout): gradients of an activation used twice.
+  virtual void accumulate(Tensor& destination, const Tensor& source) = 0;
+  /// Waits for queued work (a no-op on the CPU).
+  virtual void synchronize() {}
+};
+
+/// The backends built into this mbkit: "cpu" always, "cuda" when built with it.
+std::vector<std::string> available_backends();
+/// Makes a backend by name ("cpu"); `threads` = 0 keeps the default (all cores).
+std::unique_ptr<Backend> make_backend(const std::string& name, int threads);
+
+}  // namespace mbkit::nn

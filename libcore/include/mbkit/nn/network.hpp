@@ -1,0 +1,79 @@
+// A graph running on a backend: the flat parameter, gradient and state buffers, one kernel per
+// node, and per batch size the activations and gradients the kernels work on.
+//
+//   Network net(graph, backend);
+//   net.initialize(seed);
+//   auto result = net.forward(images, labels, batch, /*training=*/true, step_seed);
+//   net.backward(1.0 / batch);             // gradients of the mean loss
+//   optimizer.step(net.parameters(), net.gradients(), lr);
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "mbkit/nn/backend.hpp"
+#include "mbkit/nn/graph.hpp"
+
+namespace mbkit::nn {
+
+class Network {
+ public:
+  Network(Graph graph, Backend& backend);
+  ~Network();
+  Network(const Network&) = delete;
+  Network& operator=(const Network&) = delete;
+
+  const Graph& graph() const { return graph_; }
+  Backend& backend() { return backend_; }
+
+  std::span<float> parameters() { return parameters_; }
+  std::span<const float> parameters() const { return parameters_; }
+  std::span<float> gradients() { return gradients_; }
+  std::span<const float> gradients() const { return gradients_; }
+  std::span<float> state() { return state_; }
+  std::span<const float> state() const { return state_; }
+
+  /// Initialises parameters and state from the graph's initialisers and a seed.
+  void initialize(std::uint64_t seed);
+
+  struct Result {
+    double loss_sum = 0;       ///< sum over the batch of the per-sample losses
+    std::int64_t correct = 0;  ///< samples whose top-1 class is the label
+    int batch = 0;
+  };
+
+  /// Forward pass on `batch` images (N, C, H, W, normalised, host memory) and their labels.
+  /// In training mode batch norm uses (and updates) batch statistics and dropout drops units
+  /// with masks drawn from `seed`.
+  Result forward(const float* images, const std::int32_t* labels, int batch, bool training,
+                 std::uint64_t seed = 0);
+  /// Backward pass of the last forward: the gradients of loss_scale * (sum of per-sample
+  /// losses) (1 / batch for the mean, 1 for the sum). `accumulate` adds them to the gradient
+  /// buffer instead of overwriting it (micro-batches summed into one gradient).
+  void backward(double loss_scale, bool accumulate = false);
+
+  /// Class probabilities of the last forward pass (batch x classes, host memory).
+  std::vector<float> probabilities() const;
+  /// The output of any node after the last forward pass, (N, C, H, W) in host memory.
+  std::vector<float> activation(int node) const;
+
+ private:
+  struct Plan;
+  Plan& plan(int batch);
+
+  Graph graph_;
+  Backend& backend_;
+  std::vector<std::unique_ptr<Kernel>> kernels_;
+  std::vector<float> parameters_, gradients_, state_, gradient_scratch_;
+  std::vector<bool> needs_gradient_;
+  std::map<int, std::unique_ptr<Plan>> plans_;
+  Plan* last_ = nullptr;  ///< plan of the last forward pass
+  std::uint64_t last_seed_ = 0;
+  bool last_training_ = false;
+  const std::int32_t* last_labels_ = nullptr;
+};
+
+}  // namespace mbkit::nn

@@ -1,0 +1,223 @@
+#include <omp.h>
+
+#include <algorithm>
+
+#include "cpu_internal.hpp"
+#include "mbkit/backend/cpu.hpp"
+#include "mbkit/util/check.hpp"
+
+namespace mbkit::backend::cpu {
+
+void CpuTensor::allocate(const memory::desc& desc, const Context& context) {
+  desc_ = desc;
+  memory_ = memory(desc, context.engine);  // oneDNN allocates, aligned
+}
+
+void CpuTensor::alias(const memory::desc& desc, const Context& context, void* handle) {
+  desc_ = desc;
+  memory_ = memory(desc, context.engine, handle);
+}
+
+CpuTensor& cpu(nn::Tensor& tensor) {
+  return static_cast<CpuTensor&>(tensor);
+}
+const CpuTensor& cpu(const nn::Tensor& tensor) {
+  return static_cast<const CpuTensor&>(tensor);
+}
+
+memory::desc plain_like(const memory::desc& desc) {
+  const auto dims = desc.dims();
+  return memory::desc(dims, memory::data_type::f32,
+                      dims.size() == 2 ? memory::format_tag::ab : memory::format_tag::abcd);
+}
+
+memory::desc plain_desc(int batch, nn::Dims dims, bool flat2d) {
+  if (flat2d) {
+    return memory::desc({batch, static_cast<memory::dim>(dims.size())}, memory::data_type::f32,
+                        memory::format_tag::ab);
+  }
+  return memory::desc({batch, dims.c, dims.h, dims.w}, memory::data_type::f32,
+                      memory::format_tag::abcd);
+}
+
+memory::desc param_desc(const std::vector<std::int64_t>& shape) {
+  memory::dims dims(shape.begin(), shape.end());
+  static const memory::format_tag kTags[] = {memory::format_tag::undef, memory::format_tag::a,
+                                             memory::format_tag::ab, memory::format_tag::abc,
+                                             memory::format_tag::abcd};
+  MBKIT_CHECK(!dims.empty() && dims.size() <= 4, "parameter of rank ", dims.size());
+  return memory::desc(dims, memory::data_type::f32, kTags[dims.size()]);
+}
+
+Reorder::Reorder(const Context& context, const memory::desc& from, const memory::desc& to)
+    : primitive_(dnnl::reorder::primitive_desc(context.engine, from, context.engine, to)) {}
+
+void Reorder::run(const Context& context, const memory& from, const memory& to) const {
+  primitive_.execute(context.stream, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+}
+
+void CpuKernel::execute(const dnnl::primitive& primitive,
+                        const std::unordered_map<int, memory>& args) {
+  primitive.execute(context_.stream, args);
+}
+
+namespace {
+
+[[noreturn]] void rethrow(const nn::Node& node, const char* phase, const dnnl::error& error) {
+  fail(cat("layer ", node.name, " (", nn::op_name(node.op), ") ", phase, ": oneDNN: ", error.what(),
+           " (status ", static_cast<int>(error.status), ")"));
+}
+
+}  // namespace
+
+void CpuKernel::prepare(int batch, std::span<nn::Tensor* const> inputs, nn::Tensor& output) {
+  try {
+    do_prepare(batch, inputs, cpu(output));
+  } catch (const dnnl::error& error) {
+    rethrow(node_, "setup", error);
+  }
+}
+
+void CpuKernel::forward(nn::KernelArgs& args) {
+  try {
+    do_forward(args);
+  } catch (const dnnl::error& error) {
+    rethrow(node_, "forward", error);
+  }
+}
+
+void CpuKernel::backward(nn::KernelArgs& args) {
+  try {
+    do_backward(args);
+  } catch (const dnnl::error& error) {
+    rethrow(node_, "backward", error);
+  }
+}
+
+namespace {
+
+class CpuBackend final : public nn::Backend {
+ public:
+  explicit CpuBackend(int threads) {
+    if (threads > 0) omp_set_num_threads(threads);
+    threads_ = omp_get_max_threads();
+  }
+
+  std::string description() const override {
+    const dnnl_version_t* version = dnnl_version();
+    return strprintf("cpu: oneDNN %d.%d.%d (%s), %d thread%s", version->major, version->minor,
+                     version->patch, isa_name().c_str(), threads_, threads_ == 1 ? "" : "s");
+  }
+
+  int threads() const override { return threads_; }
+
+  std::unique_ptr<nn::Kernel> make_kernel(const nn::Graph& graph, int index) override {
+    const nn::Node& node = graph.node(index);
+    switch (node.op) {
+      case nn::Op::kInput:
+        return make_input_kernel(context_, node);
+      case nn::Op::kDense:
+        return make_dense_kernel(context_, node);
+      case nn::Op::kConv2d:
+        return make_conv_kernel(context_, node);
+      case nn::Op::kMaxPool:
+      case nn::Op::kAvgPool:
+      case nn::Op::kGlobalAvgPool:
+        return make_pool_kernel(context_, node);
+      case nn::Op::kBatchNorm:
+        return make_batch_norm_kernel(context_, node);
+      case nn::Op::kRelu:
+      case nn::Op::kSigmoid:
+      case nn::Op::kTanh:
+        return make_eltwise_kernel(context_, node);
+      case nn::Op::kDropout:
+        return make_dropout_kernel(context_, node);
+      case nn::Op::kFlatten:
+        return make_flatten_kernel(context_, node);
+      case nn::Op::kAdd:
+        return make_add_kernel(context_, node);
+      case nn::Op::kSoftmaxCrossEntropy:
+        return make_loss_kernel(context_, node);
+    }
+    fail(cat("cpu backend: no kernel for ", nn::op_name(node.op)));
+  }
+
+  std::unique_ptr<nn::Tensor> make_tensor(int batch, nn::Dims dims) override {
+    return std::make_unique<CpuTensor>(batch, dims);
+  }
+
+  std::unique_ptr<nn::Tensor> make_tensor_like(const nn::Tensor& like) override {
+    auto tensor = std::make_unique<CpuTensor>(like.batch(), like.dims());
+    tensor->allocate(cpu(like).desc(), context_);
+    return tensor;
+  }
+
+  void set_input(nn::Tensor& input, const float* images) override {
+    cpu(input).set_handle(const_cast<float*>(images));  // read-only use
+  }
+
+  void read(const nn::Tensor& tensor, float* host) const override {
+    const CpuTensor& source = cpu(tensor);
+    const memory::desc plain = plain_like(source.desc());
+    memory destination(plain, context_.engine, host);
+    Reorder(context_, source.desc(), plain).run(context_, source.mem(), destination);
+    context_.stream.wait();
+  }
+
+  void write(nn::Tensor& tensor, const float* host) override {
+    CpuTensor& destination = cpu(tensor);
+    const memory::desc plain = plain_like(destination.desc());
+    memory source(plain, context_.engine, const_cast<float*>(host));
+    Reorder(context_, plain, destination.desc()).run(context_, source, destination.mem());
+    context_.stream.wait();
+  }
+
+  void accumulate(nn::Tensor& destination, const nn::Tensor& source) override {
+    CpuTensor& to = cpu(destination);
+    const CpuTensor& from = cpu(source);
+    MBKIT_CHECK(to.desc() == from.desc(), "accumulate: layouts differ");
+    float* out = to.data();
+    const float* in = from.data();
+    const auto count = static_cast<std::ptrdiff_t>(to.floats());
+#pragma omp parallel for simd schedule(static)
+    for (std::ptrdiff_t i = 0; i < count; ++i) out[i] += in[i];
+  }
+
+ private:
+  static std::string isa_name() {
+    switch (dnnl::get_effective_cpu_isa()) {
+      case dnnl::cpu_isa::avx512_core_amx:
+        return "AVX-512 + AMX";
+      case dnnl::cpu_isa::avx512_core_bf16:
+        return "AVX-512 bf16";
+      case dnnl::cpu_isa::avx512_core_vnni:
+        return "AVX-512 VNNI";
+      case dnnl::cpu_isa::avx512_core:
+        return "AVX-512";
+      case dnnl::cpu_isa::avx2_vnni:
+        return "AVX2 VNNI";
+      case dnnl::cpu_isa::avx2:
+        return "AVX2";
+      case dnnl::cpu_isa::avx:
+        return "AVX";
+      case dnnl::cpu_isa::sse41:
+        return "SSE4.1";
+      default:
+        return "generic";
+    }
+  }
+
+  mutable Context context_;
+  int threads_ = 1;
+};
+
+}  // namespace
+}  // namespace mbkit::backend::cpu
+
+namespace mbkit::backend {
+
+std::unique_ptr<nn::Backend> make_cpu_backend(int threads) {
+  return std::make_unique<cpu::CpuBackend>(threads);
+}
+
+}  // namespace mbkit::backend

@@ -1,0 +1,395 @@
+// CPU kernels of the layout-agnostic layers: input, relu/sigmoid/tanh (oneDNN eltwise),
+// dropout, flatten, residual add, and the softmax cross-entropy loss.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "cpu_internal.hpp"
+#include "mbkit/util/check.hpp"
+#include "mbkit/util/random.hpp"
+
+namespace mbkit::backend::cpu {
+namespace {
+
+using algorithm = dnnl::algorithm;
+using prop_kind = dnnl::prop_kind;
+
+void copy_floats(float* to, const float* from, std::size_t count) {
+  std::memcpy(to, from, count * sizeof(float));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// The network's input: a plain (N, C, H, W) view of the batch the loader prepared.
+class InputKernel final : public CpuKernel {
+ public:
+  using CpuKernel::CpuKernel;
+
+ protected:
+  void do_prepare(int batch, std::span<nn::Tensor* const>, CpuTensor& output) override {
+    output.alias(plain_desc(batch, node_.output, false), context_, nullptr);
+  }
+  void do_forward(nn::KernelArgs&) override {}
+  void do_backward(nn::KernelArgs&) override {}
+};
+
+// ---------------------------------------------------------------------------------------------
+
+/// relu, sigmoid, tanh with oneDNN eltwise primitives, in whatever layout the input has. The
+/// backward passes use the forward output (the *_use_dst_for_bwd algorithms).
+class EltwiseKernel final : public CpuKernel {
+ public:
+  EltwiseKernel(Context& context, const nn::Node& node) : CpuKernel(context, node) {
+    switch (node.op) {
+      case nn::Op::kRelu:
+        algorithm_ = algorithm::eltwise_relu_use_dst_for_bwd;
+        break;
+      case nn::Op::kSigmoid:
+        algorithm_ = algorithm::eltwise_logistic_use_dst_for_bwd;
+        break;
+      case nn::Op::kTanh:
+        algorithm_ = algorithm::eltwise_tanh_use_dst_for_bwd;
+        break;
+      default:
+        fail(cat("eltwise kernel for ", nn::op_name(node.op)));
+    }
+  }
+
+ protected:
+  void do_prepare(int batch, std::span<nn::Tensor* const> inputs, CpuTensor& output) override {
+    const memory::desc& source = cpu(*inputs[0]).desc();
+    dnnl::eltwise_forward::primitive_desc forward_pd(
+        {prop_kind::forward_training, algorithm_, source, 0.f, 0.f}, context_.engine);
+    output.allocate(forward_pd.dst_desc(), context_);
+    dnnl::eltwise_backward::primitive_desc backward_pd(
+        {algorithm_, output.desc(), output.desc(), 0.f, 0.f}, context_.engine, forward_pd);
+    plans_[batch] = {dnnl::eltwise_forward(forward_pd), dnnl::eltwise_backward(backward_pd)};
+  }
+
+  void do_forward(nn::KernelArgs& args) override {
+    execute(plans_.at(args.batch).forward,
+            {{DNNL_ARG_SRC, cpu(*args.inputs[0]).mem()}, {DNNL_ARG_DST, cpu(*args.output).mem()}});
+  }
+
+  void do_backward(nn::KernelArgs& args) override {
+    if (args.input_grads[0] == nullptr) return;
+    execute(plans_.at(args.batch).backward, {{DNNL_ARG_DST, cpu(*args.output).mem()},
+                                             {DNNL_ARG_DIFF_DST, cpu(*args.output_grad).mem()},
+                                             {DNNL_ARG_DIFF_SRC, cpu(*args.input_grads[0]).mem()}});
+  }
+
+ private:
+  struct Plan {
+    dnnl::eltwise_forward forward;
+    dnnl::eltwise_backward backward;
+  };
+  algorithm algorithm_;
+  std::map<int, Plan> plans_;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+/// Inverted dropout: kept units are scaled by 1 / (1 - rate) in training, so evaluation is the
+/// identity. Masks come from the step's seed in fixed blocks of elements, so they are the same
+/// whatever the number of threads.
+class DropoutKernel final : public CpuKernel {
+ public:
+  using CpuKernel::CpuKernel;
+
+ protected:
+  void do_prepare(int batch, std::span<nn::Tensor* const> inputs, CpuTensor& output) override {
+    output.allocate(cpu(*inputs[0]).desc(), context_);
+    masks_[batch].assign(output.floats(), 0);
+  }
+
+  void do_forward(nn::KernelArgs& args) override {
+    const CpuTensor& input = cpu(*args.inputs[0]);
+    CpuTensor& output = cpu(*args.output);
+    if (!args.training || node_.rate == 0.0) {
+      copy_floats(output.data(), input.data(), output.floats());
+      return;
+    }
+    auto& mask = masks_.at(args.batch);
+    const float* in = input.data();
+    float* out = output.data();
+    const auto scale = static_cast<float>(1.0 / (1.0 - node_.rate));
+    const auto threshold = static_cast<std::uint64_t>(node_.rate * 4294967296.0);
+    const auto count = static_cast<std::ptrdiff_t>(mask.size());
+    constexpr std::ptrdiff_t kBlock = 4096;
+#pragma omp parallel for schedule(static)
+    for (std::ptrdiff_t block = 0; block < (count + kBlock - 1) / kBlock; ++block) {
+      Rng rng(args.seed, static_cast<std::uint64_t>(block));
+      const std::ptrdiff_t end = std::min(count, (block + 1) * kBlock);
+      for (std::ptrdiff_t i = block * kBlock; i < end; ++i) {
+        const bool keep = rng.next_u32() >= threshold;
+        mask[static_cast<std::size_t>(i)] = keep;
+        out[i] = keep ? in[i] * scale : 0.0f;
+      }
+    }
+  }
+
+  void do_backward(nn::KernelArgs& args) override {
+    if (args.input_grads[0] == nullptr) return;
+    const float* grad_out = cpu(*args.output_grad).data();
+    float* grad_in = cpu(*args.input_grads[0]).data();
+    const auto& mask = masks_.at(args.batch);
+    const auto count = static_cast<std::ptrdiff_t>(mask.size());
+    if (node_.rate == 0.0) {
+      copy_floats(grad_in, grad_out, mask.size());
+      return;
+    }
+    const auto scale = static_cast<float>(1.0 / (1.0 - node_.rate));
+#pragma omp parallel for simd schedule(static)
+    for (std::ptrdiff_t i = 0; i < count; ++i) {
+      grad_in[i] = mask[static_cast<std::size_t>(i)] ? grad_out[i] * scale : 0.0f;
+    }
+  }
+
+ private:
+  std::map<int, std::vector<std::uint8_t>> masks_;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+/// (N, C, H, W) in any layout -> plain (N, C*H*W) rows in C, H, W order (PyTorch's flatten).
+/// A plain input is not copied: the output is a view of it.
+class FlattenKernel final : public CpuKernel {
+ public:
+  using CpuKernel::CpuKernel;
+
+ protected:
+  void do_prepare(int batch, std::span<nn::Tensor* const> inputs, CpuTensor& output) override {
+    const CpuTensor& input = cpu(*inputs[0]);
+    const memory::desc rows = plain_desc(batch, node_.output, true);
+    Plan plan;
+    plan.view = input.desc() == plain_like(input.desc());
+    if (plan.view) {
+      output.alias(rows, context_, nullptr);
+    } else {
+      output.allocate(rows, context_);
+      const memory::desc plain = plain_like(input.desc());
+      plan.output_as_plain = memory(plain, context_.engine, output.data());
+      plan.to_rows = Reorder(context_, input.desc(), plain);
+      plan.grad_as_plain = plain;
+      plan.from_rows = Reorder(context_, plain, input.desc());
+    }
+    plans_[batch] = std::move(plan);
+  }
+
+  void do_forward(nn::KernelArgs& args) override {
+    Plan& plan = plans_.at(args.batch);
+    CpuTensor& input = cpu(*args.inputs[0]);
+    if (plan.view) {
+      cpu(*args.output).set_handle(input.data());
+    } else {
+      plan.to_rows.run(context_, input.mem(), plan.output_as_plain);
+    }
+  }
+
+  void do_backward(nn::KernelArgs& args) override {
+    if (args.input_grads[0] == nullptr) return;
+    Plan& plan = plans_.at(args.batch);
+    CpuTensor& grad_out = cpu(*args.output_grad);
+    CpuTensor& grad_in = cpu(*args.input_grads[0]);
+    if (plan.view) {
+      copy_floats(grad_in.data(), grad_out.data(), grad_in.floats());
+    } else {
+      memory grad_plain(plan.grad_as_plain, context_.engine, grad_out.data());
+      plan.from_rows.run(context_, grad_plain, grad_in.mem());
+    }
+  }
+
+ private:
+  struct Plan {
+    bool view = false;
+    memory output_as_plain;
+    memory::desc grad_as_plain;
+    Reorder to_rows, from_rows;
+  };
+  std::map<int, Plan> plans_;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+/// Residual add: out = a + b in a's layout (b is reordered first if its layout differs).
+class AddKernel final : public CpuKernel {
+ public:
+  using CpuKernel::CpuKernel;
+
+ protected:
+  void do_prepare(int batch, std::span<nn::Tensor* const> inputs, CpuTensor& output) override {
+    const memory::desc& a = cpu(*inputs[0]).desc();
+    const memory::desc& b = cpu(*inputs[1]).desc();
+    output.allocate(a, context_);
+    Plan plan;
+    if (!(a == b)) {
+      plan.b_in_a_layout = memory(a, context_.engine);
+      plan.b_to_a = Reorder(context_, b, a);
+      plan.a_to_b = Reorder(context_, a, b);
+    }
+    plans_[batch] = std::move(plan);
+  }
+
+  void do_forward(nn::KernelArgs& args) override {
+    Plan& plan = plans_.at(args.batch);
+    CpuTensor& a = cpu(*args.inputs[0]);
+    CpuTensor& b = cpu(*args.inputs[1]);
+    const float* b_data = b.data();
+    if (plan.b_to_a) {
+      plan.b_to_a.run(context_, b.mem(), plan.b_in_a_layout);
+      b_data = static_cast<const float*>(plan.b_in_a_layout.get_data_handle());
+    }
+    CpuTensor& output = cpu(*args.output);
+    const float* a_data = a.data();
+    float* out = output.data();
+    const auto count = static_cast<std::ptrdiff_t>(output.floats());
+#pragma omp parallel for simd schedule(static)
+    for (std::ptrdiff_t i = 0; i < count; ++i) out[i] = a_data[i] + b_data[i];
+  }
+
+  void do_backward(nn::KernelArgs& args) override {
+    Plan& plan = plans_.at(args.batch);
+    CpuTensor& grad_out = cpu(*args.output_grad);
+    if (args.input_grads[0] != nullptr) {
+      copy_floats(cpu(*args.input_grads[0]).data(), grad_out.data(), grad_out.floats());
+    }
+    if (args.input_grads[1] != nullptr) {
+      CpuTensor& grad_b = cpu(*args.input_grads[1]);
+      if (plan.a_to_b) {
+        plan.a_to_b.run(context_, grad_out.mem(), grad_b.mem());
+      } else {
+        copy_floats(grad_b.data(), grad_out.data(), grad_out.floats());
+      }
+    }
+  }
+
+ private:
+  struct Plan {
+    memory b_in_a_layout;
+    Reorder b_to_a, a_to_b;
+  };
+  std::map<int, Plan> plans_;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+/// Softmax cross-entropy on (N, classes) logits. The output holds the class probabilities
+/// (evaluation reads them); forward reports the summed loss and the top-1 hits; backward writes
+/// loss_scale * (p - onehot(label)).
+class LossKernel final : public CpuKernel {
+ public:
+  using CpuKernel::CpuKernel;
+
+ protected:
+  void do_prepare(int batch, std::span<nn::Tensor* const> inputs, CpuTensor& output) override {
+    const memory::desc rows = plain_desc(batch, node_.output, true);
+    output.allocate(rows, context_);
+    Plan plan;
+    const memory::desc& logits = cpu(*inputs[0]).desc();
+    if (!(logits == rows)) {
+      plan.plain_logits = memory(rows, context_.engine);
+      plan.to_rows = Reorder(context_, logits, rows);
+      plan.from_rows = Reorder(context_, rows, logits);
+    }
+    plan.losses.resize(static_cast<std::size_t>(batch));
+    plans_[batch] = std::move(plan);
+  }
+
+  void do_forward(nn::KernelArgs& args) override {
+    Plan& plan = plans_.at(args.batch);
+    CpuTensor& input = cpu(*args.inputs[0]);
+    const float* logits = input.data();
+    if (plan.to_rows) {
+      plan.to_rows.run(context_, input.mem(), plan.plain_logits);
+      logits = static_cast<const float*>(plan.plain_logits.get_data_handle());
+    }
+    const int classes = node_.output.c;
+    const int batch = args.batch;
+    for (int i = 0; i < batch; ++i) {
+      const std::int32_t label = args.labels[i];
+      if (label < 0 || label >= classes) {
+        data_error(cat("label ", label, " is outside [0, ", classes, ") for the model's output"));
+      }
+    }
+    float* probabilities = cpu(*args.output).data();
+    std::vector<std::uint8_t> hits(static_cast<std::size_t>(batch), 0);
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < batch; ++i) {
+      const float* z = logits + static_cast<std::ptrdiff_t>(i) * classes;
+      float* p = probabilities + static_cast<std::ptrdiff_t>(i) * classes;
+      int best = 0;
+      for (int k = 1; k < classes; ++k) best = z[k] > z[best] ? k : best;
+      const float top = z[best];
+      double total = 0.0;
+      for (int k = 0; k < classes; ++k) {
+        p[k] = std::exp(z[k] - top);
+        total += p[k];
+      }
+      const auto inverse = static_cast<float>(1.0 / total);
+      for (int k = 0; k < classes; ++k) p[k] *= inverse;
+      const std::int32_t label = args.labels[i];
+      plan.losses[static_cast<std::size_t>(i)] = std::log(total) + top - z[label];
+      hits[static_cast<std::size_t>(i)] = best == label;
+    }
+    // Sequential sums: the same result whatever the number of threads.
+    double loss = 0.0;
+    std::int64_t correct = 0;
+    for (int i = 0; i < batch; ++i) {
+      loss += plan.losses[static_cast<std::size_t>(i)];
+      correct += hits[static_cast<std::size_t>(i)];
+    }
+    args.loss_sum = loss;
+    args.correct = correct;
+  }
+
+  void do_backward(nn::KernelArgs& args) override {
+    if (args.input_grads[0] == nullptr) return;
+    Plan& plan = plans_.at(args.batch);
+    CpuTensor& grad_in = cpu(*args.input_grads[0]);
+    float* grad =
+        plan.from_rows ? static_cast<float*>(plan.plain_logits.get_data_handle()) : grad_in.data();
+    const float* probabilities = cpu(*args.output).data();
+    const int classes = node_.output.c;
+    const auto scale = static_cast<float>(args.loss_scale);
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < args.batch; ++i) {
+      const float* p = probabilities + static_cast<std::ptrdiff_t>(i) * classes;
+      float* g = grad + static_cast<std::ptrdiff_t>(i) * classes;
+      for (int k = 0; k < classes; ++k) g[k] = p[k] * scale;
+      g[args.labels[i]] -= scale;
+    }
+    if (plan.from_rows) plan.from_rows.run(context_, plan.plain_logits, grad_in.mem());
+  }
+
+ private:
+  struct Plan {
+    memory plain_logits;
+    Reorder to_rows, from_rows;
+    std::vector<double> losses;
+  };
+  std::map<int, Plan> plans_;
+};
+
+}  // namespace
+
+std::unique_ptr<nn::Kernel> make_input_kernel(Context& context, const nn::Node& node) {
+  return std::make_unique<InputKernel>(context, node);
+}
+std::unique_ptr<nn::Kernel> make_eltwise_kernel(Context& context, const nn::Node& node) {
+  return std::make_unique<EltwiseKernel>(context, node);
+}
+std::unique_ptr<nn::Kernel> make_dropout_kernel(Context& context, const nn::Node& node) {
+  return std::make_unique<DropoutKernel>(context, node);
+}
+std::unique_ptr<nn::Kernel> make_flatten_kernel(Context& context, const nn::Node& node) {
+  return std::make_unique<FlattenKernel>(context, node);
+}
+std::unique_ptr<nn::Kernel> make_add_kernel(Context& context, const nn::Node& node) {
+  return std::make_unique<AddKernel>(context, node);
+}
+std::unique_ptr<nn::Kernel> make_loss_kernel(Context& context, const nn::Node& node) {
+  return std::make_unique<LossKernel>(context, node);
+}
+
+}  // namespace mbkit::backend::cpu

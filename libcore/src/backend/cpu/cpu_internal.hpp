@@ -1,0 +1,104 @@
+// Internals of the CPU backend shared by its kernels (not installed).
+//
+// Activations are oneDNN memories. Convolution, pooling, batch norm and eltwise layers keep the
+// blocked layouts oneDNN picks (nChw16c on AVX-512) from one layer to the next; a layout is
+// changed (reordered) only where a consumer needs another one: dense layers and the loss read
+// plain (N, features) rows. Parameters stay in their canonical layout in the flat buffer;
+// convolution weights are reordered into the blocked layout at each forward pass (cheap next to
+// the activations) and their gradients back.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "mbkit/nn/backend.hpp"
+
+namespace mbkit::backend::cpu {
+
+using dnnl::memory;
+
+/// The engine and stream every kernel of one backend shares.
+struct Context {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+};
+
+class CpuTensor final : public nn::Tensor {
+ public:
+  CpuTensor(int batch, nn::Dims dims) : Tensor(batch, dims) {}
+
+  bool has_layout() const { return static_cast<bool>(memory_); }
+  const memory::desc& desc() const { return desc_; }
+  memory& mem() { return memory_; }
+  const memory& mem() const { return memory_; }
+  float* data() const { return static_cast<float*>(memory_.get_data_handle()); }
+  /// Number of floats in memory, layout padding included.
+  std::size_t floats() const { return desc_.get_size() / sizeof(float); }
+
+  /// Gives the tensor a layout and memory of its own.
+  void allocate(const memory::desc& desc, const Context& context);
+  /// Gives the tensor a layout over memory it does not own (set later with set_handle).
+  void alias(const memory::desc& desc, const Context& context, void* handle);
+  void set_handle(void* handle) { memory_.set_data_handle(handle); }
+
+ private:
+  memory::desc desc_;
+  memory memory_;
+};
+
+CpuTensor& cpu(nn::Tensor& tensor);
+const CpuTensor& cpu(const nn::Tensor& tensor);
+
+/// The plain (N, C, H, W) layout of `tensor`'s dims: "ab" for 2-D, "abcd" for 4-D descriptors.
+memory::desc plain_like(const memory::desc& desc);
+/// (N, C, H, W) plain, or (N, C) when `flat2d`.
+memory::desc plain_desc(int batch, nn::Dims dims, bool flat2d);
+/// The descriptor of a flat parameter: a canonical-layout view of the given shape.
+memory::desc param_desc(const std::vector<std::int64_t>& shape);
+
+/// A reorder between two fixed descriptors, built once.
+class Reorder {
+ public:
+  Reorder() = default;
+  Reorder(const Context& context, const memory::desc& from, const memory::desc& to);
+  explicit operator bool() const { return static_cast<bool>(primitive_); }
+  void run(const Context& context, const memory& from, const memory& to) const;
+
+ private:
+  dnnl::reorder primitive_;
+};
+
+/// Base of every CPU kernel: turns oneDNN exceptions into one-line mbkit errors naming the
+/// layer, and keeps per-batch-size state (oneDNN primitives are built once per shape).
+class CpuKernel : public nn::Kernel {
+ public:
+  CpuKernel(Context& context, const nn::Node& node) : context_(context), node_(node) {}
+  void prepare(int batch, std::span<nn::Tensor* const> inputs, nn::Tensor& output) final;
+  void forward(nn::KernelArgs& args) final;
+  void backward(nn::KernelArgs& args) final;
+
+ protected:
+  virtual void do_prepare(int batch, std::span<nn::Tensor* const> inputs, CpuTensor& output) = 0;
+  virtual void do_forward(nn::KernelArgs& args) = 0;
+  virtual void do_backward(nn::KernelArgs& args) = 0;
+  void execute(const dnnl::primitive& primitive, const std::unordered_map<int, memory>& args);
+  Context& context_;
+  const nn::Node& node_;
+};
+
+std::unique_ptr<nn::Kernel> make_input_kernel(Context& context, const nn::Node& node);
+std::unique_ptr<nn::Kernel> make_dense_kernel(Context& context, const nn::Node& node);
+std::unique_ptr<nn::Kernel> make_conv_kernel(Context& context, const nn::Node& node);
+std::unique_ptr<nn::Kernel> make_pool_kernel(Context& context, const nn::Node& node);
+std::unique_ptr<nn::Kernel> make_batch_norm_kernel(Context& context, const nn::Node& node);
+std::unique_ptr<nn::Kernel> make_eltwise_kernel(Context& context, const nn::Node& node);
+std::unique_ptr<nn::Kernel> make_dropout_kernel(Context& context, const nn::Node& node);
+std::unique_ptr<nn::Kernel> make_flatten_kernel(Context& context, const nn::Node& node);
+std::unique_ptr<nn::Kernel> make_add_kernel(Context& context, const nn::Node& node);
+std::unique_ptr<nn::Kernel> make_loss_kernel(Context& context, const nn::Node& node);
+
+}  // namespace mbkit::backend::cpu

@@ -1,0 +1,382 @@
+#include "mbkit/data/loader.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <initializer_list>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include "mbkit/data/dataset_file.hpp"
+#include "mbkit/util/check.hpp"
+#include "mbkit/util/random.hpp"
+
+namespace mbkit::data {
+namespace {
+
+// Tags keep the order and augmentation streams of the same (slice, epoch) apart.
+constexpr std::uint64_t kOrderStream = 0x6f72646572;    // "order"
+constexpr std::uint64_t kAugmentStream = 0x6175676d65;  // "augme"
+
+/// A stream id that depends on every part and on their order.
+std::uint64_t mix_stream(std::uint64_t tag, std::initializer_list<std::uint64_t> parts) {
+  std::uint64_t state = tag;
+  std::uint64_t hash = splitmix64(state);
+  for (const std::uint64_t part : parts) {
+    state = hash ^ part;
+    hash = splitmix64(state);
+  }
+  return hash;
+}
+
+// Set by tests only; each loader takes a copy at construction, so threads never share it.
+std::mutex installed_fault_hook_mutex;
+detail::LoaderFaultHook installed_fault_hook;
+
+struct Position {
+  std::int64_t epoch = 0;
+  std::int64_t index = 0;
+};
+
+/// The permutation of one epoch, kept by whoever prepares batches (the prefetch thread or
+/// next() inline) so that it is drawn once per epoch, not once per batch.
+struct EpochOrder {
+  std::int64_t epoch = -1;
+  std::vector<std::uint64_t> rows;
+};
+
+}  // namespace
+
+namespace detail {
+void set_loader_fault_hook(LoaderFaultHook hook) {
+  const std::lock_guard lock(installed_fault_hook_mutex);
+  installed_fault_hook = std::move(hook);
+}
+}  // namespace detail
+
+struct DataLoader::Impl {
+  LoaderOptions options;
+  DatasetInfo info;
+  ImageShape shape;
+  std::size_t pixels = 0;
+  std::uint64_t rows = 0;
+  std::int64_t batches_per_epoch = 0;
+  std::vector<std::uint8_t> images;  ///< this loader's rows, as stored
+  std::vector<std::int32_t> labels;
+  /// normalised[c * 256 + x] = (x / 255 - mean[c]) / std[c], computed in double: a table
+  /// lookup per pixel is as fast as a multiply-add and gives the same floats on every build.
+  std::vector<float> normalised;
+  detail::LoaderFaultHook fault_hook;
+
+  // Consumer side (the caller's thread).
+  std::unique_ptr<Batch> current;
+  Position inline_position;  ///< next batch to prepare when prefetch == 0
+  EpochOrder inline_order;
+
+  // The prefetch ring, guarded by mutex.
+  std::mutex mutex;
+  std::condition_variable wake_producer;
+  std::condition_variable wake_consumer;
+  std::deque<std::unique_ptr<Batch>> ready;
+  std::vector<std::unique_ptr<Batch>> spare;  ///< buffers to reuse: no allocation per batch
+  Position produce_position;
+  std::uint64_t generation = 0;  ///< bumped by seek(): batches started before it are stale
+  std::exception_ptr error;      ///< the producer's failure at produce_position, until seek()
+  bool stopping = false;
+  std::thread producer;
+
+  explicit Impl(LoaderOptions loader_options);
+  ~Impl();
+
+  void load();
+  Position following(Position position) const;
+  const std::uint64_t* order_of(std::int64_t epoch, EpochOrder& order) const;
+  void prepare(Position position, Batch& batch, EpochOrder& order) const;
+  void normalise_image(const std::uint8_t* source, float* target) const;
+  void augment_image(const std::uint8_t* source, float* target, Rng& rng) const;
+  std::unique_ptr<Batch> take_spare();
+  void produce_loop();
+};
+
+DataLoader::Impl::Impl(LoaderOptions loader_options) : options(std::move(loader_options)) {
+  if (options.batch_size < 1) {
+    usage_error(cat("--batch-size ", options.batch_size, " must be at least 1"));
+  }
+  if (options.prefetch < 0) {
+    usage_error(cat("--prefetch ", options.prefetch, " must not be negative"));
+  }
+  if (options.crop_padding < 0) {
+    usage_error(cat("--crop-padding ", options.crop_padding, " must not be negative"));
+  }
+  if (options.slice_count < 1) {
+    usage_error(cat("--slice-count ", options.slice_count, " must be at least 1"));
+  }
+  if (options.slice_index < 0 || options.slice_index >= options.slice_count) {
+    usage_error(
+        cat("--slice-index ", options.slice_index, " is outside [0, ", options.slice_count, ")"));
+  }
+  {
+    const std::lock_guard lock(installed_fault_hook_mutex);
+    fault_hook = installed_fault_hook;
+  }
+  load();
+  if (options.prefetch > 0) producer = std::thread([this] { produce_loop(); });
+}
+
+DataLoader::Impl::~Impl() {
+  {
+    const std::lock_guard lock(mutex);
+    stopping = true;
+  }
+  wake_producer.notify_all();
+  if (producer.joinable()) producer.join();
+}
+
+void DataLoader::Impl::load() {
+  const DatasetFile file = DatasetFile::open(options.path);
+  info = file.info();
+  const auto split = std::find_if(info.splits.begin(), info.splits.end(),
+                                  [&](const SplitSummary& s) { return s.name == options.split; });
+  if (split == info.splits.end()) {
+    usage_error(cat("--split '", options.split, "': ", options.path, " has splits '", kTrain,
+                    "' and '", kTest, "'"));
+  }
+  const std::uint64_t split_rows = split->count;
+  const auto slice_count = static_cast<std::uint64_t>(options.slice_count);
+  const auto slice_index = static_cast<std::uint64_t>(options.slice_index);
+  if (slice_count > split_rows) {
+    usage_error(cat("--slice-count ", slice_count, ": ", options.path, " has only ", split_rows,
+                    " ", options.split, " rows"));
+  }
+  // floor(i N / n) without overflowing i N.
+  const auto slice_start = [&](std::uint64_t i) {
+    return split_rows / slice_count * i + split_rows % slice_count * i / slice_count;
+  };
+  const std::uint64_t first = slice_start(slice_index);
+  rows = slice_start(slice_index + 1) - first;
+  if (options.limit > 0) rows = std::min(rows, options.limit);
+
+  const auto batch_size = static_cast<std::uint64_t>(options.batch_size);
+  batches_per_epoch = static_cast<std::int64_t>(
+      options.drop_last ? rows / batch_size : (rows + batch_size - 1) / batch_size);
+  if (batches_per_epoch == 0) {
+    usage_error(cat("--batch-size ", options.batch_size, " with drop_last: ", options.path,
+                    " gives this loader only ", rows, " ", options.split,
+                    " rows, not one full batch"));
+  }
+
+  shape = split->shape;
+  pixels = shape.pixels();
+  images.resize(rows * pixels);
+  labels.resize(rows);
+  file.read_images(options.split, first, rows, images.data());
+  file.read_labels(options.split, first, rows, labels.data());
+  for (std::uint64_t row = 0; row < rows; ++row) {
+    if (labels[row] < 0 || labels[row] >= info.num_classes) {
+      data_error(cat(options.path, ": ", options.split, " label ", labels[row], " at row ",
+                     first + row, " is outside [0, ", info.num_classes, ")"));
+    }
+  }
+
+  const auto channels = static_cast<std::size_t>(shape.channels);
+  normalised.resize(channels * 256);
+  for (std::size_t c = 0; c < channels; ++c) {
+    const double stddev = info.std[c] == 0.0 ? 1.0 : info.std[c];
+    for (int x = 0; x < 256; ++x) {
+      normalised[c * 256 + static_cast<std::size_t>(x)] =
+          static_cast<float>((x / 255.0 - info.mean[c]) / stddev);
+    }
+  }
+}
+
+Position DataLoader::Impl::following(Position position) const {
+  if (++position.index == batches_per_epoch) {
+    position.index = 0;
+    ++position.epoch;
+  }
+  return position;
+}
+
+const std::uint64_t* DataLoader::Impl::order_of(std::int64_t epoch, EpochOrder& order) const {
+  if (!options.shuffle) return nullptr;
+  if (order.epoch != epoch) {
+    order.rows.resize(rows);
+    std::iota(order.rows.begin(), order.rows.end(), std::uint64_t{0});
+    Rng rng(options.seed, mix_stream(kOrderStream, {static_cast<std::uint64_t>(options.slice_index),
+                                                    static_cast<std::uint64_t>(epoch)}));
+    rng.shuffle(order.rows.begin(), order.rows.end());
+    order.epoch = epoch;
+  }
+  return order.rows.data();
+}
+
+void DataLoader::Impl::prepare(Position position, Batch& batch, EpochOrder& order) const {
+  if (fault_hook) fault_hook(position.epoch, position.index);
+  const auto batch_size = static_cast<std::uint64_t>(options.batch_size);
+  const std::uint64_t first = static_cast<std::uint64_t>(position.index) * batch_size;
+  const std::uint64_t count = std::min(batch_size, rows - first);
+  const std::uint64_t* order_rows = order_of(position.epoch, order);
+  Rng augment_rng(options.seed,
+                  mix_stream(kAugmentStream, {static_cast<std::uint64_t>(options.slice_index),
+                                              static_cast<std::uint64_t>(position.epoch),
+                                              static_cast<std::uint64_t>(position.index)}));
+  batch.size = static_cast<int>(count);
+  batch.epoch = position.epoch;
+  batch.index = position.index;
+  batch.images.resize(count * pixels);
+  batch.labels.resize(count);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const std::uint64_t row = order_rows ? order_rows[first + i] : first + i;
+    batch.labels[i] = labels[row];
+    const std::uint8_t* source = images.data() + row * pixels;
+    float* target = batch.images.data() + i * pixels;
+    if (options.augment) {
+      augment_image(source, target, augment_rng);
+    } else {
+      normalise_image(source, target);
+    }
+  }
+}
+
+void DataLoader::Impl::normalise_image(const std::uint8_t* source, float* target) const {
+  const std::size_t plane = pixels / static_cast<std::size_t>(shape.channels);
+  for (std::size_t c = 0; c < static_cast<std::size_t>(shape.channels); ++c) {
+    const float* table = normalised.data() + c * 256;
+    const std::uint8_t* in = source + c * plane;
+    float* out = target + c * plane;
+    for (std::size_t i = 0; i < plane; ++i) out[i] = table[in[i]];
+  }
+}
+
+// RandomCrop(size, padding=p) then RandomHorizontalFlip(): the crop window's top-left corner in
+// the zero-padded image is (dy, dx) in [0, 2p]^2, so output (y, x) is input (y + dy - p,
+// x + dx - p), or a zero pixel outside the image.
+void DataLoader::Impl::augment_image(const std::uint8_t* source, float* target, Rng& rng) const {
+  const auto window = 2 * static_cast<std::uint64_t>(options.crop_padding) + 1;
+  const std::int64_t shift_y = static_cast<std::int64_t>(rng.below(window)) - options.crop_padding;
+  const std::int64_t shift_x = static_cast<std::int64_t>(rng.below(window)) - options.crop_padding;
+  const bool flip = rng.below(2) == 1;
+
+  const std::int64_t height = shape.height;
+  const std::int64_t width = shape.width;
+  // Output columns [x_begin, x_end) come from inside the image.
+  const std::int64_t x_begin = std::clamp<std::int64_t>(-shift_x, 0, width);
+  const std::int64_t x_end = std::clamp<std::int64_t>(width - shift_x, x_begin, width);
+  for (std::int64_t c = 0; c < shape.channels; ++c) {
+    const float* table = normalised.data() + c * 256;
+    const float zero = table[0];
+    for (std::int64_t y = 0; y < height; ++y) {
+      float* out = target + (c * height + y) * width;
+      const std::int64_t source_y = y + shift_y;
+      if (source_y < 0 || source_y >= height) {
+        std::fill(out, out + width, zero);
+        continue;
+      }
+      const std::uint8_t* in = source + (c * height + source_y) * width;
+      std::fill(out, out + x_begin, zero);
+      for (std::int64_t x = x_begin; x < x_end; ++x) out[x] = table[in[x + shift_x]];
+      std::fill(out + x_end, out + width, zero);
+      if (flip) std::reverse(out, out + width);
+    }
+  }
+}
+
+std::unique_ptr<Batch> DataLoader::Impl::take_spare() {
+  if (spare.empty()) return std::make_unique<Batch>();
+  auto batch = std::move(spare.back());
+  spare.pop_back();
+  return batch;
+}
+
+void DataLoader::Impl::produce_loop() {
+  EpochOrder order;
+  const auto capacity = static_cast<std::size_t>(options.prefetch);
+  std::unique_lock lock(mutex);
+  while (true) {
+    wake_producer.wait(lock, [&] { return stopping || (!error && ready.size() < capacity); });
+    if (stopping) return;
+    const Position position = produce_position;
+    const std::uint64_t started_generation = generation;
+    auto batch = take_spare();
+    lock.unlock();
+    std::exception_ptr failure;
+    try {
+      prepare(position, *batch, order);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    lock.lock();
+    if (generation != started_generation || failure) {
+      spare.push_back(std::move(batch));
+      // A failure after a seek belongs to a position nobody asks for any more.
+      if (generation == started_generation) error = failure;
+    } else {
+      ready.push_back(std::move(batch));
+      produce_position = following(position);
+    }
+    wake_consumer.notify_one();
+  }
+}
+
+DataLoader::DataLoader(LoaderOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+DataLoader::~DataLoader() = default;
+
+const DatasetInfo& DataLoader::info() const {
+  return impl_->info;
+}
+const LoaderOptions& DataLoader::options() const {
+  return impl_->options;
+}
+ImageShape DataLoader::shape() const {
+  return impl_->shape;
+}
+std::uint64_t DataLoader::rows() const {
+  return impl_->rows;
+}
+std::int64_t DataLoader::batches_per_epoch() const {
+  return impl_->batches_per_epoch;
+}
+
+void DataLoader::seek(std::int64_t epoch, std::int64_t index) {
+  Impl& impl = *impl_;
+  MBKIT_CHECK(epoch >= 0 && index >= 0 && index < impl.batches_per_epoch, "seek to batch ", index,
+              " of epoch ", epoch, ": an epoch has ", impl.batches_per_epoch, " batches");
+  if (impl.options.prefetch == 0) {
+    impl.inline_position = {epoch, index};
+    return;
+  }
+  {
+    const std::lock_guard lock(impl.mutex);
+    ++impl.generation;
+    for (auto& batch : impl.ready) impl.spare.push_back(std::move(batch));
+    impl.ready.clear();
+    if (impl.current) impl.spare.push_back(std::move(impl.current));
+    impl.error = nullptr;
+    impl.produce_position = {epoch, index};
+  }
+  impl.wake_producer.notify_one();
+}
+
+const Batch& DataLoader::next() {
+  Impl& impl = *impl_;
+  if (impl.options.prefetch == 0) {
+    if (!impl.current) impl.current = std::make_unique<Batch>();
+    impl.prepare(impl.inline_position, *impl.current, impl.inline_order);
+    impl.inline_position = impl.following(impl.inline_position);
+    return *impl.current;
+  }
+  std::unique_lock lock(impl.mutex);
+  impl.wake_consumer.wait(lock, [&] { return !impl.ready.empty() || impl.error; });
+  if (impl.ready.empty()) std::rethrow_exception(impl.error);
+  if (impl.current) impl.spare.push_back(std::move(impl.current));
+  impl.current = std::move(impl.ready.front());
+  impl.ready.pop_front();
+  lock.unlock();
+  impl.wake_producer.notify_one();
+  return *impl.current;
+}
+
+}  // namespace mbkit::data

@@ -1,0 +1,22 @@
+#include "mbkit/nn/backend.hpp"
+
+#include "mbkit/backend/cpu.hpp"
+#include "mbkit/config.hpp"
+#include "mbkit/util/check.hpp"
+
+namespace mbkit::nn {
+
+std::vector<std::string> available_backends() {
+  // The CUDA backend registers here when it exists (a later issue); the CUDA toolkit being
+  // present at build time only enables its device checks for now.
+  return {"cpu"};
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
+  if (threads < 0) usage_error(cat("--threads ", threads, " must not be negative"));
+  if (name == "cpu") return backend::make_cpu_backend(threads);
+  usage_error(cat("--device: unknown or unavailable backend '", name,
+                  "' (available: ", join(available_backends(), ", "), ")"));
+}
+
+}  // namespace mbkit::nn

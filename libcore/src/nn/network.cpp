@@ -1,0 +1,182 @@
+#include "mbkit/nn/network.hpp"
+
+#include "mbkit/util/check.hpp"
+#include "mbkit/util/random.hpp"
+
+namespace mbkit::nn {
+
+struct Network::Plan {
+  int batch = 0;
+  std::vector<std::unique_ptr<Tensor>> outputs;    ///< one per node
+  std::vector<std::unique_ptr<Tensor>> gradients;  ///< one per node that needs a gradient
+  /// For an activation used by several nodes: where the second and later consumers (in
+  /// backward order) write their share before it is added in.
+  std::vector<std::unique_ptr<Tensor>> shares;
+  /// via_share[node][k]: node's k-th input gradient goes through the producer's share.
+  std::vector<std::vector<bool>> via_share;
+};
+
+Network::Network(Graph graph, Backend& backend)
+    : graph_(std::move(graph)),
+      backend_(backend),
+      parameters_(graph_.parameter_count(), 0.0f),
+      gradients_(graph_.parameter_count(), 0.0f),
+      state_(graph_.state_count(), 0.0f) {
+  const auto& nodes = graph_.nodes();
+  for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
+    kernels_.push_back(backend_.make_kernel(graph_, i));
+  }
+  // An activation needs a gradient when something before it (or the node itself) has
+  // parameters: the input and what is computed from it alone do not.
+  needs_gradient_.assign(nodes.size(), false);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    bool needs = !nodes[i].params.empty();
+    for (int input : nodes[i].inputs)
+      needs = needs || needs_gradient_[static_cast<std::size_t>(input)];
+    needs_gradient_[i] = needs && nodes[i].op != Op::kInput;
+  }
+}
+
+Network::~Network() = default;
+
+void Network::initialize(std::uint64_t seed) {
+  graph_.initialize(parameters_, state_, seed);
+}
+
+Network::Plan& Network::plan(int batch) {
+  MBKIT_CHECK(batch >= 1, "batch of ", batch, " samples");
+  auto found = plans_.find(batch);
+  if (found != plans_.end()) return *found->second;
+
+  const auto& nodes = graph_.nodes();
+  auto made = std::make_unique<Plan>();
+  Plan& plan = *made;
+  plan.batch = batch;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    plan.outputs.push_back(backend_.make_tensor(batch, nodes[i].output));
+    std::vector<Tensor*> inputs;
+    for (int input : nodes[i].inputs)
+      inputs.push_back(plan.outputs[static_cast<std::size_t>(input)].get());
+    kernels_[i]->prepare(batch, inputs, *plan.outputs[i]);
+  }
+  plan.gradients.resize(nodes.size());
+  plan.shares.resize(nodes.size());
+  plan.via_share.resize(nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (needs_gradient_[i] && static_cast<int>(i) != graph_.loss()) {
+      plan.gradients[i] = backend_.make_tensor_like(*plan.outputs[i]);
+    }
+  }
+  // Backward visits nodes in reverse: the first consumer of an activation writes its gradient,
+  // later consumers add theirs through a share.
+  std::vector<bool> written(nodes.size(), false);
+  for (std::size_t i = nodes.size(); i-- > 0;) {
+    for (int input : nodes[i].inputs) {
+      const auto producer = static_cast<std::size_t>(input);
+      const bool share = needs_gradient_[producer] && written[producer];
+      plan.via_share[i].push_back(share);
+      if (share && !plan.shares[producer]) {
+        plan.shares[producer] = backend_.make_tensor_like(*plan.outputs[producer]);
+      }
+      written[producer] = written[producer] || needs_gradient_[producer];
+    }
+  }
+  plans_[batch] = std::move(made);
+  return plan;
+}
+
+Network::Result Network::forward(const float* images, const std::int32_t* labels, int batch,
+                                 bool training, std::uint64_t seed) {
+  Plan& current = plan(batch);
+  backend_.set_input(*current.outputs[0], images);
+  const auto& nodes = graph_.nodes();
+  Result result;
+  result.batch = batch;
+  for (std::size_t i = 1; i < nodes.size(); ++i) {
+    const Node& node = nodes[i];
+    KernelArgs args;
+    args.batch = batch;
+    for (int input : node.inputs)
+      args.inputs.push_back(current.outputs[static_cast<std::size_t>(input)].get());
+    args.output = current.outputs[i].get();
+    for (const auto& spec : node.params) args.params.push_back(parameters_.data() + spec.offset);
+    for (const auto& spec : node.state) args.state.push_back(state_.data() + spec.offset);
+    args.training = training;
+    std::uint64_t mixer = seed ^ (0x9e3779b97f4a7c15ULL * (i + 1));
+    args.seed = splitmix64(mixer);
+    args.labels = labels;
+    kernels_[i]->forward(args);
+    if (static_cast<int>(i) == graph_.loss()) {
+      result.loss_sum = args.loss_sum;
+      result.correct = args.correct;
+    }
+  }
+  last_ = &current;
+  last_seed_ = seed;
+  last_training_ = training;
+  last_labels_ = labels;
+  return result;
+}
+
+void Network::backward(double loss_scale, bool accumulate) {
+  MBKIT_CHECK(last_ != nullptr && last_training_, "backward without a training forward pass");
+  Plan& current = *last_;
+  std::vector<float>& target = accumulate ? gradient_scratch_ : gradients_;
+  if (accumulate) gradient_scratch_.resize(gradients_.size());
+  const auto& nodes = graph_.nodes();
+  for (std::size_t i = nodes.size(); i-- > 1;) {
+    const Node& node = nodes[i];
+    if (!needs_gradient_[i]) continue;
+    KernelArgs args;
+    args.batch = current.batch;
+    for (int input : node.inputs)
+      args.inputs.push_back(current.outputs[static_cast<std::size_t>(input)].get());
+    args.output = current.outputs[i].get();
+    args.output_grad = current.gradients[i].get();  // null for the loss
+    for (std::size_t k = 0; k < node.inputs.size(); ++k) {
+      const auto producer = static_cast<std::size_t>(node.inputs[k]);
+      Tensor* grad = nullptr;
+      if (needs_gradient_[producer]) {
+        grad = current.via_share[i][k] ? current.shares[producer].get()
+                                       : current.gradients[producer].get();
+      }
+      args.input_grads.push_back(grad);
+    }
+    for (const auto& spec : node.params) {
+      args.params.push_back(parameters_.data() + spec.offset);
+      args.param_grads.push_back(target.data() + spec.offset);
+    }
+    for (const auto& spec : node.state) args.state.push_back(state_.data() + spec.offset);
+    args.training = true;
+    args.labels = last_labels_;
+    args.loss_scale = loss_scale;
+    kernels_[i]->backward(args);
+    for (std::size_t k = 0; k < node.inputs.size(); ++k) {
+      const auto producer = static_cast<std::size_t>(node.inputs[k]);
+      if (needs_gradient_[producer] && current.via_share[i][k]) {
+        backend_.accumulate(*current.gradients[producer], *current.shares[producer]);
+      }
+    }
+  }
+  if (accumulate) {
+    float* out = gradients_.data();
+    const float* in = gradient_scratch_.data();
+    const auto count = static_cast<std::ptrdiff_t>(gradients_.size());
+#pragma omp parallel for simd schedule(static)
+    for (std::ptrdiff_t j = 0; j < count; ++j) out[j] += in[j];
+  }
+}
+
+std::vector<float> Network::probabilities() const {
+  return activation(graph_.loss());
+}
+
+std::vector<float> Network::activation(int node) const {
+  MBKIT_CHECK(last_ != nullptr, "no forward pass yet");
+  const Tensor& tensor = *last_->outputs.at(static_cast<std::size_t>(node));
+  std::vector<float> values(static_cast<std::size_t>(tensor.batch() * tensor.dims().size()));
+  backend_.read(tensor, values.data());
+  return values;
+}
+
+}  // namespace mbkit::nn
