@@ -17,6 +17,15 @@ void quiet_hdf5_errors() {
   }
 }
 
+void rethrow_as_damaged_file(const std::string& path) {
+  try {
+    throw;
+  } catch (const Error& error) {
+    if (error.code() != ExitCode::kFailure) throw;
+    data_error(cat(path, ": damaged file: ", error.what()));
+  }
+}
+
 namespace {
 
 Handle make_plist(hid_t plist_class) {
@@ -54,6 +63,7 @@ hsize_t element_count(hid_t space) {
 template <class ReadFn>
 std::vector<std::string> read_string_values(hid_t stored_type, hsize_t count, ReadFn read) {
   std::vector<std::string> values;
+  if (count == 0) return values;  // HDF5 refuses a null buffer, even for no elements
   values.reserve(count);
   const htri_t variable = MBKIT_H5_CHECK(H5Tis_variable_str(stored_type));
   if (variable > 0) {
@@ -164,7 +174,8 @@ void write_attribute(hid_t object, const std::string& name, hid_t file_type, hid
   Handle attribute(MBKIT_H5_CHECK(H5Acreate2(object, name.c_str(), file_type, space.id(),
                                              H5P_DEFAULT, H5P_DEFAULT)),
                    H5Aclose);
-  MBKIT_H5_CHECK(H5Awrite(attribute.id(), memory_type, data));
+  // An empty array has nothing to write, and HDF5 refuses the null data() of an empty vector.
+  if (data != nullptr) MBKIT_H5_CHECK(H5Awrite(attribute.id(), memory_type, data));
   attribute.close();
 }
 
@@ -178,6 +189,10 @@ void Object::set_attribute(const std::string& name, const std::string& value) {
 
 void Object::set_attribute(const std::string& name, std::int64_t value) {
   write_attribute(id(), name, H5T_STD_I64LE, H5T_NATIVE_INT64, {}, &value);
+}
+
+void Object::set_attribute(const std::string& name, std::uint64_t value) {
+  write_attribute(id(), name, H5T_STD_U64LE, H5T_NATIVE_UINT64, {}, &value);
 }
 
 void Object::set_attribute(const std::string& name, double value) {
@@ -242,7 +257,7 @@ std::vector<std::int64_t> Object::int_array_attribute(const std::string& name) c
   }
   Handle space(MBKIT_H5_CHECK(H5Aget_space(attribute.id())), H5Sclose);
   std::vector<std::int64_t> values(element_count(space.id()));
-  MBKIT_H5_CHECK(H5Aread(attribute.id(), H5T_NATIVE_INT64, values.data()));
+  if (!values.empty()) MBKIT_H5_CHECK(H5Aread(attribute.id(), H5T_NATIVE_INT64, values.data()));
   return values;
 }
 
@@ -255,7 +270,7 @@ std::vector<double> Object::double_array_attribute(const std::string& name) cons
   }
   Handle space(MBKIT_H5_CHECK(H5Aget_space(attribute.id())), H5Sclose);
   std::vector<double> values(element_count(space.id()));
-  MBKIT_H5_CHECK(H5Aread(attribute.id(), H5T_NATIVE_DOUBLE, values.data()));
+  if (!values.empty()) MBKIT_H5_CHECK(H5Aread(attribute.id(), H5T_NATIVE_DOUBLE, values.data()));
   return values;
 }
 
@@ -266,6 +281,25 @@ std::int64_t Object::int_attribute(const std::string& name) const {
         cat(describe(), ": attribute '", name, "' holds ", values.size(), " values, expected one"));
   }
   return values.front();
+}
+
+std::uint64_t Object::uint_attribute(const std::string& name) const {
+  Handle attribute = open_attribute(name);
+  Handle type(MBKIT_H5_CHECK(H5Aget_type(attribute.id())), H5Tclose);
+  Handle space(MBKIT_H5_CHECK(H5Aget_space(attribute.id())), H5Sclose);
+  if (H5Tget_class(type.id()) != H5T_INTEGER || element_count(space.id()) != 1) {
+    data_error(cat(describe(), ": attribute '", name, "' is not an integer"));
+  }
+  if (H5Tget_sign(type.id()) == H5T_SGN_2) {
+    // Read signed values as such: converting a negative one to unsigned would clamp it to 0.
+    std::int64_t value = 0;
+    MBKIT_H5_CHECK(H5Aread(attribute.id(), H5T_NATIVE_INT64, &value));
+    if (value < 0) data_error(cat(describe(), ": attribute '", name, "' is negative"));
+    return static_cast<std::uint64_t>(value);
+  }
+  std::uint64_t value = 0;
+  MBKIT_H5_CHECK(H5Aread(attribute.id(), H5T_NATIVE_UINT64, &value));
+  return value;
 }
 
 double Object::double_attribute(const std::string& name) const {
@@ -402,8 +436,23 @@ File File::open(const std::string& path, Mode mode) {
     data_error(cat(path, ": cannot read the file (permissions?)"));
   }
   if (is_hdf5 == 0) data_error(cat(path, ": not an HDF5 file"));
-  const unsigned flags = mode == Mode::kRead ? H5F_ACC_RDONLY : H5F_ACC_RDWR;
-  const hid_t id = H5Fopen(path.c_str(), flags, H5P_DEFAULT);
+  unsigned flags = H5F_ACC_RDONLY;
+  Handle access = make_plist(H5P_FILE_ACCESS);
+  switch (mode) {
+    case Mode::kRead:
+      break;
+    case Mode::kReadWrite:
+      flags = H5F_ACC_RDWR;
+      break;
+    case Mode::kSwmrRead:
+      flags = H5F_ACC_RDONLY | H5F_ACC_SWMR_READ;
+      break;
+    case Mode::kSwmrWrite:
+      flags = H5F_ACC_RDWR | H5F_ACC_SWMR_WRITE;
+      MBKIT_H5_CHECK(H5Pset_libver_bounds(access.id(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST));
+      break;
+  }
+  const hid_t id = H5Fopen(path.c_str(), flags, access.id());
   if (id < 0) {
     try {
       detail::h5_failed("H5Fopen", MBKIT_HERE);
@@ -414,11 +463,15 @@ File File::open(const std::string& path, Mode mode) {
   return File(Handle(id, H5Fclose), path);
 }
 
-File File::create(const std::string& path) {
+File File::create(const std::string& path, Format format) {
   quiet_hdf5_errors();
   Handle creation = make_plist(H5P_FILE_CREATE);
   MBKIT_H5_CHECK(H5Pset_obj_track_times(creation.id(), false));  // root group too
-  const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, creation.id(), H5P_DEFAULT);
+  Handle access = make_plist(H5P_FILE_ACCESS);
+  if (format == Format::kLatest) {
+    MBKIT_H5_CHECK(H5Pset_libver_bounds(access.id(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST));
+  }
+  const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, creation.id(), access.id());
   if (id < 0) {
     try {
       detail::h5_failed("H5Fcreate", MBKIT_HERE);
@@ -504,6 +557,10 @@ hsize_t Dataset::row_size() const {
 
 void Dataset::set_extent(const std::vector<hsize_t>& new_dims) {
   MBKIT_H5_CHECK(H5Dset_extent(id(), new_dims.data()));
+}
+
+void Dataset::refresh() {
+  MBKIT_H5_CHECK(H5Drefresh(id()));
 }
 
 void Dataset::check_element_count(std::size_t count) const {

@@ -135,9 +135,7 @@ void unregister_temporary(int slot) {
 }
 
 void remove_temporaries_and_reraise(int signal_number) {
-  for (auto& slot : g_temporaries) {
-    if (char* path = slot.load(); path != nullptr) ::unlink(path);  // async-signal-safe
-  }
+  remove_temporaries();
   ::signal(signal_number, SIG_DFL);
   ::raise(signal_number);
 }
@@ -150,6 +148,12 @@ void fsync_directory(const std::string& directory) {
 }
 
 }  // namespace
+
+void remove_temporaries() noexcept {
+  for (auto& slot : g_temporaries) {
+    if (char* path = slot.load(); path != nullptr) ::unlink(path);  // async-signal-safe
+  }
+}
 
 void install_cleanup_on_signals() {
   struct sigaction action {};

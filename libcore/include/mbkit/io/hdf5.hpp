@@ -107,6 +107,7 @@ class Object {
   void set_attribute(const std::string& name, int value) {
     set_attribute(name, static_cast<std::int64_t>(value));
   }
+  void set_attribute(const std::string& name, std::uint64_t value);
   void set_attribute(const std::string& name, double value);
   void set_attribute(const std::string& name, const std::vector<std::int64_t>& values);
   void set_attribute(const std::string& name, const std::vector<double>& values);
@@ -116,6 +117,8 @@ class Object {
   // kind. Integer and floating readers accept any integer/floating stored type.
   std::string string_attribute(const std::string& name) const;
   std::int64_t int_attribute(const std::string& name) const;
+  /// Any non-negative integer (seeds are stored unsigned).
+  std::uint64_t uint_attribute(const std::string& name) const;
   double double_attribute(const std::string& name) const;
   std::vector<std::int64_t> int_array_attribute(const std::string& name) const;
   std::vector<double> double_array_attribute(const std::string& name) const;
@@ -175,11 +178,26 @@ class Group : public Location {
 
 class File : public Location {
  public:
-  enum class Mode { kRead, kReadWrite };
+  enum class Mode {
+    kRead,
+    kReadWrite,
+    /// Single-writer/multiple-reader access (HDF5 SWMR): reads a file that a writer holds open
+    /// in kSwmrWrite, or that such a writer left behind when it was killed (a plain kRead
+    /// refuses both: "file is already open for write"). Also reads any other file.
+    kSwmrRead,
+    /// Appends to a file created with Format::kLatest while kSwmrRead readers follow it. Only
+    /// dataset extents and values may change; no objects or attributes may be added.
+    kSwmrWrite,
+  };
+  /// The oldest HDF5 library version whose file format the file may use.
+  enum class Format {
+    kEarliest,  ///< readable by every HDF5 version
+    kLatest,    ///< HDF5 1.10 format: needed for SWMR, allows attributes over 64 KiB
+  };
   /// Opens an existing file. A missing file, or one that is not HDF5, is a data error naming it.
   static File open(const std::string& path, Mode mode = Mode::kRead);
   /// Creates (truncates) a file, normally an AtomicOutput's temporary.
-  static File create(const std::string& path);
+  static File create(const std::string& path, Format format = Format::kEarliest);
 
   File() = default;
   const std::string& path() const { return path_; }
@@ -210,6 +228,9 @@ class Dataset : public Object {
 
   /// Grows (or shrinks) an extendible dataset.
   void set_extent(const std::vector<hsize_t>& dims);
+  /// For readers following a SWMR writer: picks up what it flushed since the dataset was
+  /// opened (or last refreshed). Harmless on other files.
+  void refresh();
 
   template <class T>
   void write(std::span<const T> values);
@@ -258,6 +279,11 @@ class Column {
 
 /// Disables HDF5's printing of error stacks for the calling thread (mbkit reports them itself).
 void quiet_hdf5_errors();
+
+/// For use inside a catch block while reading `path`: rethrows the current exception, turning
+/// a failed HDF5 call (an Error with exit code 1) into a data error naming the file. On a file
+/// that opened fine such a failure means damaged metadata (a checksum mismatch, a bad address).
+[[noreturn]] void rethrow_as_damaged_file(const std::string& path);
 
 // --------------------------------------------------------------------------------------------
 // Template definitions.

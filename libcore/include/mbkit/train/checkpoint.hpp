@@ -42,12 +42,12 @@ struct Checkpoint {
   std::int64_t epoch = 0;
   std::int64_t batch_in_epoch = 0;  ///< the next batch to train on
   std::uint64_t seed = 0;
-  double elapsed = 0;               ///< seconds of training so far (for the log's time column)
+  double elapsed = 0;  ///< seconds of training so far (for the log's time column)
   // Provenance.
-  std::string dataset;              ///< dataset name (from the data file)
-  std::vector<double> mean, std;    ///< normalisation the model was trained with
-  std::string config_json;          ///< the run's resolved options
-  std::string created_by;           ///< tool and version
+  std::string dataset;            ///< dataset name (from the data file)
+  std::vector<double> mean, std;  ///< normalisation the model was trained with
+  std::string config_json;        ///< the run's resolved options
+  std::string created_by;         ///< tool and version
 };
 
 /// Writes atomically; an existing file is replaced.

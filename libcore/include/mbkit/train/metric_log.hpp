@@ -13,12 +13,21 @@
 // created, and flushed at least every `flush_interval` seconds and at every evaluation, so a
 // reader (mb-plot) can follow a live run and `kill -9` leaves a readable file that misses only
 // the rows since the last flush.
+//
+// Readers open a log with open_metric_log() (h5py: `h5py.File(path, "r", swmr=True)`): while
+// it is written, and after its writer was killed, the file is marked as open for writing and
+// plain HDF5 opens refuse it; SWMR reads work in every case. MetricLog::append() takes over
+// such a log (resume after a crash) by copying what was flushed into a fresh file.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+
+namespace mbkit::io {
+class File;
+}
 
 namespace mbkit::train {
 
@@ -33,7 +42,7 @@ struct RunInfo {
   std::string config_json;   ///< every resolved option, as a JSON object
   std::uint64_t seed = 0;
   std::string host;
-  std::string start_time;    ///< ISO 8601, UTC
+  std::string start_time;  ///< ISO 8601, UTC
   int world_size = 1;
   std::string model;
   std::string dataset;
@@ -41,14 +50,14 @@ struct RunInfo {
 
 struct StepRecord {
   std::int64_t step = 0;
-  double time = 0;         ///< seconds since the start of the run
-  double epoch = 0;        ///< fractional epoch at the end of the step
-  double loss = 0;         ///< mean training loss of the step's batch
-  double accuracy = 0;     ///< training accuracy of the step's batch
+  double time = 0;      ///< seconds since the start of the run
+  double epoch = 0;     ///< fractional epoch at the end of the step
+  double loss = 0;      ///< mean training loss of the step's batch
+  double accuracy = 0;  ///< training accuracy of the step's batch
   double lr = 0;
   std::int64_t samples = 0;
-  double step_time = 0;    ///< seconds
-  double throughput = 0;   ///< samples per second
+  double step_time = 0;   ///< seconds
+  double throughput = 0;  ///< samples per second
 };
 
 struct EvalRecord {
@@ -77,6 +86,13 @@ struct CollectRecord {
   std::int64_t samples = 0;
   double wait_time = 0;
 };
+
+/// Opens a log for reading (finished, still being written, or left by a killed writer) and
+/// checks its format, version and tables; problems are data errors naming the file. Datasets
+/// opened from it see rows flushed later after Dataset::refresh().
+io::File open_metric_log(const std::string& path);
+/// The run description in a log's root attributes.
+RunInfo read_run_info(const io::File& log);
 
 class MetricLog {
  public:

@@ -80,5 +80,7 @@ class DirectoryLock {
 /// Installs SIGINT/SIGTERM/SIGHUP handlers that remove live AtomicOutput temporaries and then
 /// end the process with the signal's default action. Called once by cli::run_tool.
 void install_cleanup_on_signals();
+/// Removes every live AtomicOutput temporary; async-signal-safe (for signal handlers).
+void remove_temporaries() noexcept;
 
 }  // namespace mbkit::fs

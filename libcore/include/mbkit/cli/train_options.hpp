@@ -1,0 +1,17 @@
+// The command-line options every training tool shares (mb-train-fmb now; the AMB and DBSL
+// trainers later), as one CLI11 option group per topic.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "mbkit/tools/mb_train.hpp"
+
+namespace mbkit::cli {
+
+/// Declares the data, model, optimiser, schedule, length, evaluation and run options.
+void add_train_options(CLI::App& app, tools::train::TrainOptions& options);
+/// After parsing: routes the options whose meaning depends on the optimiser (--momentum and
+/// --epsilon for rmsprop and adam).
+void finish_train_options(const CLI::App& app, tools::train::TrainOptions& options);
+
+}  // namespace mbkit::cli

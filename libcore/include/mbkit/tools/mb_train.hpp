@@ -1,0 +1,52 @@
+// mb-train-fmb: synchronous fixed mini-batch training (single process in this version), the
+// library side of the tool: main() parses options into TrainOptions and calls run_train_fmb.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "mbkit/models/zoo.hpp"
+#include "mbkit/optim/optimizer.hpp"
+#include "mbkit/optim/schedule.hpp"
+
+namespace mbkit::tools::train {
+
+struct TrainOptions {
+  // Data.
+  std::string data;       ///< dataset or shard file (its train split)
+  std::string test_data;  ///< file whose test split evaluations use (default: data)
+  int batch_size = 64;
+  bool augment = false;  ///< random crop (4 pixels of padding) and horizontal flip
+  bool drop_last = false;
+  // Model and optimisation.
+  models::ModelConfig model;
+  optim::OptimizerConfig optimizer;
+  optim::ScheduleConfig schedule;  ///< schedule.lr is the learning rate
+  double warmup_epochs = 0;        ///< linear warm-up, converted to steps
+  // Length: the run ends at whichever is reached first (at least one must be set).
+  double epochs = 0;
+  std::int64_t steps = 0;
+  double time_budget = 0;  ///< seconds of training
+  // Evaluation.
+  std::int64_t eval_every = 0;  ///< steps between evaluations (0: only at the end)
+  std::int64_t test_size = 0;   ///< test samples per evaluation (0: the whole test split)
+  int eval_batch_size = 256;
+  // The run.
+  std::uint64_t seed = 1;
+  int threads = 0;
+  std::string device = "cpu";
+  std::string log;     ///< metric log file (HDF5)
+  bool force = false;  ///< replace an existing log
+  double flush_interval = 5.0;
+  std::string checkpoint;  ///< checkpoint file, written every checkpoint_every steps and at the end
+  std::int64_t checkpoint_every = 0;
+  std::string resume;  ///< checkpoint to continue from, or "auto" (--checkpoint if it exists)
+  std::string nan_policy = "stop";  ///< stop or skip
+  std::int64_t print_every = 0;  ///< progress lines when stderr is not a terminal (0: every 10 s)
+};
+
+/// Runs the training; returns the exit status: 0 when the run completed, 6 when a signal stopped
+/// it after its state was saved (130/143 when there was no --checkpoint to save it to).
+int run_train_fmb(const TrainOptions& options);
+
+}  // namespace mbkit::tools::train

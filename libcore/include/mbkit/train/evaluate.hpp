@@ -1,0 +1,37 @@
+// Evaluation of a network on a loader's rows: loss, top-1 and top-k accuracy, the confusion
+// matrix (rows: true class, columns: predicted) and per-class accuracy. Results of several
+// ranks, each on its own slice, add up exactly (every sample counted once).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mbkit/comm/world.hpp"
+#include "mbkit/data/loader.hpp"
+#include "mbkit/nn/network.hpp"
+
+namespace mbkit::train {
+
+struct EvalResult {
+  int classes = 0;
+  int top_k = 5;
+  std::int64_t samples = 0;
+  double loss_sum = 0;
+  std::int64_t correct = 0;
+  std::int64_t top_k_correct = 0;
+  std::vector<std::int64_t> confusion;  ///< classes x classes
+
+  double loss() const { return samples > 0 ? loss_sum / static_cast<double>(samples) : 0.0; }
+  double accuracy() const;
+  double top_k_accuracy() const;
+  /// Correct / samples per true class (NaN for a class with no samples).
+  std::vector<double> per_class_accuracy() const;
+  /// Sums the results of all ranks (in place).
+  void reduce(const comm::World& world);
+};
+
+/// One pass over the loader's epoch 0 in evaluation mode (running batch-norm statistics, no
+/// dropout). The loader should not shuffle; it is rewound first.
+EvalResult evaluate(nn::Network& network, data::DataLoader& loader, int top_k = 5);
+
+}  // namespace mbkit::train

@@ -1,0 +1,108 @@
+#include "mbkit/cli/train_options.hpp"
+
+namespace mbkit::cli {
+
+void add_train_options(CLI::App& app, tools::train::TrainOptions& o) {
+  auto* data = app.add_option_group("Data");
+  data->add_option("--data", o.data, "Dataset or shard file to train on (its train split)")
+      ->required();
+  data->add_option("--test-data", o.test_data,
+                   "File whose test split evaluations use (default: --data)");
+  data->add_option("--batch-size", o.batch_size, "Samples per step")->capture_default_str();
+  data->add_flag("--augment", o.augment, "Random crop (4 pixels of padding) and horizontal flip");
+  data->add_flag("--drop-last", o.drop_last, "Skip the last partial batch of each epoch");
+
+  auto* model = app.add_option_group("Model");
+  model
+      ->add_option("--model", o.model.name,
+                   "Model: mlp, mnist-cnn, cifar10-cnn, toy-fc, toy-conv, resnet20/32/44/56/110, "
+                   "resnet18, resnet50")
+      ->capture_default_str();
+  model->add_option("--hidden", o.model.hidden, "mlp: hidden layer sizes, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  model->add_option("--activation", o.model.activation, "mlp: relu, sigmoid or tanh")
+      ->capture_default_str();
+
+  auto* optimizer = app.add_option_group("Optimizer (TensorFlow 1 semantics)");
+  optimizer->add_option("--optimizer", o.optimizer.name, "sgd, momentum, rmsprop or adam")
+      ->capture_default_str();
+  optimizer->add_option("--lr", o.schedule.lr, "Learning rate")->capture_default_str();
+  optimizer->add_option("--weight-decay", o.optimizer.weight_decay, "L2 weight decay")
+      ->capture_default_str();
+  optimizer->add_option("--momentum", o.optimizer.momentum,
+                        "momentum: m (default 0.9); rmsprop: momentum (default 0)");
+  optimizer->add_flag("--nesterov", o.optimizer.nesterov, "Nesterov momentum");
+  optimizer
+      ->add_option("--rmsprop-decay", o.optimizer.rmsprop_decay,
+                   "rmsprop: decay of the mean square")
+      ->capture_default_str();
+  optimizer->add_option("--beta1", o.optimizer.adam_beta1, "adam: beta1")->capture_default_str();
+  optimizer->add_option("--beta2", o.optimizer.adam_beta2, "adam: beta2")->capture_default_str();
+  optimizer->add_option("--epsilon", "rmsprop (default 1e-10) and adam (default 1e-8): epsilon");
+
+  auto* schedule = app.add_option_group("Learning-rate schedule");
+  schedule
+      ->add_option("--lr-schedule", o.schedule.kind, "constant, exponential, multistep or linear")
+      ->capture_default_str();
+  schedule->add_option("--decay-steps", o.schedule.decay_steps, "exponential: steps per decay")
+      ->capture_default_str();
+  schedule->add_option("--decay-rate", o.schedule.decay_rate, "exponential: factor per decay_steps")
+      ->capture_default_str();
+  schedule->add_flag("--staircase,!--smooth", o.schedule.staircase,
+                     "exponential: decay in steps (default) or smoothly");
+  schedule->add_option("--milestones", o.schedule.milestones, "multistep: epochs, comma-separated")
+      ->delimiter(',');
+  schedule->add_option("--gamma", o.schedule.gamma, "multistep: factor at each milestone")
+      ->capture_default_str();
+  schedule->add_option("--end-lr", o.schedule.end_lr, "linear: learning rate at the end")
+      ->capture_default_str();
+  schedule->add_option("--warmup-epochs", o.warmup_epochs, "Linear warm-up over this many epochs");
+
+  auto* length = app.add_option_group("Length (the first reached ends the run)");
+  length->add_option("--epochs", o.epochs, "Epochs (fractions allowed)");
+  length->add_option("--steps", o.steps, "Optimizer steps in total");
+  length->add_option("--time-budget", o.time_budget, "Seconds of training");
+
+  auto* evaluation = app.add_option_group("Evaluation");
+  evaluation->add_option("--eval-every", o.eval_every,
+                         "Evaluate on the test split every N steps (and at the end)");
+  evaluation->add_option("--test-size", o.test_size, "Test samples per evaluation (default: all)");
+  evaluation->add_option("--eval-batch-size", o.eval_batch_size, "Batch size of evaluations")
+      ->capture_default_str();
+
+  auto* run = app.add_option_group("Run");
+  run->add_option("--seed", o.seed, "Seed of initialisation, shuffling, augmentation and dropout")
+      ->capture_default_str();
+  run->add_option("--threads", o.threads, "Threads (default: all cores)");
+  run->add_option("--device", o.device, "Backend: cpu")->capture_default_str();
+  run->add_option("--log", o.log, "Metric log to write (HDF5, see mbkit-formats(5))");
+  run->add_flag("-f,--force", o.force, "Replace an existing log");
+  run->add_option("--flush-interval", o.flush_interval, "Seconds between flushes of the log")
+      ->capture_default_str();
+  run->add_option("--checkpoint", o.checkpoint,
+                  "Checkpoint file, written at the end (and on SIGINT/SIGTERM)");
+  run->add_option("--checkpoint-every", o.checkpoint_every,
+                  "Also write the checkpoint every N steps");
+  run->add_option("--resume", o.resume,
+                  "Continue from this checkpoint, or 'auto': from --checkpoint if it exists");
+  run->add_option("--nan-policy", o.nan_policy, "On a non-finite loss: stop, or skip the step")
+      ->capture_default_str();
+  run->add_option(
+      "--print-every", o.print_every,
+      "Progress line every N steps when stderr is not a terminal (default: every 10 s)");
+}
+
+void finish_train_options(const CLI::App& app, tools::train::TrainOptions& o) {
+  if (o.optimizer.name == "rmsprop") {
+    o.optimizer.rmsprop_momentum = app.count("--momentum") > 0 ? o.optimizer.momentum : 0.0;
+  }
+  if (const auto* epsilon = app.get_option_no_throw("--epsilon");
+      epsilon != nullptr && epsilon->count() > 0) {
+    const double value = epsilon->as<double>();
+    o.optimizer.rmsprop_epsilon = value;
+    o.optimizer.adam_epsilon = value;
+  }
+}
+
+}  // namespace mbkit::cli

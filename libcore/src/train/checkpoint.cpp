@@ -1,0 +1,246 @@
+// Checkpoints: root attributes for everything that is not an array, and one group per kind of
+// array (/params, /state, /optimizer) holding a float32 dataset per array and the array order.
+#include "mbkit/train/checkpoint.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <span>
+
+#include "mbkit/io/hdf5.hpp"
+#include "mbkit/util/check.hpp"
+#include "mbkit/util/fs.hpp"
+
+namespace mbkit::train {
+namespace {
+
+constexpr const char* kParamsGroup = "params";
+constexpr const char* kStateGroup = "state";
+constexpr const char* kOptimizerGroup = "optimizer";
+// The group attribute listing the arrays in order (member_names() would sort them).
+constexpr const char* kOrderAttribute = "names";
+// About 1 MiB per chunk: each chunk carries a Fletcher-32 checksum checked on every read.
+constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
+
+bool is_valid_array_name(const std::string& name) {
+  return !name.empty() && name != "." && name.find('/') == std::string::npos;
+}
+
+// The number of values of an array of this shape, or -1 when a dimension is negative or the
+// product overflows.
+std::int64_t value_count(const std::vector<std::int64_t>& shape) {
+  std::int64_t count = 1;
+  for (const std::int64_t extent : shape) {
+    if (extent < 0) return -1;
+    if (extent != 0 && count > std::numeric_limits<std::int64_t>::max() / extent) return -1;
+    count *= extent;
+  }
+  return count;
+}
+
+// "(16, 3, 3, 3)", for messages.
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::vector<std::string> extents;
+  for (const std::int64_t extent : shape) extents.push_back(std::to_string(extent));
+  return "(" + join(extents, ", ") + ")";
+}
+
+// Whole rows per chunk; contiguous for scalars and empty arrays, which cannot be chunked.
+io::StorageOptions array_storage(const std::vector<hsize_t>& dims, std::int64_t count) {
+  io::StorageOptions storage;
+  if (dims.empty() || count == 0) return storage;
+  const std::size_t row_bytes = static_cast<std::size_t>(count) / dims[0] * sizeof(float);
+  storage.chunk = dims;
+  storage.chunk[0] = std::clamp<hsize_t>(kChunkBytes / row_bytes, 1, dims[0]);
+  storage.fletcher32 = true;
+  return storage;
+}
+
+// `path` is the checkpoint's final name, for messages (the file is its temporary).
+void write_arrays(io::File& file, const std::string& path, const char* group_name,
+                  const std::vector<NamedArray>& arrays) {
+  io::Group group = file.create_group(group_name);
+  std::vector<std::string> names;
+  std::set<std::string> seen;
+  for (const NamedArray& array : arrays) {
+    const std::string where = cat("checkpoint ", path, ": /", group_name, "/", array.name);
+    MBKIT_CHECK(is_valid_array_name(array.name), where, ": invalid array name");
+    MBKIT_CHECK(seen.insert(array.name).second, where, ": two arrays of this name");
+    const std::int64_t count = value_count(array.shape);
+    MBKIT_CHECK(count >= 0, where, ": invalid shape ", shape_text(array.shape));
+    MBKIT_CHECK(static_cast<std::uint64_t>(count) == array.values.size(), where, ": ",
+                array.values.size(), " values for shape ", shape_text(array.shape));
+    const std::vector<hsize_t> dims(array.shape.begin(), array.shape.end());
+    io::Dataset dataset = group.create_dataset<float>(array.name, dims, array_storage(dims, count));
+    if (count > 0) dataset.write(std::span<const float>(array.values));
+    names.push_back(array.name);
+  }
+  group.set_attribute(kOrderAttribute, names);
+}
+
+std::vector<NamedArray> read_arrays(const io::File& file, const char* group_name) {
+  const io::Group group = file.open_group(group_name);
+  const auto names = group.string_array_attribute(kOrderAttribute);
+  if (std::set<std::string>(names.begin(), names.end()).size() != names.size()) {
+    data_error(
+        cat(group.describe(), ": its '", kOrderAttribute, "' attribute lists an array twice"));
+  }
+  const auto members = group.member_names();
+  if (members.size() != names.size()) {
+    data_error(cat(group.describe(), ": holds ", members.size(), " arrays but its '",
+                   kOrderAttribute, "' attribute lists ", names.size()));
+  }
+  std::vector<NamedArray> arrays;
+  for (const std::string& name : names) {
+    const io::Dataset dataset = group.open_dataset(name);
+    if (dataset.type_class() != H5T_FLOAT) {
+      data_error(cat(dataset.describe(), ": not a floating-point array"));
+    }
+    NamedArray array;
+    array.name = name;
+    for (const hsize_t extent : dataset.dims()) {
+      array.shape.push_back(static_cast<std::int64_t>(extent));
+    }
+    array.values = dataset.read<float>();
+    const std::int64_t count = value_count(array.shape);
+    if (count < 0 || static_cast<std::uint64_t>(count) != array.values.size()) {
+      data_error(cat(dataset.describe(), ": ", array.values.size(), " values for shape ",
+                     shape_text(array.shape)));
+    }
+    arrays.push_back(std::move(array));
+  }
+  return arrays;
+}
+
+// A map as two string-array attributes of equal length, NAME_keys and NAME_values.
+void write_map(io::File& file, const std::string& name,
+               const std::map<std::string, std::string>& map) {
+  std::vector<std::string> keys, values;
+  for (const auto& [key, value] : map) {
+    keys.push_back(key);
+    values.push_back(value);
+  }
+  file.set_attribute(name + "_keys", keys);
+  file.set_attribute(name + "_values", values);
+}
+
+std::map<std::string, std::string> read_map(const io::File& file, const std::string& name) {
+  const auto keys = file.string_array_attribute(name + "_keys");
+  const auto values = file.string_array_attribute(name + "_values");
+  if (keys.size() != values.size()) {
+    data_error(cat(file.path(), ": ", name, "_keys has ", keys.size(), " entries but ", name,
+                   "_values has ", values.size()));
+  }
+  std::map<std::string, std::string> map;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (!map.emplace(keys[i], values[i]).second) {
+      data_error(cat(file.path(), ": ", name, "_keys lists '", keys[i], "' twice"));
+    }
+  }
+  return map;
+}
+
+void check_format(const io::File& file) {
+  const std::string& path = file.path();
+  if (!file.has_attribute("format")) {
+    data_error(cat(path, ": not an mbkit checkpoint (no 'format' attribute at the root)"));
+  }
+  const std::string format = file.string_attribute("format");
+  if (format != kCheckpointFormat) {
+    data_error(cat(path, ": not an mbkit checkpoint (format is '", format, "')"));
+  }
+  const std::int64_t version = file.int_attribute("format_version");
+  if (version > kCheckpointFormatVersion) {
+    data_error(cat(path, ": checkpoint format version ", version,
+                   " is newer than this mbkit reads (", kCheckpointFormatVersion,
+                   "); upgrade mbkit"));
+  }
+  if (version < 1) data_error(cat(path, ": invalid format_version ", version));
+}
+
+}  // namespace
+
+void write_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
+  MBKIT_CHECK(checkpoint.mean.size() == checkpoint.std.size(), "checkpoint ", path, ": ",
+              checkpoint.mean.size(), " means for ", checkpoint.std.size(), " deviations");
+  fs::AtomicOutput output(path);
+  // The latest format has no 64 KiB limit on attributes (configurations, long name lists).
+  io::File file = io::File::create(output.temp_path(), io::File::Format::kLatest);
+  file.set_attribute("format", kCheckpointFormat);
+  file.set_attribute("format_version", kCheckpointFormatVersion);
+  file.set_attribute("model", checkpoint.model);
+  write_map(file, "model_config", checkpoint.model_config);
+  file.set_attribute("input_shape", checkpoint.input_shape);
+  file.set_attribute("num_classes", checkpoint.num_classes);
+  file.set_attribute("optimizer", checkpoint.optimizer);
+  write_map(file, "optimizer_config", checkpoint.optimizer_config);
+  file.set_attribute("optimizer_steps", checkpoint.optimizer_steps);
+  file.set_attribute("step", checkpoint.step);
+  file.set_attribute("epoch", checkpoint.epoch);
+  file.set_attribute("batch_in_epoch", checkpoint.batch_in_epoch);
+  file.set_attribute("seed", checkpoint.seed);
+  file.set_attribute("elapsed", checkpoint.elapsed);
+  file.set_attribute("dataset", checkpoint.dataset);
+  file.set_attribute("mean", checkpoint.mean);
+  file.set_attribute("std", checkpoint.std);
+  file.set_attribute("config", checkpoint.config_json);
+  file.set_attribute("created_by", checkpoint.created_by);
+  write_arrays(file, path, kParamsGroup, checkpoint.params);
+  write_arrays(file, path, kStateGroup, checkpoint.state);
+  write_arrays(file, path, kOptimizerGroup, checkpoint.optimizer_state);
+  file.close();
+  output.commit();
+}
+
+namespace {
+
+Checkpoint read_fields(const io::File& file) {
+  const std::string& path = file.path();
+  Checkpoint checkpoint;
+  checkpoint.model = file.string_attribute("model");
+  checkpoint.model_config = read_map(file, "model_config");
+  checkpoint.input_shape = file.int_array_attribute("input_shape");
+  if (value_count(checkpoint.input_shape) < 0) {
+    data_error(cat(path, ": input_shape has a negative or too large extent"));
+  }
+  const std::int64_t num_classes = file.int_attribute("num_classes");
+  if (num_classes < 0 || num_classes > std::numeric_limits<int>::max()) {
+    data_error(cat(path, ": num_classes ", num_classes, " is out of range"));
+  }
+  checkpoint.num_classes = static_cast<int>(num_classes);
+  checkpoint.optimizer = file.string_attribute("optimizer");
+  checkpoint.optimizer_config = read_map(file, "optimizer_config");
+  checkpoint.optimizer_steps = file.int_attribute("optimizer_steps");
+  checkpoint.step = file.int_attribute("step");
+  checkpoint.epoch = file.int_attribute("epoch");
+  checkpoint.batch_in_epoch = file.int_attribute("batch_in_epoch");
+  checkpoint.seed = file.uint_attribute("seed");
+  checkpoint.elapsed = file.double_attribute("elapsed");
+  checkpoint.dataset = file.string_attribute("dataset");
+  checkpoint.mean = file.double_array_attribute("mean");
+  checkpoint.std = file.double_array_attribute("std");
+  if (checkpoint.mean.size() != checkpoint.std.size()) {
+    data_error(cat(path, ": mean has ", checkpoint.mean.size(), " values but std has ",
+                   checkpoint.std.size()));
+  }
+  checkpoint.config_json = file.string_attribute("config");
+  checkpoint.created_by = file.string_attribute("created_by");
+  checkpoint.params = read_arrays(file, kParamsGroup);
+  checkpoint.state = read_arrays(file, kStateGroup);
+  checkpoint.optimizer_state = read_arrays(file, kOptimizerGroup);
+  return checkpoint;
+}
+
+}  // namespace
+
+Checkpoint read_checkpoint(const std::string& path) {
+  const io::File file = io::File::open(path);
+  try {
+    check_format(file);
+    return read_fields(file);
+  } catch (const Error&) {
+    io::rethrow_as_damaged_file(path);
+  }
+}
+
+}  // namespace mbkit::train

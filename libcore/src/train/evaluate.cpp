@@ -1,0 +1,75 @@
+#include "mbkit/train/evaluate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "mbkit/util/check.hpp"
+
+namespace mbkit::train {
+
+double EvalResult::accuracy() const {
+  return samples > 0 ? static_cast<double>(correct) / static_cast<double>(samples) : 0.0;
+}
+
+double EvalResult::top_k_accuracy() const {
+  return samples > 0 ? static_cast<double>(top_k_correct) / static_cast<double>(samples) : 0.0;
+}
+
+std::vector<double> EvalResult::per_class_accuracy() const {
+  std::vector<double> accuracy(static_cast<std::size_t>(classes));
+  for (int c = 0; c < classes; ++c) {
+    std::int64_t total = 0;
+    for (int p = 0; p < classes; ++p) total += confusion[static_cast<std::size_t>(c * classes + p)];
+    accuracy[static_cast<std::size_t>(c)] =
+        total > 0 ? static_cast<double>(confusion[static_cast<std::size_t>(c * classes + c)]) /
+                        static_cast<double>(total)
+                  : std::numeric_limits<double>::quiet_NaN();
+  }
+  return accuracy;
+}
+
+void EvalResult::reduce(const comm::World& world) {
+  std::vector<std::int64_t> counts = {samples, correct, top_k_correct};
+  counts.insert(counts.end(), confusion.begin(), confusion.end());
+  world.allreduce_sum(counts);
+  double loss = loss_sum;
+  world.allreduce_sum(std::span<double>(&loss, 1));
+  samples = counts[0];
+  correct = counts[1];
+  top_k_correct = counts[2];
+  std::copy(counts.begin() + 3, counts.end(), confusion.begin());
+  loss_sum = loss;
+}
+
+EvalResult evaluate(nn::Network& network, data::DataLoader& loader, int top_k) {
+  EvalResult result;
+  result.classes = network.graph().num_classes();
+  result.top_k = std::clamp(top_k, 1, result.classes);
+  result.confusion.assign(static_cast<std::size_t>(result.classes * result.classes), 0);
+  loader.seek(0, 0);
+  const int classes = result.classes;
+  for (std::int64_t b = 0; b < loader.batches_per_epoch(); ++b) {
+    const data::Batch& batch = loader.next();
+    const auto outcome =
+        network.forward(batch.images.data(), batch.labels.data(), batch.size, false);
+    result.loss_sum += outcome.loss_sum;
+    result.samples += batch.size;
+    const std::vector<float> probabilities = network.probabilities();
+    for (int i = 0; i < batch.size; ++i) {
+      const float* p = probabilities.data() + static_cast<std::ptrdiff_t>(i) * classes;
+      const int label = batch.labels[static_cast<std::size_t>(i)];
+      const int predicted = static_cast<int>(std::max_element(p, p + classes) - p);
+      // Top-k: the label is among the k largest when fewer than k classes beat it.
+      int better = 0;
+      for (int k = 0; k < classes; ++k)
+        better += p[k] > p[label] || (p[k] == p[label] && k < label);
+      result.correct += predicted == label;
+      result.top_k_correct += better < result.top_k;
+      ++result.confusion[static_cast<std::size_t>(label * classes + predicted)];
+    }
+  }
+  return result;
+}
+
+}  // namespace mbkit::train

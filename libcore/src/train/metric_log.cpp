@@ -1,0 +1,462 @@
+// The metric log: four tables of extendible columns in one HDF5 file, laid out under a
+// temporary name, then reopened for SWMR writing so that readers can follow the run and a
+// killed run leaves a readable file.
+#include "mbkit/train/metric_log.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include "mbkit/io/hdf5.hpp"
+#include "mbkit/util/check.hpp"
+#include "mbkit/util/fs.hpp"
+
+namespace mbkit::train {
+namespace {
+
+// 1024 rows of 8 bytes: a chunk per column is rewritten at each flush, so keep chunks small.
+constexpr hsize_t kChunkRows = 1024;
+constexpr int kDeflateLevel = 4;
+
+// One column of a table: its dataset name and the record field it holds.
+template <class Record>
+struct Field {
+  const char* name;
+  std::variant<std::int64_t Record::*, double Record::*> member;
+};
+
+template <class Member>
+struct MemberValue;
+template <class Record, class T>
+struct MemberValue<T Record::*> {
+  using type = T;
+};
+template <class Member>
+using MemberValueT = typename MemberValue<Member>::type;
+
+// The tables of the format, in one place: group name and columns in file order.
+template <class Record>
+struct Schema;
+
+template <>
+struct Schema<StepRecord> {
+  static constexpr const char* kGroup = "steps";
+  static constexpr std::array<Field<StepRecord>, 9> kFields{{
+      {"step", &StepRecord::step},
+      {"time", &StepRecord::time},
+      {"epoch", &StepRecord::epoch},
+      {"loss", &StepRecord::loss},
+      {"accuracy", &StepRecord::accuracy},
+      {"lr", &StepRecord::lr},
+      {"samples", &StepRecord::samples},
+      {"step_time", &StepRecord::step_time},
+      {"throughput", &StepRecord::throughput},
+  }};
+};
+
+template <>
+struct Schema<EvalRecord> {
+  static constexpr const char* kGroup = "eval";
+  static constexpr std::array<Field<EvalRecord>, 6> kFields{{
+      {"step", &EvalRecord::step},
+      {"time", &EvalRecord::time},
+      {"epoch", &EvalRecord::epoch},
+      {"loss", &EvalRecord::loss},
+      {"accuracy", &EvalRecord::accuracy},
+      {"samples", &EvalRecord::samples},
+  }};
+};
+
+template <>
+struct Schema<WorkerRecord> {
+  static constexpr const char* kGroup = "workers";
+  static constexpr std::array<Field<WorkerRecord>, 8> kFields{{
+      {"step", &WorkerRecord::step},
+      {"rank", &WorkerRecord::rank},
+      {"samples", &WorkerRecord::samples},
+      {"compute_time", &WorkerRecord::compute_time},
+      {"sleep_time", &WorkerRecord::sleep_time},
+      {"send_time", &WorkerRecord::send_time},
+      {"wait_time", &WorkerRecord::wait_time},
+      {"staleness", &WorkerRecord::staleness},
+  }};
+};
+
+template <>
+struct Schema<CollectRecord> {
+  static constexpr const char* kGroup = "collect";
+  static constexpr std::array<Field<CollectRecord>, 4> kFields{{
+      {"step", &CollectRecord::step},
+      {"gradients", &CollectRecord::gradients},
+      {"samples", &CollectRecord::samples},
+      {"wait_time", &CollectRecord::wait_time},
+  }};
+};
+
+// Opens a column's dataset, checking it is what the format says it is.
+template <class T>
+io::Dataset open_column_dataset(const io::Location& group, const char* name) {
+  io::Dataset dataset = group.open_dataset(name);
+  const bool integer = std::is_integral_v<T>;
+  const auto dims = dataset.dims();
+  if (dims.size() != 1 || dataset.max_dims().at(0) != H5S_UNLIMITED ||
+      dataset.type_class() != (integer ? H5T_INTEGER : H5T_FLOAT)) {
+    data_error(cat(dataset.describe(), ": not an extendible 1-D ", integer ? "int64" : "float64",
+                   " column"));
+  }
+  return dataset;
+}
+
+// The columns of one table, appended to together.
+template <class Record>
+class Table {
+ public:
+  using Column = std::variant<io::Column<std::int64_t>, io::Column<double>>;
+  static constexpr const auto& kFields = Schema<Record>::kFields;
+  static constexpr const char* kGroup = Schema<Record>::kGroup;
+
+  Table() = default;
+
+  /// Creates the group and its empty columns.
+  static void create(io::Location& file) {
+    io::Group group = file.create_group(kGroup);
+    for (const auto& field : kFields) {
+      std::visit(
+          [&](auto member) {
+            io::Column<MemberValueT<decltype(member)>>::create(group, field.name, kChunkRows,
+                                                               kDeflateLevel);
+          },
+          field.member);
+    }
+  }
+
+  /// Checks the group and every column. Returns the number of rows that every column holds
+  /// (columns may differ after a crash: each is flushed on its own).
+  static hsize_t check(const io::Location& file) {
+    const io::Group group = file.open_group(kGroup);
+    hsize_t rows = std::numeric_limits<hsize_t>::max();
+    for (const auto& field : kFields) {
+      std::visit(
+          [&](auto member) {
+            const auto dataset =
+                open_column_dataset<MemberValueT<decltype(member)>>(group, field.name);
+            rows = std::min(rows, dataset.dims()[0]);
+          },
+          field.member);
+    }
+    return rows;
+  }
+
+  /// Opens the columns to append to them.
+  static Table open(io::Location& file) {
+    check(file);
+    io::Group group = file.open_group(kGroup);
+    Table table;
+    for (const auto& field : kFields) {
+      std::visit(
+          [&](auto member) {
+            using T = MemberValueT<decltype(member)>;
+            table.columns_.emplace_back(std::in_place_type<io::Column<T>>,
+                                        io::Column<T>::open(group, field.name));
+          },
+          field.member);
+    }
+    return table;
+  }
+
+  /// Drops the rows from the first one whose step is after `resume_step`, and any rows that
+  /// not every column holds.
+  static void truncate(io::Location& file, std::int64_t resume_step) {
+    const hsize_t common_rows = check(file);
+    io::Group group = file.open_group(kGroup);
+    const auto steps = group.open_dataset("step").read<std::int64_t>();
+    hsize_t keep = 0;
+    while (keep < common_rows && steps[keep] <= resume_step) ++keep;
+    for (const auto& field : kFields) {
+      io::Dataset dataset = group.open_dataset(field.name);
+      if (dataset.dims()[0] != keep) dataset.set_extent({keep});
+    }
+  }
+
+  /// Copies the rows that every column of `from` holds into the (empty) table of `to`.
+  static void copy(const io::Location& from, io::Location& to) {
+    const hsize_t rows = check(from);
+    const io::Group source = from.open_group(kGroup);
+    io::Group target = to.open_group(kGroup);
+    for (const auto& field : kFields) {
+      std::visit(
+          [&](auto member) {
+            using T = MemberValueT<decltype(member)>;
+            const auto values = source.open_dataset(field.name).template read<T>();
+            auto column = io::Column<T>::open(target, field.name);
+            column.append(std::span<const T>(values.data(), rows));
+            column.flush();
+          },
+          field.member);
+    }
+  }
+
+  void append(const Record& record) {
+    for (std::size_t i = 0; i < kFields.size(); ++i) {
+      std::visit(
+          [&](auto member) {
+            using T = MemberValueT<decltype(member)>;
+            std::get<io::Column<T>>(columns_[i]).append(record.*member);
+          },
+          kFields[i].member);
+    }
+  }
+
+  void flush() {
+    for (auto& column : columns_) std::visit([](auto& typed) { typed.flush(); }, column);
+  }
+
+  /// Closes the datasets (buffered values not flushed are dropped).
+  void close() { columns_.clear(); }
+
+ private:
+  std::vector<Column> columns_;  // in kFields order
+};
+
+// Calls `function` with an empty table of each kind, for its static members.
+template <class Function>
+void for_each_table(Function&& function) {
+  function(Table<StepRecord>{});
+  function(Table<EvalRecord>{});
+  function(Table<WorkerRecord>{});
+  function(Table<CollectRecord>{});
+}
+
+void check_flush_interval(double flush_interval) {
+  MBKIT_CHECK(flush_interval >= 0, "metric log flush interval ", flush_interval, " s is negative");
+}
+
+void check_format(const io::File& file) {
+  const std::string& path = file.path();
+  if (!file.has_attribute("format")) {
+    data_error(cat(path, ": not an mbkit metric log (no 'format' attribute at the root)"));
+  }
+  const std::string format = file.string_attribute("format");
+  if (format != kLogFormat) {
+    data_error(cat(path, ": not an mbkit metric log (format is '", format, "')"));
+  }
+  const std::int64_t version = file.int_attribute("format_version");
+  if (version > kLogFormatVersion) {
+    data_error(cat(path, ": metric log format version ", version,
+                   " is newer than this mbkit reads (", kLogFormatVersion, "); upgrade mbkit"));
+  }
+  if (version < 1) data_error(cat(path, ": invalid format_version ", version));
+}
+
+RunInfo read_run_info_attributes(const io::File& log) {
+  RunInfo info;
+  info.tool = log.string_attribute("tool");
+  info.version = log.string_attribute("version");
+  info.command_line = log.string_attribute("command_line");
+  info.config_json = log.string_attribute("config");
+  info.seed = log.uint_attribute("seed");
+  info.host = log.string_attribute("host");
+  info.start_time = log.string_attribute("start_time");
+  const std::int64_t world_size = log.int_attribute("world_size");
+  if (world_size < 1 || world_size > std::numeric_limits<int>::max()) {
+    data_error(cat(log.path(), ": world_size ", world_size, " is out of range"));
+  }
+  info.world_size = static_cast<int>(world_size);
+  info.model = log.string_attribute("model");
+  info.dataset = log.string_attribute("dataset");
+  return info;
+}
+
+void write_run_info(io::File& file, const RunInfo& info) {
+  file.set_attribute("format", kLogFormat);
+  file.set_attribute("format_version", kLogFormatVersion);
+  file.set_attribute("tool", info.tool);
+  file.set_attribute("version", info.version);
+  file.set_attribute("command_line", info.command_line);
+  file.set_attribute("config", info.config_json);
+  file.set_attribute("seed", info.seed);
+  file.set_attribute("host", info.host);
+  file.set_attribute("start_time", info.start_time);
+  file.set_attribute("world_size", info.world_size);
+  file.set_attribute("model", info.model);
+  file.set_attribute("dataset", info.dataset);
+}
+
+// A log with its layout and no rows, written under a temporary name and renamed to `path`.
+void write_empty_log(const std::string& path, const RunInfo& info) {
+  fs::AtomicOutput output(path);
+  io::File file = io::File::create(output.temp_path(), io::File::Format::kLatest);
+  write_run_info(file, info);
+  for_each_table([&](auto table) { table.create(file); });
+  file.close();
+  output.commit();
+}
+
+// A writer that was killed leaves its log marked as open for writing, and HDF5 then refuses to
+// open it for writing again. SWMR readers still see everything it flushed, consistently, so
+// that is copied into a fresh log that replaces it. (Clearing the mark in place, as h5clear
+// does, could let new data overwrite space the dead writer had used after its last flush.)
+void rebuild_from_readable_rows(const std::string& path) {
+  const io::File damaged = open_metric_log(path);
+  fs::AtomicOutput output(path);
+  io::File copy = io::File::create(output.temp_path(), io::File::Format::kLatest);
+  write_run_info(copy, read_run_info(damaged));
+  for_each_table([&](auto table) {
+    table.create(copy);
+    table.copy(damaged, copy);
+  });
+  copy.close();
+  output.commit();
+}
+
+}  // namespace
+
+io::File open_metric_log(const std::string& path) {
+  io::File file = io::File::open(path, io::File::Mode::kSwmrRead);
+  try {
+    check_format(file);
+    for_each_table([&](auto table) { table.check(file); });
+  } catch (const Error&) {
+    io::rethrow_as_damaged_file(path);
+  }
+  return file;
+}
+
+RunInfo read_run_info(const io::File& log) {
+  try {
+    return read_run_info_attributes(log);
+  } catch (const Error&) {
+    io::rethrow_as_damaged_file(log.path());
+  }
+}
+
+struct MetricLog::Impl {
+  std::string path;
+  io::File file;  // declared before the tables, so destroyed after their datasets
+  Table<StepRecord> steps;
+  Table<EvalRecord> eval;
+  Table<WorkerRecord> workers;
+  Table<CollectRecord> collect;
+  std::chrono::steady_clock::duration flush_interval{};
+  std::chrono::steady_clock::time_point last_flush;
+  bool closed = false;
+
+  // Opens a complete log at `path` for SWMR writing: from here on only rows are appended.
+  Impl(const std::string& log_path, double flush_seconds) : path(log_path) {
+    file = io::File::open(path, io::File::Mode::kSwmrWrite);
+    steps = Table<StepRecord>::open(file);
+    eval = Table<EvalRecord>::open(file);
+    workers = Table<WorkerRecord>::open(file);
+    collect = Table<CollectRecord>::open(file);
+    // Capped so that the conversion to clock ticks cannot overflow ("never" is a century).
+    constexpr double kCentury = 100 * 365.25 * 24 * 3600;
+    flush_interval = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(std::min(flush_seconds, kCentury)));
+    last_flush = std::chrono::steady_clock::now();
+  }
+
+  void require_open() const { MBKIT_CHECK(!closed, "metric log ", path, " is closed"); }
+};
+
+MetricLog::MetricLog(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+MetricLog::MetricLog(MetricLog&&) noexcept = default;
+MetricLog& MetricLog::operator=(MetricLog&&) noexcept = default;
+
+MetricLog::~MetricLog() {
+  if (impl_ == nullptr || impl_->closed) return;
+  // Unwinding from another error: keep what can be kept; close() is where errors are reported.
+  try {
+    flush();
+  } catch (...) {
+  }
+}
+
+MetricLog MetricLog::create(const std::string& path, const RunInfo& info, bool overwrite,
+                            double flush_interval) {
+  check_flush_interval(flush_interval);
+  if (!overwrite && fs::exists(path)) fail(cat(path, " exists; use --force to replace it"));
+  write_empty_log(path, info);
+  return MetricLog(std::make_unique<Impl>(path, flush_interval));
+}
+
+MetricLog MetricLog::append(const std::string& path, std::int64_t resume_step,
+                            double flush_interval) {
+  check_flush_interval(flush_interval);
+  open_metric_log(path);  // a missing file, or one that is not a log, is a data error
+  // A read-only log must fail here, not be replaced by the rebuild below.
+  if (::access(path.c_str(), W_OK) != 0) {
+    fail(cat("cannot append to ", path, ": ", std::strerror(errno)));
+  }
+  io::File file;
+  try {
+    file = io::File::open(path, io::File::Mode::kReadWrite);
+  } catch (const Error&) {
+    rebuild_from_readable_rows(path);
+    file = io::File::open(path, io::File::Mode::kReadWrite);
+  }
+  // Shrinking is not allowed under SWMR, so it happens before the log is reopened for it.
+  for_each_table([&](auto table) { table.truncate(file, resume_step); });
+  file.close();
+  return MetricLog(std::make_unique<Impl>(path, flush_interval));
+}
+
+void MetricLog::add(const StepRecord& record) {
+  impl_->require_open();
+  impl_->steps.append(record);
+}
+
+void MetricLog::add(const EvalRecord& record) {
+  impl_->require_open();
+  impl_->eval.append(record);
+  flush();
+}
+
+void MetricLog::add(const WorkerRecord& record) {
+  impl_->require_open();
+  impl_->workers.append(record);
+}
+
+void MetricLog::add(const CollectRecord& record) {
+  impl_->require_open();
+  impl_->collect.append(record);
+}
+
+void MetricLog::flush_if_due() {
+  impl_->require_open();
+  if (std::chrono::steady_clock::now() - impl_->last_flush >= impl_->flush_interval) flush();
+}
+
+void MetricLog::flush() {
+  impl_->require_open();
+  impl_->steps.flush();
+  impl_->eval.flush();
+  impl_->workers.flush();
+  impl_->collect.flush();
+  impl_->file.flush();
+  impl_->last_flush = std::chrono::steady_clock::now();
+}
+
+void MetricLog::close() {
+  if (impl_ == nullptr || impl_->closed) return;
+  flush();
+  impl_->closed = true;
+  impl_->steps.close();
+  impl_->eval.close();
+  impl_->workers.close();
+  impl_->collect.close();
+  impl_->file.close();
+}
+
+const std::string& MetricLog::path() const {
+  return impl_->path;
+}
+
+}  // namespace mbkit::train

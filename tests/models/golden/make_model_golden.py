@@ -1,0 +1,507 @@
+#!/usr/bin/python3
+"""Writes models.h5, the PyTorch reference values of tests/models/test_zoo.cpp.
+
+Regenerate (Debian's python3 with torch, numpy and h5py) from the top of the tree:
+
+    /usr/bin/python3 tests/models/golden/make_model_golden.py
+
+Every model of the zoo (libcore/src/models/zoo.cpp) is rebuilt here from torch.nn layers, layer
+by layer in the order of zoo.cpp and with mbkit's names, and run on the same parameters, running
+statistics and inputs as the C++ test gives the engine. Nothing of that is stored: both sides
+compute it from these formulas (double precision, then rounded to float32):
+
+    phase(i, t) = 0.37 i + 1e-4 i^2 + 1.3 t + 0.1      i: index in the tensor (flat, canonical
+                                                         layout), t: index of the tensor
+
+    parameter tensor t (Graph::parameters() order) of n entries, i = 0 .. n-1:
+        weight of a dense or conv layer (2+ dimensions)  2 / sqrt(fan_in) sin(phase(i, t))
+        batch-norm weight (".weight" of 1 dimension)     1 + 0.1 sin(phase(i, t))
+        any bias (".bias")                               0.1 sin(phase(i, t))
+    state array s (Graph::state_arrays() order):
+        running_mean                                     0.1 sin(phase(i, s))
+        running_var                                      1 + 0.5 |sin(phase(i, s))|
+    input images, N x C x H x W, flat index k           cos(0.11 k + 3e-5 k^2)
+    label of sample b                                    b % classes
+
+The i^2 term makes each row of a weight matrix a sinusoid of its own frequency: with a phase
+linear in i, every row would be a shifted copy of one sinusoid and each dense or conv layer would
+map its input onto a 2-dimensional subspace, a degenerate network that could hide layout bugs.
+The weight amplitude 2 / sqrt(fan_in) gives a standard deviation of sqrt(2 / fan_in) (He), so the
+activations of the networks without batch norm neither vanish nor explode.
+
+The reference is computed in float64 from those float32 values, so it is the exact answer the
+float32 engine approximates; the script also runs float32 PyTorch and prints how far it is from
+float64, which shows how much float32 rounding alone moves each quantity.
+
+Layout:
+    /cases/<case>                  attributes: model, hidden ("32,16"), activation, input (C,H,W),
+                                   classes, batch, training (1 when the training-mode values
+                                   and gradients are recorded)
+        param_names, state_names   strings: every parameter tensor and state array, graph order
+                                   (state_names only where the model has batch norm)
+        param_sizes                int64 (T,)
+        eval_logits                float32 (N, classes): evaluation mode (running statistics)
+        eval_loss                  float64 (1,): mean softmax cross-entropy
+        train_logits, train_loss   the same in training mode (batch statistics)
+        grad_sum, grad_sum_abs, grad_sum_squares   float64 (T,): of the gradient of the mean
+                                   training loss, per parameter tensor
+        grad_head                  float32 (T, 8): its first 8 entries
+        state_after_sum            float64 (S,): the running statistics after that forward pass
+        state_after_head           float32 (S, 8): their first 8 entries
+    /parameter_counts/<model>      attributes: input (C,H,W), classes, count (PyTorch's
+                                   sum(p.numel() for p in model.parameters()))
+
+cifar10-cnn has dropout, whose random masks PyTorch cannot reproduce: it is compared in
+evaluation mode only (training = 0); the gradient checks of tests/nn cover its training path.
+
+Where the architecture follows TensorFlow ("SAME" padding), the padding is TensorFlow's:
+output ceil(in / stride), total padding max((out - 1) stride + kernel - in, 0), the extra pixel
+after. Max pooling pads with -inf.
+"""
+
+import math
+import os
+
+import h5py
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+HEAD = 8
+
+
+# ---------------------------------------------------------------------------------------------
+# The formulas.
+
+def phase(n, t):
+    i = np.arange(n, dtype=np.float64)
+    return 0.37 * i + 1e-4 * (i * i) + 1.3 * t + 0.1
+
+
+def parameter_values(name, shape, fan_in, t):
+    n = int(np.prod(shape))
+    wave = np.sin(phase(n, t))
+    if len(shape) >= 2:
+        values = 2.0 / math.sqrt(fan_in) * wave
+    elif name.endswith(".weight"):
+        values = 1.0 + 0.1 * wave
+    else:
+        assert name.endswith(".bias"), name
+        values = 0.1 * wave
+    return values.astype(np.float32).reshape(shape)
+
+
+def state_values(name, n, s):
+    wave = np.sin(phase(n, s))
+    if name.endswith(".running_mean"):
+        values = 0.1 * wave
+    else:
+        assert name.endswith(".running_var"), name
+        values = 1.0 + 0.5 * np.abs(wave)
+    return values.astype(np.float32)
+
+
+def input_images(batch, chw):
+    k = np.arange(batch * int(np.prod(chw)), dtype=np.float64)
+    return np.cos(0.11 * k + 3e-5 * (k * k)).astype(np.float32).reshape((batch, *chw))
+
+
+# ---------------------------------------------------------------------------------------------
+# A graph of torch.nn layers mirroring mbkit's GraphBuilder: nodes in order, shapes inferred,
+# every parameter and state array under mbkit's name.
+
+def same_padding(size, kernel, stride):
+    out = (size + stride - 1) // stride
+    total = max((out - 1) * stride + kernel - size, 0)
+    return total // 2, total - total // 2, out
+
+
+class Graph(nn.Module):
+    def __init__(self, model, chw, classes):
+        super().__init__()
+        self.model = model
+        self.classes = classes
+        self.layers = nn.ModuleDict()
+        self.nodes = []  # (function of the list of earlier outputs, dims)
+        self.dims = [tuple(chw)]
+        self.params = []  # (mbkit name, tensor, fan_in), graph order
+        self.state = []  # (mbkit name, batch-norm module, buffer attribute)
+        self.counter = 0
+        self.logits_node = None
+
+    def _push(self, function, dims):
+        self.nodes.append(function)
+        self.dims.append(tuple(dims))
+        return len(self.dims) - 1
+
+    def _layer(self, name, module):
+        self.layers[name.replace(".", "_")] = module
+        return module
+
+    def _auto(self, prefix):
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def input(self):
+        return 0
+
+    def dense(self, x, units, name, bias=True):
+        c, h, w = self.dims[x]
+        if (h, w) != (1, 1):
+            x = self.flatten(x)
+        features = c * h * w
+        layer = self._layer(name, nn.Linear(features, units, bias=bias))
+        self.params.append((name + ".weight", layer.weight, features))
+        if bias:
+            self.params.append((name + ".bias", layer.bias, features))
+        return self._push(lambda out, x=x: layer(out[x].flatten(1)), (units, 1, 1))
+
+    def conv(self, x, channels, kernel, stride, padding, name, bias=True):
+        """padding: an int (symmetric) or "same"."""
+        c, h, w = self.dims[x]
+        if padding == "same":
+            top, bottom, oh = same_padding(h, kernel, stride)
+            left, right, ow = same_padding(w, kernel, stride)
+        else:
+            top = bottom = left = right = padding
+            oh = (h + 2 * padding - kernel) // stride + 1
+            ow = (w + 2 * padding - kernel) // stride + 1
+        symmetric = top == bottom and left == right
+        layer = self._layer(name, nn.Conv2d(c, channels, kernel, stride,
+                                            padding=(top, left) if symmetric else 0, bias=bias))
+        fan_in = c * kernel * kernel
+        self.params.append((name + ".weight", layer.weight, fan_in))
+        if bias:
+            self.params.append((name + ".bias", layer.bias, fan_in))
+        if symmetric:
+            function = lambda out, x=x: layer(out[x])
+        else:
+            function = lambda out, x=x: layer(F.pad(out[x], (left, right, top, bottom)))
+        return self._push(function, (channels, oh, ow))
+
+    def max_pool_same(self, x, kernel, stride, name):
+        c, h, w = self.dims[x]
+        top, bottom, oh = same_padding(h, kernel, stride)
+        left, right, ow = same_padding(w, kernel, stride)
+        pool = self._layer(name, nn.MaxPool2d(kernel, stride))
+        pads = (left, right, top, bottom)
+        return self._push(lambda out, x=x: pool(F.pad(out[x], pads, value=-math.inf)),
+                          (c, oh, ow))
+
+    def global_avg_pool(self, x, name):
+        c = self.dims[x][0]
+        pool = self._layer(name, nn.AdaptiveAvgPool2d(1))
+        return self._push(lambda out, x=x: pool(out[x]), (c, 1, 1))
+
+    def batch_norm(self, x, name, eps=1e-5, momentum=0.1):
+        c, h, w = self.dims[x]
+        flat = (h, w) == (1, 1)
+        kind = nn.BatchNorm1d if flat else nn.BatchNorm2d
+        layer = self._layer(name, kind(c, eps=eps, momentum=momentum))
+        self.params.append((name + ".weight", layer.weight, c))
+        self.params.append((name + ".bias", layer.bias, c))
+        # (name, module, attribute): Module.to() replaces buffers, so they are looked up late.
+        self.state.append((name + ".running_mean", layer, "running_mean"))
+        self.state.append((name + ".running_var", layer, "running_var"))
+        def function(out, x=x):
+            if not flat:
+                return layer(out[x])
+            # A 1x1 map (a ResNet's last stage on a small input) keeps its shape.
+            normalized = layer(out[x].flatten(1))
+            return normalized.view_as(out[x])
+
+        return self._push(function, (c, h, w))
+
+    def _elementwise(self, x, prefix, module):
+        self._layer(self._auto(prefix), module)
+        return self._push(lambda out, x=x: module(out[x]), self.dims[x])
+
+    def relu(self, x):
+        return self._elementwise(x, "relu", nn.ReLU())
+
+    def sigmoid(self, x):
+        return self._elementwise(x, "sigmoid", nn.Sigmoid())
+
+    def tanh(self, x):
+        return self._elementwise(x, "tanh", nn.Tanh())
+
+    def dropout(self, x, rate):
+        return self._elementwise(x, "dropout", nn.Dropout(rate))
+
+    def flatten(self, x):
+        self._auto("flatten")
+        size = int(np.prod(self.dims[x]))
+        return self._push(lambda out, x=x: torch.flatten(out[x], 1), (size, 1, 1))
+
+    def add(self, a, b, name):
+        assert self.dims[a] == self.dims[b], (name, self.dims[a], self.dims[b])
+        return self._push(lambda out, a=a, b=b: out[a] + out[b], self.dims[a])
+
+    def finish(self, logits):
+        assert self.dims[logits] == (self.classes, 1, 1), self.dims[logits]
+        self.logits_node = logits
+        return self
+
+    def forward(self, images):
+        out = [images]
+        for function in self.nodes:
+            out.append(function(out))
+        return out[self.logits_node].flatten(1)
+
+    def parameter_count(self):
+        return sum(p.numel() for p in self.parameters())
+
+
+# ---------------------------------------------------------------------------------------------
+# The zoo, as libcore/src/models/zoo.cpp builds it.
+
+def mlp(chw, classes, hidden=(256,), activation="sigmoid"):
+    g = Graph("mlp", chw, classes)
+    x = g.flatten(g.input())
+    for i, units in enumerate(hidden):
+        x = getattr(g, activation)(g.dense(x, units, f"fc{i + 1}"))
+    return g.finish(g.dense(x, classes, f"fc{len(hidden) + 1}"))
+
+
+def mnist_cnn(chw, classes):
+    g = Graph("mnist-cnn", chw, classes)
+    x = g.relu(g.conv(g.input(), 32, 5, 1, "same", "conv1"))
+    x = g.max_pool_same(x, 2, 2, "pool1")
+    x = g.relu(g.conv(x, 64, 5, 1, "same", "conv2"))
+    x = g.max_pool_same(x, 2, 2, "pool2")
+    x = g.relu(g.dense(x, 1024, "fc1"))
+    return g.finish(g.dense(x, classes, "fc2"))
+
+
+def cifar10_cnn(chw, classes):
+    g = Graph("cifar10-cnn", chw, classes)
+    eps, momentum = 1e-3, 0.01  # tf.layers.batch_normalization: epsilon 1e-3, decay 0.99
+    x = g.input()
+    for i, (channels, kernel) in enumerate(zip((64, 128, 256, 512), (3, 3, 5, 5))):
+        x = g.relu(g.conv(x, channels, kernel, 1, "same", f"conv{i + 1}", bias=False))
+        x = g.max_pool_same(x, 2, 2, f"pool{i + 1}")
+        x = g.batch_norm(x, f"bn{i + 1}", eps, momentum)
+    for i, units in enumerate((128, 256, 512)):
+        x = g.relu(g.dense(x, units, f"fc{i + 1}"))
+        x = g.dropout(x, 0.3)
+        x = g.batch_norm(x, f"bn{i + 5}", eps, momentum)
+    return g.finish(g.dense(x, classes, "fc4"))
+
+
+def toy_fc(chw, classes):
+    g = Graph("toy-fc", chw, classes)
+    x = g.flatten(g.input())
+    for i, units in enumerate((500, 1000, 500)):
+        x = g.relu(g.dense(x, units, f"fc{i + 1}"))
+    return g.finish(g.dense(x, classes, "fc4"))
+
+
+def toy_conv(chw, classes):
+    g = Graph("toy-conv", chw, classes)
+    x = g.relu(g.conv(g.input(), 32, 5, 1, "same", "conv1"))
+    x = g.max_pool_same(x, 2, 2, "pool1")
+    x = g.relu(g.conv(x, 64, 5, 1, "same", "conv2"))
+    x = g.max_pool_same(x, 2, 2, "pool2")
+    return g.finish(g.dense(x, classes, "fc"))
+
+
+def conv_bn(g, x, channels, kernel, stride, name):
+    x = g.conv(x, channels, kernel, stride, kernel // 2, name + ".conv", bias=False)
+    return g.batch_norm(x, name + ".bn")
+
+
+def basic_block(g, x, channels, stride, name):
+    y = g.relu(conv_bn(g, x, channels, 3, stride, name + ".1"))
+    y = conv_bn(g, y, channels, 3, 1, name + ".2")
+    project = stride != 1 or g.dims[x][0] != channels
+    shortcut = conv_bn(g, x, channels, 1, stride, name + ".shortcut") if project else x
+    return g.relu(g.add(y, shortcut, name + ".add"))
+
+
+def bottleneck(g, x, channels, stride, name):
+    y = g.relu(conv_bn(g, x, channels, 1, 1, name + ".1"))
+    y = g.relu(conv_bn(g, y, channels, 3, stride, name + ".2"))
+    y = conv_bn(g, y, channels * 4, 1, 1, name + ".3")
+    project = stride != 1 or g.dims[x][0] != channels * 4
+    shortcut = conv_bn(g, x, channels * 4, 1, stride, name + ".shortcut") if project else x
+    return g.relu(g.add(y, shortcut, name + ".add"))
+
+
+def resnet(model, chw, classes, stem_channels, widths, blocks, block, imagenet_stem=False):
+    g = Graph(model, chw, classes)
+    if imagenet_stem:
+        x = g.relu(conv_bn(g, g.input(), stem_channels, 7, 2, "stem"))
+        x = g.max_pool_same(x, 3, 2, "stem.pool")
+    else:
+        x = g.relu(conv_bn(g, g.input(), stem_channels, 3, 1, "stem"))
+    for stage, (channels, count) in enumerate(zip(widths, blocks)):
+        for b in range(count):
+            stride = 2 if stage > 0 and b == 0 else 1
+            x = block(g, x, channels, stride, f"stage{stage + 1}.{b}")
+    x = g.flatten(g.global_avg_pool(x, "pool"))
+    return g.finish(g.dense(x, classes, "fc"))
+
+
+def cifar_resnet(model, n):
+    return lambda chw, classes: resnet(model, chw, classes, 16, (16, 32, 64), (n,) * 3,
+                                       basic_block)
+
+
+BUILDERS = {
+    "mlp": mlp,
+    "mnist-cnn": mnist_cnn,
+    "cifar10-cnn": cifar10_cnn,
+    "toy-fc": toy_fc,
+    "toy-conv": toy_conv,
+    "resnet20": cifar_resnet("resnet20", 3),
+    "resnet32": cifar_resnet("resnet32", 5),
+    "resnet44": cifar_resnet("resnet44", 7),
+    "resnet56": cifar_resnet("resnet56", 9),
+    "resnet110": cifar_resnet("resnet110", 18),
+    "resnet18": lambda chw, classes: resnet("resnet18", chw, classes, 64, (64, 128, 256, 512),
+                                            (2, 2, 2, 2), basic_block),
+    "resnet50": lambda chw, classes: resnet("resnet50", chw, classes, 64, (64, 128, 256, 512),
+                                            (3, 4, 6, 3), bottleneck, imagenet_stem=True),
+}
+
+# (case, model, mlp settings, input, classes, batch, training compared)
+CASES = [
+    ("mlp", "mlp", dict(hidden=(256,), activation="sigmoid"), (1, 28, 28), 10, 4, True),
+    ("mlp-relu-32-16", "mlp", dict(hidden=(32, 16), activation="relu"), (1, 28, 28), 10, 4, True),
+    ("mnist-cnn", "mnist-cnn", {}, (1, 28, 28), 10, 4, True),
+    ("cifar10-cnn", "cifar10-cnn", {}, (3, 32, 32), 10, 4, False),
+    ("toy-fc", "toy-fc", {}, (1, 10, 10), 10, 4, True),
+    ("toy-conv", "toy-conv", {}, (1, 10, 10), 10, 4, True),
+    ("resnet20", "resnet20", {}, (3, 32, 32), 10, 4, True),
+    ("resnet18", "resnet18", {}, (3, 32, 32), 100, 2, True),
+    ("resnet50", "resnet50", {}, (3, 64, 64), 10, 2, True),
+]
+
+# Parameter counts on each model's usual input. The published ones are asserted: torchvision's
+# resnet50 (25,557,032 on 1000 classes) and the common CIFAR ResNet-18 (11,220,132 on 100).
+COUNTS = [
+    ("mlp", (1, 28, 28), 10, 203530),
+    ("mnist-cnn", (1, 28, 28), 10, 3274634),
+    ("cifar10-cnn", (3, 32, 32), 10, 4607178),
+    ("toy-fc", (1, 10, 10), 10, None),
+    ("toy-conv", (1, 10, 10), 10, None),
+    ("resnet20", (3, 32, 32), 10, 272474),
+    ("resnet32", (3, 32, 32), 10, None),
+    ("resnet44", (3, 32, 32), 10, None),
+    ("resnet56", (3, 32, 32), 10, None),
+    ("resnet110", (3, 32, 32), 10, None),
+    ("resnet18", (3, 32, 32), 100, 11220132),
+    ("resnet50", (3, 224, 224), 1000, 25557032),
+]
+
+
+def build(model, chw, classes, settings):
+    return BUILDERS[model](chw, classes, **settings)
+
+
+def load(graph, dtype):
+    """Fills parameters and state with the formulas, in graph order."""
+    with torch.no_grad():
+        for t, (name, tensor, fan_in) in enumerate(graph.params):
+            values = parameter_values(name, tuple(tensor.shape), fan_in, t)
+            tensor.copy_(torch.from_numpy(values))
+        for s, (name, layer, attribute) in enumerate(graph.state):
+            buffer = getattr(layer, attribute)
+            buffer.copy_(torch.from_numpy(state_values(name, buffer.numel(), s)))
+    graph.to(dtype)
+
+
+def run_case(model, settings, chw, classes, batch, training, dtype):
+    torch.manual_seed(0)
+    graph = build(model, chw, classes, settings)
+    load(graph, dtype)
+    images = torch.from_numpy(input_images(batch, chw)).to(dtype)
+    labels = torch.arange(batch) % classes
+    result = {}
+    graph.eval()
+    with torch.no_grad():
+        logits = graph(images)
+    result["eval_logits"] = logits.double().numpy()
+    result["eval_loss"] = F.cross_entropy(logits, labels).item()
+    if training:
+        graph.train()
+        graph.zero_grad()
+        logits = graph(images)
+        loss = F.cross_entropy(logits, labels)
+        loss.backward()
+        result["train_logits"] = logits.detach().double().numpy()
+        result["train_loss"] = loss.item()
+        grads = [tensor.grad.detach().double().flatten().numpy() for _, tensor, _ in graph.params]
+        result["grad_sum"] = np.array([g.sum() for g in grads])
+        result["grad_sum_abs"] = np.array([np.abs(g).sum() for g in grads])
+        result["grad_sum_squares"] = np.array([(g * g).sum() for g in grads])
+        result["grad_head"] = np.stack([g[:HEAD] for g in grads])
+        states = [getattr(layer, attribute).detach().double().numpy()
+                  for _, layer, attribute in graph.state]
+        if states:
+            result["state_after_sum"] = np.array([s.sum() for s in states])
+            result["state_after_head"] = np.stack([s[:HEAD] for s in states])
+    return graph, result
+
+
+def relative_gap(a, b):
+    """max |a - b| / max |b|, per array."""
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+
+
+def main():
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models.h5")
+    temporary = path + ".tmp"
+    strings = h5py.string_dtype()
+    with h5py.File(temporary, "w") as out:
+        out.attrs["generator"] = "tests/models/golden/make_model_golden.py"
+        out.attrs["torch_version"] = str(torch.__version__)
+        cases = out.create_group("cases")
+        for case, model, settings, chw, classes, batch, training in CASES:
+            graph, exact = run_case(model, settings, chw, classes, batch, training, torch.float64)
+            _, single = run_case(model, settings, chw, classes, batch, training, torch.float32)
+            gaps = {key: relative_gap(single[key], exact[key])
+                    for key in exact if key not in ("grad_sum", "grad_sum_abs")}
+            print(f"{case}: {graph.parameter_count()} parameters; float32 vs float64: " +
+                  ", ".join(f"{key} {gap:.1e}" for key, gap in gaps.items()))
+            print(f"    eval loss {exact['eval_loss']:.4f}, logits std "
+                  f"{exact['eval_logits'].std():.3f}" +
+                  (f"; train loss {exact['train_loss']:.4f}" if training else ""))
+            assert all(len(tensor.flatten()) >= HEAD for _, tensor, _ in graph.params)
+            group = cases.create_group(case)
+            group.attrs["model"] = model
+            group.attrs["hidden"] = ",".join(str(h) for h in settings.get("hidden", ()))
+            group.attrs["activation"] = settings.get("activation", "")
+            group.attrs["input"] = np.array(chw, dtype=np.int64)
+            group.attrs["classes"] = classes
+            group.attrs["batch"] = batch
+            group.attrs["training"] = int(training)
+            group.create_dataset("param_names", data=[n for n, _, _ in graph.params], dtype=strings)
+            if graph.state:
+                group.create_dataset("state_names", data=[n for n, _, _ in graph.state],
+                                     dtype=strings)
+            group.create_dataset("param_sizes",
+                                 data=np.array([t.numel() for _, t, _ in graph.params], np.int64))
+            for key, value in exact.items():
+                if key.endswith("loss"):
+                    group.create_dataset(key, data=np.array([value], np.float64))
+                elif key.endswith("logits") or key.endswith("head"):
+                    group.create_dataset(key, data=value.astype(np.float32))
+                else:
+                    group.create_dataset(key, data=value.astype(np.float64))
+        counts = out.create_group("parameter_counts")
+        for model, chw, classes, published in COUNTS:
+            count = build(model, chw, classes, {}).parameter_count()
+            assert published is None or count == published, (model, count, published)
+            print(f"{model} on {chw}, {classes} classes: {count:,} parameters")
+            group = counts.create_group(model)
+            group.attrs["input"] = np.array(chw, dtype=np.int64)
+            group.attrs["classes"] = classes
+            group.attrs["count"] = count
+    os.replace(temporary, path)
+    print(path, os.path.getsize(path), "bytes")
+
+
+if __name__ == "__main__":
+    main()

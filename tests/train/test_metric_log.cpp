@@ -1,0 +1,578 @@
+// The metric log: its layout and run description, rows of every table, refusal to replace a
+// file, truncation on resume, a reader following a live writer in another process, and what
+// a writer killed with SIGKILL leaves behind.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <stdexcept>
+
+#include "mbkit/io/hdf5.hpp"
+#include "mbkit/train/metric_log.hpp"
+#include "mbkit/util/fs.hpp"
+#include "test_helpers.hpp"
+
+namespace mbkit::train {
+namespace {
+
+RunInfo sample_info() {
+  RunInfo info;
+  info.tool = "mb-train-fmb";
+  info.version = "0.1.0 (commit abc123)";
+  info.command_line = "mb-train-fmb --model mlp 'data set.h5'";
+  info.config_json = R"({"model": "mlp", "lr": 0.1})";
+  info.seed = std::numeric_limits<std::uint64_t>::max() - 7;  // beyond int64
+  info.host = "node17";
+  info.start_time = "2026-11-22T10:00:00Z";
+  info.world_size = 4;
+  info.model = "mlp";
+  info.dataset = "fashion-mnist";
+  return info;
+}
+
+StepRecord step_record(std::int64_t step) {
+  const double x = static_cast<double>(step);
+  return {step,          0.5 * x,   x / 100,  1 / (x + 3),   x / (x + 1),
+          0.1 / (1 + x), 64 * step, 0.01 * x, 6400 / (x + 1)};
+}
+
+EvalRecord eval_record(std::int64_t step) {
+  const double x = static_cast<double>(step);
+  return {step, 0.5 * x + 0.25, x / 100, 2 / (x + 3), 0.9 - 1 / (x + 10), 10000};
+}
+
+WorkerRecord worker_record(std::int64_t step, std::int64_t rank) {
+  const double x = static_cast<double>(step * 10 + rank);
+  return {step, rank, 16 + rank, x / 7, x / 11, x / 13, x / 17, rank % 2};
+}
+
+CollectRecord collect_record(std::int64_t step) {
+  return {step, 3 + step % 2, 48 + step, 0.001 * static_cast<double>(step)};
+}
+
+// Reads tables column by column, by the names the format documents. The refresh makes a
+// reader following a live writer see what it flushed since the reader last looked.
+template <class T>
+std::vector<T> column(const io::File& log, const std::string& name) {
+  io::Dataset dataset = log.open_dataset(name);
+  dataset.refresh();
+  return dataset.read<T>();
+}
+
+std::vector<StepRecord> read_steps(const io::File& log) {
+  const auto step = column<std::int64_t>(log, "steps/step");
+  const auto time = column<double>(log, "steps/time");
+  const auto epoch = column<double>(log, "steps/epoch");
+  const auto loss = column<double>(log, "steps/loss");
+  const auto accuracy = column<double>(log, "steps/accuracy");
+  const auto lr = column<double>(log, "steps/lr");
+  const auto samples = column<std::int64_t>(log, "steps/samples");
+  const auto step_time = column<double>(log, "steps/step_time");
+  const auto throughput = column<double>(log, "steps/throughput");
+  std::vector<StepRecord> records;
+  for (std::size_t i = 0; i < step.size(); ++i) {
+    records.push_back({step.at(i), time.at(i), epoch.at(i), loss.at(i), accuracy.at(i), lr.at(i),
+                       samples.at(i), step_time.at(i), throughput.at(i)});
+  }
+  return records;
+}
+
+std::vector<EvalRecord> read_evals(const io::File& log) {
+  const auto step = column<std::int64_t>(log, "eval/step");
+  const auto time = column<double>(log, "eval/time");
+  const auto epoch = column<double>(log, "eval/epoch");
+  const auto loss = column<double>(log, "eval/loss");
+  const auto accuracy = column<double>(log, "eval/accuracy");
+  const auto samples = column<std::int64_t>(log, "eval/samples");
+  std::vector<EvalRecord> records;
+  for (std::size_t i = 0; i < step.size(); ++i) {
+    records.push_back(
+        {step.at(i), time.at(i), epoch.at(i), loss.at(i), accuracy.at(i), samples.at(i)});
+  }
+  return records;
+}
+
+std::vector<WorkerRecord> read_workers(const io::File& log) {
+  const auto step = column<std::int64_t>(log, "workers/step");
+  const auto rank = column<std::int64_t>(log, "workers/rank");
+  const auto samples = column<std::int64_t>(log, "workers/samples");
+  const auto compute_time = column<double>(log, "workers/compute_time");
+  const auto sleep_time = column<double>(log, "workers/sleep_time");
+  const auto send_time = column<double>(log, "workers/send_time");
+  const auto wait_time = column<double>(log, "workers/wait_time");
+  const auto staleness = column<std::int64_t>(log, "workers/staleness");
+  std::vector<WorkerRecord> records;
+  for (std::size_t i = 0; i < step.size(); ++i) {
+    records.push_back({step.at(i), rank.at(i), samples.at(i), compute_time.at(i), sleep_time.at(i),
+                       send_time.at(i), wait_time.at(i), staleness.at(i)});
+  }
+  return records;
+}
+
+std::vector<CollectRecord> read_collects(const io::File& log) {
+  const auto step = column<std::int64_t>(log, "collect/step");
+  const auto gradients = column<std::int64_t>(log, "collect/gradients");
+  const auto samples = column<std::int64_t>(log, "collect/samples");
+  const auto wait_time = column<double>(log, "collect/wait_time");
+  std::vector<CollectRecord> records;
+  for (std::size_t i = 0; i < step.size(); ++i) {
+    records.push_back({step.at(i), gradients.at(i), samples.at(i), wait_time.at(i)});
+  }
+  return records;
+}
+
+// Field-by-field, exact: the values are written and read as the same float64 type.
+void expect_same(const StepRecord& a, const StepRecord& b) {
+  EXPECT_EQ(a.step, b.step);
+  EXPECT_EQ(a.time, b.time);
+  EXPECT_EQ(a.epoch, b.epoch);
+  EXPECT_EQ(a.loss, b.loss);
+  EXPECT_EQ(a.accuracy, b.accuracy);
+  EXPECT_EQ(a.lr, b.lr);
+  EXPECT_EQ(a.samples, b.samples);
+  EXPECT_EQ(a.step_time, b.step_time);
+  EXPECT_EQ(a.throughput, b.throughput);
+}
+
+void expect_same(const EvalRecord& a, const EvalRecord& b) {
+  EXPECT_EQ(a.step, b.step);
+  EXPECT_EQ(a.time, b.time);
+  EXPECT_EQ(a.epoch, b.epoch);
+  EXPECT_EQ(a.loss, b.loss);
+  EXPECT_EQ(a.accuracy, b.accuracy);
+  EXPECT_EQ(a.samples, b.samples);
+}
+
+void expect_same(const WorkerRecord& a, const WorkerRecord& b) {
+  EXPECT_EQ(a.step, b.step);
+  EXPECT_EQ(a.rank, b.rank);
+  EXPECT_EQ(a.samples, b.samples);
+  EXPECT_EQ(a.compute_time, b.compute_time);
+  EXPECT_EQ(a.sleep_time, b.sleep_time);
+  EXPECT_EQ(a.send_time, b.send_time);
+  EXPECT_EQ(a.wait_time, b.wait_time);
+  EXPECT_EQ(a.staleness, b.staleness);
+}
+
+void expect_same(const CollectRecord& a, const CollectRecord& b) {
+  EXPECT_EQ(a.step, b.step);
+  EXPECT_EQ(a.gradients, b.gradients);
+  EXPECT_EQ(a.samples, b.samples);
+  EXPECT_EQ(a.wait_time, b.wait_time);
+}
+
+void expect_same(const RunInfo& a, const RunInfo& b) {
+  EXPECT_EQ(a.tool, b.tool);
+  EXPECT_EQ(a.version, b.version);
+  EXPECT_EQ(a.command_line, b.command_line);
+  EXPECT_EQ(a.config_json, b.config_json);
+  EXPECT_EQ(a.seed, b.seed);
+  EXPECT_EQ(a.host, b.host);
+  EXPECT_EQ(a.start_time, b.start_time);
+  EXPECT_EQ(a.world_size, b.world_size);
+  EXPECT_EQ(a.model, b.model);
+  EXPECT_EQ(a.dataset, b.dataset);
+}
+
+// Steps first..last with their worker, collect and (every 5 steps) evaluation rows.
+void add_steps(MetricLog& log, std::int64_t first, std::int64_t last, int workers = 2) {
+  for (std::int64_t step = first; step <= last; ++step) {
+    for (int rank = 0; rank < workers; ++rank) log.add(worker_record(step, rank));
+    log.add(collect_record(step));
+    log.add(step_record(step));
+    if (step % 5 == 0) log.add(eval_record(step));
+  }
+}
+
+bool has_temporaries(const test::TempDir& dir) {
+  for (const auto& name : dir.entries()) {
+    if (name.find(".tmp-") != std::string::npos) return true;
+  }
+  return false;
+}
+
+// A process forked to run `body`: it exits 0 when body returns and 1 when it throws (the
+// message goes to stderr). One still running when the test ends is killed.
+class ChildProcess {
+ public:
+  explicit ChildProcess(const std::function<void()>& body) {
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+      try {
+        body();
+      } catch (const std::exception& error) {
+        std::fprintf(stderr, "child: %s\n", error.what());
+        ::_exit(1);
+      }
+      ::_exit(0);
+    }
+  }
+  ~ChildProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  /// The wait status (WIFEXITED, WTERMSIG...).
+  int wait() {
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// A one-way signal between two processes; receive() is false when the other side is gone.
+class Pipe {
+ public:
+  Pipe() {
+    if (::pipe(fds_) != 0) throw std::runtime_error("pipe failed");
+  }
+  ~Pipe() {
+    for (int fd : fds_) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+
+  /// Called by each process after the fork for the end it does not use, so that the reader
+  /// sees end-of-file when the writer dies.
+  void close_read_end() { close_end(0); }
+  void close_write_end() { close_end(1); }
+  void send() {
+    const char byte = 1;
+    if (::write(fds_[1], &byte, 1) != 1) throw std::runtime_error("pipe write failed");
+  }
+  bool receive() {
+    char byte = 0;
+    return ::read(fds_[0], &byte, 1) == 1;
+  }
+
+ private:
+  void close_end(int end) {
+    ::close(fds_[end]);
+    fds_[end] = -1;
+  }
+  int fds_[2] = {-1, -1};
+};
+
+TEST(MetricLog, CreateWritesRunInfoAndEveryColumn) {
+  test::TempDir dir;
+  const std::string path = dir.file("run.h5");
+  MetricLog log = MetricLog::create(path, sample_info(), false);
+  EXPECT_EQ(log.path(), path);
+  log.close();
+  EXPECT_FALSE(has_temporaries(dir));
+
+  // A closed log opens in plain read mode too (h5dump, h5py without swmr=True).
+  const io::File file = io::File::open(path);
+  EXPECT_EQ(file.string_attribute("format"), "mbkit-log");
+  EXPECT_EQ(file.int_attribute("format_version"), 1);
+  EXPECT_EQ(file.attribute_class("format_version"), H5T_INTEGER);
+  EXPECT_EQ(file.string_attribute("config"), sample_info().config_json);
+  EXPECT_EQ(file.uint_attribute("seed"), sample_info().seed);
+  EXPECT_EQ(file.int_attribute("world_size"), 4);
+  expect_same(read_run_info(file), sample_info());
+  EXPECT_EQ(file.member_names(), (std::vector<std::string>{"collect", "eval", "steps", "workers"}));
+
+  const std::vector<std::pair<std::string, std::vector<std::string>>> integer_columns = {
+      {"steps", {"step", "samples"}},
+      {"eval", {"step", "samples"}},
+      {"workers", {"step", "rank", "samples", "staleness"}},
+      {"collect", {"step", "gradients", "samples"}}};
+  const std::vector<std::pair<std::string, std::vector<std::string>>> all_columns = {
+      {"steps",
+       {"accuracy", "epoch", "loss", "lr", "samples", "step", "step_time", "throughput", "time"}},
+      {"eval", {"accuracy", "epoch", "loss", "samples", "step", "time"}},
+      {"workers",
+       {"compute_time", "rank", "samples", "send_time", "sleep_time", "staleness", "step",
+        "wait_time"}},
+      {"collect", {"gradients", "samples", "step", "wait_time"}}};
+  for (const auto& [group, names] : all_columns) {
+    EXPECT_EQ(file.open_group(group).member_names(), names) << group;
+    for (const auto& name : names) {
+      const io::Dataset dataset = file.open_dataset(group + "/" + name);
+      const auto& integers =
+          std::find_if(integer_columns.begin(), integer_columns.end(), [&](const auto& entry) {
+            return entry.first == group;
+          })->second;
+      const bool integer = std::find(integers.begin(), integers.end(), name) != integers.end();
+      EXPECT_EQ(dataset.type_class(), integer ? H5T_INTEGER : H5T_FLOAT) << group << "/" << name;
+      EXPECT_EQ(dataset.type_size(), 8u);
+      if (integer) {
+        EXPECT_TRUE(dataset.type_is_signed());
+      }
+      EXPECT_EQ(dataset.dims(), std::vector<hsize_t>{0});
+      EXPECT_EQ(dataset.max_dims(), std::vector<hsize_t>{H5S_UNLIMITED});
+      EXPECT_EQ(dataset.chunk_dims(), std::vector<hsize_t>{1024});
+      const auto filters = dataset.filters();
+      EXPECT_NE(std::find(filters.begin(), filters.end(), H5Z_FILTER_DEFLATE), filters.end());
+    }
+  }
+}
+
+TEST(MetricLog, RowsOfEveryTableRoundTrip) {
+  test::TempDir dir;
+  const std::string path = dir.file("run.h5");
+  {
+    MetricLog log = MetricLog::create(path, sample_info(), false);
+    add_steps(log, 1, 1200, 3);  // more than one chunk of workers
+    log.flush();
+    add_steps(log, 1201, 2500, 3);
+    log.close();
+  }
+  const io::File file = open_metric_log(path);
+  const auto steps = read_steps(file);
+  ASSERT_EQ(steps.size(), 2500u);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    expect_same(steps[i], step_record(static_cast<std::int64_t>(i) + 1));
+  }
+  const auto evals = read_evals(file);
+  ASSERT_EQ(evals.size(), 500u);
+  for (std::size_t i = 0; i < evals.size(); ++i) {
+    expect_same(evals[i], eval_record(5 * (static_cast<std::int64_t>(i) + 1)));
+  }
+  const auto workers = read_workers(file);
+  ASSERT_EQ(workers.size(), 7500u);
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    const auto step = static_cast<std::int64_t>(i / 3) + 1, rank = static_cast<std::int64_t>(i % 3);
+    expect_same(workers[i], worker_record(step, rank));
+  }
+  const auto collects = read_collects(file);
+  ASSERT_EQ(collects.size(), 2500u);
+  expect_same(collects.back(), collect_record(2500));
+}
+
+TEST(MetricLog, RefusesToReplaceAFileUnlessAskedTo) {
+  test::TempDir dir;
+  const std::string path = dir.file("run.h5");
+  test::write_text(path, "not a log");
+  EXPECT_MBKIT_ERROR(MetricLog::create(path, sample_info(), false), ExitCode::kFailure,
+                     path + " exists; use --force to replace it");
+  EXPECT_EQ(fs::read_text_file(path), "not a log");
+
+  MetricLog log = MetricLog::create(path, sample_info(), true);
+  log.add(step_record(1));
+  log.close();
+  EXPECT_EQ(read_steps(open_metric_log(path)).size(), 1u);
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"run.h5"});
+}
+
+TEST(MetricLog, AppendDropsRowsAfterTheResumeStepAndContinues) {
+  test::TempDir dir;
+  const std::string path = dir.file("run.h5");
+  {
+    MetricLog log = MetricLog::create(path, sample_info(), false);
+    add_steps(log, 1, 12);
+    log.close();
+  }
+  {
+    MetricLog log = MetricLog::append(path, 7);
+    add_steps(log, 8, 10);
+    log.close();
+  }
+  const io::File file = open_metric_log(path);
+  expect_same(read_run_info(file), sample_info());
+  const auto steps = read_steps(file);
+  ASSERT_EQ(steps.size(), 10u);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    expect_same(steps[i], step_record(static_cast<std::int64_t>(i) + 1));
+  }
+  const auto evals = read_evals(file);
+  ASSERT_EQ(evals.size(), 2u);  // step 10's evaluation is the new one, not the dropped one
+  expect_same(evals[0], eval_record(5));
+  expect_same(evals[1], eval_record(10));
+  const auto workers = read_workers(file);
+  ASSERT_EQ(workers.size(), 20u);
+  expect_same(workers[13], worker_record(7, 1));
+  expect_same(workers[14], worker_record(8, 0));
+  EXPECT_EQ(read_collects(file).size(), 10u);
+
+  // Resuming from step 0 keeps nothing; resuming past the end keeps everything.
+  MetricLog::append(path, 1000).close();
+  EXPECT_EQ(read_steps(open_metric_log(path)).size(), 10u);
+  MetricLog::append(path, 0).close();
+  EXPECT_EQ(read_steps(open_metric_log(path)).size(), 0u);
+  EXPECT_EQ(read_workers(open_metric_log(path)).size(), 0u);
+  EXPECT_FALSE(has_temporaries(dir));
+}
+
+TEST(MetricLog, AppendRefusesWhatIsNotALog) {
+  test::TempDir dir;
+  EXPECT_MBKIT_ERROR(MetricLog::append(dir.file("absent.h5"), 1), ExitCode::kBadData,
+                     "absent.h5: no such file");
+  test::write_text(dir.file("text.h5"), "hello");
+  EXPECT_MBKIT_ERROR(MetricLog::append(dir.file("text.h5"), 1), ExitCode::kBadData,
+                     "text.h5: not an HDF5 file");
+  {
+    io::File other = io::File::create(dir.file("dataset.h5"));
+    other.set_attribute("format", "mbkit-dataset");
+    other.close();
+    io::File bare = io::File::create(dir.file("bare.h5"));
+    bare.close();
+  }
+  EXPECT_MBKIT_ERROR(MetricLog::append(dir.file("dataset.h5"), 1), ExitCode::kBadData,
+                     "dataset.h5: not an mbkit metric log (format is 'mbkit-dataset')");
+  EXPECT_MBKIT_ERROR(MetricLog::append(dir.file("bare.h5"), 1), ExitCode::kBadData,
+                     "bare.h5: not an mbkit metric log (no 'format' attribute");
+
+  const std::string newer = dir.file("newer.h5");
+  MetricLog::create(newer, sample_info(), false).close();
+  {
+    io::File file = io::File::open(newer, io::File::Mode::kReadWrite);
+    file.set_attribute("format_version", 2);
+    file.close();
+  }
+  EXPECT_MBKIT_ERROR(MetricLog::append(newer, 1), ExitCode::kBadData,
+                     "newer.h5: metric log format version 2 is newer than this mbkit reads (1); "
+                     "upgrade mbkit");
+
+  const std::string incomplete = dir.file("incomplete.h5");
+  MetricLog::create(incomplete, sample_info(), false).close();
+  {
+    io::File file = io::File::open(incomplete, io::File::Mode::kReadWrite);
+    file.open_group("eval").remove("loss");
+    file.close();
+  }
+  EXPECT_MBKIT_ERROR(MetricLog::append(incomplete, 1), ExitCode::kBadData,
+                     "missing dataset 'loss'");
+  EXPECT_MBKIT_ERROR(open_metric_log(incomplete), ExitCode::kBadData, "/eval: missing dataset");
+}
+
+TEST(MetricLog, ClosedLogRefusesRowsAndClosesOnce) {
+  test::TempDir dir;
+  MetricLog log = MetricLog::create(dir.file("run.h5"), sample_info(), false);
+  log.close();
+  log.close();
+  EXPECT_MBKIT_ERROR(log.add(step_record(1)), ExitCode::kFailure, "is closed");
+  EXPECT_MBKIT_ERROR(MetricLog::create(dir.file("x.h5"), sample_info(), false, -1),
+                     ExitCode::kFailure, "negative");
+}
+
+TEST(MetricLog, ReaderInAnotherProcessFollowsTheLiveWriter) {
+  test::TempDir dir;
+  const std::string path = dir.file("live.h5");
+  Pipe to_reader, to_writer;
+  ChildProcess writer([&] {
+    to_reader.close_read_end();
+    to_writer.close_write_end();
+    MetricLog log = MetricLog::create(path, sample_info(), false, /*flush_interval=*/3600);
+    add_steps(log, 1, 4);  // no evaluation: nothing flushed yet
+    log.flush();
+    to_reader.send();
+    if (!to_writer.receive()) return;
+    add_steps(log, 5, 9);  // the evaluation at step 5 flushes
+    to_reader.send();
+    if (!to_writer.receive()) return;
+    log.close();
+  });
+  to_reader.close_write_end();
+  to_writer.close_read_end();
+
+  ASSERT_TRUE(to_reader.receive()) << "the writer died";
+  const io::File file = open_metric_log(path);  // while the writer holds it open
+  expect_same(read_run_info(file), sample_info());
+  io::Dataset loss = file.open_dataset("steps/loss");
+  EXPECT_EQ(loss.dims(), std::vector<hsize_t>{4});
+  EXPECT_EQ(read_steps(file).size(), 4u);
+  EXPECT_EQ(read_workers(file).size(), 8u);
+  EXPECT_EQ(read_evals(file).size(), 0u);
+
+  to_writer.send();
+  ASSERT_TRUE(to_reader.receive()) << "the writer died";
+  loss.refresh();
+  EXPECT_EQ(loss.dims(), std::vector<hsize_t>{5});
+  const auto evals = read_evals(file);  // datasets opened now see the flushed rows
+  ASSERT_EQ(evals.size(), 1u);
+  expect_same(evals[0], eval_record(5));
+  const auto steps = read_steps(file);
+  ASSERT_EQ(steps.size(), 5u);
+  expect_same(steps[4], step_record(5));
+
+  to_writer.send();
+  const int status = writer.wait();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "writer status " << status;
+  const io::File finished = io::File::open(path);
+  EXPECT_EQ(read_steps(finished).size(), 9u);
+}
+
+TEST(MetricLog, KilledWriterLeavesTheFlushedRowsAndAppendResumesFromThem) {
+  test::TempDir dir;
+  const std::string path = dir.file("crash.h5");
+  ChildProcess writer([&] {
+    MetricLog log = MetricLog::create(path, sample_info(), false, /*flush_interval=*/3600);
+    add_steps(log, 1, 10);  // flushed by the evaluation at step 10
+    add_steps(log, 11, 14);
+    log.flush_if_due();  // not due for an hour
+    std::raise(SIGKILL);
+  });
+  const int status = writer.wait();
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+
+  {
+    const io::File file = open_metric_log(path);
+    expect_same(read_run_info(file), sample_info());
+    const auto steps = read_steps(file);
+    ASSERT_EQ(steps.size(), 10u);
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      expect_same(steps[i], step_record(static_cast<std::int64_t>(i) + 1));
+    }
+    EXPECT_EQ(read_evals(file).size(), 2u);
+    EXPECT_EQ(read_workers(file).size(), 20u);
+    EXPECT_EQ(read_collects(file).size(), 10u);
+  }
+
+  // Resuming from a checkpoint at step 8 takes over the log the dead writer left marked open.
+  {
+    MetricLog log = MetricLog::append(path, 8);
+    add_steps(log, 9, 11);
+    log.close();
+  }
+  EXPECT_FALSE(has_temporaries(dir));
+  const io::File file = io::File::open(path);  // closed properly now: plain reads work
+  expect_same(read_run_info(file), sample_info());
+  const auto steps = read_steps(file);
+  ASSERT_EQ(steps.size(), 11u);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    expect_same(steps[i], step_record(static_cast<std::int64_t>(i) + 1));
+  }
+  const auto evals = read_evals(file);
+  ASSERT_EQ(evals.size(), 2u);
+  expect_same(evals[1], eval_record(10));
+  EXPECT_EQ(read_workers(file).size(), 22u);
+  EXPECT_EQ(read_collects(file).back().step, 11);
+}
+
+TEST(MetricLog, FlushIfDueFlushesOnceTheIntervalHasPassed) {
+  test::TempDir dir;
+  const std::string eager = dir.file("eager.h5"), lazy = dir.file("lazy.h5");
+  ChildProcess writer([&] {
+    MetricLog always = MetricLog::create(eager, sample_info(), false, /*flush_interval=*/0);
+    MetricLog hourly = MetricLog::create(lazy, sample_info(), false, /*flush_interval=*/3600);
+    add_steps(always, 1, 3);
+    add_steps(hourly, 1, 3);
+    always.flush_if_due();
+    hourly.flush_if_due();
+    std::raise(SIGKILL);
+  });
+  const int status = writer.wait();
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+  EXPECT_EQ(read_steps(open_metric_log(eager)).size(), 3u);
+  EXPECT_EQ(read_steps(open_metric_log(lazy)).size(), 0u);
+}
+
+}  // namespace
+}  // namespace mbkit::train
