@@ -5,6 +5,7 @@
 
 #include "mbkit/util/fs.hpp"
 #include "mbkit/util/log.hpp"
+#include "mbkit/util/signals.hpp"
 #include "mbkit/util/version.hpp"
 
 namespace mbkit::cli {
@@ -23,6 +24,18 @@ std::string invoked_name(const CLI::App& app) {
     name += " " + current->get_name();
   }
   return name;
+}
+
+// A repeated option keeps its last value, as in most Unix tools (a wrapper script can append
+// overrides); list options and counted flags (-vv) keep all their occurrences.
+void last_value_wins(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    if (option->get_items_expected_min() == 1 && option->get_items_expected_max() == 1) {
+      option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    }
+  }
+  for (CLI::App* group : app.get_subcommands([](CLI::App*) { return true; }))
+    last_value_wins(*group);
 }
 
 }  // namespace
@@ -74,8 +87,11 @@ int report_errors(const std::string& program, const std::function<int()>& body) 
 
 int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& options,
              const std::function<int()>& body) {
+  // Before any other thread exists: signals go to one thread of their own.
+  start_signal_thread();
   g_command_line = command_line(argc, argv);
   log::set_program(app.get_name());
+  last_value_wins(app);
   // CLI11 reports an unknown subcommand as a missing one; name it and list the known ones.
   if (app.get_require_subcommand_min() > 0) {
     for (int i = 1; i < argc; ++i) {
@@ -115,10 +131,7 @@ int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& options,
   }
   const std::string program = invoked_name(app);
   log::set_program(program);
-  return report_errors(program, [&] {
-    fs::install_cleanup_on_signals();
-    return body();
-  });
+  return report_errors(program, body);
 }
 
 }  // namespace mbkit::cli

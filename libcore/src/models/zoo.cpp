@@ -168,7 +168,7 @@ nn::Graph resnet18(nn::Dims input, int classes) {
 nn::Graph resnet50(nn::Dims input, int classes) {
   GraphBuilder b("resnet50", input, classes);
   int x = b.relu(conv_bn(b, b.input(), 64, 7, 2, "stem"));
-  x = b.max_pool(x, 3, 2, Padding::kSame, "stem.pool");
+  x = b.max_pool(x, 3, 2, 1, "stem.pool");  // torchvision's: one pixel of padding each side
   const int channels[] = {64, 128, 256, 512};
   const int blocks[] = {3, 4, 6, 3};
   for (int stage = 0; stage < 4; ++stage) {

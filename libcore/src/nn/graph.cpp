@@ -225,6 +225,7 @@ int GraphBuilder::make_conv(int x, int channels, int kernel, int stride, int pad
                             bool bias, Init weight, Init bias_init) {
   const Dims in = dims(x);
   if (channels < 1 || kernel < 1 || stride < 1) cannot(name, "has an invalid configuration");
+  require_room_to_downsample(name, in, stride);
   const int padded_h = in.h + pad_top + pad_bottom, padded_w = in.w + pad_left + pad_right;
   if (padded_h < kernel || padded_w < kernel) {
     cannot(name, cat("needs at least ", kernel, "x", kernel, " pixels with its padding, got ", in.h,
@@ -269,6 +270,13 @@ int GraphBuilder::conv2d(int x, int channels, int kernel, int stride, int pad,
   return make_conv(x, channels, kernel, stride, pad, pad, pad, pad, name, bias, weight, bias_init);
 }
 
+void GraphBuilder::require_room_to_downsample(const std::string& layer, Dims in, int stride) const {
+  if (stride > 1 && (in.h < stride || in.w < stride)) {
+    cannot(layer, cat("needs at least ", stride, "x", stride, " pixels to downsample, got ", in.h,
+                      "x", in.w));
+  }
+}
+
 namespace {
 
 Node pooling(Op op, const std::string& name, int x, Dims in, int kernel, int stride) {
@@ -287,6 +295,8 @@ Node pooling(Op op, const std::string& name, int x, Dims in, int kernel, int str
 int GraphBuilder::max_pool(int x, int kernel, int stride, Padding padding,
                            const std::string& name) {
   const Dims in = dims(x);
+  if (kernel < 1 || stride < 1) cannot(name, "has an invalid configuration");
+  require_room_to_downsample(name, in, stride);
   Node node = pooling(Op::kMaxPool, name, x, in, kernel, stride);
   if (padding == Padding::kSame) {
     same_padding(in.h, kernel, stride, node.pad_top, node.pad_bottom, node.output.h);
@@ -298,6 +308,23 @@ int GraphBuilder::max_pool(int x, int kernel, int stride, Padding padding,
     node.output.h = (in.h - kernel) / stride + 1;
     node.output.w = (in.w - kernel) / stride + 1;
   }
+  return push(std::move(node));
+}
+
+int GraphBuilder::max_pool(int x, int kernel, int stride, int pad, const std::string& name) {
+  const Dims in = dims(x);
+  if (kernel < 1 || stride < 1 || pad < 0 || pad >= kernel) {
+    cannot(name, "has an invalid configuration");
+  }
+  require_room_to_downsample(name, in, stride);
+  if (in.h + 2 * pad < kernel || in.w + 2 * pad < kernel) {
+    cannot(name, cat("needs at least ", kernel, "x", kernel, " pixels with its padding, got ", in.h,
+                     "x", in.w));
+  }
+  Node node = pooling(Op::kMaxPool, name, x, in, kernel, stride);
+  node.pad_top = node.pad_bottom = node.pad_left = node.pad_right = pad;
+  node.output.h = (in.h + 2 * pad - kernel) / stride + 1;
+  node.output.w = (in.w + 2 * pad - kernel) / stride + 1;
   return push(std::move(node));
 }
 

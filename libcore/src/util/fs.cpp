@@ -7,7 +7,6 @@
 
 #include <array>
 #include <atomic>
-#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -110,7 +109,8 @@ std::string default_cache_directory() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Registry of live temporaries, readable from a signal handler: fixed slots of owned C strings.
+// Registry of live temporaries, for removal when a signal ends the process: fixed slots of
+// owned C strings, read without locks.
 
 namespace {
 
@@ -134,12 +134,6 @@ void unregister_temporary(int slot) {
   std::free(path);
 }
 
-void remove_temporaries_and_reraise(int signal_number) {
-  remove_temporaries();
-  ::signal(signal_number, SIG_DFL);
-  ::raise(signal_number);
-}
-
 void fsync_directory(const std::string& directory) {
   const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return;  // best effort: some filesystems do not allow opening directories
@@ -152,15 +146,6 @@ void fsync_directory(const std::string& directory) {
 void remove_temporaries() noexcept {
   for (auto& slot : g_temporaries) {
     if (char* path = slot.load(); path != nullptr) ::unlink(path);  // async-signal-safe
-  }
-}
-
-void install_cleanup_on_signals() {
-  struct sigaction action {};
-  action.sa_handler = remove_temporaries_and_reraise;
-  sigemptyset(&action.sa_mask);
-  for (int signal_number : {SIGINT, SIGTERM, SIGHUP}) {
-    MBKIT_SYS_CHECK(::sigaction(signal_number, &action, nullptr), "sigaction");
   }
 }
 

@@ -1,7 +1,12 @@
 #include "mbkit/util/signals.hpp"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <csignal>
+#include <cstring>
+#include <mutex>
+#include <thread>
 
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/fs.hpp"
@@ -9,31 +14,63 @@
 namespace mbkit {
 namespace {
 
+std::atomic<bool> g_graceful{false};  // a StopRequest is alive
 std::atomic<int> g_stop_signal{0};
 
-void on_stop_signal(int signal_number) {
-  int expected = 0;
-  if (g_stop_signal.compare_exchange_strong(expected, signal_number)) return;
-  // Second signal: stop now, as the default handlers would.
+sigset_t handled_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+[[noreturn]] void die_by(int signal_number) {
   fs::remove_temporaries();
   ::signal(signal_number, SIG_DFL);
-  ::raise(signal_number);
+  sigset_t only;
+  sigemptyset(&only);
+  sigaddset(&only, signal_number);
+  pthread_sigmask(SIG_UNBLOCK, &only, nullptr);
+  ::raise(signal_number);  // the default action ends the process with this signal
+  std::_Exit(128 + signal_number);
+}
+
+void wait_for_signals() {
+  const sigset_t set = handled_signals();
+  while (true) {
+    int signal_number = 0;
+    if (sigwait(&set, &signal_number) != 0) continue;
+    const bool stop_signal = signal_number == SIGINT || signal_number == SIGTERM;
+    int expected = 0;
+    if (g_graceful.load() && stop_signal &&
+        g_stop_signal.compare_exchange_strong(expected, signal_number)) {
+      continue;  // the run stops at its next step
+    }
+    die_by(signal_number);
+  }
 }
 
 }  // namespace
 
+void start_signal_thread() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const sigset_t set = handled_signals();
+    const int result = pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    if (result != 0) fail(cat("pthread_sigmask: ", std::strerror(result)));
+    std::thread(wait_for_signals).detach();
+  });
+}
+
 StopRequest::StopRequest() {
   g_stop_signal = 0;
-  struct sigaction action {};
-  action.sa_handler = on_stop_signal;
-  sigemptyset(&action.sa_mask);
-  for (int signal_number : {SIGINT, SIGTERM}) {
-    MBKIT_SYS_CHECK(::sigaction(signal_number, &action, nullptr), "sigaction");
-  }
+  g_graceful = true;
 }
 
 StopRequest::~StopRequest() {
-  fs::install_cleanup_on_signals();
+  g_graceful = false;
 }
 
 bool StopRequest::requested() const {

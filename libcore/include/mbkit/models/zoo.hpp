@@ -18,8 +18,12 @@
 //                and the PyTorch anchor benchmark); 272,474 parameters for resnet20
 //   resnet18     the CIFAR ResNet-18 of DBSL: 3x3 stem, no max pool, basic blocks 2-2-2-2 at
 //                64-128-256-512 channels; 11.2 M parameters on 100 classes
-//   resnet50     ImageNet-shaped ResNet-50: 7x7/2 stem, 3x3/2 max pool, bottlenecks 3-4-6-3;
-//                25.6 M parameters on 1000 classes (for GPU runs)
+//   resnet50     ImageNet-shaped ResNet-50 as torchvision builds it: 7x7/2 stem, 3x3/2 max
+//                pool (padding 1), bottlenecks 3-4-6-3; 25.6 M parameters on 1000 classes
+//                (for GPU runs)
+//
+// Layers that downsample need at least as many pixels as their stride, so a model can be too
+// deep for small images (resnet50 on 8x8): GraphBuilder then names the model and the layer.
 #pragma once
 
 #include <map>

@@ -136,7 +136,9 @@ class Graph {
 
 /// Builds a Graph node by node, inferring output shapes. Every method returns the new node's
 /// index. A shape a layer cannot take is a usage error naming the model, the layer and the
-/// input shape ("model mnist-cnn cannot take 3x8x8 inputs: pool2 needs at least 2x2, got 1x1").
+/// input shape ("model mnist-cnn cannot take 1x2x2 inputs: pool2 needs at least 2x2 pixels to
+/// downsample, got 1x1"). A layer with stride s needs at least s x s pixels: padding could always
+/// make room, but downsampling a single pixel is a model that no longer sees its input.
 class GraphBuilder {
  public:
   GraphBuilder(std::string model, Dims input, int num_classes);
@@ -154,6 +156,8 @@ class GraphBuilder {
              bool bias = true, Init weight = Init::uniform_fan_in(),
              Init bias_init = Init::uniform_fan_in());
   int max_pool(int x, int kernel, int stride, Padding padding, const std::string& name);
+  /// Explicit symmetric padding (padded positions never win: they count as -infinity).
+  int max_pool(int x, int kernel, int stride, int pad, const std::string& name);
   int avg_pool(int x, int kernel, int stride, Padding padding, const std::string& name);
   int global_avg_pool(int x, const std::string& name);
   int batch_norm(int x, const std::string& name, double epsilon = 1e-5, double momentum = 0.1);
@@ -172,6 +176,7 @@ class GraphBuilder {
   int push(Node node);
   const Node& at(int index) const;
   [[noreturn]] void cannot(const std::string& layer, const std::string& why) const;
+  void require_room_to_downsample(const std::string& layer, Dims in, int stride) const;
   std::string auto_name(const char* prefix);
   int make_conv(int x, int channels, int kernel, int stride, int pad_top, int pad_bottom,
                 int pad_left, int pad_right, const std::string& name, bool bias, Init weight,

@@ -77,10 +77,8 @@ class DirectoryLock {
   int fd_ = -1;
 };
 
-/// Installs SIGINT/SIGTERM/SIGHUP handlers that remove live AtomicOutput temporaries and then
-/// end the process with the signal's default action. Called once by cli::run_tool.
-void install_cleanup_on_signals();
-/// Removes every live AtomicOutput temporary; async-signal-safe (for signal handlers).
+/// Removes every live AtomicOutput temporary (the signal thread does, before the process ends
+/// by a signal; see util/signals.hpp).
 void remove_temporaries() noexcept;
 
 }  // namespace mbkit::fs

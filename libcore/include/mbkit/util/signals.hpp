@@ -1,13 +1,23 @@
-// A graceful stop on SIGINT/SIGTERM for long runs: the first signal only sets a flag that the
-// run checks between steps (it then saves its state and exits with code 6); a second signal
-// ends the process at once, removing half-written outputs, as every other mbkit tool does.
+// Signals, handled by one dedicated thread: SIGINT, SIGTERM and SIGHUP are blocked in every
+// other thread, so they never interrupt computing code asynchronously (interrupting oneDNN's
+// AVX-512 kernels was seen to corrupt memory on some virtual machines), and the thread that
+// receives them may do anything, not just async-signal-safe calls.
+//
+// By default a signal removes the half-written outputs (fs::AtomicOutput temporaries) and ends
+// the process by that signal, as every mbkit tool promises. While a StopRequest exists, the
+// first SIGINT or SIGTERM only asks the run to stop (it checks between steps, saves its state
+// and exits with code 6); a second one ends the process at once.
 #pragma once
 
 namespace mbkit {
 
+/// Blocks the signals in the calling thread and starts the signal thread. Call it before any
+/// other thread exists (threads inherit the blocked set); cli::run_tool does, first thing.
+/// Idempotent.
+void start_signal_thread();
+
 class StopRequest {
  public:
-  /// Installs the handlers (replacing the default cleanup handlers) until destruction.
   StopRequest();
   ~StopRequest();
   StopRequest(const StopRequest&) = delete;

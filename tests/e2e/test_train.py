@@ -1,0 +1,253 @@
+"""mb-train-fmb and mb-eval end to end on the real Fashion-MNIST: accuracy against PyTorch,
+exact resume, determinism, signals, crash-safe logs, evaluation across MPI ranks, bad input."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+import h5py
+import numpy as np
+
+import mbtest
+
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden", "torch_mlp_fmnist.json")
+
+
+class Training(mbtest.ToolTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.shared = tempfile.mkdtemp(prefix="mbkit-e2e-data-")
+        cls.fmnist = os.path.join(cls.shared, "fmnist.h5")
+        result = mbtest.mb_dataset("fetch", "fashion-mnist", "-o", cls.fmnist, cwd=cls.shared)
+        assert result.rc == 0, repr(result)
+        cls.toy = os.path.join(cls.shared, "toy.h5")
+        result = mbtest.mb_dataset("synth", "toy", "--learnable", "--train", "2000", "--test", "500",
+                                   "-o", cls.toy, cwd=cls.shared)
+        assert result.rc == 0, repr(result)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.shared, ignore_errors=True)
+
+    def train(self, *args, timeout=600):
+        return mbtest.run([mbtest.tool("mb-train-fmb"), *args], cwd=self.dir, env=self.env,
+                          timeout=timeout)
+
+    def eval(self, *args):
+        return mbtest.run([mbtest.tool("mb-eval"), *args], cwd=self.dir, env=self.env)
+
+    def quick(self, *extra):
+        """A short mlp run on the toy data."""
+        return self.train("--data", self.toy, "--model", "mlp", "--hidden", "32",
+                          "--activation", "relu", "--optimizer", "adam", "--lr", "0.01", "-q",
+                          "--threads", "1", *extra)
+
+    def test_mlp_reaches_pytorchs_accuracy(self):
+        with open(GOLDEN) as f:
+            torch_result = json.load(f)
+        accuracies = []
+        for seed in (1, 2, 3):
+            result = self.train("--data", self.fmnist, "--epochs", str(torch_result["epochs"]),
+                                "--batch-size", str(torch_result["batch"]), "--optimizer", "momentum",
+                                "--momentum", str(torch_result["momentum"]),
+                                "--lr", str(torch_result["lr"]), "--lr-schedule", "linear",
+                                "--seed", str(seed), "--threads", "1", "--checkpoint", f"s{seed}.h5")
+            self.assertSucceeded(result)
+            evaluation = self.eval(f"s{seed}.h5", "--data", self.fmnist, "--json")
+            self.assertSucceeded(evaluation)
+            report = json.loads(evaluation.out)
+            self.assertEqual(report["samples"], 10000)
+            accuracies.append(report["accuracy"])
+        ours = sum(accuracies) / len(accuracies)
+        print(f"mlp on Fashion-MNIST, 5 epochs: mbkit {ours:.4f} {accuracies}, "
+              f"PyTorch {torch_result['mean_accuracy']:.4f} {torch_result['accuracy']}")
+        self.assertGreaterEqual(ours, torch_result["mean_accuracy"] - 0.01)
+
+    def test_resume_continues_bit_for_bit(self):
+        common = ["--augment", "--seed", "5", "--log", "run.h5"]
+        self.assertSucceeded(self.quick(*common, "--steps", "80", "--checkpoint", "straight.h5",
+                                        "--log", "straight-log.h5"))
+        self.assertSucceeded(self.quick(*common, "--steps", "40", "--checkpoint", "part.h5"))
+        resumed = self.quick(*common, "--steps", "80", "--checkpoint", "part.h5", "--resume", "part.h5")
+        self.assertSucceeded(resumed)
+        with h5py.File(self.path("straight.h5"), "r") as a, h5py.File(self.path("part.h5"), "r") as b:
+            self.assertEqual(a.attrs["step"], 80)
+            self.assertEqual(b.attrs["step"], 80)
+            for group in ("params", "state", "optimizer"):
+                for name in a[group]:
+                    np.testing.assert_array_equal(a[group][name][()], b[group][name][()],
+                                                  err_msg=f"{group}/{name}")
+        # The resumed log continues the first one: steps 1..80 once each, same losses.
+        with h5py.File(self.path("run.h5"), "r") as log, h5py.File(self.path("straight-log.h5"), "r") as ref:
+            np.testing.assert_array_equal(log["steps/step"][()], np.arange(1, 81))
+            np.testing.assert_array_equal(log["steps/loss"][()], ref["steps/loss"][()])
+
+    def test_same_seed_same_model_other_seed_other_model(self):
+        for name, seed in (("a.h5", "3"), ("b.h5", "3"), ("c.h5", "4")):
+            self.assertSucceeded(self.quick("--steps", "30", "--seed", seed, "--checkpoint", name))
+        def params(name):
+            with h5py.File(self.path(name), "r") as f:
+                return {k: f["params"][k][()] for k in f["params"]}
+        a, b, c = params("a.h5"), params("b.h5"), params("c.h5")
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key])
+        self.assertFalse(all(np.array_equal(a[k], c[k]) for k in a))
+
+    def test_log_has_steps_evaluations_and_run_description(self):
+        result = self.quick("--steps", "50", "--eval-every", "20", "--log", "run.h5")
+        self.assertSucceeded(result)
+        with h5py.File(self.path("run.h5"), "r") as f:
+            self.assertEqual(f.attrs["format"], "mbkit-log")
+            self.assertEqual(f.attrs["tool"], "mb-train-fmb")
+            self.assertIn("--eval-every 20", f.attrs["command_line"])
+            config = json.loads(f.attrs["config"])
+            self.assertEqual(config["model"], "mlp")
+            np.testing.assert_array_equal(f["steps/step"][()], np.arange(1, 51))
+            self.assertTrue(np.all(np.diff(f["steps/time"][()]) >= 0))
+            # 2000 training samples: 31 full batches of 64, then 16, then the next epoch.
+            samples = f["steps/samples"][()]
+            self.assertEqual(samples[30], 64)
+            self.assertEqual(samples[31], 16)
+            self.assertEqual(samples[:32].sum(), 2000)
+            np.testing.assert_array_equal(f["eval/step"][()], [20, 40, 50])
+            self.assertGreater(f["eval/accuracy"][-1], 0.5)  # the learnable toy is learnable
+        again = self.quick("--steps", "5", "--log", "run.h5")
+        self.assertFailsWith(again, 1, "run.h5 exists; use --force to replace it")
+
+    def test_sigint_saves_a_checkpoint_and_resume_finishes(self):
+        process = subprocess.Popen([mbtest.tool("mb-train-fmb"), "--data", self.fmnist, "--model",
+                                    "mnist-cnn", "--steps", "100000", "--threads", "1",
+                                    "--checkpoint", "ckpt.h5", "--log", "run.h5",
+                                    "--flush-interval", "0.2", "-q"],
+                                   cwd=self.dir, env=self.env, stderr=subprocess.PIPE, text=True)
+        self.wait_for_rows("run.h5", process)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+        self.assertEqual(process.returncode, 6, err)
+        with h5py.File(self.path("ckpt.h5"), "r") as f:
+            stopped_at = int(f.attrs["step"])
+        self.assertGreater(stopped_at, 0)
+        resumed = self.train("--data", self.fmnist, "--model", "mnist-cnn", "--steps",
+                             str(stopped_at + 3), "--threads", "1", "--checkpoint", "ckpt.h5",
+                             "--resume", "auto", "--log", "run.h5", "-q")
+        self.assertSucceeded(resumed)
+        with h5py.File(self.path("ckpt.h5"), "r") as f:
+            self.assertEqual(int(f.attrs["step"]), stopped_at + 3)
+        with h5py.File(self.path("run.h5"), "r") as f:
+            np.testing.assert_array_equal(f["steps/step"][()], np.arange(1, stopped_at + 4))
+
+    def test_kill_9_leaves_a_readable_log(self):
+        process = subprocess.Popen([mbtest.tool("mb-train-fmb"), "--data", self.fmnist,
+                                    "--steps", "10000000", "--threads", "1", "--log", "run.h5",
+                                    "--flush-interval", "0.1", "-q"],
+                                   cwd=self.dir, env=self.env)
+        self.wait_for_rows("run.h5", process, rows=200)
+        process.kill()
+        process.wait()
+        # A log whose writer died stays marked as open for writing: HDF5's SWMR readers (h5py
+        # with swmr=True, mb-plot) read it; `h5clear -s` makes it a plain file again.
+        with h5py.File(self.path("run.h5"), "r", swmr=True) as f:
+            steps = f["steps/step"][()]
+            self.assertGreaterEqual(len(steps), 200)
+            np.testing.assert_array_equal(steps, np.arange(1, len(steps) + 1))
+            self.assertEqual(len(f["steps/loss"][()]), len(steps))
+            self.assertEqual(f.attrs["tool"], "mb-train-fmb")
+
+    def wait_for_rows(self, log, process, rows=1, timeout=120):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.assertIsNone(process.poll(), "the run ended before it could be interrupted")
+            try:
+                with h5py.File(self.path(log), "r", swmr=True) as f:
+                    if len(f["steps/step"]) >= rows:
+                        return
+            except (OSError, KeyError):
+                pass
+            time.sleep(0.1)
+        self.fail(f"{log} did not reach {rows} rows")
+
+    def test_non_finite_loss(self):
+        result = self.quick("--steps", "200", "--lr", "1e30", "--optimizer", "sgd")
+        self.assertFailsWith(result, 5, "non-finite loss at step")
+        skipped = self.quick("--steps", "200", "--lr", "1e30", "--optimizer", "sgd",
+                             "--nan-policy", "skip")
+        self.assertEqual(skipped.rc, 5, repr(skipped))
+        self.assertIn("20 times in a row", skipped.err)
+
+    def test_eval_counts_every_sample_once_across_ranks(self):
+        self.assertSucceeded(self.train("--data", self.fmnist, "--steps", "300", "--threads", "1",
+                                        "--checkpoint", "ckpt.h5", "-q"))
+        single = self.eval("ckpt.h5", "--data", self.fmnist, "--json", "-o", "result.h5")
+        self.assertSucceeded(single)
+        one = json.loads(single.out)
+        self.assertEqual(one["samples"], 10000)
+        self.assertEqual(sum(map(sum, one["confusion"])), 10000)
+        self.assertGreater(one["accuracy"], 0.6)
+        self.assertGreaterEqual(one["top_k_accuracy"], one["accuracy"])
+        mpirun = shutil.which("mpirun")
+        many = mbtest.run([mpirun, "--oversubscribe", "-n", "3", mbtest.tool("mb-eval"), "ckpt.h5",
+                           "--data", self.fmnist, "--json", "--threads", "1"],
+                          cwd=self.dir, env=self.env)
+        self.assertSucceeded(many)
+        three = json.loads(many.out)  # only rank 0 prints
+        self.assertEqual(three["samples"], 10000)
+        self.assertEqual(three["confusion"], one["confusion"])
+        self.assertAlmostEqual(three["loss"], one["loss"], places=5)
+        with h5py.File(self.path("result.h5"), "r") as f:
+            self.assertEqual(f.attrs["format"], "mbkit-eval")
+            self.assertEqual(f["confusion"].shape, (10, 10))
+            self.assertEqual(int(f["confusion"][()].sum()), 10000)
+        table = self.eval("ckpt.h5", "--data", self.fmnist)
+        self.assertSucceeded(table)
+        self.assertIn("confusion matrix", table.out)
+        self.assertIn("Ankle boot", table.out)
+
+    def test_training_on_a_shard_and_a_convolutional_model(self):
+        shards = mbtest.mb_dataset("shard", self.toy, "-n", "2", "-o", self.path("part"), cwd=self.dir)
+        self.assertSucceeded(shards)
+        result = self.train("--data", self.path("part-00001-of-00002.h5"), "--model", "toy-conv",
+                            "--steps", "60", "--optimizer", "adam", "--lr", "0.003",
+                            "--threads", "1", "--checkpoint", "conv.h5", "-q")
+        self.assertSucceeded(result)
+        report = json.loads(self.eval("conv.h5", "--data", self.toy, "--json").out)
+        self.assertGreater(report["accuracy"], 0.5)
+
+    def test_bad_input(self):
+        self.assertSucceeded(self.quick("--steps", "5", "--checkpoint", "mlp.h5"))
+        images = mbtest.mb_dataset("synth", "images", "--shape", "3,8,8", "--classes", "10",
+                                   "--train", "64", "--test", "8", "-o", "img.h5", cwd=self.dir)
+        self.assertSucceeded(images)
+        with open(self.path("broken.h5"), "wb") as f, open(self.path("mlp.h5"), "rb") as source:
+            f.write(source.read()[:2000])
+        cases = [
+            (self.quick("--steps", "5", "--model", "toy-fc", "--resume", "mlp.h5"), 2,
+             "mlp.h5 holds mlp (hidden 32, relu)"),
+            (self.eval("mlp.h5", "--data", "img.h5"), 2, "mlp.h5 is a model for 1x10x10 inputs"),
+            (self.quick("--steps", "5", "--resume", "broken.h5"), 3, "broken.h5"),
+            (self.eval("broken.h5", "--data", self.toy), 3, "broken.h5"),
+            (self.train("--data", "img.h5", "--model", "resnet50", "--steps", "1"), 2,
+             "model resnet50 cannot take 3x8x8 inputs"),
+            (self.quick("--steps", "5", "--model", "lenet9"), 2, "unknown model 'lenet9' (known: mlp,"),
+            (self.quick("--steps", "5", "--optimizer", "adamw"), 2,
+             "unknown optimizer 'adamw' (known: sgd, momentum, rmsprop, adam)"),
+            (self.quick("--steps", "5", "--batch-size", "0"), 2, "--batch-size 0 must be at least 1"),
+            (self.quick(), 2, "give the length of the run"),
+            (self.quick("--steps", "5", "--lr", "-1"), 2, "--lr"),
+            (self.quick("--steps", "5", "--nan-policy", "ignore"), 2, "--nan-policy"),
+            (self.quick("--steps", "5", "--checkpoint-every", "2"), 2, "--checkpoint-every needs --checkpoint"),
+            (self.train("--data", "absent.h5", "--steps", "1"), 3, "absent.h5"),
+            (self.eval("mlp.h5", "--data", self.toy, "--split", "valid"), 2, "--split"),
+        ]
+        for result, code, text in cases:
+            with self.subTest(command=" ".join(result.args[1:])):
+                self.assertFailsWith(result, code, text)
+        self.assertNoStrayFiles()
+
+
+if __name__ == "__main__":
+    mbtest.main()
