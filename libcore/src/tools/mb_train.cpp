@@ -529,11 +529,13 @@ int run_train_fmb(const TrainOptions& options) {
     }
     if (diverged) {
       if (metric_log) metric_log->close();
-      throw Error(
-          cat("non-finite loss at step ", step - 1, " (epoch ", strprintf("%.2f", epoch), ")",
-              consecutive_skips > 0 ? cat(", ", consecutive_skips, " times in a row") : "",
-              "; lower --lr, or --nan-policy skip to skip such steps"),
-          ExitCode::kDiverged);
+      const std::string where =
+          cat("non-finite loss at step ", step - 1, " (epoch ", strprintf("%.2f", epoch), ")");
+      throw Error(options.nan_policy == "skip"
+                      ? cat(where, ", ", consecutive_skips, " steps in a row: --nan-policy skip ",
+                            "gives up after ", kMaxConsecutiveSkips, "; lower --lr")
+                      : cat(where, "; lower --lr, or --nan-policy skip to skip such steps"),
+                  ExitCode::kDiverged);
     }
     progress.step(step, loss, outcome.correct, batch.size, step_time,
                   budget - seconds_since(started));
