@@ -68,6 +68,22 @@ class Training(mbtest.ToolTestCase):
               f"PyTorch {torch_result['mean_accuracy']:.4f} {torch_result['accuracy']}")
         self.assertGreaterEqual(ours, torch_result["mean_accuracy"] - 0.01)
 
+    def test_mlp_epoch_stays_within_its_memory_budget(self):
+        # Peak resident memory of a whole run: the data (uint8, 55 MB for Fashion-MNIST), the
+        # libraries, the network. 200 MB is the budget (PyTorch needs about 650 MB); a build with
+        # CUDA must not map the CUDA libraries for a CPU run.
+        process = subprocess.Popen([mbtest.tool("mb-train-fmb"), "--data", self.fmnist, "--epochs",
+                                    "1", "--threads", "1", "--eval-every", "400", "-q"],
+                                   cwd=self.dir, env=self.env, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(process.pid, 0)
+        err = process.stderr.read().decode()
+        process.stderr.close()
+        process.returncode = os.waitstatus_to_exitcode(status)
+        self.assertEqual(process.returncode, 0, err)
+        peak_mb = usage.ru_maxrss / 1024
+        print(f"mlp, one epoch of Fashion-MNIST: peak RSS {peak_mb:.0f} MB")
+        self.assertLess(peak_mb, 200)
+
     def test_resume_continues_bit_for_bit(self):
         common = ["--augment", "--seed", "5", "--log", "run.h5"]
         self.assertSucceeded(self.quick(*common, "--steps", "80", "--checkpoint", "straight.h5",
@@ -200,6 +216,9 @@ class Training(mbtest.ToolTestCase):
         self.assertAlmostEqual(three["loss"], one["loss"], places=5)
         with h5py.File(self.path("result.h5"), "r") as f:
             self.assertEqual(f.attrs["format"], "mbkit-eval")
+            self.assertEqual(f.attrs["model"], "mlp")
+            self.assertEqual(f.attrs["step"], 300)
+            self.assertAlmostEqual(f.attrs["accuracy"], one["accuracy"])
             self.assertEqual(f["confusion"].shape, (10, 10))
             self.assertEqual(int(f["confusion"][()].sum()), 10000)
         table = self.eval("ckpt.h5", "--data", self.fmnist)
@@ -242,11 +261,16 @@ class Training(mbtest.ToolTestCase):
             (self.quick("--steps", "5", "--checkpoint-every", "2"), 2, "--checkpoint-every needs --checkpoint"),
             (self.train("--data", "absent.h5", "--steps", "1"), 3, "absent.h5"),
             (self.eval("mlp.h5", "--data", self.toy, "--split", "valid"), 2, "--split"),
+            (self.quick("--steps", "5", "--checkpoint", "mlp.h5"), 1,
+             "mlp.h5 exists; use --resume auto to continue from it or --force to replace it"),
         ]
         for result, code, text in cases:
             with self.subTest(command=" ".join(result.args[1:])):
                 self.assertFailsWith(result, code, text)
         self.assertNoStrayFiles()
+        self.assertSucceeded(self.quick("--steps", "7", "--checkpoint", "mlp.h5", "--force"))
+        with h5py.File(self.path("mlp.h5"), "r") as f:
+            self.assertEqual(f.attrs["step"], 7)
 
 
 if __name__ == "__main__":

@@ -77,7 +77,7 @@ void add_train_options(CLI::App& app, tools::train::TrainOptions& o) {
   run->add_option("--threads", o.threads, "Threads (default: all cores)");
   run->add_option("--device", o.device, "Backend: cpu")->capture_default_str();
   run->add_option("--log", o.log, "Metric log to write (HDF5, see mbkit-formats(5))");
-  run->add_flag("-f,--force", o.force, "Replace an existing log");
+  run->add_flag("-f,--force", o.force, "Replace an existing log or checkpoint");
   run->add_option("--flush-interval", o.flush_interval, "Seconds between flushes of the log")
       ->capture_default_str();
   run->add_option("--checkpoint", o.checkpoint,

@@ -37,12 +37,15 @@ void load(const std::vector<mbkit::train::NamedArray>& arrays,
 }
 
 void write_result(const std::string& path, const EvalOptions& options,
+                  const mbkit::train::Checkpoint& checkpoint,
                   const mbkit::train::EvalResult& result, const std::vector<std::string>& names) {
   fs::AtomicOutput output(path);
   io::File file = io::File::create(output.temp_path());
   file.set_attribute("format", "mbkit-eval");
   file.set_attribute("format_version", 1);
   file.set_attribute("checkpoint", options.checkpoint);
+  file.set_attribute("model", checkpoint.model);
+  file.set_attribute("step", checkpoint.step);
   file.set_attribute("data", options.data);
   file.set_attribute("split", options.split);
   file.set_attribute("samples", static_cast<std::int64_t>(result.samples));
@@ -182,7 +185,7 @@ int run_eval(const EvalOptions& options, std::ostream& out) {
     }
   }
   out.flush();
-  if (!options.output.empty()) write_result(options.output, options, result, names);
+  if (!options.output.empty()) write_result(options.output, options, checkpoint, result, names);
   return 0;
 }
 

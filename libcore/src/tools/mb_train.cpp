@@ -351,6 +351,13 @@ int run_train_fmb(const TrainOptions& options) {
   std::string resume_path = options.resume == "auto"
                                 ? (fs::exists(options.checkpoint) ? options.checkpoint : "")
                                 : options.resume;
+  // A finished run's checkpoint is its result: replacing it takes a decision.
+  if (!options.checkpoint.empty() && fs::exists(options.checkpoint) && !options.force &&
+      resume_path != options.checkpoint) {
+    fail(cat(options.checkpoint,
+             " exists; use --resume auto to continue from it or --force to "
+             "replace it"));
+  }
   if (!resume_path.empty()) {
     const Checkpoint checkpoint = mbkit::train::read_checkpoint(resume_path);
     const std::vector<std::int64_t> input = {shape.channels, shape.height, shape.width};

@@ -10,9 +10,7 @@
 #include "mbkit/config.hpp"
 #include "mbkit/util/strings.hpp"
 
-#if MBKIT_HAVE_CUDA
-#include "mbkit/util/cuda_info.hpp"
-#endif
+#include "mbkit/util/gpu_plugin.hpp"
 
 namespace mbkit {
 
@@ -39,11 +37,12 @@ std::vector<std::pair<std::string, std::string>> library_versions() {
   versions.emplace_back("libcurl", curl_version_info(CURLVERSION_NOW)->version);
   versions.emplace_back("zlib", zlibVersion());
   versions.emplace_back("libarchive", ARCHIVE_VERSION_ONLY_STRING);
-#if MBKIT_HAVE_CUDA
-  for (auto& entry : cuda_library_versions()) versions.push_back(std::move(entry));
-#else
-  versions.emplace_back("CUDA", "not built (configure with -DMBKIT_CUDA=ON)");
-#endif
+  std::string why_not;
+  if (const CudaPluginApi* cuda = cuda_plugin(&why_not); cuda != nullptr) {
+    for (auto& entry : cuda->library_versions()) versions.push_back(std::move(entry));
+  } else {
+    versions.emplace_back("CUDA", why_not);
+  }
   return versions;
 }
 

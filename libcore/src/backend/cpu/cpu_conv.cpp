@@ -1,7 +1,9 @@
-// 2-D convolution on oneDNN primitives, in the layouts oneDNN picks as fastest for the shape.
+// 2-D convolution on oneDNN primitives, in the layouts oneDNN picks as fastest for the shape
+// (Winograd for 3x3 kernels where it is faster).
 // Weights stay (out, in, kh, kw) in the flat buffer and are reordered to the primitive's layout
 // at each forward pass; their gradients are reordered back.
 #include <algorithm>
+#include <string_view>
 
 #include "cpu_internal.hpp"
 #include "mbkit/util/check.hpp"
@@ -12,6 +14,20 @@ namespace {
 using algorithm = dnnl::algorithm;
 using prop_kind = dnnl::prop_kind;
 using format_tag = memory::format_tag;
+
+/// Winograd where oneDNN has a fast implementation for the shape, else the direct algorithm,
+/// and never a reference (ref:any) implementation: for some shapes and thread counts the
+/// automatic choice falls back to one, which is slower by orders of magnitude.
+bool is_reference(const dnnl::primitive_desc_base& pd) {
+  return std::string_view(pd.impl_info_str()).starts_with("ref");
+}
+
+template <class Make>
+auto fastest(Make make) {
+  auto pd = make(algorithm::convolution_auto);
+  if (is_reference(pd)) pd = make(algorithm::convolution_direct);
+  return pd;
+}
 
 class ConvKernel final : public CpuKernel {
  public:
@@ -34,15 +50,38 @@ class ConvKernel final : public CpuKernel {
     const memory::desc bias_md({out.c}, memory::data_type::f32, format_tag::a);
 
     Plan plan;
-    const auto forward_desc =
-        node_.bias
-            ? dnnl::convolution_forward::desc(prop_kind::forward_training,
-                                              algorithm::convolution_direct, src_any, weights_any,
-                                              bias_md, dst_any, strides_, padding_l_, padding_r_)
-            : dnnl::convolution_forward::desc(prop_kind::forward_training,
-                                              algorithm::convolution_direct, src_any, weights_any,
-                                              dst_any, strides_, padding_l_, padding_r_);
-    plan.forward_pd = dnnl::convolution_forward::primitive_desc(forward_desc, context_.engine);
+    auto make_forward = [&](const memory::desc& source) {
+      return fastest([&](algorithm kind) {
+        const auto desc = node_.bias ? dnnl::convolution_forward::desc(
+                                           prop_kind::forward_training, kind, source, weights_any,
+                                           bias_md, dst_any, strides_, padding_l_, padding_r_)
+                                     : dnnl::convolution_forward::desc(
+                                           prop_kind::forward_training, kind, source, weights_any,
+                                           dst_any, strides_, padding_l_, padding_r_);
+        return dnnl::convolution_forward::primitive_desc(desc, context_.engine);
+      });
+    };
+    auto make_backward_weights = [&](const dnnl::convolution_forward::primitive_desc& forward) {
+      return fastest([&](algorithm kind) {
+        const memory::desc& src = forward.src_desc();
+        const memory::desc& dst = forward.dst_desc();
+        const auto desc =
+            node_.bias ? dnnl::convolution_backward_weights::desc(
+                             kind, src, weights_any, bias_md, dst, strides_, padding_l_, padding_r_)
+                       : dnnl::convolution_backward_weights::desc(kind, src, weights_any, dst,
+                                                                  strides_, padding_l_, padding_r_);
+        return dnnl::convolution_backward_weights::primitive_desc(desc, context_.engine, forward);
+      });
+    };
+    plan.forward_pd = make_forward(src_any);
+    auto weights_pd = make_backward_weights(plan.forward_pd);
+    if (is_reference(weights_pd)) {
+      // The layout oneDNN prefers for the forward pass (e.g. 3 input channels padded to a
+      // block of 16) can leave only a reference kernel for the weight gradients: keep the
+      // input's own layout instead.
+      plan.forward_pd = make_forward(input.desc());
+      weights_pd = make_backward_weights(plan.forward_pd);
+    }
     plan.forward = dnnl::convolution_forward(plan.forward_pd);
     output.allocate(plan.forward_pd.dst_desc(), context_);
 
@@ -55,18 +94,9 @@ class ConvKernel final : public CpuKernel {
       plan.weights = memory(plan.forward_pd.weights_desc(), context_.engine);
       plan.to_weights = Reorder(context_, weights_user_, plan.forward_pd.weights_desc());
     }
+    const memory::desc& dst = plan.forward_pd.dst_desc();
 
     // Backward by weights: gradients into the primitive's preferred layout, then reordered.
-    const memory::desc& src = plan.forward_pd.src_desc();
-    const memory::desc& dst = plan.forward_pd.dst_desc();
-    const auto weights_desc = node_.bias ? dnnl::convolution_backward_weights::desc(
-                                               algorithm::convolution_direct, src, weights_any,
-                                               bias_md, dst, strides_, padding_l_, padding_r_)
-                                         : dnnl::convolution_backward_weights::desc(
-                                               algorithm::convolution_direct, src, weights_any, dst,
-                                               strides_, padding_l_, padding_r_);
-    dnnl::convolution_backward_weights::primitive_desc weights_pd(weights_desc, context_.engine,
-                                                                  plan.forward_pd);
     plan.backward_weights = dnnl::convolution_backward_weights(weights_pd);
     if (!(weights_pd.diff_weights_desc() == weights_user_)) {
       plan.weights_grad = memory(weights_pd.diff_weights_desc(), context_.engine);
@@ -74,10 +104,12 @@ class ConvKernel final : public CpuKernel {
     }
     // Backward by data: written in the input's layout (reordered if the primitive wants
     // another).
-    const dnnl::convolution_backward_data::desc data_desc(
-        algorithm::convolution_direct, src_any, weights_any, dst, strides_, padding_l_, padding_r_);
-    dnnl::convolution_backward_data::primitive_desc data_pd(data_desc, context_.engine,
-                                                            plan.forward_pd);
+    const auto data_pd = fastest([&](algorithm kind) {
+      const dnnl::convolution_backward_data::desc desc(kind, src_any, weights_any, dst, strides_,
+                                                       padding_l_, padding_r_);
+      return dnnl::convolution_backward_data::primitive_desc(desc, context_.engine,
+                                                             plan.forward_pd);
+    });
     plan.backward_data = dnnl::convolution_backward_data(data_pd);
     if (!(data_pd.weights_desc() == plan.forward_pd.weights_desc())) {
       plan.data_weights = memory(data_pd.weights_desc(), context_.engine);

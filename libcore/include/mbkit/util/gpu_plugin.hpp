@@ -1,0 +1,31 @@
+// The CUDA side of mbkit lives in its own library, libmbkit-cuda, which the core opens with
+// dlopen() the first time something asks for it. CPU runs therefore never load cuBLAS, cuDNN
+// or NCCL: merely mapping them costs about 150 MB of resident memory per process.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mbkit {
+
+/// Bumped whenever CudaPluginApi changes, so that a stale libmbkit-cuda is refused, not called.
+inline constexpr int kCudaPluginAbi = 1;
+
+/// What libmbkit-cuda exports, through its one C entry point `mbkit_cuda_plugin`.
+struct CudaPluginApi {
+  int abi = kCudaPluginAbi;
+  /// (library, version) pairs for the CUDA runtime and driver, cuDNN, cuBLAS, NCCL, and "GPUs".
+  std::vector<std::pair<std::string, std::string>> (*library_versions)() = nullptr;
+  /// Number of usable CUDA devices; 0 when there is no driver or no device.
+  int (*device_count)() = nullptr;
+};
+
+/// The loaded plugin, or nullptr with the reason in *why_not (a build without CUDA, a missing
+/// libmbkit-cuda, a CUDA library it cannot load). Loads once; later calls return the same.
+const CudaPluginApi* cuda_plugin(std::string* why_not = nullptr);
+
+}  // namespace mbkit
+
+/// The entry point libmbkit-cuda defines.
+extern "C" const mbkit::CudaPluginApi* mbkit_cuda_plugin();

@@ -1,0 +1,74 @@
+#include "mbkit/util/gpu_plugin.hpp"
+
+#include <dlfcn.h>
+
+#include <filesystem>
+#include <mutex>
+
+#include "mbkit/config.hpp"
+#include "mbkit/util/strings.hpp"
+
+namespace mbkit {
+namespace {
+
+struct LoadResult {
+  const CudaPluginApi* api = nullptr;
+  std::string why_not;
+};
+
+#if MBKIT_HAVE_CUDA
+/// libmbkit-cuda sits next to libmbkit-core, in the build tree and once installed; looking
+/// there first keeps a different mbkit on LD_LIBRARY_PATH from being picked up.
+std::vector<std::string> plugin_candidates() {
+  const std::string name = cat("libmbkit-cuda.so.", MBKIT_VERSION_MAJOR);
+  std::vector<std::string> candidates;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<const void*>(&cuda_plugin), &info) != 0 &&
+      info.dli_fname != nullptr) {
+    candidates.push_back((std::filesystem::path(info.dli_fname).parent_path() / name).string());
+  }
+  candidates.push_back(name);  // the dynamic linker's own search path
+  return candidates;
+}
+
+LoadResult load() {
+  std::string errors;
+  for (const std::string& candidate : plugin_candidates()) {
+    // RTLD_LOCAL: the CUDA libraries' symbols stay out of the global namespace.
+    void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* error = dlerror();
+      errors += cat(errors.empty() ? "" : "; ", error != nullptr ? error : candidate);
+      continue;
+    }
+    using Entry = const CudaPluginApi* (*)();
+    auto entry = reinterpret_cast<Entry>(dlsym(handle, "mbkit_cuda_plugin"));
+    if (entry == nullptr) {
+      return {nullptr, cat(candidate, ": no mbkit_cuda_plugin entry point")};
+    }
+    const CudaPluginApi* api = entry();
+    if (api == nullptr || api->abi != kCudaPluginAbi) {
+      return {nullptr, cat(candidate, ": plugin interface ", api == nullptr ? 0 : api->abi,
+                           ", this mbkit needs ", kCudaPluginAbi, " (mixed installations?)")};
+    }
+    return {api, ""};  // the handle stays open for the life of the process
+  }
+  return {nullptr, cat("cannot load the CUDA backend: ", errors)};
+}
+#else
+LoadResult load() {
+  return {nullptr, "not built (configure with -DMBKIT_CUDA=ON)"};
+}
+#endif
+
+}  // namespace
+
+const CudaPluginApi* cuda_plugin(std::string* why_not) {
+  static std::once_flag once;
+  static LoadResult result;
+  std::call_once(once, [] { result = load(); });
+  if (result.api == nullptr && why_not != nullptr) *why_not = result.why_not;
+  return result.api;
+}
+
+}  // namespace mbkit

@@ -1,0 +1,62 @@
+// The CUDA side is a plugin: the core never maps the CUDA libraries until asked, and a build
+// without CUDA says so instead of failing.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "mbkit/config.hpp"
+#include "mbkit/util/gpu_plugin.hpp"
+#include "mbkit/util/version.hpp"
+
+namespace mbkit {
+namespace {
+
+std::string mapped_files() {
+  std::ifstream maps("/proc/self/maps");
+  std::string text, line;
+  while (std::getline(maps, line)) text += line + '\n';
+  return text;
+}
+
+// Runs first in this file: nothing in the util tests asks for CUDA before it.
+TEST(GpuPlugin, CudaLibrariesAreNotLoadedUntilAsked) {
+  const std::string maps = mapped_files();
+  EXPECT_EQ(maps.find("libcublas"), std::string::npos);
+  EXPECT_EQ(maps.find("libcudnn"), std::string::npos);
+  EXPECT_EQ(maps.find("libmbkit-cuda"), std::string::npos);
+}
+
+TEST(GpuPlugin, LoadsWhenBuiltAndExplainsWhenNot) {
+  std::string why_not;
+  const CudaPluginApi* plugin = cuda_plugin(&why_not);
+#if MBKIT_HAVE_CUDA
+  ASSERT_NE(plugin, nullptr) << why_not;
+  EXPECT_EQ(plugin->abi, kCudaPluginAbi);
+  EXPECT_GE(plugin->device_count(), 0);  // 0 on a machine without a driver, not an error
+  bool has_cudnn = false;
+  for (const auto& [library, version] : plugin->library_versions()) {
+    if (library == "cuDNN") has_cudnn = !version.empty();
+  }
+  EXPECT_TRUE(has_cudnn);
+  EXPECT_NE(mapped_files().find("libmbkit-cuda"), std::string::npos);
+  EXPECT_EQ(cuda_plugin(), plugin);  // loaded once
+#else
+  EXPECT_EQ(plugin, nullptr);
+  EXPECT_NE(why_not.find("-DMBKIT_CUDA=ON"), std::string::npos) << why_not;
+#endif
+}
+
+TEST(GpuPlugin, VersionListingHasOneCudaLine) {
+  int cuda_lines = 0;
+  for (const auto& [library, version] : library_versions()) {
+    if (library == "CUDA") {
+      ++cuda_lines;
+      EXPECT_FALSE(version.empty());
+    }
+  }
+  EXPECT_EQ(cuda_lines, 1);
+}
+
+}  // namespace
+}  // namespace mbkit
