@@ -274,9 +274,9 @@ class AddKernel final : public CpuKernel {
 
 // ---------------------------------------------------------------------------------------------
 
-/// Softmax cross-entropy on (N, classes) logits. The output holds the class probabilities
-/// (evaluation reads them); forward reports the summed loss and the top-1 hits; backward writes
-/// loss_scale * (p - onehot(label)).
+/// Softmax cross-entropy on (N, classes) logits. oneDNN's log-softmax gives log p; the loss is
+/// -log p[label] and the output holds p = exp(log p) (evaluation reads it); forward reports the
+/// summed loss and the top-1 hits; backward writes loss_scale * (p - onehot(label)).
 class LossKernel final : public CpuKernel {
  public:
   using CpuKernel::CpuKernel;
@@ -292,6 +292,10 @@ class LossKernel final : public CpuKernel {
       plan.to_rows = Reorder(context_, logits, rows);
       plan.from_rows = Reorder(context_, rows, logits);
     }
+    // Inference kind: the gradient (p - onehot) is formed here, not by a backward primitive.
+    const dnnl::logsoftmax_forward::desc desc(dnnl::prop_kind::forward_inference, rows, 1);
+    plan.log_softmax =
+        dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(desc, context_.engine));
     plan.losses.resize(static_cast<std::size_t>(batch));
     plans_[batch] = std::move(plan);
   }
@@ -299,11 +303,12 @@ class LossKernel final : public CpuKernel {
   void do_forward(nn::KernelArgs& args) override {
     Plan& plan = plans_.at(args.batch);
     CpuTensor& input = cpu(*args.inputs[0]);
-    const float* logits = input.data();
+    const memory* logits_memory = &input.mem();
     if (plan.to_rows) {
       plan.to_rows.run(context_, input.mem(), plan.plain_logits);
-      logits = static_cast<const float*>(plan.plain_logits.get_data_handle());
+      logits_memory = &plan.plain_logits;
     }
+    const auto* logits = static_cast<const float*>(logits_memory->get_data_handle());
     const int classes = node_.output.c;
     const int batch = args.batch;
     for (int i = 0; i < batch; ++i) {
@@ -312,24 +317,20 @@ class LossKernel final : public CpuKernel {
         data_error(cat("label ", label, " is outside [0, ", classes, ") for the model's output"));
       }
     }
-    float* probabilities = cpu(*args.output).data();
+    CpuTensor& output = cpu(*args.output);
+    execute(plan.log_softmax, {{DNNL_ARG_SRC, *logits_memory}, {DNNL_ARG_DST, output.mem()}});
+    float* probabilities = output.data();  // log p until the loop below
     std::vector<std::uint8_t> hits(static_cast<std::size_t>(batch), 0);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < batch; ++i) {
       const float* z = logits + static_cast<std::ptrdiff_t>(i) * classes;
       float* p = probabilities + static_cast<std::ptrdiff_t>(i) * classes;
+      const std::int32_t label = args.labels[i];
+      plan.losses[static_cast<std::size_t>(i)] = -static_cast<double>(p[label]);
+      for (int k = 0; k < classes; ++k) p[k] = std::exp(p[k]);
+      // The top class from the logits themselves: log p can round two close logits together.
       int best = 0;
       for (int k = 1; k < classes; ++k) best = z[k] > z[best] ? k : best;
-      const float top = z[best];
-      double total = 0.0;
-      for (int k = 0; k < classes; ++k) {
-        p[k] = std::exp(z[k] - top);
-        total += p[k];
-      }
-      const auto inverse = static_cast<float>(1.0 / total);
-      for (int k = 0; k < classes; ++k) p[k] *= inverse;
-      const std::int32_t label = args.labels[i];
-      plan.losses[static_cast<std::size_t>(i)] = std::log(total) + top - z[label];
       hits[static_cast<std::size_t>(i)] = best == label;
     }
     // Sequential sums: the same result whatever the number of threads.
@@ -366,6 +367,7 @@ class LossKernel final : public CpuKernel {
   struct Plan {
     memory plain_logits;
     Reorder to_rows, from_rows;
+    dnnl::logsoftmax_forward log_softmax;
     std::vector<double> losses;
   };
   std::map<int, Plan> plans_;
