@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 #include "mbkit/util/json.hpp"
@@ -26,6 +27,16 @@ TEST(Strings, HumanUnits) {
   EXPECT_EQ(human_duration(2.25), "2.2 s");
   EXPECT_EQ(human_duration(200), "3 min 20 s");
   EXPECT_EQ(human_duration(7500), "2 h 05 min");
+}
+
+TEST(Strings, ShortestDecimalReadsBackExactly) {
+  EXPECT_EQ(shortest_decimal(0.9), "0.9");
+  EXPECT_EQ(shortest_decimal(1e-10), "1e-10");
+  EXPECT_EQ(shortest_decimal(1.0000001), "1.0000001");
+  EXPECT_EQ(shortest_decimal(0.1f), "0.10000000149011612");  // a float widened: all its digits
+  for (const double value : {1.0 / 3.0, 6.02214076e23, -2.5e-300}) {
+    EXPECT_EQ(std::strtod(shortest_decimal(value).c_str(), nullptr), value);
+  }
 }
 
 TEST(Strings, ShellQuoteRoundTripsThroughTheShellRules) {

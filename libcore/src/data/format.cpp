@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "mbkit/data/dataset_file.hpp"
+#include "mbkit/io/format.hpp"
 #include "mbkit/io/hdf5.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/fs.hpp"
@@ -74,22 +75,8 @@ SplitSummary read_split_summary(const io::File& file, std::string_view split) {
 
 DatasetInfo read_info(const io::File& file) {
   const std::string& path = file.path();
-  if (!file.has_attribute("format")) {
-    data_error(cat(path, ": not an mbkit dataset (no 'format' attribute at the root)"));
-  }
   DatasetInfo info;
-  const std::string format = file.string_attribute("format");
-  if (format != kFormatName) {
-    data_error(cat(path, ": not an mbkit dataset (format is '", format, "')"));
-  }
-  info.format_version = static_cast<int>(file.int_attribute("format_version"));
-  if (info.format_version > kFormatVersion) {
-    data_error(cat(path, ": dataset format version ", info.format_version,
-                   " is newer than this mbkit reads (", kFormatVersion, "); upgrade mbkit"));
-  }
-  if (info.format_version < 1) {
-    data_error(cat(path, ": invalid format_version ", info.format_version));
-  }
+  info.format_version = io::check_format(file, kFormatName, kFormatVersion, "dataset");
   info.name = file.string_attribute("name");
   const auto num_classes = file.int_attribute("num_classes");
   if (num_classes < 1 || num_classes > 1'000'000) {

@@ -14,25 +14,15 @@ namespace {
 // result does not depend on the thread count.
 constexpr std::size_t kParallelThreshold = std::size_t{1} << 14;
 
-/// The shortest %g text that reads back as `value` ("0.9", "1e-10", "1.0000001"), for messages.
-std::string number(double value) {
-  std::string text;
-  for (int digits = 6; digits <= 17; ++digits) {
-    text = strprintf("%.*g", digits, value);
-    if (std::isnan(value) || std::strtod(text.c_str(), nullptr) == value) break;
-  }
-  return text;
-}
-
 void require_unit_interval(double value, const char* flag) {
   if (!(value >= 0.0 && value < 1.0)) {
-    usage_error(cat(flag, " ", number(value), " is not in [0, 1)"));
+    usage_error(cat(flag, " ", shortest_decimal(value), " is not in [0, 1)"));
   }
 }
 
 void require_positive(double value, const char* flag) {
   if (!(value > 0.0 && std::isfinite(value))) {
-    usage_error(cat(flag, " must be positive and finite (got ", number(value), ")"));
+    usage_error(cat(flag, " must be positive and finite (got ", shortest_decimal(value), ")"));
   }
 }
 
@@ -219,7 +209,7 @@ std::string known_optimizers() {
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, std::size_t parameters) {
   if (!(config.weight_decay >= 0.0 && std::isfinite(config.weight_decay))) {
     usage_error(cat("--weight-decay must be non-negative and finite (got ",
-                    number(config.weight_decay), ")"));
+                    shortest_decimal(config.weight_decay), ")"));
   }
   // Only the settings the chosen optimizer reads are checked: the tools fill in every field.
   if (config.name == "sgd") return std::make_unique<Sgd>(config, parameters);

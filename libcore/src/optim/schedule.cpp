@@ -10,19 +10,9 @@ namespace mbkit::optim {
 
 namespace {
 
-/// The shortest %g text that reads back as `value` ("0.9", "1e-10", "1.0000001"), for messages.
-std::string number(double value) {
-  std::string text;
-  for (int digits = 6; digits <= 17; ++digits) {
-    text = strprintf("%.*g", digits, value);
-    if (std::isnan(value) || std::strtod(text.c_str(), nullptr) == value) break;
-  }
-  return text;
-}
-
 void require_positive(double value, const char* flag) {
   if (!(value > 0.0 && std::isfinite(value))) {
-    usage_error(cat(flag, " must be positive and finite (got ", number(value), ")"));
+    usage_error(cat(flag, " must be positive and finite (got ", shortest_decimal(value), ")"));
   }
 }
 
@@ -43,11 +33,12 @@ void check_config(const ScheduleConfig& config) {
     for (std::size_t i = 0; i < config.milestones.size(); ++i) {
       const double milestone = config.milestones[i];
       if (!(milestone >= 0.0 && std::isfinite(milestone))) {
-        usage_error(cat("--milestones: ", number(milestone), " is not an epoch"));
+        usage_error(cat("--milestones: ", shortest_decimal(milestone), " is not an epoch"));
       }
       if (i > 0 && !(milestone > config.milestones[i - 1])) {
-        usage_error(cat("--milestones must be increasing (", number(config.milestones[i - 1]),
-                        " then ", number(milestone), ")"));
+        usage_error(cat("--milestones must be increasing (",
+                        shortest_decimal(config.milestones[i - 1]), " then ",
+                        shortest_decimal(milestone), ")"));
       }
     }
     require_positive(config.gamma, "--gamma");
@@ -57,8 +48,8 @@ void check_config(const ScheduleConfig& config) {
     if (config.total_steps <= 0)
       usage_error("--lr-schedule linear needs the total number of steps");
     if (!(config.end_lr >= 0.0 && std::isfinite(config.end_lr))) {
-      usage_error(
-          cat("--end-lr must be non-negative and finite (got ", number(config.end_lr), ")"));
+      usage_error(cat("--end-lr must be non-negative and finite (got ",
+                      shortest_decimal(config.end_lr), ")"));
     }
     return;
   }

@@ -7,6 +7,7 @@
 #include <set>
 #include <span>
 
+#include "mbkit/io/format.hpp"
 #include "mbkit/io/hdf5.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/fs.hpp"
@@ -140,24 +141,6 @@ std::map<std::string, std::string> read_map(const io::File& file, const std::str
   return map;
 }
 
-void check_format(const io::File& file) {
-  const std::string& path = file.path();
-  if (!file.has_attribute("format")) {
-    data_error(cat(path, ": not an mbkit checkpoint (no 'format' attribute at the root)"));
-  }
-  const std::string format = file.string_attribute("format");
-  if (format != kCheckpointFormat) {
-    data_error(cat(path, ": not an mbkit checkpoint (format is '", format, "')"));
-  }
-  const std::int64_t version = file.int_attribute("format_version");
-  if (version > kCheckpointFormatVersion) {
-    data_error(cat(path, ": checkpoint format version ", version,
-                   " is newer than this mbkit reads (", kCheckpointFormatVersion,
-                   "); upgrade mbkit"));
-  }
-  if (version < 1) data_error(cat(path, ": invalid format_version ", version));
-}
-
 }  // namespace
 
 void write_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
@@ -236,7 +219,7 @@ Checkpoint read_fields(const io::File& file) {
 Checkpoint read_checkpoint(const std::string& path) {
   const io::File file = io::File::open(path);
   try {
-    check_format(file);
+    io::check_format(file, kCheckpointFormat, kCheckpointFormatVersion, "checkpoint");
     return read_fields(file);
   } catch (const Error&) {
     io::rethrow_as_damaged_file(path);

@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "mbkit/io/format.hpp"
 #include "mbkit/io/hdf5.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/fs.hpp"
@@ -239,23 +240,6 @@ void check_flush_interval(double flush_interval) {
   MBKIT_CHECK(flush_interval >= 0, "metric log flush interval ", flush_interval, " s is negative");
 }
 
-void check_format(const io::File& file) {
-  const std::string& path = file.path();
-  if (!file.has_attribute("format")) {
-    data_error(cat(path, ": not an mbkit metric log (no 'format' attribute at the root)"));
-  }
-  const std::string format = file.string_attribute("format");
-  if (format != kLogFormat) {
-    data_error(cat(path, ": not an mbkit metric log (format is '", format, "')"));
-  }
-  const std::int64_t version = file.int_attribute("format_version");
-  if (version > kLogFormatVersion) {
-    data_error(cat(path, ": metric log format version ", version,
-                   " is newer than this mbkit reads (", kLogFormatVersion, "); upgrade mbkit"));
-  }
-  if (version < 1) data_error(cat(path, ": invalid format_version ", version));
-}
-
 RunInfo read_run_info_attributes(const io::File& log) {
   RunInfo info;
   info.tool = log.string_attribute("tool");
@@ -322,7 +306,7 @@ void rebuild_from_readable_rows(const std::string& path) {
 io::File open_metric_log(const std::string& path) {
   io::File file = io::File::open(path, io::File::Mode::kSwmrRead);
   try {
-    check_format(file);
+    io::check_format(file, kLogFormat, kLogFormatVersion, "metric log");
     for_each_table([&](auto table) { table.check(file); });
   } catch (const Error&) {
     io::rethrow_as_damaged_file(path);

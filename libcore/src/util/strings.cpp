@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 
 #include "mbkit/util/error.hpp"
 
@@ -81,6 +82,15 @@ std::string human_bytes(double bytes) {
   }
   return unit == 0 ? strprintf("%.0f %s", bytes, kUnits[unit])
                    : strprintf("%.1f %s", bytes, kUnits[unit]);
+}
+
+std::string shortest_decimal(double value) {
+  std::string text;
+  for (int digits = 6; digits <= 17; ++digits) {
+    text = strprintf("%.*g", digits, value);
+    if (std::isnan(value) || std::strtod(text.c_str(), nullptr) == value) break;
+  }
+  return text;
 }
 
 std::string human_duration(double seconds) {

@@ -31,6 +31,8 @@ std::string to_lower(std::string_view text);
 std::string human_bytes(double bytes);
 /// "1.2 s", "3 min 20 s", "2 h 05 min".
 std::string human_duration(double seconds);
+/// The shortest %g text that reads back as `value` ("0.9", "1e-10", "1.0000001"), for messages.
+std::string shortest_decimal(double value);
 /// Shell-style quoting of one argument, so a recorded command line can be pasted back.
 std::string shell_quote(std::string_view argument);
 /// Lowercase hexadecimal of a byte string.
