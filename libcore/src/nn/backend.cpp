@@ -7,8 +7,8 @@
 namespace mbkit::nn {
 
 std::vector<std::string> available_backends() {
-  // The CUDA backend registers here when it exists (a later issue); the CUDA toolkit being
-  // present at build time only enables its device checks for now.
+  // The CUDA backend (a later issue) will come from libmbkit-cuda through cuda_plugin(); that
+  // library holds only the CUDA version and device queries for now.
   return {"cpu"};
 }
 
