@@ -55,6 +55,9 @@ Checkpoint sample_checkpoint() {
   checkpoint.batch_in_epoch = 17;
   checkpoint.seed = std::numeric_limits<std::uint64_t>::max() - 1;
   checkpoint.elapsed = 0.1 + 0.2;
+  checkpoint.epoch_progress = 7.0 / 3.0;
+  checkpoint.workers = 4;
+  checkpoint.comm = "ps-async";
   checkpoint.dataset = "cifar10";
   checkpoint.mean = {0.4914, 0.4822, 0.4465};
   checkpoint.std = {0.2470, 0.2435, 0.2616};
@@ -93,6 +96,9 @@ void expect_same(const Checkpoint& read, const Checkpoint& written) {
   EXPECT_EQ(read.batch_in_epoch, written.batch_in_epoch);
   EXPECT_EQ(read.seed, written.seed);
   EXPECT_EQ(std::memcmp(&read.elapsed, &written.elapsed, sizeof(double)), 0);
+  EXPECT_EQ(read.epoch_progress, written.epoch_progress);
+  EXPECT_EQ(read.workers, written.workers);
+  EXPECT_EQ(read.comm, written.comm);
   EXPECT_EQ(read.dataset, written.dataset);
   EXPECT_EQ(read.mean, written.mean);
   EXPECT_EQ(read.std, written.std);

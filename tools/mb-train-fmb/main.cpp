@@ -1,17 +1,18 @@
-// mb-train-fmb: synchronous fixed mini-batch training. Options only; the work is in libcore
+// mb-train-fmb: fixed mini-batch training, alone or under mpirun/srun. Options only; the work is in libcore
 // (mbkit/tools/mb_train.hpp).
 #include "mbkit/cli/cli.hpp"
 #include "mbkit/cli/train_options.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "Train a model with fixed mini-batches (FMB) on a dataset file, logging metrics and "
-      "checkpoints to HDF5.",
+      "Train a model with fixed mini-batches (FMB) on a dataset file, alone or data-parallel "
+      "under mpirun/srun, logging metrics and checkpoints to HDF5.",
       "mb-train-fmb"};
   mbkit::cli::CommonOptions common;
   mbkit::cli::add_common_options(app, common);
   mbkit::tools::train::TrainOptions options;
   mbkit::cli::add_train_options(app, options);
+  mbkit::cli::add_distribution_options(app, options);
   return mbkit::cli::run_tool(app, argc, argv, common, [&] {
     mbkit::cli::finish_train_options(app, options);
     return mbkit::tools::train::run_train_fmb(options);

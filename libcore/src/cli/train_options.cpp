@@ -4,11 +4,15 @@ namespace mbkit::cli {
 
 void add_train_options(CLI::App& app, tools::train::TrainOptions& o) {
   auto* data = app.add_option_group("Data");
-  data->add_option("--data", o.data, "Dataset or shard file to train on (its train split)")
+  data->add_option("--data", o.data,
+                   "Dataset to train on (its train split); distributed: one file sliced by "
+                   "worker, a shard pattern 'sh-%05d-of-%05d.h5', or one file per worker, "
+                   "comma-separated")
       ->required();
   data->add_option("--test-data", o.test_data,
                    "File whose test split evaluations use (default: --data)");
-  data->add_option("--batch-size", o.batch_size, "Samples per step")->capture_default_str();
+  data->add_option("--batch-size", o.batch_size, "Samples per step and worker")
+      ->capture_default_str();
   data->add_flag("--augment", o.augment, "Random crop (4 pixels of padding) and horizontal flip");
   data->add_flag("--drop-last", o.drop_last, "Skip the last partial batch of each epoch");
 
@@ -91,6 +95,28 @@ void add_train_options(CLI::App& app, tools::train::TrainOptions& o) {
   run->add_option(
       "--print-every", o.print_every,
       "Progress line every N steps when stderr is not a terminal (default: every 10 s)");
+}
+
+void add_distribution_options(CLI::App& app, tools::train::TrainOptions& o) {
+  auto* dist = app.add_option_group("Distribution (under mpirun or srun)");
+  dist->add_option("--comm", o.comm,
+                   "Gradient exchange: ps (rank 0 is the master) or allreduce (every rank "
+                   "computes)")
+      ->capture_default_str();
+  dist->add_flag("--async", o.async, "ps: the master updates as soon as gradients arrive");
+  dist->add_option("--async-min-grads", o.async_min_grads, "--async: gradients combined per update")
+      ->capture_default_str();
+  dist->add_option("--induce", o.induce,
+                   "Induced stragglers: niagara, cedar, or MEAN:STD:WEIGHT,... (seconds)");
+  dist->add_option("--slowdown", o.slowdown,
+                   "Persistently slower workers: RANK=FACTOR,... (sleep (FACTOR-1) x compute)");
+  dist->add_option("--comm-timeout", o.comm_timeout,
+                   "Seconds a rank waits for another before the job fails")
+      ->capture_default_str();
+  dist->add_option("--comm-wait", o.comm_wait,
+                   "Waiting ranks: yield (sleep between polls) or spin (busy-poll)")
+      ->capture_default_str();
+  dist->add_flag("--worker-log", o.worker_log, "A line per worker per step on stderr");
 }
 
 void finish_train_options(const CLI::App& app, tools::train::TrainOptions& o) {

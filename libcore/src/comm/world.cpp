@@ -3,11 +3,62 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <thread>
 
 #include "mbkit/util/check.hpp"
+#include "mbkit/util/error.hpp"
+#include "mbkit/util/log.hpp"
 
 namespace mbkit::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kPingTag = 1;
+constexpr int kPongTag = 2;
+// How long a rank that timed out waits for the others' answers before naming the silent ones.
+constexpr double kPingGrace = 2.0;
+
+static_assert(sizeof(MPI_Request) <= sizeof(std::uintptr_t));
+static_assert(sizeof(MPI_Comm) <= sizeof(std::uintptr_t));
+
+MPI_Request to_mpi(std::uintptr_t handle) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (handle != 0) std::memcpy(&request, &handle, sizeof request);
+  return request;
+}
+
+std::uintptr_t from_mpi(MPI_Request request) {
+  if (request == MPI_REQUEST_NULL) return 0;
+  std::uintptr_t handle = 0;
+  std::memcpy(&handle, &request, sizeof request);
+  return handle;
+}
+
+MPI_Comm comm_of(std::uintptr_t handle) {
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::memcpy(&comm, &handle, sizeof comm);
+  return comm;
+}
+
+int checked_count(std::size_t count) {
+  if (count > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+    fail(cat("an MPI message of ", count, " elements is larger than MPI's int count allows"));
+  }
+  return static_cast<int>(count);
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
 
 std::string host_name() {
   char name[256] = {0};
@@ -20,6 +71,15 @@ bool launched_by_mpi() {
     if (std::getenv(variable) != nullptr) return true;
   }
   return false;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string text;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0) text += i + 1 == ranks.size() ? " and " : ", ";
+    text += std::to_string(ranks[i]);
+  }
+  return text;
 }
 
 World::World() : host_(host_name()) {
@@ -35,26 +95,247 @@ World::World() : host_(host_name()) {
   MBKIT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   MBKIT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   MBKIT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  MPI_Comm local = MPI_COMM_NULL;
+  MBKIT_MPI_CHECK(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
+  MBKIT_MPI_CHECK(MPI_Comm_rank(local, &local_rank_));
+  MBKIT_MPI_CHECK(MPI_Comm_size(local, &local_size_));
+  MBKIT_MPI_CHECK(MPI_Comm_free(&local));
+  MPI_Comm diagnosis = MPI_COMM_NULL;
+  MBKIT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &diagnosis));
+  MBKIT_MPI_CHECK(MPI_Comm_set_errhandler(diagnosis, MPI_ERRORS_RETURN));
+  std::memcpy(&diagnosis_comm_, &diagnosis, sizeof diagnosis);
 }
 
 World::~World() {
-  if (initialized_here_) MPI_Finalize();
+  if (!initialized_here_) return;
+  if (diagnosis_comm_ != 0) {
+    MPI_Comm diagnosis = comm_of(diagnosis_comm_);
+    MPI_Comm_free(&diagnosis);
+  }
+  MPI_Finalize();
+}
+
+Request World::ibarrier() const {
+  if (size_ == 1) return {};
+  MPI_Request request = MPI_REQUEST_NULL;
+  MBKIT_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &request));
+  return {from_mpi(request), -1};
+}
+
+void World::rendezvous(const std::string& what) const {
+  if (size_ == 1) return;
+  Request pending = ibarrier();
+  wait_until([&] { return test(pending); }, what);
+}
+
+void World::allreduce_sum(std::span<float> values) const {
+  if (size_ == 1 || values.empty()) return;
+  MBKIT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data(), checked_count(values.size()),
+                                MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
 }
 
 void World::allreduce_sum(std::span<double> values) const {
   if (size_ == 1 || values.empty()) return;
-  MBKIT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()),
+  MBKIT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data(), checked_count(values.size()),
                                 MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
 }
 
 void World::allreduce_sum(std::span<std::int64_t> values) const {
   if (size_ == 1 || values.empty()) return;
-  MBKIT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()),
+  MBKIT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data(), checked_count(values.size()),
                                 MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
 }
 
-void World::barrier() const {
-  if (size_ > 1) MBKIT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+void World::reduce_sum(std::span<float> values, int root) const {
+  if (size_ == 1 || values.empty()) return;
+  const int count = checked_count(values.size());
+  if (rank_ == root) {
+    MBKIT_MPI_CHECK(
+        MPI_Reduce(MPI_IN_PLACE, values.data(), count, MPI_FLOAT, MPI_SUM, root, MPI_COMM_WORLD));
+  } else {
+    MBKIT_MPI_CHECK(
+        MPI_Reduce(values.data(), nullptr, count, MPI_FLOAT, MPI_SUM, root, MPI_COMM_WORLD));
+  }
+}
+
+void World::broadcast(std::span<float> values, int root) const {
+  if (size_ == 1 || values.empty()) return;
+  MBKIT_MPI_CHECK(
+      MPI_Bcast(values.data(), checked_count(values.size()), MPI_FLOAT, root, MPI_COMM_WORLD));
+}
+
+void World::broadcast(std::span<std::uint8_t> bytes, int root) const {
+  if (size_ == 1 || bytes.empty()) return;
+  MBKIT_MPI_CHECK(
+      MPI_Bcast(bytes.data(), checked_count(bytes.size()), MPI_BYTE, root, MPI_COMM_WORLD));
+}
+
+std::vector<std::uint64_t> World::all_gather(std::uint64_t value) const {
+  std::vector<std::uint64_t> values(static_cast<std::size_t>(size_), value);
+  if (size_ == 1) return values;
+  rendezvous("start-up");
+  MBKIT_MPI_CHECK(
+      MPI_Allgather(&value, 1, MPI_UINT64_T, values.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD));
+  return values;
+}
+
+std::vector<std::string> World::all_gather(const std::string& text) const {
+  if (size_ == 1) return {text};
+  const auto lengths = all_gather(static_cast<std::uint64_t>(text.size()));
+  std::vector<int> counts, offsets;
+  int total = 0;
+  for (const auto length : lengths) {
+    counts.push_back(checked_count(length));
+    offsets.push_back(total);
+    total += counts.back();
+  }
+  std::string joined(static_cast<std::size_t>(total), '\0');
+  MBKIT_MPI_CHECK(MPI_Allgatherv(text.data(), checked_count(text.size()), MPI_CHAR, joined.data(),
+                                 counts.data(), offsets.data(), MPI_CHAR, MPI_COMM_WORLD));
+  std::vector<std::string> texts;
+  for (int i = 0; i < size_; ++i) {
+    texts.push_back(joined.substr(static_cast<std::size_t>(offsets[static_cast<std::size_t>(i)]),
+                                  static_cast<std::size_t>(counts[static_cast<std::size_t>(i)])));
+  }
+  return texts;
+}
+
+Request World::isend(const void* data, std::size_t bytes, int destination, int tag) const {
+  MPI_Request request = MPI_REQUEST_NULL;
+  MBKIT_MPI_CHECK(
+      MPI_Isend(data, checked_count(bytes), MPI_BYTE, destination, tag, MPI_COMM_WORLD, &request));
+  return {from_mpi(request), destination};
+}
+
+Request World::irecv(void* data, std::size_t bytes, int source, int tag) const {
+  MPI_Request request = MPI_REQUEST_NULL;
+  MBKIT_MPI_CHECK(
+      MPI_Irecv(data, checked_count(bytes), MPI_BYTE, source, tag, MPI_COMM_WORLD, &request));
+  return {from_mpi(request), source};
+}
+
+bool World::test(Request& request, std::size_t* bytes) const {
+  if (!request.pending()) return true;
+  MPI_Request mpi_request = to_mpi(request.handle);
+  int done = 0;
+  MPI_Status status;
+  MBKIT_MPI_CHECK(MPI_Test(&mpi_request, &done, &status));
+  if (!done) return false;
+  request.handle = 0;
+  if (bytes != nullptr) {
+    int count = 0;
+    MBKIT_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &count));
+    *bytes = static_cast<std::size_t>(count);
+  }
+  return true;
+}
+
+void World::wait(Request& request, const std::string& what) const {
+  const int peer = request.peer;
+  wait_until([&] { return test(request); }, what,
+             [peer]() { return peer >= 0 ? std::vector<int>{peer} : std::vector<int>{}; });
+}
+
+void World::cancel(Request& request) const {
+  if (!request.pending()) return;
+  MPI_Request mpi_request = to_mpi(request.handle);
+  MBKIT_MPI_CHECK(MPI_Cancel(&mpi_request));
+  MBKIT_MPI_CHECK(MPI_Wait(&mpi_request, MPI_STATUS_IGNORE));
+  request.handle = 0;
+}
+
+void World::wait_until(const std::function<bool()>& done, const std::string& what,
+                       const std::function<std::vector<int>()>& missing) const {
+  if (done()) return;
+  const auto start = Clock::now();
+  // Spin first: most waits of a balanced run are short, and sleeping adds ~60 us each.
+  constexpr double kSpinSeconds = 50e-6;
+  auto delay = std::chrono::microseconds(20);
+  std::int64_t polls = 0;
+  while (!done()) {
+    const double waited = seconds_since(start);
+    if (++polls % 64 == 0 || waited > kSpinSeconds) serve_pings();
+    if (waited > timeout_) timed_out(what, missing ? missing() : std::vector<int>{});
+    if (wait_mode_ == WaitMode::kSpin || waited < kSpinSeconds) continue;
+    std::this_thread::sleep_for(delay);
+    delay = std::min(delay * 3 / 2, std::chrono::microseconds(1000));
+  }
+}
+
+void World::serve_pings() const {
+  if (diagnosis_comm_ == 0) return;
+  const MPI_Comm diagnosis = comm_of(diagnosis_comm_);
+  while (true) {
+    int arrived = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kPingTag, diagnosis, &arrived, &status) != MPI_SUCCESS ||
+        !arrived)
+      return;
+    int payload = 0;
+    if (MPI_Recv(&payload, 1, MPI_INT, status.MPI_SOURCE, kPingTag, diagnosis, MPI_STATUS_IGNORE) !=
+        MPI_SUCCESS)
+      return;
+    // A tiny message goes out eagerly: this send does not wait for the pinging rank.
+    MPI_Send(&rank_, 1, MPI_INT, status.MPI_SOURCE, kPongTag, diagnosis);
+  }
+}
+
+std::vector<int> World::unresponsive_ranks() const {
+  const MPI_Comm diagnosis = comm_of(diagnosis_comm_);
+  std::vector<MPI_Request> sends, receives;
+  std::vector<int> payload(static_cast<std::size_t>(size_), 0), answered(payload.size(), 0);
+  std::vector<int> peers;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    MPI_Request send = MPI_REQUEST_NULL, receive = MPI_REQUEST_NULL;
+    MPI_Isend(&rank_, 1, MPI_INT, peer, kPingTag, diagnosis, &send);
+    MPI_Irecv(&payload[static_cast<std::size_t>(peer)], 1, MPI_INT, peer, kPongTag, diagnosis,
+              &receive);
+    sends.push_back(send);
+    receives.push_back(receive);
+    peers.push_back(peer);
+  }
+  const auto start = Clock::now();
+  while (seconds_since(start) < kPingGrace) {
+    serve_pings();
+    bool all = true;
+    for (std::size_t i = 0; i < receives.size(); ++i) {
+      if (answered[i]) continue;
+      int done = 0;
+      if (receives[i] != MPI_REQUEST_NULL &&
+          MPI_Test(&receives[i], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) {
+        answered[i] = 1;
+      } else {
+        all = false;
+      }
+    }
+    if (all) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::vector<int> silent;
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    if (!answered[i]) silent.push_back(peers[i]);
+  }
+  // The requests are left pending: the job is about to be aborted.
+  return silent;
+}
+
+void World::timed_out(const std::string& what, std::vector<int> missing) const {
+  if (missing.empty() && size_ > 1) missing = unresponsive_ranks();
+  std::string message = cat(what, ": nothing for ", timeout_, " s (--comm-timeout)");
+  if (!missing.empty()) {
+    message += cat("; rank", missing.size() > 1 ? "s " : " ", rank_list(missing),
+                   missing.size() > 1 ? " are" : " is", " stuck, dead or much slower");
+  }
+  throw Error(message, ExitCode::kCommunication);
+}
+
+void World::abort(int code) const {
+  std::fflush(stderr);
+  std::fflush(stdout);
+  if (size_ > 1) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
 }
 
 }  // namespace mbkit::comm

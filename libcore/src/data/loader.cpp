@@ -143,7 +143,8 @@ void DataLoader::Impl::load() {
     usage_error(cat("--split '", options.split, "': ", options.path, " has splits '", kTrain,
                     "' and '", kTest, "'"));
   }
-  const std::uint64_t split_rows = split->count;
+  const std::uint64_t split_rows =
+      options.split_limit > 0 ? std::min(split->count, options.split_limit) : split->count;
   const auto slice_count = static_cast<std::uint64_t>(options.slice_count);
   const auto slice_index = static_cast<std::uint64_t>(options.slice_index);
   if (slice_count > split_rows) {

@@ -9,6 +9,8 @@
 #include <limits>
 #include <optional>
 #include <sstream>
+#include <string_view>
+#include <thread>
 
 #include "mbkit/cli/cli.hpp"
 #include "mbkit/comm/world.hpp"
@@ -19,7 +21,9 @@
 #include "mbkit/nn/network.hpp"
 #include "mbkit/train/checkpoint.hpp"
 #include "mbkit/train/evaluate.hpp"
+#include "mbkit/train/exchange.hpp"
 #include "mbkit/train/metric_log.hpp"
+#include "mbkit/train/straggler.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/fs.hpp"
 #include "mbkit/util/json.hpp"
@@ -83,6 +87,19 @@ void validate(const TrainOptions& o) {
     usage_error("--resume auto needs --checkpoint FILE");
   if (o.flush_interval <= 0) usage_error("--flush-interval must be positive");
   if (o.print_every < 0) usage_error("--print-every must not be negative");
+  if (o.comm != "ps" && o.comm != "allreduce") {
+    usage_error(cat("--comm: '", o.comm, "' is not ps or allreduce"));
+  }
+  if (o.async && o.comm != "ps") usage_error("--async needs --comm ps");
+  if (o.async_min_grads < 1) usage_error("--async-min-grads must be at least 1");
+  if (!(o.comm_timeout > 0) || !std::isfinite(o.comm_timeout)) {
+    usage_error("--comm-timeout must be a positive number of seconds");
+  }
+  if (o.comm_wait != "yield" && o.comm_wait != "spin") {
+    usage_error(cat("--comm-wait: '", o.comm_wait, "' is not yield or spin"));
+  }
+  mbkit::train::parse_straggler_profile(o.induce);
+  mbkit::train::parse_slowdown(o.slowdown);
 }
 
 std::map<std::string, std::string> optimizer_map(const optim::OptimizerConfig& c) {
@@ -98,7 +115,8 @@ std::map<std::string, std::string> optimizer_map(const optim::OptimizerConfig& c
           {"adam_epsilon", cat(c.adam_epsilon)}};
 }
 
-std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int64_t planned_steps) {
+std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int64_t planned_steps,
+                        int world_size, int workers) {
   std::ostringstream out;
   {
     JsonWriter json(out, false);
@@ -134,6 +152,17 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
     json.key("seed").value(o.seed);
     json.key("device").value(o.device);
     json.key("nan_policy").value(o.nan_policy);
+    json.key("comm").value(o.comm);
+    json.key("async").value(o.async);
+    json.key("async_min_grads").value(o.async_min_grads);
+    json.key("induce").value(o.induce);
+    const auto profile = mbkit::train::parse_straggler_profile(o.induce);
+    json.key("induce_spec").value(profile ? profile->spec() : std::string());
+    json.key("slowdown").value(o.slowdown);
+    json.key("comm_timeout").value(o.comm_timeout);
+    json.key("world_size").value(world_size);
+    json.key("workers").value(workers);
+    json.key("global_batch_size").value(static_cast<std::int64_t>(workers) * o.batch_size);
     json.end_object();
   }
   return out.str();
@@ -277,88 +306,302 @@ class Progress {
 
 }  // namespace
 
-int run_train_fmb(const TrainOptions& options) {
-  validate(options);
-  const auto started = Clock::now();
-  if (comm::launched_by_mpi()) {
-    const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
-    if (size != nullptr && std::atoi(size) > 1) {
-      usage_error(
-          "mb-train-fmb runs as a single process in this version of mbkit; "
-          "run it without mpirun (distributed training is the next issue)");
-    }
+namespace {
+
+/// Who does what in this run.
+struct Role {
+  bool distributed = false;
+  bool parameter_server = false;  ///< ps with at least 2 ranks
+  bool async = false;
+  bool master = false;   ///< rank 0 of ps: computes no gradients
+  bool computes = true;  ///< a worker
+  int worker = 0;        ///< worker index of this rank
+  int workers = 1;
+  std::string comm = "local";  ///< local, ps, ps-async or allreduce (logs and checkpoints)
+};
+
+Role decide_role(const TrainOptions& o, const comm::World& world) {
+  Role role;
+  role.distributed = world.distributed();
+  if (!role.distributed) {
+    if (o.async) usage_error("--async needs a master and workers: run under mpirun -n 2 or more");
+    return role;
   }
-  StopRequest stop;
+  role.parameter_server = o.comm == "ps";
+  role.async = o.async;
+  role.master = role.parameter_server && world.rank() == 0;
+  role.computes = !role.master;
+  role.workers = role.parameter_server ? world.size() - 1 : world.size();
+  role.worker = role.parameter_server ? world.rank() - 1 : world.rank();
+  role.comm = role.parameter_server ? (o.async ? "ps-async" : "ps") : "allreduce";
+  if (role.async && o.async_min_grads > role.workers) {
+    usage_error(cat("--async-min-grads ", o.async_min_grads, " is more than the ", role.workers,
+                    " workers"));
+  }
+  return role;
+}
+
+/// The file worker `worker` of `workers` trains on, and whether it takes a slice of it.
+struct WorkerData {
+  std::string path;
+  int slice_index = 0;
+  int slice_count = 1;
+};
+
+// Expands the %d conversions (flags and width allowed) of a shard pattern: the first takes the
+// worker index, the second the number of workers; %% is a percent sign.
+std::string expand_pattern(const std::string& pattern, int worker, int workers) {
+  std::string out;
+  int conversions = 0;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%') {
+      out += pattern[i];
+      continue;
+    }
+    if (i + 1 < pattern.size() && pattern[i + 1] == '%') {
+      out += '%';
+      ++i;
+      continue;
+    }
+    std::size_t j = i + 1;
+    bool zeros = false;
+    for (; j < pattern.size() && pattern[j] == '0'; ++j) zeros = true;
+    std::size_t width = 0;
+    for (; j < pattern.size() && pattern[j] >= '0' && pattern[j] <= '9' && width < 100; ++j)
+      width = width * 10 + static_cast<std::size_t>(pattern[j] - '0');
+    if (j >= pattern.size() || pattern[j] != 'd' || conversions == 2) {
+      usage_error(cat("--data: '", pattern,
+                      "' is not a shard pattern: it takes %d (or %05d) for the worker index and "
+                      "optionally a second %d for the number of workers"));
+    }
+    const std::string digits = std::to_string(conversions == 0 ? worker : workers);
+    if (digits.size() < width) out.append(width - digits.size(), zeros ? '0' : ' ');
+    out += digits;
+    ++conversions;
+    i = j;
+  }
+  return out;
+}
+
+WorkerData worker_data(const std::string& data, int worker, int workers) {
+  if (data.find('%') != std::string::npos) return {expand_pattern(data, worker, workers), 0, 1};
+  if (data.find(',') != std::string::npos) {
+    const auto files = split(data, ',');
+    if (static_cast<int>(files.size()) != workers) {
+      usage_error(cat("--data lists ", files.size(), " files for ", workers, " workers"));
+    }
+    return {files[static_cast<std::size_t>(worker)], 0, 1};
+  }
+  return {data, worker, workers};
+}
+
+// "0 on a; 1-3 on b": ranks grouped by host.
+std::string describe_hosts(const std::vector<std::string>& hosts, const Role& role) {
+  std::vector<std::string> parts;
+  std::size_t begin = 0;
+  for (std::size_t i = 1; i <= hosts.size(); ++i) {
+    if (i < hosts.size() && hosts[i] == hosts[begin]) continue;
+    const std::string ranks = i - begin == 1 ? cat(begin) : cat(begin, "-", i - 1);
+    parts.push_back(cat(ranks, " on ", hosts[begin]));
+    begin = i;
+  }
+  std::string text = join(parts, "; ");
+  if (role.parameter_server) text += " (rank 0 is the master)";
+  return text;
+}
+
+// Every rank must run the same training: the ranks' descriptions are compared key by key and
+// the first difference is reported with the ranks on each side.
+void check_agreement(const comm::World& world, const std::vector<std::string>& lines) {
+  std::string mine;
+  for (const auto& line : lines) mine += line + "\n";
+  const auto all = world.all_gather(mine);
+  for (int rank = 1; rank < world.size(); ++rank) {
+    if (all[static_cast<std::size_t>(rank)] == all[0]) continue;
+    const auto theirs = split(all[static_cast<std::size_t>(rank)], '\n');
+    std::string difference = "their settings";
+    for (std::size_t i = 0; i < std::max(lines.size(), theirs.size()); ++i) {
+      const std::string a = i < lines.size() ? lines[i] : "";
+      const std::string b = i < theirs.size() ? theirs[i] : "";
+      if (a != b) {
+        difference =
+            cat(a.empty() ? "(nothing)" : a, " on rank 0 but ", b.empty() ? "(nothing)" : b);
+        break;
+      }
+    }
+    std::vector<int> differing;
+    for (int r = 1; r < world.size(); ++r) {
+      if (all[static_cast<std::size_t>(r)] != all[0]) differing.push_back(r);
+    }
+    usage_error(cat("the ranks do not run the same training: ", difference, " on rank",
+                    differing.size() > 1 ? "s " : " ", comm::rank_list(differing),
+                    "; every rank must get the same options and data of the same shape"));
+  }
+}
+
+struct ResumeHeader {
+  double resumed = 0;
+  double step = 0;
+  double elapsed = 0;
+  double epoch_progress = 0;
+  double workers = 1;
+  double same_comm = 0;
+  double optimizer_steps = 0;
+  double samples_seen = 0;
+};
+
+}  // namespace
+
+namespace {
+
+int train(const TrainOptions& options, comm::World& world) {
+  const auto started = Clock::now();
+  world.set_timeout(options.comm_timeout);
+  world.set_wait_mode(options.comm_wait == "spin" ? comm::WaitMode::kSpin : comm::WaitMode::kYield);
+  const Role role = decide_role(options, world);
+  const bool logs = world.rank() == 0;  // rank 0 prints, logs and checkpoints
+  if (role.distributed && world.rank() != 0) {
+    log::set_program(cat(log::program(), ": rank ", world.rank()));
+  }
+  const auto straggler_profile = mbkit::train::parse_straggler_profile(options.induce);
+  const auto slowdown = mbkit::train::parse_slowdown(options.slowdown);
+  slowdown.check_ranks(world.size());
+  if (role.master && slowdown.factors.count(0) > 0) {
+    usage_error("--slowdown: rank 0 is the master, which computes no gradients");
+  }
+
+  StopRequest stop_request;
   auto backend = nn::make_backend(options.device, options.threads);
 
-  data::LoaderOptions train_options;
-  train_options.path = options.data;
-  train_options.split = "train";
-  train_options.batch_size = options.batch_size;
-  train_options.seed = options.seed;
-  train_options.drop_last = options.drop_last;
-  train_options.augment = options.augment;
-  data::DataLoader train_loader(train_options);
-  const data::DatasetInfo& info = train_loader.info();
-  const data::ImageShape shape = train_loader.shape();
+  // Training data: workers load their part; the master only reads what the data is.
+  const WorkerData my_data =
+      worker_data(options.data, role.computes ? role.worker : 0, role.workers);
+  std::optional<data::DataLoader> train_loader;
+  data::DatasetInfo info;
+  data::ImageShape shape;
+  std::uint64_t my_rows = 0;
+  std::int64_t my_batches = 0;
+  if (role.computes) {
+    data::LoaderOptions train_options;
+    train_options.path = my_data.path;
+    train_options.split = "train";
+    train_options.batch_size = options.batch_size;
+    train_options.seed = options.seed;
+    train_options.drop_last = options.drop_last;
+    train_options.augment = options.augment;
+    train_options.slice_index = my_data.slice_index;
+    train_options.slice_count = my_data.slice_count;
+    train_loader.emplace(train_options);
+    info = train_loader->info();
+    shape = train_loader->shape();
+    my_rows = train_loader->rows();
+    my_batches = train_loader->batches_per_epoch();
+  } else {
+    info = data::DatasetFile::open(my_data.path).info();
+    shape = info.shape();
+  }
 
-  // Evaluations read the test split (of --test-data when given), in file order.
+  // Evaluations: synchronous runs share the test split out over all ranks (every rank holds
+  // the same model); the asynchronous master evaluates alone.
+  const bool evaluates = !role.async || role.master;
   std::optional<data::DataLoader> test_loader;
-  {
+  const std::string test_path = options.test_data.empty() ? my_data.path : options.test_data;
+  if (evaluates) {
     data::LoaderOptions test_options;
-    test_options.path = options.test_data.empty() ? options.data : options.test_data;
+    test_options.path = test_path;
     test_options.split = "test";
     test_options.batch_size = options.eval_batch_size;
     test_options.shuffle = false;
-    test_options.limit = static_cast<std::uint64_t>(options.test_size);
     test_options.prefetch = 1;
-    if (data::DatasetFile::open(test_options.path).info().split(data::kTest).count > 0) {
+    if (!role.async) {
+      test_options.slice_index = world.rank();
+      test_options.slice_count = world.size();
+    }
+    const data::DatasetInfo test_info = data::DatasetFile::open(test_path).info();
+    std::uint64_t test_rows = test_info.split(data::kTest).count;
+    if (options.test_size > 0) {
+      test_rows = std::min(test_rows, static_cast<std::uint64_t>(options.test_size));
+      test_options.split_limit = test_rows;  // the same first rows whatever the ranks
+    }
+    if (test_rows >= static_cast<std::uint64_t>(test_options.slice_count)) {
       test_loader.emplace(test_options);
       if (test_loader->shape() != shape || test_loader->info().num_classes != info.num_classes) {
-        data_error(cat(test_options.path, ": test images are ", test_loader->shape().text(), " in ",
+        data_error(cat(test_path, ": test images are ", test_loader->shape().text(), " in ",
                        test_loader->info().num_classes, " classes, the training data's ",
                        shape.text(), " in ", info.num_classes));
       }
     }
   }
+  // Whether there is an evaluation is the same everywhere (the split exists or not).
+  const bool has_test =
+      role.async ? test_loader.has_value()
+                 : world.all_gather(test_loader ? 1u : 0u) ==
+                       std::vector<std::uint64_t>(static_cast<std::size_t>(world.size()), 1u);
 
   nn::Graph graph = models::build_model(options.model, {shape.channels, shape.height, shape.width},
                                         info.num_classes);
   nn::Network net(std::move(graph), *backend);
   net.initialize(options.seed);
   const nn::Graph& model = net.graph();
-  auto optimizer = optim::make_optimizer(options.optimizer, net.parameters().size());
-
-  const std::int64_t steps_per_epoch = train_loader.batches_per_epoch();
-  std::int64_t planned = kUnlimited;
-  if (options.steps > 0) planned = options.steps;
-  if (options.epochs > 0) {
-    planned = std::min(planned, static_cast<std::int64_t>(std::ceil(
-                                    options.epochs * static_cast<double>(steps_per_epoch))));
+  // The optimizer runs where updates are made: the master, or every rank of allreduce.
+  std::unique_ptr<optim::Optimizer> optimizer;
+  if (!role.parameter_server || role.master) {
+    optimizer = optim::make_optimizer(options.optimizer, net.parameters().size());
+  } else {
+    optim::make_optimizer(options.optimizer, 1);  // same validation everywhere
   }
-  optim::ScheduleConfig schedule_config = options.schedule;
-  schedule_config.warmup_steps = static_cast<std::int64_t>(
-      std::llround(options.warmup_epochs * static_cast<double>(steps_per_epoch)));
-  if (schedule_config.kind == "linear" && schedule_config.total_steps == 0 &&
-      planned != kUnlimited) {
-    schedule_config.total_steps = planned;
-  }
-  const optim::LearningRateSchedule schedule(schedule_config);
 
-  // Resume: the model, optimizer and position of a checkpoint.
-  std::int64_t step = 0;
-  double elapsed_before = 0;
+  // The epoch: all workers' rows; a step of the synchronous modes takes a batch from each.
+  const auto rows_of = world.all_gather(my_rows);
+  const auto batches_of = world.all_gather(static_cast<std::uint64_t>(my_batches));
+  std::uint64_t total_rows = 0;
+  std::int64_t steps_per_epoch = 1;
+  for (std::size_t r = 0; r < rows_of.size(); ++r) {
+    total_rows += rows_of[r];
+    steps_per_epoch = std::max(steps_per_epoch, static_cast<std::int64_t>(batches_of[r]));
+  }
+  const std::int64_t global_batch = static_cast<std::int64_t>(role.workers) * options.batch_size;
+  if (role.async) {
+    // An asynchronous step is one update of about async_min_grads batches.
+    const auto per_step = static_cast<std::uint64_t>(options.async_min_grads) *
+                          static_cast<std::uint64_t>(options.batch_size);
+    steps_per_epoch = static_cast<std::int64_t>((total_rows + per_step - 1) / per_step);
+  }
+
+  if (role.distributed) {
+    std::vector<std::string> lines = {
+        cat("version=", MBKIT_VERSION, " ", MBKIT_GIT_COMMIT),
+        cat("input=", shape.text(), " classes=", info.num_classes),
+        cat("parameters=", model.parameter_count(), " state=", net.state().size()),
+        cat("model=", describe_model(options.model)),
+        cat("optimizer=", describe_optimizer(options.optimizer)),
+        cat("batch_size=", options.batch_size),
+        cat("comm=", options.comm, options.async ? " async" : "",
+            " min_grads=", options.async_min_grads),
+        cat("seed=", options.seed),
+        cat("length=", options.epochs, " epochs, ", options.steps, " steps, ", options.time_budget,
+            " s"),
+        cat("eval_every=", options.eval_every, " test_size=", options.test_size),
+        cat("induce=", options.induce, " slowdown=", options.slowdown),
+        cat("checkpoint=", options.checkpoint, " every ", options.checkpoint_every),
+        cat("nan_policy=", options.nan_policy)};
+    check_agreement(world, lines);
+  }
+
+  // Resume: rank 0 reads the checkpoint and hands the state to every rank.
+  ResumeHeader resume;
   std::string resume_path = options.resume == "auto"
                                 ? (fs::exists(options.checkpoint) ? options.checkpoint : "")
                                 : options.resume;
-  // A finished run's checkpoint is its result: replacing it takes a decision.
-  if (!options.checkpoint.empty() && fs::exists(options.checkpoint) && !options.force &&
-      resume_path != options.checkpoint) {
-    fail(cat(options.checkpoint,
-             " exists; use --resume auto to continue from it or --force to "
-             "replace it"));
+  if (logs) {
+    // A finished run's checkpoint is its result: replacing it takes a decision.
+    if (!options.checkpoint.empty() && fs::exists(options.checkpoint) && !options.force &&
+        resume_path != options.checkpoint) {
+      fail(cat(options.checkpoint,
+               " exists; use --resume auto to continue from it or --force to replace it"));
+    }
   }
-  if (!resume_path.empty()) {
+  if (logs && !resume_path.empty()) {
     const Checkpoint checkpoint = mbkit::train::read_checkpoint(resume_path);
     const std::vector<std::int64_t> input = {shape.channels, shape.height, shape.width};
     if (checkpoint.model != options.model.name ||
@@ -393,15 +636,80 @@ int run_train_fmb(const TrainOptions& options) {
       *slots[i].second = saved.values;
     }
     optimizer->set_steps(checkpoint.optimizer_steps);
-    step = checkpoint.step;
-    elapsed_before = checkpoint.elapsed;
-    train_loader.seek(checkpoint.epoch, checkpoint.batch_in_epoch);
-    log::info(cat("resuming from ", resume_path, " at step ", step));
+    resume.resumed = 1;
+    resume.step = static_cast<double>(checkpoint.step);
+    resume.elapsed = checkpoint.elapsed;
+    resume.epoch_progress = checkpoint.epoch_progress;
+    resume.workers = static_cast<double>(checkpoint.workers);
+    resume.same_comm = checkpoint.comm == role.comm ? 1 : 0;
+    resume.optimizer_steps = static_cast<double>(checkpoint.optimizer_steps);
+    resume.samples_seen = checkpoint.epoch_progress * static_cast<double>(total_rows);
+    log::info(cat("resuming from ", resume_path, " at step ", checkpoint.step,
+                  checkpoint.workers != role.workers
+                      ? cat(" (saved by ", checkpoint.workers, " workers, now ", role.workers,
+                            ": the data order differs from an uninterrupted run)")
+                      : ""));
+  }
+  // Every rank starts from rank 0's model (and, when all of them update, its optimizer).
+  if (role.distributed) {
+    world.rendezvous("start-up");
+    world.broadcast(
+        std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&resume), sizeof resume), 0);
+    world.broadcast(net.parameters(), 0);
+    world.broadcast(net.state(), 0);
+    if (!role.parameter_server) {
+      for (auto& [name, values] : optimizer->state()) world.broadcast(*values, 0);
+      optimizer->set_steps(static_cast<std::int64_t>(resume.optimizer_steps));
+    }
+  }
+  std::int64_t step = static_cast<std::int64_t>(resume.step);
+  const std::int64_t step_base = step;
+  const double epoch_base = resume.epoch_progress;
+  const double elapsed_before = resume.elapsed;
+  double samples_seen = resume.samples_seen;
+  auto epoch_at = [&](std::int64_t s) {
+    if (role.async) return samples_seen / static_cast<double>(total_rows);
+    return epoch_base + static_cast<double>(s - step_base) / static_cast<double>(steps_per_epoch);
+  };
+
+  std::int64_t planned = kUnlimited;
+  if (options.steps > 0) planned = options.steps;
+  if (options.epochs > 0 && !role.async) {
+    planned = std::min(planned, step_base + static_cast<std::int64_t>(
+                                                std::ceil((options.epochs - epoch_base) *
+                                                          static_cast<double>(steps_per_epoch))));
+  }
+  optim::ScheduleConfig schedule_config = options.schedule;
+  schedule_config.warmup_steps = static_cast<std::int64_t>(
+      std::llround(options.warmup_epochs * static_cast<double>(steps_per_epoch)));
+  if (schedule_config.kind == "linear" && schedule_config.total_steps == 0) {
+    if (planned != kUnlimited) {
+      schedule_config.total_steps = planned;
+    } else if (options.epochs > 0) {
+      schedule_config.total_steps = static_cast<std::int64_t>(
+          std::ceil(options.epochs * static_cast<double>(steps_per_epoch)));
+    }
+  }
+  const optim::LearningRateSchedule schedule(schedule_config);
+
+  // Workers continue their data stream where the checkpoint left it: exactly when the same
+  // workers resume a synchronous run, else from the same point of the epoch.
+  if (train_loader && resume.resumed != 0) {
+    const std::int64_t batches = train_loader->batches_per_epoch();
+    if (static_cast<int>(resume.workers) == role.workers && resume.same_comm != 0 && !role.async) {
+      train_loader->seek(step / batches, step % batches);
+    } else {
+      const double epoch = std::floor(epoch_base);
+      const auto index =
+          static_cast<std::int64_t>((epoch_base - epoch) * static_cast<double>(batches));
+      train_loader->seek(static_cast<std::int64_t>(epoch), std::min(index, batches - 1));
+    }
   }
 
+  const std::vector<std::string> hosts = world.all_gather(world.host());
   std::optional<mbkit::train::MetricLog> metric_log;
-  if (!options.log.empty()) {
-    if (!resume_path.empty() && fs::exists(options.log)) {
+  if (logs && !options.log.empty()) {
+    if (resume.resumed != 0 && fs::exists(options.log)) {
       metric_log.emplace(
           mbkit::train::MetricLog::append(options.log, step, options.flush_interval));
     } else {
@@ -409,10 +717,11 @@ int run_train_fmb(const TrainOptions& options) {
       run.tool = "mb-train-fmb";
       run.version = cat(MBKIT_VERSION, " (", MBKIT_GIT_COMMIT, ")");
       run.command_line = cli::recorded_command_line();
-      run.config_json = config_json(options, model, planned);
+      run.config_json = config_json(options, model, planned, world.size(), role.workers);
       run.seed = options.seed;
-      run.host = comm::host_name();
+      run.host = world.host();
       run.start_time = utc_now();
+      run.world_size = world.size();
       run.model = options.model.name;
       run.dataset = info.name;
       metric_log.emplace(
@@ -421,37 +730,62 @@ int run_train_fmb(const TrainOptions& options) {
   }
 
   // The parameter table.
-  log::info(cat("mbkit ", MBKIT_VERSION, " (", MBKIT_GIT_COMMIT, "), ", backend->description()));
-  auto row = [](const char* key, const std::string& value) {
-    log::info(strprintf("  %-10s %s", key, value.c_str()));
-  };
-  row("data", cat(options.data, ": ", info.name, ", ", train_loader.rows(), " training images of ",
-                  shape.text(), ", ", info.num_classes, " classes",
-                  options.augment ? ", augmented (crop, flip)" : ""));
-  row("test", test_loader
-                  ? cat(test_loader->options().path, ": ", test_loader->rows(), " images",
-                        options.eval_every > 0 ? cat(", every ", options.eval_every, " steps")
-                                               : ", at the end")
-                  : "none (no test split)");
-  row("model", cat(describe_model(options.model), ": ",
-                   with_commas(static_cast<std::int64_t>(model.parameter_count())), " parameters"));
-  row("optimizer", describe_optimizer(options.optimizer));
-  row("schedule", describe_schedule(schedule_config));
-  row("batch", cat(options.batch_size, " per step, ", steps_per_epoch, " steps per epoch"));
-  std::string length =
-      planned == kUnlimited ? "until the time budget" : cat(with_commas(planned), " steps");
-  if (options.epochs > 0) length += cat(" (", options.epochs, " epochs)");
-  if (options.time_budget > 0) length += cat(", at most ", human_duration(options.time_budget));
-  row("length", length);
-  row("seed", cat(options.seed));
-  if (metric_log) row("log", options.log);
-  if (!options.checkpoint.empty()) {
-    row("checkpoint",
-        cat(options.checkpoint,
-            options.checkpoint_every > 0 ? cat(" every ", options.checkpoint_every, " steps") : "",
-            " and at the end"));
+  if (logs) {
+    log::info(cat("mbkit ", MBKIT_VERSION, " (", MBKIT_GIT_COMMIT, "), ", backend->description()));
+    auto row = [](const char* key, const std::string& value) {
+      log::info(strprintf("  %-10s %s", key, value.c_str()));
+    };
+    const std::string data_text =
+        role.distributed && my_data.slice_count == 1 && options.data.find('%') != std::string::npos
+            ? cat(options.data, " (a shard per worker)")
+            : (options.data.find(',') != std::string::npos ? "a file per worker" : options.data);
+    row("data",
+        cat(data_text, ": ", info.name, ", ", total_rows, " training images of ", shape.text(),
+            ", ", info.num_classes, " classes", options.augment ? ", augmented (crop, flip)" : ""));
+    row("test",
+        has_test ? cat(test_path,
+                       options.test_size > 0 ? cat(": first ", options.test_size, " images") : "",
+                       options.eval_every > 0 ? cat(", every ", options.eval_every, " steps")
+                                              : ", at the end",
+                       role.distributed && !role.async
+                           ? cat(", shared out over ", world.size(), " ranks")
+                           : "")
+                 : "none (no test split)");
+    row("model",
+        cat(describe_model(options.model), ": ",
+            with_commas(static_cast<std::int64_t>(model.parameter_count())), " parameters"));
+    row("optimizer", describe_optimizer(options.optimizer));
+    row("schedule", describe_schedule(schedule_config));
+    if (role.distributed) {
+      row("workers", cat(role.workers, " (", role.comm,
+                         role.async ? cat(", an update per ", options.async_min_grads, " gradient",
+                                          options.async_min_grads > 1 ? "s" : "")
+                                    : "",
+                         "), ranks ", describe_hosts(hosts, role)));
+      row("batch", cat(options.batch_size, " per worker, ", global_batch,
+                       role.async ? " per round of all workers" : " per step", ", ",
+                       steps_per_epoch, " steps per epoch"));
+    } else {
+      row("batch", cat(options.batch_size, " per step, ", steps_per_epoch, " steps per epoch"));
+    }
+    if (straggler_profile) row("stragglers", straggler_profile->describe());
+    if (!slowdown.empty()) row("slowdown", slowdown.describe());
+    std::string length =
+        planned == kUnlimited ? "until the time budget" : cat(with_commas(planned), " steps");
+    if (options.epochs > 0) length += cat(" (", options.epochs, " epochs)");
+    if (options.time_budget > 0) length += cat(", at most ", human_duration(options.time_budget));
+    row("length", length);
+    row("seed", cat(options.seed));
+    if (metric_log) row("log", options.log);
+    if (!options.checkpoint.empty()) {
+      row("checkpoint",
+          cat(options.checkpoint,
+              options.checkpoint_every > 0 ? cat(" every ", options.checkpoint_every, " steps")
+                                           : "",
+              " and at the end"));
+    }
+    log::verbose("layers:\n" + model.summary());
   }
-  log::verbose("layers:\n" + model.summary());
 
   auto save_checkpoint = [&](double elapsed) {
     Checkpoint checkpoint;
@@ -471,29 +805,89 @@ int run_train_fmb(const TrainOptions& options) {
     checkpoint.step = step;
     checkpoint.epoch = step / steps_per_epoch;
     checkpoint.batch_in_epoch = step % steps_per_epoch;
+    checkpoint.epoch_progress = epoch_at(step);
+    checkpoint.workers = role.workers;
+    checkpoint.comm = role.comm;
     checkpoint.seed = options.seed;
     checkpoint.elapsed = elapsed;
     checkpoint.dataset = info.name;
     checkpoint.mean = info.mean;
     checkpoint.std = info.std;
-    checkpoint.config_json = config_json(options, model, planned);
+    checkpoint.config_json = config_json(options, model, planned, world.size(), role.workers);
     checkpoint.created_by = cat("mb-train-fmb ", MBKIT_VERSION);
     mbkit::train::write_checkpoint(options.checkpoint, checkpoint);
   };
 
   Progress progress(planned, steps_per_epoch, options.print_every);
+  if (!logs) log::set_level(std::min(log::level(), log::Level::kNormal));
   auto run_evaluation = [&](double elapsed) {
-    if (!test_loader) return;
-    const auto result = mbkit::train::evaluate(net, *test_loader);
-    progress.note(strprintf(
-        "eval at step %lld (epoch %.2f): loss %.4f, accuracy %.2f%% on %lld images",
-        static_cast<long long>(step), static_cast<double>(step) / steps_per_epoch, result.loss(),
-        100.0 * result.accuracy(), static_cast<long long>(result.samples)));
-    if (metric_log) {
-      metric_log->add(mbkit::train::EvalRecord{step, elapsed,
-                                               static_cast<double>(step) / steps_per_epoch,
-                                               result.loss(), result.accuracy(), result.samples});
+    if (!has_test) return;
+    mbkit::train::EvalResult result;
+    if (test_loader) result = mbkit::train::evaluate(net, *test_loader);
+    if (!role.async && role.distributed) {
+      world.rendezvous(cat("evaluation at step ", step));
+      result.reduce(world);
     }
+    if (!logs) return;
+    progress.note(
+        strprintf("eval at step %lld (epoch %.2f): loss %.4f, accuracy %.2f%% on %lld images",
+                  static_cast<long long>(step), epoch_at(step), result.loss(),
+                  100.0 * result.accuracy(), static_cast<long long>(result.samples)));
+    if (metric_log) {
+      metric_log->add(mbkit::train::EvalRecord{step, elapsed, epoch_at(step), result.loss(),
+                                               result.accuracy(), result.samples});
+    }
+  };
+
+  // One worker's step: the induced delay, then the gradient of its batch's summed loss,
+  // scaled by 1 / nominal (see mbkit/train/exchange.hpp).
+  std::optional<mbkit::train::StragglerSampler> sampler;
+  if (straggler_profile && role.computes) {
+    sampler.emplace(*straggler_profile, options.seed, world.rank());
+  }
+  auto sleep_for = [](double seconds) {
+    if (seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  };
+  double previous_send = 0, previous_wait = 0;
+  auto compute = [&](std::int64_t at_step, double loss_scale) {
+    mbkit::train::WorkerReport report;
+    report.rank = world.rank();
+    if (sampler) {
+      report.sleep_time = sampler->next();
+      sleep_for(report.sleep_time);
+    }
+    const auto compute_start = Clock::now();
+    const data::Batch& batch = train_loader->next();
+    // Dropout masks differ between workers; worker 0 draws those of a single-process run.
+    const std::uint64_t step_seed =
+        Rng(options.seed, 0x57e9 + static_cast<std::uint64_t>(at_step) +
+                              (static_cast<std::uint64_t>(role.worker) << 40))
+            .next_u64();
+    const auto outcome =
+        net.forward(batch.images.data(), batch.labels.data(), batch.size, true, step_seed);
+    net.backward(loss_scale > 0 ? loss_scale : 1.0 / batch.size);
+    report.compute_time = seconds_since(compute_start);
+    const double extra = slowdown.extra_delay(world.rank(), report.compute_time);
+    sleep_for(extra);
+    report.sleep_time += extra;
+    report.samples = batch.size;
+    report.loss_sum = outcome.loss_sum;
+    report.correct = outcome.correct;
+    report.send_time = previous_send;
+    report.wait_time = previous_wait;
+    report.stop = stop_request.requested() ? mbkit::train::kSignalled : mbkit::train::kContinue;
+    return report;
+  };
+  auto worker_line = [&](std::int64_t at_step, const mbkit::train::WorkerReport& r) {
+    if (!options.worker_log) return;
+    log::info(cat(
+        world.rank() == 0 ? "rank 0: " : "",
+        strprintf("step %lld: %lld samples, loss %.4f, compute %.1f ms, sleep %.1f ms, "
+                  "previous send %.1f ms, wait %.1f ms",
+                  static_cast<long long>(at_step), static_cast<long long>(r.samples),
+                  r.samples > 0 ? r.loss_sum / static_cast<double>(r.samples) : 0.0,
+                  1e3 * r.compute_time, 1e3 * r.sleep_time, 1e3 * r.send_time, 1e3 * r.wait_time),
+        role.async ? cat(", on parameters of step ", r.based_on) : ""));
   };
 
   const auto budget =
@@ -501,83 +895,249 @@ int run_train_fmb(const TrainOptions& options) {
   int consecutive_skips = 0;
   std::int64_t skipped = 0;
   bool evaluated_now = false;
-  while (step < planned && !stop.requested() && seconds_since(started) < budget) {
-    const auto step_start = Clock::now();
-    const data::Batch& batch = train_loader.next();
-    const double epoch = static_cast<double>(step) / steps_per_epoch;
-    const std::uint64_t step_seed =
-        Rng(options.seed, 0x57e9 + static_cast<std::uint64_t>(step)).next_u64();
-    const auto outcome =
-        net.forward(batch.images.data(), batch.labels.data(), batch.size, true, step_seed);
-    const double loss = outcome.loss_sum / batch.size;
-    const double lr = schedule.at(step, epoch);
-    bool diverged = false;
-    if (std::isfinite(loss)) {
-      net.backward(1.0 / batch.size);
-      optimizer->step(net.parameters(), net.gradients(), lr);
-      consecutive_skips = 0;
-    } else if (options.nan_policy == "skip") {
-      ++skipped;
-      diverged = ++consecutive_skips > kMaxConsecutiveSkips;
-      if (!diverged)
-        log::warn(cat("non-finite loss at step ", step, "; update skipped (--nan-policy skip)"));
-    } else {
-      diverged = true;
-    }
-    ++step;
-    const double step_time = seconds_since(step_start);
+  double last_loss = 0;
+  // Rank 0's bookkeeping of a combined step: update decision, logs, progress.
+  // Returns kDiverged when the nan policy ends the run.
+  auto finish_step = [&](const mbkit::train::CombinedStep& combined, double step_time, double lr) {
+    const double samples = static_cast<double>(std::max<std::int64_t>(combined.samples, 1));
+    const double loss = combined.loss_sum / samples;
+    last_loss = loss;
     const double elapsed = elapsed_before + seconds_since(started);
     if (metric_log) {
-      metric_log->add(mbkit::train::StepRecord{step, elapsed,
-                                               static_cast<double>(step) / steps_per_epoch, loss,
-                                               static_cast<double>(outcome.correct) / batch.size,
-                                               lr, batch.size, step_time, batch.size / step_time});
+      metric_log->add(mbkit::train::StepRecord{
+          step, elapsed, epoch_at(step), loss, static_cast<double>(combined.correct) / samples, lr,
+          combined.samples, step_time, static_cast<double>(combined.samples) / step_time});
+      if (role.distributed) {
+        for (const auto& r : combined.workers) {
+          metric_log->add(mbkit::train::WorkerRecord{step, r.rank, r.samples, r.compute_time,
+                                                     r.sleep_time, r.send_time, r.wait_time,
+                                                     r.staleness});
+        }
+        metric_log->add(
+            mbkit::train::CollectRecord{step, static_cast<std::int64_t>(combined.workers.size()),
+                                        combined.samples, combined.wait_time});
+      }
       metric_log->flush_if_due();
     }
-    if (diverged) {
-      if (metric_log) metric_log->close();
-      const std::string where =
-          cat("non-finite loss at step ", step - 1, " (epoch ", strprintf("%.2f", epoch), ")");
-      throw Error(options.nan_policy == "skip"
-                      ? cat(where, ", ", consecutive_skips, " steps in a row: --nan-policy skip ",
-                            "gives up after ", kMaxConsecutiveSkips, "; lower --lr")
-                      : cat(where, "; lower --lr, or --nan-policy skip to skip such steps"),
-                  ExitCode::kDiverged);
-    }
-    progress.step(step, loss, outcome.correct, batch.size, step_time,
+    progress.step(step, loss, combined.correct, static_cast<int>(combined.samples), step_time,
                   budget - seconds_since(started));
+  };
+  // The nan policy, decided where the update is made (identically on every rank of allreduce).
+  auto accept_update = [&](double loss) -> int {
+    if (std::isfinite(loss)) {
+      consecutive_skips = 0;
+      return mbkit::train::kContinue;
+    }
+    if (options.nan_policy == "skip") {
+      ++skipped;
+      if (++consecutive_skips > kMaxConsecutiveSkips) return mbkit::train::kDiverged;
+      if (logs) {
+        log::warn(cat("non-finite loss at step ", step, "; update skipped (--nan-policy skip)"));
+      }
+      return -1;  // skip this update
+    }
+    return mbkit::train::kDiverged;
+  };
+  auto after_step = [&](double elapsed) {
     evaluated_now = false;
     if (options.eval_every > 0 && step % options.eval_every == 0) {
       run_evaluation(elapsed);
       evaluated_now = true;
     }
-    if (options.checkpoint_every > 0 && step % options.checkpoint_every == 0)
+    if (logs && options.checkpoint_every > 0 && step % options.checkpoint_every == 0)
       save_checkpoint(elapsed);
+  };
+  auto rank0_stop = [&]() {
+    if (stop_request.requested()) return static_cast<int>(mbkit::train::kSignalled);
+    if (seconds_since(started) >= budget) return static_cast<int>(mbkit::train::kFinished);
+    return static_cast<int>(mbkit::train::kContinue);
+  };
+
+  int stop = step >= planned ? mbkit::train::kFinished : mbkit::train::kContinue;
+  const std::int64_t nominal = role.distributed ? global_batch : 0;  // 0: the batch's size
+  if (!role.async) {
+    mbkit::train::SyncExchange exchange(world, role.parameter_server);
+    if (role.parameter_server) {
+      // The master's verdict before the first step (the run may be complete already).
+      stop = exchange.distribute(net.parameters(), net.state(),
+                                 logs ? std::max(stop, rank0_stop()) : 0, step);
+    } else if (logs) {
+      stop = std::max(stop, rank0_stop());
+    }
+    if (!role.parameter_server && role.distributed) {
+      std::int64_t verdict = stop;
+      world.broadcast(
+          std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&verdict), sizeof verdict), 0);
+      stop = static_cast<int>(verdict);
+    }
+    while (stop == mbkit::train::kContinue) {
+      const auto step_start = Clock::now();
+      const double lr = schedule.at(step, epoch_at(step));
+      mbkit::train::WorkerReport report;
+      if (role.computes) {
+        report = compute(step, nominal > 0 ? 1.0 / static_cast<double>(nominal) : 0.0);
+        if (!role.parameter_server && logs && step + 1 < planned) {
+          report.stop = std::max(report.stop, rank0_stop());
+        }
+        if (!role.parameter_server && step + 1 >= planned) {
+          report.stop = std::max(report.stop, static_cast<int>(mbkit::train::kFinished));
+        }
+      }
+      const std::int64_t step_nominal = nominal > 0 ? nominal : report.samples;
+      const auto combined =
+          exchange.combine(net.gradients(), net.state(), report, step, step_nominal);
+      if (role.computes) worker_line(step + 1, report);
+      int verdict = combined.stop;
+      if (!role.parameter_server || role.master) {
+        const double loss =
+            combined.loss_sum / static_cast<double>(std::max<std::int64_t>(combined.samples, 1));
+        const int decision = accept_update(loss);
+        if (decision == mbkit::train::kContinue) {
+          optimizer->step(net.parameters(), net.gradients(), lr);
+        } else if (decision == mbkit::train::kDiverged) {
+          verdict = mbkit::train::kDiverged;
+        }
+      }
+      ++step;
+      samples_seen += static_cast<double>(combined.samples);
+      if (role.master) {
+        verdict = std::max(verdict, rank0_stop());
+        if (step >= planned) verdict = std::max(verdict, static_cast<int>(mbkit::train::kFinished));
+      }
+      if (role.parameter_server) {
+        verdict = exchange.distribute(net.parameters(), net.state(), verdict, step);
+      }
+      previous_send = exchange.last_send_time();
+      previous_wait = exchange.last_wait_time();
+      const double step_time = seconds_since(step_start);
+      if (logs) finish_step(combined, step_time, lr);
+      stop = verdict;
+      if (stop == mbkit::train::kDiverged) break;
+      after_step(elapsed_before + seconds_since(started));
+    }
+  } else if (role.master) {
+    mbkit::train::AsyncMaster master(world, net.parameters().size(), net.state().size());
+    master.start(net.parameters(), net.state(), step);
+    std::vector<float> state(net.state().size());
+    const double planned_samples = options.epochs > 0
+                                       ? options.epochs * static_cast<double>(total_rows)
+                                       : std::numeric_limits<double>::infinity();
+    if (samples_seen >= planned_samples) stop = mbkit::train::kFinished;
+    stop = std::max(stop, rank0_stop());
+    while (stop == mbkit::train::kContinue) {
+      const auto step_start = Clock::now();
+      const double lr = schedule.at(step, epoch_at(step));
+      const auto combined = master.collect(net.gradients(), state, options.async_min_grads, step);
+      std::copy(state.begin(), state.end(), net.state().begin());
+      const double loss =
+          combined.loss_sum / static_cast<double>(std::max<std::int64_t>(combined.samples, 1));
+      const int decision = accept_update(loss);
+      if (decision == mbkit::train::kContinue) {
+        optimizer->step(net.parameters(), net.gradients(), lr);
+      }
+      ++step;
+      samples_seen += static_cast<double>(combined.samples);
+      finish_step(combined, seconds_since(step_start), lr);
+      stop = std::max(combined.stop, rank0_stop());
+      if (decision == mbkit::train::kDiverged) stop = mbkit::train::kDiverged;
+      if (step >= planned || samples_seen >= planned_samples)
+        stop = std::max(stop, static_cast<int>(mbkit::train::kFinished));
+      if (stop == mbkit::train::kContinue) master.publish(net.parameters(), net.state(), step);
+      if (stop != mbkit::train::kDiverged) after_step(elapsed_before + seconds_since(started));
+    }
+    master.finish(step, stop);
+    if (master.discarded() > 0) {
+      log::verbose(cat(master.discarded(), " gradients arrived after the end and were not used"));
+    }
+  } else {
+    mbkit::train::AsyncWorker worker(world, net.parameters().size(), net.state().size());
+    std::int64_t based_on = 0;
+    std::int64_t rounds = 0;
+    while (worker.refresh(net.parameters(), net.state(), rounds == 0, based_on)) {
+      auto report = compute(based_on + rounds, 1.0);
+      report.based_on = based_on;
+      const auto send_start = Clock::now();
+      worker.send(net.gradients(), net.state(), report);
+      previous_wait = seconds_since(send_start);  // waiting for the previous send to finish
+      previous_send = 0;
+      ++rounds;
+      worker_line(rounds, report);
+    }
+    worker.finish();
+    stop = worker.stop_code();
+    if (worker.skipped() > 0) {
+      log::verbose(cat(worker.skipped(), " parameter sets were overtaken before being used"));
+    }
   }
 
   const double elapsed = elapsed_before + seconds_since(started);
-  if (stop.requested()) {
-    const int signal_number = stop.signal();
-    const char* name = signal_number == SIGTERM ? "SIGTERM" : "SIGINT";
+  if (stop == mbkit::train::kDiverged) {
+    if (metric_log) metric_log->close();
+    const std::string where = cat("non-finite loss at step ", step - 1, " (epoch ",
+                                  strprintf("%.2f", epoch_at(step - 1)), ")");
+    const std::string message =
+        options.nan_policy == "skip"
+            ? cat(where, ", ", consecutive_skips, " steps in a row: --nan-policy skip ",
+                  "gives up after ", kMaxConsecutiveSkips, "; lower --lr")
+            : cat(where, "; lower --lr, or --nan-policy skip to skip such steps");
+    if (logs) throw Error(message, ExitCode::kDiverged);
+    return static_cast<int>(ExitCode::kDiverged);
+  }
+  if (stop == mbkit::train::kSignalled) {
+    const int signal_number = stop_request.signal() != 0 ? stop_request.signal() : SIGTERM;
+    const char* name = signal_number == SIGINT ? "SIGINT" : "SIGTERM";
     if (metric_log) metric_log->close();
     if (!options.checkpoint.empty()) {
-      save_checkpoint(elapsed);
-      progress.note(cat("stopped by ", name, " at step ", step, "; state saved in ",
-                        options.checkpoint, " (--resume ", options.checkpoint, " continues)"));
+      if (logs) {
+        save_checkpoint(elapsed);
+        progress.note(cat("stopped by ", name, " at step ", step, "; state saved in ",
+                          options.checkpoint, " (--resume ", options.checkpoint, " continues)"));
+      }
       return static_cast<int>(ExitCode::kInterrupted);
     }
-    progress.note(
-        cat("stopped by ", name, " at step ", step, "; no --checkpoint, state not saved"));
+    if (logs) {
+      progress.note(
+          cat("stopped by ", name, " at step ", step, "; no --checkpoint, state not saved"));
+    }
     return 128 + signal_number;
   }
   if (!evaluated_now) run_evaluation(elapsed);
-  if (!options.checkpoint.empty()) save_checkpoint(elapsed);
+  if (logs && !options.checkpoint.empty()) save_checkpoint(elapsed);
   if (metric_log) metric_log->close();
-  progress.note(cat("done: ", step, " steps (",
-                    strprintf("%.2f", static_cast<double>(step) / steps_per_epoch), " epochs) in ",
-                    human_duration(seconds_since(started)),
-                    skipped > 0 ? cat(", ", skipped, " steps skipped for non-finite loss") : ""));
+  if (logs) {
+    progress.note(cat("done: ", step, " steps (", strprintf("%.2f", epoch_at(step)), " epochs) in ",
+                      human_duration(seconds_since(started)),
+                      skipped > 0 ? cat(", ", skipped, " steps skipped for non-finite loss") : ""));
+  }
+  (void)last_loss;
   return 0;
+}
+
+}  // namespace
+
+int run_train_fmb(const TrainOptions& options) {
+  validate(options);
+  comm::World world;
+  try {
+    const int status = train(options, world);
+    // Nobody leaves before everyone is done (a rank's MPI_Finalize must not race the others).
+    world.rendezvous("the end of the run");
+    return status;
+  } catch (const std::exception& error) {
+    if (!world.distributed()) throw;
+    const auto* mbkit_error = dynamic_cast<const Error*>(&error);
+    const ExitCode code = mbkit_error != nullptr ? mbkit_error->code() : ExitCode::kFailure;
+    // Every rank reaches the same usage errors: rank 0 reports them, the others end quietly a
+    // moment later so that the message is out before mpirun ends the job.
+    if (code == ExitCode::kUsage && world.rank() != 0) {
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+    } else {
+      std::fprintf(stderr, "%s: error: %s%s\n", log::program().c_str(),
+                   world.rank() == 0 ? cat("rank 0 (", world.host(), "): ").c_str() : "",
+                   error.what());
+    }
+    world.abort(static_cast<int>(code));
+  }
 }
 
 }  // namespace mbkit::tools::train

@@ -163,6 +163,9 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
   file.set_attribute("batch_in_epoch", checkpoint.batch_in_epoch);
   file.set_attribute("seed", checkpoint.seed);
   file.set_attribute("elapsed", checkpoint.elapsed);
+  file.set_attribute("epoch_progress", checkpoint.epoch_progress);
+  file.set_attribute("workers", checkpoint.workers);
+  file.set_attribute("comm", checkpoint.comm);
   file.set_attribute("dataset", checkpoint.dataset);
   file.set_attribute("mean", checkpoint.mean);
   file.set_attribute("std", checkpoint.std);
@@ -199,6 +202,12 @@ Checkpoint read_fields(const io::File& file) {
   checkpoint.batch_in_epoch = file.int_attribute("batch_in_epoch");
   checkpoint.seed = file.uint_attribute("seed");
   checkpoint.elapsed = file.double_attribute("elapsed");
+  // Absent in checkpoints of mbkit before distributed training: single-process runs.
+  checkpoint.epoch_progress = file.has_attribute("epoch_progress")
+                                  ? file.double_attribute("epoch_progress")
+                                  : static_cast<double>(checkpoint.epoch);
+  checkpoint.workers = file.has_attribute("workers") ? file.int_attribute("workers") : 1;
+  checkpoint.comm = file.has_attribute("comm") ? file.string_attribute("comm") : "local";
   checkpoint.dataset = file.string_attribute("dataset");
   checkpoint.mean = file.double_array_attribute("mean");
   checkpoint.std = file.double_array_attribute("std");

@@ -10,6 +10,8 @@ namespace mbkit::cli {
 
 /// Declares the data, model, optimiser, schedule, length, evaluation and run options.
 void add_train_options(CLI::App& app, tools::train::TrainOptions& options);
+/// Declares the options of data-parallel runs (--comm, --async, stragglers, timeouts).
+void add_distribution_options(CLI::App& app, tools::train::TrainOptions& options);
 /// After parsing: routes the options whose meaning depends on the optimiser (--momentum and
 /// --epsilon for rmsprop and adam).
 void finish_train_options(const CLI::App& app, tools::train::TrainOptions& options);

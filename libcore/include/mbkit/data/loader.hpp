@@ -31,7 +31,10 @@ struct LoaderOptions {
   int slice_index = 0;  ///< this reader takes rows [i N / n, (i + 1) N / n) of the split
   int slice_count = 1;
   std::uint64_t limit = 0;  ///< use only the first `limit` rows of this slice (0 = all)
-  int prefetch = 2;         ///< batches prepared ahead by the background thread (0 = inline)
+  /// Slice only the first `split_limit` rows of the split (0 = all): ranks sharing out the
+  /// first N rows.
+  std::uint64_t split_limit = 0;
+  int prefetch = 2;  ///< batches prepared ahead by the background thread (0 = inline)
 };
 
 struct Batch {

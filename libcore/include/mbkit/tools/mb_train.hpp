@@ -1,5 +1,6 @@
-// mb-train-fmb: synchronous fixed mini-batch training (single process in this version), the
-// library side of the tool: main() parses options into TrainOptions and calls run_train_fmb.
+// mb-train-fmb: fixed mini-batch training, on one process or data-parallel under mpirun/srun
+// (exchanges in mbkit/train/exchange.hpp), the library side of the tool: main() parses options
+// into TrainOptions and calls run_train_fmb.
 #pragma once
 
 #include <cstdint>
@@ -13,10 +14,13 @@ namespace mbkit::tools::train {
 
 struct TrainOptions {
   // Data.
-  std::string data;       ///< dataset or shard file (its train split)
+  /// Dataset or shard file (its train split). Distributed: one file that every worker takes a
+  /// slice of, a printf pattern of shard files ('sh-%05d-of-%05d.h5': worker index, workers),
+  /// or a comma-separated list with one file per worker.
+  std::string data;
   std::string test_data;  ///< file whose test split evaluations use (default: data)
-  int batch_size = 64;
-  bool augment = false;  ///< random crop (4 pixels of padding) and horizontal flip
+  int batch_size = 64;    ///< per worker
+  bool augment = false;   ///< random crop (4 pixels of padding) and horizontal flip
   bool drop_last = false;
   // Model and optimisation.
   models::ModelConfig model;
@@ -43,6 +47,15 @@ struct TrainOptions {
   std::string resume;  ///< checkpoint to continue from, or "auto" (--checkpoint if it exists)
   std::string nan_policy = "stop";  ///< stop or skip
   std::int64_t print_every = 0;  ///< progress lines when stderr is not a terminal (0: every 10 s)
+  // Distribution (under mpirun/srun).
+  std::string comm = "ps";          ///< ps (rank 0 is the master) or allreduce
+  bool async = false;               ///< ps only: the master updates as gradients arrive
+  int async_min_grads = 1;          ///< gradients per asynchronous update
+  double comm_timeout = 60;         ///< seconds a rank waits for another before the job fails
+  std::string comm_wait = "yield";  ///< yield (sleep while waiting) or spin
+  std::string induce;               ///< straggler profile: niagara, cedar or MEAN:STD:WEIGHT,...
+  std::string slowdown;             ///< RANK=FACTOR,...: persistently slower workers
+  bool worker_log = false;          ///< a console line per worker per step
 };
 
 /// Runs the training; returns the exit status: 0 when the run completed, 6 when a signal stopped

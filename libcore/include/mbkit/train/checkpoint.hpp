@@ -43,6 +43,11 @@ struct Checkpoint {
   std::int64_t batch_in_epoch = 0;  ///< the next batch to train on
   std::uint64_t seed = 0;
   double elapsed = 0;  ///< seconds of training so far (for the log's time column)
+  /// Fractional epoch reached (samples trained on / training rows); a run resumed with
+  /// another number of workers continues counting epochs from here.
+  double epoch_progress = 0;
+  std::int64_t workers = 1;   ///< workers that computed gradients (1 for a single process)
+  std::string comm = "local";  ///< exchange: local, ps, ps-async or allreduce
   // Provenance.
   std::string dataset;            ///< dataset name (from the data file)
   std::vector<double> mean, std;  ///< normalisation the model was trained with

@@ -1,0 +1,162 @@
+// How the workers of a data-parallel run combine their gradients (--comm), with the semantics
+// of the AMB original and MXNet's dist_sync/dist_async (mbkit.7):
+//
+//   ps          rank 0 is the master and computes nothing; every worker sends the gradient of
+//               the summed per-sample loss over its batch and its sample count; the master
+//               divides the sum of the gradients by the total count, applies the optimizer and
+//               broadcasts the parameters (MPI_Reduce + MPI_Bcast, as the original).
+//   allreduce   every rank is a worker; one MPI_Allreduce over the flat gradient buffer (in
+//               place, no copy) and one small one over the counts, batch-norm statistics and
+//               the workers' reports; every rank then applies the same optimizer step.
+//   ps --async  the master applies an update as soon as --async-min-grads gradients arrived and
+//               sends the new parameters to every worker; workers never wait for parameters:
+//               they compute on the newest they have (AsyncMaster/AsyncWorker below).
+//
+// Scaling. Workers compute gradients of loss_scale * (sum of their per-sample losses) with
+// loss_scale = 1 / nominal, nominal being the samples the step was planned for (workers x
+// batch); the combine step multiplies by nominal / total only when the total differs (a short
+// last batch, AMB's partial work), so the result is always sum / total, the original's
+// counts-weighted average, without a pass over the gradients in the common case.
+//
+// Batch-norm running statistics are averaged over the workers at every step, so that every
+// rank holds the same model and any rank can evaluate or save it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "mbkit/comm/world.hpp"
+
+namespace mbkit::train {
+
+/// Why a run ends, as the ranks tell each other (larger codes win when several apply).
+enum StopCode : int {
+  kContinue = 0,
+  kFinished = 1,   ///< planned length or time budget reached
+  kSignalled = 2,  ///< SIGINT/SIGTERM: save the state and exit 6
+  kDiverged = 3,   ///< non-finite loss: exit 5
+};
+
+/// What one worker reports about one of its steps (a row of the log's /workers table).
+struct WorkerReport {
+  int rank = 0;
+  std::int64_t samples = 0;
+  double loss_sum = 0;  ///< sum of the per-sample losses
+  std::int64_t correct = 0;
+  double compute_time = 0;  ///< seconds computing (forward, backward), induced delays excluded
+  double sleep_time = 0;    ///< seconds of induced delay (--induce, --slowdown)
+  /// Seconds spent sending the gradient and receiving parameters, and waiting idle for the
+  /// others (sync) or for a send to complete (async): of the worker's previous step, because
+  /// they end after the report left.
+  double send_time = 0;
+  double wait_time = 0;
+  std::int64_t staleness = 0;  ///< async: master step now minus the step computed at
+  std::int64_t based_on = 0;   ///< async: master step of the parameters used
+  int stop = kContinue;        ///< the worker asks to stop (a StopCode)
+};
+
+/// A combined step as rank 0 sees it (other ranks get the totals).
+struct CombinedStep {
+  std::vector<WorkerReport> workers;  ///< rank 0 only: one per contributing worker
+  std::int64_t samples = 0;
+  double loss_sum = 0;
+  std::int64_t correct = 0;
+  double wait_time = 0;  ///< rank 0: seconds waiting for the gradients
+  int stop = kContinue;  ///< the largest StopCode a worker sent
+};
+
+/// The synchronous exchanges (ps and allreduce) of one run.
+class SyncExchange {
+ public:
+  SyncExchange(const comm::World& world, bool parameter_server);
+
+  bool parameter_server() const { return parameter_server_; }
+  /// False only for the master of ps.
+  bool computes() const { return !parameter_server_ || world_.rank() != 0; }
+  /// This rank's worker index (0-based) and the number of workers.
+  int worker() const { return parameter_server_ ? world_.rank() - 1 : world_.rank(); }
+  int workers() const { return parameter_server_ ? world_.size() - 1 : world_.size(); }
+  /// Rank of worker `index`.
+  int rank_of(int index) const { return parameter_server_ ? index + 1 : index; }
+
+  /// Combines the step's gradients and state. Workers pass their scaled gradient (see above),
+  /// state and report; the ps master passes its buffers (overwritten with zeros first). After
+  /// the call: allreduce: every rank holds sum / total and the mean state; ps: the master does,
+  /// workers' buffers are unchanged. `nominal` is the samples the gradients were scaled for.
+  CombinedStep combine(std::span<float> gradients, std::span<float> state,
+                       const WorkerReport& report, std::int64_t step, std::int64_t nominal);
+
+  /// ps: the master sends its parameters, state and its StopCode; workers receive them.
+  /// Returns the StopCode. (allreduce: nothing to do, returns `stop`.)
+  int distribute(std::span<float> parameters, std::span<float> state, int stop, std::int64_t step);
+
+  /// Seconds this rank spent in the last combine+distribute sending/receiving, and idle.
+  double last_send_time() const { return send_time_; }
+  double last_wait_time() const { return wait_time_; }
+
+ private:
+  const comm::World& world_;
+  bool parameter_server_;
+  std::vector<float> small_;  ///< state | per-worker report slots
+  std::vector<std::int32_t> arrivals_;
+  double send_time_ = 0, wait_time_ = 0;
+};
+
+/// Multiplies by nominal / total when they differ (see above).
+void finish_gradient(std::span<float> gradients, std::int64_t nominal, std::int64_t total);
+
+/// The master of ps --async.
+class AsyncMaster {
+ public:
+  AsyncMaster(const comm::World& world, std::size_t parameters, std::size_t state);
+  ~AsyncMaster();
+  /// Sends the starting parameters to every worker.
+  void start(std::span<const float> parameters, std::span<const float> state, std::int64_t step);
+  /// Waits until at least `min_gradients` gradients arrived and combines them: `gradients`
+  /// gets sum / total, `state` the mean of their states.
+  CombinedStep collect(std::span<float> gradients, std::span<float> state, int min_gradients,
+                       std::int64_t step);
+  /// Sends the parameters of master step `step` to every worker (as soon as each can take
+  /// them: a worker still receiving older ones gets the newest afterwards).
+  void publish(std::span<const float> parameters, std::span<const float> state, std::int64_t step);
+  /// Tells every worker to stop (with a StopCode) and drains their last messages.
+  void finish(std::int64_t step, int code);
+  /// Gradients that arrived after the master had decided to stop (not applied).
+  std::int64_t discarded() const { return discarded_; }
+
+ private:
+  struct Impl;
+  Impl* impl_;
+  std::int64_t discarded_ = 0;
+};
+
+/// A worker of ps --async.
+class AsyncWorker {
+ public:
+  AsyncWorker(const comm::World& world, std::size_t parameters, std::size_t state);
+  ~AsyncWorker();
+  /// Takes the newest parameters that arrived (waiting only when `wait` or none came yet):
+  /// returns false when the master said stop. `based_on` gets their master step.
+  bool refresh(std::span<float> parameters, std::span<float> state, bool wait,
+               std::int64_t& based_on);
+  /// Sends a gradient (scaled to the sum of the per-sample losses) with the report; waits
+  /// first for the previous send to complete (at most one in flight).
+  void send(std::span<const float> gradients, std::span<const float> state,
+            const WorkerReport& report);
+  /// After refresh() returned false: completes the last send and tells the master this worker
+  /// is done.
+  void finish();
+  /// The master's StopCode once refresh() returned false.
+  int stop_code() const { return stop_code_; }
+  /// Parameter sets that arrived but were overtaken by newer ones before being used.
+  std::int64_t skipped() const { return skipped_; }
+
+ private:
+  struct Impl;
+  Impl* impl_;
+  std::int64_t skipped_ = 0;
+  int stop_code_ = kContinue;
+};
+
+}  // namespace mbkit::train

@@ -1,0 +1,89 @@
+// Straggler induction, as in the Anytime Mini-Batch experiments: each worker sleeps before each
+// step for a delay drawn from a mixture of folded normals (--induce), and chosen workers are
+// made slower by a constant factor (--slowdown).
+//
+//   delay = min(cap, |N(mean, std)|), the component picked with probability weight,
+//   cap   = min(1024, max over the components of mean + 5 std)
+//
+// Named profiles (mean:std:weight):
+//   niagara  0:0:0.4, 0:0.4:0.3, 2:0.3:0.2, 5:0.3:0.1           (cap 6.5 s, mean about 1.0 s)
+//   cedar    0:0:0.4, 0.05:0.04:0.3, 0.15:0.03:0.2, 0.25:0.03:0.1 (cap 0.4 s, mean about 0.07 s)
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mbkit/util/random.hpp"
+
+namespace mbkit::train {
+
+/// One folded normal of a straggler mixture, in seconds.
+struct StragglerComponent {
+  double mean = 0;
+  double std = 0;
+  double weight = 0;
+  bool operator==(const StragglerComponent&) const = default;
+};
+
+struct StragglerProfile {
+  std::string name;                            ///< "niagara", "cedar", or "custom"
+  std::vector<StragglerComponent> components;  ///< weights normalised to sum 1
+
+  /// min(1024, max over the components of mean + 5 std): the longest delay drawn.
+  double cap() const;
+  /// E[min(cap, |N(mean, std)|)] over the mixture, in closed form.
+  double expected_delay() const;
+  /// One line: "niagara: 0:0:0.4, 0:0.4:0.3, 2:0.3:0.2, 5:0.3:0.1 (cap 6.5 s, mean 0.996 s)".
+  std::string describe() const;
+  /// MEAN:STD:WEIGHT,... text that parse_straggler_profile reads back to the same components.
+  std::string spec() const;
+  bool operator==(const StragglerProfile&) const = default;
+};
+
+/// --induce: "" gives no profile; otherwise a known name or MEAN:STD:WEIGHT,... (numbers in
+/// full, mean, std and weight >= 0, some weight > 0). Throws a usage error naming --induce.
+std::optional<StragglerProfile> parse_straggler_profile(const std::string& text);
+/// "niagara, cedar".
+std::string known_straggler_profiles();
+
+/// The delays of one worker, step after step: deterministic in (seed, rank), drawn from
+/// Rng(seed ^ 0x5712a66e5, rank), a stream apart from the run's other Rng(seed, ...) ones.
+class StragglerSampler {
+ public:
+  /// The profile must have come from parse_straggler_profile; rank >= 0.
+  StragglerSampler(StragglerProfile profile, std::uint64_t seed, int rank);
+  /// Seconds to sleep before the next step, in [0, cap].
+  double next();
+  const StragglerProfile& profile() const { return profile_; }
+
+ private:
+  StragglerProfile profile_;
+  std::vector<double> cumulative_;  ///< running sums of the weights
+  double cap_;
+  Rng rng_;
+};
+
+/// --slowdown RANK=FACTOR,...: a worker with factor f sleeps (f - 1) times its compute time
+/// more at each step.
+struct Slowdown {
+  std::map<int, double> factors;  ///< rank -> factor >= 1
+
+  /// The factor of `rank`: 1 when it is not listed.
+  double factor_for(int rank) const;
+  /// (factor - 1) * compute_seconds: the extra sleep of `rank` after a step of that compute.
+  double extra_delay(int rank, double compute_seconds) const;
+  /// Throws a usage error naming --slowdown and the first listed rank >= world_size.
+  void check_ranks(int world_size) const;
+  /// "rank 2 x3, rank 4 x1.5", or "none".
+  std::string describe() const;
+  bool empty() const { return factors.empty(); }
+};
+
+/// "" gives no slowdown; otherwise RANK=FACTOR,... with ranks >= 0 given once and finite
+/// factors >= 1. Throws a usage error naming --slowdown.
+Slowdown parse_slowdown(const std::string& text);
+
+}  // namespace mbkit::train

@@ -1,0 +1,265 @@
+#include "mbkit/train/straggler.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <numbers>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include "mbkit/util/check.hpp"
+
+namespace mbkit::train {
+
+namespace {
+
+constexpr double kMaxCap = 1024.0;
+constexpr const char* kInduceFormat = "MEAN:STD:WEIGHT,...";
+constexpr const char* kSlowdownFormat = "RANK=FACTOR,...";
+
+// Keeps the sampler's stream apart from the other Rng(seed, rank) streams of a run (data
+// order, initialisation), so that inducing stragglers changes nothing else.
+constexpr std::uint64_t kSamplerSeedMix = 0x5712a66e5ULL;
+
+[[noreturn]] void induce_error(const std::string& text, const std::string& detail) {
+  std::string message = cat("--induce: '", text, "' is not NAME (", known_straggler_profiles(),
+                            ") or ", kInduceFormat);
+  if (!detail.empty()) message += ": " + detail;
+  usage_error(message);
+}
+
+[[noreturn]] void slowdown_error(const std::string& text, const std::string& detail) {
+  usage_error(cat("--slowdown: '", text, "' is not ", kSlowdownFormat, ": ", detail));
+}
+
+// The whole field as a finite decimal, or nullopt: no blanks, no '+', no hex (from_chars).
+std::optional<double> read_number(std::string_view field) {
+  double value = 0;
+  const auto* end = field.data() + field.size();
+  const auto [ptr, ec] = std::from_chars(field.data(), end, value);
+  if (field.empty() || ec != std::errc() || ptr != end || !std::isfinite(value)) {
+    return std::nullopt;
+  }
+  return value + 0.0;  // -0 -> 0, so that spec() never writes "-0"
+}
+
+std::optional<int> read_rank(std::string_view field) {
+  int value = 0;
+  const auto* end = field.data() + field.size();
+  const auto [ptr, ec] = std::from_chars(field.data(), end, value);
+  if (field.empty() || ec != std::errc() || ptr != end || value < 0) return std::nullopt;
+  return value;
+}
+
+// Weights that already sum to 1 up to rounding are kept as they are, so that the weights
+// spec() writes read back bit for bit instead of being divided again by 1 +- an ulp.
+void normalise_weights(std::vector<StragglerComponent>& components) {
+  double total = 0;
+  for (const auto& component : components) total += component.weight;
+  if (std::abs(total - 1.0) <= 1e-12) return;
+  for (auto& component : components) component.weight /= total;
+}
+
+StragglerProfile make_profile(std::string name, std::vector<StragglerComponent> components) {
+  normalise_weights(components);
+  return {std::move(name), std::move(components)};
+}
+
+StragglerProfile niagara() {
+  return make_profile("niagara", {{0, 0, 0.4}, {0, 0.4, 0.3}, {2, 0.3, 0.2}, {5, 0.3, 0.1}});
+}
+
+StragglerProfile cedar() {
+  return make_profile("cedar",
+                      {{0, 0, 0.4}, {0.05, 0.04, 0.3}, {0.15, 0.03, 0.2}, {0.25, 0.03, 0.1}});
+}
+
+StragglerProfile parse_components(const std::string& text) {
+  std::vector<StragglerComponent> components;
+  bool some_weight = false;
+  const auto items = split(text, ',');
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const auto& item = items[i];
+    if (item.empty()) induce_error(text, cat("component ", i + 1, " is empty"));
+    const auto fields = split(item, ':');
+    if (fields.size() != 3) induce_error(text, cat("'", item, "' does not have 3 fields"));
+    double values[3] = {};
+    static const char* const kNames[3] = {"mean", "std", "weight"};
+    for (int k = 0; k < 3; ++k) {
+      const auto value = read_number(fields[static_cast<std::size_t>(k)]);
+      if (!value)
+        induce_error(text, cat("'", fields[static_cast<std::size_t>(k)], "' is not a number"));
+      if (*value < 0) {
+        induce_error(text, cat(kNames[k], " ", shortest_decimal(*value), " is negative"));
+      }
+      values[k] = *value;
+    }
+    if (values[2] > 0) some_weight = true;
+    components.push_back({values[0], values[1], values[2]});
+  }
+  if (!some_weight) induce_error(text, "no weight is positive");
+  return make_profile("custom", std::move(components));
+}
+
+// P(N(0, 1) > x) and the standard normal density.
+double upper_tail(double x) {
+  return 0.5 * std::erfc(x / std::sqrt(2.0));
+}
+
+double density(double x) {
+  return std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi);
+}
+
+// E[min(cap, |N(mean, std)|)]: the folded-normal density integrated piecewise over [0, cap]
+// (y = mean + std z on the positive side, y = std z - mean on the mirrored one), plus cap
+// times the probability of reaching the cap.
+double capped_folded_mean(double mean, double stddev, double cap) {
+  if (stddev == 0) return std::min(cap, mean);
+  const double a = -mean / stddev;
+  const double b = (cap - mean) / stddev;
+  const double a2 = mean / stddev;
+  const double b2 = (cap + mean) / stddev;
+  const double positive =
+      mean * (upper_tail(a) - upper_tail(b)) + stddev * (density(a) - density(b));
+  const double mirrored =
+      stddev * (density(a2) - density(b2)) - mean * (upper_tail(a2) - upper_tail(b2));
+  const double beyond = cap * (upper_tail(b) + upper_tail(b2));
+  return positive + mirrored + beyond;
+}
+
+}  // namespace
+
+double StragglerProfile::cap() const {
+  double longest = 0;
+  for (const auto& component : components) {
+    longest = std::max(longest, component.mean + 5 * component.std);
+  }
+  return std::min(kMaxCap, longest);
+}
+
+double StragglerProfile::expected_delay() const {
+  const double limit = cap();
+  double total = 0;
+  for (const auto& component : components) {
+    if (component.weight > 0) {
+      total += component.weight * capped_folded_mean(component.mean, component.std, limit);
+    }
+  }
+  return total;
+}
+
+std::string StragglerProfile::describe() const {
+  std::vector<std::string> parts;
+  for (const auto& component : components) {
+    parts.push_back(strprintf("%g:%g:%g", component.mean, component.std, component.weight));
+  }
+  return strprintf("%s: %s (cap %g s, mean %.3g s)", name.c_str(), join(parts, ", ").c_str(), cap(),
+                   expected_delay());
+}
+
+std::string StragglerProfile::spec() const {
+  std::vector<std::string> parts;
+  for (const auto& component : components) {
+    parts.push_back(cat(shortest_decimal(component.mean), ":", shortest_decimal(component.std), ":",
+                        shortest_decimal(component.weight)));
+  }
+  return join(parts, ",");
+}
+
+std::optional<StragglerProfile> parse_straggler_profile(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  if (text == "niagara") return niagara();
+  if (text == "cedar") return cedar();
+  // Only text with a ':' can have been meant as components: say what is wrong with them.
+  if (text.find(':') == std::string::npos) induce_error(text, "");
+  return parse_components(text);
+}
+
+std::string known_straggler_profiles() {
+  return "niagara, cedar";
+}
+
+StragglerSampler::StragglerSampler(StragglerProfile profile, std::uint64_t seed, int rank)
+    : profile_(std::move(profile)),
+      cap_(profile_.cap()),
+      rng_(seed ^ kSamplerSeedMix, static_cast<std::uint64_t>(rank)) {
+  MBKIT_CHECK(rank >= 0, "straggler sampler for rank ", rank);
+  MBKIT_CHECK(!profile_.components.empty(), "straggler profile without components");
+  double total = 0;
+  for (const auto& component : profile_.components) {
+    MBKIT_CHECK(component.weight >= 0, "negative straggler weight ", component.weight);
+    total += component.weight;
+    cumulative_.push_back(total);
+  }
+  MBKIT_CHECK(total > 0, "straggler profile without a positive weight");
+}
+
+double StragglerSampler::next() {
+  // One uniform picks the component, then one normal is drawn from it (also for std 0,
+  // so that every step takes the same kind of draws).
+  const double u = rng_.uniform() * cumulative_.back();
+  auto index = static_cast<std::size_t>(
+      std::upper_bound(cumulative_.begin(), cumulative_.end(), u) - cumulative_.begin());
+  if (index == cumulative_.size()) {
+    // u rounded up to the total: the last component with a positive weight.
+    index = static_cast<std::size_t>(
+        std::lower_bound(cumulative_.begin(), cumulative_.end(), cumulative_.back()) -
+        cumulative_.begin());
+  }
+  const auto& component = profile_.components[index];
+  return std::min(cap_, std::abs(rng_.normal(component.mean, component.std)));
+}
+
+double Slowdown::factor_for(int rank) const {
+  const auto found = factors.find(rank);
+  return found == factors.end() ? 1.0 : found->second;
+}
+
+double Slowdown::extra_delay(int rank, double compute_seconds) const {
+  return (factor_for(rank) - 1.0) * compute_seconds;
+}
+
+void Slowdown::check_ranks(int world_size) const {
+  for (const auto& [rank, factor] : factors) {
+    if (rank >= world_size) {
+      usage_error(cat("--slowdown: rank ", rank, " does not exist (", world_size,
+                      world_size == 1 ? " worker" : " workers", ")"));
+    }
+  }
+}
+
+std::string Slowdown::describe() const {
+  if (factors.empty()) return "none";
+  std::vector<std::string> parts;
+  for (const auto& [rank, factor] : factors) {
+    parts.push_back(cat("rank ", rank, " x", shortest_decimal(factor)));
+  }
+  return join(parts, ", ");
+}
+
+Slowdown parse_slowdown(const std::string& text) {
+  Slowdown slowdown;
+  if (text.empty()) return slowdown;
+  const auto items = split(text, ',');
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const auto& item = items[i];
+    if (item.empty()) slowdown_error(text, cat("item ", i + 1, " is empty"));
+    const auto fields = split(item, '=');
+    if (fields.size() != 2) slowdown_error(text, cat("'", item, "' is not RANK=FACTOR"));
+    const auto rank = read_rank(fields[0]);
+    if (!rank) slowdown_error(text, cat("'", fields[0], "' is not a rank"));
+    const auto factor = read_number(fields[1]);
+    if (!factor) slowdown_error(text, cat("'", fields[1], "' is not a number"));
+    if (!(*factor >= 1)) {
+      slowdown_error(text,
+                     cat("factor ", shortest_decimal(*factor), " of rank ", *rank, " is below 1"));
+    }
+    if (!slowdown.factors.emplace(*rank, *factor).second) {
+      slowdown_error(text, cat("rank ", *rank, " is given twice"));
+    }
+  }
+  return slowdown;
+}
+
+}  // namespace mbkit::train
