@@ -1,7 +1,10 @@
 #include "mbkit/cli/cli.hpp"
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <new>
+#include <thread>
 
 #include "mbkit/util/fs.hpp"
 #include "mbkit/util/log.hpp"
@@ -38,6 +41,23 @@ void last_value_wins(CLI::App& app) {
     last_value_wins(*group);
 }
 
+// Under mpirun every rank parses the same command line: only rank 0 reports what is wrong with
+// it; the others stay quiet and leave a moment later, so rank 0's message is out before the
+// launcher ends the job.
+bool quiet_rank() {
+  for (const char* variable : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    if (const char* value = std::getenv(variable); value != nullptr) {
+      return std::string(value) != "0";
+    }
+  }
+  return false;
+}
+
+int quiet_usage_exit() {
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  return static_cast<int>(ExitCode::kUsage);
+}
+
 }  // namespace
 
 void add_common_options(CLI::App& app, CommonOptions& options) {
@@ -70,6 +90,7 @@ int report_errors(const std::string& program, const std::function<int()>& body) 
   try {
     return body();
   } catch (const Error& error) {
+    if (error.code() == ExitCode::kUsage && quiet_rank()) return quiet_usage_exit();
     std::string line = program + ": error: " + error.what();
     if (log::level() >= log::Level::kVerbose && !error.where().empty()) {
       line += " [" + error.where() + "]";
@@ -117,6 +138,7 @@ int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& options,
   } catch (const CLI::Success& success) {  // --help, --version
     return app.exit(success);
   } catch (const CLI::ParseError& error) {
+    if (quiet_rank()) return quiet_usage_exit();
     const std::string name = invoked_name(app);
     std::fprintf(stderr, "%s: error: %s (see '%s --help')\n", name.c_str(), error.what(),
                  name.c_str());

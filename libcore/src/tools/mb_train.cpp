@@ -882,9 +882,10 @@ int train(const TrainOptions& options, comm::World& world) {
     if (!options.worker_log) return;
     log::info(cat(
         world.rank() == 0 ? "rank 0: " : "",
-        strprintf("step %lld: %lld samples, loss %.4f, compute %.1f ms, sleep %.1f ms, "
+        strprintf("%s %lld: %lld samples, loss %.4f, compute %.1f ms, sleep %.1f ms, "
                   "previous send %.1f ms, wait %.1f ms",
-                  static_cast<long long>(at_step), static_cast<long long>(r.samples),
+                  role.async ? "round" : "step", static_cast<long long>(at_step),
+                  static_cast<long long>(r.samples),
                   r.samples > 0 ? r.loss_sum / static_cast<double>(r.samples) : 0.0,
                   1e3 * r.compute_time, 1e3 * r.sleep_time, 1e3 * r.send_time, 1e3 * r.wait_time),
         role.async ? cat(", on parameters of step ", r.based_on) : ""));
@@ -1132,8 +1133,11 @@ int run_train_fmb(const TrainOptions& options) {
     if (code == ExitCode::kUsage && world.rank() != 0) {
       std::this_thread::sleep_for(std::chrono::seconds(2));
     } else {
-      std::fprintf(stderr, "%s: error: %s%s\n", log::program().c_str(),
-                   world.rank() == 0 ? cat("rank 0 (", world.host(), "): ").c_str() : "",
+      // Usage errors are everyone's; others name the rank (ranks > 0 have it in the prefix).
+      const std::string where = code != ExitCode::kUsage && world.rank() == 0
+                                    ? cat("rank 0 (", world.host(), "): ")
+                                    : (world.rank() != 0 ? cat("(", world.host(), ") ") : "");
+      std::fprintf(stderr, "%s: error: %s%s\n", log::program().c_str(), where.c_str(),
                    error.what());
     }
     world.abort(static_cast<int>(code));

@@ -138,7 +138,7 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
           const bool sent = world_.test(arrival);
           return world_.test(barrier) && sent;
         },
-        cat("rank ", world_.rank(), " waiting for the other ranks at ", what));
+        cat("waiting for the other ranks at ", what));
     wait_time_ = seconds_since(start);
     const auto send_start = Clock::now();
     if (parameter_server_) {
@@ -173,7 +173,7 @@ int SyncExchange::distribute(std::span<float> parameters, std::span<float> state
     small_.back() = static_cast<float>(stop);
   }
   // Workers wait here while the master updates: yielding, so the master gets the core.
-  world_.rendezvous(cat("rank ", world_.rank(), " waiting for the parameters of step ", step));
+  world_.rendezvous(cat("waiting for the parameters of step ", step));
   const double waited = seconds_since(start);
   const auto send_start = Clock::now();
   world_.broadcast(parameters, 0);
@@ -440,7 +440,7 @@ bool AsyncWorker::refresh(std::span<float> parameters, std::span<float> state, b
   if (k.stopped) return false;
   if (wait || !k.received_any) {
     k.world.wait_until([&] { return !k.receive.pending() || k.world.test(k.receive); },
-                       cat("rank ", k.world.rank(), " waiting for parameters from the master"),
+                       "waiting for parameters from the master",
                        [] { return std::vector<int>{0}; });
   }
   // Take the newest that arrived: drain the stream, alternating between two buffers.
@@ -472,7 +472,7 @@ bool AsyncWorker::refresh(std::span<float> parameters, std::span<float> state, b
 void AsyncWorker::send(std::span<const float> gradients, std::span<const float> state,
                        const WorkerReport& report) {
   Impl& k = *impl_;
-  k.world.wait(k.send, cat("rank ", k.world.rank(), " sending a gradient to the master"));
+  k.world.wait(k.send, "sending a gradient to the master");
   GradientHeader header;
   header.kind = kGradient;
   header.samples = static_cast<double>(report.samples);
@@ -494,13 +494,13 @@ void AsyncWorker::send(std::span<const float> gradients, std::span<const float> 
 
 void AsyncWorker::finish() {
   Impl& k = *impl_;
-  k.world.wait(k.send, cat("rank ", k.world.rank(), " sending its last gradient"));
+  k.world.wait(k.send, "sending the last gradient");
   GradientHeader header;
   header.kind = kDone;
   k.outgoing.assign(reinterpret_cast<const unsigned char*>(&header),
                     reinterpret_cast<const unsigned char*>(&header) + sizeof header);
   k.send = k.world.isend(k.outgoing.data(), k.outgoing.size(), 0, kGradientTag);
-  k.world.wait(k.send, cat("rank ", k.world.rank(), " saying it is done"));
+  k.world.wait(k.send, "telling the master it is done");
 }
 
 }  // namespace mbkit::train

@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Weak scaling of mb-train-fmb --comm allreduce against PyTorch DDP and raw MPI_Allreduce, side by side.
+
+For each batch size per rank (default 64 and 256) it trains the mlp (784-256-10, 203,530 parameters,
+814,120 bytes of gradient) on Fashion-MNIST with one thread per rank and measures:
+
+  ours   mb-train-fmb --comm allreduce under mpirun, 1 rank and 2 ranks (--oversubscribe). Both run
+         under mpirun, so both get Open MPI's default binding of a rank to a core. Throughput is
+         sum(/steps/samples) / sum(/steps/step_time) over the steps after the warm-up (--warmup, 200);
+         the exchange time is the median of /workers/send_time (a worker's MPI_Allreduce of the
+         gradient buffer plus a tiny one, logged on its next step) over both ranks' rows after the
+         warm-up, in the 2-rank run.
+  DDP    ../shared/anchors/torch_ddp_bench.py (PyTorch DistributedDataParallel, gloo, loopback), world
+         1 and 2, same batch per rank and steps; it reports total samples/s.
+  raw    ../shared/anchors/mpi_allreduce.c (compiled with mpicc -O2 into a temporary folder) on 2
+         ranks: MPI_Allreduce time of float buffers of 4 KiB x 4^k. The time for the mlp's 814,120
+         bytes is interpolated log-log between the two bracketing sizes (256 KiB and 1 MiB).
+
+Weak-scaling efficiency = 2-rank throughput / (2 x 1-rank throughput). The runs alternate (for each
+round: for each batch size: ours 1, ours 2, DDP 1, DDP 2; then the raw allreduce once), so that all
+see the same machine; ratios are taken within a round (efficiencies, ours/DDP, exchange/raw), and the
+table gives the median over rounds and the range (min-max). Targets: efficiency >= 0.90 at 256
+samples per rank and >= 0.75 at 64; exchange time within 10 % of the raw MPI_Allreduce of the same
+bytes. DDP reaches about 0.62 (256) and 0.44 (64) against its own single rank.
+
+    /usr/bin/python3 tests/bench/compare_ddp.py [--build build] [--anchors ../shared/anchors]
+        [--data FM.h5] [--rounds 3] [--batches 64,256] [--steps-64 2000] [--steps-256 800]
+        [--steps-scale 1.0] [--warmup 200]
+
+Output lines starting with '#' are headers; the tables are whitespace-separated.
+"""
+
+import argparse
+import math
+import os
+import re
+import statistics
+import subprocess
+import tempfile
+
+import h5py
+import numpy as np
+
+GRADIENT_BYTES = 203_530 * 4  # the mlp's float parameters
+EFFICIENCY_TARGETS = {64: 0.75, 256: 0.90}
+DDP_EFFICIENCY_SEEN = {64: 0.44, 256: 0.62}
+EXCHANGE_TARGET = 1.10  # our exchange time / raw MPI_Allreduce of the same bytes
+MPI_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+
+
+def run(command, **kwargs):
+    result = subprocess.run(command, capture_output=True, text=True, env=MPI_ENV, **kwargs)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} exited with {result.returncode}:\n{result.stdout}{result.stderr}")
+    return result.stdout
+
+
+def mpirun(ranks):
+    return ["mpirun", "-n", "1"] if ranks == 1 else ["mpirun", "--oversubscribe", "-n", str(ranks)]
+
+
+def ours(build, data, log, ranks, batch, steps, warmup):
+    """(samples/s, median exchange seconds or None) of one mb-train-fmb run."""
+    run(mpirun(ranks) + [os.path.join(build, "bin", "mb-train-fmb"), "--data", data, "--model", "mlp",
+                         "--comm", "allreduce", "--threads", "1", "--batch-size", str(batch),
+                         "--steps", str(steps), "--test-size", "100", "-q", "--log", log, "-f"])
+    with h5py.File(log, "r") as f:
+        after = f["steps/step"][:] > warmup
+        rate = f["steps/samples"][:][after].sum() / f["steps/step_time"][:][after].sum()
+        exchange = None
+        if ranks > 1:
+            after = f["workers/step"][:] > warmup
+            exchange = float(np.median(f["workers/send_time"][:][after]))
+    return float(rate), exchange
+
+
+def ddp(anchors, batch, world, steps):
+    out = run(["/usr/bin/python3", os.path.join(anchors, "torch_ddp_bench.py"), "mlp", str(batch), str(world),
+               str(steps)])
+    return float(re.search(r"samples_per_s=([0-9.]+)", out).group(1))
+
+
+def raw_allreduce(binary):
+    """{bytes: seconds} of MPI_Allreduce on 2 ranks."""
+    out = run(mpirun(2) + [binary])
+    return {int(b): float(t) * 1e-6 for b, t in re.findall(r"np=2 bytes=(\d+) time_us=([0-9.]+)", out)}
+
+
+def bracket(times, size):
+    below = max(b for b in times if b <= size)
+    above = min(b for b in times if b >= size)
+    return below, above
+
+
+def interpolate(times, size):
+    """Time for size bytes, log-log between the bracketing measured sizes."""
+    below, above = bracket(times, size)
+    if below == above:
+        return times[below]
+    x = (math.log(size) - math.log(below)) / (math.log(above) - math.log(below))
+    return math.exp(math.log(times[below]) + x * (math.log(times[above]) - math.log(times[below])))
+
+
+def default_steps(batch, args):
+    steps = {64: args.steps_64, 256: args.steps_256}.get(batch)
+    if steps is None:  # about the same number of samples per run as at 64
+        steps = max(2 * args.warmup, round(args.steps_64 * 64 / batch))
+    return max(args.warmup + 1, round(steps * args.steps_scale))
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    source = os.path.dirname(os.path.dirname(here))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--build", default=os.path.join(source, "build"))
+    parser.add_argument("--anchors", default=os.path.join(source, "..", "shared", "anchors"))
+    parser.add_argument("--data", help="Fashion-MNIST HDF5 file (default: made with mb-dataset in a temporary folder)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batches", default="64,256", help="batch sizes per rank, comma-separated")
+    parser.add_argument("--steps-64", type=int, default=2000, help="steps at batch 64 (ours and DDP)")
+    parser.add_argument("--steps-256", type=int, default=800, help="steps at batch 256 (ours and DDP)")
+    parser.add_argument("--steps-scale", type=float, default=1.0, help="factor on all step counts")
+    parser.add_argument("--warmup", type=int, default=200, help="steps of ours left out of the measures")
+    args = parser.parse_args()
+    batches = [int(b) for b in args.batches.split(",")]
+    steps = {b: default_steps(b, args) for b in batches}
+
+    with tempfile.TemporaryDirectory() as work:
+        data = args.data
+        if data is None:
+            data = os.path.join(work, "fmnist.h5")
+            run([os.path.join(args.build, "bin", "mb-dataset"), "-q", "fetch", "fashion-mnist", "-o", data])
+        binary = os.path.join(work, "mpi_allreduce")
+        run(["mpicc", "-O2", os.path.join(args.anchors, "mpi_allreduce.c"), "-o", binary])
+        log = os.path.join(work, "log.h5")
+
+        results = {b: [] for b in batches}  # per round: dict of measures
+        raws = []
+        for _ in range(args.rounds):
+            for b in batches:
+                r = {}
+                r["ours1"], _ = ours(args.build, data, log, 1, b, steps[b], args.warmup)
+                r["ours2"], r["exchange"] = ours(args.build, data, log, 2, b, steps[b], args.warmup)
+                r["ddp1"] = ddp(args.anchors, b, 1, steps[b])
+                r["ddp2"] = ddp(args.anchors, b, 2, steps[b])
+                results[b].append(r)
+            raws.append(raw_allreduce(binary))
+
+    below, above = bracket(raws[0], GRADIENT_BYTES)
+    raw = [interpolate(t, GRADIENT_BYTES) for t in raws]
+    print(f"# mb-train-fmb --comm allreduce vs PyTorch DDP (gloo) vs raw MPI_Allreduce: mlp on Fashion-MNIST, "
+          f"1 thread per rank, {args.rounds} alternating rounds: medians, and the ranges over rounds")
+    print(f"# raw MPI_Allreduce of {GRADIENT_BYTES:,} bytes on 2 ranks: interpolated log-log between "
+          f"{below:,} B (median {statistics.median(t[below] for t in raws) * 1e6:.1f} us) and "
+          f"{above:,} B (median {statistics.median(t[above] for t in raws) * 1e6:.1f} us)")
+    print("# efficiency = 2-rank samples/s / (2 x 1-rank samples/s); ratios are taken within each round")
+    for b in batches:
+        rs = results[b]
+        rows = [
+            ("ours_1rank_samples/s", [r["ours1"] for r in rs], "{:.0f}", None),
+            ("ours_2rank_samples/s", [r["ours2"] for r in rs], "{:.0f}", None),
+            ("ours_efficiency", [r["ours2"] / (2 * r["ours1"]) for r in rs], "{:.3f}",
+             (">=", EFFICIENCY_TARGETS.get(b))),
+            ("ddp_1rank_samples/s", [r["ddp1"] for r in rs], "{:.0f}", None),
+            ("ddp_2rank_samples/s", [r["ddp2"] for r in rs], "{:.0f}", None),
+            ("ddp_efficiency", [r["ddp2"] / (2 * r["ddp1"]) for r in rs], "{:.3f}", None),
+            ("ours_2rank/ddp_2rank", [r["ours2"] / r["ddp2"] for r in rs], "{:.2f}", None),
+            ("ours_exchange_us", [r["exchange"] * 1e6 for r in rs], "{:.1f}", None),
+            ("raw_allreduce_us", [t * 1e6 for t in raw], "{:.1f}", None),
+            ("exchange/raw", [r["exchange"] / t for r, t in zip(rs, raw)], "{:.3f}", ("<=", EXCHANGE_TARGET)),
+        ]
+        seen = DDP_EFFICIENCY_SEEN.get(b)
+        print(f"# batch {b} per rank, {steps[b]} steps (ours: first {args.warmup} left out)"
+              + (f"; DDP efficiency seen before: about {seen}" if seen else ""))
+        print(f"# {'measure':<22} {'median':>9} {'range':>19} {'target':>7} {'verdict':>7}")
+        for name, values, fmt, target in rows:
+            median = statistics.median(values)
+            spread = f"{fmt.format(min(values))}-{fmt.format(max(values))}"
+            if target is None or target[1] is None:
+                goal, verdict = "-", "-"
+            else:
+                op, limit = target
+                goal = f"{op}{limit:.2f}"
+                verdict = "PASS" if (median >= limit if op == ">=" else median <= limit) else "FAIL"
+            print(f"  {name:<22} {fmt.format(median):>9} {spread:>19} {goal:>7} {verdict:>7}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,290 @@
+"""mb-train-fmb under mpirun: the exchanges against single-process training (allreduce with N
+workers of batch b against one process with batch N*b on the same samples, ps against allreduce,
+counts-weighted averaging with unequal counts), shard patterns, asynchronous updates and
+staleness, induced stragglers, resume on another number of workers, and failures: a killed or
+stuck rank ends the job quickly with a message naming it, ranks that disagree are refused."""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import unittest
+
+import h5py
+import numpy as np
+
+import mbtest
+
+MPIRUN = shutil.which("mpirun")
+
+
+def params_of(path):
+    with h5py.File(path, "r") as f:
+        return {name: f["params"][name][...] for name in f["params"]}
+
+
+class Distributed(mbtest.ToolTestCase):
+    def setUp(self):
+        super().setUp()
+        self.assertIsNotNone(MPIRUN, "mpirun (openmpi-bin) is required")
+
+    def toy(self, train, test=60, name="toy.h5"):
+        result = self.mb_dataset("synth", "toy", "--learnable", "--train", str(train), "--test",
+                                 str(test), "-o", self.path(name))
+        self.assertSucceeded(result)
+        return self.path(name)
+
+    def train(self, ranks, *args, timeout=300):
+        common = ["--model", "mlp", "--hidden", "16", "--optimizer", "momentum", "--lr", "0.05",
+                  "--threads", "1", "-q"]
+        command = [mbtest.tool("mb-train-fmb"), *common, *args]
+        if ranks > 0:
+            command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
+        return mbtest.run(command, cwd=self.dir, env=self.env, timeout=timeout)
+
+    def assertSameParams(self, a, b, rtol=2e-5, atol=2e-6):
+        pa, pb = params_of(a), params_of(b)
+        self.assertEqual(sorted(pa), sorted(pb))
+        for name in pa:
+            np.testing.assert_allclose(pa[name], pb[name], rtol=rtol, atol=atol, err_msg=name)
+
+    # -- correctness -------------------------------------------------------------------------
+
+    def test_allreduce_matches_one_process_with_the_global_batch(self):
+        # 3 workers x 32 rows: each worker's batch is its whole slice, so every step of both runs
+        # sees the same 96 samples.
+        data = self.toy(96)
+        self.assertSucceeded(self.train(0, "--data", data, "--batch-size", "96", "--steps", "6",
+                                        "--checkpoint", "one.h5"))
+        self.assertSucceeded(self.train(3, "--data", data, "--batch-size", "32", "--steps", "6",
+                                        "--comm", "allreduce", "--checkpoint", "three.h5",
+                                        "--log", "three-log.h5"))
+        self.assertSameParams(self.path("one.h5"), self.path("three.h5"))
+        with h5py.File(self.path("three-log.h5"), "r") as log:
+            self.assertEqual(int(log.attrs["world_size"]), 3)
+            self.assertEqual(list(log["steps/samples"][...]), [96] * 6)
+            self.assertEqual(sorted(set(log["workers/rank"][...])), [0, 1, 2])
+            self.assertEqual(len(log["workers/step"]), 18)
+            self.assertEqual(list(log["collect/gradients"][...]), [3] * 6)
+
+    def test_ps_matches_allreduce(self):
+        data = self.toy(96)
+        self.assertSucceeded(self.train(3, "--data", data, "--batch-size", "32", "--steps", "6",
+                                        "--comm", "allreduce", "--checkpoint", "ar.h5"))
+        self.assertSucceeded(self.train(4, "--data", data, "--batch-size", "32", "--steps", "6",
+                                        "--comm", "ps", "--checkpoint", "ps.h5", "--log",
+                                        "ps-log.h5"))
+        self.assertSameParams(self.path("ar.h5"), self.path("ps.h5"))
+        with h5py.File(self.path("ps-log.h5"), "r") as log:
+            # The master (rank 0) computes nothing: only ranks 1-3 report.
+            self.assertEqual(sorted(set(log["workers/rank"][...])), [1, 2, 3])
+
+    def test_unequal_counts_are_weighted_by_samples(self):
+        # 95 rows over 3 workers: slices of 31, 32 and 32. The combined gradient must be the
+        # mean over the 95 samples, not the mean of the three workers' means.
+        data = self.toy(95)
+        self.assertSucceeded(self.train(0, "--data", data, "--batch-size", "95", "--steps", "5",
+                                        "--checkpoint", "one.h5"))
+        self.assertSucceeded(self.train(3, "--data", data, "--batch-size", "32", "--steps", "5",
+                                        "--comm", "allreduce", "--checkpoint", "three.h5",
+                                        "--log", "log.h5"))
+        self.assertSameParams(self.path("one.h5"), self.path("three.h5"))
+        with h5py.File(self.path("log.h5"), "r") as log:
+            self.assertEqual(list(log["steps/samples"][...]), [95] * 5)
+            self.assertEqual(sorted(set(log["workers/samples"][...])), [31, 32])
+
+    def test_same_seed_and_world_size_give_the_same_model(self):
+        data = self.toy(300)
+        for name in ("a.h5", "b.h5"):
+            self.assertSucceeded(self.train(3, "--data", data, "--batch-size", "16", "--epochs",
+                                            "2", "--checkpoint", name))
+        a, b = params_of(self.path("a.h5")), params_of(self.path("b.h5"))
+        for name in a:
+            self.assertTrue(np.array_equal(a[name], b[name]), msg=name)
+
+    # -- data, modes, stragglers --------------------------------------------------------------
+
+    def test_shard_pattern_gives_each_worker_its_file(self):
+        data = self.toy(300)
+        shards = self.mb_dataset("shard", data, "-n", "3", "-o", self.path("sh"))
+        self.assertSucceeded(shards)
+        result = self.train(4, "--data", self.path("sh-%05d-of-%05d.h5"), "--batch-size", "10",
+                            "--epochs", "2", "--log", "log.h5", "--eval-every", "5")
+        self.assertSucceeded(result)
+        with h5py.File(self.path("log.h5"), "r") as log:
+            self.assertEqual(len(log["steps/step"]), 20)  # 100 rows per shard, batches of 10
+            self.assertEqual(list(log["eval/step"][...]), [5, 10, 15, 20])
+            self.assertGreater(log["eval/accuracy"][-1], 0.2)  # 10 classes: chance is 0.1
+        missing = self.train(4, "--data", self.path("none-%d.h5"), "--steps", "1")
+        self.assertEqual(missing.rc, 3, msg=repr(missing))
+        self.assertIn("none-0.h5", missing.err)
+
+    def test_async_updates_log_staleness(self):
+        data = self.toy(600)
+        result = self.train(4, "--data", data, "--batch-size", "8", "--steps", "60", "--async",
+                            "--log", "log.h5", "--induce", "0:0:0.7,0.02:0.005:0.3",
+                            "--checkpoint", "ckpt.h5")
+        self.assertSucceeded(result)
+        with h5py.File(self.path("log.h5"), "r") as log:
+            self.assertEqual(len(log["steps/step"]), 60)
+            staleness = log["workers/staleness"][...]
+            self.assertGreaterEqual(staleness.min(), 0)
+            self.assertGreater(staleness.max(), 0)  # three workers: some gradients are stale
+            gradients = log["collect/gradients"][...]
+            self.assertGreaterEqual(gradients.min(), 1)
+            self.assertEqual(int(log["collect/samples"][...].sum()),
+                             int(log["steps/samples"][...].sum()))
+        with h5py.File(self.path("ckpt.h5"), "r") as ckpt:
+            self.assertEqual(ckpt.attrs["comm"], "ps-async")
+            self.assertEqual(int(ckpt.attrs["workers"]), 3)
+        too_many = self.train(3, "--data", data, "--steps", "5", "--async", "--async-min-grads",
+                              "3")
+        self.assertEqual(too_many.rc, 2, msg=repr(too_many))
+        self.assertIn("--async-min-grads 3 is more than the 2 workers", too_many.err)
+
+    def test_induced_delays_and_slowdown_are_slept_and_logged(self):
+        data = self.toy(300)
+        result = self.train(3, "--data", data, "--batch-size", "10", "--steps", "8", "--induce",
+                            "0.03:0:1", "--slowdown", "2=3", "--log", "log.h5", "--comm",
+                            "allreduce")
+        self.assertSucceeded(result)
+        with h5py.File(self.path("log.h5"), "r") as log:
+            rank = log["workers/rank"][...]
+            sleep = log["workers/sleep_time"][...]
+            compute = log["workers/compute_time"][...]
+            np.testing.assert_allclose(sleep[rank != 2], 0.03, rtol=1e-4)
+            np.testing.assert_allclose(sleep[rank == 2], 0.03 + 2 * compute[rank == 2],
+                                       rtol=1e-4, atol=1e-6)
+            # Each step waits for the delays: no step is shorter than them.
+            self.assertGreaterEqual(log["steps/step_time"][...].min(), 0.03)
+        bad = self.train(3, "--data", data, "--steps", "1", "--slowdown", "5=2")
+        self.assertEqual(bad.rc, 2, msg=repr(bad))
+        self.assertIn("--slowdown: rank 5 does not exist", bad.err)
+
+    def test_resume_on_another_number_of_workers(self):
+        data = self.toy(240)
+        first = self.train(4, "--data", data, "--batch-size", "10", "--steps", "6",
+                           "--checkpoint", "ckpt.h5", "--log", "log.h5")
+        self.assertSucceeded(first)
+        second = self.train(2, "--data", data, "--batch-size", "10", "--steps", "14",
+                            "--checkpoint", "ckpt.h5", "--resume", "auto", "--log", "log.h5",
+                            "--comm", "allreduce")
+        self.assertSucceeded(second)
+        with h5py.File(self.path("ckpt.h5"), "r") as ckpt:
+            self.assertEqual(int(ckpt.attrs["step"]), 14)
+            self.assertEqual(int(ckpt.attrs["workers"]), 2)
+            self.assertEqual(ckpt.attrs["comm"], "allreduce")
+            # 6 steps of 30 samples, then 8 of 20: 340 samples of 240 rows.
+            self.assertAlmostEqual(float(ckpt.attrs["epoch_progress"]), 340 / 240, places=6)
+        with h5py.File(self.path("log.h5"), "r", libver="latest", swmr=True) as log:
+            self.assertEqual(list(log["steps/step"][...]), list(range(1, 15)))
+            self.assertEqual(list(log["steps/samples"][...]), [30] * 6 + [20] * 8)
+
+    # -- failures ------------------------------------------------------------------------------
+
+    def start(self, ranks, *args):
+        command = [MPIRUN, "--oversubscribe", "-n", str(ranks), mbtest.tool("mb-train-fmb"),
+                   "--model", "mlp", "--hidden", "16", "--threads", "1", "--print-every",
+                   "1000000", *args]
+        return subprocess.Popen(command, cwd=self.dir, env=self.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    def rank_pids(self, marker, count, timeout=30):
+        """PIDs of the training processes whose command line holds `marker`, by start order."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            pids = []
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{entry}/cmdline", "rb") as f:
+                        argv = f.read().split(b"\0")
+                except OSError:
+                    continue
+                if argv and argv[0].endswith(b"mb-train-fmb") and marker.encode() in b" ".join(argv):
+                    pids.append(int(entry))
+            if len(pids) == count:
+                return sorted(pids)
+            time.sleep(0.1)
+        self.fail(f"{count} training processes did not start")
+
+    def wait_for_steps(self, log, steps, timeout=60):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                with h5py.File(log, "r", libver="latest", swmr=True) as f:
+                    if len(f["steps/step"]) >= steps:
+                        return
+            except (OSError, KeyError):
+                pass
+            time.sleep(0.2)
+        self.fail(f"{log} did not reach {steps} steps")
+
+    def test_killed_worker_ends_the_job_quickly(self):
+        data = self.toy(3000)
+        job = self.start(3, "--data", data, "--epochs", "1000", "--log", self.path("kill.h5"),
+                         "--flush-interval", "0.2", "--batch-size", "8")
+        pids = self.rank_pids(self.path("kill.h5"), 3)
+        self.wait_for_steps(self.path("kill.h5"), 20)
+        killed = time.time()
+        os.kill(pids[-1], signal.SIGKILL)
+        job.communicate(timeout=30)
+        self.assertNotEqual(job.returncode, 0)
+        self.assertLess(time.time() - killed, 15)
+
+    def test_stuck_worker_times_out_naming_it(self):
+        data = self.toy(3000)
+        for comm in ("ps", "allreduce"):
+            with self.subTest(comm=comm):
+                log = self.path(f"stuck-{comm}.h5")
+                job = self.start(3, "--data", data, "--epochs", "1000", "--log", log,
+                                 "--flush-interval", "0.2", "--batch-size", "8", "--comm", comm,
+                                 "--comm-timeout", "2")
+                pids = self.rank_pids(log, 3)
+                self.wait_for_steps(log, 20)
+                stopped = time.time()
+                os.kill(pids[-1], signal.SIGSTOP)
+                try:
+                    _, err = job.communicate(timeout=40)
+                finally:
+                    try:
+                        os.kill(pids[-1], signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                self.assertEqual(job.returncode, 4, msg=err)
+                self.assertLess(time.time() - stopped, 20)
+                # The first rank to give up names the ranks that do not answer: rank 2, and
+                # maybe a rank blocked in a collective with it.
+                found = re.search(r"\(--comm-timeout\); ranks? ([0-9, and]+) does? not answer", err)
+                self.assertIsNotNone(found, msg=err)
+                self.assertIn("2", re.split(r", | and ", found.group(1)), msg=err)
+
+    def test_ranks_that_disagree_are_refused(self):
+        data = self.toy(300)
+        tool = mbtest.tool("mb-train-fmb")
+        common = ["--data", data, "--model", "mlp", "--steps", "2", "-q"]
+        result = mbtest.run([MPIRUN, "--oversubscribe", "-n", "2", tool, *common, ":", "-n", "1",
+                             tool, *common, "--batch-size", "32"], cwd=self.dir, env=self.env)
+        self.assertEqual(result.rc, 2, msg=repr(result))
+        self.assertIn("batch_size=64 on rank 0 but batch_size=32 on rank 2", result.err)
+
+    def test_sigterm_to_the_master_saves_and_stops_every_rank(self):
+        data = self.toy(3000)
+        log = self.path("term.h5")
+        job = self.start(3, "--data", data, "--epochs", "1000", "--log", log, "--flush-interval",
+                         "0.2", "--batch-size", "8", "--checkpoint", self.path("term-ckpt.h5"))
+        pids = self.rank_pids(log, 3)
+        self.wait_for_steps(log, 20)
+        os.kill(pids[0], signal.SIGTERM)
+        _, err = job.communicate(timeout=60)
+        self.assertEqual(job.returncode, 6, msg=err)
+        with h5py.File(self.path("term-ckpt.h5"), "r") as ckpt:
+            self.assertGreaterEqual(int(ckpt.attrs["step"]), 20)
+        self.assertNoStrayFiles()
+
+
+if __name__ == "__main__":
+    mbtest.main()
