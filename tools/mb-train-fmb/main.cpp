@@ -1,5 +1,5 @@
-// mb-train-fmb: fixed mini-batch training, alone or under mpirun/srun. Options only; the work is in libcore
-// (mbkit/tools/mb_train.hpp).
+// mb-train-fmb: fixed mini-batch training, alone or under mpirun/srun. Options only; the work is in
+// libcore (mbkit/tools/mb_train.hpp).
 #include "mbkit/cli/cli.hpp"
 #include "mbkit/cli/train_options.hpp"
 

@@ -15,11 +15,15 @@
 // names the ranks it was waiting for: directly when it knows them (a master waiting for
 // workers), otherwise by pinging every rank on a communicator of its own: ranks that wait answer
 // from inside wait(), a stuck or dead rank does not. The error (exit code 4) ends the job: a
-// distributed tool calls abort() on any error, which makes mpirun/srun end every rank.
+// distributed tool calls abort() on any error, which makes mpirun/srun end every rank. A
+// blocking collective cannot be polled: a watchdog thread (which makes no MPI call) ends the
+// process with exit code 4 when one has not completed within the deadline, e.g. when a rank
+// stopped in the middle of it, and the launcher then ends the job.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -114,6 +118,11 @@ class World {
   [[noreturn]] void timed_out(const std::string& what, std::vector<int> missing) const;
   std::vector<int> unresponsive_ranks() const;
 
+  struct Watchdog;
+  /// Runs `collective` under the watchdog (see above); `what` names it in the message.
+  void guarded(const char* what, const std::function<void()>& collective) const;
+
+  std::unique_ptr<Watchdog> watchdog_;
   bool initialized_here_ = false;
   int rank_ = 0;
   int size_ = 1;

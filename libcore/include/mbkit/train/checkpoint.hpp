@@ -46,7 +46,7 @@ struct Checkpoint {
   /// Fractional epoch reached (samples trained on / training rows); a run resumed with
   /// another number of workers continues counting epochs from here.
   double epoch_progress = 0;
-  std::int64_t workers = 1;   ///< workers that computed gradients (1 for a single process)
+  std::int64_t workers = 1;    ///< workers that computed gradients (1 for a single process)
   std::string comm = "local";  ///< exchange: local, ps, ps-async or allreduce
   // Provenance.
   std::string dataset;            ///< dataset name (from the data file)
