@@ -896,13 +896,11 @@ int train(const TrainOptions& options, comm::World& world) {
   int consecutive_skips = 0;
   std::int64_t skipped = 0;
   bool evaluated_now = false;
-  double last_loss = 0;
   // Rank 0's bookkeeping of a combined step: update decision, logs, progress.
   // Returns kDiverged when the nan policy ends the run.
   auto finish_step = [&](const mbkit::train::CombinedStep& combined, double step_time, double lr) {
     const double samples = static_cast<double>(std::max<std::int64_t>(combined.samples, 1));
-    const double loss = combined.loss_sum / samples;
-    last_loss = loss;
+    const double loss = combined.mean_loss();
     const double elapsed = elapsed_before + seconds_since(started);
     if (metric_log) {
       metric_log->add(mbkit::train::StepRecord{
@@ -990,8 +988,7 @@ int train(const TrainOptions& options, comm::World& world) {
       if (role.computes) worker_line(step + 1, report);
       int verdict = combined.stop;
       if (!role.parameter_server || role.master) {
-        const double loss =
-            combined.loss_sum / static_cast<double>(std::max<std::int64_t>(combined.samples, 1));
+        const double loss = combined.mean_loss();
         const int decision = accept_update(loss);
         if (decision == mbkit::train::kContinue) {
           optimizer->step(net.parameters(), net.gradients(), lr);
@@ -1030,8 +1027,7 @@ int train(const TrainOptions& options, comm::World& world) {
       const double lr = schedule.at(step, epoch_at(step));
       const auto combined = master.collect(net.gradients(), state, options.async_min_grads, step);
       std::copy(state.begin(), state.end(), net.state().begin());
-      const double loss =
-          combined.loss_sum / static_cast<double>(std::max<std::int64_t>(combined.samples, 1));
+      const double loss = combined.mean_loss();
       const int decision = accept_update(loss);
       if (decision == mbkit::train::kContinue) {
         optimizer->step(net.parameters(), net.gradients(), lr);
@@ -1110,7 +1106,6 @@ int train(const TrainOptions& options, comm::World& world) {
                       human_duration(seconds_since(started)),
                       skipped > 0 ? cat(", ", skipped, " steps skipped for non-finite loss") : ""));
   }
-  (void)last_loss;
   return 0;
 }
 

@@ -263,6 +263,12 @@ struct AsyncMaster::Impl {
     }
   }
 
+  static GradientHeader header_of(const Worker& worker) {
+    GradientHeader header;
+    std::memcpy(&header, worker.received.data(), sizeof header);
+    return header;
+  }
+
   std::vector<int> silent_workers() const {
     std::vector<int> ranks;
     for (std::size_t w = 0; w < workers.size(); ++w) {
@@ -330,8 +336,7 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
         for (std::size_t w = 0; w < m.workers.size(); ++w) {
           Impl::Worker& worker = m.workers[w];
           if (worker.done || !m.world.test(worker.receive)) continue;
-          GradientHeader header;
-          std::memcpy(&header, worker.received.data(), sizeof header);
+          const GradientHeader header = Impl::header_of(worker);
           if (header.kind == kDone) {
             worker.done = true;
             continue;
@@ -389,9 +394,7 @@ void AsyncMaster::finish(std::int64_t step, int code) {
         for (std::size_t w = 0; w < m.workers.size(); ++w) {
           Impl::Worker& worker = m.workers[w];
           if (!worker.done && m.world.test(worker.receive)) {
-            GradientHeader header;
-            std::memcpy(&header, worker.received.data(), sizeof header);
-            if (header.kind == kDone) {
+            if (Impl::header_of(worker).kind == kDone) {
               worker.done = true;
             } else {
               ++discarded_;

@@ -64,6 +64,9 @@ struct CombinedStep {
   std::int64_t correct = 0;
   double wait_time = 0;  ///< rank 0: seconds waiting for the gradients
   int stop = kContinue;  ///< the largest StopCode a worker sent
+
+  /// Mean per-sample loss of the step.
+  double mean_loss() const { return loss_sum / static_cast<double>(samples > 0 ? samples : 1); }
 };
 
 /// The synchronous exchanges (ps and allreduce) of one run.
