@@ -32,23 +32,26 @@ RunInfo sample_info() {
   info.world_size = 4;
   info.model = "mlp";
   info.dataset = "fashion-mnist";
+  info.clock = "virtual";
+  info.comm_model = "2.5e-05,1e-10";
+  info.compute_model = "0.0001,0.002 3=0.0002,0.002";
   return info;
 }
 
 StepRecord step_record(std::int64_t step) {
   const double x = static_cast<double>(step);
-  return {step,          0.5 * x,   x / 100,  1 / (x + 3),   x / (x + 1),
-          0.1 / (1 + x), 64 * step, 0.01 * x, 6400 / (x + 1)};
+  return {step,          0.5 * x,   x / 100,  1 / (x + 3),    x / (x + 1),
+          0.1 / (1 + x), 64 * step, 0.01 * x, 6400 / (x + 1), 0.75 * x};
 }
 
 EvalRecord eval_record(std::int64_t step) {
   const double x = static_cast<double>(step);
-  return {step, 0.5 * x + 0.25, x / 100, 2 / (x + 3), 0.9 - 1 / (x + 10), 10000};
+  return {step, 0.5 * x + 0.25, x / 100, 2 / (x + 3), 0.9 - 1 / (x + 10), 10000, 0.75 * x + 1};
 }
 
 WorkerRecord worker_record(std::int64_t step, std::int64_t rank) {
   const double x = static_cast<double>(step * 10 + rank);
-  return {step, rank, 16 + rank, x / 7, x / 11, x / 13, x / 17, rank % 2};
+  return {step, rank, 16 + rank, x / 7, x / 11, x / 13, x / 17, rank % 2, 1 + (step + rank) % 4};
 }
 
 CollectRecord collect_record(std::int64_t step) {
@@ -74,10 +77,11 @@ std::vector<StepRecord> read_steps(const io::File& log) {
   const auto samples = column<std::int64_t>(log, "steps/samples");
   const auto step_time = column<double>(log, "steps/step_time");
   const auto throughput = column<double>(log, "steps/throughput");
+  const auto wall_time = column<double>(log, "steps/wall_time");
   std::vector<StepRecord> records;
   for (std::size_t i = 0; i < step.size(); ++i) {
     records.push_back({step.at(i), time.at(i), epoch.at(i), loss.at(i), accuracy.at(i), lr.at(i),
-                       samples.at(i), step_time.at(i), throughput.at(i)});
+                       samples.at(i), step_time.at(i), throughput.at(i), wall_time.at(i)});
   }
   return records;
 }
@@ -89,10 +93,11 @@ std::vector<EvalRecord> read_evals(const io::File& log) {
   const auto loss = column<double>(log, "eval/loss");
   const auto accuracy = column<double>(log, "eval/accuracy");
   const auto samples = column<std::int64_t>(log, "eval/samples");
+  const auto wall_time = column<double>(log, "eval/wall_time");
   std::vector<EvalRecord> records;
   for (std::size_t i = 0; i < step.size(); ++i) {
-    records.push_back(
-        {step.at(i), time.at(i), epoch.at(i), loss.at(i), accuracy.at(i), samples.at(i)});
+    records.push_back({step.at(i), time.at(i), epoch.at(i), loss.at(i), accuracy.at(i),
+                       samples.at(i), wall_time.at(i)});
   }
   return records;
 }
@@ -106,10 +111,11 @@ std::vector<WorkerRecord> read_workers(const io::File& log) {
   const auto send_time = column<double>(log, "workers/send_time");
   const auto wait_time = column<double>(log, "workers/wait_time");
   const auto staleness = column<std::int64_t>(log, "workers/staleness");
+  const auto micro_batches = column<std::int64_t>(log, "workers/micro_batches");
   std::vector<WorkerRecord> records;
   for (std::size_t i = 0; i < step.size(); ++i) {
     records.push_back({step.at(i), rank.at(i), samples.at(i), compute_time.at(i), sleep_time.at(i),
-                       send_time.at(i), wait_time.at(i), staleness.at(i)});
+                       send_time.at(i), wait_time.at(i), staleness.at(i), micro_batches.at(i)});
   }
   return records;
 }
@@ -137,6 +143,7 @@ void expect_same(const StepRecord& a, const StepRecord& b) {
   EXPECT_EQ(a.samples, b.samples);
   EXPECT_EQ(a.step_time, b.step_time);
   EXPECT_EQ(a.throughput, b.throughput);
+  EXPECT_EQ(a.wall_time, b.wall_time);
 }
 
 void expect_same(const EvalRecord& a, const EvalRecord& b) {
@@ -146,6 +153,7 @@ void expect_same(const EvalRecord& a, const EvalRecord& b) {
   EXPECT_EQ(a.loss, b.loss);
   EXPECT_EQ(a.accuracy, b.accuracy);
   EXPECT_EQ(a.samples, b.samples);
+  EXPECT_EQ(a.wall_time, b.wall_time);
 }
 
 void expect_same(const WorkerRecord& a, const WorkerRecord& b) {
@@ -157,6 +165,7 @@ void expect_same(const WorkerRecord& a, const WorkerRecord& b) {
   EXPECT_EQ(a.send_time, b.send_time);
   EXPECT_EQ(a.wait_time, b.wait_time);
   EXPECT_EQ(a.staleness, b.staleness);
+  EXPECT_EQ(a.micro_batches, b.micro_batches);
 }
 
 void expect_same(const CollectRecord& a, const CollectRecord& b) {
@@ -177,6 +186,9 @@ void expect_same(const RunInfo& a, const RunInfo& b) {
   EXPECT_EQ(a.world_size, b.world_size);
   EXPECT_EQ(a.model, b.model);
   EXPECT_EQ(a.dataset, b.dataset);
+  EXPECT_EQ(a.clock, b.clock);
+  EXPECT_EQ(a.comm_model, b.comm_model);
+  EXPECT_EQ(a.compute_model, b.compute_model);
 }
 
 // Steps first..last with their worker, collect and (every 5 steps) evaluation rows.
@@ -291,15 +303,16 @@ TEST(MetricLog, CreateWritesRunInfoAndEveryColumn) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> integer_columns = {
       {"steps", {"step", "samples"}},
       {"eval", {"step", "samples"}},
-      {"workers", {"step", "rank", "samples", "staleness"}},
+      {"workers", {"step", "rank", "samples", "staleness", "micro_batches"}},
       {"collect", {"step", "gradients", "samples"}}};
   const std::vector<std::pair<std::string, std::vector<std::string>>> all_columns = {
       {"steps",
-       {"accuracy", "epoch", "loss", "lr", "samples", "step", "step_time", "throughput", "time"}},
-      {"eval", {"accuracy", "epoch", "loss", "samples", "step", "time"}},
+       {"accuracy", "epoch", "loss", "lr", "samples", "step", "step_time", "throughput", "time",
+        "wall_time"}},
+      {"eval", {"accuracy", "epoch", "loss", "samples", "step", "time", "wall_time"}},
       {"workers",
-       {"compute_time", "rank", "samples", "send_time", "sleep_time", "staleness", "step",
-        "wait_time"}},
+       {"compute_time", "micro_batches", "rank", "samples", "send_time", "sleep_time", "staleness",
+        "step", "wait_time"}},
       {"collect", {"gradients", "samples", "step", "wait_time"}}};
   for (const auto& [group, names] : all_columns) {
     EXPECT_EQ(file.open_group(group).member_names(), names) << group;
@@ -408,6 +421,47 @@ TEST(MetricLog, AppendDropsRowsAfterTheResumeStepAndContinues) {
   EXPECT_EQ(read_steps(open_metric_log(path)).size(), 0u);
   EXPECT_EQ(read_workers(open_metric_log(path)).size(), 0u);
   EXPECT_FALSE(has_temporaries(dir));
+}
+
+// Logs written before wall_time, micro_batches and the clock attributes existed still read,
+// and appending to one adds the columns (wall_time from time, micro_batches 1).
+TEST(MetricLog, OlderLogsWithoutTheLaterColumnsReadAndUpgradeOnAppend) {
+  test::TempDir dir;
+  const std::string path = dir.file("old.h5");
+  {
+    MetricLog log = MetricLog::create(path, sample_info(), false);
+    add_steps(log, 1, 4);
+    log.close();
+  }
+  {
+    io::File file = io::File::open(path, io::File::Mode::kReadWrite);
+    for (const char* name : {"steps/wall_time", "eval/wall_time", "workers/micro_batches"}) {
+      ASSERT_EQ(H5Ldelete(file.id(), name, H5P_DEFAULT), 0);
+    }
+    for (const char* name : {"clock", "comm_model", "compute_model"}) {
+      ASSERT_EQ(H5Adelete(file.id(), name), 0);
+    }
+  }
+  {
+    const io::File file = open_metric_log(path);
+    EXPECT_FALSE(file.has("steps/wall_time"));
+    EXPECT_EQ(read_run_info(file).clock, "wall");
+    EXPECT_EQ(read_run_info(file).comm_model, "");
+  }
+  {
+    MetricLog log = MetricLog::append(path, 3);
+    add_steps(log, 4, 5);
+    log.close();
+  }
+  const io::File file = open_metric_log(path);
+  const auto steps = read_steps(file);
+  ASSERT_EQ(steps.size(), 5u);
+  EXPECT_EQ(steps[1].wall_time, step_record(2).time);  // filled from time
+  EXPECT_EQ(steps[4].wall_time, step_record(5).wall_time);
+  const auto workers = read_workers(file);
+  ASSERT_EQ(workers.size(), 10u);
+  EXPECT_EQ(workers[0].micro_batches, 1);
+  EXPECT_EQ(workers[9].micro_batches, worker_record(5, 1).micro_batches);
 }
 
 TEST(MetricLog, AppendRefusesWhatIsNotALog) {

@@ -117,6 +117,21 @@ void add_distribution_options(CLI::App& app, tools::train::TrainOptions& o) {
                    "Waiting ranks: yield (sleep between polls) or spin (busy-poll)")
       ->capture_default_str();
   dist->add_flag("--worker-log", o.worker_log, "A line per worker per step on stderr");
+
+  auto* emulation = app.add_option_group("Cluster emulation (--clock virtual)");
+  emulation
+      ->add_option("--clock", o.clock,
+                   "wall (real time) or virtual (emulate a cluster with a core per worker: CPU "
+                   "time, induced delays without sleeping, modelled messages)")
+      ->capture_default_str();
+  emulation->add_option("--comm-model", o.comm_model,
+                        "virtual: ALPHA,BETA seconds per message and per byte (default: "
+                        "measured at start)");
+  emulation
+      ->add_option("--compute-model", o.compute_model,
+                   "virtual: [RANKS=]A,B seconds per sample and per micro-batch instead of CPU "
+                   "time (repeat for ranks: 3=A,B or 2-5=A,B)")
+      ->allow_extra_args(false);
 }
 
 void finish_train_options(const CLI::App& app, tools::train::TrainOptions& o) {

@@ -24,6 +24,7 @@
 #include "mbkit/train/exchange.hpp"
 #include "mbkit/train/metric_log.hpp"
 #include "mbkit/train/straggler.hpp"
+#include "mbkit/train/virtual_clock.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/fs.hpp"
 #include "mbkit/util/json.hpp"
@@ -100,6 +101,15 @@ void validate(const TrainOptions& o) {
   }
   mbkit::train::parse_straggler_profile(o.induce);
   mbkit::train::parse_slowdown(o.slowdown);
+  if (o.clock != "wall" && o.clock != "virtual") {
+    usage_error(cat("--clock: '", o.clock, "' is not wall or virtual"));
+  }
+  if (o.clock != "virtual" && (!o.comm_model.empty() || !o.compute_model.empty())) {
+    usage_error(
+        cat(o.comm_model.empty() ? "--compute-model" : "--comm-model", " needs --clock virtual"));
+  }
+  mbkit::train::parse_comm_model(o.comm_model);
+  mbkit::train::parse_compute_models(o.compute_model);
 }
 
 std::map<std::string, std::string> optimizer_map(const optim::OptimizerConfig& c) {
@@ -160,6 +170,9 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
     json.key("induce_spec").value(profile ? profile->spec() : std::string());
     json.key("slowdown").value(o.slowdown);
     json.key("comm_timeout").value(o.comm_timeout);
+    json.key("clock").value(o.clock);
+    json.key("comm_model").value(o.comm_model);
+    json.key("compute_model").value(mbkit::train::parse_compute_models(o.compute_model).spec());
     json.key("world_size").value(world_size);
     json.key("workers").value(workers);
     json.key("global_batch_size").value(static_cast<std::int64_t>(workers) * o.batch_size);
@@ -448,6 +461,7 @@ struct ResumeHeader {
   double same_comm = 0;
   double optimizer_steps = 0;
   double samples_seen = 0;
+  double wall_elapsed = 0;
 };
 
 }  // namespace
@@ -471,7 +485,10 @@ int train(const TrainOptions& options, comm::World& world) {
   }
 
   StopRequest stop_request;
-  auto backend = nn::make_backend(options.device, options.threads);
+  // An emulated worker has a core of its own: one thread unless told otherwise.
+  const bool virtual_clock = options.clock == "virtual";
+  auto backend =
+      nn::make_backend(options.device, virtual_clock && options.threads == 0 ? 1 : options.threads);
 
   // Training data: workers load their part; the master only reads what the data is.
   const WorkerData my_data =
@@ -584,9 +601,28 @@ int train(const TrainOptions& options, comm::World& world) {
         cat("eval_every=", options.eval_every, " test_size=", options.test_size),
         cat("induce=", options.induce, " slowdown=", options.slowdown),
         cat("checkpoint=", options.checkpoint, " every ", options.checkpoint_every),
-        cat("nan_policy=", options.nan_policy)};
+        cat("nan_policy=", options.nan_policy),
+        cat("clock=", options.clock, " comm_model=", options.comm_model,
+            " compute_model=", join(options.compute_model, " "))};
     check_agreement(world, lines);
   }
+
+  // Cluster emulation: this rank's compute cost and the cost of a message.
+  const auto compute_models = mbkit::train::parse_compute_models(options.compute_model);
+  compute_models.check_ranks(world.size(), role.parameter_server ? 1 : 0);
+  const auto compute_model = role.computes ? compute_models.for_rank(world.rank()) : std::nullopt;
+  const std::uint64_t gradient_bytes = net.parameters().size() * sizeof(float);
+  mbkit::train::CommModel comm_model;
+  if (virtual_clock && role.distributed) {
+    const auto given = mbkit::train::parse_comm_model(options.comm_model);
+    comm_model = given ? *given : mbkit::train::measure_comm_model(world, gradient_bytes);
+  }
+  // CPU seconds of this worker's computing: its thread's, or its threads' share.
+  const int threads = backend->threads();
+  auto cpu_now = [threads] {
+    return threads == 1 ? mbkit::train::thread_cpu_seconds()
+                        : mbkit::train::process_cpu_seconds() / threads;
+  };
 
   // Resume: rank 0 reads the checkpoint and hands the state to every rank.
   ResumeHeader resume;
@@ -639,6 +675,7 @@ int train(const TrainOptions& options, comm::World& world) {
     resume.resumed = 1;
     resume.step = static_cast<double>(checkpoint.step);
     resume.elapsed = checkpoint.elapsed;
+    resume.wall_elapsed = checkpoint.wall_elapsed;
     resume.epoch_progress = checkpoint.epoch_progress;
     resume.workers = static_cast<double>(checkpoint.workers);
     resume.same_comm = checkpoint.comm == role.comm ? 1 : 0;
@@ -666,6 +703,13 @@ int train(const TrainOptions& options, comm::World& world) {
   const std::int64_t step_base = step;
   const double epoch_base = resume.epoch_progress;
   const double elapsed_before = resume.elapsed;
+  const double wall_before = resume.wall_elapsed;
+  // The run's clock: real seconds, or the emulated cluster's (kept by rank 0).
+  double virtual_now = elapsed_before;
+  auto clock_now = [&] {
+    return virtual_clock ? virtual_now : elapsed_before + seconds_since(started);
+  };
+  auto wall_now = [&] { return wall_before + seconds_since(started); };
   double samples_seen = resume.samples_seen;
   auto epoch_at = [&](std::int64_t s) {
     if (role.async) return samples_seen / static_cast<double>(total_rows);
@@ -724,6 +768,9 @@ int train(const TrainOptions& options, comm::World& world) {
       run.world_size = world.size();
       run.model = options.model.name;
       run.dataset = info.name;
+      run.clock = options.clock;
+      run.comm_model = virtual_clock && role.distributed ? comm_model.spec() : "";
+      run.compute_model = compute_models.spec();
       metric_log.emplace(
           mbkit::train::MetricLog::create(options.log, run, options.force, options.flush_interval));
     }
@@ -770,6 +817,11 @@ int train(const TrainOptions& options, comm::World& world) {
     }
     if (straggler_profile) row("stragglers", straggler_profile->describe());
     if (!slowdown.empty()) row("slowdown", slowdown.describe());
+    if (virtual_clock) {
+      row("clock", cat("virtual: a core per worker, compute ", compute_models.describe(),
+                       role.distributed ? cat(", messages ", comm_model.describe()) : "",
+                       "; induced delays are not slept"));
+    }
     std::string length =
         planned == kUnlimited ? "until the time budget" : cat(with_commas(planned), " steps");
     if (options.epochs > 0) length += cat(" (", options.epochs, " epochs)");
@@ -810,6 +862,7 @@ int train(const TrainOptions& options, comm::World& world) {
     checkpoint.comm = role.comm;
     checkpoint.seed = options.seed;
     checkpoint.elapsed = elapsed;
+    checkpoint.wall_elapsed = wall_now();
     checkpoint.dataset = info.name;
     checkpoint.mean = info.mean;
     checkpoint.std = info.std;
@@ -835,7 +888,7 @@ int train(const TrainOptions& options, comm::World& world) {
                   100.0 * result.accuracy(), static_cast<long long>(result.samples)));
     if (metric_log) {
       metric_log->add(mbkit::train::EvalRecord{step, elapsed, epoch_at(step), result.loss(),
-                                               result.accuracy(), result.samples});
+                                               result.accuracy(), result.samples, wall_now()});
     }
   };
 
@@ -852,11 +905,14 @@ int train(const TrainOptions& options, comm::World& world) {
   auto compute = [&](std::int64_t at_step, double loss_scale) {
     mbkit::train::WorkerReport report;
     report.rank = world.rank();
+    // Under the virtual clock delays are counted, not slept, and compute is CPU time or the
+    // compute model's cost.
     if (sampler) {
       report.sleep_time = sampler->next();
-      sleep_for(report.sleep_time);
+      if (!virtual_clock) sleep_for(report.sleep_time);
     }
     const auto compute_start = Clock::now();
+    const double cpu_start = virtual_clock ? cpu_now() : 0;
     const data::Batch& batch = train_loader->next();
     // Dropout masks differ between workers; worker 0 draws those of a single-process run.
     const std::uint64_t step_seed =
@@ -866,9 +922,11 @@ int train(const TrainOptions& options, comm::World& world) {
     const auto outcome =
         net.forward(batch.images.data(), batch.labels.data(), batch.size, true, step_seed);
     net.backward(loss_scale > 0 ? loss_scale : 1.0 / batch.size);
-    report.compute_time = seconds_since(compute_start);
+    report.compute_time = !virtual_clock  ? seconds_since(compute_start)
+                          : compute_model ? compute_model->cost(batch.size)
+                                          : cpu_now() - cpu_start;
     const double extra = slowdown.extra_delay(world.rank(), report.compute_time);
-    sleep_for(extra);
+    if (!virtual_clock) sleep_for(extra);
     report.sleep_time += extra;
     report.samples = batch.size;
     report.loss_sum = outcome.loss_sum;
@@ -901,16 +959,17 @@ int train(const TrainOptions& options, comm::World& world) {
   auto finish_step = [&](const mbkit::train::CombinedStep& combined, double step_time, double lr) {
     const double samples = static_cast<double>(std::max<std::int64_t>(combined.samples, 1));
     const double loss = combined.mean_loss();
-    const double elapsed = elapsed_before + seconds_since(started);
+    const double elapsed = clock_now();
     if (metric_log) {
       metric_log->add(mbkit::train::StepRecord{
           step, elapsed, epoch_at(step), loss, static_cast<double>(combined.correct) / samples, lr,
-          combined.samples, step_time, static_cast<double>(combined.samples) / step_time});
+          combined.samples, step_time, static_cast<double>(combined.samples) / step_time,
+          wall_now()});
       if (role.distributed) {
         for (const auto& r : combined.workers) {
           metric_log->add(mbkit::train::WorkerRecord{step, r.rank, r.samples, r.compute_time,
                                                      r.sleep_time, r.send_time, r.wait_time,
-                                                     r.staleness});
+                                                     r.staleness, 1});
         }
         metric_log->add(
             mbkit::train::CollectRecord{step, static_cast<std::int64_t>(combined.workers.size()),
@@ -919,7 +978,7 @@ int train(const TrainOptions& options, comm::World& world) {
       metric_log->flush_if_due();
     }
     progress.step(step, loss, combined.correct, static_cast<int>(combined.samples), step_time,
-                  budget - seconds_since(started));
+                  budget - (clock_now() - elapsed_before));
   };
   // The nan policy, decided where the update is made (identically on every rank of allreduce).
   auto accept_update = [&](double loss) -> int {
@@ -948,7 +1007,7 @@ int train(const TrainOptions& options, comm::World& world) {
   };
   auto rank0_stop = [&]() {
     if (stop_request.requested()) return static_cast<int>(mbkit::train::kSignalled);
-    if (seconds_since(started) >= budget) return static_cast<int>(mbkit::train::kFinished);
+    if (clock_now() - elapsed_before >= budget) return static_cast<int>(mbkit::train::kFinished);
     return static_cast<int>(mbkit::train::kContinue);
   };
 
@@ -983,15 +1042,17 @@ int train(const TrainOptions& options, comm::World& world) {
         }
       }
       const std::int64_t step_nominal = nominal > 0 ? nominal : report.samples;
-      const auto combined =
-          exchange.combine(net.gradients(), net.state(), report, step, step_nominal);
+      auto combined = exchange.combine(net.gradients(), net.state(), report, step, step_nominal);
       if (role.computes) worker_line(step + 1, report);
       int verdict = combined.stop;
+      double update_time = 0;  // virtual clock: CPU seconds of the update (free with a model)
       if (!role.parameter_server || role.master) {
         const double loss = combined.mean_loss();
         const int decision = accept_update(loss);
         if (decision == mbkit::train::kContinue) {
+          const double cpu_start = virtual_clock && compute_models.empty() ? cpu_now() : 0;
           optimizer->step(net.parameters(), net.gradients(), lr);
+          if (virtual_clock && compute_models.empty()) update_time = cpu_now() - cpu_start;
         } else if (decision == mbkit::train::kDiverged) {
           verdict = mbkit::train::kDiverged;
         }
@@ -1007,14 +1068,33 @@ int train(const TrainOptions& options, comm::World& world) {
       }
       previous_send = exchange.last_send_time();
       previous_wait = exchange.last_wait_time();
-      const double step_time = seconds_since(step_start);
+      double step_time = seconds_since(step_start);
+      if (virtual_clock && logs) {
+        // The emulated step: the slowest worker, the exchange, the update (virtual_clock.hpp).
+        std::vector<mbkit::train::SyncWorkerTime> times;
+        for (const auto& r : combined.workers) times.push_back({r.sleep_time, r.compute_time});
+        if (times.empty()) times.push_back({report.sleep_time, report.compute_time});
+        const auto timing = mbkit::train::sync_step_time(times, role.parameter_server, comm_model,
+                                                         gradient_bytes, update_time);
+        for (std::size_t i = 0; i < combined.workers.size(); ++i) {
+          combined.workers[i].send_time = timing.send;
+          combined.workers[i].wait_time = timing.wait[i];
+        }
+        combined.wait_time = timing.gather;
+        step_time = timing.end;
+        virtual_now += timing.end;
+      }
       if (logs) finish_step(combined, step_time, lr);
       stop = verdict;
       if (stop == mbkit::train::kDiverged) break;
-      after_step(elapsed_before + seconds_since(started));
+      after_step(clock_now());
     }
   } else if (role.master) {
     mbkit::train::AsyncMaster master(world, net.parameters().size(), net.state().size());
+    if (virtual_clock) {
+      master.use_virtual_clock(
+          comm_model.message(gradient_bytes + net.state().size() * sizeof(float)), virtual_now);
+    }
     master.start(net.parameters(), net.state(), step);
     std::vector<float> state(net.state().size());
     const double planned_samples = options.epochs > 0
@@ -1024,23 +1104,28 @@ int train(const TrainOptions& options, comm::World& world) {
     stop = std::max(stop, rank0_stop());
     while (stop == mbkit::train::kContinue) {
       const auto step_start = Clock::now();
+      const double virtual_start = virtual_now;
       const double lr = schedule.at(step, epoch_at(step));
       const auto combined = master.collect(net.gradients(), state, options.async_min_grads, step);
       std::copy(state.begin(), state.end(), net.state().begin());
       const double loss = combined.mean_loss();
       const int decision = accept_update(loss);
       if (decision == mbkit::train::kContinue) {
+        const double cpu_start = virtual_clock && compute_models.empty() ? cpu_now() : 0;
         optimizer->step(net.parameters(), net.gradients(), lr);
+        if (virtual_clock && compute_models.empty()) master.advance(cpu_now() - cpu_start);
       }
       ++step;
       samples_seen += static_cast<double>(combined.samples);
-      finish_step(combined, seconds_since(step_start), lr);
+      if (virtual_clock) virtual_now = master.virtual_now();
+      finish_step(combined, virtual_clock ? virtual_now - virtual_start : seconds_since(step_start),
+                  lr);
       stop = std::max(combined.stop, rank0_stop());
       if (decision == mbkit::train::kDiverged) stop = mbkit::train::kDiverged;
       if (step >= planned || samples_seen >= planned_samples)
         stop = std::max(stop, static_cast<int>(mbkit::train::kFinished));
       if (stop == mbkit::train::kContinue) master.publish(net.parameters(), net.state(), step);
-      if (stop != mbkit::train::kDiverged) after_step(elapsed_before + seconds_since(started));
+      if (stop != mbkit::train::kDiverged) after_step(clock_now());
     }
     master.finish(step, stop);
     if (master.discarded() > 0) {
@@ -1050,7 +1135,8 @@ int train(const TrainOptions& options, comm::World& world) {
     mbkit::train::AsyncWorker worker(world, net.parameters().size(), net.state().size());
     std::int64_t based_on = 0;
     std::int64_t rounds = 0;
-    while (worker.refresh(net.parameters(), net.state(), rounds == 0, based_on)) {
+    // Under the virtual clock the master decides which parameters each round starts from.
+    while (worker.refresh(net.parameters(), net.state(), rounds == 0 || virtual_clock, based_on)) {
       auto report = compute(based_on + rounds, 1.0);
       report.based_on = based_on;
       const auto send_start = Clock::now();
@@ -1067,7 +1153,7 @@ int train(const TrainOptions& options, comm::World& world) {
     }
   }
 
-  const double elapsed = elapsed_before + seconds_since(started);
+  const double elapsed = clock_now();
   if (stop == mbkit::train::kDiverged) {
     if (metric_log) metric_log->close();
     const std::string where = cat("non-finite loss at step ", step - 1, " (epoch ",
@@ -1102,9 +1188,11 @@ int train(const TrainOptions& options, comm::World& world) {
   if (logs && !options.checkpoint.empty()) save_checkpoint(elapsed);
   if (metric_log) metric_log->close();
   if (logs) {
-    progress.note(cat("done: ", step, " steps (", strprintf("%.2f", epoch_at(step)), " epochs) in ",
-                      human_duration(seconds_since(started)),
-                      skipped > 0 ? cat(", ", skipped, " steps skipped for non-finite loss") : ""));
+    progress.note(cat(
+        "done: ", step, " steps (", strprintf("%.2f", epoch_at(step)), " epochs) in ",
+        human_duration(seconds_since(started)),
+        virtual_clock ? cat(" (", human_duration(virtual_now - elapsed_before), " emulated)") : "",
+        skipped > 0 ? cat(", ", skipped, " steps skipped for non-finite loss") : ""));
   }
   return 0;
 }

@@ -163,6 +163,7 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
   file.set_attribute("batch_in_epoch", checkpoint.batch_in_epoch);
   file.set_attribute("seed", checkpoint.seed);
   file.set_attribute("elapsed", checkpoint.elapsed);
+  file.set_attribute("wall_elapsed", checkpoint.wall_elapsed);
   file.set_attribute("epoch_progress", checkpoint.epoch_progress);
   file.set_attribute("workers", checkpoint.workers);
   file.set_attribute("comm", checkpoint.comm);
@@ -202,6 +203,9 @@ Checkpoint read_fields(const io::File& file) {
   checkpoint.batch_in_epoch = file.int_attribute("batch_in_epoch");
   checkpoint.seed = file.uint_attribute("seed");
   checkpoint.elapsed = file.double_attribute("elapsed");
+  checkpoint.wall_elapsed = file.has_attribute("wall_elapsed")
+                                ? file.double_attribute("wall_elapsed")
+                                : checkpoint.elapsed;
   // Absent in checkpoints of mbkit before distributed training: single-process runs.
   checkpoint.epoch_progress = file.has_attribute("epoch_progress")
                                   ? file.double_attribute("epoch_progress")

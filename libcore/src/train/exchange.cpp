@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <memory>
+#include <optional>
 
+#include "mbkit/train/virtual_clock.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/strings.hpp"
 
@@ -230,6 +233,11 @@ struct AsyncMaster::Impl {
   std::vector<std::shared_ptr<Bytes>> spare;  // snapshots no send reads any more
   bool stopping = false;
   ParametersHeader stop_header;
+  // Virtual clock: the event order, the master's time and the parameter sets a worker may
+  // still be given (history[i] is publication arrivals->first_kept() + i).
+  std::optional<VirtualArrivals> arrivals;
+  double now = 0;
+  std::deque<std::shared_ptr<const Bytes>> history;
 
   Impl(const comm::World& w, std::size_t p, std::size_t s) : world(w), parameters(p), state(s) {}
 
@@ -255,12 +263,22 @@ struct AsyncMaster::Impl {
       if (stopping) {
         worker.send = world.isend(&stop_header, sizeof stop_header, rank_of(w), kParametersTag);
         worker.told_to_stop = true;
-      } else if (latest && worker.sent_step < latest_step) {
+      } else if (!arrivals && latest && worker.sent_step < latest_step) {
         worker.sending = latest;
         worker.send = world.isend(latest->data(), latest->size(), rank_of(w), kParametersTag);
         worker.sent_step = latest_step;
       }
     }
+  }
+
+  // Virtual clock: sends worker w the parameter set it holds when its round starts at `start`.
+  void send_held(std::size_t w, double start) {
+    Worker& worker = workers[w];
+    world.wait(worker.send, cat("sending parameters to rank ", rank_of(w)));
+    const std::int64_t held = arrivals->held_at(start);
+    worker.sending = history[static_cast<std::size_t>(held - arrivals->first_kept())];
+    worker.send =
+        world.isend(worker.sending->data(), worker.sending->size(), rank_of(w), kParametersTag);
   }
 
   static GradientHeader header_of(const Worker& worker) {
@@ -292,6 +310,27 @@ AsyncMaster::~AsyncMaster() {
 void AsyncMaster::start(std::span<const float> parameters, std::span<const float> state,
                         std::int64_t step) {
   publish(parameters, state, step);
+  Impl& m = *impl_;
+  if (!m.arrivals) return;
+  // Every worker starts once the first parameters reached it.
+  for (std::size_t w = 0; w < m.workers.size(); ++w) {
+    const double start = m.now + m.arrivals->message();
+    m.arrivals->start(static_cast<int>(w), start);
+    m.send_held(w, start);
+  }
+}
+
+void AsyncMaster::use_virtual_clock(double message, double now) {
+  impl_->arrivals.emplace(static_cast<int>(impl_->workers.size()), message);
+  impl_->now = now;
+}
+
+double AsyncMaster::virtual_now() const {
+  return impl_->now;
+}
+
+void AsyncMaster::advance(double seconds) {
+  impl_->now += seconds;
 }
 
 void AsyncMaster::publish(std::span<const float> parameters, std::span<const float> state,
@@ -318,6 +357,10 @@ void AsyncMaster::publish(std::span<const float> parameters, std::span<const flo
   std::memcpy(out, state.data(), state.size_bytes());
   m.latest = snapshot;
   m.latest_step = step;
+  if (m.arrivals) {
+    m.arrivals->publish(m.now);
+    m.history.push_back(snapshot);
+  }
   m.pump();
 }
 
@@ -329,39 +372,72 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
   std::fill(state.begin(), state.end(), 0.0f);
   int count = 0;
   const auto start = Clock::now();
+  const double virtual_start = m.now;
   std::vector<bool> heard(m.workers.size(), false);
+  // Adds worker w's received gradient to the step.
+  auto take = [&](std::size_t w) {
+    Impl::Worker& worker = m.workers[w];
+    const GradientHeader header = Impl::header_of(worker);
+    const float* values = reinterpret_cast<const float*>(worker.received.data() + sizeof header);
+    for (std::size_t i = 0; i < gradients.size(); ++i) gradients[i] += values[i];
+    for (std::size_t i = 0; i < state.size(); ++i) state[i] += values[gradients.size() + i];
+    WorkerReport report;
+    report.rank = m.rank_of(w);
+    report.samples = static_cast<std::int64_t>(header.samples);
+    report.loss_sum = header.loss_sum;
+    report.correct = static_cast<std::int64_t>(header.correct);
+    report.compute_time = header.compute_time;
+    report.sleep_time = header.sleep_time;
+    report.send_time = header.send_time;
+    report.wait_time = header.wait_time;
+    report.based_on = static_cast<std::int64_t>(header.based_on);
+    report.staleness = step - report.based_on;
+    report.stop = static_cast<int>(header.stop);
+    add_up(result, report);
+    heard[w] = true;
+    ++count;
+  };
+  // Virtual clock: gradients wait until they are next in virtual time.
+  auto take_in_virtual_order = [&] {
+    VirtualArrivals& arrivals = *m.arrivals;
+    while (count < min_gradients) {
+      const auto next = arrivals.next();
+      if (!next) return;
+      const auto w = static_cast<std::size_t>(*next);
+      const double arrival = arrivals.take(*next);
+      take(w);
+      result.workers.back().send_time = arrivals.message();
+      result.workers.back().wait_time = 0;
+      m.now = std::max(m.now, arrival);
+      m.send_held(w, arrivals.round_start(*next));
+      m.post_receive(w);
+      // Later rounds start no earlier than this one's: older parameter sets can go.
+      const std::int64_t forgotten = arrivals.forget_before(arrivals.round_start(*next));
+      m.history.erase(m.history.begin(), m.history.begin() + forgotten);
+    }
+  };
   m.world.wait_until(
       [&] {
         m.pump();
         for (std::size_t w = 0; w < m.workers.size(); ++w) {
           Impl::Worker& worker = m.workers[w];
-          if (worker.done || !m.world.test(worker.receive)) continue;
+          if (worker.done) continue;
+          if (m.arrivals && m.arrivals->waiting(static_cast<int>(w))) continue;
+          if (!m.world.test(worker.receive)) continue;
           const GradientHeader header = Impl::header_of(worker);
           if (header.kind == kDone) {
             worker.done = true;
+            if (m.arrivals) m.arrivals->retire(static_cast<int>(w));
             continue;
           }
-          const float* values =
-              reinterpret_cast<const float*>(worker.received.data() + sizeof header);
-          for (std::size_t i = 0; i < gradients.size(); ++i) gradients[i] += values[i];
-          for (std::size_t i = 0; i < state.size(); ++i) state[i] += values[gradients.size() + i];
-          WorkerReport report;
-          report.rank = m.rank_of(w);
-          report.samples = static_cast<std::int64_t>(header.samples);
-          report.loss_sum = header.loss_sum;
-          report.correct = static_cast<std::int64_t>(header.correct);
-          report.compute_time = header.compute_time;
-          report.sleep_time = header.sleep_time;
-          report.send_time = header.send_time;
-          report.wait_time = header.wait_time;
-          report.based_on = static_cast<std::int64_t>(header.based_on);
-          report.staleness = step - report.based_on;
-          report.stop = static_cast<int>(header.stop);
-          add_up(result, report);
-          heard[w] = true;
-          ++count;
+          if (m.arrivals) {
+            m.arrivals->arrived(static_cast<int>(w), header.sleep_time + header.compute_time);
+            continue;
+          }
+          take(w);
           m.post_receive(w);
         }
+        if (m.arrivals) take_in_virtual_order();
         return count >= min_gradients;
       },
       cat("master waiting for ", min_gradients, " gradient", min_gradients > 1 ? "s" : "",
@@ -369,11 +445,12 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
       [&] {
         std::vector<int> silent;
         for (std::size_t w = 0; w < m.workers.size(); ++w) {
-          if (!heard[w]) silent.push_back(m.rank_of(w));
+          const bool waiting = m.arrivals && m.arrivals->waiting(static_cast<int>(w));
+          if (!heard[w] && !waiting) silent.push_back(m.rank_of(w));
         }
         return silent;
       });
-  result.wait_time = seconds_since(start);
+  result.wait_time = m.arrivals ? m.now - virtual_start : seconds_since(start);
   if (result.samples > 0) {
     const float inverse = 1.0f / static_cast<float>(result.samples);
     for (float& g : gradients) g *= inverse;

@@ -27,11 +27,15 @@ namespace {
 constexpr hsize_t kChunkRows = 1024;
 constexpr int kDeflateLevel = 4;
 
-// One column of a table: its dataset name and the record field it holds.
+// One column of a table: its dataset name and the record field it holds. Columns added to
+// the format later may be missing from older logs: readers go without them, and appending to
+// such a log first adds them, filled from the column `filled_from` (or with 1).
 template <class Record>
 struct Field {
   const char* name;
   std::variant<std::int64_t Record::*, double Record::*> member;
+  bool added_later = false;
+  const char* filled_from = nullptr;
 };
 
 template <class Member>
@@ -50,7 +54,7 @@ struct Schema;
 template <>
 struct Schema<StepRecord> {
   static constexpr const char* kGroup = "steps";
-  static constexpr std::array<Field<StepRecord>, 9> kFields{{
+  static constexpr std::array<Field<StepRecord>, 10> kFields{{
       {"step", &StepRecord::step},
       {"time", &StepRecord::time},
       {"epoch", &StepRecord::epoch},
@@ -60,26 +64,28 @@ struct Schema<StepRecord> {
       {"samples", &StepRecord::samples},
       {"step_time", &StepRecord::step_time},
       {"throughput", &StepRecord::throughput},
+      {"wall_time", &StepRecord::wall_time, true, "time"},
   }};
 };
 
 template <>
 struct Schema<EvalRecord> {
   static constexpr const char* kGroup = "eval";
-  static constexpr std::array<Field<EvalRecord>, 6> kFields{{
+  static constexpr std::array<Field<EvalRecord>, 7> kFields{{
       {"step", &EvalRecord::step},
       {"time", &EvalRecord::time},
       {"epoch", &EvalRecord::epoch},
       {"loss", &EvalRecord::loss},
       {"accuracy", &EvalRecord::accuracy},
       {"samples", &EvalRecord::samples},
+      {"wall_time", &EvalRecord::wall_time, true, "time"},
   }};
 };
 
 template <>
 struct Schema<WorkerRecord> {
   static constexpr const char* kGroup = "workers";
-  static constexpr std::array<Field<WorkerRecord>, 8> kFields{{
+  static constexpr std::array<Field<WorkerRecord>, 9> kFields{{
       {"step", &WorkerRecord::step},
       {"rank", &WorkerRecord::rank},
       {"samples", &WorkerRecord::samples},
@@ -88,6 +94,7 @@ struct Schema<WorkerRecord> {
       {"send_time", &WorkerRecord::send_time},
       {"wait_time", &WorkerRecord::wait_time},
       {"staleness", &WorkerRecord::staleness},
+      {"micro_batches", &WorkerRecord::micro_batches, true},
   }};
 };
 
@@ -145,6 +152,7 @@ class Table {
     const io::Group group = file.open_group(kGroup);
     hsize_t rows = std::numeric_limits<hsize_t>::max();
     for (const auto& field : kFields) {
+      if (field.added_later && !group.has(field.name)) continue;
       std::visit(
           [&](auto member) {
             const auto dataset =
@@ -154,6 +162,28 @@ class Table {
           field.member);
     }
     return rows;
+  }
+
+  /// Adds the columns a log from an older version lacks (the others hold `rows` rows).
+  static void add_missing(io::Location& file) {
+    const hsize_t rows = check(file);
+    io::Group group = file.open_group(kGroup);
+    for (const auto& field : kFields) {
+      if (group.has(field.name)) continue;
+      std::visit(
+          [&](auto member) {
+            using T = MemberValueT<decltype(member)>;
+            std::vector<T> values(static_cast<std::size_t>(rows), T{1});
+            if (field.filled_from != nullptr) {
+              const auto source = group.open_dataset(field.filled_from).template read<double>();
+              for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<T>(source[i]);
+            }
+            auto column = io::Column<T>::create(group, field.name, kChunkRows, kDeflateLevel);
+            column.append(std::span<const T>(values.data(), values.size()));
+            column.flush();
+          },
+          field.member);
+    }
   }
 
   /// Opens the columns to append to them.
@@ -182,6 +212,7 @@ class Table {
     hsize_t keep = 0;
     while (keep < common_rows && steps[keep] <= resume_step) ++keep;
     for (const auto& field : kFields) {
+      if (field.added_later && !group.has(field.name)) continue;
       io::Dataset dataset = group.open_dataset(field.name);
       if (dataset.dims()[0] != keep) dataset.set_extent({keep});
     }
@@ -193,6 +224,7 @@ class Table {
     const io::Group source = from.open_group(kGroup);
     io::Group target = to.open_group(kGroup);
     for (const auto& field : kFields) {
+      if (field.added_later && !source.has(field.name)) continue;  // add_missing() fills it
       std::visit(
           [&](auto member) {
             using T = MemberValueT<decltype(member)>;
@@ -256,6 +288,15 @@ RunInfo read_run_info_attributes(const io::File& log) {
   info.world_size = static_cast<int>(world_size);
   info.model = log.string_attribute("model");
   info.dataset = log.string_attribute("dataset");
+  // Added later: older logs ran on the wall clock.
+  if (log.has_attribute("clock")) {
+    info.clock = log.string_attribute("clock");
+    if (info.clock != "wall" && info.clock != "virtual") {
+      data_error(cat(log.path(), ": clock '", info.clock, "' is not wall or virtual"));
+    }
+    info.comm_model = log.string_attribute("comm_model");
+    info.compute_model = log.string_attribute("compute_model");
+  }
   return info;
 }
 
@@ -272,6 +313,9 @@ void write_run_info(io::File& file, const RunInfo& info) {
   file.set_attribute("world_size", info.world_size);
   file.set_attribute("model", info.model);
   file.set_attribute("dataset", info.dataset);
+  file.set_attribute("clock", info.clock);
+  file.set_attribute("comm_model", info.comm_model);
+  file.set_attribute("compute_model", info.compute_model);
 }
 
 // A log with its layout and no rows, written under a temporary name and renamed to `path`.
@@ -387,7 +431,10 @@ MetricLog MetricLog::append(const std::string& path, std::int64_t resume_step,
     file = io::File::open(path, io::File::Mode::kReadWrite);
   }
   // Shrinking is not allowed under SWMR, so it happens before the log is reopened for it.
-  for_each_table([&](auto table) { table.truncate(file, resume_step); });
+  for_each_table([&](auto table) {
+    table.truncate(file, resume_step);
+    table.add_missing(file);
+  });
   file.close();
   return MetricLog(std::make_unique<Impl>(path, flush_interval));
 }

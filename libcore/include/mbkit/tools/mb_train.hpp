@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "mbkit/models/zoo.hpp"
 #include "mbkit/optim/optimizer.hpp"
@@ -56,6 +57,10 @@ struct TrainOptions {
   std::string induce;               ///< straggler profile: niagara, cedar or MEAN:STD:WEIGHT,...
   std::string slowdown;             ///< RANK=FACTOR,...: persistently slower workers
   bool worker_log = false;          ///< a console line per worker per step
+  // Cluster emulation (mbkit/train/virtual_clock.hpp).
+  std::string clock = "wall";              ///< wall or virtual
+  std::string comm_model;                  ///< virtual: "ALPHA,BETA" (empty: measured at start)
+  std::vector<std::string> compute_model;  ///< virtual: "[RANKS=]A,B" entries (empty: CPU time)
 };
 
 /// Runs the training; returns the exit status: 0 when the run completed, 6 when a signal stopped

@@ -43,6 +43,9 @@ struct Checkpoint {
   std::int64_t batch_in_epoch = 0;  ///< the next batch to train on
   std::uint64_t seed = 0;
   double elapsed = 0;  ///< seconds of training so far (for the log's time column)
+  /// Real seconds so far: differs from elapsed under --clock virtual (elapsed is then the
+  /// emulated cluster's time). Older files lack it: it reads as elapsed.
+  double wall_elapsed = 0;
   /// Fractional epoch reached (samples trained on / training rows); a run resumed with
   /// another number of workers continues counting epochs from here.
   double epoch_progress = 0;

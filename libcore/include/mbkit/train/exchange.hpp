@@ -109,7 +109,8 @@ class SyncExchange {
 /// Multiplies by nominal / total when they differ (see above).
 void finish_gradient(std::span<float> gradients, std::int64_t nominal, std::int64_t total);
 
-/// The master of ps --async.
+/// The master of ps --async. Report times of the workers' messages are theirs; under the
+/// virtual clock send_time is the message's cost and wait_time is 0 (workers never wait).
 class AsyncMaster {
  public:
   AsyncMaster(const comm::World& world, std::size_t parameters, std::size_t state);
@@ -127,6 +128,16 @@ class AsyncMaster {
   void finish(std::int64_t step, int code);
   /// Gradients that arrived after the master had decided to stop (not applied).
   std::int64_t discarded() const { return discarded_; }
+
+  /// Emulates the cluster on the virtual clock (virtual_clock.hpp): gradients are taken in
+  /// the order of their virtual arrival, and each worker gets the parameters it would hold
+  /// when its next round starts (workers then call refresh() with wait = true every round).
+  /// Call before start(); `now` is the master's virtual time, `message` a message's cost.
+  void use_virtual_clock(double message, double now);
+  /// The master's virtual time: after collect(), the arrival of the last gradient taken.
+  double virtual_now() const;
+  /// Adds the master's own work (its update) to its virtual time.
+  void advance(double seconds);
 
  private:
   struct Impl;

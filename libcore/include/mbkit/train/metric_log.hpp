@@ -2,10 +2,13 @@
 //
 // One HDF5 file, written while the run goes on:
 //   /steps    one row per optimizer step: step, time, epoch, loss, accuracy, lr, samples,
-//             step_time, throughput
-//   /eval     one row per evaluation: step, time, epoch, loss, accuracy, samples
+//             step_time, throughput, wall_time
+//   /eval     one row per evaluation: step, time, epoch, loss, accuracy, samples, wall_time
 //   /workers  one row per worker per step (distributed runs): step, rank, samples,
-//             compute_time, sleep_time, send_time, wait_time, staleness
+//             compute_time, sleep_time, send_time, wait_time, staleness, micro_batches
+// `time` is the run's clock (the emulated cluster's under --clock virtual), `wall_time` the
+// real seconds. Logs written before wall_time and micro_batches existed read without them;
+// appending to one adds them (wall_time = time, micro_batches = 1).
 //   /collect  one row per master step (parameter server): step, gradients, samples, wait_time
 // Each column is an extendible 1-D dataset. Root attributes describe the run (RunInfo).
 //
@@ -46,6 +49,11 @@ struct RunInfo {
   int world_size = 1;
   std::string model;
   std::string dataset;
+  /// "wall", or "virtual" (an emulated cluster: mbkit/train/virtual_clock.hpp) with the
+  /// models it used (--comm-model ALPHA,BETA; --compute-model entries, empty: CPU time).
+  std::string clock = "wall";
+  std::string comm_model;
+  std::string compute_model;
 };
 
 struct StepRecord {
@@ -58,6 +66,7 @@ struct StepRecord {
   std::int64_t samples = 0;
   double step_time = 0;   ///< seconds
   double throughput = 0;  ///< samples per second
+  double wall_time = 0;   ///< real seconds since the start (= time unless the clock is virtual)
 };
 
 struct EvalRecord {
@@ -67,6 +76,7 @@ struct EvalRecord {
   double loss = 0;
   double accuracy = 0;
   std::int64_t samples = 0;
+  double wall_time = 0;
 };
 
 struct WorkerRecord {
@@ -78,6 +88,7 @@ struct WorkerRecord {
   double send_time = 0;
   double wait_time = 0;
   std::int64_t staleness = 0;
+  std::int64_t micro_batches = 1;  ///< AMB: micro-batches computed; FMB: 1
 };
 
 struct CollectRecord {

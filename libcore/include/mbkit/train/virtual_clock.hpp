@@ -1,0 +1,152 @@
+// The virtual clock (--clock virtual): a cluster of N workers emulated on a machine with fewer
+// cores (mbkit.7, "Cluster emulation").
+//
+// On a laptop, wall-clock straggler experiments measure the laptop: a sleeping worker frees its
+// core for the others and a worker's compute time depends on how many share its core. With the
+// virtual clock each worker counts
+//   - its compute as CPU time of its own process (as if it had a core of its own), or as the
+//     cost of a ComputeModel (seconds per sample + seconds per micro-batch) for exactly
+//     reproducible runs and for devices faster or slower than this machine;
+//   - its induced delays (--induce, --slowdown) as virtual time, without sleeping;
+//   - each message as CommModel::message(bytes) = alpha + beta * bytes.
+// Rank 0 keeps the emulated cluster's clock: the sync modes' step times follow from the
+// workers' reports (SyncTimeline), the asynchronous master processes gradients in the order of
+// their virtual arrival (VirtualArrivals, a small conservative discrete-event scheduler).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mbkit/comm/world.hpp"
+
+namespace mbkit::train {
+
+/// Cost of one message: alpha seconds + beta seconds per byte.
+struct CommModel {
+  double alpha = 0;
+  double beta = 0;
+  bool measured = false;  ///< measured at start (not given with --comm-model)
+
+  double message(std::uint64_t bytes) const { return alpha + beta * static_cast<double>(bytes); }
+  /// A ring allreduce of `bytes` over `ranks`: 2 (ranks - 1) messages of bytes / ranks.
+  double allreduce(std::uint64_t bytes, int ranks) const;
+  /// "alpha 25 us, beta 0.1 ns/B (measured)".
+  std::string describe() const;
+  std::string spec() const;  ///< "ALPHA,BETA" as --comm-model takes it
+};
+
+/// "" gives none (measure at start); otherwise "ALPHA,BETA" in seconds and seconds per byte,
+/// finite and not negative. Throws a usage error naming --comm-model.
+std::optional<CommModel> parse_comm_model(const std::string& text);
+
+/// Measures the model by ping-pong between ranks 0 and 1 with an 8-byte message and one of
+/// `bytes` (the gradient); every rank calls it, ranks other than 0 and 1 only wait. Every rank
+/// returns rank 0's result.
+CommModel measure_comm_model(const comm::World& world, std::uint64_t bytes);
+
+/// Compute cost of a worker: per_sample * samples + per_batch, per micro-batch.
+struct ComputeModel {
+  double per_sample = 0;
+  double per_batch = 0;
+  double cost(std::int64_t samples) const {
+    return per_sample * static_cast<double>(samples) + per_batch;
+  }
+};
+
+/// The --compute-model entries: "A,B" for every rank, "RANK=A,B" or "FIRST-LAST=A,B" for some.
+struct ComputeModels {
+  std::optional<ComputeModel> all;
+  std::vector<std::pair<std::pair<int, int>, ComputeModel>> ranges;  ///< later entries win
+
+  bool empty() const { return !all && ranges.empty(); }
+  /// The model of `rank`, if any entry covers it.
+  std::optional<ComputeModel> for_rank(int rank) const;
+  /// Throws a usage error when an entry names a rank >= world_size or a rank without a model
+  /// is a worker while others have one (all workers need one, or none).
+  void check_ranks(int world_size, int first_worker) const;
+  std::string describe() const;
+  std::string spec() const;  ///< the entries joined by spaces
+};
+
+/// Throws a usage error naming --compute-model and the entry that is wrong.
+ComputeModels parse_compute_models(const std::vector<std::string>& entries);
+
+/// CPU seconds this process has used (all its threads).
+double process_cpu_seconds();
+/// CPU seconds the calling thread has used.
+double thread_cpu_seconds();
+
+/// One worker's part of a synchronous step, in virtual seconds from the step's start.
+struct SyncWorkerTime {
+  double delay = 0;    ///< induced delay before and after computing
+  double compute = 0;  ///< CPU or modelled compute
+};
+
+/// Where a synchronous step's virtual time goes.
+struct SyncStepTime {
+  double gather = 0;         ///< all gradients combined (ps: at the master; allreduce: everywhere)
+  double end = 0;            ///< every worker holds the new parameters: the next step starts
+  double send = 0;           ///< a worker's communication time in this step
+  std::vector<double> wait;  ///< per worker: idle time (end - delay - compute - send)
+};
+
+/// ps: each worker sends its gradient to the master (one message), the master waits for the
+/// last, updates (`update` seconds) and sends the parameters back (one message).
+/// allreduce: a ring allreduce of the gradient after the last worker is ready, then every rank
+/// updates. `bytes` is the gradient's (= the parameters') size.
+SyncStepTime sync_step_time(const std::vector<SyncWorkerTime>& workers, bool parameter_server,
+                            const CommModel& comm, std::uint64_t bytes, double update);
+
+/// The asynchronous master's event order under the virtual clock.
+///
+/// Each worker computes without pause: it starts a round at a virtual time the master knows,
+/// computes, sends (arriving `message` seconds after it is ready) and starts its next round at
+/// once on the newest parameters that had reached it by then. The master takes gradients in
+/// order of arrival (ties by worker index), but only when no worker still computing could
+/// deliver an earlier one: a worker without a gradient waiting arrives no sooner than its start
+/// + `message` (conservative discrete-event simulation: correct whatever order the real
+/// messages come in).
+class VirtualArrivals {
+ public:
+  VirtualArrivals(int workers, double message_seconds);
+
+  /// Worker `w` starts a round at virtual time `start`.
+  void start(int w, double start);
+  /// Worker w's gradient came in; it was ready `ready_after` seconds after its round started
+  /// (delay + compute). Returns its virtual arrival time.
+  double arrived(int w, double ready_after);
+  /// The worker stopped sending (it finished); it no longer holds back the others.
+  void retire(int w);
+  /// The worker whose gradient is next in virtual time, when it is safe to take it.
+  std::optional<int> next() const;
+  /// Takes worker w's gradient (the one next() named): returns its arrival time. The worker's
+  /// next round starts when it was ready (arrival - message).
+  double take(int w);
+
+  bool waiting(int w) const { return state_[static_cast<std::size_t>(w)] == kWaiting; }
+  double round_start(int w) const { return start_[static_cast<std::size_t>(w)]; }
+  double message() const { return message_; }
+
+  /// Published parameter sets, by virtual time: which one a worker starting at `start` holds
+  /// (the newest with publish time + message <= start). Returns an index into what publish()
+  /// returned.
+  std::int64_t publish(double time);
+  std::int64_t held_at(double start) const;
+  /// Forgets publications nobody can need any more: the newest one held at `start` and later
+  /// stay. Returns the number forgotten from the front.
+  std::int64_t forget_before(double start);
+  std::int64_t first_kept() const { return first_kept_; }
+
+ private:
+  enum State { kComputing, kWaiting, kRetired };
+  std::vector<State> state_;
+  std::vector<double> start_, arrival_;
+  double message_;
+  std::deque<double> published_;  ///< publish times, from index first_kept_
+  std::int64_t first_kept_ = 0;
+};
+
+}  // namespace mbkit::train

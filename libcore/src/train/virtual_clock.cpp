@@ -1,0 +1,305 @@
+#include "mbkit/train/virtual_clock.hpp"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "mbkit/util/check.hpp"
+#include "mbkit/util/error.hpp"
+#include "mbkit/util/strings.hpp"
+
+namespace mbkit::train {
+
+namespace {
+
+constexpr int kPingTag = 21;
+
+double non_negative(std::string_view field, const std::string& what) {
+  const double value = parse_double(field, what);
+  if (value < 0) usage_error(cat(what, ": '", field, "' is negative"));
+  return value + 0.0;
+}
+
+std::string seconds_text(double seconds) {
+  if (seconds == 0) return "0";
+  if (seconds < 1e-3) return strprintf("%.3g us", seconds * 1e6);
+  if (seconds < 1) return strprintf("%.3g ms", seconds * 1e3);
+  return strprintf("%.3g s", seconds);
+}
+
+std::string model_text(const ComputeModel& model) {
+  return cat(seconds_text(model.per_sample), "/sample + ", seconds_text(model.per_batch),
+             "/micro-batch");
+}
+
+std::string model_spec(const ComputeModel& model) {
+  return strprintf("%.17g,%.17g", model.per_sample, model.per_batch);
+}
+
+}  // namespace
+
+double CommModel::allreduce(std::uint64_t bytes, int ranks) const {
+  if (ranks < 2) return 0;
+  const double messages = 2.0 * (ranks - 1);
+  return messages * (alpha + beta * static_cast<double>(bytes) / ranks);
+}
+
+std::string CommModel::describe() const {
+  return cat("alpha ", seconds_text(alpha), ", beta ", strprintf("%.3g", beta * 1e9), " ns/B (",
+             strprintf("%.3g", beta > 0 ? 1e-9 / beta : 0.0), " GB/s)",
+             measured ? ", measured" : "");
+}
+
+std::string CommModel::spec() const {
+  return strprintf("%.17g,%.17g", alpha, beta);
+}
+
+std::optional<CommModel> parse_comm_model(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  const auto fields = split(text, ',');
+  if (fields.size() != 2) {
+    usage_error(cat("--comm-model: '", text,
+                    "' is not ALPHA,BETA (seconds per message, seconds per byte)"));
+  }
+  CommModel model;
+  model.alpha = non_negative(fields[0], "--comm-model ALPHA");
+  model.beta = non_negative(fields[1], "--comm-model BETA");
+  return model;
+}
+
+CommModel measure_comm_model(const comm::World& world, std::uint64_t bytes) {
+  constexpr int kRounds = 15;
+  std::vector<double> result(2, 0.0);
+  if (world.size() >= 2 && world.rank() <= 1) {
+    const int peer = 1 - world.rank();
+    std::vector<unsigned char> buffer(std::max<std::uint64_t>(bytes, 8), 0);
+    // Round trips of `size` bytes; the median of kRounds after one to warm up, halved.
+    auto one_way = [&](std::size_t size) {
+      std::vector<double> trips;
+      for (int round = 0; round <= kRounds; ++round) {
+        const auto start = std::chrono::steady_clock::now();
+        for (int leg = 0; leg < 2; ++leg) {
+          const bool sends = (leg == 0) == (world.rank() == 0);
+          comm::Request request = sends ? world.isend(buffer.data(), size, peer, kPingTag)
+                                        : world.irecv(buffer.data(), size, peer, kPingTag);
+          world.wait(request, "measuring the communication model");
+        }
+        const std::chrono::duration<double> trip = std::chrono::steady_clock::now() - start;
+        if (round > 0) trips.push_back(trip.count());
+      }
+      std::nth_element(trips.begin(), trips.begin() + kRounds / 2, trips.end());
+      return trips[kRounds / 2] / 2;
+    };
+    const double small = one_way(8);
+    const double large = one_way(static_cast<std::size_t>(std::max<std::uint64_t>(bytes, 8)));
+    result[0] = small;
+    result[1] = bytes > 8 ? std::max(0.0, (large - small) / static_cast<double>(bytes - 8)) : 0;
+  }
+  std::vector<std::uint8_t> raw(sizeof(double) * 2);
+  std::memcpy(raw.data(), result.data(), raw.size());
+  world.broadcast(std::span<std::uint8_t>(raw), 0);
+  std::memcpy(result.data(), raw.data(), raw.size());
+  CommModel model{result[0], result[1], true};
+  return model;
+}
+
+std::optional<ComputeModel> ComputeModels::for_rank(int rank) const {
+  std::optional<ComputeModel> model = all;
+  for (const auto& [range, entry] : ranges) {
+    if (rank >= range.first && rank <= range.second) model = entry;
+  }
+  return model;
+}
+
+void ComputeModels::check_ranks(int world_size, int first_worker) const {
+  if (empty()) return;
+  for (const auto& [range, entry] : ranges) {
+    if (range.second >= world_size) {
+      usage_error(cat("--compute-model: rank ", range.second, " does not exist in a run of ",
+                      world_size, " rank", world_size > 1 ? "s" : ""));
+    }
+  }
+  for (int rank = first_worker; rank < world_size; ++rank) {
+    if (!for_rank(rank)) {
+      usage_error(cat("--compute-model: rank ", rank,
+                      " has no model; give one for every worker (an entry A,B covers all)"));
+    }
+  }
+}
+
+std::string ComputeModels::describe() const {
+  std::vector<std::string> parts;
+  if (all) parts.push_back(model_text(*all));
+  for (const auto& [range, entry] : ranges) {
+    const std::string ranks =
+        range.first == range.second ? cat(range.first) : cat(range.first, "-", range.second);
+    parts.push_back(cat("rank ", ranks, ": ", model_text(entry)));
+  }
+  return parts.empty() ? "measured CPU time" : join(parts, "; ");
+}
+
+std::string ComputeModels::spec() const {
+  std::vector<std::string> parts;
+  if (all) parts.push_back(model_spec(*all));
+  for (const auto& [range, entry] : ranges) {
+    const std::string ranks =
+        range.first == range.second ? cat(range.first) : cat(range.first, "-", range.second);
+    parts.push_back(cat(ranks, "=", model_spec(entry)));
+  }
+  return join(parts, " ");
+}
+
+ComputeModels parse_compute_models(const std::vector<std::string>& entries) {
+  ComputeModels models;
+  for (const auto& entry : entries) {
+    const std::string what = cat("--compute-model '", entry, "'");
+    std::string values = entry;
+    std::optional<std::pair<int, int>> range;
+    if (const auto equals = entry.find('='); equals != std::string::npos) {
+      const std::string ranks = entry.substr(0, equals);
+      values = entry.substr(equals + 1);
+      const auto dash = ranks.find('-');
+      const auto first = parse_int(ranks.substr(0, dash), what + " RANK");
+      const auto last =
+          dash == std::string::npos ? first : parse_int(ranks.substr(dash + 1), what + " RANK");
+      if (first < 0 || last < first || last > std::numeric_limits<int>::max()) {
+        usage_error(cat(what, ": '", ranks, "' is not RANK or FIRST-LAST"));
+      }
+      range = std::pair<int, int>(static_cast<int>(first), static_cast<int>(last));
+    }
+    const auto fields = split(values, ',');
+    if (fields.size() != 2) {
+      usage_error(cat(what, ": not [RANKS=]A,B (seconds per sample, seconds per micro-batch)"));
+    }
+    const ComputeModel model{non_negative(fields[0], what + " A"),
+                             non_negative(fields[1], what + " B")};
+    if (model.per_sample == 0 && model.per_batch == 0) {
+      usage_error(cat(what, ": a compute model costs something: A or B must be positive"));
+    }
+    if (range) {
+      models.ranges.push_back({*range, model});
+    } else {
+      models.all = model;
+    }
+  }
+  return models;
+}
+
+namespace {
+double cpu_seconds(clockid_t clock, const char* name) {
+  timespec now{};
+  if (clock_gettime(clock, &now) != 0)
+    fail(cat("clock_gettime(", name, "): ", std::strerror(errno)));
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
+}  // namespace
+
+double process_cpu_seconds() {
+  return cpu_seconds(CLOCK_PROCESS_CPUTIME_ID, "CLOCK_PROCESS_CPUTIME_ID");
+}
+
+double thread_cpu_seconds() {
+  return cpu_seconds(CLOCK_THREAD_CPUTIME_ID, "CLOCK_THREAD_CPUTIME_ID");
+}
+
+SyncStepTime sync_step_time(const std::vector<SyncWorkerTime>& workers, bool parameter_server,
+                            const CommModel& comm, std::uint64_t bytes, double update) {
+  SyncStepTime time;
+  double last_ready = 0;
+  for (const auto& w : workers) last_ready = std::max(last_ready, w.delay + w.compute);
+  if (parameter_server) {
+    time.gather = last_ready + comm.message(bytes);
+    time.end = time.gather + update + comm.message(bytes);
+    time.send = 2 * comm.message(bytes);
+  } else {
+    const double exchange = comm.allreduce(bytes, static_cast<int>(workers.size()));
+    time.gather = last_ready + exchange;
+    time.end = time.gather + update;
+    time.send = exchange;
+  }
+  for (const auto& w : workers) {
+    time.wait.push_back(std::max(0.0, time.end - w.delay - w.compute - time.send));
+  }
+  return time;
+}
+
+VirtualArrivals::VirtualArrivals(int workers, double message_seconds)
+    : state_(static_cast<std::size_t>(workers), kComputing),
+      start_(static_cast<std::size_t>(workers), 0.0),
+      arrival_(static_cast<std::size_t>(workers), 0.0),
+      message_(message_seconds) {}
+
+void VirtualArrivals::start(int w, double start) {
+  const auto i = static_cast<std::size_t>(w);
+  state_[i] = kComputing;
+  start_[i] = start;
+}
+
+double VirtualArrivals::arrived(int w, double ready_after) {
+  const auto i = static_cast<std::size_t>(w);
+  MBKIT_CHECK(state_[i] == kComputing, "VirtualArrivals: a gradient from worker ", w,
+              " not computing");
+  state_[i] = kWaiting;
+  arrival_[i] = start_[i] + ready_after + message_;
+  return arrival_[i];
+}
+
+void VirtualArrivals::retire(int w) {
+  state_[static_cast<std::size_t>(w)] = kRetired;
+}
+
+std::optional<int> VirtualArrivals::next() const {
+  std::optional<int> best;
+  for (std::size_t i = 0; i < state_.size(); ++i) {
+    if (state_[i] == kWaiting && (!best || arrival_[i] < arrival_[static_cast<std::size_t>(*best)]))
+      best = static_cast<int>(i);
+  }
+  if (!best) return std::nullopt;
+  const double arrival = arrival_[static_cast<std::size_t>(*best)];
+  for (std::size_t i = 0; i < state_.size(); ++i) {
+    if (state_[i] != kComputing) continue;
+    // Worker i arrives at start + (delay + compute > 0) + message: strictly later than its
+    // bound, or at it only with a zero-cost round, which then goes by worker index.
+    const double bound = start_[i] + message_;
+    if (bound < arrival || (bound == arrival && static_cast<int>(i) < *best)) return std::nullopt;
+  }
+  return best;
+}
+
+double VirtualArrivals::take(int w) {
+  const auto i = static_cast<std::size_t>(w);
+  MBKIT_CHECK(state_[i] == kWaiting, "VirtualArrivals: worker ", w, "'s gradient did not arrive");
+  state_[i] = kComputing;
+  start_[i] = arrival_[i] - message_;
+  return arrival_[i];
+}
+
+std::int64_t VirtualArrivals::publish(double time) {
+  published_.push_back(time);
+  return first_kept_ + static_cast<std::int64_t>(published_.size()) - 1;
+}
+
+std::int64_t VirtualArrivals::held_at(double start) const {
+  MBKIT_CHECK(!published_.empty(), "VirtualArrivals: nothing published");
+  std::int64_t held = first_kept_;  // the oldest kept: the start parameters at worst
+  for (std::size_t i = 0; i < published_.size(); ++i) {
+    if (published_[i] + message_ <= start) held = first_kept_ + static_cast<std::int64_t>(i);
+  }
+  return held;
+}
+
+std::int64_t VirtualArrivals::forget_before(double start) {
+  if (published_.empty()) return 0;
+  const std::int64_t keep_from = held_at(start);
+  const std::int64_t forgotten = keep_from - first_kept_;
+  for (std::int64_t i = 0; i < forgotten; ++i) published_.pop_front();
+  first_kept_ = keep_from;
+  return forgotten;
+}
+
+}  // namespace mbkit::train

@@ -1,0 +1,158 @@
+// The virtual clock: --comm-model and --compute-model parsing and their messages, the
+// synchronous step timeline against hand-computed values, and the asynchronous event order
+// (arrival order, the conservative wait for workers still computing, which parameters a worker
+// holds when its next round starts).
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "mbkit/train/virtual_clock.hpp"
+#include "mbkit/util/strings.hpp"
+#include "test_helpers.hpp"
+
+namespace mbkit::train {
+namespace {
+
+TEST(CommModel, ParsesAlphaBetaAndComputesMessagesAndRingAllreduce) {
+  EXPECT_FALSE(parse_comm_model(""));
+  const CommModel model = *parse_comm_model("1e-3,2e-9");
+  EXPECT_DOUBLE_EQ(model.alpha, 1e-3);
+  EXPECT_DOUBLE_EQ(model.beta, 2e-9);
+  EXPECT_FALSE(model.measured);
+  EXPECT_DOUBLE_EQ(model.message(1000), 1e-3 + 2e-6);
+  // Ring allreduce of 4000 bytes over 4 ranks: 6 messages of 1000 bytes.
+  EXPECT_DOUBLE_EQ(model.allreduce(4000, 4), 6 * (1e-3 + 2e-6));
+  EXPECT_EQ(model.allreduce(4000, 1), 0);
+  EXPECT_DOUBLE_EQ(parse_comm_model(model.spec())->beta, model.beta);
+}
+
+TEST(CommModel, BadValuesAreUsageErrors) {
+  EXPECT_MBKIT_ERROR(parse_comm_model("1e-3"), ExitCode::kUsage, "--comm-model: '1e-3' is not");
+  EXPECT_MBKIT_ERROR(parse_comm_model("1,2,3"), ExitCode::kUsage, "ALPHA,BETA");
+  EXPECT_MBKIT_ERROR(parse_comm_model("-1,0"), ExitCode::kUsage, "is negative");
+  EXPECT_MBKIT_ERROR(parse_comm_model("x,0"), ExitCode::kUsage, "--comm-model ALPHA");
+  EXPECT_MBKIT_ERROR(parse_comm_model("0,inf"), ExitCode::kUsage, "--comm-model BETA");
+}
+
+TEST(ComputeModels, EntriesForAllRanksSomeRanksAndRangesLaterWins) {
+  const auto models = parse_compute_models({"1e-4,2e-3", "3=2e-4,2e-3", "5-6=1e-5,0"});
+  EXPECT_DOUBLE_EQ(models.for_rank(1)->cost(32), 1e-4 * 32 + 2e-3);
+  EXPECT_DOUBLE_EQ(models.for_rank(3)->cost(10), 2e-4 * 10 + 2e-3);
+  EXPECT_DOUBLE_EQ(models.for_rank(6)->cost(10), 1e-4);
+  EXPECT_DOUBLE_EQ(models.for_rank(7)->per_sample, 1e-4);
+  const auto later = parse_compute_models({"2-4=1,1", "3=2,2"});
+  EXPECT_DOUBLE_EQ(later.for_rank(3)->per_sample, 2);
+  EXPECT_FALSE(later.for_rank(1));
+  EXPECT_TRUE(parse_compute_models({}).empty());
+  // spec() reads back to the same models.
+  const auto again = parse_compute_models(split(models.spec(), ' '));
+  EXPECT_EQ(again.spec(), models.spec());
+}
+
+TEST(ComputeModels, BadEntriesAndRanksAreUsageErrors) {
+  EXPECT_MBKIT_ERROR(parse_compute_models({"1e-4"}), ExitCode::kUsage,
+                     "--compute-model '1e-4': not [RANKS=]A,B");
+  EXPECT_MBKIT_ERROR(parse_compute_models({"x=1,1"}), ExitCode::kUsage, "RANK");
+  EXPECT_MBKIT_ERROR(parse_compute_models({"4-2=1,1"}), ExitCode::kUsage, "not RANK or FIRST-LAST");
+  EXPECT_MBKIT_ERROR(parse_compute_models({"1,-1"}), ExitCode::kUsage, "is negative");
+  EXPECT_MBKIT_ERROR(parse_compute_models({"0,0"}), ExitCode::kUsage, "must be positive");
+  EXPECT_MBKIT_ERROR(parse_compute_models({"9=1,1"}).check_ranks(4, 1), ExitCode::kUsage,
+                     "rank 9 does not exist");
+  // Some workers with a model and others without would mix modelled and measured time.
+  EXPECT_MBKIT_ERROR(parse_compute_models({"2=1,1"}).check_ranks(4, 1), ExitCode::kUsage,
+                     "rank 1 has no model");
+  parse_compute_models({"1-3=1,1"}).check_ranks(4, 1);  // the master (rank 0) needs none
+}
+
+TEST(SyncStepTime, ParameterServerWaitsForTheSlowestThenUpdatesAndBroadcasts) {
+  const CommModel comm{1e-3, 1e-9, false};
+  const std::uint64_t bytes = 1'000'000;  // 1 ms + 1 ms per message
+  // Worker 0: 1 s delay + 0.5 s compute; worker 1: 0.2 + 0.5; worker 2: 0 + 2.
+  const auto time = sync_step_time({{1.0, 0.5}, {0.2, 0.5}, {0.0, 2.0}}, true, comm, bytes, 0.25);
+  EXPECT_DOUBLE_EQ(time.gather, 2.0 + 0.002);
+  EXPECT_DOUBLE_EQ(time.end, 2.0 + 0.002 + 0.25 + 0.002);
+  EXPECT_DOUBLE_EQ(time.send, 0.004);
+  ASSERT_EQ(time.wait.size(), 3u);
+  EXPECT_NEAR(time.wait[0], time.end - 1.5 - 0.004, 1e-12);
+  EXPECT_NEAR(time.wait[1], time.end - 0.7 - 0.004, 1e-12);
+  EXPECT_NEAR(time.wait[2], 0.25, 1e-12);  // the slowest only waits for the update
+}
+
+TEST(SyncStepTime, AllreduceIsARingAfterTheSlowestThenEveryRankUpdates) {
+  const CommModel comm{1e-3, 1e-9, false};
+  const auto time = sync_step_time({{0, 1.0}, {0.5, 1.0}}, false, comm, 2'000'000, 0.1);
+  const double ring = 2 * (1e-3 + 1e-3);  // 2 messages of 1 MB
+  EXPECT_DOUBLE_EQ(time.gather, 1.5 + ring);
+  EXPECT_DOUBLE_EQ(time.end, 1.5 + ring + 0.1);
+  EXPECT_NEAR(time.wait[0], 0.6, 1e-12);
+  EXPECT_NEAR(time.wait[1], 0.1, 1e-12);
+  // One process: no exchange at all.
+  const auto alone = sync_step_time({{0.25, 1.0}}, false, comm, 2'000'000, 0.1);
+  EXPECT_DOUBLE_EQ(alone.end, 1.35);
+}
+
+// Three workers, messages of 1 s. Worker 0 and 1 need 5 s a round, worker 2 needs 10 s.
+TEST(VirtualArrivals, TakesGradientsInVirtualOrderOnlyWhenNoEarlierOneCanCome) {
+  VirtualArrivals arrivals(3, 1.0);
+  EXPECT_EQ(arrivals.publish(0.0), 0);
+  for (int w = 0; w < 3; ++w) arrivals.start(w, 1.0);  // parameters arrive at 1 s
+  // Worker 2's gradient comes in first in real time, but arrives at 12 s in virtual time:
+  // it must wait while workers 0 and 1 (arriving no sooner than 2 s) are computing.
+  EXPECT_DOUBLE_EQ(arrivals.arrived(2, 10.0), 12.0);
+  EXPECT_FALSE(arrivals.next());
+  EXPECT_DOUBLE_EQ(arrivals.arrived(1, 5.0), 7.0);
+  EXPECT_FALSE(arrivals.next());  // worker 0 could still arrive at 2 s
+  EXPECT_DOUBLE_EQ(arrivals.arrived(0, 5.0), 7.0);
+  ASSERT_TRUE(arrivals.next());
+  EXPECT_EQ(*arrivals.next(), 0);  // a tie goes to the lower index
+  EXPECT_DOUBLE_EQ(arrivals.take(0), 7.0);
+  EXPECT_DOUBLE_EQ(arrivals.round_start(0), 6.0);  // it went on as soon as it had sent
+  EXPECT_EQ(arrivals.held_at(6.0), 0);             // with the start parameters
+  EXPECT_EQ(arrivals.publish(7.0), 1);             // the master's first update
+  // Worker 1 also arrived at 7 s, but worker 0, computing again from 6 s, could arrive at 7 s
+  // too (with a round that costs nothing) and would go first: wait for it.
+  EXPECT_FALSE(arrivals.next());
+  EXPECT_DOUBLE_EQ(arrivals.arrived(0, 5.0), 12.0);
+  ASSERT_TRUE(arrivals.next());
+  EXPECT_EQ(*arrivals.next(), 1);
+  EXPECT_DOUBLE_EQ(arrivals.take(1), 7.0);
+  EXPECT_EQ(arrivals.publish(7.0), 2);
+  // Workers 0 and 2 arrive at 12 s, worker 1 no sooner than 7 s: wait for it.
+  EXPECT_FALSE(arrivals.next());
+  EXPECT_DOUBLE_EQ(arrivals.arrived(1, 5.0), 12.0);
+  EXPECT_EQ(*arrivals.next(), 0);  // three at 12 s: the lowest index first
+  arrivals.take(0);
+  // Worker 0 starts again at 11 s and holds the newest parameters that reached it by then:
+  // those published at 7 s (arriving at 8 s).
+  EXPECT_EQ(arrivals.held_at(arrivals.round_start(0)), 2);
+  EXPECT_EQ(arrivals.held_at(7.5), 0);  // a round starting at 7.5 s had only the first ones
+  EXPECT_EQ(arrivals.forget_before(11.0), 2);
+  EXPECT_EQ(arrivals.first_kept(), 2);
+  EXPECT_EQ(arrivals.held_at(11.0), 2);
+}
+
+TEST(VirtualArrivals, RetiredWorkersNoLongerHoldBackTheOthers) {
+  VirtualArrivals arrivals(2, 0.5);
+  arrivals.publish(0.0);
+  arrivals.start(0, 0.5);
+  arrivals.start(1, 0.5);
+  arrivals.arrived(1, 3.0);
+  EXPECT_FALSE(arrivals.next());
+  arrivals.retire(0);
+  ASSERT_TRUE(arrivals.next());
+  EXPECT_EQ(*arrivals.next(), 1);
+  EXPECT_TRUE(arrivals.waiting(1));
+}
+
+TEST(CpuClocks, AdvanceWithWorkAndNotWithSleep) {
+  const double thread_start = thread_cpu_seconds();
+  const double process_start = process_cpu_seconds();
+  volatile double sink = 0;
+  for (int i = 0; i < 20'000'000; ++i) sink = sink + 1e-9 * i;
+  const double worked = thread_cpu_seconds() - thread_start;
+  EXPECT_GT(worked, 0);
+  EXPECT_GE(process_cpu_seconds() - process_start, worked * 0.99);
+}
+
+}  // namespace
+}  // namespace mbkit::train
