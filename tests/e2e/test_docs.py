@@ -50,6 +50,9 @@ class Documentation(unittest.TestCase):
                 page = os.path.join(self.man, f"{tool}.1")
                 self.assertTrue(os.path.isfile(page), f"{tool} has no man page")
                 text = plain(render(page)[1])
+                # A trainer's page may send the reader to mb-train-fmb(1) for the shared options.
+                if "every option of mb-train-fmb" in " ".join(text.split()):
+                    text += plain(render(os.path.join(self.man, "mb-train-fmb.1"))[1])
                 self.assertIn(tool, overview, f"mbkit(7) does not list {tool}")
                 top = mbtest.run([mbtest.tool(tool), "--help"]).out
                 subcommands = re.findall(r"^  ([a-z][a-z-]*)\s{2,}", top.split("Subcommands:")[-1],

@@ -51,7 +51,9 @@ EvalRecord eval_record(std::int64_t step) {
 
 WorkerRecord worker_record(std::int64_t step, std::int64_t rank) {
   const double x = static_cast<double>(step * 10 + rank);
-  return {step, rank, 16 + rank, x / 7, x / 11, x / 13, x / 17, rank % 2, 1 + (step + rank) % 4};
+  return {
+      step,         rank, 16 + rank, x / 7, x / 11, x / 13, x / 17, rank % 2, 1 + (step + rank) % 4,
+      step % 3 == 0};
 }
 
 CollectRecord collect_record(std::int64_t step) {
@@ -112,10 +114,12 @@ std::vector<WorkerRecord> read_workers(const io::File& log) {
   const auto wait_time = column<double>(log, "workers/wait_time");
   const auto staleness = column<std::int64_t>(log, "workers/staleness");
   const auto micro_batches = column<std::int64_t>(log, "workers/micro_batches");
+  const auto finished_early = column<std::int64_t>(log, "workers/finished_early");
   std::vector<WorkerRecord> records;
   for (std::size_t i = 0; i < step.size(); ++i) {
     records.push_back({step.at(i), rank.at(i), samples.at(i), compute_time.at(i), sleep_time.at(i),
-                       send_time.at(i), wait_time.at(i), staleness.at(i), micro_batches.at(i)});
+                       send_time.at(i), wait_time.at(i), staleness.at(i), micro_batches.at(i),
+                       finished_early.at(i)});
   }
   return records;
 }
@@ -166,6 +170,7 @@ void expect_same(const WorkerRecord& a, const WorkerRecord& b) {
   EXPECT_EQ(a.wait_time, b.wait_time);
   EXPECT_EQ(a.staleness, b.staleness);
   EXPECT_EQ(a.micro_batches, b.micro_batches);
+  EXPECT_EQ(a.finished_early, b.finished_early);
 }
 
 void expect_same(const CollectRecord& a, const CollectRecord& b) {
@@ -303,7 +308,7 @@ TEST(MetricLog, CreateWritesRunInfoAndEveryColumn) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> integer_columns = {
       {"steps", {"step", "samples"}},
       {"eval", {"step", "samples"}},
-      {"workers", {"step", "rank", "samples", "staleness", "micro_batches"}},
+      {"workers", {"step", "rank", "samples", "staleness", "micro_batches", "finished_early"}},
       {"collect", {"step", "gradients", "samples"}}};
   const std::vector<std::pair<std::string, std::vector<std::string>>> all_columns = {
       {"steps",
@@ -311,8 +316,8 @@ TEST(MetricLog, CreateWritesRunInfoAndEveryColumn) {
         "wall_time"}},
       {"eval", {"accuracy", "epoch", "loss", "samples", "step", "time", "wall_time"}},
       {"workers",
-       {"compute_time", "micro_batches", "rank", "samples", "send_time", "sleep_time", "staleness",
-        "step", "wait_time"}},
+       {"compute_time", "finished_early", "micro_batches", "rank", "samples", "send_time",
+        "sleep_time", "staleness", "step", "wait_time"}},
       {"collect", {"gradients", "samples", "step", "wait_time"}}};
   for (const auto& [group, names] : all_columns) {
     EXPECT_EQ(file.open_group(group).member_names(), names) << group;
@@ -435,7 +440,8 @@ TEST(MetricLog, OlderLogsWithoutTheLaterColumnsReadAndUpgradeOnAppend) {
   }
   {
     io::File file = io::File::open(path, io::File::Mode::kReadWrite);
-    for (const char* name : {"steps/wall_time", "eval/wall_time", "workers/micro_batches"}) {
+    for (const char* name :
+         {"steps/wall_time", "eval/wall_time", "workers/micro_batches", "workers/finished_early"}) {
       ASSERT_EQ(H5Ldelete(file.id(), name, H5P_DEFAULT), 0);
     }
     for (const char* name : {"clock", "comm_model", "compute_model"}) {
@@ -461,6 +467,8 @@ TEST(MetricLog, OlderLogsWithoutTheLaterColumnsReadAndUpgradeOnAppend) {
   const auto workers = read_workers(file);
   ASSERT_EQ(workers.size(), 10u);
   EXPECT_EQ(workers[0].micro_batches, 1);
+  EXPECT_EQ(workers[0].finished_early, 0);
+  EXPECT_EQ(workers[9].finished_early, worker_record(5, 1).finished_early);
   EXPECT_EQ(workers[9].micro_batches, worker_record(5, 1).micro_batches);
 }
 

@@ -134,6 +134,20 @@ void add_distribution_options(CLI::App& app, tools::train::TrainOptions& o) {
       ->allow_extra_args(false);
 }
 
+void add_amb_options(CLI::App& app, tools::train::TrainOptions& o) {
+  auto* amb = app.add_option_group("Anytime mini-batch");
+  amb->add_option("--time-limit", o.amb.time_limit,
+                  "Seconds a worker computes per step (induced delays included), or auto: the "
+                  "time of a full batch without delays, measured at start")
+      ->required();
+  amb->add_option("--partitions", o.amb.partitions,
+                  "Micro-batches per batch (of floor(batch / partitions) samples each)")
+      ->required();
+  amb->add_flag("--decay-per-micro-batch", o.amb.decay_per_micro_batch,
+                "Weight decay as the AMB original: once per micro-batch (batch / micro-batch "
+                "size times FMB's) instead of once per update");
+}
+
 void finish_train_options(const CLI::App& app, tools::train::TrainOptions& o) {
   if (o.optimizer.name == "rmsprop") {
     o.optimizer.rmsprop_momentum = app.count("--momentum") > 0 ? o.optimizer.momentum : 0.0;

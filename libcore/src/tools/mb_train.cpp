@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <ctime>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -19,6 +21,7 @@
 #include "mbkit/data/loader.hpp"
 #include "mbkit/nn/backend.hpp"
 #include "mbkit/nn/network.hpp"
+#include "mbkit/train/anytime.hpp"
 #include "mbkit/train/checkpoint.hpp"
 #include "mbkit/train/evaluate.hpp"
 #include "mbkit/train/exchange.hpp"
@@ -110,6 +113,26 @@ void validate(const TrainOptions& o) {
   }
   mbkit::train::parse_comm_model(o.comm_model);
   mbkit::train::parse_compute_models(o.compute_model);
+  if (o.amb.enabled) {
+    if (o.amb.time_limit.empty()) usage_error("--time-limit is required (seconds, or auto)");
+    if (o.amb.time_limit != "auto") {
+      const double limit = parse_double(o.amb.time_limit, "--time-limit");
+      if (!(limit > 0)) {
+        usage_error(cat("--time-limit ", o.amb.time_limit, " must be positive (or auto)"));
+      }
+    }
+    if (o.amb.partitions < 1) {
+      usage_error(cat("--partitions ", o.amb.partitions, " must be at least 1"));
+    }
+    if (o.amb.partitions > o.batch_size) {
+      usage_error(cat("--partitions ", o.amb.partitions, " is larger than --batch-size ",
+                      o.batch_size, ": a micro-batch needs at least one sample"));
+    }
+  }
+}
+
+const char* tool_name(const TrainOptions& o) {
+  return o.amb.enabled ? "mb-train-amb" : "mb-train-fmb";
 }
 
 std::map<std::string, std::string> optimizer_map(const optim::OptimizerConfig& c) {
@@ -126,7 +149,7 @@ std::map<std::string, std::string> optimizer_map(const optim::OptimizerConfig& c
 }
 
 std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int64_t planned_steps,
-                        int world_size, int workers) {
+                        int world_size, int workers, double time_limit) {
   std::ostringstream out;
   {
     JsonWriter json(out, false);
@@ -176,6 +199,13 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
     json.key("world_size").value(world_size);
     json.key("workers").value(workers);
     json.key("global_batch_size").value(static_cast<std::int64_t>(workers) * o.batch_size);
+    if (o.amb.enabled) {
+      json.key("time_limit").value(time_limit);
+      json.key("time_limit_option").value(o.amb.time_limit);
+      json.key("partitions").value(o.amb.partitions);
+      json.key("micro_batch_size").value(o.batch_size / o.amb.partitions);
+      json.key("decay_per_micro_batch").value(o.amb.decay_per_micro_batch);
+    }
     json.end_object();
   }
   return out.str();
@@ -205,6 +235,11 @@ void from_arrays(const std::vector<NamedArray>& arrays,
     std::copy(arrays[i].values.begin(), arrays[i].values.end(),
               buffer.begin() + static_cast<std::ptrdiff_t>(specs[i]->offset));
   }
+}
+
+// "250 ms", "6.2 s".
+std::string human_seconds(double seconds) {
+  return seconds < 1 ? strprintf("%.3g ms", seconds * 1e3) : strprintf("%.3g s", seconds);
 }
 
 std::string describe_model(const models::ModelConfig& model) {
@@ -561,11 +596,19 @@ int train(const TrainOptions& options, comm::World& world) {
   net.initialize(options.seed);
   const nn::Graph& model = net.graph();
   // The optimizer runs where updates are made: the master, or every rank of allreduce.
+  // AMB: micro-batches of floor(batch / partitions) samples; a batch's leftover is not used.
+  const bool amb = options.amb.enabled;
+  const int micro_size = amb ? options.batch_size / options.amb.partitions : options.batch_size;
+  // The AMB original adds weight decay per micro-batch: batch / micro-batch size times FMB's.
+  optim::OptimizerConfig optimizer_config = options.optimizer;
+  if (amb && options.amb.decay_per_micro_batch) {
+    optimizer_config.weight_decay *= static_cast<double>(options.batch_size) / micro_size;
+  }
   std::unique_ptr<optim::Optimizer> optimizer;
   if (!role.parameter_server || role.master) {
-    optimizer = optim::make_optimizer(options.optimizer, net.parameters().size());
+    optimizer = optim::make_optimizer(optimizer_config, net.parameters().size());
   } else {
-    optim::make_optimizer(options.optimizer, 1);  // same validation everywhere
+    optim::make_optimizer(optimizer_config, 1);  // same validation everywhere
   }
 
   // The epoch: all workers' rows; a step of the synchronous modes takes a batch from each.
@@ -602,6 +645,8 @@ int train(const TrainOptions& options, comm::World& world) {
         cat("induce=", options.induce, " slowdown=", options.slowdown),
         cat("checkpoint=", options.checkpoint, " every ", options.checkpoint_every),
         cat("nan_policy=", options.nan_policy),
+        cat("amb=", options.amb.enabled, " time_limit=", options.amb.time_limit,
+            " partitions=", options.amb.partitions, " decay=", options.amb.decay_per_micro_batch),
         cat("clock=", options.clock, " comm_model=", options.comm_model,
             " compute_model=", join(options.compute_model, " "))};
     check_agreement(world, lines);
@@ -623,6 +668,59 @@ int train(const TrainOptions& options, comm::World& world) {
     return threads == 1 ? mbkit::train::thread_cpu_seconds()
                         : mbkit::train::process_cpu_seconds() / threads;
   };
+
+  // AMB's time limit; "auto": the median over the workers of the time of a full batch (its
+  // micro-batches, no delays), on the run's clock, measured on random inputs of the data's
+  // shape so that the data stream is untouched; the model's state is put back afterwards.
+  double time_limit = 0;
+  if (amb && options.amb.time_limit != "auto") {
+    time_limit = parse_double(options.amb.time_limit, "--time-limit");
+  } else if (amb) {
+    double mine = std::numeric_limits<double>::quiet_NaN();
+    if (role.computes) {
+      const int micro_batches = options.batch_size / micro_size;
+      if (compute_model) {
+        mine = micro_batches * compute_model->cost(micro_size);
+      } else {
+        const std::size_t image = static_cast<std::size_t>(shape.channels) *
+                                  static_cast<std::size_t>(shape.height) *
+                                  static_cast<std::size_t>(shape.width);
+        std::vector<float> images(image * static_cast<std::size_t>(micro_size));
+        std::vector<std::int32_t> labels(static_cast<std::size_t>(micro_size));
+        Rng rng(options.seed, 0xa3b + static_cast<std::uint64_t>(world.rank()));
+        for (float& x : images) x = static_cast<float>(rng.normal());
+        for (std::size_t i = 0; i < labels.size(); ++i)
+          labels[i] = static_cast<std::int32_t>(i % static_cast<std::size_t>(info.num_classes));
+        const std::vector<float> saved_state(net.state().begin(), net.state().end());
+        std::vector<double> times;
+        for (int round = 0; round < 4; ++round) {  // one to warm up, the median of three
+          const auto start = Clock::now();
+          const double cpu_start = cpu_now();
+          for (int k = 0; k < micro_batches; ++k) {
+            net.forward(images.data(), labels.data(), micro_size, true, 1);
+            net.backward(1.0, k > 0);
+          }
+          if (round > 0)
+            times.push_back(virtual_clock ? cpu_now() - cpu_start : seconds_since(start));
+        }
+        std::sort(times.begin(), times.end());
+        mine = times[1];
+        std::copy(saved_state.begin(), saved_state.end(), net.state().begin());
+      }
+    }
+    std::vector<double> measured;
+    for (const std::uint64_t bits : world.all_gather(std::bit_cast<std::uint64_t>(mine))) {
+      const double value = std::bit_cast<double>(bits);
+      if (!std::isnan(value)) measured.push_back(value);
+    }
+    std::sort(measured.begin(), measured.end());
+    time_limit = measured[measured.size() / 2];
+    if (logs) {
+      log::verbose(cat("--time-limit auto: a full batch takes ", human_seconds(measured.front()),
+                       " to ", human_seconds(measured.back()), " on the workers; the limit is ",
+                       human_seconds(time_limit)));
+    }
+  }
 
   // Resume: rank 0 reads the checkpoint and hands the state to every rank.
   ResumeHeader resume;
@@ -758,10 +856,11 @@ int train(const TrainOptions& options, comm::World& world) {
           mbkit::train::MetricLog::append(options.log, step, options.flush_interval));
     } else {
       mbkit::train::RunInfo run;
-      run.tool = "mb-train-fmb";
+      run.tool = tool_name(options);
       run.version = cat(MBKIT_VERSION, " (", MBKIT_GIT_COMMIT, ")");
       run.command_line = cli::recorded_command_line();
-      run.config_json = config_json(options, model, planned, world.size(), role.workers);
+      run.config_json =
+          config_json(options, model, planned, world.size(), role.workers, time_limit);
       run.seed = options.seed;
       run.host = world.host();
       run.start_time = utc_now();
@@ -801,7 +900,21 @@ int train(const TrainOptions& options, comm::World& world) {
     row("model",
         cat(describe_model(options.model), ": ",
             with_commas(static_cast<std::int64_t>(model.parameter_count())), " parameters"));
-    row("optimizer", describe_optimizer(options.optimizer));
+    row("optimizer",
+        describe_optimizer(optimizer_config) + (amb && options.amb.decay_per_micro_batch
+                                                    ? cat(" (", options.optimizer.weight_decay,
+                                                          " per micro-batch, as the AMB original)")
+                                                    : ""));
+    if (amb) {
+      const std::int64_t micro_batches = options.batch_size / micro_size;
+      row("anytime", cat("time limit ", human_seconds(time_limit),
+                         options.amb.time_limit == "auto" ? " (auto: a full batch, measured)" : "",
+                         ", ", micro_batches, " micro-batches of ", micro_size, " samples",
+                         micro_batches * micro_size < options.batch_size
+                             ? cat(" (", options.batch_size - micro_batches * micro_size,
+                                   " samples of each batch unused)")
+                             : ""));
+    }
     row("schedule", describe_schedule(schedule_config));
     if (role.distributed) {
       row("workers", cat(role.workers, " (", role.comm,
@@ -866,8 +979,9 @@ int train(const TrainOptions& options, comm::World& world) {
     checkpoint.dataset = info.name;
     checkpoint.mean = info.mean;
     checkpoint.std = info.std;
-    checkpoint.config_json = config_json(options, model, planned, world.size(), role.workers);
-    checkpoint.created_by = cat("mb-train-fmb ", MBKIT_VERSION);
+    checkpoint.config_json =
+        config_json(options, model, planned, world.size(), role.workers, time_limit);
+    checkpoint.created_by = cat(tool_name(options), " ", MBKIT_VERSION);
     mbkit::train::write_checkpoint(options.checkpoint, checkpoint);
   };
 
@@ -902,35 +1016,60 @@ int train(const TrainOptions& options, comm::World& world) {
     if (seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   };
   double previous_send = 0, previous_wait = 0;
+  int last_drawn = 0;  // samples of the last batch drawn (the nominal of a single process)
+  std::function<void()> between_micro_batches;  // async AMB: take newer parameters
+  // One worker's round. FMB: the whole batch. AMB: micro-batches until the time limit, which
+  // counts from the start of the round (induced delays included): one is always done, a
+  // started one is finished, and the batch's leftover (batch mod micro size) is never used.
   auto compute = [&](std::int64_t at_step, double loss_scale) {
     mbkit::train::WorkerReport report;
     report.rank = world.rank();
+    const auto round_start = Clock::now();
+    double emulated = 0;  // virtual clock: seconds since the round started
     // Under the virtual clock delays are counted, not slept, and compute is CPU time or the
     // compute model's cost.
     if (sampler) {
       report.sleep_time = sampler->next();
       if (!virtual_clock) sleep_for(report.sleep_time);
+      emulated += report.sleep_time;
     }
-    const auto compute_start = Clock::now();
-    const double cpu_start = virtual_clock ? cpu_now() : 0;
+    auto elapsed = [&] { return virtual_clock ? emulated : seconds_since(round_start); };
     const data::Batch& batch = train_loader->next();
+    last_drawn = batch.size;
+    // FMB: one micro-batch, the whole batch, with no time limit.
+    const auto plan = mbkit::train::split_batch(batch.size, amb ? micro_size : batch.size);
+    const double scale = loss_scale > 0 ? loss_scale : 1.0 / batch.size;
+    const std::size_t image = batch.images.size() / static_cast<std::size_t>(batch.size);
     // Dropout masks differ between workers; worker 0 draws those of a single-process run.
     const std::uint64_t step_seed =
         Rng(options.seed, 0x57e9 + static_cast<std::uint64_t>(at_step) +
                               (static_cast<std::uint64_t>(role.worker) << 40))
             .next_u64();
-    const auto outcome =
-        net.forward(batch.images.data(), batch.labels.data(), batch.size, true, step_seed);
-    net.backward(loss_scale > 0 ? loss_scale : 1.0 / batch.size);
-    report.compute_time = !virtual_clock  ? seconds_since(compute_start)
-                          : compute_model ? compute_model->cost(batch.size)
+    auto run_micro_batch = [&](int k) {
+      const auto compute_start = Clock::now();
+      const double cpu_start = virtual_clock ? cpu_now() : 0;
+      const std::size_t offset = static_cast<std::size_t>(k) * static_cast<std::size_t>(plan.size);
+      const auto outcome =
+          net.forward(batch.images.data() + offset * image, batch.labels.data() + offset, plan.size,
+                      true, step_seed + static_cast<std::uint64_t>(k) * 0x9e3779b97f4a7c15ULL);
+      net.backward(scale, k > 0);
+      const double cost = !virtual_clock  ? seconds_since(compute_start)
+                          : compute_model ? compute_model->cost(plan.size)
                                           : cpu_now() - cpu_start;
-    const double extra = slowdown.extra_delay(world.rank(), report.compute_time);
-    if (!virtual_clock) sleep_for(extra);
-    report.sleep_time += extra;
-    report.samples = batch.size;
-    report.loss_sum = outcome.loss_sum;
-    report.correct = outcome.correct;
+      const double extra = slowdown.extra_delay(world.rank(), cost);
+      if (!virtual_clock) sleep_for(extra);
+      emulated += cost + extra;
+      report.compute_time += cost;
+      report.sleep_time += extra;
+      report.samples += plan.size;
+      report.loss_sum += outcome.loss_sum;
+      report.correct += outcome.correct;
+    };
+    const auto round = mbkit::train::run_anytime_round(
+        plan, amb ? time_limit : std::numeric_limits<double>::infinity(), elapsed, run_micro_batch,
+        between_micro_batches);
+    report.micro_batches = round.done;
+    report.finished_early = amb && round.finished_early;
     report.send_time = previous_send;
     report.wait_time = previous_wait;
     report.stop = stop_request.requested() ? mbkit::train::kSignalled : mbkit::train::kContinue;
@@ -953,6 +1092,7 @@ int train(const TrainOptions& options, comm::World& world) {
       options.time_budget > 0 ? options.time_budget : std::numeric_limits<double>::infinity();
   int consecutive_skips = 0;
   std::int64_t skipped = 0;
+  std::int64_t finished_early = 0;  // AMB: worker rounds that did their whole batch in time
   bool evaluated_now = false;
   // Rank 0's bookkeeping of a combined step: update decision, logs, progress.
   // Returns kDiverged when the nan policy ends the run.
@@ -965,17 +1105,30 @@ int train(const TrainOptions& options, comm::World& world) {
           step, elapsed, epoch_at(step), loss, static_cast<double>(combined.correct) / samples, lr,
           combined.samples, step_time, static_cast<double>(combined.samples) / step_time,
           wall_now()});
-      if (role.distributed) {
+      if (role.distributed || amb) {
         for (const auto& r : combined.workers) {
-          metric_log->add(mbkit::train::WorkerRecord{step, r.rank, r.samples, r.compute_time,
-                                                     r.sleep_time, r.send_time, r.wait_time,
-                                                     r.staleness, 1});
+          metric_log->add(mbkit::train::WorkerRecord{
+              step, r.rank, r.samples, r.compute_time, r.sleep_time, r.send_time, r.wait_time,
+              r.staleness, r.micro_batches, r.finished_early ? 1 : 0});
         }
+      }
+      if (role.distributed) {
         metric_log->add(
             mbkit::train::CollectRecord{step, static_cast<std::int64_t>(combined.workers.size()),
                                         combined.samples, combined.wait_time});
       }
       metric_log->flush_if_due();
+    }
+    for (const auto& r : combined.workers) {
+      if (!r.finished_early) continue;
+      if (finished_early++ == 0) {
+        log::warn(cat("step ", step, ": ",
+                      role.distributed ? cat("rank ", r.rank, " did its") : "the",
+                      " whole batch of ", r.samples,
+                      " samples before the time limit: grow "
+                      "--batch-size or shrink --time-limit (counted in the log's "
+                      "/workers/finished_early)"));
+      }
     }
     progress.step(step, loss, combined.correct, static_cast<int>(combined.samples), step_time,
                   budget - (clock_now() - elapsed_before));
@@ -1041,7 +1194,7 @@ int train(const TrainOptions& options, comm::World& world) {
           report.stop = std::max(report.stop, static_cast<int>(mbkit::train::kFinished));
         }
       }
-      const std::int64_t step_nominal = nominal > 0 ? nominal : report.samples;
+      const std::int64_t step_nominal = nominal > 0 ? nominal : last_drawn;
       auto combined = exchange.combine(net.gradients(), net.state(), report, step, step_nominal);
       if (role.computes) worker_line(step + 1, report);
       int verdict = combined.stop;
@@ -1135,8 +1288,19 @@ int train(const TrainOptions& options, comm::World& world) {
     mbkit::train::AsyncWorker worker(world, net.parameters().size(), net.state().size());
     std::int64_t based_on = 0;
     std::int64_t rounds = 0;
+    // AMB, as the original's async strategy: newer parameters are taken between micro-batches
+    // (the virtual clock's master decides at round starts, so not there).
+    bool master_stopped = false;
+    if (amb && !virtual_clock) {
+      between_micro_batches = [&] {
+        if (!master_stopped && !worker.refresh(net.parameters(), net.state(), false, based_on)) {
+          master_stopped = true;
+        }
+      };
+    }
     // Under the virtual clock the master decides which parameters each round starts from.
-    while (worker.refresh(net.parameters(), net.state(), rounds == 0 || virtual_clock, based_on)) {
+    while (!master_stopped &&
+           worker.refresh(net.parameters(), net.state(), rounds == 0 || virtual_clock, based_on)) {
       auto report = compute(based_on + rounds, 1.0);
       report.based_on = based_on;
       const auto send_start = Clock::now();
@@ -1192,7 +1356,10 @@ int train(const TrainOptions& options, comm::World& world) {
         "done: ", step, " steps (", strprintf("%.2f", epoch_at(step)), " epochs) in ",
         human_duration(seconds_since(started)),
         virtual_clock ? cat(" (", human_duration(virtual_now - elapsed_before), " emulated)") : "",
-        skipped > 0 ? cat(", ", skipped, " steps skipped for non-finite loss") : ""));
+        skipped > 0 ? cat(", ", skipped, " steps skipped for non-finite loss") : "",
+        finished_early > 0 ? cat("; ", finished_early,
+                                 " worker rounds did their whole batch before the time limit")
+                           : ""));
   }
   return 0;
 }
@@ -1225,6 +1392,11 @@ int run_train_fmb(const TrainOptions& options) {
     }
     world.abort(static_cast<int>(code));
   }
+}
+
+int run_train_amb(TrainOptions options) {
+  options.amb.enabled = true;
+  return run_train_fmb(options);
 }
 
 }  // namespace mbkit::tools::train

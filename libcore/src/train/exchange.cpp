@@ -27,7 +27,7 @@ constexpr int kParametersTag = 13;
 
 // A worker's report travels as floats in the sync exchanges' small buffer (exact for counts
 // below 2^24, which one worker's step never reaches) and as doubles in async messages.
-constexpr std::size_t kReportSlots = 8;
+constexpr std::size_t kReportSlots = 10;
 
 void put_report(const WorkerReport& r, float* slot) {
   slot[0] = static_cast<float>(r.samples);
@@ -38,6 +38,8 @@ void put_report(const WorkerReport& r, float* slot) {
   slot[5] = static_cast<float>(r.send_time);
   slot[6] = static_cast<float>(r.wait_time);
   slot[7] = static_cast<float>(r.stop);
+  slot[8] = static_cast<float>(r.micro_batches);
+  slot[9] = r.finished_early ? 1.0f : 0.0f;
 }
 
 WorkerReport get_report(const float* slot, int rank) {
@@ -51,6 +53,8 @@ WorkerReport get_report(const float* slot, int rank) {
   r.send_time = slot[5];
   r.wait_time = slot[6];
   r.stop = static_cast<int>(slot[7]);
+  r.micro_batches = static_cast<std::int64_t>(slot[8]);
+  r.finished_early = slot[9] != 0;
   return r;
 }
 
@@ -202,6 +206,7 @@ struct GradientHeader {
   double compute_time = 0, sleep_time = 0, send_time = 0, wait_time = 0;
   double based_on = 0;
   double stop = 0;
+  double micro_batches = 1, finished_early = 0;
 };
 constexpr double kGradient = 1, kDone = 2;
 
@@ -393,6 +398,8 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
     report.based_on = static_cast<std::int64_t>(header.based_on);
     report.staleness = step - report.based_on;
     report.stop = static_cast<int>(header.stop);
+    report.micro_batches = static_cast<std::int64_t>(header.micro_batches);
+    report.finished_early = header.finished_early != 0;
     add_up(result, report);
     heard[w] = true;
     ++count;
@@ -564,6 +571,8 @@ void AsyncWorker::send(std::span<const float> gradients, std::span<const float> 
   header.wait_time = report.wait_time;
   header.based_on = static_cast<double>(report.based_on);
   header.stop = report.stop;
+  header.micro_batches = static_cast<double>(report.micro_batches);
+  header.finished_early = report.finished_early ? 1 : 0;
   k.outgoing.resize(sizeof header + gradients.size_bytes() + state.size_bytes());
   std::memcpy(k.outgoing.data(), &header, sizeof header);
   std::memcpy(k.outgoing.data() + sizeof header, gradients.data(), gradients.size_bytes());

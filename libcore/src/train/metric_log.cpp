@@ -36,6 +36,7 @@ struct Field {
   std::variant<std::int64_t Record::*, double Record::*> member;
   bool added_later = false;
   const char* filled_from = nullptr;
+  int fill = 1;  ///< the value of older rows when there is no column to fill from
 };
 
 template <class Member>
@@ -85,7 +86,7 @@ struct Schema<EvalRecord> {
 template <>
 struct Schema<WorkerRecord> {
   static constexpr const char* kGroup = "workers";
-  static constexpr std::array<Field<WorkerRecord>, 9> kFields{{
+  static constexpr std::array<Field<WorkerRecord>, 10> kFields{{
       {"step", &WorkerRecord::step},
       {"rank", &WorkerRecord::rank},
       {"samples", &WorkerRecord::samples},
@@ -95,6 +96,7 @@ struct Schema<WorkerRecord> {
       {"wait_time", &WorkerRecord::wait_time},
       {"staleness", &WorkerRecord::staleness},
       {"micro_batches", &WorkerRecord::micro_batches, true},
+      {"finished_early", &WorkerRecord::finished_early, true, nullptr, 0},
   }};
 };
 
@@ -173,7 +175,7 @@ class Table {
       std::visit(
           [&](auto member) {
             using T = MemberValueT<decltype(member)>;
-            std::vector<T> values(static_cast<std::size_t>(rows), T{1});
+            std::vector<T> values(static_cast<std::size_t>(rows), static_cast<T>(field.fill));
             if (field.filled_from != nullptr) {
               const auto source = group.open_dataset(field.filled_from).template read<double>();
               for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<T>(source[i]);

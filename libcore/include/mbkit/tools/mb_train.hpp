@@ -13,6 +13,16 @@
 
 namespace mbkit::tools::train {
 
+/// Anytime mini-batch (mb-train-amb): a worker computes micro-batches of floor(batch / partitions)
+/// samples until the time limit, then sends what it did (mbkit.7, the AMB original).
+struct AmbOptions {
+  bool enabled = false;
+  std::string time_limit;  ///< seconds, or "auto": a worker's full batch without delays
+  int partitions = 0;      ///< micro-batches per batch
+  /// The original's weight decay, added per micro-batch: batch / micro-batch size times FMB's.
+  bool decay_per_micro_batch = false;
+};
+
 struct TrainOptions {
   // Data.
   /// Dataset or shard file (its train split). Distributed: one file that every worker takes a
@@ -61,10 +71,13 @@ struct TrainOptions {
   std::string clock = "wall";              ///< wall or virtual
   std::string comm_model;                  ///< virtual: "ALPHA,BETA" (empty: measured at start)
   std::vector<std::string> compute_model;  ///< virtual: "[RANKS=]A,B" entries (empty: CPU time)
+  AmbOptions amb;
 };
 
 /// Runs the training; returns the exit status: 0 when the run completed, 6 when a signal stopped
 /// it after its state was saved (130/143 when there was no --checkpoint to save it to).
 int run_train_fmb(const TrainOptions& options);
+/// The same with options.amb.enabled set: anytime mini-batch training (mb-train-amb).
+int run_train_amb(TrainOptions options);
 
 }  // namespace mbkit::tools::train

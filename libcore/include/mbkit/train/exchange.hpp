@@ -51,9 +51,11 @@ struct WorkerReport {
   /// they end after the report left.
   double send_time = 0;
   double wait_time = 0;
-  std::int64_t staleness = 0;  ///< async: master step now minus the step computed at
-  std::int64_t based_on = 0;   ///< async: master step of the parameters used
-  int stop = kContinue;        ///< the worker asks to stop (a StopCode)
+  std::int64_t staleness = 0;      ///< async: master step now minus the step computed at
+  std::int64_t based_on = 0;       ///< async: master step of the parameters used
+  int stop = kContinue;            ///< the worker asks to stop (a StopCode)
+  std::int64_t micro_batches = 1;  ///< AMB: micro-batches computed
+  bool finished_early = false;     ///< AMB: the whole batch was done before the time limit
 };
 
 /// A combined step as rank 0 sees it (other ranks get the totals).

@@ -5,10 +5,11 @@
 //             step_time, throughput, wall_time
 //   /eval     one row per evaluation: step, time, epoch, loss, accuracy, samples, wall_time
 //   /workers  one row per worker per step (distributed runs): step, rank, samples,
-//             compute_time, sleep_time, send_time, wait_time, staleness, micro_batches
+//             compute_time, sleep_time, send_time, wait_time, staleness, micro_batches,
+//             finished_early
 // `time` is the run's clock (the emulated cluster's under --clock virtual), `wall_time` the
 // real seconds. Logs written before wall_time and micro_batches existed read without them;
-// appending to one adds them (wall_time = time, micro_batches = 1).
+// appending to one adds them (wall_time = time, micro_batches = 1, finished_early = 0).
 //   /collect  one row per master step (parameter server): step, gradients, samples, wait_time
 // Each column is an extendible 1-D dataset. Root attributes describe the run (RunInfo).
 //
@@ -88,7 +89,8 @@ struct WorkerRecord {
   double send_time = 0;
   double wait_time = 0;
   std::int64_t staleness = 0;
-  std::int64_t micro_batches = 1;  ///< AMB: micro-batches computed; FMB: 1
+  std::int64_t micro_batches = 1;   ///< AMB: micro-batches computed; FMB: 1
+  std::int64_t finished_early = 0;  ///< AMB: 1 when the whole batch was done before the limit
 };
 
 struct CollectRecord {
