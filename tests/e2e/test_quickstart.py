@@ -1,6 +1,8 @@
-"""The README's main job, `make -f Makefile.examples quickstart`, run for real."""
+"""The README's main job, `make -f Makefile.examples quickstart` (AMB against FMB on the virtual
+clock, one seed), and the mlp target, run for real."""
 
 import os
+import sys
 
 import h5py
 
@@ -10,12 +12,41 @@ import mbtest
 class Quickstart(mbtest.ToolTestCase):
     def make(self, target, out):
         return mbtest.run(["make", "-f", os.path.join(mbtest.SOURCE_DIR, "Makefile.examples"), target,
-                           f"BIN={mbtest.BIN_DIR}", f"OUT={out}", "THREADS=2"],
+                           f"BIN={mbtest.BIN_DIR}", f"OUT={out}", "THREADS=2",
+                           f"PYTHON3={sys.executable}"],
                           cwd=mbtest.SOURCE_DIR, env=self.env, timeout=600)
 
     def test_main_job(self):
         out = self.path("out")
         result = self.make("quickstart", out)
+        self.assertSucceeded(result)
+        quick = os.path.join(out, "quick")
+        self.assertEqual(sorted(os.listdir(quick)),
+                         ["accuracy-vs-time.png", "amb-checkpoint.h5", "amb-eval.h5", "amb.h5",
+                          "fmb-checkpoint.h5", "fmb-eval.h5", "fmb.h5", "time-to-accuracy.txt"])
+        with open(os.path.join(quick, "accuracy-vs-time.png"), "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        for name in ("fmb", "amb"):
+            with h5py.File(os.path.join(quick, f"{name}.h5"), "r", swmr=True) as log:
+                self.assertEqual(log.attrs["clock"], "virtual")
+                self.assertEqual(log.attrs["world_size"], 11)
+                # 1200 emulated seconds, give or take a step.
+                self.assertGreater(log["steps/time"][-1], 1190)
+                self.assertLess(log["steps/time"][-1], 1220)
+            with h5py.File(os.path.join(quick, f"{name}-eval.h5"), "r") as f:
+                self.assertEqual(f.attrs["samples"], 10000)
+                self.assertGreater(f.attrs["accuracy"], 0.75)
+        with open(os.path.join(quick, "time-to-accuracy.txt")) as f:
+            summary = f.read()
+        self.assertIn("mb-train-amb / mb-train-fmb time to 80%", summary)
+        self.assertIn(summary.strip().splitlines()[-1], result.out)
+        again = self.make("quickstart", out)
+        self.assertSucceeded(again)
+        self.assertIn("Nothing to be done", again.out)
+
+    def test_mlp(self):
+        out = self.path("out")
+        result = self.make("mlp", out)
         self.assertSucceeded(result)
         self.assertEqual(sorted(os.listdir(out)),
                          ["fmnist.h5", "mlp-checkpoint.h5", "mlp-eval.h5", "mlp-log.h5"])
@@ -28,7 +59,7 @@ class Quickstart(mbtest.ToolTestCase):
             self.assertEqual(f["steps/step"][-1], 5 * 938)
             self.assertEqual(len(f["eval/step"]), 5)
         # Running it again redoes nothing.
-        again = self.make("quickstart", out)
+        again = self.make("mlp", out)
         self.assertSucceeded(again)
         self.assertIn("Nothing to be done", again.out)
 
