@@ -1103,7 +1103,11 @@ int train(const TrainOptions& options, comm::World& world) {
     if (metric_log) {
       metric_log->add(mbkit::train::StepRecord{
           step, elapsed, epoch_at(step), loss, static_cast<double>(combined.correct) / samples, lr,
-          combined.samples, step_time, static_cast<double>(combined.samples) / step_time,
+          combined.samples, step_time,
+          // An emulated step can take no time (gradients arriving together at a master whose
+          // update is free under a compute model): its rate is undefined.
+          step_time > 0 ? static_cast<double>(combined.samples) / step_time
+                        : std::numeric_limits<double>::quiet_NaN(),
           wall_now()});
       if (role.distributed || amb) {
         for (const auto& r : combined.workers) {
