@@ -1,0 +1,179 @@
+#include "mbkit/plot/labels.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "mbkit/util/fs.hpp"
+#include "mbkit/util/strings.hpp"
+
+namespace mbkit::plot {
+namespace {
+
+// Fields that name what an experiment varies, most telling first.
+const std::vector<std::string>& known_fields() {
+  static const std::vector<std::string> kFields = {
+      "tool",        "comm",         "async",   "async_min_grads", "batch_size",
+      "time_limit",  "partitions",   "workers", "world_size",      "induce",
+      "slowdown",    "model",        "dataset", "optimizer.name",  "lr",
+      "lr_schedule", "weight_decay", "seed",    "clock",
+  };
+  return kFields;
+}
+
+// Fields that follow from others or say nothing about the experiment.
+const std::set<std::string>& derived_fields() {
+  static const std::set<std::string> kFields = {
+      "global_batch_size", "parameters", "planned_steps", "induce_spec", "command_line",
+      "version",           "host",       "start_time",    "format",      "format_version"};
+  return kFields;
+}
+
+std::string value_of(const RunDescription& run, const std::string& key) {
+  const auto it = run.fields.find(key);
+  return it == run.fields.end() ? std::string() : it->second;
+}
+
+bool unique(const std::vector<std::string>& labels) {
+  std::set<std::string> seen(labels.begin(), labels.end());
+  return seen.size() == labels.size();
+}
+
+std::string last_component(const std::string& key) {
+  const auto dot = key.rfind('.');
+  return dot == std::string::npos ? key : key.substr(dot + 1);
+}
+
+}  // namespace
+
+std::string file_stem(const std::string& path) {
+  std::string name = fs::base_name(path);
+  if (ends_with(name, ".h5")) name.resize(name.size() - 3);
+  return name;
+}
+
+std::string describe_field(const std::string& key, const std::string& value) {
+  if (key == "tool") {
+    std::string tool = value;
+    if (starts_with(tool, "mb-train-")) tool = tool.substr(9);
+    std::transform(tool.begin(), tool.end(), tool.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    return tool.empty() ? "no tool" : tool;
+  }
+  if (key == "comm") return value.empty() ? "local" : value;
+  if (key == "async") return value == "true" ? "async" : "sync";
+  if (key == "async_min_grads") return cat(value, " grads/update");
+  if (key == "batch_size") return cat("B=", value);
+  if (key == "time_limit") return cat("T=", value, " s");
+  if (key == "partitions") return cat("P=", value);
+  if (key == "workers") return cat(value, value == "1" ? " worker" : " workers");
+  if (key == "world_size") return cat(value, value == "1" ? " process" : " processes");
+  if (key == "induce") return value.empty() ? "no stragglers" : value;
+  if (key == "slowdown") return value.empty() ? "no slowdown" : cat("slowdown ", value);
+  if (key == "model" || key == "dataset" || key == "optimizer.name") {
+    return value.empty() ? cat("no ", last_component(key)) : value;
+  }
+  if (key == "lr") return cat("lr=", value);
+  if (key == "lr_schedule") return cat(value, " lr");
+  if (key == "seed") return cat("seed ", value);
+  if (key == "clock") return value.empty() ? "wall clock" : cat(value, " clock");
+  return cat(last_component(key), "=", value);
+}
+
+namespace {
+
+// The fields not the same in every run (a missing field differs from a present one), not
+// ignored and not derived: the known ones in their order, then the others by name.
+struct Differences {
+  std::vector<std::string> known;
+  std::vector<std::string> others;
+};
+
+Differences differing_fields(const std::vector<RunDescription>& runs,
+                             const std::vector<std::string>& ignore) {
+  const std::set<std::string> ignored(ignore.begin(), ignore.end());
+  std::set<std::string> keys;
+  for (const auto& run : runs) {
+    for (const auto& [key, value] : run.fields) keys.insert(key);
+  }
+  // A field differs when two runs that have it hold different values: one that only some runs
+  // have (an AMB run's time limit beside FMB runs) says no more than the field that made them
+  // different (the tool).
+  std::set<std::string> differing;
+  for (const auto& key : keys) {
+    if (ignored.contains(key) || derived_fields().contains(key)) continue;
+    std::set<std::string> values;
+    for (const auto& run : runs) {
+      if (const auto it = run.fields.find(key); it != run.fields.end()) values.insert(it->second);
+    }
+    if (values.size() > 1) differing.insert(key);
+  }
+  if (differing.contains("workers")) differing.erase("world_size");
+  Differences result;
+  for (const auto& key : known_fields()) {
+    if (differing.contains(key)) result.known.push_back(key);
+  }
+  for (const auto& key : differing) {
+    if (std::find(known_fields().begin(), known_fields().end(), key) == known_fields().end()) {
+      result.others.push_back(key);
+    }
+  }
+  return result;
+}
+
+// Each run's parts for `fields`, joined; a run without a field (an FMB run has no time limit)
+// shows nothing for it. `fallback[i]` names a run left with nothing to show.
+std::vector<std::string> describe_runs(const std::vector<RunDescription>& runs,
+                                       const std::vector<std::string>& fields,
+                                       const std::vector<std::string>& fallback) {
+  std::vector<std::string> labels;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    std::vector<std::string> parts;
+    for (const auto& key : fields) {
+      if (runs[i].fields.contains(key)) {
+        parts.push_back(describe_field(key, value_of(runs[i], key)));
+      }
+    }
+    labels.push_back(parts.empty() ? fallback[i] : join(parts, ", "));
+  }
+  return labels;
+}
+
+}  // namespace
+
+std::vector<std::string> derive_labels(const std::vector<RunDescription>& runs,
+                                       const std::vector<std::string>& ignore) {
+  std::vector<std::string> stems;
+  for (const auto& run : runs) stems.push_back(file_stem(run.file));
+  if (!unique(stems)) {
+    stems.clear();
+    for (const auto& run : runs) stems.push_back(run.file);
+  }
+  if (runs.size() <= 1) return stems;
+
+  const Differences differences = differing_fields(runs, ignore);
+  std::vector<std::string> chosen = differences.known;
+  std::vector<std::string> labels = describe_runs(runs, chosen, stems);
+  for (std::size_t i = 0; i < differences.others.size() && (chosen.empty() || !unique(labels));
+       ++i) {
+    chosen.push_back(differences.others[i]);
+    labels = describe_runs(runs, chosen, stems);
+  }
+  if (chosen.empty()) return stems;
+  if (!unique(labels)) {
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      if (labels[i] != stems[i]) labels[i] += " (" + stems[i] + ")";
+    }
+  }
+  return labels;
+}
+
+std::vector<std::string> group_labels(const std::vector<RunDescription>& runs,
+                                      const std::vector<std::string>& ignore) {
+  if (runs.empty()) return {};
+  const Differences differences = differing_fields(runs, ignore);
+  std::vector<std::string> fields = differences.known;
+  fields.insert(fields.end(), differences.others.begin(), differences.others.end());
+  return describe_runs(runs, fields, std::vector<std::string>(runs.size()));
+}
+
+}  // namespace mbkit::plot
