@@ -59,22 +59,7 @@ TEST(Series, ThinningKeepsTheEndsAndTheLimit) {
   EXPECT_TRUE(thin_indices(0, 10).empty());
 }
 
-TEST(TimeUnits, ChosenFromTheLongestTime) {
-  EXPECT_EQ(choose_time_unit(0.4).name, "ms");
-  EXPECT_EQ(choose_time_unit(1).name, "s");
-  EXPECT_EQ(choose_time_unit(119).name, "s");
-  EXPECT_EQ(choose_time_unit(120).name, "min");
-  EXPECT_DOUBLE_EQ(choose_time_unit(600).seconds, 60.0);
-  EXPECT_EQ(choose_time_unit(7199).name, "min");
-  EXPECT_EQ(choose_time_unit(7200).name, "h");
-  EXPECT_DOUBLE_EQ(choose_time_unit(36000).seconds, 3600.0);
-}
-
-TEST(TimeUnits, ShortDurationsAndCounts) {
-  EXPECT_EQ(short_duration(0.000474), "0.474 ms");
-  EXPECT_EQ(short_duration(0.0712), "71.2 ms");
-  EXPECT_EQ(short_duration(95), "95 s");
-  EXPECT_EQ(short_duration(600), "10 min");
+TEST(CountScale, LargeCountsReadInThousandsOrMillions) {
   EXPECT_EQ(choose_count_scale(9999).prefix, "");
   EXPECT_EQ(choose_count_scale(25000).prefix, "k");
   EXPECT_DOUBLE_EQ(choose_count_scale(25000).divisor, 1e3);

@@ -29,6 +29,24 @@ TEST(Strings, HumanUnits) {
   EXPECT_EQ(human_duration(7500), "2 h 05 min");
 }
 
+TEST(Strings, TimeUnitsChosenFromTheLongestTime) {
+  EXPECT_EQ(choose_time_unit(0.4).name, "ms");
+  EXPECT_EQ(choose_time_unit(1).name, "s");
+  EXPECT_EQ(choose_time_unit(119).name, "s");
+  EXPECT_EQ(choose_time_unit(120).name, "min");
+  EXPECT_DOUBLE_EQ(choose_time_unit(600).seconds, 60.0);
+  EXPECT_EQ(choose_time_unit(7199).name, "min");
+  EXPECT_EQ(choose_time_unit(7200).name, "h");
+  EXPECT_DOUBLE_EQ(choose_time_unit(36000).seconds, 3600.0);
+}
+
+TEST(Strings, ShortDurations) {
+  EXPECT_EQ(short_duration(0.000474), "0.474 ms");
+  EXPECT_EQ(short_duration(0.0712), "71.2 ms");
+  EXPECT_EQ(short_duration(95), "95 s");
+  EXPECT_EQ(short_duration(600), "10 min");
+}
+
 TEST(Strings, ShortestDecimalReadsBackExactly) {
   EXPECT_EQ(shortest_decimal(0.9), "0.9");
   EXPECT_EQ(shortest_decimal(1e-10), "1e-10");

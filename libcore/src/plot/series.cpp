@@ -93,18 +93,6 @@ double mean(const std::vector<double>& values) {
 
 // ------------------------------------------------------------------------------------------
 
-TimeUnit choose_time_unit(double max_seconds) {
-  if (!std::isfinite(max_seconds) || max_seconds < 1.0) return {"ms", 1e-3};
-  if (max_seconds < 120.0) return {"s", 1.0};
-  if (max_seconds < 7200.0) return {"min", 60.0};
-  return {"h", 3600.0};
-}
-
-std::string short_duration(double seconds) {
-  const TimeUnit unit = choose_time_unit(std::abs(seconds));
-  return cat(strprintf("%.3g", seconds / unit.seconds), " ", unit.name);
-}
-
 CountScale choose_count_scale(double max_abs) {
   if (max_abs >= 1e6) return {1e6, "M"};
   if (max_abs >= 1e4) return {1e3, "k"};

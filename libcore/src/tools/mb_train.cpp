@@ -237,11 +237,6 @@ void from_arrays(const std::vector<NamedArray>& arrays,
   }
 }
 
-// "250 ms", "6.2 s".
-std::string human_seconds(double seconds) {
-  return seconds < 1 ? strprintf("%.3g ms", seconds * 1e3) : strprintf("%.3g s", seconds);
-}
-
 std::string describe_model(const models::ModelConfig& model) {
   if (model.name != "mlp") return model.name;
   std::vector<std::string> sizes;
@@ -716,9 +711,9 @@ int train(const TrainOptions& options, comm::World& world) {
     std::sort(measured.begin(), measured.end());
     time_limit = measured[measured.size() / 2];
     if (logs) {
-      log::verbose(cat("--time-limit auto: a full batch takes ", human_seconds(measured.front()),
-                       " to ", human_seconds(measured.back()), " on the workers; the limit is ",
-                       human_seconds(time_limit)));
+      log::verbose(cat("--time-limit auto: a full batch takes ", short_duration(measured.front()),
+                       " to ", short_duration(measured.back()), " on the workers; the limit is ",
+                       short_duration(time_limit)));
     }
   }
 
@@ -907,7 +902,7 @@ int train(const TrainOptions& options, comm::World& world) {
                                                     : ""));
     if (amb) {
       const std::int64_t micro_batches = options.batch_size / micro_size;
-      row("anytime", cat("time limit ", human_seconds(time_limit),
+      row("anytime", cat("time limit ", short_duration(time_limit),
                          options.amb.time_limit == "auto" ? " (auto: a full batch, measured)" : "",
                          ", ", micro_batches, " micro-batches of ", micro_size, " samples",
                          micro_batches * micro_size < options.batch_size
@@ -1230,7 +1225,6 @@ int train(const TrainOptions& options, comm::World& world) {
         // The emulated step: the slowest worker, the exchange, the update (virtual_clock.hpp).
         std::vector<mbkit::train::SyncWorkerTime> times;
         for (const auto& r : combined.workers) times.push_back({r.sleep_time, r.compute_time});
-        if (times.empty()) times.push_back({report.sleep_time, report.compute_time});
         const auto timing = mbkit::train::sync_step_time(times, role.parameter_server, comm_model,
                                                          gradient_bytes, update_time);
         for (std::size_t i = 0; i < combined.workers.size(); ++i) {

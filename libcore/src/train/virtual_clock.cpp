@@ -25,15 +25,8 @@ double non_negative(std::string_view field, const std::string& what) {
   return value + 0.0;
 }
 
-std::string seconds_text(double seconds) {
-  if (seconds == 0) return "0";
-  if (seconds < 1e-3) return strprintf("%.3g us", seconds * 1e6);
-  if (seconds < 1) return strprintf("%.3g ms", seconds * 1e3);
-  return strprintf("%.3g s", seconds);
-}
-
 std::string model_text(const ComputeModel& model) {
-  return cat(seconds_text(model.per_sample), "/sample + ", seconds_text(model.per_batch),
+  return cat(short_duration(model.per_sample), "/sample + ", short_duration(model.per_batch),
              "/micro-batch");
 }
 
@@ -50,7 +43,7 @@ double CommModel::allreduce(std::uint64_t bytes, int ranks) const {
 }
 
 std::string CommModel::describe() const {
-  return cat("alpha ", seconds_text(alpha), ", beta ", strprintf("%.3g", beta * 1e9), " ns/B (",
+  return cat("alpha ", short_duration(alpha), ", beta ", strprintf("%.3g", beta * 1e9), " ns/B (",
              strprintf("%.3g", beta > 0 ? 1e-9 / beta : 0.0), " GB/s)",
              measured ? ", measured" : "");
 }

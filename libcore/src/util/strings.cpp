@@ -100,6 +100,18 @@ std::string human_duration(double seconds) {
   return strprintf("%lld h %02lld min", total / 3600, (total % 3600) / 60);
 }
 
+TimeUnit choose_time_unit(double max_seconds) {
+  if (!std::isfinite(max_seconds) || max_seconds < 1.0) return {"ms", 1e-3};
+  if (max_seconds < 120.0) return {"s", 1.0};
+  if (max_seconds < 7200.0) return {"min", 60.0};
+  return {"h", 3600.0};
+}
+
+std::string short_duration(double seconds) {
+  const TimeUnit unit = choose_time_unit(std::abs(seconds));
+  return cat(strprintf("%.3g", seconds / unit.seconds), " ", unit.name);
+}
+
 std::string shell_quote(std::string_view argument) {
   if (argument.empty()) return "''";
   bool plain = true;

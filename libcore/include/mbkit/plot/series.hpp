@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "mbkit/train/straggler.hpp"
+#include "mbkit/util/strings.hpp"
 
 namespace mbkit::plot {
 
@@ -39,19 +40,11 @@ double mean(const std::vector<double>& values);
 // ------------------------------------------------------------------------------------------
 // Time units
 
-/// The unit a time axis is labelled in.
-struct TimeUnit {
-  std::string name;    ///< "ms", "s", "min", "h"
-  double seconds = 1;  ///< seconds per unit
-};
-
-/// The unit that keeps tick labels short for times up to `max_seconds`: ms below 1 s, s below
-/// 2 min, min below 2 h, h above.
-TimeUnit choose_time_unit(double max_seconds);
-
-/// A duration in the unit that suits it, three significant digits: "474 us" is "0.474 ms",
-/// 95 s is "95 s", 600 s is "10 min".
-std::string short_duration(double seconds);
+// Time units of axes and labels: TimeUnit, choose_time_unit and short_duration are in
+// mbkit/util/strings.hpp (the trainers print durations the same way).
+using mbkit::choose_time_unit;
+using mbkit::short_duration;
+using mbkit::TimeUnit;
 
 /// Large counts (samples, samples per second) read in thousands or millions: the divisor and
 /// its prefix ("", "k" from 10^4, "M" from 10^6) for values up to `max_abs`.

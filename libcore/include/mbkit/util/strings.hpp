@@ -31,6 +31,18 @@ std::string to_lower(std::string_view text);
 std::string human_bytes(double bytes);
 /// "1.2 s", "3 min 20 s", "2 h 05 min".
 std::string human_duration(double seconds);
+
+/// The unit a duration (or a time axis) reads best in.
+struct TimeUnit {
+  std::string name;    ///< "ms", "s", "min", "h"
+  double seconds = 1;  ///< seconds per unit
+};
+/// The unit that keeps numbers short for times up to `max_seconds`: ms below 1 s, s below
+/// 2 min, min below 2 h, h above.
+TimeUnit choose_time_unit(double max_seconds);
+/// A duration in the unit that suits it, three significant digits: "474 us" is "0.474 ms",
+/// 95 s is "95 s", 600 s is "10 min".
+std::string short_duration(double seconds);
 /// The shortest %g text that reads back as `value` ("0.9", "1e-10", "1.0000001"), for messages.
 std::string shortest_decimal(double value);
 /// Shell-style quoting of one argument, so a recorded command line can be pasted back.
