@@ -69,6 +69,14 @@ class Distributed(mbtest.ToolTestCase):
             self.assertEqual(len(log["workers/step"]), 18)
             self.assertEqual(list(log["collect/gradients"][...]), [3] * 6)
 
+    def test_exchange_unit_test_on_three_ranks(self):
+        # tests/comm/test_exchange_ranks.cpp: one message against two, and the sums by hand.
+        result = mbtest.run([MPIRUN, "--oversubscribe", "-n", "3", mbtest.tool("test_comm"),
+                             "--gtest_filter=OnRanks.*", "--gtest_color=no"], cwd=self.dir, env=self.env, timeout=120)
+        self.assertSucceeded(result)
+        self.assertEqual(result.out.count("[       OK ] OnRanks.OneMessageEqualsTwoAndTheHandSums"), 3,
+                         result)
+
     def test_ps_matches_allreduce(self):
         data = self.toy(96)
         self.assertSucceeded(self.train(3, "--data", data, "--batch-size", "32", "--steps", "6",

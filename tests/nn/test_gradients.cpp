@@ -6,8 +6,11 @@
 // compared with the backward pass.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <span>
+#include <vector>
 
 #include "mbkit/backend/cpu.hpp"
 #include "mbkit/nn/network.hpp"
@@ -157,6 +160,43 @@ TEST(Gradients, DropoutFlattenAdd) {
                      const int shortcut = b.batch_norm(b.conv2d(x, 32, 1, 2, 0, "sc", false), "bs");
                      return b.relu(b.add(main, shortcut, "sum"));
                    }});
+}
+
+// A tail reserved after the gradients (the exchange's per-step values) changes neither the
+// gradients nor what backward writes, with or without accumulation, and is left alone.
+TEST(Network, GradientTailFollowsTheGradientsAndIsLeftAlone) {
+  auto backend = backend::make_cpu_backend(1);
+  GraphBuilder builder("tail", {3, 2, 2}, 4);
+  const Graph graph = builder.finish(builder.dense(builder.flatten(builder.input()), 4, "fc"));
+  Network plain(graph, *backend), tailed(graph, *backend);
+  plain.initialize(7);
+  tailed.initialize(7);
+  Rng rng(11);
+  std::vector<float> images(2 * 12);
+  for (auto& v : images) v = static_cast<float>(rng.normal());
+  const std::vector<std::int32_t> labels = {1, 3};
+  const std::size_t count = tailed.gradients().size();
+
+  tailed.forward(images.data(), labels.data(), 2, true);
+  tailed.backward(0.5);
+  const std::vector<float> before(tailed.gradients().begin(), tailed.gradients().end());
+  const std::span<float> tail = tailed.gradient_tail(5);
+  ASSERT_EQ(tail.size(), 5u);
+  EXPECT_EQ(tailed.gradients().size(), count);
+  EXPECT_EQ(tail.data(), tailed.gradients().data() + count);  // one allocation, in order
+  EXPECT_EQ(std::vector<float>(tailed.gradients().begin(), tailed.gradients().end()), before);
+  for (float v : tail) EXPECT_EQ(v, 0.0f);
+
+  std::fill(tail.begin(), tail.end(), 9.0f);
+  for (Network* net : {&plain, &tailed}) {
+    net->forward(images.data(), labels.data(), 2, true);
+    net->backward(0.5);
+    net->forward(images.data(), labels.data(), 2, true);
+    net->backward(0.5, /*accumulate=*/true);
+  }
+  EXPECT_EQ(std::vector<float>(tailed.gradients().begin(), tailed.gradients().end()),
+            std::vector<float>(plain.gradients().begin(), plain.gradients().end()));
+  for (float v : tail) EXPECT_EQ(v, 9.0f);
 }
 
 }  // namespace

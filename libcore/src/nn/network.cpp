@@ -1,5 +1,7 @@
 #include "mbkit/nn/network.hpp"
 
+#include <algorithm>
+
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/random.hpp"
 
@@ -19,6 +21,7 @@ struct Network::Plan {
 Network::Network(Graph graph, Backend& backend)
     : graph_(std::move(graph)),
       backend_(backend),
+      parameter_count_(graph_.parameter_count()),
       parameters_(graph_.parameter_count(), 0.0f),
       gradients_(graph_.parameter_count(), 0.0f),
       state_(graph_.state_count(), 0.0f) {
@@ -122,7 +125,7 @@ void Network::backward(double loss_scale, bool accumulate) {
   MBKIT_CHECK(last_ != nullptr && last_training_, "backward without a training forward pass");
   Plan& current = *last_;
   std::vector<float>& target = accumulate ? gradient_scratch_ : gradients_;
-  if (accumulate) gradient_scratch_.resize(gradients_.size());
+  if (accumulate) gradient_scratch_.resize(parameter_count_);
   const auto& nodes = graph_.nodes();
   for (std::size_t i = nodes.size(); i-- > 1;) {
     const Node& node = nodes[i];
@@ -161,10 +164,17 @@ void Network::backward(double loss_scale, bool accumulate) {
   if (accumulate) {
     float* out = gradients_.data();
     const float* in = gradient_scratch_.data();
-    const auto count = static_cast<std::ptrdiff_t>(gradients_.size());
+    const auto count = static_cast<std::ptrdiff_t>(parameter_count_);
 #pragma omp parallel for simd schedule(static)
     for (std::ptrdiff_t j = 0; j < count; ++j) out[j] += in[j];
   }
+}
+
+std::span<float> Network::gradient_tail(std::size_t floats) {
+  gradients_.resize(parameter_count_ + floats);
+  std::fill(gradients_.begin() + static_cast<std::ptrdiff_t>(parameter_count_), gradients_.end(),
+            0.0f);
+  return std::span<float>(gradients_).subspan(parameter_count_);
 }
 
 std::vector<float> Network::probabilities() const {

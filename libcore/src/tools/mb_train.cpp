@@ -1167,6 +1167,10 @@ int train(const TrainOptions& options, comm::World& world) {
   const std::int64_t nominal = role.distributed ? global_batch : 0;  // 0: the batch's size
   if (!role.async) {
     mbkit::train::SyncExchange exchange(world, role.parameter_server);
+    // The small per-step values ride in the gradients' message (one collective per step).
+    const std::span<float> exchange_tail =
+        role.distributed ? net.gradient_tail(exchange.tail_floats(net.state().size()))
+                         : std::span<float>();
     if (role.parameter_server) {
       // The master's verdict before the first step (the run may be complete already).
       stop = exchange.distribute(net.parameters(), net.state(),
@@ -1194,7 +1198,8 @@ int train(const TrainOptions& options, comm::World& world) {
         }
       }
       const std::int64_t step_nominal = nominal > 0 ? nominal : last_drawn;
-      auto combined = exchange.combine(net.gradients(), net.state(), report, step, step_nominal);
+      auto combined =
+          exchange.combine(net.gradients(), net.state(), report, step, step_nominal, exchange_tail);
       if (role.computes) worker_line(step + 1, report);
       int verdict = combined.stop;
       double update_time = 0;  // virtual clock: CPU seconds of the update (free with a model)

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "mbkit/train/virtual_clock.hpp"
+#include "mbkit/util/check.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/strings.hpp"
 
@@ -83,9 +84,13 @@ SyncExchange::SyncExchange(const comm::World& world, bool parameter_server)
   if (parameter_server_ && world.size() < 2) usage_error("--comm ps needs at least 2 ranks");
 }
 
+std::size_t SyncExchange::tail_floats(std::size_t state_size) const {
+  return state_size + static_cast<std::size_t>(workers()) * kReportSlots;
+}
+
 CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> state,
                                    const WorkerReport& report, std::int64_t step,
-                                   std::int64_t nominal) {
+                                   std::int64_t nominal, std::span<float> tail) {
   CombinedStep result;
   send_time_ = wait_time_ = 0;
   if (!world_.distributed()) {
@@ -95,14 +100,32 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
   }
   const int workers = this->workers();
   const std::size_t state_size = state.size();
-  small_.assign(state_size + static_cast<std::size_t>(workers) * kReportSlots, 0.0f);
+  const bool fused = !tail.empty();
+  if (fused) {
+    MBKIT_CHECK(tail.size() == tail_floats(state_size) &&
+                    tail.data() == gradients.data() + gradients.size(),
+                "the exchange's tail must be tail_floats() floats right after the gradients");
+  } else {
+    small_.resize(tail_floats(state_size));
+  }
+  const std::span<float> small = fused ? tail : std::span<float>(small_);
+  std::fill(small.begin(), small.end(), 0.0f);
   if (computes()) {
-    std::copy(state.begin(), state.end(), small_.begin());
+    std::copy(state.begin(), state.end(), small.begin());
     put_report(report,
-               small_.data() + state_size + static_cast<std::size_t>(worker()) * kReportSlots);
+               small.data() + state_size + static_cast<std::size_t>(worker()) * kReportSlots);
   } else {
     std::fill(gradients.begin(), gradients.end(), 0.0f);
   }
+  // One message when the small values follow the gradients, two otherwise.
+  const auto reduce = [&](auto&& collective) {
+    if (fused) {
+      collective(std::span<float>(gradients.data(), gradients.size() + small.size()));
+    } else {
+      collective(gradients);
+      collective(small);
+    }
+  };
   const std::string what = cat("step ", step + 1);
   const auto start = Clock::now();
   if (parameter_server_ && world_.rank() == 0) {
@@ -130,8 +153,7 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
         });
     result.wait_time = seconds_since(start);
     const auto send_start = Clock::now();
-    world_.reduce_sum(gradients, 0);
-    world_.reduce_sum(small_, 0);
+    reduce([&](std::span<float> values) { world_.reduce_sum(values, 0); });
     send_time_ = seconds_since(send_start);
   } else {
     comm::Request arrival;
@@ -149,11 +171,9 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
     wait_time_ = seconds_since(start);
     const auto send_start = Clock::now();
     if (parameter_server_) {
-      world_.reduce_sum(gradients, 0);
-      world_.reduce_sum(small_, 0);
+      reduce([&](std::span<float> values) { world_.reduce_sum(values, 0); });
     } else {
-      world_.allreduce_sum(gradients);
-      world_.allreduce_sum(small_);
+      reduce([&](std::span<float> values) { world_.allreduce_sum(values); });
     }
     send_time_ = seconds_since(send_start);
     result.wait_time = wait_time_;
@@ -161,11 +181,11 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
   if (parameter_server_ && world_.rank() != 0) return result;  // the master combines
   for (int w = 0; w < workers; ++w) {
     add_up(result,
-           get_report(small_.data() + state_size + static_cast<std::size_t>(w) * kReportSlots,
+           get_report(small.data() + state_size + static_cast<std::size_t>(w) * kReportSlots,
                       rank_of(w)));
   }
   const float inverse = 1.0f / static_cast<float>(workers);
-  for (std::size_t i = 0; i < state_size; ++i) state[i] = small_[i] * inverse;
+  for (std::size_t i = 0; i < state_size; ++i) state[i] = small[i] * inverse;
   finish_gradient(gradients, nominal, result.samples);
   return result;
 }

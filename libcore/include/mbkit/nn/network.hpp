@@ -31,8 +31,14 @@ class Network {
 
   std::span<float> parameters() { return parameters_; }
   std::span<const float> parameters() const { return parameters_; }
-  std::span<float> gradients() { return gradients_; }
-  std::span<const float> gradients() const { return gradients_; }
+  std::span<float> gradients() { return std::span<float>(gradients_).first(parameter_count_); }
+  std::span<const float> gradients() const {
+    return std::span<const float>(gradients_).first(parameter_count_);
+  }
+  /// `floats` spare floats right after the gradients, in the same allocation: a distributed
+  /// exchange sends gradients and its small per-step values as one message. The gradients
+  /// keep their values; the tail is zeroed. Earlier spans of gradients() become invalid.
+  std::span<float> gradient_tail(std::size_t floats);
   std::span<float> state() { return state_; }
   std::span<const float> state() const { return state_; }
 
@@ -67,7 +73,8 @@ class Network {
   Graph graph_;
   Backend& backend_;
   std::vector<std::unique_ptr<Kernel>> kernels_;
-  std::vector<float> parameters_, gradients_, state_, gradient_scratch_;
+  std::size_t parameter_count_ = 0;
+  std::vector<float> parameters_, gradients_, state_, gradient_scratch_;  // gradients_: + tail
   std::vector<bool> needs_gradient_;
   std::map<int, std::unique_ptr<Plan>> plans_;
   Plan* last_ = nullptr;  ///< plan of the last forward pass

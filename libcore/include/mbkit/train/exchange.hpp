@@ -85,12 +85,19 @@ class SyncExchange {
   /// Rank of worker `index`.
   int rank_of(int index) const { return parameter_server_ ? index + 1 : index; }
 
+  /// Floats combine() sends besides the gradients (the state and every worker's report).
+  std::size_t tail_floats(std::size_t state_size) const;
+
   /// Combines the step's gradients and state. Workers pass their scaled gradient (see above),
   /// state and report; the ps master passes its buffers (overwritten with zeros first). After
   /// the call: allreduce: every rank holds sum / total and the mean state; ps: the master does,
   /// workers' buffers are unchanged. `nominal` is the samples the gradients were scaled for.
+  /// `tail`, when given, is tail_floats() floats right after `gradients` in memory
+  /// (nn::Network::gradient_tail): gradients and the small values then travel as one message,
+  /// which saves a collective's latency per step.
   CombinedStep combine(std::span<float> gradients, std::span<float> state,
-                       const WorkerReport& report, std::int64_t step, std::int64_t nominal);
+                       const WorkerReport& report, std::int64_t step, std::int64_t nominal,
+                       std::span<float> tail = {});
 
   /// ps: the master sends its parameters, state and its StopCode; workers receive them.
   /// Returns the StopCode. (allreduce: nothing to do, returns `stop`.)
@@ -103,7 +110,7 @@ class SyncExchange {
  private:
   const comm::World& world_;
   bool parameter_server_;
-  std::vector<float> small_;  ///< state | per-worker report slots
+  std::vector<float> small_;  ///< state | per-worker report slots (when no tail is given)
   std::vector<std::int32_t> arrivals_;
   double send_time_ = 0, wait_time_ = 0;
 };
