@@ -7,8 +7,8 @@ For each batch size per rank (default 64 and 256) it trains the mlp (784-256-10,
   ours   mb-train-fmb --comm allreduce under mpirun, 1 rank and 2 ranks (--oversubscribe). Both run
          under mpirun, so both get Open MPI's default binding of a rank to a core. Throughput is
          sum(/steps/samples) / sum(/steps/step_time) over the steps after the warm-up (--warmup, 200);
-         the exchange time is the median of /workers/send_time (a worker's MPI_Allreduce of the
-         gradient buffer plus a tiny one, logged on its next step) over both ranks' rows after the
+         the exchange time is the median of /workers/send_time (a worker's one MPI_Allreduce of
+         the gradients and the step's small values, logged on its next step) over both ranks' rows after the
          warm-up, in the 2-rank run.
   DDP    ../shared/anchors/torch_ddp_bench.py (PyTorch DistributedDataParallel, gloo, loopback), world
          1 and 2, same batch per rank and steps; it reports total samples/s.
