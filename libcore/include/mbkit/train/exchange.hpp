@@ -5,9 +5,10 @@
 //               the summed per-sample loss over its batch and its sample count; the master
 //               divides the sum of the gradients by the total count, applies the optimizer and
 //               broadcasts the parameters (MPI_Reduce + MPI_Bcast, as the original).
-//   allreduce   every rank is a worker; one MPI_Allreduce over the flat gradient buffer (in
-//               place, no copy) and one small one over the counts, batch-norm statistics and
-//               the workers' reports; every rank then applies the same optimizer step.
+//   allreduce   every rank is a worker; one MPI_Allreduce, in place, over the flat gradient
+//               buffer followed by the counts, batch-norm statistics and the workers' reports
+//               (the network keeps room for them right after its gradients, so no copy and no
+//               second collective); every rank then applies the same optimizer step.
 //   ps --async  the master applies an update as soon as --async-min-grads gradients arrived and
 //               sends the new parameters to every worker; workers never wait for parameters:
 //               they compute on the newest they have (AsyncMaster/AsyncWorker below).
