@@ -278,6 +278,32 @@ class Distributed(mbtest.ToolTestCase):
                 else:
                     self.assertRegex(err, r"MPI_\w+ did not complete within 2 s \(--comm-timeout\)")
 
+    def test_stop_signal_with_a_stuck_rank_ends_within_the_grace(self):
+        # srun --kill-on-bad-exit, when a rank dies, sends SIGTERM to the others and SIGKILLs
+        # them 30 s later (KillWait). A graceful stop that waits for the dead rank gives up after
+        # 10 s (kStopGrace), whatever --comm-timeout is, and names the rank. A SIGSTOPped worker
+        # stands for the dead one: under mpirun a dead rank ends the job at once.
+        data = self.toy(3000)
+        log = self.path("grace.h5")
+        job = self.start(3, "--data", data, "--epochs", "1000", "--log", log, "--flush-interval",
+                         "0.2", "--batch-size", "8", "--comm-timeout", "120")
+        pids = self.rank_pids(log, 3)
+        self.wait_for_steps(log, 20)
+        os.kill(pids[2], signal.SIGSTOP)
+        signalled = time.time()
+        os.kill(pids[0], signal.SIGTERM)
+        os.kill(pids[1], signal.SIGTERM)
+        try:
+            _, err = job.communicate(timeout=60)
+        finally:
+            try:
+                os.kill(pids[2], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.assertEqual(job.returncode, 4, msg=err)
+        self.assertLess(time.time() - signalled, 25)
+        self.assertRegex(err, r"nothing for 1\d(\.\d)? s, stopping after a signal; ranks? [0-9, and]*2")
+
     def test_ranks_that_disagree_are_refused(self):
         data = self.toy(300)
         tool = mbtest.tool("mb-train-fmb")

@@ -17,6 +17,8 @@
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/log.hpp"
+#include "mbkit/util/signals.hpp"
+#include "mbkit/util/strings.hpp"
 
 namespace mbkit::comm {
 namespace {
@@ -93,7 +95,7 @@ struct World::Watchdog {
   std::condition_variable changed;
   bool armed = false;
   bool quit = false;
-  Clock::time_point deadline;
+  Clock::time_point armed_at, deadline;
   std::string what;
   double timeout = 0;
   int rank = 0;
@@ -115,11 +117,18 @@ struct World::Watchdog {
     std::unique_lock lock(mutex);
     while (!quit) {
       changed.wait_for(lock, std::chrono::milliseconds(200));
-      if (armed && Clock::now() >= deadline) {
+      if (!armed) continue;
+      const auto now = Clock::now();
+      const bool stopping = stop_signal_pending() && timeout > kStopGrace &&
+                            now >= armed_at + std::chrono::duration_cast<Clock::duration>(
+                                                  std::chrono::duration<double>(kStopGrace));
+      if (now >= deadline || stopping) {
         std::fprintf(stderr,
-                     "%s: error: rank %d (%s): %s did not complete within %g s "
-                     "(--comm-timeout): a rank stopped or died during it\n",
-                     log::program().c_str(), rank, host.c_str(), what.c_str(), timeout);
+                     "%s: error: rank %d (%s): %s did not complete within %g s (%s): a rank "
+                     "stopped or died during it\n",
+                     log::program().c_str(), rank, host.c_str(), what.c_str(),
+                     stopping ? kStopGrace : timeout,
+                     stopping ? "after a stop signal" : "--comm-timeout");
         std::fflush(stderr);
         std::_Exit(static_cast<int>(ExitCode::kCommunication));
       }
@@ -133,8 +142,9 @@ void World::guarded(const char* what, const std::function<void()>& collective) c
     watchdog_->armed = true;
     watchdog_->what = what;
     watchdog_->timeout = timeout_;
-    watchdog_->deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(timeout_));
+    watchdog_->armed_at = Clock::now();
+    watchdog_->deadline = watchdog_->armed_at + std::chrono::duration_cast<Clock::duration>(
+                                                    std::chrono::duration<double>(timeout_));
   }
   collective();
   if (watchdog_) {
@@ -343,7 +353,8 @@ void World::wait_until(const std::function<bool()>& done, const std::string& wha
   while (!done()) {
     const double waited = seconds_since(start);
     if (++polls % 64 == 0 || waited > kYieldSeconds) serve_pings();
-    if (waited > timeout_) timed_out(what, missing ? missing() : std::vector<int>{});
+    if (waited > deadline_seconds())
+      timed_out(what, missing ? missing() : std::vector<int>{}, waited);
     if (wait_mode_ == WaitMode::kSpin || waited < kSpinSeconds) continue;
     if (waited < kYieldSeconds) {
       sched_yield();
@@ -352,6 +363,10 @@ void World::wait_until(const std::function<bool()>& done, const std::string& wha
     std::this_thread::sleep_for(delay);
     delay = std::min(delay * 3 / 2, std::chrono::microseconds(1000));
   }
+}
+
+double World::deadline_seconds() const {
+  return stop_signal_pending() ? std::min(timeout_, kStopGrace) : timeout_;
 }
 
 void World::serve_pings() const {
@@ -412,9 +427,12 @@ std::vector<int> World::unresponsive_ranks() const {
   return silent;
 }
 
-void World::timed_out(const std::string& what, std::vector<int> missing) const {
+void World::timed_out(const std::string& what, std::vector<int> missing, double waited) const {
   if (missing.empty() && size_ > 1) missing = unresponsive_ranks();
-  std::string message = cat(what, ": nothing for ", timeout_, " s (--comm-timeout)");
+  const bool stopping = stop_signal_pending() && timeout_ > kStopGrace;
+  std::string message =
+      stopping ? cat(what, ": nothing for ", short_duration(waited), ", stopping after a signal")
+               : cat(what, ": nothing for ", timeout_, " s (--comm-timeout)");
   if (!missing.empty()) {
     message += cat("; rank", missing.size() > 1 ? "s " : " ", rank_list(missing),
                    missing.size() > 1 ? " do" : " does",

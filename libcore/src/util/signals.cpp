@@ -64,6 +64,10 @@ void start_signal_thread() {
   });
 }
 
+bool stop_signal_pending() {
+  return g_stop_signal.load() != 0;
+}
+
 StopRequest::StopRequest() {
   g_stop_signal = 0;
   g_graceful = true;

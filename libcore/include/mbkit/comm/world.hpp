@@ -19,6 +19,11 @@
 // blocking collective cannot be polled: a watchdog thread (which makes no MPI call) ends the
 // process with exit code 4 when one has not completed within the deadline, e.g. when a rank
 // stopped in the middle of it, and the launcher then ends the job.
+//
+// After a stop signal (SIGINT, SIGTERM: a graceful stop, mbkit/util/signals.hpp) the deadline
+// is at most kStopGrace: the ranks then only finish their step and agree to stop, and a launcher
+// that signals the job because a rank died (srun --kill-on-bad-exit sends SIGTERM and waits
+// KillWait, 30 s by default, before SIGKILL) gets a prompt exit naming the dead rank.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +44,9 @@ bool launched_by_mpi();
 /// How a waiting rank spends its time: yield (spin ~50 us, then sleep between polls; the
 /// default) or spin (poll without sleeping: lowest latency when every rank has a core).
 enum class WaitMode { kYield, kSpin };
+
+/// The longest wait once a stop signal arrived (or --comm-timeout when shorter), in seconds.
+inline constexpr double kStopGrace = 10.0;
 
 /// A pending non-blocking operation (an MPI_Request, kept opaque so users need no mpi.h).
 struct Request {
@@ -115,7 +123,10 @@ class World {
 
  private:
   void serve_pings() const;
-  [[noreturn]] void timed_out(const std::string& what, std::vector<int> missing) const;
+  [[noreturn]] void timed_out(const std::string& what, std::vector<int> missing,
+                              double waited) const;
+  /// The deadline of a wait now: --comm-timeout, or kStopGrace after a stop signal.
+  double deadline_seconds() const;
   std::vector<int> unresponsive_ranks() const;
 
   struct Watchdog;

@@ -16,6 +16,9 @@ namespace mbkit {
 /// Idempotent.
 void start_signal_thread();
 
+/// True when a StopRequest absorbed a SIGINT or SIGTERM (the run is stopping gracefully).
+bool stop_signal_pending();
+
 class StopRequest {
  public:
   StopRequest();
