@@ -114,6 +114,27 @@ class Training(mbtest.ToolTestCase):
             np.testing.assert_array_equal(a[key], b[key])
         self.assertFalse(all(np.array_equal(a[k], c[k]) for k in a))
 
+    def test_prefetch_depth_changes_nothing_but_timing(self):
+        # Pinned to one core (taskset), auto loads inline; unpinned it prefetches 2 batches.
+        runs = [("0.h5", ["--prefetch", "0"]), ("2.h5", ["--prefetch", "2"]), ("auto.h5", [])]
+        for name, extra in runs:
+            self.assertSucceeded(self.quick("--steps", "30", "--seed", "5", "--checkpoint", name, *extra))
+        taskset = shutil.which("taskset")
+        if taskset:
+            pinned = mbtest.run([taskset, "-c", "0", mbtest.tool("mb-train-fmb"), "--data", self.toy,
+                                 "--model", "mlp", "--hidden", "32", "--activation", "relu", "--optimizer",
+                                 "adam", "--lr", "0.01", "-q", "--threads", "1", "--steps", "30", "--seed",
+                                 "5", "--checkpoint", "pinned.h5"], cwd=self.dir, env=self.env)
+            self.assertSucceeded(pinned)
+            runs.append(("pinned.h5", []))
+        def params(name):
+            with h5py.File(self.path(name), "r") as f:
+                return {k: f["params"][k][()] for k in f["params"]}
+        reference = params("0.h5")
+        for name, _ in runs[1:]:
+            for key in reference:
+                np.testing.assert_array_equal(params(name)[key], reference[key], err_msg=f"{name} {key}")
+
     def test_log_has_steps_evaluations_and_run_description(self):
         result = self.quick("--steps", "50", "--eval-every", "20", "--log", "run.h5")
         self.assertSucceeded(result)
@@ -258,6 +279,8 @@ class Training(mbtest.ToolTestCase):
             (self.quick(), 2, "give the length of the run"),
             (self.quick("--steps", "5", "--lr", "-1"), 2, "--lr"),
             (self.quick("--steps", "5", "--nan-policy", "ignore"), 2, "--nan-policy"),
+            (self.quick("--steps", "5", "--prefetch", "-1"), 2,
+             "--prefetch: '-1' is not auto or a count from 0 to 64"),
             (self.quick("--steps", "5", "--checkpoint-every", "2"), 2, "--checkpoint-every needs --checkpoint"),
             (self.train("--data", "absent.h5", "--steps", "1"), 3, "absent.h5"),
             (self.eval("mlp.h5", "--data", self.toy, "--split", "valid"), 2, "--split"),

@@ -15,6 +15,10 @@ void add_train_options(CLI::App& app, tools::train::TrainOptions& o) {
       ->capture_default_str();
   data->add_flag("--augment", o.augment, "Random crop (4 pixels of padding) and horizontal flip");
   data->add_flag("--drop-last", o.drop_last, "Skip the last partial batch of each epoch");
+  data->add_option("--prefetch", o.prefetch,
+                   "Batches prepared ahead by a background thread, or auto: 2, but 0 (the "
+                   "computing thread loads) when the process is pinned to one core")
+      ->capture_default_str();
 
   auto* model = app.add_option_group("Model");
   model

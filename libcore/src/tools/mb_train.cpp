@@ -1,7 +1,9 @@
 #include "mbkit/tools/mb_train.hpp"
 
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -60,6 +62,29 @@ std::string utc_now() {
   return text;
 }
 
+// Cores this process may run on (its affinity mask, which mpirun and srun set when they bind).
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;  // unknown: assume no spare core
+  return std::max(1, CPU_COUNT(&set));
+}
+
+// --prefetch: a count, or auto. A prefetch thread overlaps loading with computing only when it
+// has a core of its own: pinned to one core (mpirun's binding of a rank to a core) it can only
+// take turns with the computing thread, and then its wake-ups land in the middle of the
+// gradient exchange (2 ranks x 1 core, mlp, batch 256: 13% more samples/s loading inline).
+int prefetch_depth(const std::string& option) {
+  if (option == "auto") return usable_cores() > 1 ? 2 : 0;
+  const bool digits =
+      !option.empty() && option.size() <= 2 &&
+      std::all_of(option.begin(), option.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits || std::stoi(option) > 64) {
+    usage_error(cat("--prefetch: '", option, "' is not auto or a count from 0 to 64"));
+  }
+  return std::stoi(option);
+}
+
 std::string with_commas(std::int64_t value) {
   std::string digits = std::to_string(value);
   for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3)
@@ -99,6 +124,7 @@ void validate(const TrainOptions& o) {
   if (!(o.comm_timeout > 0) || !std::isfinite(o.comm_timeout)) {
     usage_error("--comm-timeout must be a positive number of seconds");
   }
+  prefetch_depth(o.prefetch);  // checks the value
   if (o.comm_wait != "yield" && o.comm_wait != "spin") {
     usage_error(cat("--comm-wait: '", o.comm_wait, "' is not yield or spin"));
   }
@@ -538,6 +564,7 @@ int train(const TrainOptions& options, comm::World& world) {
     train_options.augment = options.augment;
     train_options.slice_index = my_data.slice_index;
     train_options.slice_count = my_data.slice_count;
+    train_options.prefetch = prefetch_depth(options.prefetch);
     train_loader.emplace(train_options);
     info = train_loader->info();
     shape = train_loader->shape();

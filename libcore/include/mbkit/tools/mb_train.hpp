@@ -49,6 +49,9 @@ struct TrainOptions {
   // The run.
   std::uint64_t seed = 1;
   int threads = 0;
+  /// Batches a background thread prepares ahead: "auto" (2, or 0 when the process may run on
+  /// one core only) or a count (0: the computing thread loads each batch itself).
+  std::string prefetch = "auto";
   std::string device = "cpu";
   std::string log;     ///< metric log file (HDF5)
   bool force = false;  ///< replace an existing log
