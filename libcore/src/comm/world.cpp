@@ -63,6 +63,11 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// How long a wait may last: --comm-timeout, or less once a stop signal arrived (world.hpp).
+double wait_limit(double timeout) {
+  return stop_signal_pending() ? std::min(timeout, kStopGrace) : timeout;
+}
+
 }  // namespace
 
 std::string host_name() {
@@ -95,7 +100,7 @@ struct World::Watchdog {
   std::condition_variable changed;
   bool armed = false;
   bool quit = false;
-  Clock::time_point armed_at, deadline;
+  Clock::time_point armed_at;
   std::string what;
   double timeout = 0;
   int rank = 0;
@@ -118,17 +123,13 @@ struct World::Watchdog {
     while (!quit) {
       changed.wait_for(lock, std::chrono::milliseconds(200));
       if (!armed) continue;
-      const auto now = Clock::now();
-      const bool stopping = stop_signal_pending() && timeout > kStopGrace &&
-                            now >= armed_at + std::chrono::duration_cast<Clock::duration>(
-                                                  std::chrono::duration<double>(kStopGrace));
-      if (now >= deadline || stopping) {
+      const double limit = wait_limit(timeout);
+      if (seconds_since(armed_at) >= limit) {
         std::fprintf(stderr,
                      "%s: error: rank %d (%s): %s did not complete within %g s (%s): a rank "
                      "stopped or died during it\n",
-                     log::program().c_str(), rank, host.c_str(), what.c_str(),
-                     stopping ? kStopGrace : timeout,
-                     stopping ? "after a stop signal" : "--comm-timeout");
+                     log::program().c_str(), rank, host.c_str(), what.c_str(), limit,
+                     limit < timeout ? "after a stop signal" : "--comm-timeout");
         std::fflush(stderr);
         std::_Exit(static_cast<int>(ExitCode::kCommunication));
       }
@@ -143,8 +144,6 @@ void World::guarded(const char* what, const std::function<void()>& collective) c
     watchdog_->what = what;
     watchdog_->timeout = timeout_;
     watchdog_->armed_at = Clock::now();
-    watchdog_->deadline = watchdog_->armed_at + std::chrono::duration_cast<Clock::duration>(
-                                                    std::chrono::duration<double>(timeout_));
   }
   collective();
   if (watchdog_) {
@@ -353,7 +352,7 @@ void World::wait_until(const std::function<bool()>& done, const std::string& wha
   while (!done()) {
     const double waited = seconds_since(start);
     if (++polls % 64 == 0 || waited > kYieldSeconds) serve_pings();
-    if (waited > deadline_seconds())
+    if (waited > wait_limit(timeout_))
       timed_out(what, missing ? missing() : std::vector<int>{}, waited);
     if (wait_mode_ == WaitMode::kSpin || waited < kSpinSeconds) continue;
     if (waited < kYieldSeconds) {
@@ -363,10 +362,6 @@ void World::wait_until(const std::function<bool()>& done, const std::string& wha
     std::this_thread::sleep_for(delay);
     delay = std::min(delay * 3 / 2, std::chrono::microseconds(1000));
   }
-}
-
-double World::deadline_seconds() const {
-  return stop_signal_pending() ? std::min(timeout_, kStopGrace) : timeout_;
 }
 
 void World::serve_pings() const {
@@ -429,7 +424,7 @@ std::vector<int> World::unresponsive_ranks() const {
 
 void World::timed_out(const std::string& what, std::vector<int> missing, double waited) const {
   if (missing.empty() && size_ > 1) missing = unresponsive_ranks();
-  const bool stopping = stop_signal_pending() && timeout_ > kStopGrace;
+  const bool stopping = wait_limit(timeout_) < timeout_;
   std::string message =
       stopping ? cat(what, ": nothing for ", short_duration(waited), ", stopping after a signal")
                : cat(what, ": nothing for ", timeout_, " s (--comm-timeout)");

@@ -22,8 +22,8 @@ Network::Network(Graph graph, Backend& backend)
     : graph_(std::move(graph)),
       backend_(backend),
       parameter_count_(graph_.parameter_count()),
-      parameters_(graph_.parameter_count(), 0.0f),
-      gradients_(graph_.parameter_count(), 0.0f),
+      parameters_(parameter_count_, 0.0f),
+      gradients_(parameter_count_, 0.0f),
       state_(graph_.state_count(), 0.0f) {
   const auto& nodes = graph_.nodes();
   for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {

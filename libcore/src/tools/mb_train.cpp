@@ -79,10 +79,11 @@ int prefetch_depth(const std::string& option) {
   const bool digits =
       !option.empty() && option.size() <= 2 &&
       std::all_of(option.begin(), option.end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (!digits || std::stoi(option) > 64) {
+  const int depth = digits ? std::stoi(option) : -1;
+  if (depth < 0 || depth > 64) {
     usage_error(cat("--prefetch: '", option, "' is not auto or a count from 0 to 64"));
   }
-  return std::stoi(option);
+  return depth;
 }
 
 std::string with_commas(std::int64_t value) {

@@ -125,8 +125,6 @@ class World {
   void serve_pings() const;
   [[noreturn]] void timed_out(const std::string& what, std::vector<int> missing,
                               double waited) const;
-  /// The deadline of a wait now: --comm-timeout, or kStopGrace after a stop signal.
-  double deadline_seconds() const;
   std::vector<int> unresponsive_ranks() const;
 
   struct Watchdog;
