@@ -14,6 +14,12 @@
 namespace mbkit::train {
 namespace {
 
+// One World for all the tests of the process: MPI starts once and ends at exit.
+const comm::World& ranks() {
+  static const comm::World world;
+  return world;
+}
+
 constexpr std::size_t kParameters = 5;
 
 struct Outcome {
@@ -22,21 +28,24 @@ struct Outcome {
 };
 
 // Rank r sends gradient (r+1)*(i+1), state {r, 2r} and r+10 samples.
+// `in_window`: with shared memory, the gradients are computed in the exchange's shared buffer
+// (as mb-train does) rather than copied in and out.
 Outcome exchange_once(const comm::World& world, bool parameter_server, bool fused,
-                      std::int64_t nominal) {
-  SyncExchange exchange(world, parameter_server);
+                      std::int64_t nominal, AllreduceVia via = AllreduceVia::kMpi,
+                      bool in_window = false) {
+  SyncExchange exchange(world, parameter_server, via);
   const int r = world.rank();
   std::vector<float> state = {static_cast<float>(r), static_cast<float>(2 * r)};
-  std::vector<float> buffer(kParameters + exchange.tail_floats(state.size()), -1.0f);
-  const std::span<float> gradients = std::span<float>(buffer).first(kParameters);
+  std::vector<float> own(kParameters + exchange.tail_floats(state.size()), -1.0f);
+  const std::span<float> buffer = in_window ? exchange.shared_buffer(own.size()) : own;
+  const std::span<float> gradients = buffer.first(kParameters);
   for (std::size_t i = 0; i < kParameters; ++i)
     gradients[i] = static_cast<float>((r + 1) * static_cast<int>(i + 1));
   WorkerReport report;
   report.samples = 10 + r;
   report.loss_sum = r + 1;
   report.correct = r;
-  const std::span<float> tail =
-      fused ? std::span<float>(buffer).subspan(kParameters) : std::span<float>();
+  const std::span<float> tail = fused ? buffer.subspan(kParameters) : std::span<float>();
   Outcome outcome;
   outcome.combined = exchange.combine(gradients, state, report, 0, nominal, tail);
   outcome.gradients.assign(gradients.begin(), gradients.end());
@@ -45,7 +54,7 @@ Outcome exchange_once(const comm::World& world, bool parameter_server, bool fuse
 }
 
 TEST(OnRanks, OneMessageEqualsTwoAndTheHandSums) {
-  comm::World world;
+  const comm::World& world = ranks();
   if (world.size() != 3) GTEST_SKIP() << "needs mpirun -n 3 (tests/e2e/test_distributed.py)";
   const int r = world.rank();
 
@@ -89,6 +98,31 @@ TEST(OnRanks, OneMessageEqualsTwoAndTheHandSums) {
   } else {
     for (std::size_t i = 0; i < kParameters; ++i)
       EXPECT_EQ(one.gradients[i], static_cast<float>((r + 1) * static_cast<int>(i + 1)));
+  }
+}
+
+TEST(OnRanks, SharedMemoryEqualsMpiAllreduce) {
+  const comm::World& world = ranks();
+  if (world.size() != 3) GTEST_SKIP() << "needs mpirun -n 3 (tests/e2e/test_distributed.py)";
+  ASSERT_TRUE(SyncExchange::uses_shared_memory(world, false, AllreduceVia::kAuto));
+  EXPECT_FALSE(SyncExchange::uses_shared_memory(world, false, AllreduceVia::kMpi));
+  EXPECT_FALSE(SyncExchange::uses_shared_memory(world, true, AllreduceVia::kAuto));  // ps
+  for (const std::int64_t nominal : {33, 30}) {
+    const Outcome mpi = exchange_once(world, false, true, nominal);
+    for (const bool in_window : {true, false}) {
+      for (const bool fused : {true, false}) {
+        const Outcome shared =
+            exchange_once(world, false, fused, nominal, AllreduceVia::kSharedMemory, in_window);
+        EXPECT_EQ(shared.gradients, mpi.gradients) << nominal << in_window << fused;
+        EXPECT_EQ(shared.state, mpi.state);
+        EXPECT_EQ(shared.combined.samples, 33);
+        EXPECT_DOUBLE_EQ(shared.combined.loss_sum, 6.0);
+        EXPECT_EQ(shared.combined.correct, 3);
+        ASSERT_EQ(shared.combined.workers.size(), 3u);
+        for (int w = 0; w < 3; ++w)
+          EXPECT_EQ(shared.combined.workers[static_cast<std::size_t>(w)].samples, 10 + w);
+      }
+    }
   }
 }
 

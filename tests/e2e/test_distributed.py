@@ -69,13 +69,17 @@ class Distributed(mbtest.ToolTestCase):
             self.assertEqual(len(log["workers/step"]), 18)
             self.assertEqual(list(log["collect/gradients"][...]), [3] * 6)
 
-    def test_exchange_unit_test_on_three_ranks(self):
-        # tests/comm/test_exchange_ranks.cpp: one message against two, and the sums by hand.
+    def test_exchange_unit_tests_on_three_ranks(self):
+        # tests/comm/test_exchange_ranks.cpp: one message against two, shared memory against
+        # MPI_Allreduce, and the sums by hand; tests/comm/test_shared_sum_ranks.cpp: the
+        # shared-memory sum's order, bits and waits.
         result = mbtest.run([MPIRUN, "--oversubscribe", "-n", "3", mbtest.tool("test_comm"),
                              "--gtest_filter=OnRanks.*", "--gtest_color=no"], cwd=self.dir, env=self.env, timeout=120)
         self.assertSucceeded(result)
-        self.assertEqual(result.out.count("[       OK ] OnRanks.OneMessageEqualsTwoAndTheHandSums"), 3,
-                         result)
+        for test in ("OneMessageEqualsTwoAndTheHandSums", "SharedMemoryEqualsMpiAllreduce",
+                     "SharedSumAddsInRankOrderAndEveryRankGetsTheSameBits",
+                     "SharedSumReportsTheWaitForALateRank"):
+            self.assertEqual(result.out.count(f"[       OK ] OnRanks.{test}"), 3, result)
 
     def test_ps_matches_allreduce(self):
         data = self.toy(96)
@@ -111,6 +115,32 @@ class Distributed(mbtest.ToolTestCase):
         a, b = params_of(self.path("a.h5")), params_of(self.path("b.h5"))
         for name in a:
             self.assertTrue(np.array_equal(a[name], b[name]), msg=name)
+
+    def test_shared_memory_and_mpi_allreduce_agree(self):
+        # Two ranks: a + b is b + a, so both sums give the same bits. Three: the shared-memory sum
+        # adds in rank order, MPI in its own; the models agree within float tolerance.
+        data = self.toy(300)
+        for ranks in (2, 3):
+            runs = {}
+            for via in ("shm", "mpi"):
+                name = f"{via}-{ranks}"
+                self.assertSucceeded(self.train(ranks, "--data", data, "--batch-size", "16", "--steps",
+                                                "12", "--comm", "allreduce", "--allreduce", via,
+                                                "--checkpoint", f"{name}.h5", "--log", f"{name}-log.h5"))
+                runs[via] = params_of(self.path(f"{name}.h5"))
+                with h5py.File(self.path(f"{name}-log.h5"), "r") as log:
+                    self.assertIn(f'"allreduce":"{via}"', log.attrs["config"])
+            if ranks == 2:
+                for name in runs["shm"]:
+                    self.assertTrue(np.array_equal(runs["shm"][name], runs["mpi"][name]), msg=name)
+            else:
+                self.assertSameParams(self.path("shm-3.h5"), self.path("mpi-3.h5"))
+        # The start table says which sum runs.
+        result = mbtest.run([MPIRUN, "--oversubscribe", "-n", "2", mbtest.tool("mb-train-fmb"), "--data",
+                             data, "--model", "mlp", "--hidden", "16", "--steps", "2", "--comm",
+                             "allreduce"], cwd=self.dir, env=self.env)
+        self.assertSucceeded(result)
+        self.assertIn("2 (allreduce through shared memory), ranks 0-1 on", result.err)
 
     # -- data, modes, stragglers --------------------------------------------------------------
 
@@ -250,12 +280,12 @@ class Distributed(mbtest.ToolTestCase):
 
     def test_stuck_worker_times_out_naming_it(self):
         data = self.toy(3000)
-        for comm in ("ps", "allreduce"):
-            with self.subTest(comm=comm):
-                log = self.path(f"stuck-{comm}.h5")
+        for comm, via in (("ps", "auto"), ("allreduce", "shm"), ("allreduce", "mpi")):
+            with self.subTest(comm=comm, allreduce=via):
+                log = self.path(f"stuck-{comm}-{via}.h5")
                 job = self.start(3, "--data", data, "--epochs", "1000", "--log", log,
                                  "--flush-interval", "0.2", "--batch-size", "8", "--comm", comm,
-                                 "--comm-timeout", "2")
+                                 "--allreduce", via, "--comm-timeout", "2")
                 pids = self.rank_pids(log, 3)
                 self.wait_for_steps(log, 20)
                 stopped = time.time()
@@ -271,12 +301,16 @@ class Distributed(mbtest.ToolTestCase):
                 self.assertLess(time.time() - stopped, 20)
                 # The first rank to give up names the ranks that do not answer: rank 2, and
                 # maybe a rank blocked in a collective with it. A rank blocked inside a
-                # collective that rank 2 stopped in is ended by its watchdog instead.
-                found = re.search(r"\(--comm-timeout\); ranks? ([0-9, and]+) does? not answer", err)
-                if found:
-                    self.assertIn("2", re.split(r", | and ", found.group(1)), msg=err)
-                else:
-                    self.assertRegex(err, r"MPI_\w+ did not complete within 2 s \(--comm-timeout\)")
+                # collective that rank 2 stopped in is ended by its watchdog instead, and a rank
+                # waiting for that one may then name it (ps: a worker names the master, whose
+                # MPI_Bcast waits for rank 2).
+                if via == "shm":  # no collective to be stuck in: the waits read rank 2's counter
+                    self.assertRegex(err, r"waiting for the other ranks' \w+ at step \d+: nothing for 2 s "
+                                          r"\(--comm-timeout\); rank 2 does not answer", msg=err)
+                named = [re.split(r", | and ", found) for found in
+                         re.findall(r"\(--comm-timeout\); ranks? ([0-9, and]+) does? not answer", err)]
+                watchdog = re.search(r"MPI_\w+ did not complete within 2 s \(--comm-timeout\)", err)
+                self.assertTrue(any("2" in ranks for ranks in named) or watchdog, msg=err)
 
     def test_stop_signal_with_a_stuck_rank_ends_within_the_grace(self):
         # srun --kill-on-bad-exit, when a rank dies, sends SIGTERM to the others and SIGKILLs

@@ -14,6 +14,7 @@
 
 #include "mbkit/backend/cpu.hpp"
 #include "mbkit/nn/network.hpp"
+#include "mbkit/util/error.hpp"
 #include "mbkit/util/random.hpp"
 
 namespace mbkit::nn {
@@ -197,6 +198,48 @@ TEST(Network, GradientTailFollowsTheGradientsAndIsLeftAlone) {
   EXPECT_EQ(std::vector<float>(tailed.gradients().begin(), tailed.gradients().end()),
             std::vector<float>(plain.gradients().begin(), plain.gradients().end()));
   for (float v : tail) EXPECT_EQ(v, 9.0f);
+}
+
+TEST(Network, GradientsMovedToOutsideStorageAreWrittenThere) {
+  auto backend = backend::make_cpu_backend(1);
+  GraphBuilder builder("moved", {3, 2, 2}, 4);
+  const Graph graph = builder.finish(builder.dense(builder.flatten(builder.input()), 4, "fc"));
+  Network plain(graph, *backend), moved(graph, *backend);
+  plain.initialize(7);
+  moved.initialize(7);
+  Rng rng(11);
+  std::vector<float> images(2 * 12);
+  for (auto& v : images) v = static_cast<float>(rng.normal());
+  const std::vector<std::int32_t> labels = {1, 3};
+  const std::size_t count = moved.gradients().size();
+
+  moved.forward(images.data(), labels.data(), 2, true);
+  moved.backward(0.5);
+  const std::vector<float> before(moved.gradients().begin(), moved.gradients().end());
+  moved.gradient_tail(3);
+  std::vector<float> storage(count + 3, -1.0f);
+  EXPECT_THROW(moved.move_gradients_to(std::span<float>(storage).first(count)), mbkit::Error);
+  moved.move_gradients_to(storage);
+  EXPECT_EQ(moved.gradients().data(), storage.data());
+  EXPECT_EQ(moved.gradient_buffer().size(), storage.size());
+  EXPECT_EQ(
+      std::vector<float>(storage.begin(), storage.begin() + static_cast<std::ptrdiff_t>(count)),
+      before);                                         // the values came along
+  EXPECT_THROW(moved.gradient_tail(4), mbkit::Error);  // the storage's size is fixed now
+  const std::span<float> tail = moved.gradient_tail(3);
+  EXPECT_EQ(tail.data(), storage.data() + count);
+  std::fill(tail.begin(), tail.end(), 9.0f);
+
+  for (Network* net : {&plain, &moved}) {
+    net->forward(images.data(), labels.data(), 2, true);
+    net->backward(0.5);
+    net->forward(images.data(), labels.data(), 2, true);
+    net->backward(0.5, /*accumulate=*/true);
+  }
+  EXPECT_EQ(
+      std::vector<float>(storage.begin(), storage.begin() + static_cast<std::ptrdiff_t>(count)),
+      std::vector<float>(plain.gradients().begin(), plain.gradients().end()));
+  for (std::size_t i = count; i < storage.size(); ++i) EXPECT_EQ(storage[i], 9.0f);
 }
 
 }  // namespace

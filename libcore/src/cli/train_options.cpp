@@ -107,6 +107,10 @@ void add_distribution_options(CLI::App& app, tools::train::TrainOptions& o) {
                    "Gradient exchange: ps (rank 0 is the master) or allreduce (every rank "
                    "computes)")
       ->capture_default_str();
+  dist->add_option("--allreduce", o.allreduce,
+                   "How --comm allreduce sums: shm (memory shared by ranks on one host), mpi "
+                   "(MPI_Allreduce) or auto (shm when every rank is on one host)")
+      ->capture_default_str();
   dist->add_flag("--async", o.async, "ps: the master updates as soon as gradients arrive");
   dist->add_option("--async-min-grads", o.async_min_grads, "--async: gradients combined per update")
       ->capture_default_str();

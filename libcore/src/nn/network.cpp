@@ -24,7 +24,8 @@ Network::Network(Graph graph, Backend& backend)
       parameter_count_(graph_.parameter_count()),
       parameters_(parameter_count_, 0.0f),
       gradients_(parameter_count_, 0.0f),
-      state_(graph_.state_count(), 0.0f) {
+      state_(graph_.state_count(), 0.0f),
+      gradient_storage_(gradients_) {
   const auto& nodes = graph_.nodes();
   for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
     kernels_.push_back(backend_.make_kernel(graph_, i));
@@ -124,8 +125,8 @@ Network::Result Network::forward(const float* images, const std::int32_t* labels
 void Network::backward(double loss_scale, bool accumulate) {
   MBKIT_CHECK(last_ != nullptr && last_training_, "backward without a training forward pass");
   Plan& current = *last_;
-  std::vector<float>& target = accumulate ? gradient_scratch_ : gradients_;
   if (accumulate) gradient_scratch_.resize(parameter_count_);
+  float* target = accumulate ? gradient_scratch_.data() : gradient_storage_.data();
   const auto& nodes = graph_.nodes();
   for (std::size_t i = nodes.size(); i-- > 1;) {
     const Node& node = nodes[i];
@@ -147,7 +148,7 @@ void Network::backward(double loss_scale, bool accumulate) {
     }
     for (const auto& spec : node.params) {
       args.params.push_back(parameters_.data() + spec.offset);
-      args.param_grads.push_back(target.data() + spec.offset);
+      args.param_grads.push_back(target + spec.offset);
     }
     for (const auto& spec : node.state) args.state.push_back(state_.data() + spec.offset);
     args.training = true;
@@ -162,7 +163,7 @@ void Network::backward(double loss_scale, bool accumulate) {
     }
   }
   if (accumulate) {
-    float* out = gradients_.data();
+    float* out = gradient_storage_.data();
     const float* in = gradient_scratch_.data();
     const auto count = static_cast<std::ptrdiff_t>(parameter_count_);
 #pragma omp parallel for simd schedule(static)
@@ -171,10 +172,26 @@ void Network::backward(double loss_scale, bool accumulate) {
 }
 
 std::span<float> Network::gradient_tail(std::size_t floats) {
-  gradients_.resize(parameter_count_ + floats);
-  std::fill(gradients_.begin() + static_cast<std::ptrdiff_t>(parameter_count_), gradients_.end(),
-            0.0f);
-  return std::span<float>(gradients_).subspan(parameter_count_);
+  if (!gradients_moved_) {
+    gradients_.resize(parameter_count_ + floats);
+    gradient_storage_ = gradients_;
+  }
+  MBKIT_CHECK(gradient_storage_.size() == parameter_count_ + floats, "a tail of ", floats,
+              " floats after gradients moved with a tail of ",
+              gradient_storage_.size() - parameter_count_);
+  const std::span<float> tail = gradient_storage_.subspan(parameter_count_);
+  std::fill(tail.begin(), tail.end(), 0.0f);
+  return tail;
+}
+
+void Network::move_gradients_to(std::span<float> storage) {
+  MBKIT_CHECK(storage.size() == gradient_storage_.size(), "gradient storage of ", storage.size(),
+              " floats for ", gradient_storage_.size());
+  std::copy(gradient_storage_.begin(), gradient_storage_.end(), storage.begin());
+  gradient_storage_ = storage;
+  gradients_moved_ = true;
+  gradients_.clear();
+  gradients_.shrink_to_fit();
 }
 
 std::vector<float> Network::probabilities() const {

@@ -20,7 +20,8 @@ RunLog RunLog::open(const std::string& path) {
   auto& fields = log.description_.fields;
   // A single process exchanges nothing: its exchange options say nothing about it.
   if (log.info_.world_size <= 1) {
-    for (const char* key : {"comm", "async", "async_min_grads", "comm_timeout", "comm_wait"}) {
+    for (const char* key :
+         {"comm", "async", "async_min_grads", "allreduce", "comm_timeout", "comm_wait"}) {
       fields.erase(key);
     }
   }

@@ -93,6 +93,17 @@ std::string with_commas(std::int64_t value) {
   return digits;
 }
 
+mbkit::train::AllreduceVia allreduce_via(const TrainOptions& o) {
+  using mbkit::train::AllreduceVia;
+  if (o.allreduce != "auto" && o.comm != "allreduce") {
+    usage_error(cat("--allreduce ", o.allreduce, " needs --comm allreduce"));
+  }
+  if (o.allreduce == "auto") return AllreduceVia::kAuto;
+  if (o.allreduce == "shm") return AllreduceVia::kSharedMemory;
+  if (o.allreduce == "mpi") return AllreduceVia::kMpi;
+  usage_error(cat("--allreduce: '", o.allreduce, "' is not auto, shm or mpi"));
+}
+
 void validate(const TrainOptions& o) {
   if (o.data.empty()) usage_error("--data is required");
   if (o.batch_size < 1) usage_error(cat("--batch-size ", o.batch_size, " must be at least 1"));
@@ -121,6 +132,7 @@ void validate(const TrainOptions& o) {
     usage_error(cat("--comm: '", o.comm, "' is not ps or allreduce"));
   }
   if (o.async && o.comm != "ps") usage_error("--async needs --comm ps");
+  allreduce_via(o);  // checks the value
   if (o.async_min_grads < 1) usage_error("--async-min-grads must be at least 1");
   if (!(o.comm_timeout > 0) || !std::isfinite(o.comm_timeout)) {
     usage_error("--comm-timeout must be a positive number of seconds");
@@ -175,8 +187,10 @@ std::map<std::string, std::string> optimizer_map(const optim::OptimizerConfig& c
           {"adam_epsilon", cat(c.adam_epsilon)}};
 }
 
+// `allreduce`: the sum a distributed allreduce run uses (shm or mpi: what auto chose).
 std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int64_t planned_steps,
-                        int world_size, int workers, double time_limit) {
+                        int world_size, int workers, double time_limit,
+                        const std::string& allreduce) {
   std::ostringstream out;
   {
     JsonWriter json(out, false);
@@ -215,6 +229,7 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
     json.key("comm").value(o.comm);
     json.key("async").value(o.async);
     json.key("async_min_grads").value(o.async_min_grads);
+    json.key("allreduce").value(allreduce);
     json.key("induce").value(o.induce);
     const auto profile = mbkit::train::parse_straggler_profile(o.induce);
     json.key("induce_spec").value(profile ? profile->spec() : std::string());
@@ -388,6 +403,7 @@ struct Role {
   int worker = 0;        ///< worker index of this rank
   int workers = 1;
   std::string comm = "local";  ///< local, ps, ps-async or allreduce (logs and checkpoints)
+  bool shared_memory = false;  ///< allreduce sums through shared memory (--allreduce)
 };
 
 Role decide_role(const TrainOptions& o, const comm::World& world) {
@@ -404,6 +420,8 @@ Role decide_role(const TrainOptions& o, const comm::World& world) {
   role.workers = role.parameter_server ? world.size() - 1 : world.size();
   role.worker = role.parameter_server ? world.rank() - 1 : world.rank();
   role.comm = role.parameter_server ? (o.async ? "ps-async" : "ps") : "allreduce";
+  role.shared_memory = mbkit::train::SyncExchange::uses_shared_memory(world, role.parameter_server,
+                                                                      allreduce_via(o));
   if (role.async && o.async_min_grads > role.workers) {
     usage_error(cat("--async-min-grads ", o.async_min_grads, " is more than the ", role.workers,
                     " workers"));
@@ -530,6 +548,10 @@ int train(const TrainOptions& options, comm::World& world) {
   world.set_timeout(options.comm_timeout);
   world.set_wait_mode(options.comm_wait == "spin" ? comm::WaitMode::kSpin : comm::WaitMode::kYield);
   const Role role = decide_role(options, world);
+  // What --allreduce auto chose, for the log and checkpoints.
+  const std::string allreduce_used = role.comm != "allreduce" ? options.allreduce
+                                     : role.shared_memory     ? "shm"
+                                                              : "mpi";
   const bool logs = world.rank() == 0;  // rank 0 prints, logs and checkpoints
   if (role.distributed && world.rank() != 0) {
     log::set_program(cat(log::program(), ": rank ", world.rank()));
@@ -660,7 +682,7 @@ int train(const TrainOptions& options, comm::World& world) {
         cat("optimizer=", describe_optimizer(options.optimizer)),
         cat("batch_size=", options.batch_size),
         cat("comm=", options.comm, options.async ? " async" : "",
-            " min_grads=", options.async_min_grads),
+            " min_grads=", options.async_min_grads, " allreduce=", options.allreduce),
         cat("seed=", options.seed),
         cat("length=", options.epochs, " epochs, ", options.steps, " steps, ", options.time_budget,
             " s"),
@@ -882,8 +904,8 @@ int train(const TrainOptions& options, comm::World& world) {
       run.tool = tool_name(options);
       run.version = cat(MBKIT_VERSION, " (", MBKIT_GIT_COMMIT, ")");
       run.command_line = cli::recorded_command_line();
-      run.config_json =
-          config_json(options, model, planned, world.size(), role.workers, time_limit);
+      run.config_json = config_json(options, model, planned, world.size(), role.workers, time_limit,
+                                    allreduce_used);
       run.seed = options.seed;
       run.host = world.host();
       run.start_time = utc_now();
@@ -941,6 +963,9 @@ int train(const TrainOptions& options, comm::World& world) {
     row("schedule", describe_schedule(schedule_config));
     if (role.distributed) {
       row("workers", cat(role.workers, " (", role.comm,
+                         role.parameter_server ? ""
+                         : role.shared_memory  ? " through shared memory"
+                                               : " with MPI_Allreduce",
                          role.async ? cat(", an update per ", options.async_min_grads, " gradient",
                                           options.async_min_grads > 1 ? "s" : "")
                                     : "",
@@ -1002,8 +1027,8 @@ int train(const TrainOptions& options, comm::World& world) {
     checkpoint.dataset = info.name;
     checkpoint.mean = info.mean;
     checkpoint.std = info.std;
-    checkpoint.config_json =
-        config_json(options, model, planned, world.size(), role.workers, time_limit);
+    checkpoint.config_json = config_json(options, model, planned, world.size(), role.workers,
+                                         time_limit, allreduce_used);
     checkpoint.created_by = cat(tool_name(options), " ", MBKIT_VERSION);
     mbkit::train::write_checkpoint(options.checkpoint, checkpoint);
   };
@@ -1194,11 +1219,18 @@ int train(const TrainOptions& options, comm::World& world) {
   int stop = step >= planned ? mbkit::train::kFinished : mbkit::train::kContinue;
   const std::int64_t nominal = role.distributed ? global_batch : 0;  // 0: the batch's size
   if (!role.async) {
-    mbkit::train::SyncExchange exchange(world, role.parameter_server);
-    // The small per-step values ride in the gradients' message (one collective per step).
-    const std::span<float> exchange_tail =
-        role.distributed ? net.gradient_tail(exchange.tail_floats(net.state().size()))
-                         : std::span<float>();
+    mbkit::train::SyncExchange exchange(world, role.parameter_server, allreduce_via(options));
+    // The small per-step values ride in the gradients' message (one collective per step);
+    // with shared memory, the backward pass writes the gradients into the shared window.
+    std::span<float> exchange_tail;
+    if (role.distributed) {
+      const std::size_t tail_floats = exchange.tail_floats(net.state().size());
+      exchange_tail = net.gradient_tail(tail_floats);
+      if (exchange.shared_memory()) {
+        net.move_gradients_to(exchange.shared_buffer(net.gradient_buffer().size()));
+        exchange_tail = net.gradient_tail(tail_floats);
+      }
+    }
     if (role.parameter_server) {
       // The master's verdict before the first step (the run may be complete already).
       stop = exchange.distribute(net.parameters(), net.state(),

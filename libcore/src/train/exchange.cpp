@@ -79,9 +79,32 @@ void finish_gradient(std::span<float> gradients, std::int64_t nominal, std::int6
 // ---------------------------------------------------------------------------------------------
 // Synchronous exchanges.
 
-SyncExchange::SyncExchange(const comm::World& world, bool parameter_server)
+SyncExchange::SyncExchange(const comm::World& world, bool parameter_server, AllreduceVia via)
     : world_(world), parameter_server_(parameter_server && world.distributed()) {
   if (parameter_server_ && world.size() < 2) usage_error("--comm ps needs at least 2 ranks");
+  shared_memory_ = uses_shared_memory(world, parameter_server, via);
+}
+
+bool SyncExchange::uses_shared_memory(const comm::World& world, bool parameter_server,
+                                      AllreduceVia via) {
+  if (parameter_server || !world.distributed()) return false;
+  if (via == AllreduceVia::kSharedMemory && !comm::SharedSum::possible(world)) {
+    usage_error(cat("--allreduce shm: only ", world.local_size(), " of the ", world.size(),
+                    " ranks run on ", world.host(),
+                    "; shared memory needs all on one host (use auto or mpi)"));
+  }
+  return via == AllreduceVia::kSharedMemory ||
+         (via == AllreduceVia::kAuto && comm::SharedSum::possible(world));
+}
+
+SyncExchange::~SyncExchange() = default;
+
+std::span<float> SyncExchange::shared_buffer(std::size_t floats) {
+  MBKIT_CHECK(shared_memory_, "shared_buffer() of an exchange that does not use shared memory");
+  if (!shared_) shared_ = std::make_unique<comm::SharedSum>(world_, floats);
+  MBKIT_CHECK(shared_->buffer().size() == floats, "a shared buffer of ", floats,
+              " floats after one of ", shared_->buffer().size());
+  return shared_->buffer();
 }
 
 std::size_t SyncExchange::tail_floats(std::size_t state_size) const {
@@ -128,7 +151,25 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
   };
   const std::string what = cat("step ", step + 1);
   const auto start = Clock::now();
-  if (parameter_server_ && world_.rank() == 0) {
+  if (shared_memory_) {
+    // The sum's own rendezvous is the wait: every rank announces its complete buffer.
+    const std::size_t floats = gradients.size() + small.size();
+    const std::span<float> buffer = shared_buffer(floats);
+    const bool in_place = fused && gradients.data() == buffer.data();
+    if (!in_place) {
+      std::copy(gradients.begin(), gradients.end(), buffer.begin());
+      std::copy(small.begin(), small.end(),
+                buffer.begin() + static_cast<std::ptrdiff_t>(gradients.size()));
+    }
+    wait_time_ = shared_->sum(what);
+    if (!in_place) {
+      std::copy_n(buffer.begin(), gradients.size(), gradients.begin());
+      std::copy_n(buffer.begin() + static_cast<std::ptrdiff_t>(gradients.size()), small.size(),
+                  small.begin());
+    }
+    send_time_ = seconds_since(start) - wait_time_;
+    result.wait_time = wait_time_;
+  } else if (parameter_server_ && world_.rank() == 0) {
     // The master learns who is late from the workers' arrival messages.
     arrivals_.assign(static_cast<std::size_t>(workers), 0);
     std::vector<comm::Request> arrivals;

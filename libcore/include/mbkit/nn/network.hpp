@@ -31,14 +31,19 @@ class Network {
 
   std::span<float> parameters() { return parameters_; }
   std::span<const float> parameters() const { return parameters_; }
-  std::span<float> gradients() { return std::span<float>(gradients_).first(parameter_count_); }
-  std::span<const float> gradients() const {
-    return std::span<const float>(gradients_).first(parameter_count_);
-  }
+  std::span<float> gradients() { return gradient_storage_.first(parameter_count_); }
+  std::span<const float> gradients() const { return gradient_storage_.first(parameter_count_); }
   /// `floats` spare floats right after the gradients, in the same allocation: a distributed
   /// exchange sends gradients and its small per-step values as one message. The gradients
   /// keep their values; the tail is zeroed. Earlier spans of gradients() become invalid.
+  /// After move_gradients_to(), `floats` must be the tail's size (the tail is then zeroed).
   std::span<float> gradient_tail(std::size_t floats);
+  /// Gradients and tail move into `storage` (the caller keeps it alive for the network's
+  /// life): the backward pass then writes where a shared-memory exchange reads. `storage` has
+  /// room for exactly the gradients and the tail; the values are copied.
+  void move_gradients_to(std::span<float> storage);
+  /// The gradients and the tail after them.
+  std::span<float> gradient_buffer() { return gradient_storage_; }
   std::span<float> state() { return state_; }
   std::span<const float> state() const { return state_; }
 
@@ -75,6 +80,8 @@ class Network {
   std::vector<std::unique_ptr<Kernel>> kernels_;
   std::size_t parameter_count_ = 0;
   std::vector<float> parameters_, gradients_, state_, gradient_scratch_;  // gradients_: + tail
+  std::span<float> gradient_storage_;  ///< gradients_, or the storage they were moved to
+  bool gradients_moved_ = false;
   std::vector<bool> needs_gradient_;
   std::map<int, std::unique_ptr<Plan>> plans_;
   Plan* last_ = nullptr;  ///< plan of the last forward pass

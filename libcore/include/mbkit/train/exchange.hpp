@@ -5,10 +5,13 @@
 //               the summed per-sample loss over its batch and its sample count; the master
 //               divides the sum of the gradients by the total count, applies the optimizer and
 //               broadcasts the parameters (MPI_Reduce + MPI_Bcast, as the original).
-//   allreduce   every rank is a worker; one MPI_Allreduce, in place, over the flat gradient
-//               buffer followed by the counts, batch-norm statistics and the workers' reports
-//               (the network keeps room for them right after its gradients, so no copy and no
-//               second collective); every rank then applies the same optimizer step.
+//   allreduce   every rank is a worker; one sum over all ranks of the flat gradient buffer
+//               followed by the counts, batch-norm statistics and the workers' reports (the
+//               network keeps room for them right after its gradients, so no copy and no
+//               second collective); every rank then applies the same optimizer step. The sum is
+//               a shared-memory one when every rank runs on one host (comm/shared_sum.hpp: the
+//               gradients live in a window all ranks map), else one MPI_Allreduce in place
+//               (--allreduce auto|shm|mpi).
 //   ps --async  the master applies an update as soon as --async-min-grads gradients arrived and
 //               sends the new parameters to every worker; workers never wait for parameters:
 //               they compute on the newest they have (AsyncMaster/AsyncWorker below).
@@ -24,12 +27,18 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "mbkit/comm/shared_sum.hpp"
 #include "mbkit/comm/world.hpp"
 
 namespace mbkit::train {
+
+/// How --comm allreduce sums (--allreduce): shared memory when every rank is on one host
+/// (auto), always shared memory (shm: an error when the ranks span hosts), or MPI_Allreduce.
+enum class AllreduceVia { kAuto, kSharedMemory, kMpi };
 
 /// Why a run ends, as the ranks tell each other (larger codes win when several apply).
 enum StopCode : int {
@@ -75,7 +84,12 @@ struct CombinedStep {
 /// The synchronous exchanges (ps and allreduce) of one run.
 class SyncExchange {
  public:
-  SyncExchange(const comm::World& world, bool parameter_server);
+  SyncExchange(const comm::World& world, bool parameter_server,
+               AllreduceVia via = AllreduceVia::kMpi);
+  ~SyncExchange();
+  /// Whether an exchange built with these arguments sums through shared memory (a usage error
+  /// for kSharedMemory when the ranks span hosts).
+  static bool uses_shared_memory(const comm::World& world, bool parameter_server, AllreduceVia via);
 
   bool parameter_server() const { return parameter_server_; }
   /// False only for the master of ps.
@@ -88,6 +102,13 @@ class SyncExchange {
 
   /// Floats combine() sends besides the gradients (the state and every worker's report).
   std::size_t tail_floats(std::size_t state_size) const;
+
+  /// True when combine() sums through shared memory.
+  bool shared_memory() const { return shared_memory_; }
+  /// Shared memory only: the buffer the gradients and tail should be computed in (collective;
+  /// allocated on the first call: `floats` = gradients + tail, Network::move_gradients_to).
+  /// combine() on other buffers copies them in and out.
+  std::span<float> shared_buffer(std::size_t floats);
 
   /// Combines the step's gradients and state. Workers pass their scaled gradient (see above),
   /// state and report; the ps master passes its buffers (overwritten with zeros first). After
@@ -114,6 +135,8 @@ class SyncExchange {
   std::vector<float> small_;  ///< state | per-worker report slots (when no tail is given)
   std::vector<std::int32_t> arrivals_;
   double send_time_ = 0, wait_time_ = 0;
+  bool shared_memory_ = false;
+  std::unique_ptr<comm::SharedSum> shared_;
 };
 
 /// Multiplies by nominal / total when they differ (see above).

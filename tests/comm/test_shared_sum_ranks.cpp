@@ -1,0 +1,88 @@
+// The shared-memory sum on several ranks: run under `mpirun -n 3` by
+// tests/e2e/test_distributed.py (alone, there is nothing to share and the tests are skipped).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mbkit/comm/shared_sum.hpp"
+#include "mbkit/comm/world.hpp"
+
+namespace mbkit::comm {
+namespace {
+
+// One World for all the tests of the process: MPI starts once and ends at exit.
+const World& ranks() {
+  static const World world;
+  return world;
+}
+
+// A value no two (rank, index, call) share, with a fraction, so that float sums depend on
+// their order.
+float value_of(int rank, std::size_t index, int call) {
+  std::uint64_t x = (static_cast<std::uint64_t>(rank) << 40) ^ (index * 0x9e3779b97f4a7c15ULL) ^
+                    static_cast<std::uint64_t>(call) * 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 29;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 32;
+  return static_cast<float>(static_cast<double>(x % 2000003) / 997.0 - 1000.0);
+}
+
+std::uint64_t digest(const std::vector<float>& values) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (float v : values) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &v, sizeof bits);
+    h = (h ^ bits) * 1099511628211ULL;
+  }
+  return h;
+}
+
+TEST(OnRanks, SharedSumAddsInRankOrderAndEveryRankGetsTheSameBits) {
+  const World& world = ranks();
+  if (world.size() != 3) GTEST_SKIP() << "needs mpirun -n 3 (tests/e2e/test_distributed.py)";
+  ASSERT_TRUE(SharedSum::possible(world));
+  // Sizes below, at and above a segment per rank, not multiples of a cache line or a block.
+  for (const std::size_t floats : {std::size_t{1}, std::size_t{2}, std::size_t{17}, std::size_t{48},
+                                   std::size_t{3073}, std::size_t{100003}}) {
+    SharedSum shared(world, floats);
+    ASSERT_EQ(shared.buffer().size(), floats);
+    ASSERT_EQ(reinterpret_cast<std::uintptr_t>(shared.buffer().data()) % 64, 0u);
+    for (int call = 0; call < 3; ++call) {  // the phase counters move on between calls
+      for (std::size_t i = 0; i < floats; ++i) shared.buffer()[i] = value_of(world.rank(), i, call);
+      EXPECT_GE(shared.sum("test"), 0.0);
+      std::vector<float> got(shared.buffer().begin(), shared.buffer().end());
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < floats; ++i) {
+        float expected = value_of(0, i, call);  // ((v0 + v1) + v2), in float
+        expected += value_of(1, i, call);
+        expected += value_of(2, i, call);
+        if (std::memcmp(&expected, &got[i], sizeof expected) != 0) ++wrong;
+      }
+      EXPECT_EQ(wrong, 0u) << floats << " floats, call " << call;
+      const auto digests = world.all_gather(digest(got));
+      EXPECT_EQ(digests[0], digests[1]);
+      EXPECT_EQ(digests[0], digests[2]);
+    }
+  }
+}
+
+TEST(OnRanks, SharedSumReportsTheWaitForALateRank) {
+  const World& world = ranks();
+  if (world.size() != 3) GTEST_SKIP() << "needs mpirun -n 3 (tests/e2e/test_distributed.py)";
+  SharedSum shared(world, 1000);
+  std::fill(shared.buffer().begin(), shared.buffer().end(), 1.0f);
+  if (world.rank() == 2) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const double waited = shared.sum("test");
+  if (world.rank() != 2) {
+    EXPECT_GT(waited, 0.1);
+  }
+  for (float v : shared.buffer()) ASSERT_EQ(v, 3.0f);
+}
+
+}  // namespace
+}  // namespace mbkit::comm
