@@ -84,7 +84,14 @@ SharedSum::SharedSum(const World& world, std::size_t floats) : world_(world) {
   const int allocated = MPI_Win_allocate_shared(static_cast<MPI_Aint>(allocated_bytes), 1, info,
                                                 MPI_COMM_WORLD, &mine, &win);
   MPI_Info_free(&info);
-  MBKIT_MPI_CHECK(allocated);
+  if (allocated != MPI_SUCCESS) {
+    char text[MPI_MAX_ERROR_STRING] = {0};
+    int length = 0;
+    MPI_Error_string(allocated, text, &length);
+    throw Error(cat("MPI_Win_allocate_shared of ", allocated_bytes, " bytes per rank failed (",
+                    text, "): this MPI cannot share memory between the ranks; use --allreduce mpi"),
+                ExitCode::kCommunication);
+  }
   std::memcpy(&window_, &win, sizeof win);
   MBKIT_MPI_CHECK(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN));
   for (int rank = 0; rank < world.size(); ++rank) {
@@ -123,18 +130,27 @@ void SharedSum::arrive(int phase) {
 }
 
 double SharedSum::wait_for_all(int phase, const std::string& what) const {
+  const auto done = [&](int rank) {
+    return std::atomic_ref<std::uint64_t>(
+               counters(rank)->phase[static_cast<std::size_t>(phase)].value)
+               .load(std::memory_order_acquire) >= calls_;
+  };
   const auto behind = [&] {
     std::vector<int> ranks;
     for (int rank = 0; rank < world_.size(); ++rank) {
-      const auto done = std::atomic_ref<std::uint64_t>(
-                            counters(rank)->phase[static_cast<std::size_t>(phase)].value)
-                            .load(std::memory_order_acquire);
-      if (done < calls_) ranks.push_back(rank);
+      if (!done(rank)) ranks.push_back(rank);
     }
     return ranks;
   };
   const auto start = Clock::now();
-  world_.wait_until([&] { return behind().empty(); }, cat(phase_name(phase), what), behind);
+  world_.wait_until(
+      [&] {
+        for (int rank = 0; rank < world_.size(); ++rank) {
+          if (!done(rank)) return false;
+        }
+        return true;
+      },
+      cat(phase_name(phase), what), behind);
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
