@@ -28,7 +28,8 @@ computes as fast as one rank alone and then pays exactly the raw MPI_Allreduce (
 sum, faster than that, can pass it). The mlp cannot
 overlap its exchange (its big gradient, fc1's, is the last one the backward pass computes), so
 efficiency / bound says how close the run came to what MPI_Allreduce allows on that machine. The runs alternate (for each
-round: for each batch size: ours 1 and ours 2 (shm and mpi) (in turn first), DDP 1, DDP 2), so that all see the
+round: for each batch size: ours 1, ours 2 (shm and mpi, in turn first, between two anchor runs),
+ours 1 again (the mean of the two 1-rank runs is the round's reference), DDP 1, DDP 2), so that all see the
 same machine; ratios are taken within a round (efficiencies, ours/DDP, exchange/raw), and the
 table gives the median over rounds and the range (min-max). Targets: efficiency >= 0.90 at 256
 samples per rank and >= 0.75 at 64; exchange time within 10 % of the raw MPI_Allreduce of the same
@@ -169,12 +170,12 @@ def main():
                     raws.extend([before, after])
                     r["raw"] = (interpolate(before, GRADIENT_BYTES) + interpolate(after, GRADIENT_BYTES)) / 2
 
-                if round_index % 2 == 0:
-                    r["ours1"], _ = ours(args.build, data, log, 1, b, steps[b], args.warmup)
-                    two_ranks()
-                else:
-                    two_ranks()
-                    r["ours1"], _ = ours(args.build, data, log, 1, b, steps[b], args.warmup)
+                # The 1-rank run before and after the 2-rank runs: their mean is the round's
+                # single-rank reference, as the anchor's is for the exchange.
+                alone = [ours(args.build, data, log, 1, b, steps[b], args.warmup)[0]]
+                two_ranks()
+                alone.append(ours(args.build, data, log, 1, b, steps[b], args.warmup)[0])
+                r["ours1"] = sum(alone) / 2
                 r["ddp1"] = ddp(args.anchors, b, 1, steps[b])
                 r["ddp2"] = ddp(args.anchors, b, 2, steps[b])
                 results[b].append(r)
