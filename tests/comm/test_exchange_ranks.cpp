@@ -10,15 +10,10 @@
 
 #include "mbkit/comm/world.hpp"
 #include "mbkit/train/exchange.hpp"
+#include "test_helpers.hpp"
 
 namespace mbkit::train {
 namespace {
-
-// One World for all the tests of the process: MPI starts once and ends at exit.
-const comm::World& ranks() {
-  static const comm::World world;
-  return world;
-}
 
 constexpr std::size_t kParameters = 5;
 
@@ -54,7 +49,7 @@ Outcome exchange_once(const comm::World& world, bool parameter_server, bool fuse
 }
 
 TEST(OnRanks, OneMessageEqualsTwoAndTheHandSums) {
-  const comm::World& world = ranks();
+  const comm::World& world = test::world_of_ranks();
   if (world.size() != 3) GTEST_SKIP() << "needs mpirun -n 3 (tests/e2e/test_distributed.py)";
   const int r = world.rank();
 
@@ -102,7 +97,7 @@ TEST(OnRanks, OneMessageEqualsTwoAndTheHandSums) {
 }
 
 TEST(OnRanks, SharedMemoryEqualsMpiAllreduce) {
-  const comm::World& world = ranks();
+  const comm::World& world = test::world_of_ranks();
   if (world.size() != 3) GTEST_SKIP() << "needs mpirun -n 3 (tests/e2e/test_distributed.py)";
   ASSERT_TRUE(SyncExchange::uses_shared_memory(world, false, AllreduceVia::kAuto));
   EXPECT_FALSE(SyncExchange::uses_shared_memory(world, false, AllreduceVia::kMpi));

@@ -11,15 +11,10 @@
 
 #include "mbkit/comm/shared_sum.hpp"
 #include "mbkit/comm/world.hpp"
+#include "test_helpers.hpp"
 
 namespace mbkit::comm {
 namespace {
-
-// One World for all the tests of the process: MPI starts once and ends at exit.
-const World& ranks() {
-  static const World world;
-  return world;
-}
 
 // A value no two (rank, index, call) share, with a fraction, so that float sums depend on
 // their order.
@@ -43,7 +38,7 @@ std::uint64_t digest(const std::vector<float>& values) {
 }
 
 TEST(OnRanks, SharedSumAddsInRankOrderAndEveryRankGetsTheSameBits) {
-  const World& world = ranks();
+  const World& world = test::world_of_ranks();
   if (world.size() != 3) GTEST_SKIP() << "needs mpirun -n 3 (tests/e2e/test_distributed.py)";
   ASSERT_TRUE(SharedSum::possible(world));
   // Sizes below, at and above a segment per rank, not multiples of a cache line or a block.
@@ -72,7 +67,7 @@ TEST(OnRanks, SharedSumAddsInRankOrderAndEveryRankGetsTheSameBits) {
 }
 
 TEST(OnRanks, SharedSumReportsTheWaitForALateRank) {
-  const World& world = ranks();
+  const World& world = test::world_of_ranks();
   if (world.size() != 3) GTEST_SKIP() << "needs mpirun -n 3 (tests/e2e/test_distributed.py)";
   SharedSum shared(world, 1000);
   std::fill(shared.buffer().begin(), shared.buffer().end(), 1.0f);

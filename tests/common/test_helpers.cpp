@@ -13,6 +13,11 @@
 
 namespace mbkit::test {
 
+const comm::World& world_of_ranks() {
+  static const comm::World world;
+  return world;
+}
+
 TempDir::TempDir() {
   const char* base = std::getenv("TMPDIR");
   std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/mbkit-test-XXXXXX";

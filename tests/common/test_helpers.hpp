@@ -8,9 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "mbkit/comm/world.hpp"
 #include "mbkit/util/error.hpp"
 
 namespace mbkit::test {
+
+/// The process's World, for tests run under mpirun (OnRanks.*): one for all the tests of the
+/// process, because MPI starts once and ends at exit.
+const comm::World& world_of_ranks();
 
 /// A fresh directory under $TMPDIR, removed with everything in it at scope exit.
 class TempDir {

@@ -163,82 +163,80 @@ TEST(Gradients, DropoutFlattenAdd) {
                    }});
 }
 
+// Two copies of a small network on the same batch: one left as it is, one whose gradient
+// buffer a test rearranges (a tail after it, or storage elsewhere).
+class GradientBuffer : public ::testing::Test {
+ protected:
+  static Graph small_graph() {
+    GraphBuilder builder("buffer", {3, 2, 2}, 4);
+    return builder.finish(builder.dense(builder.flatten(builder.input()), 4, "fc"));
+  }
+  GradientBuffer() {
+    plain.initialize(7);
+    changed.initialize(7);
+    Rng rng(11);
+    for (auto& v : images) v = static_cast<float>(rng.normal());
+  }
+  void backward(Network& net, bool accumulate = false) {
+    net.forward(images.data(), labels.data(), 2, true);
+    net.backward(0.5, accumulate);
+  }
+  // A step of two micro-batches, accumulated, on both networks.
+  void accumulate_on_both() {
+    for (Network* net : {&plain, &changed}) {
+      backward(*net);
+      backward(*net, /*accumulate=*/true);
+    }
+  }
+  static std::vector<float> values(std::span<const float> span) {
+    return std::vector<float>(span.begin(), span.end());
+  }
+
+  std::unique_ptr<Backend> backend = backend::make_cpu_backend(1);
+  const Graph graph = small_graph();
+  Network plain{graph, *backend}, changed{graph, *backend};
+  std::vector<float> images = std::vector<float>(2 * 12);
+  const std::vector<std::int32_t> labels = {1, 3};
+  const std::size_t count = plain.gradients().size();
+};
+
 // A tail reserved after the gradients (the exchange's per-step values) changes neither the
 // gradients nor what backward writes, with or without accumulation, and is left alone.
-TEST(Network, GradientTailFollowsTheGradientsAndIsLeftAlone) {
-  auto backend = backend::make_cpu_backend(1);
-  GraphBuilder builder("tail", {3, 2, 2}, 4);
-  const Graph graph = builder.finish(builder.dense(builder.flatten(builder.input()), 4, "fc"));
-  Network plain(graph, *backend), tailed(graph, *backend);
-  plain.initialize(7);
-  tailed.initialize(7);
-  Rng rng(11);
-  std::vector<float> images(2 * 12);
-  for (auto& v : images) v = static_cast<float>(rng.normal());
-  const std::vector<std::int32_t> labels = {1, 3};
-  const std::size_t count = tailed.gradients().size();
-
-  tailed.forward(images.data(), labels.data(), 2, true);
-  tailed.backward(0.5);
-  const std::vector<float> before(tailed.gradients().begin(), tailed.gradients().end());
-  const std::span<float> tail = tailed.gradient_tail(5);
+TEST_F(GradientBuffer, TailFollowsTheGradientsAndIsLeftAlone) {
+  backward(changed);
+  const std::vector<float> before = values(changed.gradients());
+  const std::span<float> tail = changed.gradient_tail(5);
   ASSERT_EQ(tail.size(), 5u);
-  EXPECT_EQ(tailed.gradients().size(), count);
-  EXPECT_EQ(tail.data(), tailed.gradients().data() + count);  // one allocation, in order
-  EXPECT_EQ(std::vector<float>(tailed.gradients().begin(), tailed.gradients().end()), before);
+  EXPECT_EQ(changed.gradients().size(), count);
+  EXPECT_EQ(tail.data(), changed.gradients().data() + count);  // one allocation, in order
+  EXPECT_EQ(values(changed.gradients()), before);
   for (float v : tail) EXPECT_EQ(v, 0.0f);
 
   std::fill(tail.begin(), tail.end(), 9.0f);
-  for (Network* net : {&plain, &tailed}) {
-    net->forward(images.data(), labels.data(), 2, true);
-    net->backward(0.5);
-    net->forward(images.data(), labels.data(), 2, true);
-    net->backward(0.5, /*accumulate=*/true);
-  }
-  EXPECT_EQ(std::vector<float>(tailed.gradients().begin(), tailed.gradients().end()),
-            std::vector<float>(plain.gradients().begin(), plain.gradients().end()));
+  accumulate_on_both();
+  EXPECT_EQ(values(changed.gradients()), values(plain.gradients()));
   for (float v : tail) EXPECT_EQ(v, 9.0f);
 }
 
-TEST(Network, GradientsMovedToOutsideStorageAreWrittenThere) {
-  auto backend = backend::make_cpu_backend(1);
-  GraphBuilder builder("moved", {3, 2, 2}, 4);
-  const Graph graph = builder.finish(builder.dense(builder.flatten(builder.input()), 4, "fc"));
-  Network plain(graph, *backend), moved(graph, *backend);
-  plain.initialize(7);
-  moved.initialize(7);
-  Rng rng(11);
-  std::vector<float> images(2 * 12);
-  for (auto& v : images) v = static_cast<float>(rng.normal());
-  const std::vector<std::int32_t> labels = {1, 3};
-  const std::size_t count = moved.gradients().size();
-
-  moved.forward(images.data(), labels.data(), 2, true);
-  moved.backward(0.5);
-  const std::vector<float> before(moved.gradients().begin(), moved.gradients().end());
-  moved.gradient_tail(3);
+// Gradients moved to outside storage (a shared-memory exchange's window) take their values
+// along, and backward writes there from then on.
+TEST_F(GradientBuffer, MovedToOutsideStorageAreWrittenThere) {
+  backward(changed);
+  const std::vector<float> before = values(changed.gradients());
+  changed.gradient_tail(3);
   std::vector<float> storage(count + 3, -1.0f);
-  EXPECT_THROW(moved.move_gradients_to(std::span<float>(storage).first(count)), mbkit::Error);
-  moved.move_gradients_to(storage);
-  EXPECT_EQ(moved.gradients().data(), storage.data());
-  EXPECT_EQ(moved.gradient_buffer().size(), storage.size());
-  EXPECT_EQ(
-      std::vector<float>(storage.begin(), storage.begin() + static_cast<std::ptrdiff_t>(count)),
-      before);                                         // the values came along
-  EXPECT_THROW(moved.gradient_tail(4), mbkit::Error);  // the storage's size is fixed now
-  const std::span<float> tail = moved.gradient_tail(3);
+  EXPECT_THROW(changed.move_gradients_to(std::span<float>(storage).first(count)), mbkit::Error);
+  changed.move_gradients_to(storage);
+  EXPECT_EQ(changed.gradients().data(), storage.data());
+  EXPECT_EQ(changed.gradient_buffer().size(), storage.size());
+  EXPECT_EQ(values(std::span<const float>(storage).first(count)), before);
+  EXPECT_THROW(changed.gradient_tail(4), mbkit::Error);  // the storage's size is fixed now
+  const std::span<float> tail = changed.gradient_tail(3);
   EXPECT_EQ(tail.data(), storage.data() + count);
   std::fill(tail.begin(), tail.end(), 9.0f);
 
-  for (Network* net : {&plain, &moved}) {
-    net->forward(images.data(), labels.data(), 2, true);
-    net->backward(0.5);
-    net->forward(images.data(), labels.data(), 2, true);
-    net->backward(0.5, /*accumulate=*/true);
-  }
-  EXPECT_EQ(
-      std::vector<float>(storage.begin(), storage.begin() + static_cast<std::ptrdiff_t>(count)),
-      std::vector<float>(plain.gradients().begin(), plain.gradients().end()));
+  accumulate_on_both();
+  EXPECT_EQ(values(std::span<const float>(storage).first(count)), values(plain.gradients()));
   for (std::size_t i = count; i < storage.size(); ++i) EXPECT_EQ(storage[i], 9.0f);
 }
 
