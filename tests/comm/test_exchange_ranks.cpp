@@ -2,7 +2,7 @@
 // tests/e2e/test_distributed.py (alone, the test has no ranks to exchange with and is skipped).
 // Gradients and per-step values sent as one message (a tail after the gradients) give exactly
 // what two messages give, and both give the sums worked out by hand. Values are small integers,
-// so every sum is exact whatever order MPI adds in.
+// so every sum is exact whatever order MPI adds in (buckets too).
 #include <gtest/gtest.h>
 
 #include <span>
@@ -10,6 +10,7 @@
 
 #include "mbkit/comm/world.hpp"
 #include "mbkit/train/exchange.hpp"
+#include "mbkit/util/error.hpp"
 #include "test_helpers.hpp"
 
 namespace mbkit::train {
@@ -119,6 +120,71 @@ TEST(OnRanks, SharedMemoryEqualsMpiAllreduce) {
       }
     }
   }
+}
+
+// Buckets (--bucket-mb): the backward pass hands over its gradients from the end in parts; a
+// sum starts whenever the parts not yet started hold a bucket, and combine() sums the rest.
+// Whatever the bucket size, every rank ends with exactly the one-sum result, over three steps
+// in a row (nothing of a step's buckets is left for the next).
+TEST(OnRanks, BucketsGiveTheOneSumResult) {
+  const comm::World& world = test::world_of_ranks();
+  if (world.size() != 3) GTEST_SKIP() << "needs mpirun -n 3 (tests/e2e/test_distributed.py)";
+  constexpr std::size_t kCount = 1000;
+  const std::vector<std::size_t> parts = {900, 700, 650, 300, 0};  // as layers finish
+  const int r = world.rank();
+  const std::vector<float> state_in = {static_cast<float>(r), static_cast<float>(2 * r)};
+  auto gradient_of = [&](int step, std::size_t i) {
+    return static_cast<float>((r + 1) * static_cast<int>(i % 97 + 1) + step);
+  };
+  // The one-sum results of each step.
+  std::vector<std::vector<float>> expected;
+  {
+    SyncExchange exchange(world, false, AllreduceVia::kMpi);
+    std::vector<float> buffer(kCount + exchange.tail_floats(state_in.size()));
+    for (int step = 0; step < 3; ++step) {
+      for (std::size_t i = 0; i < kCount; ++i) buffer[i] = gradient_of(step, i);
+      std::vector<float> state = state_in;
+      WorkerReport report;
+      report.samples = 10 + r;
+      exchange.combine(std::span<float>(buffer).first(kCount), state, report, step, 33,
+                       std::span<float>(buffer).subspan(kCount));
+      expected.emplace_back(buffer.begin(), buffer.begin() + kCount);
+    }
+  }
+  // bucket size -> sums started while the parts came in
+  const std::vector<std::pair<std::size_t, std::size_t>> cases = {
+      {1, 5}, {150, 3}, {400, 1}, {5000, 0}};
+  for (const auto& [bucket, started] : cases) {
+    for (const bool fused : {true, false}) {
+      SyncExchange exchange(world, false, AllreduceVia::kMpi);
+      exchange.set_bucket_floats(bucket);
+      ASSERT_TRUE(exchange.buckets());
+      std::vector<float> buffer(kCount + exchange.tail_floats(state_in.size()));
+      const std::span<float> gradients = std::span<float>(buffer).first(kCount);
+      for (int step = 0; step < 3; ++step) {
+        for (std::size_t i = 0; i < kCount; ++i) gradients[i] = gradient_of(step, i);
+        for (const std::size_t from : parts) exchange.gradients_ready(gradients, from);
+        EXPECT_EQ(exchange.started_sums(), started) << "bucket " << bucket;
+        std::vector<float> state = state_in;
+        WorkerReport report;
+        report.samples = 10 + r;
+        const CombinedStep combined =
+            exchange.combine(gradients, state, report, step, 33,
+                             fused ? std::span<float>(buffer).subspan(kCount) : std::span<float>());
+        EXPECT_EQ(exchange.started_sums(), 0u);
+        EXPECT_EQ(std::vector<float>(gradients.begin(), gradients.end()),
+                  expected[static_cast<std::size_t>(step)])
+            << "bucket " << bucket << " fused " << fused << " step " << step;
+        EXPECT_EQ(state, (std::vector<float>{1.0f, 2.0f}));
+        EXPECT_EQ(combined.samples, 33);
+      }
+    }
+  }
+  // ps and the shared-memory sum have no buckets.
+  SyncExchange ps(world, true, AllreduceVia::kMpi);
+  EXPECT_THROW(ps.set_bucket_floats(100), mbkit::Error);
+  SyncExchange shared(world, false, AllreduceVia::kSharedMemory);
+  EXPECT_THROW(shared.set_bucket_floats(100), mbkit::Error);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@ counts-weighted averaging with unequal counts), shard patterns, asynchronous upd
 staleness, induced stragglers, resume on another number of workers, and failures: a killed or
 stuck rank ends the job quickly with a message naming it, ranks that disagree are refused."""
 
+import json
 import os
 import re
 import shutil
@@ -36,9 +37,9 @@ class Distributed(mbtest.ToolTestCase):
         self.assertSucceeded(result)
         return self.path(name)
 
-    def train(self, ranks, *args, timeout=300):
+    def train(self, ranks, *args, timeout=300, quiet=True):
         common = ["--model", "mlp", "--hidden", "16", "--optimizer", "momentum", "--lr", "0.05",
-                  "--threads", "1", "-q"]
+                  "--threads", "1"] + (["-q"] if quiet else [])
         command = [mbtest.tool("mb-train-fmb"), *common, *args]
         if ranks > 0:
             command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
@@ -70,13 +71,14 @@ class Distributed(mbtest.ToolTestCase):
             self.assertEqual(list(log["collect/gradients"][...]), [3] * 6)
 
     def test_exchange_unit_tests_on_three_ranks(self):
-        # tests/comm/test_exchange_ranks.cpp: one message against two, shared memory against
-        # MPI_Allreduce, and the sums by hand; tests/comm/test_shared_sum_ranks.cpp: the
+        # tests/comm/test_exchange_ranks.cpp: one message against two, shared memory and buckets
+        # against MPI_Allreduce, and the sums by hand; tests/comm/test_shared_sum_ranks.cpp: the
         # shared-memory sum's order, bits and waits.
         result = mbtest.run([MPIRUN, "--oversubscribe", "-n", "3", mbtest.tool("test_comm"),
                              "--gtest_filter=OnRanks.*", "--gtest_color=no"], cwd=self.dir, env=self.env, timeout=120)
         self.assertSucceeded(result)
         for test in ("OneMessageEqualsTwoAndTheHandSums", "SharedMemoryEqualsMpiAllreduce",
+                     "BucketsGiveTheOneSumResult",
                      "SharedSumAddsInRankOrderAndEveryRankGetsTheSameBits",
                      "SharedSumReportsTheWaitForALateRank"):
             self.assertEqual(result.out.count(f"[       OK ] OnRanks.{test}"), 3, result)
@@ -141,6 +143,36 @@ class Distributed(mbtest.ToolTestCase):
                              "allreduce"], cwd=self.dir, env=self.env)
         self.assertSucceeded(result)
         self.assertIn("2 (allreduce through shared memory), ranks 0-1 on", result.err)
+
+    def test_buckets_agree_with_one_sum(self):
+        # --bucket-mb 0.0005 (131 floats) against hidden layers of 16, 32 and 16 (the helper's
+        # --hidden 16 comes first): several sums start during the backward pass. Two ranks: the same bits as one MPI_Allreduce; three:
+        # one process with the global batch, within float tolerance.
+        data = self.toy(96)
+        model = ["--hidden", "32,16", "--batch-size", "32", "--steps", "6", "--comm", "allreduce",
+                 "--allreduce", "mpi"]
+        self.assertSucceeded(self.train(2, "--data", data, *model, "--checkpoint", "one-sum.h5"))
+        result = self.train(2, "--data", data, *model, "--bucket-mb", "0.0005", "--checkpoint",
+                            "buckets.h5", "--log", "buckets-log.h5", quiet=False)
+        self.assertSucceeded(result)
+        self.assertIn("2 (allreduce with MPI_Iallreduce in buckets of 0.0005 MiB during the backward "
+                      "pass), ranks 0-1 on", result.err)
+        one_sum, buckets = params_of(self.path("one-sum.h5")), params_of(self.path("buckets.h5"))
+        for name in one_sum:
+            self.assertTrue(np.array_equal(one_sum[name], buckets[name]), msg=name)
+        with h5py.File(self.path("buckets-log.h5"), "r") as log:
+            self.assertEqual(json.loads(log.attrs["config"])["bucket_mb"], 0.0005)
+            self.assertTrue(np.all(log["workers/send_time"][...] >= 0))
+        self.assertSucceeded(self.train(0, "--data", data, "--hidden", "32,16", "--batch-size", "96",
+                                        "--steps", "6", "--checkpoint", "single.h5"))
+        self.assertSucceeded(self.train(3, "--data", data, *model, "--bucket-mb", "0.0005",
+                                        "--checkpoint", "three.h5"))
+        self.assertSameParams(self.path("single.h5"), self.path("three.h5"))
+        # The shared-memory sum has no buckets.
+        result = self.train(2, "--data", data, *model[:-2], "--bucket-mb", "1")
+        self.assertEqual(result.rc, 2, msg=repr(result))
+        self.assertIn("mb-train-fmb: error: --bucket-mb: the shared-memory sum (--allreduce auto "
+                      "with every rank on one host) has no buckets; use --allreduce mpi", result.err)
 
     # -- data, modes, stragglers --------------------------------------------------------------
 
@@ -280,12 +312,13 @@ class Distributed(mbtest.ToolTestCase):
 
     def test_stuck_worker_times_out_naming_it(self):
         data = self.toy(3000)
-        for comm, via in (("ps", "auto"), ("allreduce", "shm"), ("allreduce", "mpi")):
-            with self.subTest(comm=comm, allreduce=via):
-                log = self.path(f"stuck-{comm}-{via}.h5")
+        for comm, via, bucket in (("ps", "auto", "0"), ("allreduce", "shm", "0"),
+                                  ("allreduce", "mpi", "0"), ("allreduce", "mpi", "0.0001")):
+            with self.subTest(comm=comm, allreduce=via, bucket_mb=bucket):
+                log = self.path(f"stuck-{comm}-{via}-{bucket}.h5")
                 job = self.start(3, "--data", data, "--epochs", "1000", "--log", log,
                                  "--flush-interval", "0.2", "--batch-size", "8", "--comm", comm,
-                                 "--allreduce", via, "--comm-timeout", "2")
+                                 "--allreduce", via, "--bucket-mb", bucket, "--comm-timeout", "2")
                 pids = self.rank_pids(log, 3)
                 self.wait_for_steps(log, 20)
                 stopped = time.time()
@@ -305,7 +338,8 @@ class Distributed(mbtest.ToolTestCase):
                 # waiting for that one may then name it (ps: a worker names the master, whose
                 # MPI_Bcast waits for rank 2).
                 if via == "shm":  # no collective to be stuck in: the waits read rank 2's counter
-                    self.assertRegex(err, r"waiting for the other ranks' \w+ at step \d+: nothing for 2 s "
+                    self.assertRegex(err, r"waiting for the other ranks(' \w+| to read the sum) at step \d+: "
+                                          r"nothing for 2 s "
                                           r"\(--comm-timeout\); rank 2 does not answer", msg=err)
                 named = [re.split(r", | and ", found) for found in
                          re.findall(r"\(--comm-timeout\); ranks? ([0-9, and]+) does? not answer", err)]

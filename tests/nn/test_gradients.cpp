@@ -240,5 +240,52 @@ TEST_F(GradientBuffer, MovedToOutsideStorageAreWrittenThere) {
   for (std::size_t i = count; i < storage.size(); ++i) EXPECT_EQ(storage[i], 9.0f);
 }
 
+// The backward pass hands out its gradients from the end as layers finish (a bucketed
+// exchange sums them meanwhile): every part it calls final already holds its final values, the
+// part only grows, and the last call covers everything.
+TEST(GradientsReady, EachPartIsFinalWhenHandedOut) {
+  GraphBuilder b("layers", {2, 4, 4}, 3);
+  int x = b.relu(b.batch_norm(b.conv2d(b.input(), 4, 3, 1, 1, "c1", true), "bn1"));
+  x = b.relu(b.dense(b.flatten(x), 6, "fc1"));
+  const Graph graph = b.finish(b.dense(x, 3, "fc2"));
+  auto backend = backend::make_cpu_backend(1);
+  Network net(graph, *backend);
+  net.initialize(3);
+  std::vector<float> images(2 * 32);
+  Rng rng(5);
+  for (auto& v : images) v = static_cast<float>(rng.normal());
+  const std::vector<std::int32_t> labels = {0, 2};
+  const std::size_t count = net.gradients().size();
+
+  struct Handed {
+    std::size_t from;
+    std::vector<float> values;
+  };
+  std::vector<Handed> handed;
+  net.forward(images.data(), labels.data(), 2, true);
+  std::fill(net.gradients().begin(), net.gradients().end(), std::nanf(""));
+  net.backward(0.5, false, [&](std::size_t from) {
+    ASSERT_LE(from, count);
+    const auto part = net.gradients().subspan(from);
+    handed.push_back({from, std::vector<float>(part.begin(), part.end())});
+  });
+  ASSERT_GE(handed.size(), 4u);  // c1, bn1, fc1, fc2 and the end
+  EXPECT_GT(handed.front().from, 0u);
+  EXPECT_LT(handed.front().from, count);  // fc2 is final before the rest is computed
+  EXPECT_EQ(handed.back().from, 0u);
+  const std::vector<float> final_values(net.gradients().begin(), net.gradients().end());
+  for (float v : final_values) ASSERT_FALSE(std::isnan(v));
+  for (std::size_t k = 0; k < handed.size(); ++k) {
+    if (k > 0) {
+      EXPECT_LE(handed[k].from, handed[k - 1].from);
+    }
+    EXPECT_EQ(handed[k].values,
+              std::vector<float>(final_values.begin() + static_cast<std::ptrdiff_t>(handed[k].from),
+                                 final_values.end()))
+        << "part from " << handed[k].from;
+  }
+  EXPECT_THROW(net.backward(0.5, true, [](std::size_t) {}), mbkit::Error);
+}
+
 }  // namespace
 }  // namespace mbkit::nn

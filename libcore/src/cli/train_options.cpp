@@ -111,6 +111,10 @@ void add_distribution_options(CLI::App& app, tools::train::TrainOptions& o) {
                    "How --comm allreduce sums: shm (memory shared by ranks on one host), mpi "
                    "(MPI_Allreduce) or auto (shm when every rank is on one host)")
       ->capture_default_str();
+  dist->add_option("--bucket-mb", o.bucket_mb,
+                   "--allreduce mpi: sum the gradients in buckets of MB MiB, each started as soon "
+                   "as the backward pass finished it (0: one sum after the pass)")
+      ->capture_default_str();
   dist->add_flag("--async", o.async, "ps: the master updates as soon as gradients arrive");
   dist->add_option("--async-min-grads", o.async_min_grads, "--async: gradients combined per update")
       ->capture_default_str();

@@ -199,6 +199,14 @@ Request World::ibarrier() const {
   return {from_mpi(request), -1};
 }
 
+Request World::iallreduce_sum(std::span<float> values) const {
+  if (size_ == 1 || values.empty()) return {};
+  MPI_Request request = MPI_REQUEST_NULL;
+  MBKIT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, values.data(), checked_count(values.size()),
+                                 MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request));
+  return {from_mpi(request), -1};
+}
+
 void World::rendezvous(const std::string& what) const {
   if (size_ == 1) return;
   Request pending = ibarrier();

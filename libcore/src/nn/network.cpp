@@ -39,6 +39,17 @@ Network::Network(Graph graph, Backend& backend)
       needs = needs || needs_gradient_[static_cast<std::size_t>(input)];
     needs_gradient_[i] = needs && nodes[i].op != Op::kInput;
   }
+  // Nodes need not own their parameters in node order (a shared layout is possible), so the
+  // final part is bounded by the end of every earlier node's parameters.
+  final_from_.assign(nodes.size(), 0);
+  std::size_t end_of_earlier = 0;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    final_from_[i] = end_of_earlier;
+    for (const auto& spec : nodes[i].params) {
+      end_of_earlier =
+          std::max(end_of_earlier, spec.offset + static_cast<std::size_t>(spec.size()));
+    }
+  }
 }
 
 Network::~Network() = default;
@@ -122,8 +133,11 @@ Network::Result Network::forward(const float* images, const std::int32_t* labels
   return result;
 }
 
-void Network::backward(double loss_scale, bool accumulate) {
+void Network::backward(double loss_scale, bool accumulate,
+                       const std::function<void(std::size_t)>& gradients_ready) {
   MBKIT_CHECK(last_ != nullptr && last_training_, "backward without a training forward pass");
+  MBKIT_CHECK(!(accumulate && gradients_ready),
+              "gradients_ready with accumulate: the gradients are final only at the end");
   Plan& current = *last_;
   if (accumulate) gradient_scratch_.resize(parameter_count_);
   float* target = accumulate ? gradient_scratch_.data() : gradient_storage_.data();
@@ -161,7 +175,10 @@ void Network::backward(double loss_scale, bool accumulate) {
         backend_.accumulate(*current.gradients[producer], *current.shares[producer]);
       }
     }
+    if (gradients_ready && !node.params.empty()) gradients_ready(final_from_[i]);
   }
+  // Nodes before the first with parameters write none.
+  if (gradients_ready) gradients_ready(0);
   if (accumulate) {
     float* out = gradient_storage_.data();
     const float* in = gradient_scratch_.data();

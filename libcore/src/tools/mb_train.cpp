@@ -133,6 +133,15 @@ void validate(const TrainOptions& o) {
   }
   if (o.async && o.comm != "ps") usage_error("--async needs --comm ps");
   allreduce_via(o);  // checks the value
+  if (!(o.bucket_mb >= 0) || !std::isfinite(o.bucket_mb)) {
+    usage_error(cat("--bucket-mb ", o.bucket_mb, " must be a non-negative number of MiB"));
+  }
+  if (o.bucket_mb > 0 && o.comm != "allreduce") usage_error("--bucket-mb needs --comm allreduce");
+  if (o.bucket_mb > 0 && o.amb.enabled) {
+    usage_error(
+        "--bucket-mb: an anytime step's gradient is final only after its last "
+        "micro-batch, so it cannot be summed in buckets");
+  }
   if (o.async_min_grads < 1) usage_error("--async-min-grads must be at least 1");
   if (!(o.comm_timeout > 0) || !std::isfinite(o.comm_timeout)) {
     usage_error("--comm-timeout must be a positive number of seconds");
@@ -230,6 +239,7 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
     json.key("async").value(o.async);
     json.key("async_min_grads").value(o.async_min_grads);
     json.key("allreduce").value(allreduce);
+    json.key("bucket_mb").value(o.bucket_mb);
     json.key("induce").value(o.induce);
     const auto profile = mbkit::train::parse_straggler_profile(o.induce);
     json.key("induce_spec").value(profile ? profile->spec() : std::string());
@@ -422,6 +432,11 @@ Role decide_role(const TrainOptions& o, const comm::World& world) {
   role.comm = role.parameter_server ? (o.async ? "ps-async" : "ps") : "allreduce";
   role.shared_memory = mbkit::train::SyncExchange::uses_shared_memory(world, role.parameter_server,
                                                                       allreduce_via(o));
+  if (o.bucket_mb > 0 && role.shared_memory) {
+    usage_error(
+        "--bucket-mb: the shared-memory sum (--allreduce auto with every rank on one "
+        "host) has no buckets; use --allreduce mpi");
+  }
   if (role.async && o.async_min_grads > role.workers) {
     usage_error(cat("--async-min-grads ", o.async_min_grads, " is more than the ", role.workers,
                     " workers"));
@@ -682,7 +697,8 @@ int train(const TrainOptions& options, comm::World& world) {
         cat("optimizer=", describe_optimizer(options.optimizer)),
         cat("batch_size=", options.batch_size),
         cat("comm=", options.comm, options.async ? " async" : "",
-            " min_grads=", options.async_min_grads, " allreduce=", options.allreduce),
+            " min_grads=", options.async_min_grads, " allreduce=", options.allreduce,
+            " bucket_mb=", options.bucket_mb),
         cat("seed=", options.seed),
         cat("length=", options.epochs, " epochs, ", options.steps, " steps, ", options.time_budget,
             " s"),
@@ -962,14 +978,17 @@ int train(const TrainOptions& options, comm::World& world) {
     }
     row("schedule", describe_schedule(schedule_config));
     if (role.distributed) {
-      row("workers", cat(role.workers, " (", role.comm,
-                         role.parameter_server ? ""
-                         : role.shared_memory  ? " through shared memory"
-                                               : " with MPI_Allreduce",
-                         role.async ? cat(", an update per ", options.async_min_grads, " gradient",
-                                          options.async_min_grads > 1 ? "s" : "")
-                                    : "",
-                         "), ranks ", describe_hosts(hosts, role)));
+      row("workers",
+          cat(role.workers, " (", role.comm,
+              role.parameter_server   ? ""
+              : role.shared_memory    ? " through shared memory"
+              : options.bucket_mb > 0 ? cat(" with MPI_Iallreduce in buckets of ",
+                                            options.bucket_mb, " MiB during the backward pass")
+                                      : " with MPI_Allreduce",
+              role.async ? cat(", an update per ", options.async_min_grads, " gradient",
+                               options.async_min_grads > 1 ? "s" : "")
+                         : "",
+              "), ranks ", describe_hosts(hosts, role)));
       row("batch", cat(options.batch_size, " per worker, ", global_batch,
                        role.async ? " per round of all workers" : " per step", ", ",
                        steps_per_epoch, " steps per epoch"));
@@ -1066,6 +1085,9 @@ int train(const TrainOptions& options, comm::World& world) {
   double previous_send = 0, previous_wait = 0;
   int last_drawn = 0;  // samples of the last batch drawn (the nominal of a single process)
   std::function<void()> between_micro_batches;  // async AMB: take newer parameters
+  // Sync allreduce with --bucket-mb: the backward pass hands finished gradients to the exchange.
+  std::function<void(std::size_t)> gradients_ready;
+  double backward_exchange_time = 0;  // seconds of it inside the pass (sending, not computing)
   // One worker's round. FMB: the whole batch. AMB: micro-batches until the time limit, which
   // counts from the start of the round (induced delays included): one is always done, a
   // started one is finished, and the batch's leftover (batch mod micro size) is never used.
@@ -1100,10 +1122,11 @@ int train(const TrainOptions& options, comm::World& world) {
       const auto outcome =
           net.forward(batch.images.data() + offset * image, batch.labels.data() + offset, plan.size,
                       true, step_seed + static_cast<std::uint64_t>(k) * 0x9e3779b97f4a7c15ULL);
-      net.backward(scale, k > 0);
-      const double cost = !virtual_clock  ? seconds_since(compute_start)
+      backward_exchange_time = 0;
+      net.backward(scale, k > 0, gradients_ready);
+      const double cost = !virtual_clock  ? seconds_since(compute_start) - backward_exchange_time
                           : compute_model ? compute_model->cost(plan.size)
-                                          : cpu_now() - cpu_start;
+                                          : cpu_now() - cpu_start - backward_exchange_time;
       const double extra = slowdown.extra_delay(world.rank(), cost);
       if (!virtual_clock) sleep_for(extra);
       emulated += cost + extra;
@@ -1220,6 +1243,16 @@ int train(const TrainOptions& options, comm::World& world) {
   const std::int64_t nominal = role.distributed ? global_batch : 0;  // 0: the batch's size
   if (!role.async) {
     mbkit::train::SyncExchange exchange(world, role.parameter_server, allreduce_via(options));
+    if (options.bucket_mb > 0) {
+      exchange.set_bucket_floats(std::max<std::size_t>(
+          1, static_cast<std::size_t>(options.bucket_mb * 1024.0 * 1024.0 / sizeof(float))));
+    }
+    if (exchange.buckets()) {
+      gradients_ready = [&](std::size_t from) {
+        exchange.gradients_ready(net.gradients(), from);
+        backward_exchange_time = exchange.progress_time();
+      };
+    }
     // The small per-step values ride in the gradients' message (one collective per step);
     // with shared memory, the backward pass writes the gradients into the shared window.
     std::span<float> exchange_tail;

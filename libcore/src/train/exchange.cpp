@@ -107,6 +107,55 @@ std::span<float> SyncExchange::shared_buffer(std::size_t floats) {
   return shared_->buffer();
 }
 
+void SyncExchange::set_bucket_floats(std::size_t floats) {
+  if (floats > 0 && (parameter_server_ || shared_memory_)) {
+    usage_error(parameter_server_ ? "--bucket-mb needs --comm allreduce"
+                                  : "--bucket-mb: the shared-memory sum has no buckets (it "
+                                    "needs every gradient at once); use --allreduce mpi");
+  }
+  bucket_floats_ = world_.distributed() ? floats : 0;
+}
+
+void SyncExchange::gradients_ready(std::span<float> gradients, std::size_t from) {
+  if (bucket_floats_ == 0) return;
+  MBKIT_CHECK(from <= gradients.size(), "gradients final from ", from, " of ", gradients.size());
+  const auto start = Clock::now();
+  if (started_from_ == kNoBucket) started_from_ = gradients.size();
+  if (from < started_from_ && started_from_ - from >= bucket_floats_) {
+    bucket_sums_.push_back(world_.iallreduce_sum(gradients.subspan(from, started_from_ - from)));
+    started_from_ = from;
+  } else {
+    // libnbc moves a sum on only inside MPI calls.
+    for (auto& sum : bucket_sums_) world_.test(sum);
+  }
+  progress_time_ += seconds_since(start);
+}
+
+void SyncExchange::finish_buckets(std::span<float> gradients, std::span<float> small,
+                                  const std::string& what) {
+  const auto start = Clock::now();
+  bucket_sums_.push_back(world_.iallreduce_sum(gradients.first(started_from_)));
+  bucket_sums_.push_back(world_.iallreduce_sum(small));
+  started_from_ = kNoBucket;
+  const auto all_done = [&] {
+    bool done = true;
+    for (auto& sum : bucket_sums_) done = world_.test(sum) && done;
+    return done;
+  };
+  // Arrival of every rank is the wait (the sums progress meanwhile), the rest is the sending.
+  comm::Request barrier = world_.ibarrier();
+  world_.wait_until(
+      [&] {
+        all_done();
+        return world_.test(barrier);
+      },
+      cat("waiting for the other ranks at ", what));
+  wait_time_ = seconds_since(start);
+  world_.wait_until(all_done, cat("summing the gradients of ", what));
+  bucket_sums_.clear();
+  send_time_ = seconds_since(start) - wait_time_;
+}
+
 std::size_t SyncExchange::tail_floats(std::size_t state_size) const {
   return state_size + static_cast<std::size_t>(workers()) * kReportSlots;
 }
@@ -151,6 +200,11 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
   };
   const std::string what = cat("step ", step + 1);
   const auto start = Clock::now();
+  if (bucket_sums_.empty()) started_from_ = kNoBucket;  // no bucket was full: one sum
+  const double progressed = progress_time_;
+  progress_time_ = 0;
+  MBKIT_CHECK(bucket_sums_.empty() || started_from_ <= gradients.size(),
+              "combine() with other gradients than the buckets were started on");
   if (shared_memory_) {
     // The sum's own rendezvous is the wait: every rank announces its complete buffer.
     const std::size_t floats = gradients.size() + small.size();
@@ -168,6 +222,10 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
                   small.begin());
     }
     send_time_ = seconds_since(start) - wait_time_;
+    result.wait_time = wait_time_;
+  } else if (!bucket_sums_.empty()) {
+    finish_buckets(gradients, small, what);
+    send_time_ += progressed;
     result.wait_time = wait_time_;
   } else if (parameter_server_ && world_.rank() == 0) {
     // The master learns who is late from the workers' arrival messages.

@@ -101,6 +101,10 @@ class World {
 
   /// A non-blocking barrier, for waits that poll other requests too.
   Request ibarrier() const;
+  /// A non-blocking element-wise sum over all ranks, in place (MPI_Iallreduce): it progresses
+  /// while this rank calls test() on it or on other requests. `values` must stay untouched
+  /// until it completed; every rank starts the same sums in the same order.
+  Request iallreduce_sum(std::span<float> values) const;
 
   // Point-to-point, non-blocking. Buffers must stay valid until the request completed.
   Request isend(const void* data, std::size_t bytes, int destination, int tag) const;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -64,7 +65,11 @@ class Network {
   /// Backward pass of the last forward: the gradients of loss_scale * (sum of per-sample
   /// losses) (1 / batch for the mean, 1 for the sum). `accumulate` adds them to the gradient
   /// buffer instead of overwriting it (micro-batches summed into one gradient).
-  void backward(double loss_scale, bool accumulate = false);
+  /// `gradients_ready(from)`, when given (not with `accumulate`), is called as the pass goes
+  /// back through the layers: gradients()[from, end) are then final, and `from` only falls
+  /// (to 0 at the last call). A distributed exchange starts summing them meanwhile.
+  void backward(double loss_scale, bool accumulate = false,
+                const std::function<void(std::size_t)>& gradients_ready = {});
 
   /// Class probabilities of the last forward pass (batch x classes, host memory).
   std::vector<float> probabilities() const;
@@ -83,6 +88,9 @@ class Network {
   std::span<float> gradient_storage_;  ///< gradients_, or the storage they were moved to
   bool gradients_moved_ = false;
   std::vector<bool> needs_gradient_;
+  /// Per node: where the gradients still to be written start once the backward pass has done
+  /// this node and all after it (the end of the parameters of the nodes before it).
+  std::vector<std::size_t> final_from_;
   std::map<int, std::unique_ptr<Plan>> plans_;
   Plan* last_ = nullptr;  ///< plan of the last forward pass
   std::uint64_t last_seed_ = 0;

@@ -65,6 +65,7 @@ struct TrainOptions {
   std::string comm = "ps";          ///< ps (rank 0 is the master) or allreduce
   bool async = false;               ///< ps only: the master updates as gradients arrive
   std::string allreduce = "auto";   ///< allreduce only: auto, shm (shared memory) or mpi
+  double bucket_mb = 0;             ///< allreduce through MPI: bucket size in MiB (0: one sum)
   int async_min_grads = 1;          ///< gradients per asynchronous update
   double comm_timeout = 60;         ///< seconds a rank waits for another before the job fails
   std::string comm_wait = "yield";  ///< yield (sleep while waiting) or spin

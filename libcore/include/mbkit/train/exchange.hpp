@@ -11,7 +11,12 @@
 //               second collective); every rank then applies the same optimizer step. The sum is
 //               a shared-memory one when every rank runs on one host (comm/shared_sum.hpp: the
 //               gradients live in a window all ranks map), else one MPI_Allreduce in place
-//               (--allreduce auto|shm|mpi).
+//               (--allreduce auto|shm|mpi). Through MPI the sum can instead go in buckets
+//               (--bucket-mb, PyTorch DDP's bucket_cap_mb): an MPI_Iallreduce starts as soon
+//               as the backward pass has finished a bucket's worth of gradients (they are
+//               final from the end of the buffer backwards), and progresses while the pass
+//               goes on; it pays where a network adapter moves the data, not on one host,
+//               where a transfer is the receiving core's own work (mb-train-fmb.1).
 //   ps --async  the master applies an update as soon as --async-min-grads gradients arrived and
 //               sends the new parameters to every worker; workers never wait for parameters:
 //               they compute on the newest they have (AsyncMaster/AsyncWorker below).
@@ -105,6 +110,19 @@ class SyncExchange {
 
   /// True when combine() sums through shared memory.
   bool shared_memory() const { return shared_memory_; }
+
+  /// allreduce through MPI: sum the gradients in buckets of at least `floats` (0: one sum in
+  /// combine()). A usage error for ps and the shared-memory sum.
+  void set_bucket_floats(std::size_t floats);
+  bool buckets() const { return bucket_floats_ > 0; }
+  /// With buckets, the backward pass's gradients_ready (nn::Network::backward): `gradients`
+  /// (the span combine() gets next) is final from `from` on. Starts the sum of the final part
+  /// not yet started when it holds a bucket, else lets the started sums progress.
+  void gradients_ready(std::span<float> gradients, std::size_t from);
+  /// Sums gradients_ready() started that the next combine() completes.
+  std::size_t started_sums() const { return bucket_sums_.size(); }
+  /// Seconds spent in gradients_ready() this step (the next combine() counts them as sending).
+  double progress_time() const { return progress_time_; }
   /// Shared memory only: the buffer the gradients and tail should be computed in (collective;
   /// allocated on the first call: `floats` = gradients + tail, Network::move_gradients_to).
   /// combine() on other buffers copies them in and out.
@@ -137,6 +155,14 @@ class SyncExchange {
   double send_time_ = 0, wait_time_ = 0;
   bool shared_memory_ = false;
   std::unique_ptr<comm::SharedSum> shared_;
+  std::size_t bucket_floats_ = 0;
+  /// This step's gradients from here on are being summed (nothing started: kNoBucket).
+  static constexpr std::size_t kNoBucket = static_cast<std::size_t>(-1);
+  std::size_t started_from_ = kNoBucket;
+  std::vector<comm::Request> bucket_sums_;
+  double progress_time_ = 0;
+  /// The buckets' part of combine(): starts the sums of the rest, waits for all.
+  void finish_buckets(std::span<float> gradients, std::span<float> small, const std::string& what);
 };
 
 /// Multiplies by nominal / total when they differ (see above).
