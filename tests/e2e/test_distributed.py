@@ -261,6 +261,17 @@ class Distributed(mbtest.ToolTestCase):
         return subprocess.Popen(command, cwd=self.dir, env=self.env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
 
+    @staticmethod
+    def stderr_then_kill(job, stopped_pid, timeout):
+        """The job's stderr once it ended; the SIGSTOPped rank is killed whatever happened."""
+        try:
+            return job.communicate(timeout=timeout)[1]
+        finally:
+            try:
+                os.kill(stopped_pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
     def rank_pids(self, marker, count, timeout=30):
         """{rank: PID} of the training processes whose command line holds `marker`."""
         deadline = time.time() + timeout
@@ -323,13 +334,7 @@ class Distributed(mbtest.ToolTestCase):
                 self.wait_for_steps(log, 20)
                 stopped = time.time()
                 os.kill(pids[2], signal.SIGSTOP)
-                try:
-                    _, err = job.communicate(timeout=40)
-                finally:
-                    try:
-                        os.kill(pids[2], signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
+                err = self.stderr_then_kill(job, pids[2], timeout=40)
                 self.assertEqual(job.returncode, 4, msg=err)
                 self.assertLess(time.time() - stopped, 20)
                 # The first rank to give up names the ranks that do not answer: rank 2, and
@@ -361,13 +366,7 @@ class Distributed(mbtest.ToolTestCase):
         signalled = time.time()
         os.kill(pids[0], signal.SIGTERM)
         os.kill(pids[1], signal.SIGTERM)
-        try:
-            _, err = job.communicate(timeout=60)
-        finally:
-            try:
-                os.kill(pids[2], signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        err = self.stderr_then_kill(job, pids[2], timeout=60)
         self.assertEqual(job.returncode, 4, msg=err)
         self.assertLess(time.time() - signalled, 25)
         # A rank waiting for rank 2 names it; a rank that rank 2 stopped inside a collective is
