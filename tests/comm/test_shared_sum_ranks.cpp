@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "mbkit/comm/allreduce_trial.hpp"
 #include "mbkit/comm/shared_sum.hpp"
 #include "mbkit/comm/world.hpp"
 #include "test_helpers.hpp"
@@ -77,6 +78,30 @@ TEST(OnRanks, SharedSumReportsTheWaitForALateRank) {
     EXPECT_GT(waited, 0.1);
   }
   for (float v : shared.buffer()) ASSERT_EQ(v, 3.0f);
+}
+
+// --allreduce auto decides on these figures: every rank must see the same ones, or ranks
+// would pick different sums and deadlock.
+TEST(OnRanks, AllreduceTrialGivesEveryRankTheSameFigures) {
+  const World& world = test::world_of_ranks();
+  if (world.size() != 3) GTEST_SKIP() << "needs mpirun -n 3 (tests/e2e/test_distributed.py)";
+  // Rank 1 is slow to arrive: the barrier before each timed sum keeps its lateness out.
+  if (world.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const AllreduceTrial trial = time_allreduce_sums(world, 20000, 3);
+  EXPECT_EQ(trial.rounds, 3);
+  EXPECT_GT(trial.shared_memory_seconds, 0.0);
+  EXPECT_GT(trial.mpi_seconds, 0.0);
+  EXPECT_LT(trial.shared_memory_seconds, 5.0);  // seconds, not garbage
+  EXPECT_LT(trial.mpi_seconds, 5.0);
+  std::uint64_t bits[2];
+  std::memcpy(&bits[0], &trial.shared_memory_seconds, sizeof bits[0]);
+  std::memcpy(&bits[1], &trial.mpi_seconds, sizeof bits[1]);
+  const auto first = world.all_gather(bits[0]);
+  const auto second = world.all_gather(bits[1]);
+  for (int rank = 1; rank < 3; ++rank) {
+    EXPECT_EQ(first[rank], first[0]) << "rank " << rank;
+    EXPECT_EQ(second[rank], second[0]) << "rank " << rank;
+  }
 }
 
 }  // namespace

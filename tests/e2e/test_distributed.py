@@ -73,14 +73,16 @@ class Distributed(mbtest.ToolTestCase):
     def test_exchange_unit_tests_on_three_ranks(self):
         # tests/comm/test_exchange_ranks.cpp: one message against two, shared memory and buckets
         # against MPI_Allreduce, and the sums by hand; tests/comm/test_shared_sum_ranks.cpp: the
-        # shared-memory sum's order, bits and waits.
+        # shared-memory sum's order, bits and waits, and the
+        # --allreduce auto trial's agreement.
         result = mbtest.run([MPIRUN, "--oversubscribe", "-n", "3", mbtest.tool("test_comm"),
                              "--gtest_filter=OnRanks.*", "--gtest_color=no"], cwd=self.dir, env=self.env, timeout=120)
         self.assertSucceeded(result)
         for test in ("OneMessageEqualsTwoAndTheHandSums", "SharedMemoryEqualsMpiAllreduce",
                      "BucketsGiveTheOneSumResult",
                      "SharedSumAddsInRankOrderAndEveryRankGetsTheSameBits",
-                     "SharedSumReportsTheWaitForALateRank"):
+                     "SharedSumReportsTheWaitForALateRank",
+                     "AllreduceTrialGivesEveryRankTheSameFigures"):
             self.assertEqual(result.out.count(f"[       OK ] OnRanks.{test}"), 3, result)
 
     def test_ps_matches_allreduce(self):
@@ -137,12 +139,34 @@ class Distributed(mbtest.ToolTestCase):
                     self.assertTrue(np.array_equal(runs["shm"][name], runs["mpi"][name]), msg=name)
             else:
                 self.assertSameParams(self.path("shm-3.h5"), self.path("mpi-3.h5"))
-        # The start table says which sum runs.
+        # --allreduce auto, two ranks on one host: both sums are timed at start and the faster
+        # one runs; the start table and the log say which, with both times.
         result = mbtest.run([MPIRUN, "--oversubscribe", "-n", "2", mbtest.tool("mb-train-fmb"), "--data",
                              data, "--model", "mlp", "--hidden", "16", "--steps", "2", "--comm",
-                             "allreduce"], cwd=self.dir, env=self.env)
+                             "allreduce", "--log", "auto-log.h5"], cwd=self.dir, env=self.env)
         self.assertSucceeded(result)
-        self.assertIn("2 (allreduce through shared memory), ranks 0-1 on", result.err)
+        self.assertRegex(result.err, r"2 \(allreduce (through shared memory|with MPI_Allreduce): "
+                                     r"[0-9.e+-]+ m?s per sum against MPI_Allreduce.s [0-9.e+-]+ m?s "
+                                     r"at start\), ranks 0-1 on")
+        with h5py.File(self.path("auto-log.h5"), "r") as log:
+            config = json.loads(log.attrs["config"])
+        trial = config["allreduce_trial"]
+        self.assertGreater(trial["shm_seconds"], 0)
+        self.assertGreater(trial["mpi_seconds"], 0)
+        self.assertEqual(config["allreduce"],
+                         "shm" if trial["shm_seconds"] < trial["mpi_seconds"] else "mpi")
+        self.assertEqual(config["allreduce"] == "shm", "through shared memory" in result.err)
+        # Three ranks: the two sums add in different orders, and a run must not depend on a
+        # timing: auto is MPI_Allreduce, untimed.
+        result = mbtest.run([MPIRUN, "--oversubscribe", "-n", "3", mbtest.tool("mb-train-fmb"), "--data",
+                             data, "--model", "mlp", "--hidden", "16", "--steps", "2", "--comm",
+                             "allreduce", "--log", "auto-3-log.h5"], cwd=self.dir, env=self.env)
+        self.assertSucceeded(result)
+        self.assertIn("3 (allreduce with MPI_Allreduce), ranks 0-2 on", result.err)
+        with h5py.File(self.path("auto-3-log.h5"), "r") as log:
+            config = json.loads(log.attrs["config"])
+        self.assertEqual(config["allreduce"], "mpi")
+        self.assertNotIn("allreduce_trial", config)
 
     def test_buckets_agree_with_one_sum(self):
         # --bucket-mb 0.0005 (131 floats) against hidden layers of 16, 32 and 16 (the helper's
@@ -168,11 +192,15 @@ class Distributed(mbtest.ToolTestCase):
         self.assertSucceeded(self.train(3, "--data", data, *model, "--bucket-mb", "0.0005",
                                         "--checkpoint", "three.h5"))
         self.assertSameParams(self.path("single.h5"), self.path("three.h5"))
-        # The shared-memory sum has no buckets.
-        result = self.train(2, "--data", data, *model[:-2], "--bucket-mb", "1")
+        # The shared-memory sum has no buckets: auto takes MPI's, shm is refused.
+        result = self.train(2, "--data", data, *model[:-2], "--bucket-mb", "1", quiet=False)
+        self.assertSucceeded(result)
+        self.assertIn("2 (allreduce with MPI_Iallreduce in buckets of 1 MiB during the backward "
+                      "pass), ranks 0-1 on", result.err)
+        result = self.train(2, "--data", data, *model[:-2], "--allreduce", "shm", "--bucket-mb", "1")
         self.assertEqual(result.rc, 2, msg=repr(result))
-        self.assertIn("mb-train-fmb: error: --bucket-mb: the shared-memory sum (--allreduce auto "
-                      "with every rank on one host) has no buckets; use --allreduce mpi", result.err)
+        self.assertIn("mb-train-fmb: error: --bucket-mb: the shared-memory sum has no buckets (it "
+                      "needs every gradient at once); use --allreduce mpi or auto", result.err)
 
     # -- data, modes, stragglers --------------------------------------------------------------
 

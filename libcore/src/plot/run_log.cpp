@@ -18,6 +18,9 @@ RunLog RunLog::open(const std::string& path) {
     log.description_.fields = flatten_json_object(log.info_.config_json, cat(path, ": config"));
   }
   auto& fields = log.description_.fields;
+  // Measured at start (--allreduce auto), not chosen: no label of a run.
+  std::erase_if(fields,
+                [](const auto& field) { return field.first.starts_with("allreduce_trial."); });
   // A single process exchanges nothing: its exchange options say nothing about it.
   if (log.info_.world_size <= 1) {
     for (const char* key :

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "mbkit/cli/cli.hpp"
+#include "mbkit/comm/allreduce_trial.hpp"
 #include "mbkit/comm/world.hpp"
 #include "mbkit/config.hpp"
 #include "mbkit/data/dataset_file.hpp"
@@ -199,7 +200,8 @@ std::map<std::string, std::string> optimizer_map(const optim::OptimizerConfig& c
 // `allreduce`: the sum a distributed allreduce run uses (shm or mpi: what auto chose).
 std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int64_t planned_steps,
                         int world_size, int workers, double time_limit,
-                        const std::string& allreduce) {
+                        const std::string& allreduce,
+                        const std::optional<comm::AllreduceTrial>& trial) {
   std::ostringstream out;
   {
     JsonWriter json(out, false);
@@ -239,6 +241,12 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
     json.key("async").value(o.async);
     json.key("async_min_grads").value(o.async_min_grads);
     json.key("allreduce").value(allreduce);
+    if (trial) {  // what --allreduce auto measured (seconds per sum) to choose `allreduce`
+      json.key("allreduce_trial").begin_object();
+      json.key("shm_seconds").value(trial->shared_memory_seconds);
+      json.key("mpi_seconds").value(trial->mpi_seconds);
+      json.end_object();
+    }
     json.key("bucket_mb").value(o.bucket_mb);
     json.key("induce").value(o.induce);
     const auto profile = mbkit::train::parse_straggler_profile(o.induce);
@@ -414,6 +422,8 @@ struct Role {
   int workers = 1;
   std::string comm = "local";  ///< local, ps, ps-async or allreduce (logs and checkpoints)
   bool shared_memory = false;  ///< allreduce sums through shared memory (--allreduce)
+  /// --allreduce auto on one host: shared_memory is decided by timing both sums at start.
+  bool time_allreduce = false;
 };
 
 Role decide_role(const TrainOptions& o, const comm::World& world) {
@@ -430,12 +440,20 @@ Role decide_role(const TrainOptions& o, const comm::World& world) {
   role.workers = role.parameter_server ? world.size() - 1 : world.size();
   role.worker = role.parameter_server ? world.rank() - 1 : world.rank();
   role.comm = role.parameter_server ? (o.async ? "ps-async" : "ps") : "allreduce";
-  role.shared_memory = mbkit::train::SyncExchange::uses_shared_memory(world, role.parameter_server,
-                                                                      allreduce_via(o));
-  if (o.bucket_mb > 0 && role.shared_memory) {
+  const auto via = allreduce_via(o);
+  role.shared_memory =
+      mbkit::train::SyncExchange::uses_shared_memory(world, role.parameter_server, via);
+  if (via == mbkit::train::AllreduceVia::kAuto && role.shared_memory) {
+    // The faster sum, timed at start, where both give the same bits: with two ranks each sum
+    // is one addition, a + b. With more, their orders of addition differ, and a run must not
+    // depend on a timing: MPI_Allreduce (--allreduce shm asks for the other). Buckets exist
+    // only in the MPI sum.
+    role.shared_memory = world.size() == 2 && o.bucket_mb <= 0;
+    role.time_allreduce = role.shared_memory;
+  } else if (o.bucket_mb > 0 && role.shared_memory) {
     usage_error(
-        "--bucket-mb: the shared-memory sum (--allreduce auto with every rank on one "
-        "host) has no buckets; use --allreduce mpi");
+        "--bucket-mb: the shared-memory sum has no buckets (it needs every gradient at once); "
+        "use --allreduce mpi or auto");
   }
   if (role.async && o.async_min_grads > role.workers) {
     usage_error(cat("--async-min-grads ", o.async_min_grads, " is more than the ", role.workers,
@@ -562,11 +580,7 @@ int train(const TrainOptions& options, comm::World& world) {
   const auto started = Clock::now();
   world.set_timeout(options.comm_timeout);
   world.set_wait_mode(options.comm_wait == "spin" ? comm::WaitMode::kSpin : comm::WaitMode::kYield);
-  const Role role = decide_role(options, world);
-  // What --allreduce auto chose, for the log and checkpoints.
-  const std::string allreduce_used = role.comm != "allreduce" ? options.allreduce
-                                     : role.shared_memory     ? "shm"
-                                                              : "mpi";
+  Role role = decide_role(options, world);
   const bool logs = world.rank() == 0;  // rank 0 prints, logs and checkpoints
   if (role.distributed && world.rank() != 0) {
     log::set_program(cat(log::program(), ": rank ", world.rank()));
@@ -655,6 +669,18 @@ int train(const TrainOptions& options, comm::World& world) {
   nn::Network net(std::move(graph), *backend);
   net.initialize(options.seed);
   const nn::Graph& model = net.graph();
+  // --allreduce auto on one host: the faster sum on this machine, for this buffer (the
+  // gradients and the per-step tail of state and reports).
+  std::optional<comm::AllreduceTrial> allreduce_trial;
+  if (role.time_allreduce) {
+    allreduce_trial = comm::time_allreduce_sums(
+        world, net.parameters().size() + net.state().size() + 8 * role.workers + 8);
+    role.shared_memory = allreduce_trial->shared_memory();
+  }
+  // What --allreduce auto chose, for the log and checkpoints.
+  const std::string allreduce_used = role.comm != "allreduce" ? options.allreduce
+                                     : role.shared_memory     ? "shm"
+                                                              : "mpi";
   // The optimizer runs where updates are made: the master, or every rank of allreduce.
   // AMB: micro-batches of floor(batch / partitions) samples; a batch's leftover is not used.
   const bool amb = options.amb.enabled;
@@ -921,7 +947,7 @@ int train(const TrainOptions& options, comm::World& world) {
       run.version = cat(MBKIT_VERSION, " (", MBKIT_GIT_COMMIT, ")");
       run.command_line = cli::recorded_command_line();
       run.config_json = config_json(options, model, planned, world.size(), role.workers, time_limit,
-                                    allreduce_used);
+                                    allreduce_used, allreduce_trial);
       run.seed = options.seed;
       run.host = world.host();
       run.start_time = utc_now();
@@ -985,6 +1011,10 @@ int train(const TrainOptions& options, comm::World& world) {
               : options.bucket_mb > 0 ? cat(" with MPI_Iallreduce in buckets of ",
                                             options.bucket_mb, " MiB during the backward pass")
                                       : " with MPI_Allreduce",
+              allreduce_trial ? cat(": ", short_duration(allreduce_trial->shared_memory_seconds),
+                                    " per sum against MPI_Allreduce's ",
+                                    short_duration(allreduce_trial->mpi_seconds), " at start")
+                              : "",
               role.async ? cat(", an update per ", options.async_min_grads, " gradient",
                                options.async_min_grads > 1 ? "s" : "")
                          : "",
@@ -1047,7 +1077,7 @@ int train(const TrainOptions& options, comm::World& world) {
     checkpoint.mean = info.mean;
     checkpoint.std = info.std;
     checkpoint.config_json = config_json(options, model, planned, world.size(), role.workers,
-                                         time_limit, allreduce_used);
+                                         time_limit, allreduce_used, allreduce_trial);
     checkpoint.created_by = cat(tool_name(options), " ", MBKIT_VERSION);
     mbkit::train::write_checkpoint(options.checkpoint, checkpoint);
   };
@@ -1242,7 +1272,10 @@ int train(const TrainOptions& options, comm::World& world) {
   int stop = step >= planned ? mbkit::train::kFinished : mbkit::train::kContinue;
   const std::int64_t nominal = role.distributed ? global_batch : 0;  // 0: the batch's size
   if (!role.async) {
-    mbkit::train::SyncExchange exchange(world, role.parameter_server, allreduce_via(options));
+    mbkit::train::SyncExchange exchange(world, role.parameter_server,
+                                        role.shared_memory
+                                            ? mbkit::train::AllreduceVia::kSharedMemory
+                                            : mbkit::train::AllreduceVia::kMpi);
     if (options.bucket_mb > 0) {
       exchange.set_bucket_floats(std::max<std::size_t>(
           1, static_cast<std::size_t>(options.bucket_mb * 1024.0 * 1024.0 / sizeof(float))));
