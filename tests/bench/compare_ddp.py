@@ -6,8 +6,12 @@ For each batch size per rank (default 64 and 256) it trains the mlp (784-256-10,
 
   ours   mb-train-fmb --comm allreduce under mpirun, 1 rank and 2 ranks (--oversubscribe). Both run
          under mpirun, so both get Open MPI's default binding of a rank to a core. The 2-rank run
-         is made twice: with the default sum (--allreduce auto: shared memory, one host) and with
-         --allreduce mpi (one MPI_Allreduce; rows mpi_*), in turn first. Throughput is
+         is made three times, the order rotating by round: with the default (--allreduce auto,
+         which times both sums at start and keeps the faster; which one it kept is counted), with
+         --allreduce shm (the shared-memory sum; rows shm_*) and with --allreduce mpi (one
+         MPI_Allreduce; rows mpi_*). auto/mpi says whether auto is ever slower than MPI_Allreduce
+         (target >= 0.97: paired runs of one sum differ by a few percent); auto_chose_shm is 1 in a
+         round where auto kept the shared-memory sum. Throughput is
          sum(/steps/samples) / sum(/steps/step_time) over the steps after the warm-up (--warmup, 200);
          the exchange time is the median of /workers/send_time (a worker's one MPI_Allreduce of
          the gradients and the step's small values, logged on its next step) over both ranks' rows after the
@@ -43,6 +47,7 @@ Output lines starting with '#' are headers; the tables are whitespace-separated.
 """
 
 import argparse
+import json
 import math
 import os
 import re
@@ -72,7 +77,7 @@ def mpirun(ranks):
 
 
 def ours(build, data, log, ranks, batch, steps, warmup, allreduce="auto"):
-    """(samples/s, median exchange seconds or None) of one mb-train-fmb run."""
+    """(samples/s, median exchange seconds or None, the sum that ran) of one mb-train-fmb run."""
     run(mpirun(ranks) + [os.path.join(build, "bin", "mb-train-fmb"), "--data", data, "--model", "mlp",
                          "--comm", "allreduce", "--allreduce", allreduce, "--threads", "1", "--batch-size",
                          str(batch), "--steps", str(steps), "--test-size", "100", "-q", "--log", log, "-f"])
@@ -80,10 +85,11 @@ def ours(build, data, log, ranks, batch, steps, warmup, allreduce="auto"):
         after = f["steps/step"][:] > warmup
         rate = f["steps/samples"][:][after].sum() / f["steps/step_time"][:][after].sum()
         exchange = None
+        used = json.loads(f.attrs["config"]).get("allreduce")
         if ranks > 1:
             after = f["workers/step"][:] > warmup
             exchange = float(np.median(f["workers/send_time"][:][after]))
-    return float(rate), exchange
+    return float(rate), exchange, used
 
 
 def ddp(anchors, batch, world, steps):
@@ -160,11 +166,14 @@ def main():
 
                 def two_ranks():
                     before = raw_allreduce(binary)
-                    # auto is the shared-memory sum here (one host); mpi is MPI_Allreduce.
-                    for via in ("auto", "mpi") if round_index % 2 == 0 else ("mpi", "auto"):
-                        key = "ours2" if via == "auto" else "ours2_mpi"
-                        r[key], r[key + "_exchange"] = ours(args.build, data, log, 2, b, steps[b], args.warmup,
-                                                            via)
+                    vias = ["auto", "shm", "mpi"]
+                    vias = vias[round_index % 3:] + vias[:round_index % 3]
+                    for via in vias:
+                        key = "ours2" if via == "auto" else f"ours2_{via}"
+                        r[key], r[key + "_exchange"], used = ours(args.build, data, log, 2, b, steps[b],
+                                                                  args.warmup, via)
+                        if via == "auto":
+                            r["auto_chose"] = used
                     r["exchange"] = r["ours2_exchange"]
                     after = raw_allreduce(binary)
                     raws.extend([before, after])
@@ -196,8 +205,12 @@ def main():
             ("ours_2rank_samples/s", [r["ours2"] for r in rs], "{:.0f}", None),
             ("ours_efficiency", [r["ours2"] / (2 * r["ours1"]) for r in rs], "{:.3f}",
              (">=", EFFICIENCY_TARGETS.get(b))),
+            ("shm_2rank_samples/s", [r["ours2_shm"] for r in rs], "{:.0f}", None),
+            ("shm_efficiency", [r["ours2_shm"] / (2 * r["ours1"]) for r in rs], "{:.3f}", None),
             ("mpi_2rank_samples/s", [r["ours2_mpi"] for r in rs], "{:.0f}", None),
             ("mpi_efficiency", [r["ours2_mpi"] / (2 * r["ours1"]) for r in rs], "{:.3f}", None),
+            ("auto_chose_shm", [1.0 if r["auto_chose"] == "shm" else 0.0 for r in rs], "{:.0f}", None),
+            ("auto/mpi_samples/s", [r["ours2"] / r["ours2_mpi"] for r in rs], "{:.3f}", (">=", 0.97)),
             ("ddp_1rank_samples/s", [r["ddp1"] for r in rs], "{:.0f}", None),
             ("ddp_2rank_samples/s", [r["ddp2"] for r in rs], "{:.0f}", None),
             ("ddp_efficiency", [r["ddp2"] / (2 * r["ddp1"]) for r in rs], "{:.3f}", None),
@@ -210,6 +223,8 @@ def main():
             ("mpi_exchange_us", [r["ours2_mpi_exchange"] * 1e6 for r in rs], "{:.1f}", None),
             ("mpi_exchange/raw", [r["ours2_mpi_exchange"] / r["raw"] for r in rs], "{:.3f}", None),
             ("exchange/mpi_exchange", [r["exchange"] / r["ours2_mpi_exchange"] for r in rs], "{:.3f}", None),
+            ("shm_exchange/mpi_exch", [r["ours2_shm_exchange"] / r["ours2_mpi_exchange"] for r in rs], "{:.3f}",
+             None),
         ]
         seen = DDP_EFFICIENCY_SEEN.get(b)
         print(f"# batch {b} per rank, {steps[b]} steps (ours: first {args.warmup} left out)"
