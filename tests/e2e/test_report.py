@@ -1,5 +1,5 @@
 """mb-report end to end on real logs (mb-train-fmb and mb-train-amb on the toy problem, two
-seeds each, and a run without evaluations): the table, --json read by Python's json and --csv
+seeds each, and a log without evaluations): the table, --json read by Python's json and --csv
 by its csv module agree with what h5py reads from the logs (time to target, final and best
 accuracy, steps, samples, the ratios by seed and their mean); -o writes the file only when
 complete; bad input is one line and exit status 3, a bad command line status 2."""
@@ -67,9 +67,13 @@ class Report(mbtest.ToolTestCase):
         cls.runs = [read_log(path) for path in cls.paths]
         # A target every run reaches: the lowest of the runs' best accuracies.
         cls.target = float(min(run["accuracy"].max() for run in cls.runs))
-        no_eval = [a for a in common if a not in ("--eval-every", "4")]
+        # A log without evaluations (a run stopped before its first one): every trainer
+        # evaluates at its end, so the rows of /eval of a copy are cut.
         cls.no_eval = os.path.join(cls.logs, "no-eval.h5")
-        run(mbtest.tool("mb-train-fmb"), *no_eval, "--log", cls.no_eval)
+        shutil.copyfile(cls.paths[0], cls.no_eval)
+        with h5py.File(cls.no_eval, "r+", libver="latest") as log:
+            for column in log["eval"].values():
+                column.resize((0,))
 
     @classmethod
     def tearDownClass(cls):
