@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Wall clock against virtual clock where every worker has a core of its own: 1 master + 1
 worker (2 ranks on 2 cores) train the same run with --clock wall and --clock virtual, in
 alternating rounds; prints steps per second of each (after a warm-up) and their ratio, which
@@ -14,7 +14,11 @@ import subprocess
 import sys
 import tempfile
 
-import h5py
+try:
+    import h5py
+except ImportError as error:  # a conda, pyenv or venv python3 first on PATH may lack them
+    raise SystemExit(f"compare_clock.py: {error.name} is missing from {sys.executable}; run this with "
+                     "/usr/bin/python3 (Debian: python3-h5py)")
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("MBKIT_BIN_DIR", os.path.join(SOURCE, "build", "bin"))

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Weak scaling of mb-train-fmb --comm allreduce against PyTorch DDP and raw MPI_Allreduce, side by side.
 
 For each batch size per rank (default 64 and 256) it trains the mlp (784-256-10, 203,530 parameters,
@@ -53,10 +53,15 @@ import os
 import re
 import statistics
 import subprocess
+import sys
 import tempfile
 
-import h5py
-import numpy as np
+try:
+    import h5py
+    import numpy as np
+except ImportError as error:  # a conda, pyenv or venv python3 first on PATH may lack them
+    raise SystemExit(f"compare_ddp.py: {error.name} is missing from {sys.executable}; run this with "
+                     "/usr/bin/python3 (Debian: python3-h5py python3-numpy)")
 
 GRADIENT_BYTES = 203_530 * 4  # the mlp's float parameters
 EFFICIENCY_TARGETS = {64: 0.75, 256: 0.90}

@@ -9,17 +9,6 @@
 namespace mbkit::plot {
 namespace {
 
-// RFC 4180 quoting where needed.
-std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
-  std::string quoted = "\"";
-  for (const char c : text) {
-    if (c == '"') quoted += '"';
-    quoted += c;
-  }
-  return quoted + "\"";
-}
-
 std::string csv_number(double value) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
@@ -136,10 +125,10 @@ void write_csv(const Figure& figure, std::ostream& out) {
     for (const auto& series : pane.series) {
       if (series.style == SeriesStyle::kFaintLine) continue;
       const std::string prefix =
-          cat(csv_field(pane.name), ",", csv_field(series.run.empty() ? series.title : series.run),
-              ",", csv_field(pane.xlabel), ",");
+          cat(csv_quote(pane.name), ",", csv_quote(series.run.empty() ? series.title : series.run),
+              ",", csv_quote(pane.xlabel), ",");
       for (std::size_t i = 0; i < series.x.size() && i < series.y.size(); ++i) {
-        out << prefix << csv_number(series.x[i]) << "," << csv_field(pane.ylabel) << ","
+        out << prefix << csv_number(series.x[i]) << "," << csv_quote(pane.ylabel) << ","
             << csv_number(series.y[i]) << "\n";
       }
     }

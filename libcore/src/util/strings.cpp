@@ -135,6 +135,16 @@ std::string shell_quote(std::string_view argument) {
   return out;
 }
 
+std::string csv_quote(std::string_view field) {
+  if (field.find_first_of(",\"\n\r") == std::string_view::npos) return std::string(field);
+  std::string quoted = "\"";
+  for (const char c : field) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
 std::string to_hex(const std::uint8_t* data, std::size_t size) {
   static const char kDigits[] = "0123456789abcdef";
   std::string out(size * 2, '0');

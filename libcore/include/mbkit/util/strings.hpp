@@ -47,6 +47,8 @@ std::string short_duration(double seconds);
 std::string shortest_decimal(double value);
 /// Shell-style quoting of one argument, so a recorded command line can be pasted back.
 std::string shell_quote(std::string_view argument);
+/// A CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma, quote or newline.
+std::string csv_quote(std::string_view field);
 /// Lowercase hexadecimal of a byte string.
 std::string to_hex(const std::uint8_t* data, std::size_t size);
 

@@ -1,0 +1,26 @@
+// mb-report: summaries of training runs from their metric logs (the library side of the tool):
+// a table of the runs, their time to a target test accuracy and the ratios of those times
+// between tools (mbkit/report/report.hpp), as text, JSON or CSV, on standard output or into a
+// file written under a temporary name and renamed when complete.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace mbkit::tools::report {
+
+struct ReportOptions {
+  std::vector<std::string> logs;  ///< metric logs (--log of mb-train-*)
+  double target = 0;              ///< test accuracy in (0, 1]; with has_target only
+  bool has_target = false;
+  bool json = false;
+  bool csv = false;
+  std::string output;  ///< FILE instead of `out`
+  bool force = false;  ///< replace an existing output
+};
+
+/// Writes the report on `out`, or into `output`. Returns the exit status.
+int run_report(const ReportOptions& options, std::ostream& out);
+
+}  // namespace mbkit::tools::report
