@@ -306,10 +306,20 @@ TEST_P(Reference, MatchesPyTorch) {
   const Tolerance& tolerance = test.tolerance;
   EXPECT_LE(errors.logits.error, tolerance.logits) << errors.logits.where;
   EXPECT_LE(errors.loss.error, tolerance.loss) << errors.loss.where;
-  EXPECT_LE(errors.gradient.error, tolerance.gradient) << errors.gradient.where;
-  EXPECT_LE(errors.gradient_sum.error, tolerance.gradient_sum) << errors.gradient_sum.where;
+  // A gradient off by far more than rounding on a conditioned case is a wrong layer, not a unit
+  // that float32 put on the other side of its kink: the generator kept them all this far away.
+  const std::string conditioning =
+      training
+          ? cat(" (input seed ", golden.int_attribute("input_seed"),
+                ": every ReLU input and "
+                "max-pooling runner-up ",
+                golden.double_attribute("kink_clearance"), " float32 errors or more from its kink)")
+          : std::string{};
+  EXPECT_LE(errors.gradient.error, tolerance.gradient) << errors.gradient.where << conditioning;
+  EXPECT_LE(errors.gradient_sum.error, tolerance.gradient_sum)
+      << errors.gradient_sum.where << conditioning;
   EXPECT_LE(errors.gradient_squares.error, tolerance.gradient_squares)
-      << errors.gradient_squares.where;
+      << errors.gradient_squares.where << conditioning;
   EXPECT_LE(errors.state.error, tolerance.state) << errors.state.where;
   std::printf("%s: largest errors: logits %.1e, loss %.1e", test.name.c_str(), errors.logits.error,
               errors.loss.error);
