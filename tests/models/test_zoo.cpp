@@ -26,6 +26,8 @@
 #include <functional>
 #include <ostream>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "mbkit/backend/cpu.hpp"
 #include "mbkit/io/hdf5.hpp"
@@ -363,11 +365,14 @@ INSTANTIATE_TEST_SUITE_P(
 // error is exactly 0 (a layer that copies or picks entries), ours may be half an ulp of the
 // largest entry: entries rounded on the other side of a tie by a differently ordered exact
 // operation.
-TEST_P(Reference, LayerByLayer) {
-  const ReferenceCase& test = GetParam();
+const std::vector<std::string> kLayerCases = {"mlp", "mnist-cnn", "resnet20"};
+
+class Layers : public testing::TestWithParam<std::string> {};
+
+TEST_P(Layers, RoundNoMoreThanTwicePyTorch) {
+  const std::string& name = GetParam();
   const auto file = io::File::open(kGolden);
-  const auto golden = file.open_group("cases").open_group(test.name);
-  if (!golden.has("layer_names")) GTEST_SKIP() << test.name << " has no per-layer reference";
+  const auto golden = file.open_group("cases").open_group(name);
   auto backend = backend::make_cpu_backend(1);
   nn::Network net(build_case(golden), *backend);
   ASSERT_FALSE(HasFailure()) << "the models differ";
@@ -415,11 +420,30 @@ TEST_P(Reference, LayerByLayer) {
     std::printf(
         "%s %-22s rms error: ours %.2e, float32 PyTorch %.2e (%.2fx); largest: %.2e, "
         "%.2e (%.2fx)\n",
-        test.name.c_str(), names[layer].c_str(), rms, torch32_rms[layer],
+        name.c_str(), names[layer].c_str(), rms, torch32_rms[layer],
         torch32_rms[layer] > 0 ? rms / torch32_rms[layer] : 0.0, largest, torch32[layer],
         torch32[layer] > 0 ? largest / torch32[layer] : 0.0);
   }
   EXPECT_EQ(next, samples.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, Layers, testing::ValuesIn(kLayerCases),
+                         [](const testing::TestParamInfo<std::string>& case_info) {
+                           std::string name = case_info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+TEST(Layers, EveryCaseWithLayersIsCompared) {
+  const auto cases = io::File::open(kGolden).open_group("cases");
+  std::vector<std::string> with_layers;
+  for (const auto& name : cases.member_names()) {
+    if (cases.open_group(name).has("layer_names")) with_layers.push_back(name);
+  }
+  std::sort(with_layers.begin(), with_layers.end());
+  auto expected = kLayerCases;
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(with_layers, expected);
 }
 
 TEST(Reference, CoversEveryModel) {

@@ -433,7 +433,7 @@ BUILDERS = {
 CLEARANCE = 8.0
 ILL_CONDITIONED = ("resnet18", "resnet50")
 SEEDS = 200
-# Cases whose every layer's output is compared (test_zoo.cpp, Reference.LayerByLayer), on
+# Cases whose every layer's output is compared (test_zoo.cpp, Layers), on
 # SAMPLE entries each.
 LAYER_CASES = ("mlp", "mnist-cnn", "resnet20")
 SAMPLE = 256
