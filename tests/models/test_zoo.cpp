@@ -358,10 +358,12 @@ INSTANTIATE_TEST_SUITE_P(
 // Layer by layer: every layer's training-mode output (batch statistics) against float64, on
 // 256 evenly spread entries of it (golden: layer_sample, at j size / 256). mbkit's float32
 // error there, root mean square relative to the layer's largest |float64 entry|, must be
-// within 2x of float32 PyTorch's on the same entries (layer_torch32_rms_error): no layer of ours
-// may round more coarsely than PyTorch's (batch-norm statistics summed in float did, up to 3.7x
-// the largest error at AVX2). The root mean square, not the largest error: on 256 entries
-// the largest of a few ulps is too noisy for a factor of 2 (it is printed). Where PyTorch's
+// within 2x of float32 PyTorch's on the same entries (layer_torch32_rms_error, the largest of
+// PyTorch's at the machine's level, AVX2 and SSE4.1: its convolutions sum in another order at
+// each): no layer of ours may round more coarsely than PyTorch's (oneDNN's batch-norm
+// statistics, summed in float, did at AVX2 and SSE4.1: 2.1x). The root mean square, not the
+// largest error: on 256 entries the largest of a few ulps is too noisy for a factor of 2 (it is
+// printed). Where PyTorch's
 // error is exactly 0 (a layer that copies or picks entries), ours may be half an ulp of the
 // largest entry: entries rounded on the other side of a tie by a differently ordered exact
 // operation.
