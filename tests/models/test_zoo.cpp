@@ -11,7 +11,13 @@
 //                       biases                   0.1 sin(phase(i, t))
 //   state array s:      running_mean             0.1 sin(phase(i, s))
 //                       running_var              1 + 0.5 |sin(phase(i, s))|
-//   images (flat NCHW index k): cos(0.11 k + 3e-5 k^2); label of sample b: b % classes
+//   images (flat NCHW index k): cos(0.11 k + 3e-5 k^2 + 0.7 seed); label of sample b: b % classes
+//
+// The seed of a case (attribute input_seed) is the first that keeps every ReLU input and every
+// max-pooling window's runner-up at least 8 float32 errors (of PyTorch, on that tensor) from the
+// kink, in float64: closer than that, float32 rounding alone decides which side a unit is on,
+// any two correct float32 implementations may disagree, and the gradients below a flipped unit
+// differ by far more than the tolerances (resnet20 on 32x32 images did, on an AVX2 machine).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +26,8 @@
 #include <functional>
 #include <ostream>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "mbkit/backend/cpu.hpp"
 #include "mbkit/io/hdf5.hpp"
@@ -72,11 +80,12 @@ void fill_state(nn::Network& net) {
   }
 }
 
-std::vector<float> input_images(int batch, nn::Dims input) {
+std::vector<float> input_images(int batch, nn::Dims input, std::int64_t seed) {
   std::vector<float> images(static_cast<std::size_t>(batch * input.size()));
   for (std::size_t k = 0; k < images.size(); ++k) {
     const auto x = static_cast<double>(k);
-    images[k] = static_cast<float>(std::cos(0.11 * x + 3e-5 * (x * x)));
+    images[k] =
+        static_cast<float>(std::cos(0.11 * x + 3e-5 * (x * x) + 0.7 * static_cast<double>(seed)));
   }
   return images;
 }
@@ -97,6 +106,12 @@ std::vector<float> input_images(int batch, nn::Dims input) {
 //                entry far below its tensor's typical size still carries the rounding of the
 //                large ones
 //   running statistics after the training pass: 1e-4 of max(1, |value|)
+// resnet18 and resnet50 are too wide for an input seed to keep their kinks clear (the
+// generator records how close they come, attribute kink_clearance, in float32 errors: 0.1 and
+// 0.0): their gradients are compared only where no near kink lies between the layer and the
+// loss (grad_compared: their fc layers). Which side the others' near units fall on is a
+// lottery between float32 implementations (resnet18 at ONEDNN_MAX_CPU_ISA=SSE41: 1.4e-2 of the
+// rms on a batch-norm weight).
 // resnet50 is ill-conditioned in float32, in PyTorch as much as in mbkit: among its ~1.5 M
 // pre-activations (49 ReLUs) a few lie within float32 rounding of zero, their sign differs
 // between any two float32 implementations, and the gradient of each flipped unit spreads
@@ -166,9 +181,17 @@ void compare_gradients(const nn::Network& net, const io::Group& golden, Errors& 
   const auto sums_squares = golden.open_dataset("grad_sum_squares").read<double>();
   const auto heads = golden.open_dataset("grad_head").read<float>();
   const auto params = net.graph().parameters();
+  // Where no input seed keeps the kinks clear (resnet18, resnet50), only the gradients no near
+  // kink reaches are compared: those of the layers after the last near kink.
+  const auto compared = golden.has("grad_compared")
+                            ? golden.open_dataset("grad_compared").read<std::int64_t>()
+                            : std::vector<std::int64_t>(params.size(), 1);
+  ASSERT_EQ(compared.size(), params.size());
+  ASSERT_GT(std::count(compared.begin(), compared.end(), 1), 0);
   ASSERT_EQ(sums.size(), params.size());
   ASSERT_EQ(heads.size(), params.size() * kHead);
   for (std::size_t t = 0; t < params.size(); ++t) {
+    if (compared[t] == 0) continue;
     const nn::ParamSpec& spec = *params[t];
     const auto gradient =
         net.gradients().subspan(spec.offset, static_cast<std::size_t>(spec.size()));
@@ -263,7 +286,7 @@ TEST_P(Reference, MatchesPyTorch) {
   const nn::Dims input = net.graph().input();
   const int classes = net.graph().num_classes();
   const auto batch = static_cast<int>(golden.int_attribute("batch"));
-  const auto images = input_images(batch, input);
+  const auto images = input_images(batch, input, golden.int_attribute("input_seed"));
   std::vector<std::int32_t> labels(static_cast<std::size_t>(batch));
   for (int b = 0; b < batch; ++b) labels[static_cast<std::size_t>(b)] = b % classes;
   Errors errors;
@@ -285,10 +308,20 @@ TEST_P(Reference, MatchesPyTorch) {
   const Tolerance& tolerance = test.tolerance;
   EXPECT_LE(errors.logits.error, tolerance.logits) << errors.logits.where;
   EXPECT_LE(errors.loss.error, tolerance.loss) << errors.loss.where;
-  EXPECT_LE(errors.gradient.error, tolerance.gradient) << errors.gradient.where;
-  EXPECT_LE(errors.gradient_sum.error, tolerance.gradient_sum) << errors.gradient_sum.where;
+  // A gradient off by far more than rounding on a conditioned case is a wrong layer, not a unit
+  // that float32 put on the other side of its kink: the generator kept them all this far away.
+  const std::string conditioning =
+      training
+          ? cat(" (input seed ", golden.int_attribute("input_seed"),
+                ": every ReLU input and "
+                "max-pooling runner-up ",
+                golden.double_attribute("kink_clearance"), " float32 errors or more from its kink)")
+          : std::string{};
+  EXPECT_LE(errors.gradient.error, tolerance.gradient) << errors.gradient.where << conditioning;
+  EXPECT_LE(errors.gradient_sum.error, tolerance.gradient_sum)
+      << errors.gradient_sum.where << conditioning;
   EXPECT_LE(errors.gradient_squares.error, tolerance.gradient_squares)
-      << errors.gradient_squares.where;
+      << errors.gradient_squares.where << conditioning;
   EXPECT_LE(errors.state.error, tolerance.state) << errors.state.where;
   std::printf("%s: largest errors: logits %.1e, loss %.1e", test.name.c_str(), errors.logits.error,
               errors.loss.error);
@@ -321,6 +354,99 @@ INSTANTIATE_TEST_SUITE_P(
       std::replace(name.begin(), name.end(), '-', '_');
       return name;
     });
+
+// Layer by layer: every layer's training-mode output (batch statistics) against float64, on
+// 256 evenly spread entries of it (golden: layer_sample, at j size / 256). mbkit's float32
+// error there, root mean square relative to the layer's largest |float64 entry|, must be
+// within 2x of float32 PyTorch's on the same entries (layer_torch32_rms_error, the largest of
+// PyTorch's at the machine's level, AVX2 and SSE4.1: its convolutions sum in another order at
+// each): no layer of ours may round more coarsely than PyTorch's (oneDNN's batch-norm
+// statistics, summed in float, did at AVX2 and SSE4.1: 2.1x). The root mean square, not the
+// largest error: on 256 entries the largest of a few ulps is too noisy for a factor of 2 (it is
+// printed). Where PyTorch's
+// error is exactly 0 (a layer that copies or picks entries), ours may be half an ulp of the
+// largest entry: entries rounded on the other side of a tie by a differently ordered exact
+// operation.
+const std::vector<std::string> kLayerCases = {"mlp", "mnist-cnn", "resnet20"};
+
+class Layers : public testing::TestWithParam<std::string> {};
+
+TEST_P(Layers, RoundNoMoreThanTwicePyTorch) {
+  const std::string& name = GetParam();
+  const auto file = io::File::open(kGolden);
+  const auto golden = file.open_group("cases").open_group(name);
+  auto backend = backend::make_cpu_backend(1);
+  nn::Network net(build_case(golden), *backend);
+  ASSERT_FALSE(HasFailure()) << "the models differ";
+  fill_parameters(net);
+  fill_state(net);
+  const auto batch = static_cast<int>(golden.int_attribute("batch"));
+  const auto images = input_images(batch, net.graph().input(), golden.int_attribute("input_seed"));
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(batch));
+  for (int b = 0; b < batch; ++b) {
+    labels[static_cast<std::size_t>(b)] = b % net.graph().num_classes();
+  }
+  net.forward(images.data(), labels.data(), batch, /*training=*/true, /*seed=*/1);
+
+  const auto names = golden.open_dataset("layer_names").read_strings();
+  const auto sizes = golden.open_dataset("layer_sizes").read<std::int64_t>();
+  const auto scales = golden.open_dataset("layer_scale").read<double>();
+  const auto torch32 = golden.open_dataset("layer_torch32_error").read<double>();
+  const auto torch32_rms = golden.open_dataset("layer_torch32_rms_error").read<double>();
+  const auto samples = golden.open_dataset("layer_sample").read<double>();
+  constexpr std::int64_t kSample = 256;
+  constexpr double kHalfUlp = 0x1p-24;  // of the largest entry, relative to it
+  std::size_t next = 0;                 // in samples
+  for (std::size_t layer = 0; layer < names.size(); ++layer) {
+    int node = -1;
+    for (int i = 0; i < static_cast<int>(net.graph().nodes().size()); ++i) {
+      if (net.graph().node(i).name == names[layer]) node = i;
+    }
+    ASSERT_GE(node, 0) << "no layer " << names[layer];
+    const auto actual = net.activation(node);
+    ASSERT_EQ(static_cast<std::int64_t>(actual.size()), sizes[layer]) << names[layer];
+    const std::int64_t count = std::min(sizes[layer], kSample);
+    double largest = 0, squares = 0;
+    for (std::int64_t j = 0; j < count; ++j) {
+      const auto i = static_cast<std::size_t>(j * sizes[layer] / count);
+      const double e = double{actual[i]} - samples.at(next + static_cast<std::size_t>(j));
+      largest = std::max(largest, std::fabs(e));
+      squares += e * e;
+    }
+    next += static_cast<std::size_t>(count);
+    largest /= scales[layer];
+    const double rms = std::sqrt(squares / static_cast<double>(count)) / scales[layer];
+    const double bound = torch32_rms[layer] > 0 ? 2 * torch32_rms[layer] : kHalfUlp;
+    EXPECT_LE(rms, bound) << names[layer] << ": root mean square error " << rms
+                          << ", float32 PyTorch's " << torch32_rms[layer];
+    std::printf(
+        "%s %-22s rms error: ours %.2e, float32 PyTorch %.2e (%.2fx); largest: %.2e, "
+        "%.2e (%.2fx)\n",
+        name.c_str(), names[layer].c_str(), rms, torch32_rms[layer],
+        torch32_rms[layer] > 0 ? rms / torch32_rms[layer] : 0.0, largest, torch32[layer],
+        torch32[layer] > 0 ? largest / torch32[layer] : 0.0);
+  }
+  EXPECT_EQ(next, samples.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, Layers, testing::ValuesIn(kLayerCases),
+                         [](const testing::TestParamInfo<std::string>& case_info) {
+                           std::string name = case_info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+TEST(Layers, EveryCaseWithLayersIsCompared) {
+  const auto cases = io::File::open(kGolden).open_group("cases");
+  std::vector<std::string> with_layers;
+  for (const auto& name : cases.member_names()) {
+    if (cases.open_group(name).has("layer_names")) with_layers.push_back(name);
+  }
+  std::sort(with_layers.begin(), with_layers.end());
+  auto expected = kLayerCases;
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(with_layers, expected);
+}
 
 TEST(Reference, CoversEveryModel) {
   const auto cases = io::File::open(kGolden).open_group("cases");
