@@ -10,9 +10,12 @@ memory (RSS) of training the mlp on Fashion-MNIST with mb-train-fmb and with the
                                                    [--rounds 3] [--isa AVX2]
 
 --isa LEVEL emulates an older CPU for both: it sets ONEDNN_MAX_CPU_ISA=LEVEL for bench_train and
-for PyTorch (whose convolutions run on the same oneDNN, Debian's libdnnl), and PyTorch's own
-kernels' ATEN_CPU_CAPABILITY (avx2 at AVX2, default at SSE41 and AVX). The default is the
-machine's full level. The header names the CPU, its vector extensions, and the levels in use.
+for PyTorch (which links the same oneDNN), and PyTorch's own kernels' ATEN_CPU_CAPABILITY (avx2 at
+AVX2, default at SSE41 and AVX). The default is the machine's full level. The header names the
+CPU, its vector extensions, the levels in use, and the BLAS Debian's PyTorch runs its dense
+layers on (libblas.so.3 as the alternatives system has it: with only the reference BLAS, libblas3,
+installed, its mlp and lenet figures are far below those of a pip PyTorch on the same CPU; its
+convolutions run on oneDNN either way).
 
 Output lines starting with '#' are headers; the table is whitespace-separated. The 2-thread rows
 need the machine's 2 cores to themselves: on a loaded machine they say little.
@@ -90,6 +93,12 @@ def torch_capability(env):
     return found.group(1) if found else "unknown"
 
 
+def torch_blas():
+    """The BLAS library Debian's PyTorch loads (libblas.so.3, through the alternatives system)."""
+    path = os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
+    return path if os.path.exists(path) else "unknown"
+
+
 def onednn_level(build, env):
     """The level oneDNN runs at in bench_train, from its verbose header ('isa:Intel AVX2')."""
     out = subprocess.run([os.path.join(build, "bin", "bench_train"),
@@ -149,6 +158,7 @@ def main():
     print(f"# ISA level: {args.isa} (ONEDNN_MAX_CPU_ISA={env.get('ONEDNN_MAX_CPU_ISA', 'unset')}, "
           f"ATEN_CPU_CAPABILITY={env.get('ATEN_CPU_CAPABILITY', 'unset')}): oneDNN runs at "
           f"{onednn_level(args.build, env)}, PyTorch's own kernels at {torch_capability(env)}")
+    print(f"# PyTorch's BLAS (its dense layers): {torch_blas()}")
     print(f"# {'workload':<10} {'batch':>5} {'threads':>7} {'torch':>7} {'torch range':>13} "
           f"{'mbkit':>7} {'mbkit range':>13} {'ratio':>6} {'best/best':>9} {'target':>7}")
     rates = {}
