@@ -7,9 +7,18 @@ same machine, and prints the median samples/s of each with their ratio. Also mea
 memory (RSS) of training the mlp on Fashion-MNIST with mb-train-fmb and with the anchor.
 
     /usr/bin/python3 tests/bench/compare_torch.py [--build build] [--anchors ../shared/anchors]
-                                                   [--rounds 3]
+                                                   [--rounds 3] [--isa AVX2]
 
-Output lines starting with '#' are headers; the table is whitespace-separated.
+--isa LEVEL emulates an older CPU for both: it sets ONEDNN_MAX_CPU_ISA=LEVEL for bench_train and
+for PyTorch (which links the same oneDNN), and PyTorch's own kernels' ATEN_CPU_CAPABILITY (avx2 at
+AVX2, default at SSE41 and AVX). The default is the machine's full level. The header names the
+CPU, its vector extensions, the levels in use, and the BLAS Debian's PyTorch runs its dense
+layers on (libblas.so.3 as the alternatives system has it: with only the reference BLAS, libblas3,
+installed, its mlp and lenet figures are far below those of a pip PyTorch on the same CPU; its
+convolutions run on oneDNN either way).
+
+Output lines starting with '#' are headers; the table is whitespace-separated. The 2-thread rows
+need the machine's 2 cores to themselves: on a loaded machine they say little.
 """
 
 import argparse
@@ -20,6 +29,23 @@ import statistics
 import subprocess
 import tempfile
 
+# --isa: oneDNN's names of instruction set levels (ONEDNN_MAX_CPU_ISA), and the matching
+# ATEN_CPU_CAPABILITY for PyTorch's own kernels (None: PyTorch's default, its best).
+ISA_LEVELS = {
+    "ALL": None,
+    "AVX512_CORE_AMX": None,
+    "AVX512_CORE_BF16": None,
+    "AVX512_CORE_VNNI": None,
+    "AVX512_CORE": None,
+    "AVX2_VNNI": "avx2",
+    "AVX2": "avx2",
+    "AVX": "default",
+    "SSE41": "default",
+}
+# The vector extensions the header lists, of those /proc/cpuinfo's flags name.
+CPU_FLAGS = ["sse4_1", "avx", "avx2", "fma", "avx_vnni", "avx512f", "avx512bw", "avx512vl",
+             "avx512_vnni", "avx512_bf16", "amx_tile"]
+
 # (anchor model, batch, threads, torch steps, mbkit benchmark name, target ratio against PyTorch)
 WORKLOADS = [
     ("mlp", 64, 1, 2000, "mlp/batch:64/threads:1", 2.0),
@@ -27,19 +53,73 @@ WORKLOADS = [
     ("resnet20", 128, 1, 15, "resnet20/batch:128/threads:1", 1.5),
     ("resnet20", 128, 2, 15, "resnet20/batch:128/threads:2", None),
 ]
+# (anchor model, batch, target speed-up of mbkit's 2 threads over its 1): rows of WORKLOADS
+SCALING = [("resnet20", 128, 1.7)]
 
 
-def torch_rate(anchors, model, batch, threads, steps):
+def isa_environment(level):
+    """The environment both sides run in at --isa `level`."""
+    env = dict(os.environ)
+    for name in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY"):
+        env.pop(name, None)
+    if level != "ALL":
+        env["ONEDNN_MAX_CPU_ISA"] = level
+        env["DNNL_MAX_CPU_ISA"] = level  # the name of oneDNN before 2.5
+    if ISA_LEVELS[level] is not None:
+        env["ATEN_CPU_CAPABILITY"] = ISA_LEVELS[level]
+    return env
+
+
+def cpu_description():
+    """'model name' of /proc/cpuinfo, family and model, and the vector extensions present."""
+    fields = {}
+    with open("/proc/cpuinfo") as cpuinfo:
+        for line in cpuinfo:
+            if not line.strip():
+                break  # the first processor is enough
+            key, _, value = line.partition(":")
+            fields[key.strip()] = value.strip()
+    flags = set(fields.get("flags", "").split())
+    present = [flag for flag in CPU_FLAGS if flag in flags]
+    return (f"{fields.get('model name', 'unknown')} (family {fields.get('cpu family', '?')}, model "
+            f"{fields.get('model', '?')}), {os.cpu_count()} CPUs; {' '.join(present)}")
+
+
+def torch_capability(env):
+    """PyTorch's report of the level its own kernels run at ('CPU capability usage: AVX2')."""
+    out = subprocess.run(["/usr/bin/python3", "-c", "import torch; print(torch.__config__.show())"],
+                         capture_output=True, text=True, check=True, env=env).stdout
+    found = re.search(r"CPU capability usage: (.+)", out)
+    return found.group(1) if found else "unknown"
+
+
+def torch_blas():
+    """The BLAS library Debian's PyTorch loads (libblas.so.3, through the alternatives system)."""
+    path = os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
+    return path if os.path.exists(path) else "unknown"
+
+
+def onednn_level(build, env):
+    """The level oneDNN runs at in bench_train, from its verbose header ('isa:Intel AVX2')."""
+    out = subprocess.run([os.path.join(build, "bin", "bench_train"),
+                          "--benchmark_filter=^lenet/batch:64/threads:1/",
+                          "--benchmark_min_time=0.001"], capture_output=True, text=True, check=True,
+                         env=dict(env, ONEDNN_VERBOSE="1")).stdout
+    found = re.search(r"onednn_verbose,info,cpu,isa:(.*)", out)
+    return found.group(1).strip() if found else "unknown"
+
+
+def torch_rate(anchors, model, batch, threads, steps, env):
     out = subprocess.run(["/usr/bin/python3", os.path.join(anchors, "torch_bench.py"), model, str(batch), str(threads),
-                          str(steps)], capture_output=True, text=True, check=True).stdout
+                          str(steps)], capture_output=True, text=True, check=True, env=env).stdout
     return float(re.search(r"samples_per_s=([0-9.]+)", out).group(1))
 
 
-def mbkit_rate(build, name):
+def mbkit_rate(build, name, env):
     out = subprocess.run([os.path.join(build, "bin", "bench_train"),
                           f"--benchmark_filter=^{re.escape(name)}/", "--benchmark_min_time=2",
                           "--benchmark_format=csv"],
-                         capture_output=True, text=True, check=True).stdout
+                         capture_output=True, text=True, check=True, env=env).stdout
     # Google Benchmark's CSV: a header line, then one line per benchmark ("name/real_time", ...).
     rows = list(csv.reader(out[out.index("name,iterations"):].splitlines()))
     column = rows[0].index("items_per_second")
@@ -66,26 +146,47 @@ def main():
     parser.add_argument("--build", default=os.path.join(source, "build"))
     parser.add_argument("--anchors", default=os.path.join(source, "..", "shared", "anchors"))
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--isa", default="ALL", type=str.upper, choices=list(ISA_LEVELS),
+                        help="instruction set level to emulate (ONEDNN_MAX_CPU_ISA); default: all "
+                        "the machine has")
     args = parser.parse_args()
+    env = isa_environment(args.isa)
 
     print(f"# mbkit vs PyTorch, training throughput (samples/s), {args.rounds} alternating rounds:"
           " medians, and the ranges over rounds")
+    print(f"# CPU: {cpu_description()}")
+    print(f"# ISA level: {args.isa} (ONEDNN_MAX_CPU_ISA={env.get('ONEDNN_MAX_CPU_ISA', 'unset')}, "
+          f"ATEN_CPU_CAPABILITY={env.get('ATEN_CPU_CAPABILITY', 'unset')}): oneDNN runs at "
+          f"{onednn_level(args.build, env)}, PyTorch's own kernels at {torch_capability(env)}")
+    print(f"# PyTorch's BLAS (its dense layers): {torch_blas()}")
     print(f"# {'workload':<10} {'batch':>5} {'threads':>7} {'torch':>7} {'torch range':>13} "
           f"{'mbkit':>7} {'mbkit range':>13} {'ratio':>6} {'best/best':>9} {'target':>7}")
     rates = {}
     for model, batch, threads, steps, name, target in WORKLOADS:
         torch, ours = [], []
         for _ in range(args.rounds):
-            torch.append(torch_rate(args.anchors, model, batch, threads, steps))
-            ours.append(mbkit_rate(args.build, name))
+            torch.append(torch_rate(args.anchors, model, batch, threads, steps, env))
+            ours.append(mbkit_rate(args.build, name, env))
         t, m = statistics.median(torch), statistics.median(ours)
-        rates[(model, threads)] = m
+        rates[(model, threads)] = (torch, ours)
         print(f"  {model:<10} {batch:>5} {threads:>7} {t:>7.0f} "
               f"{f'{min(torch):.0f}-{max(torch):.0f}':>13} {m:>7.0f} "
               f"{f'{min(ours):.0f}-{max(ours):.0f}':>13} {m / t:>6.2f} "
               f"{max(ours) / max(torch):>9.2f} {'' if target is None else f'>={target}':>7}")
-    scaling = rates[("resnet20", 2)] / rates[("resnet20", 1)]
-    print(f"# resnet20 batch 128, mbkit 2 threads / 1 thread: {scaling:.2f} (target >= 1.7)")
+    # Thread scaling: 2 threads against 1 for each side, the ratio of medians (ranges: the
+    # ratios of the same rounds); the ratio column compares mbkit's scaling with PyTorch's.
+    for model, batch, target in SCALING:
+        (torch1, ours1), (torch2, ours2) = rates[(model, 1)], rates[(model, 2)]
+        t = statistics.median(torch2) / statistics.median(torch1)
+        m = statistics.median(ours2) / statistics.median(ours1)
+        t_rounds = [b / a for a, b in zip(torch1, torch2)]
+        m_rounds = [b / a for a, b in zip(ours1, ours2)]
+        print(f"  {model:<10} {batch:>5} {'2/1':>7} {t:>7.2f} "
+              f"{f'{min(t_rounds):.2f}-{max(t_rounds):.2f}':>13} {m:>7.2f} "
+              f"{f'{min(m_rounds):.2f}-{max(m_rounds):.2f}':>13} {m / t:>6.2f} {'':>9} "
+              f"{f'>={target}':>7}")
+    print("# threads 2/1: the speed-up of 2 threads over 1 (torch and mbkit columns); its target "
+          "is mbkit's own")
 
     # Peak memory of a real run: the mlp on Fashion-MNIST for one epoch.
     with tempfile.TemporaryDirectory() as work:

@@ -1,12 +1,41 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <set>
+#include <utility>
 
 #include "cpu_internal.hpp"
 #include "mbkit/backend/cpu.hpp"
 #include "mbkit/util/check.hpp"
+#include "mbkit/util/log.hpp"
 
 namespace mbkit::backend::cpu {
+namespace {
+
+std::string isa_name() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "AVX-512 + AMX";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "AVX-512 bf16";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "AVX-512 VNNI";
+    case dnnl::cpu_isa::avx512_core:
+      return "AVX-512";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "AVX2 VNNI";
+    case dnnl::cpu_isa::avx2:
+      return "AVX2";
+    case dnnl::cpu_isa::avx:
+      return "AVX";
+    case dnnl::cpu_isa::sse41:
+      return "SSE4.1";
+    default:
+      return "generic";
+  }
+}
+
+}  // namespace
 
 void CpuTensor::allocate(const memory::desc& desc, const Context& context) {
   desc_ = desc;
@@ -49,8 +78,33 @@ memory::desc param_desc(const std::vector<std::int64_t>& shape) {
   return memory::desc(dims, memory::data_type::f32, kTags[dims.size()]);
 }
 
-Reorder::Reorder(const Context& context, const memory::desc& from, const memory::desc& to)
-    : primitive_(dnnl::reorder::primitive_desc(context.engine, from, context.engine, to)) {}
+bool is_reference(const dnnl::primitive_desc_base& pd) {
+  return is_reference_impl(pd.impl_info_str());
+}
+
+void Context::record(std::string_view primitive, const dnnl::primitive_desc_base& pd) {
+  if (layer == nullptr) return;  // the backend's own copies (read, write)
+  PrimitiveImpl impl{layer->name, std::string(primitive), batch, pd.impl_info_str(), false};
+  impl.reference = is_reference_impl(impl.impl);
+  if (impl.reference) {
+    // Once per layer and primitive, whatever the number of batch sizes.
+    const bool first = std::none_of(built.begin(), built.end(), [&](const PrimitiveImpl& other) {
+      return other.reference && other.layer == impl.layer && other.primitive == impl.primitive;
+    });
+    if (first) {
+      log::warn(cat("layer ", impl.layer, ": oneDNN has only its reference implementation (",
+                    impl.impl, ") of ", impl.primitive, " for this shape on this CPU (", isa_name(),
+                    "); it is slow"));
+    }
+  }
+  built.push_back(std::move(impl));
+}
+
+Reorder::Reorder(Context& context, const memory::desc& from, const memory::desc& to) {
+  const dnnl::reorder::primitive_desc pd(context.engine, from, context.engine, to);
+  context.record("reorder", pd);
+  primitive_ = dnnl::reorder(pd);
+}
 
 void Reorder::run(const Context& context, const memory& from, const memory& to) const {
   primitive_.execute(context.stream, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
@@ -68,9 +122,25 @@ namespace {
            " (status ", static_cast<int>(error.status), ")"));
 }
 
+/// Makes `node` the context's current layer (see Context::layer) while it lives.
+class CurrentLayer {
+ public:
+  CurrentLayer(Context& context, const nn::Node& node, int batch) : context_(context) {
+    context.layer = &node;
+    context.batch = batch;
+  }
+  ~CurrentLayer() { context_.layer = nullptr; }
+  CurrentLayer(const CurrentLayer&) = delete;
+  CurrentLayer& operator=(const CurrentLayer&) = delete;
+
+ private:
+  Context& context_;
+};
+
 }  // namespace
 
 void CpuKernel::prepare(int batch, std::span<nn::Tensor* const> inputs, nn::Tensor& output) {
+  const CurrentLayer current(context_, node_, batch);
   try {
     do_prepare(batch, inputs, cpu(output));
   } catch (const dnnl::error& error) {
@@ -79,6 +149,7 @@ void CpuKernel::prepare(int batch, std::span<nn::Tensor* const> inputs, nn::Tens
 }
 
 void CpuKernel::forward(nn::KernelArgs& args) {
+  const CurrentLayer current(context_, node_, args.batch);
   try {
     do_forward(args);
   } catch (const dnnl::error& error) {
@@ -87,6 +158,7 @@ void CpuKernel::forward(nn::KernelArgs& args) {
 }
 
 void CpuKernel::backward(nn::KernelArgs& args) {
+  const CurrentLayer current(context_, node_, args.batch);
   try {
     do_backward(args);
   } catch (const dnnl::error& error) {
@@ -110,6 +182,8 @@ class CpuBackend final : public nn::Backend {
   }
 
   int threads() const override { return threads_; }
+
+  const std::vector<PrimitiveImpl>& built() const { return context_.built; }
 
   std::unique_ptr<nn::Kernel> make_kernel(const nn::Graph& graph, int index) override {
     const nn::Node& node = graph.node(index);
@@ -184,29 +258,6 @@ class CpuBackend final : public nn::Backend {
   }
 
  private:
-  static std::string isa_name() {
-    switch (dnnl::get_effective_cpu_isa()) {
-      case dnnl::cpu_isa::avx512_core_amx:
-        return "AVX-512 + AMX";
-      case dnnl::cpu_isa::avx512_core_bf16:
-        return "AVX-512 bf16";
-      case dnnl::cpu_isa::avx512_core_vnni:
-        return "AVX-512 VNNI";
-      case dnnl::cpu_isa::avx512_core:
-        return "AVX-512";
-      case dnnl::cpu_isa::avx2_vnni:
-        return "AVX2 VNNI";
-      case dnnl::cpu_isa::avx2:
-        return "AVX2";
-      case dnnl::cpu_isa::avx:
-        return "AVX";
-      case dnnl::cpu_isa::sse41:
-        return "SSE4.1";
-      default:
-        return "generic";
-    }
-  }
-
   mutable Context context_;
   int threads_ = 1;
 };
@@ -218,6 +269,16 @@ namespace mbkit::backend {
 
 std::unique_ptr<nn::Backend> make_cpu_backend(int threads) {
   return std::make_unique<cpu::CpuBackend>(threads);
+}
+
+bool is_reference_impl(std::string_view impl) {
+  return impl.starts_with("ref");
+}
+
+std::vector<PrimitiveImpl> implementations(const nn::Backend& backend) {
+  const auto* cpu_backend = dynamic_cast<const cpu::CpuBackend*>(&backend);
+  MBKIT_CHECK(cpu_backend != nullptr, "implementations() of a backend that is not the CPU one");
+  return cpu_backend->built();
 }
 
 }  // namespace mbkit::backend

@@ -64,6 +64,8 @@ class EltwiseKernel final : public CpuKernel {
     output.allocate(forward_pd.dst_desc(), context_);
     dnnl::eltwise_backward::primitive_desc backward_pd(
         {algorithm_, output.desc(), output.desc(), 0.f, 0.f}, context_.engine, forward_pd);
+    record(cat(nn::op_name(node_.op), " forward"), forward_pd);
+    record(cat(nn::op_name(node_.op), " backward"), backward_pd);
     plans_[batch] = {dnnl::eltwise_forward(forward_pd), dnnl::eltwise_backward(backward_pd)};
   }
 
@@ -294,8 +296,9 @@ class LossKernel final : public CpuKernel {
     }
     // Inference kind: the gradient (p - onehot) is formed here, not by a backward primitive.
     const dnnl::logsoftmax_forward::desc desc(dnnl::prop_kind::forward_inference, rows, 1);
-    plan.log_softmax =
-        dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(desc, context_.engine));
+    const dnnl::logsoftmax_forward::primitive_desc pd(desc, context_.engine);
+    record("log-softmax", pd);
+    plan.log_softmax = dnnl::logsoftmax_forward(pd);
     plan.losses.resize(static_cast<std::size_t>(batch));
     plans_[batch] = std::move(plan);
   }

@@ -6,26 +6,70 @@
 // plain (N, features) rows. Parameters stay in their canonical layout in the flat buffer;
 // convolution weights are reordered into the blocked layout at each forward pass (cheap next to
 // the activations) and their gradients back.
+//
+// Every primitive is built through Context::record, which keeps oneDNN's implementation name;
+// where oneDNN offers a reference implementation for a layout, the kernel asks again with
+// others (first_fast) and reorders to them.
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
+#include "mbkit/backend/cpu.hpp"
 #include "mbkit/nn/backend.hpp"
 
 namespace mbkit::backend::cpu {
 
 using dnnl::memory;
 
-/// The engine and stream every kernel of one backend shares.
+/// The engine and stream every kernel of one backend shares, and what they built.
 struct Context {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
+  /// Every primitive built so far, in the order built.
+  std::vector<PrimitiveImpl> built;
+  /// The layer whose kernel is preparing or running (null outside), and its batch: primitives
+  /// built meanwhile, reorders included, are recorded as its.
+  const nn::Node* layer = nullptr;
+  int batch = 0;
+
+  /// Records the implementation of `pd` for the current layer; warns (once per layer and
+  /// primitive) when it is a reference one.
+  void record(std::string_view primitive, const dnnl::primitive_desc_base& pd);
 };
+
+bool is_reference(const dnnl::primitive_desc_base& pd);
+
+/// The first of `candidates` (functions that make a primitive descriptor with another algorithm
+/// or other memory formats, preferred first) that oneDNN implements with other than a reference
+/// implementation; candidates it does not implement at all are skipped. When every one is a
+/// reference, the first that exists is returned (and record() warns about it).
+template <class PrimitiveDesc>
+PrimitiveDesc first_fast(std::initializer_list<std::function<PrimitiveDesc()>> candidates) {
+  std::optional<PrimitiveDesc> fallback;
+  std::optional<dnnl::error> failure;
+  for (const auto& make : candidates) {
+    try {
+      PrimitiveDesc pd = make();
+      if (!is_reference(pd)) return pd;
+      if (!fallback) fallback = std::move(pd);
+    } catch (const dnnl::error& error) {
+      if (error.status != dnnl_unimplemented) throw;
+      if (!failure) failure = error;
+    }
+  }
+  if (fallback) return *std::move(fallback);
+  throw *failure;
+}
 
 class CpuTensor final : public nn::Tensor {
  public:
@@ -64,7 +108,8 @@ memory::desc param_desc(const std::vector<std::int64_t>& shape);
 class Reorder {
  public:
   Reorder() = default;
-  Reorder(const Context& context, const memory::desc& from, const memory::desc& to);
+  /// Builds the reorder (recorded as the current layer's).
+  Reorder(Context& context, const memory::desc& from, const memory::desc& to);
   explicit operator bool() const { return static_cast<bool>(primitive_); }
   void run(const Context& context, const memory& from, const memory& to) const;
 
@@ -86,6 +131,10 @@ class CpuKernel : public nn::Kernel {
   virtual void do_forward(nn::KernelArgs& args) = 0;
   virtual void do_backward(nn::KernelArgs& args) = 0;
   void execute(const dnnl::primitive& primitive, const std::unordered_map<int, memory>& args);
+  /// Records the implementation of a primitive this kernel built (see Context::record).
+  void record(std::string_view primitive, const dnnl::primitive_desc_base& pd) {
+    context_.record(primitive, pd);
+  }
   Context& context_;
   const nn::Node& node_;
 };

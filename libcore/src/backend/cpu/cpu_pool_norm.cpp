@@ -38,6 +38,7 @@ class PoolKernel final : public CpuKernel {
         {prop_kind::forward_training, algorithm_, input.desc(), dst_any, strides_, kernel_,
          padding_l_, padding_r_},
         context_.engine);
+    record("pooling forward", forward_pd);
     plan.forward = dnnl::pooling_forward(forward_pd);
     output.allocate(forward_pd.dst_desc(), context_);
     if (algorithm_ == algorithm::pooling_max) {
@@ -46,6 +47,7 @@ class PoolKernel final : public CpuKernel {
     dnnl::pooling_backward::primitive_desc backward_pd(
         {algorithm_, input.desc(), output.desc(), strides_, kernel_, padding_l_, padding_r_},
         context_.engine, forward_pd);
+    record("pooling backward", backward_pd);
     plan.backward = dnnl::pooling_backward(backward_pd);
     plans_[batch] = std::move(plan);
   }
@@ -206,6 +208,7 @@ class BatchNormKernel final : public CpuKernel {
         {prop_kind::forward_inference, input.desc(), epsilon,
          scale_shift | flags::use_global_stats},
         context_.engine);
+    record("batch norm forward (inference)", inference_pd);
     plan.inference = dnnl::batch_normalization_forward(inference_pd);
     if (!plan.layout.from(input.desc())) {
       // Another layout: the statistics are computed on a plain copy.
@@ -217,6 +220,7 @@ class BatchNormKernel final : public CpuKernel {
     dnnl::batch_normalization_backward::primitive_desc backward_pd(
         {prop_kind::backward, input.desc(), input.desc(), epsilon, scale_shift}, context_.engine,
         training_pd);
+    record("batch norm backward", backward_pd);
     plan.backward = dnnl::batch_normalization_backward(backward_pd);
     plan.mean = memory(training_pd.mean_desc(), context_.engine);
     plan.variance = memory(training_pd.variance_desc(), context_.engine);

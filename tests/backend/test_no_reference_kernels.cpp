@@ -1,0 +1,126 @@
+// No layer of any zoo model runs one of oneDNN's reference implementations ("ref:any") in a
+// training step or an evaluation: they are correct but 10 to 1000 times slower than its jit
+// kernels, and whether oneDNN offers one depends on the CPU's instruction set and on the memory
+// formats asked for (the AVX2 weight-gradient kernel wants channel-blocked sources; SSE4.1 has
+// jit backward kernels only through gemm, on plain layouts). The test checks the level this
+// process runs at; CI runs the binary again under ONEDNN_MAX_CPU_ISA=AVX2, SSE41, ... to
+// emulate older CPUs.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "mbkit/backend/cpu.hpp"
+#include "mbkit/models/zoo.hpp"
+#include "mbkit/nn/network.hpp"
+#include "mbkit/util/random.hpp"
+#include "mbkit/util/strings.hpp"
+
+namespace mbkit::backend {
+namespace {
+
+/// The input and class count a model is made for (as in tests/models).
+struct Usual {
+  nn::Dims input;
+  int classes;
+};
+
+Usual usual_for(const std::string& model) {
+  if (model == "resnet50") return {{3, 224, 224}, 1000};
+  if (model == "resnet18") return {{3, 32, 32}, 100};
+  if (starts_with(model, "resnet") || model == "cifar10-cnn") return {{3, 32, 32}, 10};
+  if (starts_with(model, "toy")) return {{1, 10, 10}, 10};
+  return {{1, 28, 28}, 10};
+}
+
+struct Built {
+  std::vector<PrimitiveImpl> primitives;
+  std::string backend;  ///< its description: oneDNN's version, the ISA level, the threads
+};
+
+/// A training step at `batch`, then evaluations at `batch` and at 1 (the last, short batch of
+/// an evaluation), on a fresh CPU backend; returns what it built.
+Built built_by_a_step(const std::string& model, int threads, int batch) {
+  const Usual usual = usual_for(model);
+  auto backend = make_cpu_backend(threads);
+  models::ModelConfig config;
+  config.name = model;
+  nn::Network net(models::build_model(config, usual.input, usual.classes), *backend);
+  net.initialize(1);
+  Rng rng(2);
+  std::vector<float> images(static_cast<std::size_t>(batch * usual.input.size()));
+  for (auto& value : images) value = static_cast<float>(rng.normal());
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(batch));
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    labels[i] = static_cast<std::int32_t>(i % static_cast<std::size_t>(usual.classes));
+  }
+  net.forward(images.data(), labels.data(), batch, /*training=*/true, 3);
+  net.backward(1.0 / batch);
+  net.forward(images.data(), labels.data(), batch, /*training=*/false);
+  net.forward(images.data(), labels.data(), 1, /*training=*/false);
+  return {implementations(*backend), backend->description()};
+}
+
+class NoReferenceKernels : public testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(NoReferenceKernels, InATrainingStepAndAnEvaluation) {
+  const auto& [model, threads] = GetParam();
+  // resnet50 takes ImageNet-sized images: a smaller batch keeps the step short.
+  const int batch = model == "resnet50" ? 2 : 8;
+  const Built built = built_by_a_step(model, threads, batch);
+  ASSERT_FALSE(built.primitives.empty()) << model;
+  for (const PrimitiveImpl& impl : built.primitives) {
+    EXPECT_FALSE(impl.reference) << model << ", layer " << impl.layer << ", " << impl.primitive
+                                 << " at batch " << impl.batch << ": oneDNN's " << impl.impl << " ("
+                                 << built.backend << ")";
+  }
+}
+
+std::string test_name(const testing::TestParamInfo<std::tuple<std::string, int>>& info) {
+  std::string name = std::get<0>(info.param);
+  for (char& c : name) c = c == '-' ? '_' : c;
+  return cat(name, "_threads", std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, NoReferenceKernels,
+                         testing::Combine(testing::ValuesIn(models::model_names()),
+                                          testing::Values(1, 2)),
+                         test_name);
+
+TEST(NoReferenceKernels, EveryPrimitiveIsRecordedWithItsLayer) {
+  // mnist-cnn: the first convolution needs no input gradient, the second does; every
+  // primitive of the step is listed under its layer.
+  const Built built = built_by_a_step("mnist-cnn", 1, 4);
+  std::set<std::string> seen;
+  for (const PrimitiveImpl& impl : built.primitives) {
+    EXPECT_FALSE(impl.impl.empty()) << impl.layer << " " << impl.primitive;
+    EXPECT_EQ(impl.reference, is_reference_impl(impl.impl));
+    EXPECT_TRUE(impl.batch == 4 || impl.batch == 1) << impl.batch;
+    seen.insert(cat(impl.layer, ": ", impl.primitive));
+  }
+  for (const char* expected :
+       {"conv1: convolution forward", "conv1: convolution backward weights",
+        "conv2: convolution forward", "conv2: convolution backward weights",
+        "conv2: convolution backward data", "pool1: pooling forward", "pool1: pooling backward",
+        "relu1: relu forward", "relu1: relu backward", "loss: log-softmax"}) {
+    EXPECT_TRUE(seen.count(expected)) << expected << " not recorded; recorded: " << [&] {
+      std::string all;
+      for (const auto& entry : seen) all += entry + "; ";
+      return all;
+    }();
+  }
+  EXPECT_FALSE(seen.count("conv1: convolution backward data")) << "the input needs no gradient";
+}
+
+TEST(NoReferenceKernels, ReferenceNamesAreRecognised) {
+  EXPECT_TRUE(is_reference_impl("ref:any"));
+  EXPECT_TRUE(is_reference_impl("ref_fused:any"));
+  EXPECT_FALSE(is_reference_impl("jit:avx2"));
+  EXPECT_FALSE(is_reference_impl("x64:gemm:jit"));
+  EXPECT_FALSE(is_reference_impl("brg:avx512_core"));
+}
+
+}  // namespace
+}  // namespace mbkit::backend
