@@ -2,6 +2,8 @@
 // as PyTorch's Linear, so Y = X W^T + b reads it in place.
 #include <oneapi/dnnl/dnnl.h>
 
+#include <algorithm>
+
 #include "cpu_internal.hpp"
 #include "mbkit/util/check.hpp"
 
@@ -54,13 +56,19 @@ class DenseKernel final : public CpuKernel {
     MBKIT_DNNL_CHECK(
         dnnl_sgemm('T', 'N', out, in, n, 1.0f, dy, out, x, in, 0.0f, args.param_grads[0], in));
     if (node_.bias) {
-      // db = column sums of dY, each summed in row order (deterministic).
+      // db = column sums of dY, each summed in row order (deterministic). The rows are read in
+      // order, adding a block of columns at once, so the additions run across the columns.
       float* db = args.param_grads[1];
-#pragma omp parallel for schedule(static)
-      for (dnnl_dim_t j = 0; j < out; ++j) {
-        float sum = 0.0f;
-        for (dnnl_dim_t i = 0; i < n; ++i) sum += dy[i * out + j];
-        db[j] = sum;
+      constexpr dnnl_dim_t kBlock = 256;
+#pragma omp parallel for schedule(static) if (out > kBlock)
+      for (dnnl_dim_t first = 0; first < out; first += kBlock) {
+        const dnnl_dim_t width = std::min(kBlock, out - first);
+        float sums[kBlock] = {};
+        for (dnnl_dim_t i = 0; i < n; ++i) {
+          const float* row = dy + i * out + first;
+          for (dnnl_dim_t j = 0; j < width; ++j) sums[j] += row[j];
+        }
+        std::copy(sums, sums + width, db + first);
       }
     }
     if (args.input_grads[0] != nullptr) {
