@@ -3,9 +3,16 @@
 // 0.9 and lr 0.01) on a batch already in memory, so the two measure the same thing. The rate
 // is reported as items_per_second = samples/s. compare_torch.py runs both and prints ratios.
 //
+// bound/mlp_sgemm is the bound of the mlp step: only the dnnl_sgemm calls one step of the mlp
+// makes (the dense layers' shapes, transposes and beta; no input gradient for the first layer),
+// in the same samples/s. The step's own time beyond them is what mbkit adds.
+//
 //   bench_train --benchmark_filter='^mlp/batch:64/threads:1/'     (workload/batch/threads)
 #include <benchmark/benchmark.h>
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 
+#include <stdexcept>
 #include <string>
 
 #include "mbkit/backend/cpu.hpp"
@@ -62,6 +69,76 @@ void train_step(benchmark::State& state, const Workload& workload) {
   state.counters["threads"] = threads;
 }
 
+/// The dnnl_sgemm calls of one training step of the mlp (as DenseKernel makes them), on buffers
+/// of the step's sizes, with the inputs cycled through eight batches as train_step does.
+void mlp_sgemm_bound(benchmark::State& state) {
+  const int batch = static_cast<int>(state.range(0));
+  const int threads = static_cast<int>(state.range(1));
+  omp_set_num_threads(threads);
+  mbkit::models::ModelConfig config;
+  config.name = "mlp";
+  const mbkit::nn::Graph graph = mbkit::models::build_model(config, {1, 28, 28}, 10);
+  struct Layer {
+    dnnl_dim_t in, out;
+    bool bias, input_grad;
+    std::vector<float> weight, weight_grad, output, output_grad, input_grad_rows;
+  };
+  std::vector<Layer> layers;
+  bool parameters_before = false;  // a layer's input needs a gradient when one before has any
+  for (const auto& node : graph.nodes()) {
+    if (node.op == mbkit::nn::Op::kDense) {
+      Layer layer{
+          node.params[0].shape[1], node.units, node.bias, parameters_before, {}, {}, {}, {}, {}};
+      layers.push_back(std::move(layer));
+    }
+    parameters_before = parameters_before || !node.params.empty();
+  }
+  mbkit::Rng rng(0);
+  const auto fill = [&rng](std::vector<float>& values, std::size_t size) {
+    values.resize(size);
+    for (auto& v : values) v = static_cast<float>(0.05 * rng.normal());
+  };
+  const auto n = static_cast<std::size_t>(batch);
+  std::vector<float> images;
+  fill(images, 8 * n * static_cast<std::size_t>(layers.front().in));
+  for (auto& layer : layers) {
+    const auto in = static_cast<std::size_t>(layer.in), out = static_cast<std::size_t>(layer.out);
+    fill(layer.weight, out * in);
+    fill(layer.weight_grad, out * in);
+    fill(layer.output, n * out);
+    fill(layer.output_grad, n * out);
+    if (layer.input_grad) fill(layer.input_grad_rows, n * in);
+  }
+  const auto check = [](dnnl_status_t status) {
+    if (status != dnnl_success) throw std::runtime_error("dnnl_sgemm failed");
+  };
+  auto step = [&](std::size_t i) {
+    const float* x = images.data() + (i % 8) * n * static_cast<std::size_t>(layers.front().in);
+    const float* input = x;
+    for (auto& l : layers) {  // Y = X W^T (+ the bias Y starts from)
+      check(dnnl_sgemm('N', 'T', batch, l.out, l.in, 1.0f, input, l.in, l.weight.data(), l.in,
+                       l.bias ? 1.0f : 0.0f, l.output.data(), l.out));
+      input = l.output.data();
+    }
+    for (std::size_t k = layers.size(); k-- > 0;) {
+      Layer& l = layers[k];
+      input = k == 0 ? x : layers[k - 1].output.data();
+      // dW = dY^T X, then dX = dY W where the input needs a gradient.
+      check(dnnl_sgemm('T', 'N', l.out, l.in, batch, 1.0f, l.output_grad.data(), l.out, input, l.in,
+                       0.0f, l.weight_grad.data(), l.in));
+      if (l.input_grad) {
+        check(dnnl_sgemm('N', 'N', batch, l.in, l.out, 1.0f, l.output_grad.data(), l.out,
+                         l.weight.data(), l.in, 0.0f, l.input_grad_rows.data(), l.in));
+      }
+    }
+  };
+  for (std::size_t i = 0; i < 10; ++i) step(i);
+  std::size_t i = 0;
+  for (auto _ : state) step(i++);
+  state.SetItemsProcessed(state.iterations() * batch);
+  state.counters["threads"] = threads;
+}
+
 void register_all() {
   for (const auto& workload : kWorkloads) {
     auto* bench = benchmark::RegisterBenchmark(
@@ -70,6 +147,12 @@ void register_all() {
     bench->ArgNames({"batch", "threads"})->Args({batch, 1})->Args({batch, 2})->UseRealTime();
     bench->Unit(benchmark::kMillisecond);
   }
+  benchmark::RegisterBenchmark("bound/mlp_sgemm", mlp_sgemm_bound)
+      ->ArgNames({"batch", "threads"})
+      ->Args({64, 1})
+      ->Args({64, 2})
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace

@@ -6,6 +6,11 @@ Runs ../shared/anchors/torch_bench.py (PyTorch, Debian's python3-torch) and buil
 same machine, and prints the median samples/s of each with their ratio. Also measures the peak
 memory (RSS) of training the mlp on Fashion-MNIST with mb-train-fmb and with the anchor.
 
+The mlp's target is its bound, not PyTorch: bench_train's bound/mlp_sgemm times only the
+dnnl_sgemm calls one mlp step makes (at the dense layers' shapes and transposes), in the same
+rounds; mbkit/bound should be at least 0.90. The bound runs under the same environment, so
+ONEDNN_MAX_CPU_ISA caps it as it caps mbkit.
+
     /usr/bin/python3 tests/bench/compare_torch.py [--build build] [--anchors ../shared/anchors]
                                                    [--rounds 3] [--isa AVX2]
 
@@ -48,13 +53,19 @@ CPU_FLAGS = ["sse4_1", "avx", "avx2", "fma", "avx_vnni", "avx512f", "avx512bw", 
 
 # (anchor model, batch, threads, torch steps, mbkit benchmark name, target ratio against PyTorch)
 WORKLOADS = [
-    ("mlp", 64, 1, 2000, "mlp/batch:64/threads:1", 2.0),
+    ("mlp", 64, 1, 2000, "mlp/batch:64/threads:1", None),
     ("lenet", 64, 1, 60, "lenet/batch:64/threads:1", 1.3),
     ("resnet20", 128, 1, 15, "resnet20/batch:128/threads:1", 1.5),
     ("resnet20", 128, 2, 15, "resnet20/batch:128/threads:2", None),
 ]
 # (anchor model, batch, target speed-up of mbkit's 2 threads over its 1): rows of WORKLOADS
 SCALING = [("resnet20", 128, 1.7)]
+
+# mbkit benchmark -> (its bound: a bench_train benchmark timing only what limits it, the target
+# mbkit/bound)
+BOUNDS = {
+    "mlp/batch:64/threads:1": ("bound/mlp_sgemm/batch:64/threads:1", 0.90),
+}
 
 
 def isa_environment(level):
@@ -162,17 +173,27 @@ def main():
     print(f"# {'workload':<10} {'batch':>5} {'threads':>7} {'torch':>7} {'torch range':>13} "
           f"{'mbkit':>7} {'mbkit range':>13} {'ratio':>6} {'best/best':>9} {'target':>7}")
     rates = {}
+    bound_lines = []
     for model, batch, threads, steps, name, target in WORKLOADS:
-        torch, ours = [], []
+        torch, ours, bound = [], [], []
         for _ in range(args.rounds):
             torch.append(torch_rate(args.anchors, model, batch, threads, steps, env))
             ours.append(mbkit_rate(args.build, name, env))
+            if name in BOUNDS:
+                bound.append(mbkit_rate(args.build, BOUNDS[name][0], env))
         t, m = statistics.median(torch), statistics.median(ours)
         rates[(model, threads)] = (torch, ours)
         print(f"  {model:<10} {batch:>5} {threads:>7} {t:>7.0f} "
               f"{f'{min(torch):.0f}-{max(torch):.0f}':>13} {m:>7.0f} "
               f"{f'{min(ours):.0f}-{max(ours):.0f}':>13} {m / t:>6.2f} "
               f"{max(ours) / max(torch):>9.2f} {'' if target is None else f'>={target}':>7}")
+        if bound:
+            b = statistics.median(bound)
+            per_round = [o / r for o, r in zip(ours, bound)]
+            bound_lines.append(
+                f"  {model:<10} {batch:>5} {threads:>7} {b:>7.0f} {f'{min(bound):.0f}-{max(bound):.0f}':>13} "
+                f"{m / b:>11.2f} {f'{min(per_round):.2f}-{max(per_round):.2f}':>11} "
+                f"{f'>={BOUNDS[name][1]:.2f}':>7}  ({BOUNDS[name][0]})")
     # Thread scaling: 2 threads against 1 for each side, the ratio of medians (ranges: the
     # ratios of the same rounds); the ratio column compares mbkit's scaling with PyTorch's.
     for model, batch, target in SCALING:
@@ -187,6 +208,13 @@ def main():
               f"{f'>={target}':>7}")
     print("# threads 2/1: the speed-up of 2 threads over 1 (torch and mbkit columns); its target "
           "is mbkit's own")
+    if bound_lines:
+        print("# mbkit against its bound (samples/s of the bound; mbkit/bound of the medians, and"
+              " its range over rounds)")
+        print(f"# {'workload':<10} {'batch':>5} {'threads':>7} {'bound':>7} {'bound range':>13} "
+              f"{'mbkit/bound':>11} {'range':>11} {'target':>7}")
+        for line in bound_lines:
+            print(line)
 
     # Peak memory of a real run: the mlp on Fashion-MNIST for one epoch.
     with tempfile.TemporaryDirectory() as work:

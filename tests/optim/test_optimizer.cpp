@@ -60,6 +60,24 @@ TEST(Sgd, WeightDecayAddsItsShareOfTheParameterToTheGradient) {
   EXPECT_FLOAT_EQ(params[0], 1.93f);  // 2 - 0.1 * (0.5 + 0.1 * 2)
 }
 
+TEST(Momentum, WeightDecayAddsItsShareOfTheParameterToTheGradient) {
+  auto config = config_for("momentum");
+  config.momentum = 0.9;
+  config.weight_decay = 0.1;
+  auto momentum = make_optimizer(config, 1);
+  std::vector<float> params{2.0f};
+  const std::vector<float> grads{0.5f};
+  momentum->step(params, grads, 0.1);  // a = 0.5 + 0.1 * 2 = 0.7
+  EXPECT_FLOAT_EQ(params[0], 1.93f);
+  momentum->step(params, grads, 0.1);  // a = 0.9 * 0.7 + 0.5 + 0.1 * 1.93 = 1.323
+  EXPECT_FLOAT_EQ(params[0], 1.7977f);
+  config.nesterov = true;  // p -= lr * (g + m * a) with g = 0.7, a = 0.7
+  auto nesterov = make_optimizer(config, 1);
+  params = {2.0f};
+  nesterov->step(params, grads, 0.1);
+  EXPECT_FLOAT_EQ(params[0], 1.867f);
+}
+
 TEST(Momentum, AccumulatesGradients) {
   auto config = config_for("momentum");
   config.momentum = 0.9;

@@ -60,17 +60,26 @@ class Sgd final : public FlatOptimizer {
     const float* g = grads.data();
     const float rate = static_cast<float>(lr);
     const float decay = static_cast<float>(config_.weight_decay);
-    const std::size_t n = parameters_;
-#pragma omp parallel for simd if (parallel())
-    for (std::size_t i = 0; i < n; ++i) {
-      const float grad = g[i] + decay * p[i];
-      p[i] = p[i] - rate * grad;
+    if (decay == 0.0f) {
+      update<false>(p, g, rate, decay);
+    } else {
+      update<true>(p, g, rate, decay);
     }
     ++steps_;
   }
 
-  std::vector<std::pair<std::string, std::vector<float>*>> state() override {
-    return {};
+  std::vector<std::pair<std::string, std::vector<float>*>> state() override { return {}; }
+
+ private:
+  // kDecay = false leaves out `decay * p` (see Momentum::update).
+  template <bool kDecay>
+  void update(float* p, const float* g, float rate, float decay) const {
+    const std::size_t n = parameters_;
+#pragma omp parallel for simd if (parallel())
+    for (std::size_t i = 0; i < n; ++i) {
+      const float grad = kDecay ? g[i] + decay * p[i] : g[i];
+      p[i] = p[i] - rate * grad;
+    }
   }
 };
 
@@ -87,21 +96,10 @@ class Momentum final : public FlatOptimizer {
     const float rate = static_cast<float>(lr);
     const float decay = static_cast<float>(config_.weight_decay);
     const float m = static_cast<float>(config_.momentum);
-    const std::size_t n = parameters_;
-    if (config_.nesterov) {
-#pragma omp parallel for simd if (parallel())
-      for (std::size_t i = 0; i < n; ++i) {
-        const float grad = g[i] + decay * p[i];
-        a[i] = m * a[i] + grad;
-        p[i] = p[i] - rate * (grad + m * a[i]);
-      }
+    if (decay == 0.0f) {
+      update<false>(p, g, a, rate, decay, m);
     } else {
-#pragma omp parallel for simd if (parallel())
-      for (std::size_t i = 0; i < n; ++i) {
-        const float grad = g[i] + decay * p[i];
-        a[i] = m * a[i] + grad;
-        p[i] = p[i] - rate * a[i];
-      }
+      update<true>(p, g, a, rate, decay, m);
     }
     ++steps_;
   }
@@ -111,6 +109,28 @@ class Momentum final : public FlatOptimizer {
   }
 
  private:
+  // kDecay = false leaves out `decay * p`: with decay 0 it adds nothing to a finite p's
+  // gradient, and the update, bound by memory and instructions alike, is faster without it.
+  template <bool kDecay>
+  void update(float* p, const float* g, float* a, float rate, float decay, float m) {
+    const std::size_t n = parameters_;
+    if (config_.nesterov) {
+#pragma omp parallel for simd if (parallel())
+      for (std::size_t i = 0; i < n; ++i) {
+        const float grad = kDecay ? g[i] + decay * p[i] : g[i];
+        a[i] = m * a[i] + grad;
+        p[i] = p[i] - rate * (grad + m * a[i]);
+      }
+    } else {
+#pragma omp parallel for simd if (parallel())
+      for (std::size_t i = 0; i < n; ++i) {
+        const float grad = kDecay ? g[i] + decay * p[i] : g[i];
+        a[i] = m * a[i] + grad;
+        p[i] = p[i] - rate * a[i];
+      }
+    }
+  }
+
   std::vector<float> accumulator_;
 };
 

@@ -300,6 +300,7 @@ class LossKernel final : public CpuKernel {
     record("log-softmax", pd);
     plan.log_softmax = dnnl::logsoftmax_forward(pd);
     plan.losses.resize(static_cast<std::size_t>(batch));
+    plan.hits.resize(static_cast<std::size_t>(batch));
     plans_[batch] = std::move(plan);
   }
 
@@ -323,7 +324,7 @@ class LossKernel final : public CpuKernel {
     CpuTensor& output = cpu(*args.output);
     execute(plan.log_softmax, {{DNNL_ARG_SRC, *logits_memory}, {DNNL_ARG_DST, output.mem()}});
     float* probabilities = output.data();  // log p until the loop below
-    std::vector<std::uint8_t> hits(static_cast<std::size_t>(batch), 0);
+    std::vector<std::uint8_t>& hits = plan.hits;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < batch; ++i) {
       const float* z = logits + static_cast<std::ptrdiff_t>(i) * classes;
@@ -372,6 +373,7 @@ class LossKernel final : public CpuKernel {
     Reorder to_rows, from_rows;
     dnnl::logsoftmax_forward log_softmax;
     std::vector<double> losses;
+    std::vector<std::uint8_t> hits;
   };
   std::map<int, Plan> plans_;
 };
