@@ -11,15 +11,13 @@
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/strings.hpp"
+#include "mbkit/util/timer.hpp"
 
 namespace mbkit::train {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = SteadyClock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // Message tags on MPI_COMM_WORLD (the ping communicator of comm::World is separate).
 constexpr int kArrivalTag = 11;

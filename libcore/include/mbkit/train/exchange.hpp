@@ -38,12 +38,10 @@
 
 #include "mbkit/comm/shared_sum.hpp"
 #include "mbkit/comm/world.hpp"
+#include "mbkit/train/options.hpp"
 
 namespace mbkit::train {
 
-/// How --comm allreduce sums (--allreduce): shared memory when every rank is on one host
-/// (auto), always shared memory (shm: an error when the ranks span hosts), or MPI_Allreduce.
-enum class AllreduceVia { kAuto, kSharedMemory, kMpi };
 
 /// Why a run ends, as the ranks tell each other (larger codes win when several apply).
 enum StopCode : int {
