@@ -60,7 +60,6 @@ int checked_count(std::size_t count) {
   return static_cast<int>(count);
 }
 
-
 // How long a wait may last: --comm-timeout, or less once a stop signal arrived (world.hpp).
 double wait_limit(double timeout) {
   return stop_signal_pending() ? std::min(timeout, kStopGrace) : timeout;

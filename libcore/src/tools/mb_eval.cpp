@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "mbkit/backend/factory.hpp"
 #include "mbkit/comm/world.hpp"
 #include "mbkit/config.hpp"
 #include "mbkit/data/loader.hpp"
@@ -93,7 +94,7 @@ int run_eval(const EvalOptions& options, std::ostream& out) {
                   options.checkpoint, " (", checkpoint.dataset, ")"));
   }
   const auto config = models::ModelConfig::from_map(checkpoint.model, checkpoint.model_config);
-  auto backend = nn::make_backend(options.device, options.threads);
+  auto backend = backend::make_backend(options.device, options.threads);
   nn::Network net(models::build_model(config, {shape.channels, shape.height, shape.width},
                                       checkpoint.num_classes),
                   *backend);

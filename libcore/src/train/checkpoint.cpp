@@ -258,8 +258,8 @@ void load_arrays(const std::vector<NamedArray>& arrays,
   for (std::size_t i = 0; i < specs.size(); ++i) {
     if (arrays[i].name != specs[i]->name || arrays[i].shape != specs[i]->shape ||
         arrays[i].values.size() != static_cast<std::size_t>(specs[i]->size())) {
-      data_error(cat(path, ": array ", i, " (", arrays[i].name,
-                     ") does not match the model's ", specs[i]->name));
+      data_error(cat(path, ": array ", i, " (", arrays[i].name, ") does not match the model's ",
+                     specs[i]->name));
     }
     std::copy(arrays[i].values.begin(), arrays[i].values.end(),
               buffer.begin() + static_cast<std::ptrdiff_t>(specs[i]->offset));

@@ -13,9 +13,13 @@ void RunClock::resume_at(double elapsed, double wall_elapsed) {
   virtual_now_ = elapsed;
 }
 
-double RunClock::now() const { return virtual_ ? virtual_now_ : elapsed_before_ + since_start(); }
+double RunClock::now() const {
+  return virtual_ ? virtual_now_ : elapsed_before_ + since_start();
+}
 
-double RunClock::wall_now() const { return wall_before_ + since_start(); }
+double RunClock::wall_now() const {
+  return wall_before_ + since_start();
+}
 
 double RunClock::cpu_now() const {
   return threads_ == 1 ? thread_cpu_seconds() : process_cpu_seconds() / threads_;

@@ -126,8 +126,8 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> tail) {
     // The emulated step: the slowest worker, the exchange, the update (virtual_clock.hpp).
     std::vector<SyncWorkerTime> times;
     for (const auto& r : combined.workers) times.push_back({r.sleep_time, r.compute_time});
-    const auto timing = sync_step_time(times, role_.parameter_server, comm_model_,
-                                       gradient_bytes_, update_time);
+    const auto timing =
+        sync_step_time(times, role_.parameter_server, comm_model_, gradient_bytes_, update_time);
     for (std::size_t i = 0; i < combined.workers.size(); ++i) {
       combined.workers[i].send_time = timing.send;
       combined.workers[i].wait_time = timing.wait[i];
@@ -170,10 +170,9 @@ void TrainingRun::run_async_master() {
     ++step_;
     samples_seen_ += static_cast<double>(combined.samples);
     if (clock_.is_virtual()) clock_.set_virtual_now(master.virtual_now());
-    record_step(combined,
-                clock_.is_virtual() ? clock_.virtual_now() - virtual_start
-                                    : seconds_since(step_start),
-                lr);
+    record_step(
+        combined,
+        clock_.is_virtual() ? clock_.virtual_now() - virtual_start : seconds_since(step_start), lr);
     stop_ = std::max(combined.stop, rank0_stop());
     if (decision == kDiverged) stop_ = kDiverged;
     if (step_ >= planned_ || samples_seen_ >= planned_samples) {
@@ -260,17 +259,17 @@ int TrainingRun::finish() {
   if (logs_ && !options_.checkpoint.empty()) save_checkpoint(elapsed);
   if (metric_log_) metric_log_->close();
   if (logs_) {
-    progress_->note(cat(
-        "done: ", step_, " steps (", strprintf("%.2f", epoch_at(step_)), " epochs) in ",
-        human_duration(clock_.since_start()),
-        clock_.is_virtual()
-            ? cat(" (", human_duration(clock_.virtual_now() - clock_.elapsed_before()),
-                  " emulated)")
-            : "",
-        skipped_ > 0 ? cat(", ", skipped_, " steps skipped for non-finite loss") : "",
-        finished_early_ > 0 ? cat("; ", finished_early_,
-                                  " worker rounds did their whole batch before the time limit")
-                            : ""));
+    progress_->note(
+        cat("done: ", step_, " steps (", strprintf("%.2f", epoch_at(step_)), " epochs) in ",
+            human_duration(clock_.since_start()),
+            clock_.is_virtual()
+                ? cat(" (", human_duration(clock_.virtual_now() - clock_.elapsed_before()),
+                      " emulated)")
+                : "",
+            skipped_ > 0 ? cat(", ", skipped_, " steps skipped for non-finite loss") : "",
+            finished_early_ > 0 ? cat("; ", finished_early_,
+                                      " worker rounds did their whole batch before the time limit")
+                                : ""));
   }
   return 0;
 }

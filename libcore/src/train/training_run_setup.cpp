@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "mbkit/backend/factory.hpp"
 #include "mbkit/config.hpp"
 #include "mbkit/models/zoo.hpp"
 #include "mbkit/train/checkpoint.hpp"
@@ -17,8 +18,7 @@
 
 namespace mbkit::train {
 
-TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world,
-                         std::string command_line)
+TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::string command_line)
     : options_(options),
       world_(world),
       command_line_(std::move(command_line)),
@@ -39,8 +39,8 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world,
     usage_error("--slowdown: rank 0 is the master, which computes no gradients");
   }
   // An emulated worker has a core of its own: one thread unless told otherwise.
-  backend_ = nn::make_backend(options_.device,
-                              clock_.is_virtual() && options_.threads == 0 ? 1 : options_.threads);
+  backend_ = backend::make_backend(
+      options_.device, clock_.is_virtual() && options_.threads == 0 ? 1 : options_.threads);
   clock_.set_threads(backend_->threads());
   open_data();
   open_test_data();
@@ -61,8 +61,8 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world,
         *net_, *train_loader_, clock_, slowdown_, compute_model_, stragglers_, world_.rank(),
         role_.worker, options_.seed, RoundRule{amb_, micro_size_, time_limit_}});
   }
-  budget_ = options_.time_budget > 0 ? options_.time_budget
-                                     : std::numeric_limits<double>::infinity();
+  budget_ =
+      options_.time_budget > 0 ? options_.time_budget : std::numeric_limits<double>::infinity();
 }
 
 // Training data: workers load their part; the master only reads what the data is.
@@ -123,10 +123,10 @@ void TrainingRun::open_test_data() {
     }
   }
   // Whether there is an evaluation is the same everywhere (the split exists or not).
-  has_test_ = role_.async ? test_loader_.has_value()
-                          : world_.all_gather(test_loader_ ? 1u : 0u) ==
-                                std::vector<std::uint64_t>(static_cast<std::size_t>(world_.size()),
-                                                           1u);
+  has_test_ = role_.async
+                  ? test_loader_.has_value()
+                  : world_.all_gather(test_loader_ ? 1u : 0u) ==
+                        std::vector<std::uint64_t>(static_cast<std::size_t>(world_.size()), 1u);
 }
 
 void TrainingRun::build_model() {
@@ -182,24 +182,23 @@ void TrainingRun::check_ranks_agree() const {
   const TrainOptions& o = options_;
   const nn::Graph& model = net_->graph();
   check_agreement(
-      world_,
-      {cat("version=", MBKIT_VERSION, " ", MBKIT_GIT_COMMIT),
-       cat("input=", shape_.text(), " classes=", info_.num_classes),
-       cat("parameters=", model.parameter_count(), " state=", net_->state().size()),
-       cat("model=", describe_model(o.model)), cat("optimizer=", describe_optimizer(o.optimizer)),
-       cat("batch_size=", o.batch_size),
-       cat("comm=", o.comm, o.async ? " async" : "", " min_grads=", o.async_min_grads,
-           " allreduce=", o.allreduce, " bucket_mb=", o.bucket_mb),
-       cat("seed=", o.seed),
-       cat("length=", o.epochs, " epochs, ", o.steps, " steps, ", o.time_budget, " s"),
-       cat("eval_every=", o.eval_every, " test_size=", o.test_size),
-       cat("induce=", o.induce, " slowdown=", o.slowdown),
-       cat("checkpoint=", o.checkpoint, " every ", o.checkpoint_every),
-       cat("nan_policy=", o.nan_policy),
-       cat("amb=", o.amb.enabled, " time_limit=", o.amb.time_limit,
-           " partitions=", o.amb.partitions, " decay=", o.amb.decay_per_micro_batch),
-       cat("clock=", o.clock, " comm_model=", o.comm_model,
-           " compute_model=", join(o.compute_model, " "))});
+      world_, {cat("version=", MBKIT_VERSION, " ", MBKIT_GIT_COMMIT),
+               cat("input=", shape_.text(), " classes=", info_.num_classes),
+               cat("parameters=", model.parameter_count(), " state=", net_->state().size()),
+               cat("model=", describe_model(o.model)),
+               cat("optimizer=", describe_optimizer(o.optimizer)), cat("batch_size=", o.batch_size),
+               cat("comm=", o.comm, o.async ? " async" : "", " min_grads=", o.async_min_grads,
+                   " allreduce=", o.allreduce, " bucket_mb=", o.bucket_mb),
+               cat("seed=", o.seed),
+               cat("length=", o.epochs, " epochs, ", o.steps, " steps, ", o.time_budget, " s"),
+               cat("eval_every=", o.eval_every, " test_size=", o.test_size),
+               cat("induce=", o.induce, " slowdown=", o.slowdown),
+               cat("checkpoint=", o.checkpoint, " every ", o.checkpoint_every),
+               cat("nan_policy=", o.nan_policy),
+               cat("amb=", o.amb.enabled, " time_limit=", o.amb.time_limit,
+                   " partitions=", o.amb.partitions, " decay=", o.amb.decay_per_micro_batch),
+               cat("clock=", o.clock, " comm_model=", o.comm_model,
+                   " compute_model=", join(o.compute_model, " "))});
 }
 
 // Cluster emulation: this rank's compute cost and the cost of a message.
@@ -222,8 +221,8 @@ void TrainingRun::decide_time_limit() {
     time_limit_ = parse_double(options_.amb.time_limit, "--time-limit");
     return;
   }
-  const double mine = role_.computes ? measure_full_batch()
-                                     : std::numeric_limits<double>::quiet_NaN();
+  const double mine =
+      role_.computes ? measure_full_batch() : std::numeric_limits<double>::quiet_NaN();
   std::vector<double> measured;
   for (const std::uint64_t bits : world_.all_gather(std::bit_cast<std::uint64_t>(mine))) {
     const double value = std::bit_cast<double>(bits);
@@ -272,12 +271,12 @@ double TrainingRun::measure_full_batch() {
 
 // Resume: rank 0 reads the checkpoint and hands the state to every rank.
 void TrainingRun::resume() {
-  const std::string resume_path =
-      options_.resume == "auto" ? (fs::exists(options_.checkpoint) ? options_.checkpoint : "")
-                                : options_.resume;
+  const std::string resume_path = options_.resume == "auto"
+                                      ? (fs::exists(options_.checkpoint) ? options_.checkpoint : "")
+                                      : options_.resume;
   // A finished run's checkpoint is its result: replacing it takes a decision.
-  if (logs_ && !options_.checkpoint.empty() && fs::exists(options_.checkpoint) &&
-      !options_.force && resume_path != options_.checkpoint) {
+  if (logs_ && !options_.checkpoint.empty() && fs::exists(options_.checkpoint) && !options_.force &&
+      resume_path != options_.checkpoint) {
     fail(cat(options_.checkpoint,
              " exists; use --resume auto to continue from it or --force to replace it"));
   }
@@ -354,9 +353,10 @@ void TrainingRun::resume() {
 void TrainingRun::plan_length() {
   if (options_.steps > 0) planned_ = options_.steps;
   if (options_.epochs > 0 && !role_.async) {
-    planned_ = std::min(planned_, step_base_ + static_cast<std::int64_t>(std::ceil(
-                                                   (options_.epochs - epoch_base_) *
-                                                   static_cast<double>(steps_per_epoch_))));
+    planned_ = std::min(
+        planned_,
+        step_base_ + static_cast<std::int64_t>(std::ceil((options_.epochs - epoch_base_) *
+                                                         static_cast<double>(steps_per_epoch_))));
   }
   schedule_config_ = options_.schedule;
   schedule_config_.warmup_steps = static_cast<std::int64_t>(
@@ -408,7 +408,8 @@ void TrainingRun::open_log() {
   run.clock = options_.clock;
   run.comm_model = clock_.is_virtual() && role_.distributed ? comm_model_.spec() : "";
   run.compute_model = compute_models_.spec();
-  metric_log_.emplace(MetricLog::create(options_.log, run, options_.force, options_.flush_interval));
+  metric_log_.emplace(
+      MetricLog::create(options_.log, run, options_.force, options_.flush_interval));
 }
 
 }  // namespace mbkit::train

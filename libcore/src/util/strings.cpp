@@ -3,10 +3,10 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
-#include <ctime>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 
 #include "mbkit/util/error.hpp"
 

@@ -25,8 +25,8 @@ std::map<std::string, std::string> optimizer_map(const optim::OptimizerConfig& c
 /// option, the model's size, the planned steps, AMB's time limit, `allreduce` (the sum a
 /// distributed allreduce run uses: shm or mpi, what auto chose) and what auto measured.
 std::string config_json(const TrainOptions& options, const nn::Graph& graph,
-                        std::int64_t planned_steps, int world_size, int workers,
-                        double time_limit, const std::string& allreduce,
+                        std::int64_t planned_steps, int world_size, int workers, double time_limit,
+                        const std::string& allreduce,
                         const std::optional<comm::AllreduceTrial>& trial);
 
 }  // namespace mbkit::train
