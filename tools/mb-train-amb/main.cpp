@@ -2,6 +2,7 @@
 // in libcore (mbkit/tools/mb_train.hpp).
 #include "mbkit/cli/cli.hpp"
 #include "mbkit/cli/train_options.hpp"
+#include "mbkit/tools/mb_train.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{

@@ -54,7 +54,7 @@ bool quiet_rank() {
 }
 
 int quiet_usage_exit() {
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::this_thread::sleep_for(std::chrono::milliseconds(kQuietRankGraceMs));
   return static_cast<int>(ExitCode::kUsage);
 }
 

@@ -2,7 +2,7 @@
 
 namespace mbkit::cli {
 
-void add_train_options(CLI::App& app, tools::train::TrainOptions& o) {
+void add_train_options(CLI::App& app, train::TrainOptions& o) {
   auto* data = app.add_option_group("Data");
   data->add_option("--data", o.data,
                    "Dataset to train on (its train split); distributed: one file sliced by "
@@ -101,7 +101,7 @@ void add_train_options(CLI::App& app, tools::train::TrainOptions& o) {
       "Progress line every N steps when stderr is not a terminal (default: every 10 s)");
 }
 
-void add_distribution_options(CLI::App& app, tools::train::TrainOptions& o) {
+void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
   auto* dist = app.add_option_group("Distribution (under mpirun or srun)");
   dist->add_option("--comm", o.comm,
                    "Gradient exchange: ps (rank 0 is the master) or allreduce (every rank "
@@ -146,7 +146,7 @@ void add_distribution_options(CLI::App& app, tools::train::TrainOptions& o) {
       ->allow_extra_args(false);
 }
 
-void add_amb_options(CLI::App& app, tools::train::TrainOptions& o) {
+void add_amb_options(CLI::App& app, train::TrainOptions& o) {
   auto* amb = app.add_option_group("Anytime mini-batch");
   amb->add_option("--time-limit", o.amb.time_limit,
                   "Seconds a worker computes per step (induced delays included), or auto: the "
@@ -160,7 +160,7 @@ void add_amb_options(CLI::App& app, tools::train::TrainOptions& o) {
                 "size times FMB's) instead of once per update");
 }
 
-void finish_train_options(const CLI::App& app, tools::train::TrainOptions& o) {
+void finish_train_options(const CLI::App& app, train::TrainOptions& o) {
   if (o.optimizer.name == "rmsprop") {
     o.optimizer.rmsprop_momentum = app.count("--momentum") > 0 ? o.optimizer.momentum : 0.0;
   }

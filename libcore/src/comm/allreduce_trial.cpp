@@ -6,11 +6,12 @@
 
 #include "mbkit/comm/shared_sum.hpp"
 #include "mbkit/util/check.hpp"
+#include "mbkit/util/timer.hpp"
 
 namespace mbkit::comm {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = SteadyClock;
 
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -37,14 +38,14 @@ AllreduceTrial time_allreduce_sums(const World& world, std::size_t floats, int r
     world.barrier();
     const auto start = Clock::now();
     shared.sum("the --allreduce auto trial");
-    return std::chrono::duration<double>(Clock::now() - start).count();
+    return seconds_since(start);
   };
   const auto time_mpi = [&](int round) {
     fill(plain, round);
     world.barrier();
     const auto start = Clock::now();
     world.allreduce_sum(std::span<float>(plain));
-    return std::chrono::duration<double>(Clock::now() - start).count();
+    return seconds_since(start);
   };
   time_shared(-1);
   time_mpi(-1);

@@ -12,11 +12,12 @@
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/strings.hpp"
+#include "mbkit/util/timer.hpp"
 
 namespace mbkit::comm {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = SteadyClock;
 
 constexpr std::size_t kCacheLine = 64;
 constexpr std::size_t kLineFloats = kCacheLine / sizeof(float);
@@ -151,7 +152,7 @@ double SharedSum::wait_for_all(int phase, const std::string& what) const {
         return true;
       },
       cat(phase_name(phase), what), behind);
-  return std::chrono::duration<double>(Clock::now() - start).count();
+  return seconds_since(start);
 }
 
 double SharedSum::sum(const std::string& what) {

@@ -19,11 +19,12 @@
 #include "mbkit/util/log.hpp"
 #include "mbkit/util/signals.hpp"
 #include "mbkit/util/strings.hpp"
+#include "mbkit/util/timer.hpp"
 
 namespace mbkit::comm {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = SteadyClock;
 
 constexpr int kPingTag = 1;
 constexpr int kPongTag = 2;
@@ -57,10 +58,6 @@ int checked_count(std::size_t count) {
     fail(cat("an MPI message of ", count, " elements is larger than MPI's int count allows"));
   }
   return static_cast<int>(count);
-}
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 // How long a wait may last: --comm-timeout, or less once a stop signal arrived (world.hpp).
@@ -449,6 +446,29 @@ void World::abort(int code) const {
   std::fflush(stdout);
   if (size_ > 1) MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
+}
+
+int World::run_collectively(const std::function<int()>& body) {
+  try {
+    const int status = body();
+    rendezvous("the end of the run");
+    return status;
+  } catch (const std::exception& error) {
+    if (!distributed()) throw;
+    const auto* mbkit_error = dynamic_cast<const Error*>(&error);
+    const ExitCode code = mbkit_error != nullptr ? mbkit_error->code() : ExitCode::kFailure;
+    if (code == ExitCode::kUsage && rank() != 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(kQuietRankGraceMs));
+    } else {
+      // Usage errors are everyone's; others name the rank (ranks > 0 have it in the prefix).
+      const std::string where = code != ExitCode::kUsage && rank() == 0
+                                    ? cat("rank 0 (", host(), "): ")
+                                    : (rank() != 0 ? cat("(", host(), ") ") : "");
+      std::fprintf(stderr, "%s: error: %s%s\n", log::program().c_str(), where.c_str(),
+                   error.what());
+    }
+    abort(static_cast<int>(code));
+  }
 }
 
 }  // namespace mbkit::comm

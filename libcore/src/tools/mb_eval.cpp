@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "mbkit/backend/factory.hpp"
 #include "mbkit/comm/world.hpp"
 #include "mbkit/config.hpp"
 #include "mbkit/data/loader.hpp"
@@ -18,23 +19,6 @@
 
 namespace mbkit::tools::eval {
 namespace {
-
-void load(const std::vector<mbkit::train::NamedArray>& arrays,
-          const std::vector<const nn::ParamSpec*>& specs, std::span<float> buffer,
-          const std::string& path) {
-  if (arrays.size() != specs.size()) {
-    data_error(cat(path, ": holds ", arrays.size(), " arrays where its model has ", specs.size()));
-  }
-  for (std::size_t i = 0; i < specs.size(); ++i) {
-    if (arrays[i].name != specs[i]->name ||
-        arrays[i].values.size() != static_cast<std::size_t>(specs[i]->size())) {
-      data_error(
-          cat(path, ": array ", arrays[i].name, " does not match the model's ", specs[i]->name));
-    }
-    std::copy(arrays[i].values.begin(), arrays[i].values.end(),
-              buffer.begin() + static_cast<std::ptrdiff_t>(specs[i]->offset));
-  }
-}
 
 void write_result(const std::string& path, const EvalOptions& options,
                   const mbkit::train::Checkpoint& checkpoint,
@@ -110,12 +94,14 @@ int run_eval(const EvalOptions& options, std::ostream& out) {
                   options.checkpoint, " (", checkpoint.dataset, ")"));
   }
   const auto config = models::ModelConfig::from_map(checkpoint.model, checkpoint.model_config);
-  auto backend = nn::make_backend(options.device, options.threads);
+  auto backend = backend::make_backend(options.device, options.threads);
   nn::Network net(models::build_model(config, {shape.channels, shape.height, shape.width},
                                       checkpoint.num_classes),
                   *backend);
-  load(checkpoint.params, net.graph().parameters(), net.parameters(), options.checkpoint);
-  load(checkpoint.state, net.graph().state_arrays(), net.state(), options.checkpoint);
+  mbkit::train::load_arrays(checkpoint.params, net.graph().parameters(), net.parameters(),
+                            options.checkpoint);
+  mbkit::train::load_arrays(checkpoint.state, net.graph().state_arrays(), net.state(),
+                            options.checkpoint);
 
   auto result = mbkit::train::evaluate(net, loader, options.top_k);
   result.reduce(world);

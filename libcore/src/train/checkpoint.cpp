@@ -239,4 +239,31 @@ Checkpoint read_checkpoint(const std::string& path) {
   }
 }
 
+std::vector<NamedArray> arrays_of(const std::vector<const nn::ParamSpec*>& specs,
+                                  std::span<const float> buffer) {
+  std::vector<NamedArray> arrays;
+  for (const auto* spec : specs) {
+    const auto begin = buffer.begin() + static_cast<std::ptrdiff_t>(spec->offset);
+    arrays.push_back({spec->name, spec->shape, std::vector<float>(begin, begin + spec->size())});
+  }
+  return arrays;
+}
+
+void load_arrays(const std::vector<NamedArray>& arrays,
+                 const std::vector<const nn::ParamSpec*>& specs, std::span<float> buffer,
+                 const std::string& path) {
+  if (arrays.size() != specs.size()) {
+    data_error(cat(path, ": holds ", arrays.size(), " arrays where the model has ", specs.size()));
+  }
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    if (arrays[i].name != specs[i]->name || arrays[i].shape != specs[i]->shape ||
+        arrays[i].values.size() != static_cast<std::size_t>(specs[i]->size())) {
+      data_error(cat(path, ": array ", i, " (", arrays[i].name, ") does not match the model's ",
+                     specs[i]->name));
+    }
+    std::copy(arrays[i].values.begin(), arrays[i].values.end(),
+              buffer.begin() + static_cast<std::ptrdiff_t>(specs[i]->offset));
+  }
+}
+
 }  // namespace mbkit::train

@@ -6,6 +6,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 
 #include "mbkit/util/error.hpp"
 
@@ -110,6 +111,23 @@ TimeUnit choose_time_unit(double max_seconds) {
 std::string short_duration(double seconds) {
   const TimeUnit unit = choose_time_unit(std::abs(seconds));
   return cat(strprintf("%.3g", seconds / unit.seconds), " ", unit.name);
+}
+
+std::string with_commas(std::int64_t value) {
+  std::string digits = std::to_string(value);
+  const int first = value < 0 ? 1 : 0;
+  for (int i = static_cast<int>(digits.size()) - 3; i > first; i -= 3)
+    digits.insert(static_cast<std::size_t>(i), ",");
+  return digits;
+}
+
+std::string utc_timestamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
 }
 
 std::string shell_quote(std::string_view argument) {

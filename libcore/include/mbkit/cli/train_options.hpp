@@ -4,18 +4,18 @@
 
 #include <CLI/CLI.hpp>
 
-#include "mbkit/tools/mb_train.hpp"
+#include "mbkit/train/options.hpp"
 
 namespace mbkit::cli {
 
 /// Declares the data, model, optimiser, schedule, length, evaluation and run options.
-void add_train_options(CLI::App& app, tools::train::TrainOptions& options);
+void add_train_options(CLI::App& app, train::TrainOptions& options);
 /// Declares the options of data-parallel runs (--comm, --async, stragglers, timeouts).
-void add_distribution_options(CLI::App& app, tools::train::TrainOptions& options);
+void add_distribution_options(CLI::App& app, train::TrainOptions& options);
 /// Declares the options of anytime mini-batch training (--time-limit, --partitions).
-void add_amb_options(CLI::App& app, tools::train::TrainOptions& options);
+void add_amb_options(CLI::App& app, train::TrainOptions& options);
 /// After parsing: routes the options whose meaning depends on the optimiser (--momentum and
 /// --epsilon for rmsprop and adam).
-void finish_train_options(const CLI::App& app, tools::train::TrainOptions& options);
+void finish_train_options(const CLI::App& app, train::TrainOptions& options);
 
 }  // namespace mbkit::cli

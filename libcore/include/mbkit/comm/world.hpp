@@ -125,6 +125,13 @@ class World {
   /// Ends every rank of the job with `code` (MPI_Abort); on a single process, exits.
   [[noreturn]] void abort(int code) const;
 
+  /// Runs `body` (a distributed tool's work) and returns its status after a rendezvous, so that
+  /// no rank's MPI_Finalize races the others. On one process errors propagate (the tool's
+  /// report_errors prints them). Distributed, an error ends the job: rank 0 reports usage
+  /// errors (every rank reaches them, the others end quietly after kQuietRankGrace); any other
+  /// error is printed naming the rank and host, then abort(code).
+  int run_collectively(const std::function<int()>& body);
+
  private:
   void serve_pings() const;
   [[noreturn]] void timed_out(const std::string& what, std::vector<int> missing,

@@ -90,9 +90,6 @@ class Backend {
   virtual void synchronize() {}
 };
 
-/// The backends built into this mbkit: "cpu" always, "cuda" when built with it.
-std::vector<std::string> available_backends();
-/// Makes a backend by name ("cpu"); `threads` = 0 keeps the default (all cores).
-std::unique_ptr<Backend> make_backend(const std::string& name, int threads);
+// Backends are made by name in mbkit/backend/factory.hpp.
 
 }  // namespace mbkit::nn

@@ -8,8 +8,11 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
+
+#include "mbkit/nn/graph.hpp"
 
 namespace mbkit::train {
 
@@ -63,5 +66,15 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 /// Reads and validates (format, version, array sizes); problems are data errors naming the
 /// file and what is wrong.
 Checkpoint read_checkpoint(const std::string& path);
+
+/// The arrays at `specs` (a model's parameters or state, in its order) of the flat `buffer`.
+std::vector<NamedArray> arrays_of(const std::vector<const nn::ParamSpec*>& specs,
+                                  std::span<const float> buffer);
+/// Copies `arrays` (read from `path`) to their places in `buffer`: the training's resume and
+/// the evaluation share it. A data error naming `path` when they are not the model's arrays
+/// (count, names, shapes, sizes).
+void load_arrays(const std::vector<NamedArray>& arrays,
+                 const std::vector<const nn::ParamSpec*>& specs, std::span<float> buffer,
+                 const std::string& path);
 
 }  // namespace mbkit::train

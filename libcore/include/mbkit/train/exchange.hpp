@@ -38,12 +38,9 @@
 
 #include "mbkit/comm/shared_sum.hpp"
 #include "mbkit/comm/world.hpp"
+#include "mbkit/train/options.hpp"
 
 namespace mbkit::train {
-
-/// How --comm allreduce sums (--allreduce): shared memory when every rank is on one host
-/// (auto), always shared memory (shm: an error when the ranks span hosts), or MPI_Allreduce.
-enum class AllreduceVia { kAuto, kSharedMemory, kMpi };
 
 /// Why a run ends, as the ranks tell each other (larger codes win when several apply).
 enum StopCode : int {
@@ -99,11 +96,6 @@ class SyncExchange {
   bool parameter_server() const { return parameter_server_; }
   /// False only for the master of ps.
   bool computes() const { return !parameter_server_ || world_.rank() != 0; }
-  /// This rank's worker index (0-based) and the number of workers.
-  int worker() const { return parameter_server_ ? world_.rank() - 1 : world_.rank(); }
-  int workers() const { return parameter_server_ ? world_.size() - 1 : world_.size(); }
-  /// Rank of worker `index`.
-  int rank_of(int index) const { return parameter_server_ ? index + 1 : index; }
 
   /// Floats combine() sends besides the gradients (the state and every worker's report).
   std::size_t tail_floats(std::size_t state_size) const;
@@ -148,6 +140,11 @@ class SyncExchange {
   double last_wait_time() const { return wait_time_; }
 
  private:
+  // Worker indices within the exchange's messages (who is a worker is decided by
+  // train/roles.hpp; these follow the same rule: ps workers are ranks 1...).
+  int worker() const { return parameter_server_ ? world_.rank() - 1 : world_.rank(); }
+  int workers() const { return parameter_server_ ? world_.size() - 1 : world_.size(); }
+  int rank_of(int index) const { return parameter_server_ ? index + 1 : index; }
   const comm::World& world_;
   bool parameter_server_;
   std::vector<float> small_;  ///< state | per-worker report slots (when no tail is given)

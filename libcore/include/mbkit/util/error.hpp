@@ -20,6 +20,10 @@ enum class ExitCode : int {
   kInterrupted = 6,    ///< stopped by SIGINT/SIGTERM after saving its state
 };
 
+/// How long a rank other than 0 waits before it ends quietly on a usage error that every rank
+/// reaches, so that rank 0's message is out before mpirun/srun ends the job.
+inline constexpr int kQuietRankGraceMs = 2000;
+
 /// An error with a one-line message meant for the user, an exit code, and (for checks of
 /// library calls) the source location of the check, shown with --verbose.
 class Error : public std::runtime_error {

@@ -43,6 +43,11 @@ TimeUnit choose_time_unit(double max_seconds);
 /// A duration in the unit that suits it, three significant digits: "474 us" is "0.474 ms",
 /// 95 s is "95 s", 600 s is "10 min".
 std::string short_duration(double seconds);
+
+/// 1234567 -> "1,234,567".
+std::string with_commas(std::int64_t value);
+/// The current time in UTC, ISO 8601 ("2026-11-25T03:04:05Z").
+std::string utc_timestamp();
 /// The shortest %g text that reads back as `value` ("0.9", "1e-10", "1.0000001"), for messages.
 std::string shortest_decimal(double value);
 /// Shell-style quoting of one argument, so a recorded command line can be pasted back.

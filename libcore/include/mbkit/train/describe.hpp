@@ -1,0 +1,32 @@
+// How a training run describes itself: the start table's words for the model, optimizer and
+// schedule, and the resolved configuration the metric log and checkpoints record (JSON).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "mbkit/comm/allreduce_trial.hpp"
+#include "mbkit/nn/graph.hpp"
+#include "mbkit/train/options.hpp"
+
+namespace mbkit::train {
+
+/// "mlp (hidden 256, sigmoid)", or the model's name.
+std::string describe_model(const models::ModelConfig& model);
+/// "momentum 0.9, weight decay 0".
+std::string describe_optimizer(const optim::OptimizerConfig& config);
+/// "lr 0.1 linear (to 0 at step 4690), warm-up 100 steps".
+std::string describe_schedule(const optim::ScheduleConfig& config);
+/// The optimizer's settings as text (checkpoints).
+std::map<std::string, std::string> optimizer_map(const optim::OptimizerConfig& config);
+
+/// The run's resolved configuration (the log's and checkpoint's "config" attribute): every
+/// option, the model's size, the planned steps, AMB's time limit, `allreduce` (the sum a
+/// distributed allreduce run uses: shm or mpi, what auto chose) and what auto measured.
+std::string config_json(const TrainOptions& options, const nn::Graph& graph,
+                        std::int64_t planned_steps, int world_size, int workers, double time_limit,
+                        const std::string& allreduce,
+                        const std::optional<comm::AllreduceTrial>& trial);
+
+}  // namespace mbkit::train

@@ -1,0 +1,51 @@
+// Who does what in a training run: the one place that decides which ranks are workers, what
+// data each reads, and that every rank runs the same training.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "mbkit/comm/world.hpp"
+#include "mbkit/train/options.hpp"
+
+namespace mbkit::train {
+
+/// Who does what in this run.
+struct Role {
+  bool distributed = false;
+  bool parameter_server = false;  ///< ps with at least 2 ranks
+  bool async = false;
+  bool master = false;   ///< rank 0 of ps: computes no gradients
+  bool computes = true;  ///< a worker
+  int worker = 0;        ///< worker index of this rank
+  int workers = 1;
+  std::string comm = "local";  ///< local, ps, ps-async or allreduce (logs and checkpoints)
+  bool shared_memory = false;  ///< allreduce sums through shared memory (--allreduce)
+  /// --allreduce auto on one host: shared_memory is decided by timing both sums at start.
+  bool time_allreduce = false;
+
+  /// Rank of worker `index`.
+  int rank_of(int index) const { return parameter_server ? index + 1 : index; }
+};
+
+/// This rank's role under `options` (usage errors for impossible combinations).
+Role decide_role(const TrainOptions& options, const comm::World& world);
+
+/// The file worker `worker` of `workers` trains on, and whether it takes a slice of it.
+struct WorkerData {
+  std::string path;
+  int slice_index = 0;
+  int slice_count = 1;
+};
+/// --data: one file every worker takes a slice of, a printf pattern of shard files (worker
+/// index, then workers), or a comma-separated list with a file per worker.
+WorkerData worker_data(const std::string& data, int worker, int workers);
+
+/// "0 on a; 1-3 on b (rank 0 is the master)": ranks grouped by host.
+std::string describe_hosts(const std::vector<std::string>& hosts, const Role& role);
+
+/// Every rank must run the same training: the ranks' `lines` (their settings) are compared and
+/// the first difference is a usage error naming the ranks on each side (collective).
+void check_agreement(const comm::World& world, const std::vector<std::string>& lines);
+
+}  // namespace mbkit::train

@@ -1,0 +1,166 @@
+// One training run of mb-train-fmb or mb-train-amb: the engine the trainers share. Its pieces:
+//
+//   set-up (training_run_setup.cpp): roles (roles.hpp), data, model, optimizer, the run's
+//     length, cluster emulation, AMB's time limit, resume, the metric log and the start table;
+//   the worker round (worker_round.hpp): what a worker computes for a step (a fixed batch, or
+//     micro-batches until a deadline);
+//   the combining step (exchange.hpp): the gradients summed over ps or allreduce, or taken as
+//     they arrive by the asynchronous master;
+//   the clock (run_clock.hpp): wall or virtual;
+//   the loops (training_run_loops.cpp): synchronous steps, the asynchronous master and worker,
+//     and the end of the run; rank 0's records of each step (training_run_records.cpp).
+// libcore/src/train/README.md says how a new trainer plugs in.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mbkit/comm/allreduce_trial.hpp"
+#include "mbkit/comm/world.hpp"
+#include "mbkit/data/dataset_file.hpp"
+#include "mbkit/data/loader.hpp"
+#include "mbkit/nn/backend.hpp"
+#include "mbkit/nn/network.hpp"
+#include "mbkit/optim/optimizer.hpp"
+#include "mbkit/optim/schedule.hpp"
+#include "mbkit/train/exchange.hpp"
+#include "mbkit/train/metric_log.hpp"
+#include "mbkit/train/options.hpp"
+#include "mbkit/train/progress.hpp"
+#include "mbkit/train/roles.hpp"
+#include "mbkit/train/run_clock.hpp"
+#include "mbkit/train/straggler.hpp"
+#include "mbkit/train/virtual_clock.hpp"
+#include "mbkit/train/worker_round.hpp"
+#include "mbkit/util/signals.hpp"
+
+namespace mbkit::train {
+
+class TrainingRun {
+ public:
+  /// Sets the run up on this rank (collective under mpirun): everything before the first step.
+  /// `command_line` is recorded in the metric log.
+  TrainingRun(const TrainOptions& options, comm::World& world, std::string command_line);
+  TrainingRun(const TrainingRun&) = delete;
+  TrainingRun& operator=(const TrainingRun&) = delete;
+
+  /// Trains to the end; returns the exit status (0 done, 6 stopped by a signal with the state
+  /// saved, 128 + signal without a checkpoint; diverging throws on rank 0).
+  int train();
+
+ private:
+  /// The run's state a checkpoint carries over (rank 0 reads it, every rank gets it).
+  struct ResumeHeader {
+    double resumed = 0;
+    double step = 0;
+    double elapsed = 0;
+    double epoch_progress = 0;
+    double workers = 1;
+    double same_comm = 0;
+    double optimizer_steps = 0;
+    double samples_seen = 0;
+    double wall_elapsed = 0;
+  };
+
+  // Set-up (training_run_setup.cpp), in this order.
+  void open_data();
+  void open_test_data();
+  void build_model();
+  void size_epoch();
+  void check_ranks_agree() const;
+  void set_up_emulation();
+  void decide_time_limit();
+  double measure_full_batch();
+  void resume();
+  void plan_length();
+  void open_log();
+  void print_start_table() const;
+
+  // Rank 0's records and the step's bookkeeping (training_run_records.cpp).
+  double epoch_at(std::int64_t step) const;
+  void save_checkpoint(double elapsed);
+  void run_evaluation(double elapsed);
+  void record_step(const CombinedStep& combined, double step_time, double lr);
+  /// The nan policy: kContinue to update, -1 to skip the update, kDiverged to stop.
+  int accept_update(double loss);
+  void after_step(double elapsed);
+  int rank0_stop() const;
+  void worker_line(std::int64_t at_step, const WorkerReport& report) const;
+
+  // The loops (training_run_loops.cpp).
+  void run_sync();
+  /// The first verdict of a synchronous run (ps: the master's; allreduce: rank 0's).
+  int first_verdict(SyncExchange& exchange);
+  /// Combines a step's reports, updates, and says whether to go on (sync).
+  int sync_step(SyncExchange& exchange, std::span<float> tail);
+  void run_async_master();
+  void run_async_worker();
+  int finish();
+
+  const TrainOptions& options_;
+  comm::World& world_;
+  std::string command_line_;
+  SteadyClock::time_point started_;
+  Role role_;
+  bool logs_ = false;  ///< rank 0 prints, logs and checkpoints
+  std::optional<StragglerProfile> stragglers_;
+  Slowdown slowdown_;
+  StopRequest stop_request_;
+  RunClock clock_;
+  std::unique_ptr<nn::Backend> backend_;
+
+  // Data.
+  WorkerData my_data_;
+  std::optional<data::DataLoader> train_loader_;
+  std::optional<data::DataLoader> test_loader_;
+  data::DatasetInfo info_;
+  data::ImageShape shape_;
+  std::string test_path_;
+  bool has_test_ = false;
+  std::uint64_t my_rows_ = 0;
+  std::int64_t my_batches_ = 0;
+  std::uint64_t total_rows_ = 0;
+  std::int64_t steps_per_epoch_ = 1;
+  std::int64_t global_batch_ = 0;
+
+  // Model and optimizer.
+  std::unique_ptr<nn::Network> net_;
+  std::optional<comm::AllreduceTrial> allreduce_trial_;
+  std::string allreduce_used_;  ///< what --allreduce auto chose (logs and checkpoints)
+  bool amb_ = false;
+  int micro_size_ = 0;
+  optim::OptimizerConfig optimizer_config_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+
+  // Cluster emulation and AMB.
+  ComputeModels compute_models_;
+  std::optional<ComputeModel> compute_model_;
+  std::uint64_t gradient_bytes_ = 0;
+  CommModel comm_model_;
+  double time_limit_ = 0;
+
+  // The run's length and progress.
+  ResumeHeader resume_;
+  std::int64_t step_ = 0;
+  std::int64_t step_base_ = 0;
+  double epoch_base_ = 0;
+  double samples_seen_ = 0;
+  std::int64_t planned_ = kUnlimitedSteps;
+  optim::ScheduleConfig schedule_config_;
+  std::optional<optim::LearningRateSchedule> schedule_;
+  std::vector<std::string> hosts_;
+  std::optional<MetricLog> metric_log_;
+  std::unique_ptr<Progress> progress_;
+  std::unique_ptr<WorkerRound> round_;
+  double budget_ = 0;
+  int consecutive_skips_ = 0;
+  std::int64_t skipped_ = 0;
+  std::int64_t finished_early_ = 0;  ///< AMB: worker rounds that did their whole batch in time
+  bool evaluated_now_ = false;
+  int stop_ = kContinue;
+};
+
+}  // namespace mbkit::train

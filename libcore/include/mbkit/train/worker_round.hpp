@@ -1,0 +1,75 @@
+// A worker's round: what a worker computes for one step before the combining step takes it.
+//
+//   - the induced delay (--induce), slept on the wall clock, counted on the virtual one;
+//   - the gradient of the batch's summed loss scaled by loss_scale (mbkit/train/exchange.hpp):
+//     FMB the whole batch; AMB micro-batches until the time limit, which counts from the start
+//     of the round (delays included): one is always done, a started one is finished, and the
+//     batch's leftover (batch mod micro size) is never used (mbkit/train/anytime.hpp);
+//   - each micro-batch's --slowdown delay, in proportion to its compute time.
+// Compute time is the wall time of forward and backward, or on the virtual clock the compute
+// model's cost, else this worker's CPU time; time the backward pass spent in the exchange
+// (buckets) is not compute.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+#include "mbkit/data/loader.hpp"
+#include "mbkit/nn/network.hpp"
+#include "mbkit/train/exchange.hpp"
+#include "mbkit/train/run_clock.hpp"
+#include "mbkit/train/straggler.hpp"
+#include "mbkit/train/virtual_clock.hpp"
+
+namespace mbkit::train {
+
+/// How a round splits and bounds its batch.
+struct RoundRule {
+  bool anytime = false;   ///< AMB: micro-batches under a time limit
+  int micro_size = 0;     ///< AMB: samples per micro-batch
+  double time_limit = 0;  ///< AMB: seconds per round on the run's clock
+};
+
+class WorkerRound {
+ public:
+  struct Parts {
+    nn::Network& net;
+    data::DataLoader& loader;
+    const RunClock& clock;
+    const Slowdown& slowdown;
+    std::optional<ComputeModel> compute_model;  ///< virtual clock: cost instead of CPU time
+    std::optional<StragglerProfile> stragglers;
+    int rank = 0;
+    int worker = 0;  ///< worker index: seeds its delays and dropout masks
+    std::uint64_t seed = 1;
+    RoundRule rule;
+  };
+  explicit WorkerRound(Parts parts);
+
+  /// Runs before every micro-batch but the first (async AMB: take newer parameters).
+  std::function<void()> between_micro_batches;
+  /// With buckets: the backward pass's gradients_ready (nn::Network::backward); returns the
+  /// seconds the exchange has spent in this pass so far.
+  std::function<double(std::size_t from)> gradients_ready;
+
+  /// One round at step `at_step` (seeds the dropout masks). loss_scale 0: 1 / the batch's size.
+  /// The report's send and wait times are those given by set_previous_exchange().
+  WorkerReport run(std::int64_t at_step, double loss_scale);
+
+  /// The exchange times of the previous step, which the next report carries.
+  void set_previous_exchange(double send, double wait) {
+    previous_send_ = send;
+    previous_wait_ = wait;
+  }
+  /// Samples of the last batch drawn.
+  int last_drawn() const { return last_drawn_; }
+
+ private:
+  Parts parts_;
+  std::optional<StragglerSampler> sampler_;
+  double previous_send_ = 0, previous_wait_ = 0;
+  int last_drawn_ = 0;
+};
+
+}  // namespace mbkit::train

@@ -1,0 +1,133 @@
+#include "mbkit/train/describe.hpp"
+
+#include <sstream>
+
+#include "mbkit/train/straggler.hpp"
+#include "mbkit/train/virtual_clock.hpp"
+#include "mbkit/util/json.hpp"
+#include "mbkit/util/strings.hpp"
+
+namespace mbkit::train {
+
+std::map<std::string, std::string> optimizer_map(const optim::OptimizerConfig& c) {
+  return {{"name", c.name},
+          {"weight_decay", cat(c.weight_decay)},
+          {"momentum", cat(c.momentum)},
+          {"nesterov", c.nesterov ? "true" : "false"},
+          {"rmsprop_decay", cat(c.rmsprop_decay)},
+          {"rmsprop_momentum", cat(c.rmsprop_momentum)},
+          {"rmsprop_epsilon", cat(c.rmsprop_epsilon)},
+          {"adam_beta1", cat(c.adam_beta1)},
+          {"adam_beta2", cat(c.adam_beta2)},
+          {"adam_epsilon", cat(c.adam_epsilon)}};
+}
+
+// `allreduce`: the sum a distributed allreduce run uses (shm or mpi: what auto chose).
+std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int64_t planned_steps,
+                        int world_size, int workers, double time_limit,
+                        const std::string& allreduce,
+                        const std::optional<comm::AllreduceTrial>& trial) {
+  std::ostringstream out;
+  {
+    JsonWriter json(out, false);
+    json.begin_object();
+    json.key("data").value(o.data);
+    json.key("test_data").value(o.test_data.empty() ? o.data : o.test_data);
+    json.key("batch_size").value(o.batch_size);
+    json.key("augment").value(o.augment);
+    json.key("drop_last").value(o.drop_last);
+    json.key("model").value(o.model.name);
+    json.key("model_config").begin_object();
+    for (const auto& [key, value] : o.model.to_map()) json.key(key).value(value);
+    json.end_object();
+    json.key("parameters").value(static_cast<std::uint64_t>(graph.parameter_count()));
+    json.key("optimizer").begin_object();
+    for (const auto& [key, value] : optimizer_map(o.optimizer)) json.key(key).value(value);
+    json.end_object();
+    json.key("lr").value(o.schedule.lr);
+    json.key("lr_schedule").value(o.schedule.kind);
+    json.key("decay_steps").value(o.schedule.decay_steps);
+    json.key("decay_rate").value(o.schedule.decay_rate);
+    json.key("staircase").value(o.schedule.staircase);
+    json.key("milestones").array(o.schedule.milestones);
+    json.key("gamma").value(o.schedule.gamma);
+    json.key("end_lr").value(o.schedule.end_lr);
+    json.key("warmup_epochs").value(o.warmup_epochs);
+    json.key("epochs").value(o.epochs);
+    json.key("steps").value(o.steps);
+    json.key("planned_steps")
+        .value(planned_steps == kUnlimitedSteps ? std::int64_t{-1} : planned_steps);
+    json.key("time_budget").value(o.time_budget);
+    json.key("eval_every").value(o.eval_every);
+    json.key("test_size").value(o.test_size);
+    json.key("seed").value(o.seed);
+    json.key("device").value(o.device);
+    json.key("nan_policy").value(o.nan_policy);
+    json.key("comm").value(o.comm);
+    json.key("async").value(o.async);
+    json.key("async_min_grads").value(o.async_min_grads);
+    json.key("allreduce").value(allreduce);
+    if (trial) {  // what --allreduce auto measured (seconds per sum) to choose `allreduce`
+      json.key("allreduce_trial").begin_object();
+      json.key("shm_seconds").value(trial->shared_memory_seconds);
+      json.key("mpi_seconds").value(trial->mpi_seconds);
+      json.end_object();
+    }
+    json.key("bucket_mb").value(o.bucket_mb);
+    json.key("induce").value(o.induce);
+    const auto profile = parse_straggler_profile(o.induce);
+    json.key("induce_spec").value(profile ? profile->spec() : std::string());
+    json.key("slowdown").value(o.slowdown);
+    json.key("comm_timeout").value(o.comm_timeout);
+    json.key("clock").value(o.clock);
+    json.key("comm_model").value(o.comm_model);
+    json.key("compute_model").value(parse_compute_models(o.compute_model).spec());
+    json.key("world_size").value(world_size);
+    json.key("workers").value(workers);
+    json.key("global_batch_size").value(static_cast<std::int64_t>(workers) * o.batch_size);
+    if (o.amb.enabled) {
+      json.key("time_limit").value(time_limit);
+      json.key("time_limit_option").value(o.amb.time_limit);
+      json.key("partitions").value(o.amb.partitions);
+      json.key("micro_batch_size").value(o.batch_size / o.amb.partitions);
+      json.key("decay_per_micro_batch").value(o.amb.decay_per_micro_batch);
+    }
+    json.end_object();
+  }
+  return out.str();
+}
+
+std::string describe_model(const models::ModelConfig& model) {
+  if (model.name != "mlp") return model.name;
+  std::vector<std::string> sizes;
+  for (int size : model.hidden) sizes.push_back(cat(size));
+  return cat("mlp (hidden ", sizes.empty() ? "none" : join(sizes, ","), ", ", model.activation,
+             ")");
+}
+
+std::string describe_optimizer(const optim::OptimizerConfig& c) {
+  std::string text = c.name;
+  if (c.name == "momentum") text += cat(" ", c.momentum, c.nesterov ? " (nesterov)" : "");
+  if (c.name == "rmsprop")
+    text += cat(" (decay ", c.rmsprop_decay, ", momentum ", c.rmsprop_momentum, ")");
+  if (c.name == "adam") text += cat(" (beta1 ", c.adam_beta1, ", beta2 ", c.adam_beta2, ")");
+  return text + cat(", weight decay ", c.weight_decay);
+}
+
+std::string describe_schedule(const optim::ScheduleConfig& s) {
+  std::string text = cat("lr ", s.lr, " ", s.kind);
+  if (s.kind == "exponential") {
+    text += cat(" (x", s.decay_rate, " every ", s.decay_steps, " steps",
+                s.staircase ? ", staircase" : "", ")");
+  } else if (s.kind == "multistep") {
+    std::vector<std::string> epochs;
+    for (double m : s.milestones) epochs.push_back(cat(m));
+    text += cat(" (x", s.gamma, " at epochs ", join(epochs, ","), ")");
+  } else if (s.kind == "linear") {
+    text += cat(" (to ", s.end_lr, " at step ", s.total_steps, ")");
+  }
+  if (s.warmup_steps > 0) text += cat(", warm-up ", s.warmup_steps, " steps");
+  return text;
+}
+
+}  // namespace mbkit::train

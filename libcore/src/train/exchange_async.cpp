@@ -1,0 +1,417 @@
+// The asynchronous parameter server (AsyncMaster, AsyncWorker in mbkit/train/exchange.hpp).
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <optional>
+
+#include "exchange_internal.hpp"
+#include "mbkit/train/exchange.hpp"
+#include "mbkit/train/virtual_clock.hpp"
+#include "mbkit/util/check.hpp"
+#include "mbkit/util/error.hpp"
+#include "mbkit/util/strings.hpp"
+#include "mbkit/util/timer.hpp"
+
+namespace mbkit::train {
+
+using namespace exchange_detail;
+using Clock = SteadyClock;
+
+namespace {
+
+// Header of a worker's message: what it did, then its gradient (sum over its samples) and
+// state. A message of kind kDone carries the header only.
+struct GradientHeader {
+  double kind = 0;  // kGradient or kDone
+  double samples = 0, loss_sum = 0, correct = 0;
+  double compute_time = 0, sleep_time = 0, send_time = 0, wait_time = 0;
+  double based_on = 0;
+  double stop = 0;
+  double micro_batches = 1, finished_early = 0;
+};
+constexpr double kGradient = 1, kDone = 2;
+
+// Header of the master's message: the step of the parameters that follow, or stop.
+struct ParametersHeader {
+  double step = 0;
+  double stop = 0;
+};
+
+using Bytes = std::vector<unsigned char>;
+
+}  // namespace
+
+struct AsyncMaster::Impl {
+  const comm::World& world;
+  std::size_t parameters, state;
+  struct Worker {
+    Bytes received;
+    comm::Request receive;
+    std::shared_ptr<const Bytes> sending;  // the snapshot a pending send reads
+    comm::Request send;
+    std::int64_t sent_step = -1;
+    bool done = false;  // its kDone message arrived
+    bool told_to_stop = false;
+  };
+  std::vector<Worker> workers;
+  std::shared_ptr<const Bytes> latest;  // newest parameters message
+  std::int64_t latest_step = -1;
+  std::vector<std::shared_ptr<Bytes>> spare;  // snapshots no send reads any more
+  bool stopping = false;
+  ParametersHeader stop_header;
+  // Virtual clock: the event order, the master's time and the parameter sets a worker may
+  // still be given (history[i] is publication arrivals->first_kept() + i).
+  std::optional<VirtualArrivals> arrivals;
+  double now = 0;
+  std::deque<std::shared_ptr<const Bytes>> history;
+
+  Impl(const comm::World& w, std::size_t p, std::size_t s) : world(w), parameters(p), state(s) {}
+
+  std::size_t gradient_bytes() const {
+    return sizeof(GradientHeader) + (parameters + state) * sizeof(float);
+  }
+  int rank_of(std::size_t w) const { return static_cast<int>(w) + 1; }
+
+  void post_receive(std::size_t w) {
+    Worker& worker = workers[w];
+    worker.received.resize(gradient_bytes());
+    worker.receive =
+        world.irecv(worker.received.data(), worker.received.size(), rank_of(w), kGradientTag);
+  }
+
+  // Completes sends and gives every worker whose last send finished the newest parameters.
+  void pump() {
+    for (std::size_t w = 0; w < workers.size(); ++w) {
+      Worker& worker = workers[w];
+      if (!world.test(worker.send)) continue;
+      worker.sending.reset();
+      if (worker.told_to_stop) continue;
+      if (stopping) {
+        worker.send = world.isend(&stop_header, sizeof stop_header, rank_of(w), kParametersTag);
+        worker.told_to_stop = true;
+      } else if (!arrivals && latest && worker.sent_step < latest_step) {
+        worker.sending = latest;
+        worker.send = world.isend(latest->data(), latest->size(), rank_of(w), kParametersTag);
+        worker.sent_step = latest_step;
+      }
+    }
+  }
+
+  // Virtual clock: sends worker w the parameter set it holds when its round starts at `start`.
+  void send_held(std::size_t w, double start) {
+    Worker& worker = workers[w];
+    world.wait(worker.send, cat("sending parameters to rank ", rank_of(w)));
+    const std::int64_t held = arrivals->held_at(start);
+    worker.sending = history[static_cast<std::size_t>(held - arrivals->first_kept())];
+    worker.send =
+        world.isend(worker.sending->data(), worker.sending->size(), rank_of(w), kParametersTag);
+  }
+
+  static GradientHeader header_of(const Worker& worker) {
+    GradientHeader header;
+    std::memcpy(&header, worker.received.data(), sizeof header);
+    return header;
+  }
+
+  std::vector<int> silent_workers() const {
+    std::vector<int> ranks;
+    for (std::size_t w = 0; w < workers.size(); ++w) {
+      if (!workers[w].done) ranks.push_back(rank_of(w));
+    }
+    return ranks;
+  }
+};
+
+AsyncMaster::AsyncMaster(const comm::World& world, std::size_t parameters, std::size_t state)
+    : impl_(new Impl(world, parameters, state)) {
+  if (world.size() < 2) usage_error("--comm ps --async needs at least 2 ranks");
+  impl_->workers.resize(static_cast<std::size_t>(world.size() - 1));
+  for (std::size_t w = 0; w < impl_->workers.size(); ++w) impl_->post_receive(w);
+}
+
+AsyncMaster::~AsyncMaster() {
+  delete impl_;
+}
+
+void AsyncMaster::start(std::span<const float> parameters, std::span<const float> state,
+                        std::int64_t step) {
+  publish(parameters, state, step);
+  Impl& m = *impl_;
+  if (!m.arrivals) return;
+  // Every worker starts once the first parameters reached it.
+  for (std::size_t w = 0; w < m.workers.size(); ++w) {
+    const double start = m.now + m.arrivals->message();
+    m.arrivals->start(static_cast<int>(w), start);
+    m.send_held(w, start);
+  }
+}
+
+void AsyncMaster::use_virtual_clock(double message, double now) {
+  impl_->arrivals.emplace(static_cast<int>(impl_->workers.size()), message);
+  impl_->now = now;
+}
+
+double AsyncMaster::virtual_now() const {
+  return impl_->now;
+}
+
+void AsyncMaster::advance(double seconds) {
+  impl_->now += seconds;
+}
+
+void AsyncMaster::publish(std::span<const float> parameters, std::span<const float> state,
+                          std::int64_t step) {
+  Impl& m = *impl_;
+  std::shared_ptr<Bytes> snapshot;
+  for (auto& spare : m.spare) {
+    if (spare.use_count() == 1) {
+      snapshot = spare;
+      break;
+    }
+  }
+  if (!snapshot) {
+    snapshot = std::make_shared<Bytes>();
+    m.spare.push_back(snapshot);
+  }
+  snapshot->resize(sizeof(ParametersHeader) + (parameters.size() + state.size()) * sizeof(float));
+  const ParametersHeader header{static_cast<double>(step), 0};
+  unsigned char* out = snapshot->data();
+  std::memcpy(out, &header, sizeof header);
+  out += sizeof header;
+  std::memcpy(out, parameters.data(), parameters.size_bytes());
+  out += parameters.size_bytes();
+  std::memcpy(out, state.data(), state.size_bytes());
+  m.latest = snapshot;
+  m.latest_step = step;
+  if (m.arrivals) {
+    m.arrivals->publish(m.now);
+    m.history.push_back(snapshot);
+  }
+  m.pump();
+}
+
+CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> state,
+                                  int min_gradients, std::int64_t step) {
+  Impl& m = *impl_;
+  CombinedStep result;
+  std::fill(gradients.begin(), gradients.end(), 0.0f);
+  std::fill(state.begin(), state.end(), 0.0f);
+  int count = 0;
+  const auto start = Clock::now();
+  const double virtual_start = m.now;
+  std::vector<bool> heard(m.workers.size(), false);
+  // Adds worker w's received gradient to the step.
+  auto take = [&](std::size_t w) {
+    Impl::Worker& worker = m.workers[w];
+    const GradientHeader header = Impl::header_of(worker);
+    const float* values = reinterpret_cast<const float*>(worker.received.data() + sizeof header);
+    for (std::size_t i = 0; i < gradients.size(); ++i) gradients[i] += values[i];
+    for (std::size_t i = 0; i < state.size(); ++i) state[i] += values[gradients.size() + i];
+    WorkerReport report;
+    report.rank = m.rank_of(w);
+    report.samples = static_cast<std::int64_t>(header.samples);
+    report.loss_sum = header.loss_sum;
+    report.correct = static_cast<std::int64_t>(header.correct);
+    report.compute_time = header.compute_time;
+    report.sleep_time = header.sleep_time;
+    report.send_time = header.send_time;
+    report.wait_time = header.wait_time;
+    report.based_on = static_cast<std::int64_t>(header.based_on);
+    report.staleness = step - report.based_on;
+    report.stop = static_cast<int>(header.stop);
+    report.micro_batches = static_cast<std::int64_t>(header.micro_batches);
+    report.finished_early = header.finished_early != 0;
+    add_up(result, report);
+    heard[w] = true;
+    ++count;
+  };
+  // Virtual clock: gradients wait until they are next in virtual time.
+  auto take_in_virtual_order = [&] {
+    VirtualArrivals& arrivals = *m.arrivals;
+    while (count < min_gradients) {
+      const auto next = arrivals.next();
+      if (!next) return;
+      const auto w = static_cast<std::size_t>(*next);
+      const double arrival = arrivals.take(*next);
+      take(w);
+      result.workers.back().send_time = arrivals.message();
+      result.workers.back().wait_time = 0;
+      m.now = std::max(m.now, arrival);
+      m.send_held(w, arrivals.round_start(*next));
+      m.post_receive(w);
+      // Later rounds start no earlier than this one's: older parameter sets can go.
+      const std::int64_t forgotten = arrivals.forget_before(arrivals.round_start(*next));
+      m.history.erase(m.history.begin(), m.history.begin() + forgotten);
+    }
+  };
+  m.world.wait_until(
+      [&] {
+        m.pump();
+        for (std::size_t w = 0; w < m.workers.size(); ++w) {
+          Impl::Worker& worker = m.workers[w];
+          if (worker.done) continue;
+          if (m.arrivals && m.arrivals->waiting(static_cast<int>(w))) continue;
+          if (!m.world.test(worker.receive)) continue;
+          const GradientHeader header = Impl::header_of(worker);
+          if (header.kind == kDone) {
+            worker.done = true;
+            if (m.arrivals) m.arrivals->retire(static_cast<int>(w));
+            continue;
+          }
+          if (m.arrivals) {
+            m.arrivals->arrived(static_cast<int>(w), header.sleep_time + header.compute_time);
+            continue;
+          }
+          take(w);
+          m.post_receive(w);
+        }
+        if (m.arrivals) take_in_virtual_order();
+        return count >= min_gradients;
+      },
+      cat("master waiting for ", min_gradients, " gradient", min_gradients > 1 ? "s" : "",
+          " for step ", step + 1),
+      [&] {
+        std::vector<int> silent;
+        for (std::size_t w = 0; w < m.workers.size(); ++w) {
+          const bool waiting = m.arrivals && m.arrivals->waiting(static_cast<int>(w));
+          if (!heard[w] && !waiting) silent.push_back(m.rank_of(w));
+        }
+        return silent;
+      });
+  result.wait_time = m.arrivals ? m.now - virtual_start : seconds_since(start);
+  if (result.samples > 0) {
+    const float inverse = 1.0f / static_cast<float>(result.samples);
+    for (float& g : gradients) g *= inverse;
+  }
+  const float state_inverse = 1.0f / static_cast<float>(count);
+  for (float& s : state) s *= state_inverse;
+  return result;
+}
+
+void AsyncMaster::finish(std::int64_t step, int code) {
+  Impl& m = *impl_;
+  m.stopping = true;
+  m.stop_header = ParametersHeader{static_cast<double>(step), static_cast<double>(code)};
+  m.world.wait_until(
+      [&] {
+        m.pump();
+        bool all = true;
+        for (std::size_t w = 0; w < m.workers.size(); ++w) {
+          Impl::Worker& worker = m.workers[w];
+          if (!worker.done && m.world.test(worker.receive)) {
+            if (Impl::header_of(worker).kind == kDone) {
+              worker.done = true;
+            } else {
+              ++discarded_;
+              m.post_receive(w);
+            }
+          }
+          all = all && worker.done && worker.told_to_stop && !worker.send.pending();
+        }
+        return all;
+      },
+      cat("master ending the run after step ", step), [&] { return m.silent_workers(); });
+}
+
+struct AsyncWorker::Impl {
+  const comm::World& world;
+  std::size_t parameters, state;
+  Bytes incoming[2];
+  int current = 0;  // the buffer with the posted receive
+  comm::Request receive;
+  Bytes outgoing;
+  comm::Request send;
+  bool received_any = false;
+  bool stopped = false;
+
+  Impl(const comm::World& w, std::size_t p, std::size_t s) : world(w), parameters(p), state(s) {
+    for (auto& buffer : incoming) {
+      buffer.resize(sizeof(ParametersHeader) + (p + s) * sizeof(float));
+    }
+    post();
+  }
+  void post() {
+    receive = world.irecv(incoming[current].data(), incoming[current].size(), 0, kParametersTag);
+  }
+};
+
+AsyncWorker::AsyncWorker(const comm::World& world, std::size_t parameters, std::size_t state)
+    : impl_(new Impl(world, parameters, state)) {}
+
+AsyncWorker::~AsyncWorker() {
+  delete impl_;
+}
+
+bool AsyncWorker::refresh(std::span<float> parameters, std::span<float> state, bool wait,
+                          std::int64_t& based_on) {
+  Impl& k = *impl_;
+  if (k.stopped) return false;
+  if (wait || !k.received_any) {
+    k.world.wait_until([&] { return !k.receive.pending() || k.world.test(k.receive); },
+                       "waiting for parameters from the master",
+                       [] { return std::vector<int>{0}; });
+  }
+  // Take the newest that arrived: drain the stream, alternating between two buffers.
+  const Bytes* newest = nullptr;
+  while (k.world.test(k.receive)) {
+    if (newest != nullptr) ++skipped_;
+    newest = &k.incoming[k.current];
+    ParametersHeader header;
+    std::memcpy(&header, newest->data(), sizeof header);
+    if (header.stop != 0) {
+      k.stopped = true;
+      stop_code_ = static_cast<int>(header.stop);
+      return false;
+    }
+    k.current = 1 - k.current;
+    k.post();
+  }
+  if (newest == nullptr) return true;
+  ParametersHeader header;
+  std::memcpy(&header, newest->data(), sizeof header);
+  const float* values = reinterpret_cast<const float*>(newest->data() + sizeof header);
+  std::copy(values, values + parameters.size(), parameters.begin());
+  std::copy(values + parameters.size(), values + parameters.size() + state.size(), state.begin());
+  based_on = static_cast<std::int64_t>(header.step);
+  k.received_any = true;
+  return true;
+}
+
+void AsyncWorker::send(std::span<const float> gradients, std::span<const float> state,
+                       const WorkerReport& report) {
+  Impl& k = *impl_;
+  k.world.wait(k.send, "sending a gradient to the master");
+  GradientHeader header;
+  header.kind = kGradient;
+  header.samples = static_cast<double>(report.samples);
+  header.loss_sum = report.loss_sum;
+  header.correct = static_cast<double>(report.correct);
+  header.compute_time = report.compute_time;
+  header.sleep_time = report.sleep_time;
+  header.send_time = report.send_time;
+  header.wait_time = report.wait_time;
+  header.based_on = static_cast<double>(report.based_on);
+  header.stop = report.stop;
+  header.micro_batches = static_cast<double>(report.micro_batches);
+  header.finished_early = report.finished_early ? 1 : 0;
+  k.outgoing.resize(sizeof header + gradients.size_bytes() + state.size_bytes());
+  std::memcpy(k.outgoing.data(), &header, sizeof header);
+  std::memcpy(k.outgoing.data() + sizeof header, gradients.data(), gradients.size_bytes());
+  std::memcpy(k.outgoing.data() + sizeof header + gradients.size_bytes(), state.data(),
+              state.size_bytes());
+  k.send = k.world.isend(k.outgoing.data(), k.outgoing.size(), 0, kGradientTag);
+}
+
+void AsyncWorker::finish() {
+  Impl& k = *impl_;
+  k.world.wait(k.send, "sending the last gradient");
+  GradientHeader header;
+  header.kind = kDone;
+  k.outgoing.assign(reinterpret_cast<const unsigned char*>(&header),
+                    reinterpret_cast<const unsigned char*>(&header) + sizeof header);
+  k.send = k.world.isend(k.outgoing.data(), k.outgoing.size(), 0, kGradientTag);
+  k.world.wait(k.send, "telling the master it is done");
+}
+
+}  // namespace mbkit::train

@@ -1,0 +1,140 @@
+#include "mbkit/train/roles.hpp"
+
+#include <algorithm>
+
+#include "mbkit/train/exchange.hpp"
+#include "mbkit/util/error.hpp"
+#include "mbkit/util/strings.hpp"
+
+namespace mbkit::train {
+namespace {
+
+// Expands the %d conversions (flags and width allowed) of a shard pattern: the first takes the
+// worker index, the second the number of workers; %% is a percent sign.
+std::string expand_pattern(const std::string& pattern, int worker, int workers) {
+  std::string out;
+  int conversions = 0;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%') {
+      out += pattern[i];
+      continue;
+    }
+    if (i + 1 < pattern.size() && pattern[i + 1] == '%') {
+      out += '%';
+      ++i;
+      continue;
+    }
+    std::size_t j = i + 1;
+    bool zeros = false;
+    for (; j < pattern.size() && pattern[j] == '0'; ++j) zeros = true;
+    std::size_t width = 0;
+    for (; j < pattern.size() && pattern[j] >= '0' && pattern[j] <= '9' && width < 100; ++j)
+      width = width * 10 + static_cast<std::size_t>(pattern[j] - '0');
+    if (j >= pattern.size() || pattern[j] != 'd' || conversions == 2) {
+      usage_error(cat("--data: '", pattern,
+                      "' is not a shard pattern: it takes %d (or %05d) for the worker index and "
+                      "optionally a second %d for the number of workers"));
+    }
+    const std::string digits = std::to_string(conversions == 0 ? worker : workers);
+    if (digits.size() < width) out.append(width - digits.size(), zeros ? '0' : ' ');
+    out += digits;
+    ++conversions;
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace
+
+Role decide_role(const TrainOptions& o, const comm::World& world) {
+  Role role;
+  role.distributed = world.distributed();
+  if (!role.distributed) {
+    if (o.async) usage_error("--async needs a master and workers: run under mpirun -n 2 or more");
+    return role;
+  }
+  role.parameter_server = o.comm == "ps";
+  role.async = o.async;
+  role.master = role.parameter_server && world.rank() == 0;
+  role.computes = !role.master;
+  role.workers = role.parameter_server ? world.size() - 1 : world.size();
+  role.worker = role.parameter_server ? world.rank() - 1 : world.rank();
+  role.comm = role.parameter_server ? (o.async ? "ps-async" : "ps") : "allreduce";
+  const auto via = allreduce_via(o);
+  role.shared_memory = SyncExchange::uses_shared_memory(world, role.parameter_server, via);
+  if (via == AllreduceVia::kAuto && role.shared_memory) {
+    // The faster sum, timed at start, where both give the same bits: with two ranks each sum
+    // is one addition, a + b. With more, their orders of addition differ, and a run must not
+    // depend on a timing: MPI_Allreduce (--allreduce shm asks for the other). Buckets exist
+    // only in the MPI sum.
+    role.shared_memory = world.size() == 2 && o.bucket_mb <= 0;
+    role.time_allreduce = role.shared_memory;
+  } else if (o.bucket_mb > 0 && role.shared_memory) {
+    usage_error(
+        "--bucket-mb: the shared-memory sum has no buckets (it needs every gradient at once); "
+        "use --allreduce mpi or auto");
+  }
+  if (role.async && o.async_min_grads > role.workers) {
+    usage_error(cat("--async-min-grads ", o.async_min_grads, " is more than the ", role.workers,
+                    " workers"));
+  }
+  return role;
+}
+
+WorkerData worker_data(const std::string& data, int worker, int workers) {
+  if (data.find('%') != std::string::npos) return {expand_pattern(data, worker, workers), 0, 1};
+  if (data.find(',') != std::string::npos) {
+    const auto files = split(data, ',');
+    if (static_cast<int>(files.size()) != workers) {
+      usage_error(cat("--data lists ", files.size(), " files for ", workers, " workers"));
+    }
+    return {files[static_cast<std::size_t>(worker)], 0, 1};
+  }
+  return {data, worker, workers};
+}
+
+// "0 on a; 1-3 on b": ranks grouped by host.
+std::string describe_hosts(const std::vector<std::string>& hosts, const Role& role) {
+  std::vector<std::string> parts;
+  std::size_t begin = 0;
+  for (std::size_t i = 1; i <= hosts.size(); ++i) {
+    if (i < hosts.size() && hosts[i] == hosts[begin]) continue;
+    const std::string ranks = i - begin == 1 ? cat(begin) : cat(begin, "-", i - 1);
+    parts.push_back(cat(ranks, " on ", hosts[begin]));
+    begin = i;
+  }
+  std::string text = join(parts, "; ");
+  if (role.parameter_server) text += " (rank 0 is the master)";
+  return text;
+}
+
+// Every rank must run the same training: the ranks' descriptions are compared key by key and
+// the first difference is reported with the ranks on each side.
+void check_agreement(const comm::World& world, const std::vector<std::string>& lines) {
+  std::string mine;
+  for (const auto& line : lines) mine += line + "\n";
+  const auto all = world.all_gather(mine);
+  for (int rank = 1; rank < world.size(); ++rank) {
+    if (all[static_cast<std::size_t>(rank)] == all[0]) continue;
+    const auto theirs = split(all[static_cast<std::size_t>(rank)], '\n');
+    std::string difference = "their settings";
+    for (std::size_t i = 0; i < std::max(lines.size(), theirs.size()); ++i) {
+      const std::string a = i < lines.size() ? lines[i] : "";
+      const std::string b = i < theirs.size() ? theirs[i] : "";
+      if (a != b) {
+        difference =
+            cat(a.empty() ? "(nothing)" : a, " on rank 0 but ", b.empty() ? "(nothing)" : b);
+        break;
+      }
+    }
+    std::vector<int> differing;
+    for (int r = 1; r < world.size(); ++r) {
+      if (all[static_cast<std::size_t>(r)] != all[0]) differing.push_back(r);
+    }
+    usage_error(cat("the ranks do not run the same training: ", difference, " on rank",
+                    differing.size() > 1 ? "s " : " ", comm::rank_list(differing),
+                    "; every rank must get the same options and data of the same shape"));
+  }
+}
+
+}  // namespace mbkit::train

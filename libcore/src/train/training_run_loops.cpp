@@ -1,0 +1,277 @@
+// A training run's loops (training_run.hpp): synchronous steps (one process, ps, allreduce), the
+// asynchronous master and workers, and the end of the run.
+#include <algorithm>
+#include <csignal>
+#include <limits>
+
+#include "mbkit/train/training_run.hpp"
+#include "mbkit/util/error.hpp"
+#include "mbkit/util/log.hpp"
+#include "mbkit/util/strings.hpp"
+
+namespace mbkit::train {
+namespace {
+
+constexpr int kMaxConsecutiveSkips = 20;  // as training_run_records.cpp's nan policy
+
+}  // namespace
+
+int TrainingRun::train() {
+  stop_ = step_ >= planned_ ? kFinished : kContinue;
+  if (!role_.async) {
+    run_sync();
+  } else if (role_.master) {
+    run_async_master();
+  } else {
+    run_async_worker();
+  }
+  return finish();
+}
+
+void TrainingRun::run_sync() {
+  SyncExchange exchange(world_, role_.parameter_server,
+                        role_.shared_memory ? AllreduceVia::kSharedMemory : AllreduceVia::kMpi);
+  if (options_.bucket_mb > 0) {
+    exchange.set_bucket_floats(std::max<std::size_t>(
+        1, static_cast<std::size_t>(options_.bucket_mb * 1024.0 * 1024.0 / sizeof(float))));
+  }
+  if (exchange.buckets() && round_) {
+    // The backward pass hands finished gradients to the exchange.
+    round_->gradients_ready = [&](std::size_t from) {
+      exchange.gradients_ready(net_->gradients(), from);
+      return exchange.progress_time();
+    };
+  }
+  // The small per-step values ride in the gradients' message (one collective per step); with
+  // shared memory, the backward pass writes the gradients into the shared window.
+  std::span<float> tail;
+  if (role_.distributed) {
+    const std::size_t tail_floats = exchange.tail_floats(net_->state().size());
+    tail = net_->gradient_tail(tail_floats);
+    if (exchange.shared_memory()) {
+      net_->move_gradients_to(exchange.shared_buffer(net_->gradient_buffer().size()));
+      tail = net_->gradient_tail(tail_floats);
+    }
+  }
+  stop_ = first_verdict(exchange);
+  while (stop_ == kContinue) {
+    stop_ = sync_step(exchange, tail);
+    if (stop_ == kDiverged) break;
+    after_step(clock_.now());
+  }
+  if (round_) round_->gradients_ready = nullptr;
+}
+
+int TrainingRun::first_verdict(SyncExchange& exchange) {
+  int stop = stop_;
+  if (role_.parameter_server) {
+    // The master's verdict before the first step (the run may be complete already).
+    return exchange.distribute(net_->parameters(), net_->state(),
+                               logs_ ? std::max(stop, rank0_stop()) : 0, step_);
+  }
+  if (logs_) stop = std::max(stop, rank0_stop());
+  if (role_.distributed) {
+    std::int64_t verdict = stop;
+    world_.broadcast(
+        std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&verdict), sizeof verdict), 0);
+    stop = static_cast<int>(verdict);
+  }
+  return stop;
+}
+
+int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> tail) {
+  const auto step_start = SteadyClock::now();
+  const double lr = schedule_->at(step_, epoch_at(step_));
+  const std::int64_t nominal = role_.distributed ? global_batch_ : 0;  // 0: the batch's size
+  WorkerReport report;
+  if (role_.computes) {
+    report = round_->run(step_, nominal > 0 ? 1.0 / static_cast<double>(nominal) : 0.0);
+    report.stop = stop_request_.requested() ? kSignalled : kContinue;
+    if (!role_.parameter_server && logs_ && step_ + 1 < planned_) {
+      report.stop = std::max(report.stop, rank0_stop());
+    }
+    if (!role_.parameter_server && step_ + 1 >= planned_) {
+      report.stop = std::max(report.stop, static_cast<int>(kFinished));
+    }
+  }
+  const std::int64_t step_nominal = nominal > 0 ? nominal : (round_ ? round_->last_drawn() : 0);
+  auto combined =
+      exchange.combine(net_->gradients(), net_->state(), report, step_, step_nominal, tail);
+  if (role_.computes) worker_line(step_ + 1, report);
+  int verdict = combined.stop;
+  double update_time = 0;  // virtual clock: CPU seconds of the update (free with a model)
+  if (!role_.parameter_server || role_.master) {
+    const int decision = accept_update(combined.mean_loss());
+    if (decision == kContinue) {
+      const bool timed = clock_.is_virtual() && compute_models_.empty();
+      const double cpu_start = timed ? clock_.cpu_now() : 0;
+      optimizer_->step(net_->parameters(), net_->gradients(), lr);
+      if (timed) update_time = clock_.cpu_now() - cpu_start;
+    } else if (decision == kDiverged) {
+      verdict = kDiverged;
+    }
+  }
+  ++step_;
+  samples_seen_ += static_cast<double>(combined.samples);
+  if (role_.master) {
+    verdict = std::max(verdict, rank0_stop());
+    if (step_ >= planned_) verdict = std::max(verdict, static_cast<int>(kFinished));
+  }
+  if (role_.parameter_server) {
+    verdict = exchange.distribute(net_->parameters(), net_->state(), verdict, step_);
+  }
+  if (round_) round_->set_previous_exchange(exchange.last_send_time(), exchange.last_wait_time());
+  double step_time = seconds_since(step_start);
+  if (clock_.is_virtual() && logs_) {
+    // The emulated step: the slowest worker, the exchange, the update (virtual_clock.hpp).
+    std::vector<SyncWorkerTime> times;
+    for (const auto& r : combined.workers) times.push_back({r.sleep_time, r.compute_time});
+    const auto timing =
+        sync_step_time(times, role_.parameter_server, comm_model_, gradient_bytes_, update_time);
+    for (std::size_t i = 0; i < combined.workers.size(); ++i) {
+      combined.workers[i].send_time = timing.send;
+      combined.workers[i].wait_time = timing.wait[i];
+    }
+    combined.wait_time = timing.gather;
+    step_time = timing.end;
+    clock_.advance(timing.end);
+  }
+  if (logs_) record_step(combined, step_time, lr);
+  return verdict;
+}
+
+void TrainingRun::run_async_master() {
+  AsyncMaster master(world_, net_->parameters().size(), net_->state().size());
+  if (clock_.is_virtual()) {
+    master.use_virtual_clock(
+        comm_model_.message(gradient_bytes_ + net_->state().size() * sizeof(float)),
+        clock_.virtual_now());
+  }
+  master.start(net_->parameters(), net_->state(), step_);
+  std::vector<float> state(net_->state().size());
+  const double planned_samples = options_.epochs > 0
+                                     ? options_.epochs * static_cast<double>(total_rows_)
+                                     : std::numeric_limits<double>::infinity();
+  if (samples_seen_ >= planned_samples) stop_ = kFinished;
+  stop_ = std::max(stop_, rank0_stop());
+  while (stop_ == kContinue) {
+    const auto step_start = SteadyClock::now();
+    const double virtual_start = clock_.virtual_now();
+    const double lr = schedule_->at(step_, epoch_at(step_));
+    const auto combined = master.collect(net_->gradients(), state, options_.async_min_grads, step_);
+    std::copy(state.begin(), state.end(), net_->state().begin());
+    const int decision = accept_update(combined.mean_loss());
+    if (decision == kContinue) {
+      const bool timed = clock_.is_virtual() && compute_models_.empty();
+      const double cpu_start = timed ? clock_.cpu_now() : 0;
+      optimizer_->step(net_->parameters(), net_->gradients(), lr);
+      if (timed) master.advance(clock_.cpu_now() - cpu_start);
+    }
+    ++step_;
+    samples_seen_ += static_cast<double>(combined.samples);
+    if (clock_.is_virtual()) clock_.set_virtual_now(master.virtual_now());
+    record_step(
+        combined,
+        clock_.is_virtual() ? clock_.virtual_now() - virtual_start : seconds_since(step_start), lr);
+    stop_ = std::max(combined.stop, rank0_stop());
+    if (decision == kDiverged) stop_ = kDiverged;
+    if (step_ >= planned_ || samples_seen_ >= planned_samples) {
+      stop_ = std::max(stop_, static_cast<int>(kFinished));
+    }
+    if (stop_ == kContinue) master.publish(net_->parameters(), net_->state(), step_);
+    if (stop_ != kDiverged) after_step(clock_.now());
+  }
+  master.finish(step_, stop_);
+  if (master.discarded() > 0) {
+    log::verbose(cat(master.discarded(), " gradients arrived after the end and were not used"));
+  }
+}
+
+void TrainingRun::run_async_worker() {
+  AsyncWorker worker(world_, net_->parameters().size(), net_->state().size());
+  std::int64_t based_on = 0;
+  std::int64_t rounds = 0;
+  // AMB, as the original's async strategy: newer parameters are taken between micro-batches
+  // (the virtual clock's master decides at round starts, so not there).
+  bool master_stopped = false;
+  if (amb_ && !clock_.is_virtual()) {
+    round_->between_micro_batches = [&] {
+      if (!master_stopped && !worker.refresh(net_->parameters(), net_->state(), false, based_on)) {
+        master_stopped = true;
+      }
+    };
+  }
+  // Under the virtual clock the master decides which parameters each round starts from.
+  while (!master_stopped && worker.refresh(net_->parameters(), net_->state(),
+                                           rounds == 0 || clock_.is_virtual(), based_on)) {
+    auto report = round_->run(based_on + rounds, 1.0);
+    report.stop = stop_request_.requested() ? kSignalled : kContinue;
+    report.based_on = based_on;
+    const auto send_start = SteadyClock::now();
+    worker.send(net_->gradients(), net_->state(), report);
+    // Waiting for the previous send to finish.
+    round_->set_previous_exchange(0, seconds_since(send_start));
+    ++rounds;
+    worker_line(rounds, report);
+  }
+  round_->between_micro_batches = nullptr;
+  worker.finish();
+  stop_ = worker.stop_code();
+  if (worker.skipped() > 0) {
+    log::verbose(cat(worker.skipped(), " parameter sets were overtaken before being used"));
+  }
+}
+
+int TrainingRun::finish() {
+  const double elapsed = clock_.now();
+  if (stop_ == kDiverged) {
+    if (metric_log_) metric_log_->close();
+    const std::string where = cat("non-finite loss at step ", step_ - 1, " (epoch ",
+                                  strprintf("%.2f", epoch_at(step_ - 1)), ")");
+    const std::string message =
+        options_.nan_policy == "skip"
+            ? cat(where, ", ", consecutive_skips_, " steps in a row: --nan-policy skip ",
+                  "gives up after ", kMaxConsecutiveSkips, "; lower --lr")
+            : cat(where, "; lower --lr, or --nan-policy skip to skip such steps");
+    if (logs_) throw Error(message, ExitCode::kDiverged);
+    return static_cast<int>(ExitCode::kDiverged);
+  }
+  if (stop_ == kSignalled) {
+    const int signal_number = stop_request_.signal() != 0 ? stop_request_.signal() : SIGTERM;
+    const char* name = signal_number == SIGINT ? "SIGINT" : "SIGTERM";
+    if (metric_log_) metric_log_->close();
+    if (!options_.checkpoint.empty()) {
+      if (logs_) {
+        save_checkpoint(elapsed);
+        progress_->note(cat("stopped by ", name, " at step ", step_, "; state saved in ",
+                            options_.checkpoint, " (--resume ", options_.checkpoint,
+                            " continues)"));
+      }
+      return static_cast<int>(ExitCode::kInterrupted);
+    }
+    if (logs_) {
+      progress_->note(
+          cat("stopped by ", name, " at step ", step_, "; no --checkpoint, state not saved"));
+    }
+    return 128 + signal_number;
+  }
+  if (!evaluated_now_) run_evaluation(elapsed);
+  if (logs_ && !options_.checkpoint.empty()) save_checkpoint(elapsed);
+  if (metric_log_) metric_log_->close();
+  if (logs_) {
+    progress_->note(
+        cat("done: ", step_, " steps (", strprintf("%.2f", epoch_at(step_)), " epochs) in ",
+            human_duration(clock_.since_start()),
+            clock_.is_virtual()
+                ? cat(" (", human_duration(clock_.virtual_now() - clock_.elapsed_before()),
+                      " emulated)")
+                : "",
+            skipped_ > 0 ? cat(", ", skipped_, " steps skipped for non-finite loss") : "",
+            finished_early_ > 0 ? cat("; ", finished_early_,
+                                      " worker rounds did their whole batch before the time limit")
+                                : ""));
+  }
+  return 0;
+}
+
+}  // namespace mbkit::train

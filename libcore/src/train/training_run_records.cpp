@@ -1,0 +1,253 @@
+// A training run's records (training_run.hpp): the start table, rank 0's log of each step,
+// evaluations, checkpoints, the nan policy and the stop decision.
+#include <cmath>
+#include <limits>
+
+#include "mbkit/config.hpp"
+#include "mbkit/train/checkpoint.hpp"
+#include "mbkit/train/describe.hpp"
+#include "mbkit/train/evaluate.hpp"
+#include "mbkit/train/training_run.hpp"
+#include "mbkit/util/log.hpp"
+#include "mbkit/util/strings.hpp"
+
+namespace mbkit::train {
+namespace {
+
+constexpr int kMaxConsecutiveSkips = 20;
+
+}  // namespace
+
+void TrainingRun::print_start_table() const {
+  log::info(cat("mbkit ", MBKIT_VERSION, " (", MBKIT_GIT_COMMIT, "), ", backend_->description()));
+  auto row = [](const char* key, const std::string& value) {
+    log::info(strprintf("  %-10s %s", key, value.c_str()));
+  };
+  const std::string data_text =
+      role_.distributed && my_data_.slice_count == 1 && options_.data.find('%') != std::string::npos
+          ? cat(options_.data, " (a shard per worker)")
+          : (options_.data.find(',') != std::string::npos ? "a file per worker" : options_.data);
+  row("data",
+      cat(data_text, ": ", info_.name, ", ", total_rows_, " training images of ", shape_.text(),
+          ", ", info_.num_classes, " classes", options_.augment ? ", augmented (crop, flip)" : ""));
+  row("test",
+      has_test_ ? cat(test_path_,
+                      options_.test_size > 0 ? cat(": first ", options_.test_size, " images") : "",
+                      options_.eval_every > 0 ? cat(", every ", options_.eval_every, " steps")
+                                              : ", at the end",
+                      role_.distributed && !role_.async
+                          ? cat(", shared out over ", world_.size(), " ranks")
+                          : "")
+                : "none (no test split)");
+  row("model",
+      cat(describe_model(options_.model), ": ",
+          with_commas(static_cast<std::int64_t>(net_->graph().parameter_count())), " parameters"));
+  row("optimizer",
+      describe_optimizer(optimizer_config_) + (amb_ && options_.amb.decay_per_micro_batch
+                                                   ? cat(" (", options_.optimizer.weight_decay,
+                                                         " per micro-batch, as the AMB original)")
+                                                   : ""));
+  if (amb_) {
+    const std::int64_t micro_batches = options_.batch_size / micro_size_;
+    row("anytime", cat("time limit ", short_duration(time_limit_),
+                       options_.amb.time_limit == "auto" ? " (auto: a full batch, measured)" : "",
+                       ", ", micro_batches, " micro-batches of ", micro_size_, " samples",
+                       micro_batches * micro_size_ < options_.batch_size
+                           ? cat(" (", options_.batch_size - micro_batches * micro_size_,
+                                 " samples of each batch unused)")
+                           : ""));
+  }
+  row("schedule", describe_schedule(schedule_config_));
+  if (role_.distributed) {
+    row("workers",
+        cat(role_.workers, " (", role_.comm,
+            role_.parameter_server   ? ""
+            : role_.shared_memory    ? " through shared memory"
+            : options_.bucket_mb > 0 ? cat(" with MPI_Iallreduce in buckets of ",
+                                           options_.bucket_mb, " MiB during the backward pass")
+                                     : " with MPI_Allreduce",
+            allreduce_trial_ ? cat(": ", short_duration(allreduce_trial_->shared_memory_seconds),
+                                   " per sum against MPI_Allreduce's ",
+                                   short_duration(allreduce_trial_->mpi_seconds), " at start")
+                             : "",
+            role_.async ? cat(", an update per ", options_.async_min_grads, " gradient",
+                              options_.async_min_grads > 1 ? "s" : "")
+                        : "",
+            "), ranks ", describe_hosts(hosts_, role_)));
+    row("batch", cat(options_.batch_size, " per worker, ", global_batch_,
+                     role_.async ? " per round of all workers" : " per step", ", ",
+                     steps_per_epoch_, " steps per epoch"));
+  } else {
+    row("batch", cat(options_.batch_size, " per step, ", steps_per_epoch_, " steps per epoch"));
+  }
+  if (stragglers_) row("stragglers", stragglers_->describe());
+  if (!slowdown_.empty()) row("slowdown", slowdown_.describe());
+  if (clock_.is_virtual()) {
+    row("clock", cat("virtual: a core per worker, compute ", compute_models_.describe(),
+                     role_.distributed ? cat(", messages ", comm_model_.describe()) : "",
+                     "; induced delays are not slept"));
+  }
+  std::string length =
+      planned_ == kUnlimitedSteps ? "until the time budget" : cat(with_commas(planned_), " steps");
+  if (options_.epochs > 0) length += cat(" (", options_.epochs, " epochs)");
+  if (options_.time_budget > 0) length += cat(", at most ", human_duration(options_.time_budget));
+  row("length", length);
+  row("seed", cat(options_.seed));
+  if (metric_log_) row("log", options_.log);
+  if (!options_.checkpoint.empty()) {
+    row("checkpoint",
+        cat(options_.checkpoint,
+            options_.checkpoint_every > 0 ? cat(" every ", options_.checkpoint_every, " steps")
+                                          : "",
+            " and at the end"));
+  }
+  log::verbose("layers:\n" + net_->graph().summary());
+}
+
+void TrainingRun::save_checkpoint(double elapsed) {
+  Checkpoint checkpoint;
+  checkpoint.model = options_.model.name;
+  checkpoint.model_config = options_.model.to_map();
+  checkpoint.input_shape = {shape_.channels, shape_.height, shape_.width};
+  checkpoint.num_classes = info_.num_classes;
+  checkpoint.params = arrays_of(net_->graph().parameters(), net_->parameters());
+  checkpoint.state = arrays_of(net_->graph().state_arrays(), net_->state());
+  checkpoint.optimizer = options_.optimizer.name;
+  checkpoint.optimizer_config = optimizer_map(options_.optimizer);
+  checkpoint.optimizer_steps = optimizer_->steps();
+  for (const auto& [name, values] : optimizer_->state()) {
+    checkpoint.optimizer_state.push_back(
+        {name, {static_cast<std::int64_t>(values->size())}, *values});
+  }
+  checkpoint.step = step_;
+  checkpoint.epoch = step_ / steps_per_epoch_;
+  checkpoint.batch_in_epoch = step_ % steps_per_epoch_;
+  checkpoint.epoch_progress = epoch_at(step_);
+  checkpoint.workers = role_.workers;
+  checkpoint.comm = role_.comm;
+  checkpoint.seed = options_.seed;
+  checkpoint.elapsed = elapsed;
+  checkpoint.wall_elapsed = clock_.wall_now();
+  checkpoint.dataset = info_.name;
+  checkpoint.mean = info_.mean;
+  checkpoint.std = info_.std;
+  checkpoint.config_json =
+      config_json(options_, net_->graph(), planned_, world_.size(), role_.workers, time_limit_,
+                  allreduce_used_, allreduce_trial_);
+  checkpoint.created_by = cat(tool_name(options_), " ", MBKIT_VERSION);
+  write_checkpoint(options_.checkpoint, checkpoint);
+}
+
+void TrainingRun::run_evaluation(double elapsed) {
+  if (!has_test_) return;
+  EvalResult result;
+  if (test_loader_) result = evaluate(*net_, *test_loader_);
+  if (!role_.async && role_.distributed) {
+    world_.rendezvous(cat("evaluation at step ", step_));
+    result.reduce(world_);
+  }
+  if (!logs_) return;
+  progress_->note(
+      strprintf("eval at step %lld (epoch %.2f): loss %.4f, accuracy %.2f%% on %lld images",
+                static_cast<long long>(step_), epoch_at(step_), result.loss(),
+                100.0 * result.accuracy(), static_cast<long long>(result.samples)));
+  if (metric_log_) {
+    metric_log_->add(EvalRecord{step_, elapsed, epoch_at(step_), result.loss(), result.accuracy(),
+                                result.samples, clock_.wall_now()});
+  }
+}
+
+void TrainingRun::worker_line(std::int64_t at_step, const WorkerReport& r) const {
+  if (!options_.worker_log) return;
+  log::info(
+      cat(world_.rank() == 0 ? "rank 0: " : "",
+          strprintf("%s %lld: %lld samples, loss %.4f, compute %.1f ms, sleep %.1f ms, "
+                    "previous send %.1f ms, wait %.1f ms",
+                    role_.async ? "round" : "step", static_cast<long long>(at_step),
+                    static_cast<long long>(r.samples),
+                    r.samples > 0 ? r.loss_sum / static_cast<double>(r.samples) : 0.0,
+                    1e3 * r.compute_time, 1e3 * r.sleep_time, 1e3 * r.send_time, 1e3 * r.wait_time),
+          role_.async ? cat(", on parameters of step ", r.based_on) : ""));
+}
+
+void TrainingRun::record_step(const CombinedStep& combined, double step_time, double lr) {
+  const double samples = static_cast<double>(std::max<std::int64_t>(combined.samples, 1));
+  const double loss = combined.mean_loss();
+  const double elapsed = clock_.now();
+  if (metric_log_) {
+    metric_log_->add(
+        StepRecord{step_, elapsed, epoch_at(step_), loss,
+                   static_cast<double>(combined.correct) / samples, lr, combined.samples, step_time,
+                   // An emulated step can take no time (gradients arriving together at a master
+                   // whose update is free under a compute model): its rate is undefined.
+                   step_time > 0 ? static_cast<double>(combined.samples) / step_time
+                                 : std::numeric_limits<double>::quiet_NaN(),
+                   clock_.wall_now()});
+    if (role_.distributed || amb_) {
+      for (const auto& r : combined.workers) {
+        metric_log_->add(WorkerRecord{step_, r.rank, r.samples, r.compute_time, r.sleep_time,
+                                      r.send_time, r.wait_time, r.staleness, r.micro_batches,
+                                      r.finished_early ? 1 : 0});
+      }
+    }
+    if (role_.distributed) {
+      metric_log_->add(CollectRecord{step_, static_cast<std::int64_t>(combined.workers.size()),
+                                     combined.samples, combined.wait_time});
+    }
+    metric_log_->flush_if_due();
+  }
+  for (const auto& r : combined.workers) {
+    if (!r.finished_early) continue;
+    if (finished_early_++ == 0) {
+      log::warn(cat("step ", step_, ": ",
+                    role_.distributed ? cat("rank ", r.rank, " did its") : "the",
+                    " whole batch of ", r.samples,
+                    " samples before the time limit: grow "
+                    "--batch-size or shrink --time-limit (counted in the log's "
+                    "/workers/finished_early)"));
+    }
+  }
+  progress_->step(step_, loss, combined.correct, static_cast<int>(combined.samples), step_time,
+                  budget_ - (clock_.now() - clock_.elapsed_before()));
+}
+
+// The nan policy, decided where the update is made (identically on every rank of allreduce).
+int TrainingRun::accept_update(double loss) {
+  if (std::isfinite(loss)) {
+    consecutive_skips_ = 0;
+    return kContinue;
+  }
+  if (options_.nan_policy == "skip") {
+    ++skipped_;
+    if (++consecutive_skips_ > kMaxConsecutiveSkips) return kDiverged;
+    if (logs_) {
+      log::warn(cat("non-finite loss at step ", step_, "; update skipped (--nan-policy skip)"));
+    }
+    return -1;  // skip this update
+  }
+  return kDiverged;
+}
+
+void TrainingRun::after_step(double elapsed) {
+  evaluated_now_ = false;
+  if (options_.eval_every > 0 && step_ % options_.eval_every == 0) {
+    run_evaluation(elapsed);
+    evaluated_now_ = true;
+  }
+  if (logs_ && options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0)
+    save_checkpoint(elapsed);
+}
+
+int TrainingRun::rank0_stop() const {
+  if (stop_request_.requested()) return static_cast<int>(kSignalled);
+  if (clock_.now() - clock_.elapsed_before() >= budget_) return static_cast<int>(kFinished);
+  return static_cast<int>(kContinue);
+}
+
+double TrainingRun::epoch_at(std::int64_t step) const {
+  if (role_.async) return samples_seen_ / static_cast<double>(total_rows_);
+  return epoch_base_ +
+         static_cast<double>(step - step_base_) / static_cast<double>(steps_per_epoch_);
+}
+
+}  // namespace mbkit::train

@@ -1,0 +1,415 @@
+// The set-up of a training run: everything before its first step (training_run.hpp).
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "mbkit/backend/factory.hpp"
+#include "mbkit/config.hpp"
+#include "mbkit/models/zoo.hpp"
+#include "mbkit/train/checkpoint.hpp"
+#include "mbkit/train/describe.hpp"
+#include "mbkit/train/training_run.hpp"
+#include "mbkit/util/error.hpp"
+#include "mbkit/util/fs.hpp"
+#include "mbkit/util/log.hpp"
+#include "mbkit/util/random.hpp"
+#include "mbkit/util/strings.hpp"
+
+namespace mbkit::train {
+
+TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::string command_line)
+    : options_(options),
+      world_(world),
+      command_line_(std::move(command_line)),
+      started_(SteadyClock::now()),
+      clock_(options.clock == "virtual", started_) {
+  world_.set_timeout(options_.comm_timeout);
+  world_.set_wait_mode(options_.comm_wait == "spin" ? comm::WaitMode::kSpin
+                                                    : comm::WaitMode::kYield);
+  role_ = decide_role(options_, world_);
+  logs_ = world_.rank() == 0;
+  if (role_.distributed && world_.rank() != 0) {
+    log::set_program(cat(log::program(), ": rank ", world_.rank()));
+  }
+  stragglers_ = parse_straggler_profile(options_.induce);
+  slowdown_ = parse_slowdown(options_.slowdown);
+  slowdown_.check_ranks(world_.size());
+  if (role_.master && slowdown_.factors.count(0) > 0) {
+    usage_error("--slowdown: rank 0 is the master, which computes no gradients");
+  }
+  // An emulated worker has a core of its own: one thread unless told otherwise.
+  backend_ = backend::make_backend(
+      options_.device, clock_.is_virtual() && options_.threads == 0 ? 1 : options_.threads);
+  clock_.set_threads(backend_->threads());
+  open_data();
+  open_test_data();
+  build_model();
+  size_epoch();
+  if (role_.distributed) check_ranks_agree();
+  set_up_emulation();
+  decide_time_limit();
+  resume();
+  plan_length();
+  hosts_ = world_.all_gather(world_.host());
+  open_log();
+  if (logs_) print_start_table();
+  progress_ = std::make_unique<Progress>(planned_, steps_per_epoch_, options_.print_every);
+  if (!logs_) log::set_level(std::min(log::level(), log::Level::kNormal));
+  if (role_.computes) {
+    round_ = std::make_unique<WorkerRound>(WorkerRound::Parts{
+        *net_, *train_loader_, clock_, slowdown_, compute_model_, stragglers_, world_.rank(),
+        role_.worker, options_.seed, RoundRule{amb_, micro_size_, time_limit_}});
+  }
+  budget_ =
+      options_.time_budget > 0 ? options_.time_budget : std::numeric_limits<double>::infinity();
+}
+
+// Training data: workers load their part; the master only reads what the data is.
+void TrainingRun::open_data() {
+  my_data_ = worker_data(options_.data, role_.computes ? role_.worker : 0, role_.workers);
+  if (!role_.computes) {
+    info_ = data::DatasetFile::open(my_data_.path).info();
+    shape_ = info_.shape();
+    return;
+  }
+  data::LoaderOptions train_options;
+  train_options.path = my_data_.path;
+  train_options.split = "train";
+  train_options.batch_size = options_.batch_size;
+  train_options.seed = options_.seed;
+  train_options.drop_last = options_.drop_last;
+  train_options.augment = options_.augment;
+  train_options.slice_index = my_data_.slice_index;
+  train_options.slice_count = my_data_.slice_count;
+  train_options.prefetch = prefetch_depth(options_.prefetch);
+  train_loader_.emplace(train_options);
+  info_ = train_loader_->info();
+  shape_ = train_loader_->shape();
+  my_rows_ = train_loader_->rows();
+  my_batches_ = train_loader_->batches_per_epoch();
+}
+
+// Evaluations: synchronous runs share the test split out over all ranks (every rank holds the
+// same model); the asynchronous master evaluates alone.
+void TrainingRun::open_test_data() {
+  const bool evaluates = !role_.async || role_.master;
+  test_path_ = options_.test_data.empty() ? my_data_.path : options_.test_data;
+  if (evaluates) {
+    data::LoaderOptions test_options;
+    test_options.path = test_path_;
+    test_options.split = "test";
+    test_options.batch_size = options_.eval_batch_size;
+    test_options.shuffle = false;
+    test_options.prefetch = 1;
+    if (!role_.async) {
+      test_options.slice_index = world_.rank();
+      test_options.slice_count = world_.size();
+    }
+    const data::DatasetInfo test_info = data::DatasetFile::open(test_path_).info();
+    std::uint64_t test_rows = test_info.split(data::kTest).count;
+    if (options_.test_size > 0) {
+      test_rows = std::min(test_rows, static_cast<std::uint64_t>(options_.test_size));
+      test_options.split_limit = test_rows;  // the same first rows whatever the ranks
+    }
+    if (test_rows >= static_cast<std::uint64_t>(test_options.slice_count)) {
+      test_loader_.emplace(test_options);
+      if (test_loader_->shape() != shape_ ||
+          test_loader_->info().num_classes != info_.num_classes) {
+        data_error(cat(test_path_, ": test images are ", test_loader_->shape().text(), " in ",
+                       test_loader_->info().num_classes, " classes, the training data's ",
+                       shape_.text(), " in ", info_.num_classes));
+      }
+    }
+  }
+  // Whether there is an evaluation is the same everywhere (the split exists or not).
+  has_test_ = role_.async
+                  ? test_loader_.has_value()
+                  : world_.all_gather(test_loader_ ? 1u : 0u) ==
+                        std::vector<std::uint64_t>(static_cast<std::size_t>(world_.size()), 1u);
+}
+
+void TrainingRun::build_model() {
+  net_ = std::make_unique<nn::Network>(
+      models::build_model(options_.model, {shape_.channels, shape_.height, shape_.width},
+                          info_.num_classes),
+      *backend_);
+  net_->initialize(options_.seed);
+  // --allreduce auto on one host: the faster sum on this machine, for this buffer (the
+  // gradients and the per-step tail of state and reports).
+  if (role_.time_allreduce) {
+    allreduce_trial_ = comm::time_allreduce_sums(
+        world_, net_->parameters().size() + net_->state().size() + 8 * role_.workers + 8);
+    role_.shared_memory = allreduce_trial_->shared_memory();
+  }
+  allreduce_used_ = role_.comm != "allreduce" ? options_.allreduce
+                    : role_.shared_memory     ? "shm"
+                                              : "mpi";
+  // The optimizer runs where updates are made: the master, or every rank of allreduce.
+  // AMB: micro-batches of floor(batch / partitions) samples; a batch's leftover is not used.
+  amb_ = options_.amb.enabled;
+  micro_size_ = amb_ ? options_.batch_size / options_.amb.partitions : options_.batch_size;
+  // The AMB original adds weight decay per micro-batch: batch / micro-batch size times FMB's.
+  optimizer_config_ = options_.optimizer;
+  if (amb_ && options_.amb.decay_per_micro_batch) {
+    optimizer_config_.weight_decay *= static_cast<double>(options_.batch_size) / micro_size_;
+  }
+  if (!role_.parameter_server || role_.master) {
+    optimizer_ = optim::make_optimizer(optimizer_config_, net_->parameters().size());
+  } else {
+    optim::make_optimizer(optimizer_config_, 1);  // same validation everywhere
+  }
+}
+
+// The epoch: all workers' rows; a step of the synchronous modes takes a batch from each.
+void TrainingRun::size_epoch() {
+  const auto rows_of = world_.all_gather(my_rows_);
+  const auto batches_of = world_.all_gather(static_cast<std::uint64_t>(my_batches_));
+  for (std::size_t r = 0; r < rows_of.size(); ++r) {
+    total_rows_ += rows_of[r];
+    steps_per_epoch_ = std::max(steps_per_epoch_, static_cast<std::int64_t>(batches_of[r]));
+  }
+  global_batch_ = static_cast<std::int64_t>(role_.workers) * options_.batch_size;
+  if (role_.async) {
+    // An asynchronous step is one update of about async_min_grads batches.
+    const auto per_step = static_cast<std::uint64_t>(options_.async_min_grads) *
+                          static_cast<std::uint64_t>(options_.batch_size);
+    steps_per_epoch_ = static_cast<std::int64_t>((total_rows_ + per_step - 1) / per_step);
+  }
+}
+
+void TrainingRun::check_ranks_agree() const {
+  const TrainOptions& o = options_;
+  const nn::Graph& model = net_->graph();
+  check_agreement(
+      world_, {cat("version=", MBKIT_VERSION, " ", MBKIT_GIT_COMMIT),
+               cat("input=", shape_.text(), " classes=", info_.num_classes),
+               cat("parameters=", model.parameter_count(), " state=", net_->state().size()),
+               cat("model=", describe_model(o.model)),
+               cat("optimizer=", describe_optimizer(o.optimizer)), cat("batch_size=", o.batch_size),
+               cat("comm=", o.comm, o.async ? " async" : "", " min_grads=", o.async_min_grads,
+                   " allreduce=", o.allreduce, " bucket_mb=", o.bucket_mb),
+               cat("seed=", o.seed),
+               cat("length=", o.epochs, " epochs, ", o.steps, " steps, ", o.time_budget, " s"),
+               cat("eval_every=", o.eval_every, " test_size=", o.test_size),
+               cat("induce=", o.induce, " slowdown=", o.slowdown),
+               cat("checkpoint=", o.checkpoint, " every ", o.checkpoint_every),
+               cat("nan_policy=", o.nan_policy),
+               cat("amb=", o.amb.enabled, " time_limit=", o.amb.time_limit,
+                   " partitions=", o.amb.partitions, " decay=", o.amb.decay_per_micro_batch),
+               cat("clock=", o.clock, " comm_model=", o.comm_model,
+                   " compute_model=", join(o.compute_model, " "))});
+}
+
+// Cluster emulation: this rank's compute cost and the cost of a message.
+void TrainingRun::set_up_emulation() {
+  compute_models_ = parse_compute_models(options_.compute_model);
+  compute_models_.check_ranks(world_.size(), role_.parameter_server ? 1 : 0);
+  compute_model_ = role_.computes ? compute_models_.for_rank(world_.rank()) : std::nullopt;
+  gradient_bytes_ = net_->parameters().size() * sizeof(float);
+  if (clock_.is_virtual() && role_.distributed) {
+    const auto given = parse_comm_model(options_.comm_model);
+    comm_model_ = given ? *given : measure_comm_model(world_, gradient_bytes_);
+  }
+}
+
+// AMB's time limit; "auto": the median over the workers of the time of a full batch (its
+// micro-batches, no delays), on the run's clock.
+void TrainingRun::decide_time_limit() {
+  if (!amb_) return;
+  if (options_.amb.time_limit != "auto") {
+    time_limit_ = parse_double(options_.amb.time_limit, "--time-limit");
+    return;
+  }
+  const double mine =
+      role_.computes ? measure_full_batch() : std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> measured;
+  for (const std::uint64_t bits : world_.all_gather(std::bit_cast<std::uint64_t>(mine))) {
+    const double value = std::bit_cast<double>(bits);
+    if (!std::isnan(value)) measured.push_back(value);
+  }
+  std::sort(measured.begin(), measured.end());
+  time_limit_ = measured[measured.size() / 2];
+  if (logs_) {
+    log::verbose(cat("--time-limit auto: a full batch takes ", short_duration(measured.front()),
+                     " to ", short_duration(measured.back()), " on the workers; the limit is ",
+                     short_duration(time_limit_)));
+  }
+}
+
+// A full batch's time, measured on random inputs of the data's shape so that the data stream
+// is untouched; the model's state is put back afterwards.
+double TrainingRun::measure_full_batch() {
+  const int micro_batches = options_.batch_size / micro_size_;
+  if (compute_model_) return micro_batches * compute_model_->cost(micro_size_);
+  const std::size_t image = static_cast<std::size_t>(shape_.channels) *
+                            static_cast<std::size_t>(shape_.height) *
+                            static_cast<std::size_t>(shape_.width);
+  std::vector<float> images(image * static_cast<std::size_t>(micro_size_));
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(micro_size_));
+  Rng rng(options_.seed, 0xa3b + static_cast<std::uint64_t>(world_.rank()));
+  for (float& x : images) x = static_cast<float>(rng.normal());
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    labels[i] = static_cast<std::int32_t>(i % static_cast<std::size_t>(info_.num_classes));
+  const std::vector<float> saved_state(net_->state().begin(), net_->state().end());
+  std::vector<double> times;
+  for (int round = 0; round < 4; ++round) {  // one to warm up, the median of three
+    const auto start = SteadyClock::now();
+    const double cpu_start = clock_.cpu_now();
+    for (int k = 0; k < micro_batches; ++k) {
+      net_->forward(images.data(), labels.data(), micro_size_, true, 1);
+      net_->backward(1.0, k > 0);
+    }
+    if (round > 0) {
+      times.push_back(clock_.is_virtual() ? clock_.cpu_now() - cpu_start : seconds_since(start));
+    }
+  }
+  std::sort(times.begin(), times.end());
+  std::copy(saved_state.begin(), saved_state.end(), net_->state().begin());
+  return times[1];
+}
+
+// Resume: rank 0 reads the checkpoint and hands the state to every rank.
+void TrainingRun::resume() {
+  const std::string resume_path = options_.resume == "auto"
+                                      ? (fs::exists(options_.checkpoint) ? options_.checkpoint : "")
+                                      : options_.resume;
+  // A finished run's checkpoint is its result: replacing it takes a decision.
+  if (logs_ && !options_.checkpoint.empty() && fs::exists(options_.checkpoint) && !options_.force &&
+      resume_path != options_.checkpoint) {
+    fail(cat(options_.checkpoint,
+             " exists; use --resume auto to continue from it or --force to replace it"));
+  }
+  if (logs_ && !resume_path.empty()) {
+    const Checkpoint checkpoint = read_checkpoint(resume_path);
+    const nn::Graph& model = net_->graph();
+    const std::vector<std::int64_t> input = {shape_.channels, shape_.height, shape_.width};
+    if (checkpoint.model != options_.model.name ||
+        checkpoint.model_config != options_.model.to_map() || checkpoint.input_shape != input ||
+        checkpoint.num_classes != info_.num_classes) {
+      const auto saved = models::ModelConfig::from_map(checkpoint.model, checkpoint.model_config);
+      usage_error(cat(resume_path, " holds ", describe_model(saved), " for ",
+                      checkpoint.input_shape.size() == 3
+                          ? cat(checkpoint.input_shape[0], "x", checkpoint.input_shape[1], "x",
+                                checkpoint.input_shape[2])
+                          : "?",
+                      " inputs and ", checkpoint.num_classes, " classes; this run is ",
+                      describe_model(options_.model), " for ", shape_.text(), " and ",
+                      info_.num_classes));
+    }
+    if (checkpoint.optimizer != options_.optimizer.name) {
+      usage_error(cat(resume_path, " was trained with --optimizer ", checkpoint.optimizer,
+                      "; this run asks for ", options_.optimizer.name));
+    }
+    load_arrays(checkpoint.params, model.parameters(), net_->parameters(), resume_path);
+    load_arrays(checkpoint.state, model.state_arrays(), net_->state(), resume_path);
+    auto slots = optimizer_->state();
+    if (checkpoint.optimizer_state.size() != slots.size()) {
+      data_error(cat(resume_path, ": optimizer state has ", checkpoint.optimizer_state.size(),
+                     " arrays, ", options_.optimizer.name, " needs ", slots.size()));
+    }
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      const auto& saved = checkpoint.optimizer_state[i];
+      if (saved.name != slots[i].first || saved.values.size() != slots[i].second->size()) {
+        data_error(cat(resume_path, ": optimizer state ", saved.name, " does not fit this model"));
+      }
+      *slots[i].second = saved.values;
+    }
+    optimizer_->set_steps(checkpoint.optimizer_steps);
+    resume_.resumed = 1;
+    resume_.step = static_cast<double>(checkpoint.step);
+    resume_.elapsed = checkpoint.elapsed;
+    resume_.wall_elapsed = checkpoint.wall_elapsed;
+    resume_.epoch_progress = checkpoint.epoch_progress;
+    resume_.workers = static_cast<double>(checkpoint.workers);
+    resume_.same_comm = checkpoint.comm == role_.comm ? 1 : 0;
+    resume_.optimizer_steps = static_cast<double>(checkpoint.optimizer_steps);
+    resume_.samples_seen = checkpoint.epoch_progress * static_cast<double>(total_rows_);
+    log::info(cat("resuming from ", resume_path, " at step ", checkpoint.step,
+                  checkpoint.workers != role_.workers
+                      ? cat(" (saved by ", checkpoint.workers, " workers, now ", role_.workers,
+                            ": the data order differs from an uninterrupted run)")
+                      : ""));
+  }
+  // Every rank starts from rank 0's model (and, when all of them update, its optimizer).
+  if (role_.distributed) {
+    world_.rendezvous("start-up");
+    world_.broadcast(
+        std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&resume_), sizeof resume_), 0);
+    world_.broadcast(net_->parameters(), 0);
+    world_.broadcast(net_->state(), 0);
+    if (!role_.parameter_server) {
+      for (auto& [name, values] : optimizer_->state()) world_.broadcast(*values, 0);
+      optimizer_->set_steps(static_cast<std::int64_t>(resume_.optimizer_steps));
+    }
+  }
+  step_ = static_cast<std::int64_t>(resume_.step);
+  step_base_ = step_;
+  epoch_base_ = resume_.epoch_progress;
+  clock_.resume_at(resume_.elapsed, resume_.wall_elapsed);
+  samples_seen_ = resume_.samples_seen;
+}
+
+void TrainingRun::plan_length() {
+  if (options_.steps > 0) planned_ = options_.steps;
+  if (options_.epochs > 0 && !role_.async) {
+    planned_ = std::min(
+        planned_,
+        step_base_ + static_cast<std::int64_t>(std::ceil((options_.epochs - epoch_base_) *
+                                                         static_cast<double>(steps_per_epoch_))));
+  }
+  schedule_config_ = options_.schedule;
+  schedule_config_.warmup_steps = static_cast<std::int64_t>(
+      std::llround(options_.warmup_epochs * static_cast<double>(steps_per_epoch_)));
+  if (schedule_config_.kind == "linear" && schedule_config_.total_steps == 0) {
+    if (planned_ != kUnlimitedSteps) {
+      schedule_config_.total_steps = planned_;
+    } else if (options_.epochs > 0) {
+      schedule_config_.total_steps = static_cast<std::int64_t>(
+          std::ceil(options_.epochs * static_cast<double>(steps_per_epoch_)));
+    }
+  }
+  schedule_.emplace(schedule_config_);
+
+  // Workers continue their data stream where the checkpoint left it: exactly when the same
+  // workers resume a synchronous run, else from the same point of the epoch.
+  if (train_loader_ && resume_.resumed != 0) {
+    const std::int64_t batches = train_loader_->batches_per_epoch();
+    if (static_cast<int>(resume_.workers) == role_.workers && resume_.same_comm != 0 &&
+        !role_.async) {
+      train_loader_->seek(step_ / batches, step_ % batches);
+    } else {
+      const double epoch = std::floor(epoch_base_);
+      const auto index =
+          static_cast<std::int64_t>((epoch_base_ - epoch) * static_cast<double>(batches));
+      train_loader_->seek(static_cast<std::int64_t>(epoch), std::min(index, batches - 1));
+    }
+  }
+}
+
+void TrainingRun::open_log() {
+  if (!logs_ || options_.log.empty()) return;
+  if (resume_.resumed != 0 && fs::exists(options_.log)) {
+    metric_log_.emplace(MetricLog::append(options_.log, step_, options_.flush_interval));
+    return;
+  }
+  RunInfo run;
+  run.tool = tool_name(options_);
+  run.version = cat(MBKIT_VERSION, " (", MBKIT_GIT_COMMIT, ")");
+  run.command_line = command_line_;
+  run.config_json = config_json(options_, net_->graph(), planned_, world_.size(), role_.workers,
+                                time_limit_, allreduce_used_, allreduce_trial_);
+  run.seed = options_.seed;
+  run.host = world_.host();
+  run.start_time = utc_timestamp();
+  run.world_size = world_.size();
+  run.model = options_.model.name;
+  run.dataset = info_.name;
+  run.clock = options_.clock;
+  run.comm_model = clock_.is_virtual() && role_.distributed ? comm_model_.spec() : "";
+  run.compute_model = compute_models_.spec();
+  metric_log_.emplace(
+      MetricLog::create(options_.log, run, options_.force, options_.flush_interval));
+}
+
+}  // namespace mbkit::train

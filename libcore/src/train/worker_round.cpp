@@ -1,0 +1,84 @@
+#include "mbkit/train/worker_round.hpp"
+
+#include <chrono>
+#include <limits>
+#include <thread>
+
+#include "mbkit/train/anytime.hpp"
+#include "mbkit/util/random.hpp"
+
+namespace mbkit::train {
+namespace {
+
+void sleep_for(double seconds) {
+  if (seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+}
+
+}  // namespace
+
+WorkerRound::WorkerRound(Parts parts) : parts_(std::move(parts)) {
+  if (parts_.stragglers) sampler_.emplace(*parts_.stragglers, parts_.seed, parts_.rank);
+}
+
+WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
+  const bool virtual_clock = parts_.clock.is_virtual();
+  WorkerReport report;
+  report.rank = parts_.rank;
+  const auto round_start = SteadyClock::now();
+  double emulated = 0;  // virtual clock: seconds since the round started
+  if (sampler_) {
+    report.sleep_time = sampler_->next();
+    if (!virtual_clock) sleep_for(report.sleep_time);
+    emulated += report.sleep_time;
+  }
+  auto elapsed = [&] { return virtual_clock ? emulated : seconds_since(round_start); };
+  const data::Batch& batch = parts_.loader.next();
+  last_drawn_ = batch.size;
+  const RoundRule& rule = parts_.rule;
+  // FMB: one micro-batch, the whole batch, with no time limit.
+  const auto plan = split_batch(batch.size, rule.anytime ? rule.micro_size : batch.size);
+  const double scale = loss_scale > 0 ? loss_scale : 1.0 / batch.size;
+  const std::size_t image = batch.images.size() / static_cast<std::size_t>(batch.size);
+  // Dropout masks differ between workers; worker 0 draws those of a single-process run.
+  const std::uint64_t step_seed =
+      Rng(parts_.seed, 0x57e9 + static_cast<std::uint64_t>(at_step) +
+                           (static_cast<std::uint64_t>(parts_.worker) << 40))
+          .next_u64();
+  double exchange_in_backward = 0;
+  std::function<void(std::size_t)> ready;
+  if (gradients_ready) {
+    ready = [&](std::size_t from) { exchange_in_backward = gradients_ready(from); };
+  }
+  auto run_micro_batch = [&](int k) {
+    const auto compute_start = SteadyClock::now();
+    const double cpu_start = virtual_clock ? parts_.clock.cpu_now() : 0;
+    const std::size_t offset = static_cast<std::size_t>(k) * static_cast<std::size_t>(plan.size);
+    const auto outcome = parts_.net.forward(
+        batch.images.data() + offset * image, batch.labels.data() + offset, plan.size, true,
+        step_seed + static_cast<std::uint64_t>(k) * 0x9e3779b97f4a7c15ULL);
+    exchange_in_backward = 0;
+    parts_.net.backward(scale, k > 0, ready);
+    const double cost = !virtual_clock ? seconds_since(compute_start) - exchange_in_backward
+                        : parts_.compute_model
+                            ? parts_.compute_model->cost(plan.size)
+                            : parts_.clock.cpu_now() - cpu_start - exchange_in_backward;
+    const double extra = parts_.slowdown.extra_delay(parts_.rank, cost);
+    if (!virtual_clock) sleep_for(extra);
+    emulated += cost + extra;
+    report.compute_time += cost;
+    report.sleep_time += extra;
+    report.samples += plan.size;
+    report.loss_sum += outcome.loss_sum;
+    report.correct += outcome.correct;
+  };
+  const auto round = run_anytime_round(
+      plan, rule.anytime ? rule.time_limit : std::numeric_limits<double>::infinity(), elapsed,
+      run_micro_batch, between_micro_batches);
+  report.micro_batches = round.done;
+  report.finished_early = rule.anytime && round.finished_early;
+  report.send_time = previous_send_;
+  report.wait_time = previous_wait_;
+  return report;
+}
+
+}  // namespace mbkit::train
