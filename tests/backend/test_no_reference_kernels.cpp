@@ -17,23 +17,10 @@
 #include "mbkit/nn/network.hpp"
 #include "mbkit/util/random.hpp"
 #include "mbkit/util/strings.hpp"
+#include "test_helpers.hpp"
 
 namespace mbkit::backend {
 namespace {
-
-/// The input and class count a model is made for (as in tests/models).
-struct Usual {
-  nn::Dims input;
-  int classes;
-};
-
-Usual usual_for(const std::string& model) {
-  if (model == "resnet50") return {{3, 224, 224}, 1000};
-  if (model == "resnet18") return {{3, 32, 32}, 100};
-  if (starts_with(model, "resnet") || model == "cifar10-cnn") return {{3, 32, 32}, 10};
-  if (starts_with(model, "toy")) return {{1, 10, 10}, 10};
-  return {{1, 28, 28}, 10};
-}
 
 struct Built {
   std::vector<PrimitiveImpl> primitives;
@@ -43,7 +30,7 @@ struct Built {
 /// A training step at `batch`, then evaluations at `batch` and at 1 (the last, short batch of
 /// an evaluation), on a fresh CPU backend; returns what it built.
 Built built_by_a_step(const std::string& model, int threads, int batch) {
-  const Usual usual = usual_for(model);
+  const test::UsualInput usual = test::usual_input(model);
   auto backend = make_cpu_backend(threads);
   models::ModelConfig config;
   config.name = model;

@@ -1,5 +1,7 @@
 #include "test_helpers.hpp"
 
+#include "mbkit/util/strings.hpp"
+
 #include <archive.h>
 #include <archive_entry.h>
 #include <zlib.h>
@@ -12,6 +14,14 @@
 #include <stdexcept>
 
 namespace mbkit::test {
+
+UsualInput usual_input(const std::string& model) {
+  if (model == "resnet50") return {{3, 224, 224}, 1000};
+  if (model == "resnet18") return {{3, 32, 32}, 100};
+  if (starts_with(model, "resnet") || model == "cifar10-cnn") return {{3, 32, 32}, 10};
+  if (starts_with(model, "toy")) return {{1, 10, 10}, 10};
+  return {{1, 28, 28}, 10};
+}
 
 const comm::World& world_of_ranks() {
   static const comm::World world;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "mbkit/comm/world.hpp"
+#include "mbkit/nn/graph.hpp"
 #include "mbkit/util/error.hpp"
 
 namespace mbkit::test {
@@ -16,6 +17,14 @@ namespace mbkit::test {
 /// The process's World, for tests run under mpirun (OnRanks.*): one for all the tests of the
 /// process, because MPI starts once and ends at exit.
 const comm::World& world_of_ranks();
+
+/// The input and class count a zoo model is made for (resnet50: ImageNet; the CIFAR models;
+/// the toy models; the MNIST-shaped rest).
+struct UsualInput {
+  nn::Dims input;
+  int classes;
+};
+UsualInput usual_input(const std::string& model);
 
 /// A fresh directory under $TMPDIR, removed with everything in it at scope exit.
 class TempDir {

@@ -506,23 +506,9 @@ TEST(Zoo, ParameterCountsMatchPyTorch) {
   for (const auto& model : model_names()) EXPECT_TRUE(checked.count(model)) << model;
 }
 
-/// The input and class count a model is made for.
-struct Usual {
-  nn::Dims input;
-  int classes;
-};
-
-Usual usual_for(const std::string& model) {
-  if (model == "resnet50") return {{3, 224, 224}, 1000};
-  if (model == "resnet18") return {{3, 32, 32}, 100};
-  if (starts_with(model, "resnet") || model == "cifar10-cnn") return {{3, 32, 32}, 10};
-  if (starts_with(model, "toy")) return {{1, 10, 10}, 10};
-  return {{1, 28, 28}, 10};
-}
-
 TEST(Zoo, EveryModelBuildsAConsistentGraph) {
   for (const auto& model : model_names()) {
-    const Usual usual = usual_for(model);
+    const test::UsualInput usual = test::usual_input(model);
     const nn::Graph graph = build_model(named(model), usual.input, usual.classes);
     EXPECT_EQ(graph.model(), model);
     EXPECT_EQ(graph.input(), usual.input);
