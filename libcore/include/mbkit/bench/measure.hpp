@@ -1,0 +1,41 @@
+// The timed loops of mb-bench-bandwidth (bandwidth.hpp says how they are measured). Every
+// function here is collective: every rank calls it with the same arguments.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "mbkit/bench/bandwidth.hpp"
+#include "mbkit/comm/world.hpp"
+
+namespace mbkit::bench {
+
+struct MeasureOptions {
+  Dtype dtype = Dtype::kFloat;
+  int iters = 20;
+  int warmup_iters = 5;
+  bool check = true;
+  /// For tests only: rank 0 alters one element of every checked result, so that the check
+  /// has something to find (MBKIT_BENCH_CORRUPT=1, mb-bench-bandwidth.1).
+  bool corrupt = false;
+};
+
+/// The modes of --op exchange: every --comm of the trainers, through their own exchange code.
+/// allreduce-shm is left out when the ranks span hosts (it needs shared memory).
+std::vector<std::string> exchange_modes(const comm::World& world);
+
+/// A row per size of a collective (every Op but kExchange). On a single process a collective
+/// is the copy it amounts to on one rank.
+std::vector<Row> measure_collective(const comm::World& world, Op op,
+                                    const std::vector<std::size_t>& sizes,
+                                    const MeasureOptions& options);
+
+/// A row per size of one exchange mode (float gradients of count = bytes / 4 floats).
+std::vector<Row> measure_exchange(const comm::World& world, const std::string& mode,
+                                  const std::vector<std::size_t>& sizes,
+                                  const MeasureOptions& options);
+
+/// Every rank's value, by rank (doubles travel as their bits).
+std::vector<double> gather_seconds(const comm::World& world, double seconds);
+
+}  // namespace mbkit::bench

@@ -1,0 +1,28 @@
+// mb-bench-bandwidth: the time and bandwidth of the collectives and of the trainers' exchange
+// (the library side of the tool; the measurements are mbkit/bench/measure.hpp).
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace mbkit::tools::bench_bandwidth {
+
+struct BandwidthOptions {
+  std::vector<std::string> ops = {"allreduce"};  ///< --op, or "all"
+  std::string min_bytes = "4K";
+  std::string max_bytes = "16M";
+  int step_factor = 2;
+  int iters = 20;
+  int warmup_iters = 5;
+  std::string dtype = "float";
+  bool check = true;
+  std::string append;  ///< results file to add the run to
+  double comm_timeout = 60;
+};
+
+/// Measures and prints the table on `out` (rank 0). Returns the exit status: 1 when a check
+/// found a wrong element. Collective under mpirun.
+int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out);
+
+}  // namespace mbkit::tools::bench_bandwidth

@@ -1,0 +1,215 @@
+// --op exchange: what each --comm mode of the trainers sends per step, through the trainers'
+// own exchange (train/exchange.hpp) and their own choice of the allreduce sum (train/roles.hpp,
+// comm/allreduce_trial.hpp), on a gradient of the row's size. The per-step tail of reports
+// travels too, as in a run; S counts the gradient only.
+//
+// The combined gradient must be the plain sum to be checked exactly: the first worker reports
+// the step's one sample and the others none, so neither the sync scaling (nominal / total) nor
+// the async master's division (1 / samples) changes a value.
+#include <algorithm>
+#include <optional>
+#include <span>
+
+#include "mbkit/bench/measure.hpp"
+#include "mbkit/comm/allreduce_trial.hpp"
+#include "mbkit/comm/shared_sum.hpp"
+#include "mbkit/train/exchange.hpp"
+#include "mbkit/train/options.hpp"
+#include "mbkit/train/roles.hpp"
+#include "mbkit/util/check.hpp"
+#include "mbkit/util/log.hpp"
+#include "mbkit/util/strings.hpp"
+#include "mbkit/util/timer.hpp"
+
+namespace mbkit::bench {
+namespace {
+
+using train::AllreduceVia;
+
+float value(int rank, std::size_t i) {
+  return static_cast<float>(rank + 1 + (i % 13));
+}
+
+// The sum over the computing ranks (ps and async: all but the master) of element i.
+float expected_sum(const comm::World& world, bool has_master, std::size_t i) {
+  float sum = 0;
+  for (int r = has_master ? 1 : 0; r < world.size(); ++r) sum += value(r, i);
+  return sum;
+}
+
+std::int64_t count_wrong(const comm::World& world, bool has_master, std::span<float> result,
+                         const MeasureOptions& options) {
+  if (options.corrupt && world.rank() == 0 && !result.empty()) result[0] += 1.0f;
+  std::int64_t wrong = 0;
+  for (std::size_t i = 0; i < result.size(); ++i) {
+    if (result[i] != expected_sum(world, has_master, i)) ++wrong;
+  }
+  return wrong;
+}
+
+// allreduce-auto: the trainers' rule (train::decide_role) and, where it asks for one, their
+// timing of both sums on this buffer.
+AllreduceVia auto_choice(const comm::World& world, std::size_t floats) {
+  train::TrainOptions trainer;
+  trainer.comm = "allreduce";
+  trainer.allreduce = "auto";
+  train::Role role = train::decide_role(trainer, world);
+  if (role.time_allreduce) {
+    role.shared_memory = comm::time_allreduce_sums(world, floats).shared_memory();
+  }
+  return role.shared_memory ? AllreduceVia::kSharedMemory : AllreduceVia::kMpi;
+}
+
+struct SyncStep {
+  train::SyncExchange exchange;
+  std::vector<float> own;  ///< gradients + tail, when not in the shared window
+  std::span<float> gradients, tail;
+  std::vector<float> parameters;  ///< ps: what the master distributes
+  train::WorkerReport report;
+
+  SyncStep(const comm::World& world, bool ps, AllreduceVia via, std::size_t count)
+      : exchange(world, ps, via) {
+    const std::size_t floats = count + exchange.tail_floats(0);
+    std::span<float> buffer;
+    if (exchange.shared_memory()) {
+      buffer = exchange.shared_buffer(floats);
+    } else {
+      own.resize(floats);
+      buffer = own;
+    }
+    gradients = buffer.first(count);
+    tail = buffer.subspan(count);
+    if (ps) parameters.resize(count);
+    report.rank = world.rank();
+    report.samples = world.rank() == (ps ? 1 : 0) ? 1 : 0;
+  }
+  void run(std::int64_t step) {
+    exchange.combine(gradients, {}, report, step, 1, tail);
+    exchange.distribute(parameters, {}, train::kContinue, step);
+  }
+};
+
+std::int64_t check_sync(const comm::World& world, SyncStep& s, bool ps,
+                        const MeasureOptions& options) {
+  for (std::size_t i = 0; i < s.gradients.size(); ++i) s.gradients[i] = value(world.rank(), i);
+  std::fill(s.parameters.begin(), s.parameters.end(), -1.0f);
+  world.barrier();
+  s.exchange.combine(s.gradients, {}, s.report, 0, 1, s.tail);
+  std::int64_t wrong = 0;
+  if (!ps || world.rank() == 0) wrong = count_wrong(world, ps, s.gradients, options);
+  if (ps && world.rank() == 0) {
+    std::copy(s.gradients.begin(), s.gradients.end(), s.parameters.begin());
+  }
+  s.exchange.distribute(s.parameters, {}, train::kContinue, 0);
+  if (ps && world.rank() != 0) wrong = count_wrong(world, ps, s.parameters, options);
+  return wrong;
+}
+
+// This rank's seconds per step.
+double measure_sync(const comm::World& world, const std::string& mode, std::size_t count,
+                    const MeasureOptions& options, std::int64_t& wrong) {
+  const bool ps = mode == "ps";
+  AllreduceVia via = AllreduceVia::kMpi;
+  if (mode == "allreduce-shm") via = AllreduceVia::kSharedMemory;
+  if (mode == "allreduce-auto") via = auto_choice(world, count);
+  SyncStep s(world, ps, via, count);
+  std::fill(s.gradients.begin(), s.gradients.end(), 1.0f);
+  std::int64_t step = 0;
+  for (int i = 0; i < options.warmup_iters; ++i) s.run(step++);
+  world.barrier();
+  const auto start = SteadyClock::now();
+  for (int i = 0; i < options.iters; ++i) s.run(step++);
+  const double seconds = seconds_since(start) / options.iters;
+  if (options.check) wrong = check_sync(world, s, ps, options);
+  if (mode == "allreduce-auto") {
+    log::verbose(cat("allreduce-auto chose ", s.exchange.shared_memory() ? "shm" : "mpi", " for ",
+                     count, " floats"));
+  }
+  return seconds;
+}
+
+// One session of the async protocol with `rounds` rounds (the master waiting for every
+// worker, so a round is what a step sends); returns this rank's seconds per round from round
+// `first_timed` on. With `check`, the first round's sum is checked on the master and, as the
+// parameters of the second round, on the workers.
+double async_session(const comm::World& world, std::size_t count, int rounds, int first_timed,
+                     const MeasureOptions& options, std::int64_t* wrong) {
+  std::vector<float> gradients(count), parameters(count, 0.0f);
+  const int workers = world.size() - 1;
+  std::optional<SteadyClock::time_point> start;
+  if (world.rank() == 0) {
+    train::AsyncMaster master(world, count, 0);
+    master.start(parameters, {}, 0);
+    for (int r = 0; r < rounds; ++r) {
+      if (r == first_timed) start = SteadyClock::now();
+      master.collect(gradients, {}, workers, r);
+      if (wrong != nullptr && r == 0) {
+        *wrong = count_wrong(world, true, gradients, options);
+        std::copy(gradients.begin(), gradients.end(), parameters.begin());
+      }
+      if (r + 1 < rounds) master.publish(parameters, {}, r + 1);
+    }
+    const double seconds = seconds_since(*start) / (rounds - first_timed);
+    master.finish(rounds, train::kFinished);
+    return seconds;
+  }
+  train::AsyncWorker worker(world, count, 0);
+  train::WorkerReport report;
+  report.rank = world.rank();
+  report.samples = world.rank() == 1 ? 1 : 0;
+  std::int64_t based_on = 0;
+  for (std::size_t i = 0; i < count; ++i) gradients[i] = value(world.rank(), i);
+  int r = 0;
+  while (worker.refresh(parameters, {}, true, based_on)) {
+    if (r == first_timed) start = SteadyClock::now();
+    if (wrong != nullptr && r == 1) *wrong = count_wrong(world, true, parameters, options);
+    report.based_on = based_on;
+    worker.send(gradients, {}, report);
+    ++r;
+  }
+  const double seconds = seconds_since(*start) / (rounds - first_timed);
+  worker.finish();
+  return seconds;
+}
+
+}  // namespace
+
+std::vector<std::string> exchange_modes(const comm::World& world) {
+  std::vector<std::string> modes = {"ps", "allreduce-mpi"};
+  if (comm::SharedSum::possible(world)) modes.push_back("allreduce-shm");
+  modes.push_back("allreduce-auto");
+  modes.push_back("async");
+  return modes;
+}
+
+std::vector<Row> measure_exchange(const comm::World& world, const std::string& mode,
+                                  const std::vector<std::size_t>& sizes,
+                                  const MeasureOptions& options) {
+  MBKIT_CHECK(world.size() >= 2, "the exchange needs 2 ranks");
+  MBKIT_CHECK(options.dtype == Dtype::kFloat, "the exchange sends float gradients");
+  std::vector<Row> rows;
+  for (const std::size_t bytes : sizes) {
+    const std::size_t count = element_count(Op::kExchange, bytes, sizeof(float), world.size());
+    std::int64_t wrong = 0;
+    double seconds = 0;
+    if (mode == "async") {
+      seconds = async_session(world, count, options.warmup_iters + options.iters,
+                              options.warmup_iters, options, nullptr);
+      if (options.check) async_session(world, count, 2, 0, options, &wrong);
+    } else {
+      seconds = measure_sync(world, mode, count, options, wrong);
+    }
+    Row row;
+    row.op = cat("exchange-", mode);
+    row.count = count;
+    row.bytes = count * sizeof(float);
+    row.type = "float";
+    set_times(row, gather_seconds(world, seconds), bus_factor(Op::kExchange, world.size(), mode));
+    world.allreduce_sum(std::span<std::int64_t>(&wrong, 1));
+    row.wrong = wrong;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+}  // namespace mbkit::bench

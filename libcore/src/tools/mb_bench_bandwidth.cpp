@@ -1,0 +1,150 @@
+#include "mbkit/tools/mb_bench_bandwidth.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "mbkit/bench/bandwidth.hpp"
+#include "mbkit/bench/measure.hpp"
+#include "mbkit/comm/world.hpp"
+#include "mbkit/config.hpp"
+#include "mbkit/util/error.hpp"
+#include "mbkit/util/fs.hpp"
+#include "mbkit/util/log.hpp"
+#include "mbkit/util/strings.hpp"
+
+namespace mbkit::tools::bench_bandwidth {
+namespace {
+
+using mbkit::bench::Op;
+
+std::vector<Op> parse_ops(const std::vector<std::string>& names) {
+  std::vector<Op> ops;
+  for (const auto& given : names) {
+    for (const auto& name : split(given, ',')) {
+      if (name == "all") {
+        for (const auto& each : mbkit::bench::op_names())
+          ops.push_back(mbkit::bench::parse_op(each));
+      } else {
+        ops.push_back(mbkit::bench::parse_op(name));
+      }
+    }
+  }
+  if (ops.empty()) usage_error("--op: no operation given");
+  return ops;
+}
+
+// "host" or "a x2, b".
+std::string describe_hosts(const std::vector<std::string>& hosts) {
+  std::vector<std::pair<std::string, int>> counts;
+  for (const auto& host : hosts) {
+    if (!counts.empty() && counts.back().first == host) {
+      ++counts.back().second;
+    } else {
+      counts.emplace_back(host, 1);
+    }
+  }
+  std::vector<std::string> parts;
+  for (const auto& [host, n] : counts) parts.push_back(n > 1 ? cat(host, " x", n) : host);
+  return join(parts, ", ");
+}
+
+void print_header(std::ostream& out, const BandwidthOptions& o, int ranks,
+                  const std::string& hosts) {
+  out << "# mb-bench-bandwidth " << MBKIT_VERSION << ": " << ranks
+      << (ranks == 1 ? " rank" : " ranks") << " (" << hosts << "), " << o.iters
+      << " iterations after " << o.warmup_iters << " warm-up, check " << (o.check ? "on" : "off")
+      << "\n"
+      << "# time: one iteration, averaged over the loop on each rank; time_us is the mean over "
+         "ranks\n"
+      << "# algbw = size / time_us; busbw = algbw * factor (mb-bench-bandwidth.1); sizes in "
+         "bytes\n"
+      << mbkit::bench::column_header() << "\n";
+}
+
+bool corrupt_for_tests() {
+  const char* value = std::getenv("MBKIT_BENCH_CORRUPT");
+  return value != nullptr && std::strcmp(value, "1") == 0;
+}
+
+}  // namespace
+
+int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
+  const auto ops = parse_ops(options.ops);
+  const auto dtype = mbkit::bench::parse_dtype(options.dtype);
+  const auto sizes = mbkit::bench::size_series(
+      mbkit::bench::parse_bytes(options.min_bytes, "--min-bytes"),
+      mbkit::bench::parse_bytes(options.max_bytes, "--max-bytes"), options.step_factor);
+  if (options.iters < 1) usage_error(cat("--iters: ", options.iters, " is below 1"));
+  if (options.warmup_iters < 0) usage_error("--warmup-iters must not be negative");
+  if (sizes.back() / mbkit::bench::type_size(dtype) > static_cast<std::size_t>(INT_MAX)) {
+    usage_error(cat("--max-bytes: ", sizes.back(), " bytes are more ", options.dtype,
+                    " elements than an MPI count holds"));
+  }
+  for (const Op op : ops) {
+    if (op == Op::kExchange && dtype != mbkit::bench::Dtype::kFloat) {
+      usage_error("--dtype double: the exchange sends the trainers' float gradients");
+    }
+  }
+  comm::World world;
+  world.set_timeout(options.comm_timeout);
+  return world.run_collectively([&] {
+    if (world.size() < 2 && std::find(ops.begin(), ops.end(), Op::kExchange) != ops.end()) {
+      usage_error("--op exchange needs at least 2 ranks (mpirun -n 2 or more)");
+    }
+    const std::string hosts = describe_hosts(world.all_gather(world.host()));
+    mbkit::bench::MeasureOptions measure;
+    measure.dtype = dtype;
+    measure.iters = options.iters;
+    measure.warmup_iters = options.warmup_iters;
+    measure.check = options.check;
+    measure.corrupt = corrupt_for_tests();
+    if (world.rank() == 0) print_header(out, options, world.size(), hosts);
+    std::int64_t wrong = 0;
+    std::vector<mbkit::bench::Run> runs;
+    for (const Op op : ops) {
+      mbkit::bench::Run run;
+      run.ranks = world.size();
+      run.op = mbkit::bench::op_name(op);
+      run.dtype = mbkit::bench::dtype_name(dtype);
+      run.iters = options.iters;
+      run.warmup_iters = options.warmup_iters;
+      run.hosts = hosts;
+      run.created = utc_timestamp();
+      const auto print = [&](const std::vector<mbkit::bench::Row>& rows) {
+        for (const auto& row : rows) {
+          if (world.rank() == 0) out << mbkit::bench::format_row(row) << "\n" << std::flush;
+          wrong += row.wrong;
+          run.rows.push_back(row);
+        }
+      };
+      if (op == Op::kExchange) {
+        for (const auto& mode : mbkit::bench::exchange_modes(world)) {
+          print(mbkit::bench::measure_exchange(world, mode, sizes, measure));
+        }
+      } else {
+        print(mbkit::bench::measure_collective(world, op, sizes, measure));
+      }
+      runs.push_back(std::move(run));
+    }
+    if (world.rank() == 0) {
+      out << "# wrong elements: " << wrong << "\n" << std::flush;
+      if (!out) fail("cannot write the table to standard output");
+      for (const auto& run : runs) {
+        if (!options.append.empty()) mbkit::bench::append_run(options.append, run);
+      }
+      if (!options.append.empty())
+        log::info(cat("added ", runs.size(), " run(s) to ", options.append));
+      if (wrong > 0) {
+        std::fprintf(stderr, "%s: error: the check found %lld wrong elements (column wrong)\n",
+                     log::program().c_str(), static_cast<long long>(wrong));
+      }
+    }
+    return wrong > 0 ? static_cast<int>(ExitCode::kFailure) : 0;
+  });
+}
+
+}  // namespace mbkit::tools::bench_bandwidth

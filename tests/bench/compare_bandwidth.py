@@ -1,0 +1,121 @@
+#!/usr/bin/python3
+"""mb-bench-bandwidth against the raw MPI_Allreduce anchor, in the same run.
+
+It compiles ../shared/anchors/mpi_allreduce.c with mpicc -O2 into a temporary folder and, for each
+round, runs on 2 ranks (mpirun --oversubscribe, Open MPI's default binding): the anchor, then
+`mb-bench-bandwidth --op allreduce,exchange` over the sizes, then the anchor again. The mean of the
+two anchor runs around ours is that round's reference: on shared virtual machines the speed of
+memory traffic between cores drifts by up to 3x over seconds, so only neighbouring runs compare.
+The anchor times float buffers of 4 KiB x 4^k; at 2 and 8 MiB its time is interpolated log-log
+between the bracketing sizes (marked '~'). Ratios are busbw(ours) / busbw(raw) at the same size
+(busbw = algbw * 2(n-1)/n for both; ps and async rows use their own factor, 2, so their ratio
+reads as a bus-bandwidth ratio too), the median over rounds, and the range. Target: allreduce
+>= 0.95 from 1 to 16 MiB.
+
+    /usr/bin/python3 tests/bench/compare_bandwidth.py [--build build] [--anchors ../shared/anchors]
+        [--rounds 3] [--iters 20] [--sizes 1M,2M,4M,8M,16M]
+
+Output lines starting with '#' are headers; the table is whitespace-separated.
+"""
+
+import argparse
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+MIB = 1 << 20
+
+
+def mpirun(ranks, command):
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    result = subprocess.run(["mpirun", "--oversubscribe", "-n", str(ranks), *command],
+                            capture_output=True, text=True, env=env, timeout=600)
+    if result.returncode != 0:
+        sys.exit(f"compare_bandwidth: {' '.join(command)} failed ({result.returncode}):\n"
+                 f"{result.stderr}")
+    return result.stdout
+
+
+def raw_times(anchor):
+    """bytes -> seconds of one MPI_Allreduce on 2 ranks."""
+    times = {}
+    for line in mpirun(2, [anchor]).splitlines():
+        match = re.search(r"bytes=(\d+) time_us=([\d.]+)", line)
+        if match:
+            times[int(match.group(1))] = float(match.group(2)) * 1e-6
+    return times
+
+
+def raw_time_at(times, size):
+    """The anchor's time at `size`, interpolated log-log between measured sizes."""
+    if size in times:
+        return times[size], False
+    below = max(s for s in times if s < size)
+    above = min(s for s in times if s > size)
+    w = math.log(size / below) / math.log(above / below)
+    return math.exp((1 - w) * math.log(times[below]) + w * math.log(times[above])), True
+
+
+def ours(tool, sizes, iters):
+    """(op, bytes) -> seconds (mean over ranks) from the tool's table."""
+    text = mpirun(2, [tool, "--op", "allreduce,exchange", "-b", str(min(sizes)), "-e",
+                      str(max(sizes)), "-f", "2", "--iters", str(iters), "-q"])
+    columns, rows = None, {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            if not rows:
+                columns = line[1:].split()
+            continue
+        fields = dict(zip(columns, line.split()))
+        if int(fields["wrong"]) != 0:
+            sys.exit(f"compare_bandwidth: wrong results in {line}")
+        rows[(fields["op"], int(fields["size"]))] = float(fields["time_us"]) * 1e-6
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    here = os.path.dirname(os.path.abspath(__file__))
+    source = os.path.dirname(os.path.dirname(here))
+    parser.add_argument("--build", default=os.path.join(source, "build"))
+    parser.add_argument("--anchors", default=os.path.join(source, "..", "shared", "anchors"))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--sizes", default="1M,2M,4M,8M,16M")
+    args = parser.parse_args()
+    sizes = [int(s[:-1]) * MIB if s.endswith("M") else int(s) for s in args.sizes.split(",")]
+    tool = os.path.join(args.build, "bin", "mb-bench-bandwidth")
+    with tempfile.TemporaryDirectory() as work:
+        anchor = os.path.join(work, "mpi_allreduce")
+        subprocess.run(["mpicc", "-O2", "-o", anchor,
+                        os.path.join(args.anchors, "mpi_allreduce.c")], check=True)
+        ratios = {}
+        for _ in range(args.rounds):
+            before = raw_times(anchor)
+            mine = ours(tool, sizes, args.iters)
+            after = raw_times(anchor)
+            for (op, size), seconds in mine.items():
+                raw_before, interpolated = raw_time_at(before, size)
+                raw_after, _ = raw_time_at(after, size)
+                raw = (raw_before + raw_after) / 2
+                # Bus factors at n = 2: allreduce 2(n-1)/n = 1, ps and async 2.
+                factor = 1.0 if "allreduce" in op else 2.0
+                ratios.setdefault((op, size, interpolated), []).append(raw / seconds * factor)
+    print(f"# mb-bench-bandwidth against raw MPI_Allreduce on 2 ranks, {args.rounds} rounds "
+          f"of {args.iters} iterations")
+    print("# busbw_ratio = busbw(ours) / busbw(raw MPI_Allreduce); '~': raw interpolated")
+    print("# op size_MiB busbw_ratio min max")
+    for (op, size, interpolated), values in sorted(ratios.items(),
+                                                   key=lambda kv: (kv[0][0] != "allreduce",
+                                                                   kv[0][0], kv[0][1])):
+        mark = "~" if interpolated else ""
+        print(f"{op:24s} {size / MIB:6g}{mark:1s} {statistics.median(values):7.3f} "
+              f"{min(values):7.3f} {max(values):7.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""mb-bench-bandwidth under mpirun -n 3: every operation and every exchange mode on a small sweep
+checked (#wrong = 0), the table read the way scripts read it (the last '#' line names the
+columns), the --append file read back with h5py, a corrupted result detected (the test hook
+MBKIT_BENCH_CORRUPT=1) with a non-zero exit, and bad options refused with one line."""
+
+import shutil
+import unittest
+
+import h5py
+
+import mbtest
+
+MPIRUN = shutil.which("mpirun")
+OPS = ["reduce-bcast", "allreduce", "reduce", "bcast", "gather", "allgather", "reduce-scatter",
+       "exchange"]
+
+
+def parse_table(text):
+    """Rows as dicts keyed by the column names of the last '#' line before the first row."""
+    columns, rows = None, []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            if not rows:
+                columns = line[1:].split()
+            continue
+        if line.strip():
+            rows.append(dict(zip(columns, line.split())))
+    return columns, rows
+
+
+class BenchBandwidth(mbtest.ToolTestCase):
+    def bench(self, ranks, *args, env=None):
+        command = [mbtest.tool("mb-bench-bandwidth"), *args]
+        if ranks > 0:
+            command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
+        return mbtest.run(command, cwd=self.dir, env=env or self.env, timeout=240)
+
+    def test_every_operation_on_three_ranks_is_right_and_appended(self):
+        self.assertIsNotNone(MPIRUN, "mpirun (openmpi-bin) is required")
+        results = self.path("bw.h5")
+        result = self.bench(3, "--op", "all", "-b", "1K", "-e", "64K", "-f", "8", "--iters", "3",
+                            "--warmup-iters", "1", "--append", results)
+        self.assertSucceeded(result)
+        columns, rows = parse_table(result.out)
+        self.assertEqual(columns, ["op", "size", "count", "type", "time_us", "min_us", "max_us",
+                                   "algbw_GBps", "busbw_GBps", "wrong"])
+        modes = ["exchange-ps", "exchange-allreduce-mpi", "exchange-allreduce-shm",
+                 "exchange-allreduce-auto", "exchange-async"]
+        self.assertEqual(sorted({r["op"] for r in rows}), sorted(OPS[:-1] + modes))
+        self.assertEqual(len(rows), 3 * (len(OPS) - 1 + len(modes)))
+        for row in rows:
+            self.assertEqual(row["wrong"], "0", msg=row)
+            self.assertGreater(float(row["time_us"]), 0, msg=row)
+            self.assertLessEqual(float(row["min_us"]), float(row["max_us"]), msg=row)
+        gathers = [r for r in rows if r["op"] == "allgather"]
+        self.assertEqual([int(r["size"]) for r in gathers], [1020, 8184, 65532])  # 3 blocks
+        allreduce = [r for r in rows if r["op"] == "allreduce"][0]
+        self.assertAlmostEqual(float(allreduce["busbw_GBps"]),
+                               float(allreduce["algbw_GBps"]) * 4 / 3, delta=0.002)
+        with h5py.File(results, "r") as f:
+            fmt = f.attrs["format"]
+            self.assertEqual(fmt.decode() if isinstance(fmt, bytes) else fmt, "mbkit-bandwidth")
+            self.assertEqual(sorted(f["np3"]), sorted(OPS))
+            exchange = f["np3/exchange"]
+            self.assertEqual(len(exchange["bytes"]), 15)
+            self.assertEqual(list(exchange["wrong"][...]), [0] * 15)
+            self.assertEqual(int(f["np3/bcast"].attrs["ranks"]), 3)
+        self.assertNoStrayFiles()
+
+    def test_a_corrupted_result_is_detected(self):
+        self.assertIsNotNone(MPIRUN, "mpirun (openmpi-bin) is required")
+        env = mbtest.clean_env({"TMPDIR": self.dir, "MBKIT_BENCH_CORRUPT": "1"})
+        for op in ["allreduce", "exchange"]:
+            result = self.bench(3, "--op", op, "-b", "4K", "-e", "8K", "--iters", "2", env=env)
+            self.assertEqual(result.rc, 1, msg=repr(result))
+            _, rows = parse_table(result.out)
+            self.assertTrue(rows and all(int(r["wrong"]) >= 1 for r in rows), msg=repr(result))
+            self.assertIn("wrong elements", result.err)
+
+    def test_bad_options_give_one_line(self):
+        cases = [
+            (["--op", "alltoall"], "--op: 'alltoall'"),
+            (["-b", "2M", "-e", "1M"], "--min-bytes"),
+            (["-b", "1Q"], "--min-bytes: '1Q'"),
+            (["--dtype", "half"], "--dtype"),
+            (["--step-factor", "1"], "--step-factor"),
+            (["--op", "exchange"], "at least 2 ranks"),
+        ]
+        for args, text in cases:
+            self.assertFailsWith(self.bench(0, *args), 2, text)
+
+
+if __name__ == "__main__":
+    mbtest.main()

@@ -1,0 +1,42 @@
+// mb-bench-bandwidth: time and bandwidth of MPI collectives and of the trainers' exchange, as
+// nccl-tests measures them. Options only; the work is in libcore
+// (mbkit/tools/mb_bench_bandwidth.hpp).
+#include <iostream>
+
+#include "mbkit/cli/cli.hpp"
+#include "mbkit/tools/mb_bench_bandwidth.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Time MPI collectives and the trainers' per-step exchange over a range of sizes, "
+      "nccl-tests style: time over ranks, algorithm and bus bandwidth, and a check of every "
+      "result. Run it under mpirun.",
+      "mb-bench-bandwidth"};
+  mbkit::cli::CommonOptions common;
+  mbkit::cli::add_common_options(app, common);
+  mbkit::tools::bench_bandwidth::BandwidthOptions options;
+  app.add_option("--op", options.ops,
+                 "reduce-bcast, allreduce, reduce, bcast, gather, allgather, reduce-scatter, "
+                 "exchange (every --comm mode of the trainers), a comma-separated list, or all")
+      ->capture_default_str();
+  app.add_option("-b,--min-bytes", options.min_bytes, "Smallest size: bytes, or with K, M, G")
+      ->capture_default_str();
+  app.add_option("-e,--max-bytes", options.max_bytes, "Largest size")->capture_default_str();
+  app.add_option("-f,--step-factor", options.step_factor, "Multiply the size by this each step")
+      ->capture_default_str();
+  app.add_option("-n,--iters", options.iters, "Timed iterations per size")->capture_default_str();
+  app.add_option("-w,--warmup-iters", options.warmup_iters, "Untimed iterations before them")
+      ->capture_default_str();
+  app.add_option("--dtype", options.dtype, "float or double")->capture_default_str();
+  app.add_flag("--check,!--no-check", options.check,
+               "Check every result against the exact expected values (column wrong)")
+      ->capture_default_str();
+  app.add_option("--append", options.append,
+                 "Add the run to this HDF5 results file, keyed by ranks and operation");
+  app.add_option("--comm-timeout", options.comm_timeout,
+                 "Seconds a rank waits for the others before the job ends")
+      ->capture_default_str();
+  return mbkit::cli::run_tool(app, argc, argv, common, [&] {
+    return mbkit::tools::bench_bandwidth::run_bench_bandwidth(options, std::cout);
+  });
+}
