@@ -1,0 +1,99 @@
+#include "mbkit/tools/mb_bench_partitions.hpp"
+
+#include "mbkit/bench/measure.hpp"
+#include "mbkit/bench/partitions.hpp"
+#include "mbkit/bench/step_timer.hpp"
+#include "mbkit/comm/world.hpp"
+#include "mbkit/util/error.hpp"
+#include "mbkit/util/fs.hpp"
+#include "mbkit/util/log.hpp"
+#include "mbkit/util/strings.hpp"
+
+namespace mbkit::tools::bench_partitions {
+namespace {
+
+using mbkit::bench::Split;
+
+std::vector<Split> splits_of(const PartitionsOptions& o) {
+  if (o.sweep) {
+    if (!o.batch_sizes.empty()) usage_error("--sweep and --batch-sizes exclude each other");
+    return mbkit::bench::sweep_splits(o.sweep_max);
+  }
+  if (o.batch_sizes.empty()) usage_error("--batch-sizes (or --sweep) is required");
+  return mbkit::bench::grid_splits(mbkit::bench::parse_int_list(o.batch_sizes, "--batch-sizes"),
+                                   mbkit::bench::parse_int_list(o.partitions, "--partitions"));
+}
+
+void check_options(const PartitionsOptions& o) {
+  if (o.data.empty()) usage_error("--data is required");
+  if (o.steps < 1) usage_error(cat("--steps: ", o.steps, " is below 1"));
+  if (o.warmup < 0) usage_error("--warmup must not be negative");
+  if (o.threads < 0) usage_error("--threads must not be negative");
+  if (!o.time_model.empty() && !o.fit) usage_error("--time-model needs --fit");
+  for (const auto& path : {o.output, o.time_model}) {
+    if (!path.empty() && !o.force && fs::exists(path)) {
+      fail(cat(path, " exists; use --force to replace it"));
+    }
+  }
+}
+
+// Every rank's times of one split, by rank (each rank measured itself).
+std::vector<mbkit::bench::SplitTimes> gather_times(const comm::World& world, const Split& split,
+                                                   const std::vector<double>& mine) {
+  std::vector<mbkit::bench::SplitTimes> rows(static_cast<std::size_t>(world.size()));
+  for (int r = 0; r < world.size(); ++r) {
+    rows[static_cast<std::size_t>(r)].rank = r;
+    rows[static_cast<std::size_t>(r)].split = split;
+  }
+  for (const double seconds : mine) {
+    const auto all = mbkit::bench::gather_seconds(world, seconds);
+    for (std::size_t r = 0; r < all.size(); ++r) rows[r].seconds.push_back(all[r]);
+  }
+  return rows;
+}
+
+}  // namespace
+
+int run_bench_partitions(const PartitionsOptions& options, std::ostream& out) {
+  check_options(options);
+  const auto splits = splits_of(options);
+  comm::World world;
+  return world.run_collectively([&] {
+    mbkit::bench::StepTimerOptions timing;
+    timing.model.name = options.model;
+    timing.data = options.data;
+    timing.device = options.device;
+    timing.threads = options.threads;
+    timing.seed = options.seed;
+    timing.rank = world.rank();
+    mbkit::bench::StepTimer timer(timing);
+    mbkit::bench::PartitionsRun run;
+    run.model = options.model;
+    run.data = options.data;
+    run.device = options.device;
+    run.backend = timer.backend();
+    run.cpu_model = mbkit::bench::cpu_model_name();
+    run.threads = timer.threads();
+    run.ranks = world.size();
+    run.steps = options.steps;
+    run.warmup_steps = options.warmup;
+    run.seed = options.seed;
+    for (const Split& split : splits) {
+      world.barrier();  // every rank computes at once, as in a run
+      const auto mine = timer.time_steps(split, options.warmup, options.steps);
+      for (auto& row : gather_times(world, split, mine)) run.rows.push_back(std::move(row));
+    }
+    if (world.rank() == 0) {
+      mbkit::bench::write_partitions_table(out, run);
+      out.flush();
+      if (!out) fail("cannot write the table to standard output");
+      if (!options.output.empty()) {
+        mbkit::bench::write_partitions_file(options.output, run);
+        log::info(cat("wrote ", options.output));
+      }
+    }
+    return 0;
+  });
+}
+
+}  // namespace mbkit::tools::bench_partitions
