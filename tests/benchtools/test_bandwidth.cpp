@@ -177,7 +177,7 @@ ToolRun run_tool(const tools::bench_bandwidth::BandwidthOptions& options) {
   return result;
 }
 
-TEST(Tool, OneProcessTableIsCheckedAndAppended) {
+TEST(BandwidthTool, OneProcessTableIsCheckedAndAppended) {
   test::TempDir dir;
   tools::bench_bandwidth::BandwidthOptions options;
   options.ops = {"allreduce,gather", "reduce-scatter"};
@@ -202,7 +202,7 @@ TEST(Tool, OneProcessTableIsCheckedAndAppended) {
   EXPECT_EQ(read_runs(options.append).size(), 3u);
 }
 
-TEST(Tool, CorruptedResultIsCountedAndFails) {
+TEST(BandwidthTool, CorruptedResultIsCountedAndFails) {
   tools::bench_bandwidth::BandwidthOptions options;
   options.ops = {"bcast"};
   options.min_bytes = "64";
@@ -216,7 +216,7 @@ TEST(Tool, CorruptedResultIsCountedAndFails) {
   EXPECT_EQ(run.comments.back(), "# wrong elements: 2");
 }
 
-TEST(Tool, BadOptionsAreUsageErrors) {
+TEST(BandwidthTool, BadOptionsAreUsageErrors) {
   using tools::bench_bandwidth::BandwidthOptions;
   const auto code = [](const std::function<void(BandwidthOptions&)>& change) {
     BandwidthOptions options;

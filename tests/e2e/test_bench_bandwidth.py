@@ -65,6 +65,10 @@ class BenchBandwidth(mbtest.ToolTestCase):
             self.assertEqual(len(exchange["bytes"]), 15)
             self.assertEqual(list(exchange["wrong"][...]), [0] * 15)
             self.assertEqual(int(f["np3/bcast"].attrs["ranks"]), 3)
+        plot = mbtest.run([mbtest.tool("mb-plot"), results, "--type", "bandwidth-vs-workers",
+                           "--csv", "-"], cwd=self.dir, env=self.env)
+        self.assertSucceeded(plot)
+        self.assertEqual(len(plot.out.splitlines()) - 1, len(rows))  # a point per row
         self.assertNoStrayFiles()
 
     def test_a_corrupted_result_is_detected(self):

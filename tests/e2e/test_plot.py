@@ -111,6 +111,8 @@ class Plot(mbtest.ToolTestCase):
         }
         panes = {"scaling": (3, 1), "panel": (3, 3), "panel-hist": (3, 4), "panel-all": (3, 7)}
         for name, kind in types.items():
+            if kind == "benchmark":
+                continue  # drawn from the benchmark tools' files: tests/e2e/test_bench_*.py
             with self.subTest(type=name):
                 out = self.path(f"{name}.png")
                 result = self.plot(*[self.log(n) for n in logs[kind]], "--type", name, "-o", out)

@@ -29,8 +29,7 @@ void check_options(const PartitionsOptions& o) {
   if (o.steps < 1) usage_error(cat("--steps: ", o.steps, " is below 1"));
   if (o.warmup < 0) usage_error("--warmup must not be negative");
   if (o.threads < 0) usage_error("--threads must not be negative");
-  if (!o.time_model.empty() && !o.fit) usage_error("--time-model needs --fit");
-  for (const auto& path : {o.output, o.time_model}) {
+  for (const auto& path : {o.output}) {
     if (!path.empty() && !o.force && fs::exists(path)) {
       fail(cat(path, " exists; use --force to replace it"));
     }

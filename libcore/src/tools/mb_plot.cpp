@@ -6,6 +6,7 @@
 #include <fstream>
 #include <optional>
 
+#include "mbkit/plot/bench_figures.hpp"
 #include "mbkit/plot/figure_types.hpp"
 #include "mbkit/plot/gnuplot.hpp"
 #include "mbkit/plot/labels.hpp"
@@ -37,6 +38,7 @@ void list_types(std::ostream& out) {
     out << strprintf("%-20s %-13s ", type.name.c_str(), kind_name(type.kind)) << type.summary
         << detail << "\n";
   }
+  list_bench_figures(out);
 }
 
 std::pair<double, double> parse_size(const std::string& text) {
@@ -66,10 +68,12 @@ int run_plot(const PlotOptions& options, std::ostream& out) {
   if (options.output.empty() && options.script_dir.empty() && options.csv.empty()) {
     usage_error("nothing to write: give -o FIG.png|svg|pdf, --script DIR or --csv FILE");
   }
-  const FigureType& type = find_figure_type(options.type);
-  if (!options.subset.empty() && type.kind != FigureKind::kPanel) {
-    usage_error(cat("--subset chooses the panes of a panel type; ", type.name, " is a ",
-                    kind_name(type.kind)));
+  // The benchmark tools' figures read their files, not metric logs.
+  const bool bench = is_bench_figure(options.type);
+  const FigureType* type = bench ? nullptr : &find_figure_type(options.type);
+  if (!options.subset.empty() && (type == nullptr || type->kind != FigureKind::kPanel)) {
+    usage_error(cat("--subset chooses the panes of a panel type; ", options.type, " is a ",
+                    type == nullptr ? "benchmark figure" : kind_name(type->kind)));
   }
   for (const auto& name : options.subset) {
     const FigureType& pane = find_figure_type(name);
@@ -125,7 +129,9 @@ int run_plot(const PlotOptions& options, std::ostream& out) {
   // The logs, and the figure: every data error comes before anything is written.
   std::vector<RunLog> logs;
   logs.reserve(options.runs.size());
-  for (const auto& path : options.runs) logs.push_back(RunLog::open(path));
+  for (const auto& path : bench ? std::vector<std::string>{} : options.runs) {
+    logs.push_back(RunLog::open(path));
+  }
   std::vector<std::string> labels = options.labels;
   if (labels.empty()) {
     std::vector<RunDescription> descriptions;
@@ -137,7 +143,8 @@ int run_plot(const PlotOptions& options, std::ostream& out) {
     runs.push_back({&logs[i], labels[i], static_cast<int>(i)});
   }
   std::vector<std::string> notes;
-  const Figure figure = build_figure(type, runs, settings, options.subset, notes);
+  const Figure figure = bench ? bench_figure(options.type, options.runs)
+                              : build_figure(*type, runs, settings, options.subset, notes);
   for (const auto& note : notes) log::warn(note);
 
   // Draw and write under temporary names; rename only when everything succeeded.
@@ -165,7 +172,8 @@ int run_plot(const PlotOptions& options, std::ostream& out) {
   if (csv_to_stdout) write_csv(figure, out);
 
   const std::string what =
-      cat(type.name, " of ", logs.size(), logs.size() == 1 ? " log" : " logs",
+      cat(options.type, " of ", options.runs.size(),
+          options.runs.size() == 1 ? (bench ? " file" : " log") : (bench ? " files" : " logs"),
           figure.panes.size() > 1 ? cat(", ", figure.panes.size(), " panes") : std::string());
   if (image) log::info(cat("wrote ", options.output, ": ", what));
   if (csv) log::info(cat("wrote ", options.csv, ": the series of ", what));

@@ -1,0 +1,87 @@
+"""mb-bench-partitions on a small synthetic dataset: the table read the way scripts read it, the
+-o file read back with h5py (every (B, P) pair on every rank, positive step times), the run
+under mpirun -n 3 with a row per rank, and bad lists, models and batch sizes refused with one
+line and exit status 2."""
+
+import shutil
+import unittest
+
+import h5py
+
+import mbtest
+
+MPIRUN = shutil.which("mpirun")
+
+
+def parse_table(text):
+    columns, rows = None, []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            if not rows:
+                columns = line[1:].split()
+            continue
+        if line.strip():
+            rows.append(dict(zip(columns, (float(v) for v in line.split()))))
+    return columns, rows
+
+
+class BenchPartitions(mbtest.ToolTestCase):
+    def setUp(self):
+        super().setUp()
+        self.assertSucceeded(self.mb_dataset("synth", "images", "--shape", "1,8,8", "--classes",
+                                             "4", "--train", "64", "--test", "4", "-o",
+                                             self.path("d.h5")))
+
+    def bench(self, ranks, *args):
+        command = [mbtest.tool("mb-bench-partitions"), "--data", self.path("d.h5"), "--threads",
+                   "1", "--steps", "2", "--warmup", "1", *args]
+        if ranks > 0:
+            command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
+        return mbtest.run(command, cwd=self.dir, env=self.env, timeout=240)
+
+    def test_three_ranks_sweep_table_and_file(self):
+        self.assertIsNotNone(MPIRUN, "mpirun (openmpi-bin) is required")
+        result = self.bench(3, "--model", "mlp", "--sweep", "--sweep-max", "16", "-o",
+                            self.path("p.h5"))
+        self.assertSucceeded(result)
+        columns, rows = parse_table(result.out)
+        self.assertEqual(columns[:4], ["rank", "batch", "partitions", "micro_batch"])
+        self.assertEqual(columns[-1], "sample_us_max")
+        self.assertEqual(len(rows), 9 * 3)
+        self.assertEqual(sorted({int(r["rank"]) for r in rows}), [0, 1, 2])
+        for row in rows:
+            self.assertEqual(row["micro_batch"] * row["partitions"], row["batch"])
+            self.assertLessEqual(row["step_ms_min"], row["step_ms_median"])
+            self.assertLessEqual(row["step_ms_median"], row["step_ms_max"])
+            self.assertAlmostEqual(row["sample_us_median"],
+                                   row["step_ms_median"] * 1e3 / row["batch"],
+                                   delta=0.5 / row["batch"] + 0.002)  # printed rounding
+        with h5py.File(self.path("p.h5"), "r") as f:
+            self.assertEqual(f["step_time"].shape, (27, 2))
+            self.assertTrue((f["step_time"][...] > 0).all())
+            self.assertEqual(sorted(set(f["rank"][...])), [0, 1, 2])
+            self.assertEqual(int(f.attrs["ranks"]), 3)
+            self.assertEqual(int(f.attrs["threads"]), 1)
+        plot = mbtest.run([mbtest.tool("mb-plot"), self.path("p.h5"), "--type", "partitions",
+                           "--csv", "-"], cwd=self.dir, env=self.env)
+        self.assertSucceeded(plot)
+        points = [line.split(",") for line in plot.out.splitlines()[1:]]
+        self.assertEqual({p[0] for p in points}, {"time-per-step", "time-per-sample"})
+        self.assertEqual(len(points), 2 * 9)  # a point per (B, P) in each panel
+        self.assertNoStrayFiles()
+
+    def test_bad_input_gives_one_line(self):
+        cases = [
+            (["--batch-sizes", "8,x"], "--batch-sizes: 'x'"),
+            (["--batch-sizes", "8", "--partitions", "3"], "--partitions 3 does not divide"),
+            (["--batch-sizes", "128"], "training rows"),
+            (["--batch-sizes", "8", "--model", "lenet9"], "lenet9"),
+            ([], "--batch-sizes"),
+        ]
+        for args, text in cases:
+            with self.subTest(args=args):
+                self.assertFailsWith(self.bench(0, *args), 2, text)
+
+
+if __name__ == "__main__":
+    mbtest.main()
