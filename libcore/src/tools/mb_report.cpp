@@ -1,9 +1,12 @@
 #include "mbkit/tools/mb_report.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <functional>
 
+#include "mbkit/report/bandwidth_report.hpp"
 #include "mbkit/report/report.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/fs.hpp"
@@ -11,6 +14,46 @@
 #include "mbkit/util/strings.hpp"
 
 namespace mbkit::tools::report {
+namespace {
+
+void write_output(const ReportOptions& options, const std::function<void(std::ostream&)>& write) {
+  fs::AtomicOutput output(options.output);
+  std::ofstream file(output.temp_path(), std::ios::binary | std::ios::trunc);
+  write(file);
+  file.close();
+  if (!file) fail(cat("cannot write ", options.output, ": ", std::strerror(errno)));
+  output.commit();
+}
+
+int report_bandwidth(const ReportOptions& options, std::ostream& out, std::ptrdiff_t files) {
+  if (files != static_cast<std::ptrdiff_t>(options.logs.size())) {
+    usage_error(
+        "bandwidth results (mb-bench-bandwidth --append) and metric logs cannot be "
+        "reported together");
+  }
+  if (options.has_target) usage_error("--target: bandwidth results have no accuracy");
+  const auto runs = mbkit::report::read_bandwidth_runs(options.logs);
+  const auto write = [&](std::ostream& stream) {
+    if (options.json) {
+      mbkit::report::write_bandwidth_json(runs, stream);
+    } else if (options.csv) {
+      mbkit::report::write_bandwidth_csv(runs, stream);
+    } else {
+      mbkit::report::write_bandwidth_table(runs, stream);
+    }
+  };
+  if (options.output.empty()) {
+    write(out);
+    out.flush();
+    if (!out) fail("cannot write the report to standard output");
+  } else {
+    write_output(options, write);
+    log::info(cat("wrote ", options.output, ": ", runs.size(), " bandwidth runs"));
+  }
+  return 0;
+}
+
+}  // namespace
 
 int run_report(const ReportOptions& options, std::ostream& out) {
   // The command line first, before any file is read.
@@ -18,6 +61,10 @@ int run_report(const ReportOptions& options, std::ostream& out) {
   if (!options.output.empty() && !options.force && fs::exists(options.output)) {
     fail(cat(options.output, " exists; use --force to replace it"));
   }
+  // mb-bench-bandwidth --append files are reported as their own table.
+  const auto bandwidth_files =
+      std::count_if(options.logs.begin(), options.logs.end(), mbkit::report::is_bandwidth_file);
+  if (bandwidth_files > 0) return report_bandwidth(options, out, bandwidth_files);
   const auto target = options.has_target ? std::optional<double>(options.target) : std::nullopt;
   const mbkit::report::Report report = mbkit::report::build_report(options.logs, target);
   const auto write = [&](std::ostream& stream) {
@@ -35,12 +82,7 @@ int run_report(const ReportOptions& options, std::ostream& out) {
     if (!out) fail("cannot write the report to standard output");
     return 0;
   }
-  fs::AtomicOutput output(options.output);
-  std::ofstream file(output.temp_path(), std::ios::binary | std::ios::trunc);
-  write(file);
-  file.close();
-  if (!file) fail(cat("cannot write ", options.output, ": ", std::strerror(errno)));
-  output.commit();
+  write_output(options, write);
   log::info(cat("wrote ", options.output, ": ", report.runs.size(),
                 report.runs.size() == 1 ? " run" : " runs"));
   return 0;
