@@ -3,6 +3,7 @@
 under mpirun -n 3 with a row per rank, and bad lists, models and batch sizes refused with one
 line and exit status 2."""
 
+import re
 import shutil
 import unittest
 
@@ -70,6 +71,27 @@ class BenchPartitions(mbtest.ToolTestCase):
         self.assertEqual(len(points), 2 * 9)  # a point per (B, P) in each panel
         self.assertNoStrayFiles()
 
+    def test_fit_on_three_ranks_writes_a_time_model_per_rank(self):
+        self.assertIsNotNone(MPIRUN, "mpirun (openmpi-bin) is required")
+        result = self.bench(3, "--batch-sizes", "4,8,16,32", "--fit", "--time-model",
+                            self.path("tm.h5"))
+        self.assertSucceeded(result)
+        fits = [line for line in result.out.splitlines() if re.match(r"# rank \d+: a = ", line)]
+        self.assertEqual(len(fits), 3, msg=result.out)
+        for line in fits:
+            self.assertIn("r^2 = ", line)
+            self.assertIn("largest relative residual = ", line)
+        with h5py.File(self.path("tm.h5"), "r") as f:
+            fmt = f.attrs["format"]
+            self.assertEqual(fmt.decode() if isinstance(fmt, bytes) else fmt, "mbkit-time-model")
+            devices = [f["devices"][name] for name in sorted(f["devices"])]
+            self.assertEqual(sorted(int(d.attrs["rank"]) for d in devices), [0, 1, 2])
+            for device in devices:
+                self.assertEqual(list(device.attrs["batch_sizes"]), [4, 8, 16, 32])
+                self.assertEqual(int(device.attrs["threads"]), 1)
+                self.assertTrue(all(s > 0 for s in device.attrs["seconds"]))
+        self.assertNoStrayFiles()
+
     def test_bad_input_gives_one_line(self):
         cases = [
             (["--batch-sizes", "8,x"], "--batch-sizes: 'x'"),
@@ -77,6 +99,8 @@ class BenchPartitions(mbtest.ToolTestCase):
             (["--batch-sizes", "128"], "training rows"),
             (["--batch-sizes", "8", "--model", "lenet9"], "lenet9"),
             ([], "--batch-sizes"),
+            (["--batch-sizes", "8", "--fit"], "--fit needs at least two"),
+            (["--batch-sizes", "8", "--time-model", "tm.h5"], "--time-model needs --fit"),
         ]
         for args, text in cases:
             with self.subTest(args=args):

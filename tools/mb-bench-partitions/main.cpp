@@ -1,5 +1,5 @@
-// mb-bench-partitions: the time of a training step against its split into micro-batches.
-// Options only; the work is in libcore (mbkit/tools/mb_bench_partitions.hpp).
+// mb-bench-partitions: the time of a training step against its split into micro-batches, and
+// the DBSL time model. Options only; the work is in libcore (mbkit/tools/mb_bench_partitions.hpp).
 #include <iostream>
 
 #include "mbkit/cli/cli.hpp"
@@ -9,7 +9,8 @@ int main(int argc, char** argv) {
   CLI::App app{
       "Time training steps of a model that loop over P micro-batches of B/P samples and apply "
       "one update (the AMB worker's round without a deadline), for lists of batch sizes B and "
-      "partition counts P or the AMB original's sweep. Under mpirun every rank measures itself.",
+      "partition counts P or the AMB original's sweep; with --fit, fit the DBSL time model "
+      "t(B) = a B + b. Under mpirun every rank measures itself.",
       "mb-bench-partitions"};
   mbkit::cli::CommonOptions common;
   mbkit::cli::add_common_options(app, common);
@@ -33,6 +34,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("-o,--output", options.output, "Also write the timings to this HDF5 file");
   app.add_flag("-f,--force", options.force, "Replace existing output files");
+  app.add_flag("--fit", options.fit,
+               "Fit t(B) = a B + b to the median step time at P = 1 over the batch sizes");
+  app.add_option("--time-model", options.time_model,
+                 "With --fit: write the time model to this HDF5 file (mb-train-dbsl reads it)");
   return mbkit::cli::run_tool(app, argc, argv, common, [&] {
     return mbkit::tools::bench_partitions::run_bench_partitions(options, std::cout);
   });

@@ -1,7 +1,6 @@
 #include "mbkit/bench/partitions.hpp"
 
 #include <algorithm>
-#include <fstream>
 
 #include "mbkit/config.hpp"
 #include "mbkit/io/hdf5.hpp"
@@ -64,17 +63,6 @@ Spread spread_of(std::vector<double> values) {
   const std::size_t n = values.size();
   const double median = n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
   return {values.front(), median, values.back()};
-}
-
-std::string cpu_model_name() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);) {
-    if (starts_with(line, "model name")) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) return std::string(trim(line.substr(colon + 1)));
-    }
-  }
-  return "unknown";
 }
 
 const char* partitions_columns() {

@@ -2,16 +2,20 @@
 
 #include "mbkit/bench/measure.hpp"
 #include "mbkit/bench/partitions.hpp"
+#include "mbkit/bench/partitions_fit.hpp"
 #include "mbkit/bench/step_timer.hpp"
 #include "mbkit/comm/world.hpp"
+#include "mbkit/train/time_model.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/fs.hpp"
 #include "mbkit/util/log.hpp"
+#include "mbkit/util/machine.hpp"
 #include "mbkit/util/strings.hpp"
 
 namespace mbkit::tools::bench_partitions {
 namespace {
 
+using mbkit::bench::RankDevice;
 using mbkit::bench::Split;
 
 std::vector<Split> splits_of(const PartitionsOptions& o) {
@@ -29,7 +33,8 @@ void check_options(const PartitionsOptions& o) {
   if (o.steps < 1) usage_error(cat("--steps: ", o.steps, " is below 1"));
   if (o.warmup < 0) usage_error("--warmup must not be negative");
   if (o.threads < 0) usage_error("--threads must not be negative");
-  for (const auto& path : {o.output}) {
+  if (!o.time_model.empty() && !o.fit) usage_error("--time-model needs --fit");
+  for (const auto& path : {o.output, o.time_model}) {
     if (!path.empty() && !o.force && fs::exists(path)) {
       fail(cat(path, " exists; use --force to replace it"));
     }
@@ -51,11 +56,25 @@ std::vector<mbkit::bench::SplitTimes> gather_times(const comm::World& world, con
   return rows;
 }
 
+// What every rank measured on, by rank, for the time-model records.
+std::vector<RankDevice> rank_devices(const comm::World& world,
+                                     const mbkit::bench::StepTimer& timer) {
+  const auto hosts = world.all_gather(world.host());
+  const auto threads = world.all_gather(static_cast<std::uint64_t>(timer.threads()));
+  const auto backends = world.all_gather(timer.backend());
+  std::vector<RankDevice> devices;
+  for (std::size_t r = 0; r < hosts.size(); ++r) {
+    devices.push_back({hosts[r], static_cast<int>(threads[r]), backends[r]});
+  }
+  return devices;
+}
+
 }  // namespace
 
 int run_bench_partitions(const PartitionsOptions& options, std::ostream& out) {
   check_options(options);
   const auto splits = splits_of(options);
+  if (options.fit) mbkit::bench::check_fit_splits(splits);
   comm::World world;
   return world.run_collectively([&] {
     mbkit::bench::StepTimerOptions timing;
@@ -71,7 +90,7 @@ int run_bench_partitions(const PartitionsOptions& options, std::ostream& out) {
     run.data = options.data;
     run.device = options.device;
     run.backend = timer.backend();
-    run.cpu_model = mbkit::bench::cpu_model_name();
+    run.cpu_model = util::cpu_model_name();
     run.threads = timer.threads();
     run.ranks = world.size();
     run.steps = options.steps;
@@ -82,6 +101,7 @@ int run_bench_partitions(const PartitionsOptions& options, std::ostream& out) {
       const auto mine = timer.time_steps(split, options.warmup, options.steps);
       for (auto& row : gather_times(world, split, mine)) run.rows.push_back(std::move(row));
     }
+    const auto devices = options.fit ? rank_devices(world, timer) : std::vector<RankDevice>{};
     if (world.rank() == 0) {
       mbkit::bench::write_partitions_table(out, run);
       out.flush();
@@ -89,6 +109,24 @@ int run_bench_partitions(const PartitionsOptions& options, std::ostream& out) {
       if (!options.output.empty()) {
         mbkit::bench::write_partitions_file(options.output, run);
         log::info(cat("wrote ", options.output));
+      }
+      if (options.fit) {
+        const auto records = mbkit::bench::fit_time_models(run, devices);
+        mbkit::bench::write_fits(out, records);
+        for (const auto& record : records) {
+          if (!(record.fit.model.a > 0)) {
+            log::warn(cat("rank ", record.rank,
+                          ": the step time does not grow with the batch "
+                          "(a = ",
+                          record.fit.model.a,
+                          "); larger --batch-sizes or a quieter "
+                          "machine give a usable model"));
+          }
+        }
+        if (!options.time_model.empty()) {
+          train::write_time_model(options.time_model, records);
+          log::info(cat("wrote ", options.time_model));
+        }
       }
     }
     return 0;

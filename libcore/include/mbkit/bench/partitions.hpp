@@ -56,9 +56,6 @@ struct PartitionsRun {
   std::vector<SplitTimes> rows;  ///< by split, then rank
 };
 
-/// The CPU's model name (/proc/cpuinfo), or "unknown".
-std::string cpu_model_name();
-
 /// The '#'-headed table: a few comment lines, then the columns, one word each.
 void write_partitions_table(std::ostream& out, const PartitionsRun& run);
 const char* partitions_columns();

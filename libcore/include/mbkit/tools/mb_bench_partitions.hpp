@@ -23,6 +23,8 @@ struct PartitionsOptions {
   std::uint64_t seed = 1;
   std::string output;  ///< -o FILE.h5
   bool force = false;
+  bool fit = false;        ///< fit t(B) = a B + b over the batch sizes (P = 1)
+  std::string time_model;  ///< --time-model FILE.h5 (with --fit)
 };
 
 /// Measures and prints the table on `out` (rank 0). Collective under mpirun.
