@@ -29,8 +29,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--dtype", options.dtype, "float or double")->capture_default_str();
   app.add_flag("--check,!--no-check", options.check,
-               "Check every result against the exact expected values (column wrong)")
-      ->capture_default_str();
+               "Check every result against the exact expected values (column wrong; the "
+               "default)");
   app.add_option("--append", options.append,
                  "Add the run to this HDF5 results file, keyed by ranks and operation");
   app.add_option("--comm-timeout", options.comm_timeout,
