@@ -1,7 +1,6 @@
 // The results file of mb-bench-bandwidth --append (mbkit-formats.5, "Bandwidth results"):
 // a group /np<ranks>/<op> per run, a dataset per column.
 #include <algorithm>
-#include <map>
 #include <utility>
 
 #include "mbkit/bench/bandwidth.hpp"

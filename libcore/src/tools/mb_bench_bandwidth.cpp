@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 
 #include "mbkit/bench/bandwidth.hpp"
 #include "mbkit/bench/measure.hpp"

@@ -16,13 +16,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <ostream>
 #include <string>
 #include <vector>
-
-namespace mbkit::comm {
-class World;
-}
 
 namespace mbkit::bench {
 
