@@ -1,4 +1,6 @@
 // The set-up of a training run: everything before its first step (training_run.hpp).
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -129,11 +131,31 @@ void TrainingRun::open_test_data() {
                         std::vector<std::uint64_t>(static_cast<std::size_t>(world_.size()), 1u);
 }
 
+namespace {
+
+// A model whose parameters, gradients and optimizer state (16 bytes a parameter with adam's two
+// slots) cannot fit in this machine's memory is a bad option, not an "out of memory" later.
+void check_model_fits(const nn::Graph& graph, const models::ModelConfig& model) {
+  const double needed = 16.0 * static_cast<double>(graph.parameter_count());
+  const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return;  // unknown: let the allocation decide
+  const double memory = static_cast<double>(pages) * static_cast<double>(page_size);
+  if (needed > memory) {
+    usage_error(cat(model.name == "mlp" ? "--hidden" : "--model", ": ", describe_model(model),
+                    " has ", with_commas(static_cast<std::int64_t>(graph.parameter_count())),
+                    " parameters, which with their ", "gradients and optimizer state need ",
+                    human_bytes(needed), ", more than this machine's ", human_bytes(memory),
+                    " of memory"));
+  }
+}
+
+}  // namespace
+
 void TrainingRun::build_model() {
-  net_ = std::make_unique<nn::Network>(
-      models::build_model(options_.model, {shape_.channels, shape_.height, shape_.width},
-                          info_.num_classes),
-      *backend_);
+  nn::Graph graph = models::build_model(
+      options_.model, {shape_.channels, shape_.height, shape_.width}, info_.num_classes);
+  check_model_fits(graph, options_.model);
+  net_ = std::make_unique<nn::Network>(std::move(graph), *backend_);
   net_->initialize(options_.seed);
   // --allreduce auto on one host: the faster sum on this machine, for this buffer (the
   // gradients and the per-step tail of state and reports).
