@@ -52,7 +52,7 @@ std::int64_t count_wrong(const comm::World& world, bool has_master, std::span<fl
 AllreduceVia auto_choice(const comm::World& world, std::size_t floats) {
   train::TrainOptions trainer;
   trainer.comm = "allreduce";
-  trainer.allreduce = "auto";
+  trainer.allreduce = AllreduceVia::kAuto;
   train::Role role = train::decide_role(trainer, world);
   if (role.time_allreduce) {
     role.shared_memory = comm::time_allreduce_sums(world, floats).shared_memory();

@@ -26,10 +26,10 @@ std::map<std::string, std::string> optimizer_map(const optim::OptimizerConfig& c
 std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int64_t planned_steps,
                         int world_size, int workers, double time_limit,
                         const std::string& allreduce,
-                        const std::optional<comm::AllreduceTrial>& trial) {
+                        const std::optional<comm::AllreduceTrial>& trial, bool pretty) {
   std::ostringstream out;
   {
-    JsonWriter json(out, false);
+    JsonWriter json(out, pretty);
     json.begin_object();
     json.key("data").value(o.data);
     json.key("test_data").value(o.test_data.empty() ? o.data : o.test_data);
@@ -74,20 +74,19 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
       json.end_object();
     }
     json.key("bucket_mb").value(o.bucket_mb);
-    json.key("induce").value(o.induce);
-    const auto profile = parse_straggler_profile(o.induce);
-    json.key("induce_spec").value(profile ? profile->spec() : std::string());
-    json.key("slowdown").value(o.slowdown);
+    json.key("induce").value(o.given.induce);
+    json.key("induce_spec").value(o.induce ? o.induce->spec() : std::string());
+    json.key("slowdown").value(o.given.slowdown);
     json.key("comm_timeout").value(o.comm_timeout);
     json.key("clock").value(o.clock);
-    json.key("comm_model").value(o.comm_model);
-    json.key("compute_model").value(parse_compute_models(o.compute_model).spec());
+    json.key("comm_model").value(o.given.comm_model);
+    json.key("compute_model").value(o.compute_model.spec());
     json.key("world_size").value(world_size);
     json.key("workers").value(workers);
     json.key("global_batch_size").value(static_cast<std::int64_t>(workers) * o.batch_size);
     if (o.amb.enabled) {
       json.key("time_limit").value(time_limit);
-      json.key("time_limit_option").value(o.amb.time_limit);
+      json.key("time_limit_option").value(o.given.time_limit);
       json.key("partitions").value(o.amb.partitions);
       json.key("micro_batch_size").value(o.batch_size / o.amb.partitions);
       json.key("decay_per_micro_batch").value(o.amb.decay_per_micro_batch);

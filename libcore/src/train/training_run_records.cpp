@@ -50,8 +50,8 @@ void TrainingRun::print_start_table() const {
   if (amb_) {
     const std::int64_t micro_batches = options_.batch_size / micro_size_;
     row("anytime", cat("time limit ", short_duration(time_limit_),
-                       options_.amb.time_limit == "auto" ? " (auto: a full batch, measured)" : "",
-                       ", ", micro_batches, " micro-batches of ", micro_size_, " samples",
+                       options_.amb.auto_time_limit ? " (auto: a full batch, measured)" : "", ", ",
+                       micro_batches, " micro-batches of ", micro_size_, " samples",
                        micro_batches * micro_size_ < options_.batch_size
                            ? cat(" (", options_.batch_size - micro_batches * micro_size_,
                                  " samples of each batch unused)")

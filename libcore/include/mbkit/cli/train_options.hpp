@@ -14,8 +14,9 @@ void add_train_options(CLI::App& app, train::TrainOptions& options);
 void add_distribution_options(CLI::App& app, train::TrainOptions& options);
 /// Declares the options of anytime mini-batch training (--time-limit, --partitions).
 void add_amb_options(CLI::App& app, train::TrainOptions& options);
-/// After parsing: routes the options whose meaning depends on the optimiser (--momentum and
-/// --epsilon for rmsprop and adam).
+/// After parsing: parses the options given as text into their typed fields (straggler profile,
+/// slowdown, cluster models, time limit, ...) and routes the options whose meaning depends on
+/// the optimiser (--momentum and --epsilon for rmsprop and adam). A usage error names the flag.
 void finish_train_options(const CLI::App& app, train::TrainOptions& options);
 
 }  // namespace mbkit::cli
