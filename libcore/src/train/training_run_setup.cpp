@@ -28,6 +28,7 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   world_.set_wait_mode(options_.comm_wait == "spin" ? comm::WaitMode::kSpin
                                                     : comm::WaitMode::kYield);
   role_ = decide_role(options_, world_);
+  dbsl_ = options_.dbsl.enabled;
   logs_ = world_.rank() == 0;
   if (role_.distributed && world_.rank() != 0) {
     log::set_program(cat(log::program(), ": rank ", world_.rank()));
@@ -48,6 +49,7 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   size_epoch();
   if (role_.distributed) check_ranks_agree();
   set_up_emulation();
+  if (dbsl_) plan_dbsl();
   decide_time_limit();
   resume();
   plan_length();
@@ -68,7 +70,8 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
 // Training data: workers load their part; the master only reads what the data is.
 void TrainingRun::open_data() {
   my_data_ = worker_data(options_.data, role_.computes ? role_.worker : 0, role_.workers);
-  if (!role_.computes) {
+  // DBSL workers read the whole split, at the batch their plan gives them (plan_dbsl).
+  if (!role_.computes || dbsl_) {
     info_ = data::DatasetFile::open(my_data_.path).info();
     shape_ = info_.shape();
     return;
@@ -170,6 +173,12 @@ void TrainingRun::size_epoch() {
     steps_per_epoch_ = std::max(steps_per_epoch_, static_cast<std::int64_t>(batches_of[r]));
   }
   global_batch_ = static_cast<std::int64_t>(role_.workers) * options_.batch_size;
+  if (dbsl_) {
+    // A DBSL epoch is a push per worker (the original's global round counter).
+    total_rows_ = info_.split(data::kTrain).count;
+    steps_per_epoch_ = role_.workers;
+    return;
+  }
   if (role_.async) {
     // An asynchronous step is one update of about async_min_grads batches.
     const auto per_step = static_cast<std::uint64_t>(options_.async_min_grads) *
@@ -197,6 +206,10 @@ void TrainingRun::check_ranks_agree() const {
                cat("nan_policy=", o.nan_policy),
                cat("amb=", o.amb.enabled, " time_limit=", o.amb.time_limit,
                    " partitions=", o.amb.partitions, " decay=", o.amb.decay_per_micro_batch),
+               cat("dbsl=", o.dbsl.enabled, " ", o.dbsl.time_model, " ", o.dbsl.time_model_ab,
+                   " calibrate=", o.dbsl.calibrate, " B_L=", o.dbsl.base_batch, " k=",
+                   o.dbsl.extra_time, " small=", o.dbsl.small_workers, " f=", o.dbsl.update_factor,
+                   " sync=", o.dbsl.sync, " keep=", o.dbsl.keep_optimizer_state),
                cat("clock=", o.clock, " comm_model=", o.comm_model,
                    " compute_model=", join(o.compute_model, " "))});
 }
@@ -352,7 +365,7 @@ void TrainingRun::resume() {
 
 void TrainingRun::plan_length() {
   if (options_.steps > 0) planned_ = options_.steps;
-  if (options_.epochs > 0 && !role_.async) {
+  if (options_.epochs > 0 && (!role_.async || dbsl_)) {
     planned_ = std::min(
         planned_,
         step_base_ + static_cast<std::int64_t>(std::ceil((options_.epochs - epoch_base_) *
@@ -397,8 +410,9 @@ void TrainingRun::open_log() {
   run.tool = tool_name(options_);
   run.version = cat(MBKIT_VERSION, " (", MBKIT_GIT_COMMIT, ")");
   run.command_line = command_line_;
-  run.config_json = config_json(options_, net_->graph(), planned_, world_.size(), role_.workers,
-                                time_limit_, allreduce_used_, allreduce_trial_);
+  run.config_json =
+      config_json(options_, net_->graph(), planned_, world_.size(), role_.workers, time_limit_,
+                  allreduce_used_, allreduce_trial_, dbsl_ ? &dbsl_plan_ : nullptr, dbsl_factors_);
   run.seed = options_.seed;
   run.host = world_.host();
   run.start_time = utc_timestamp();

@@ -26,6 +26,26 @@ struct AmbOptions {
   bool decay_per_micro_batch = false;
 };
 
+/// Dual batch size learning (mb-train-dbsl, mbkit/train/dbsl_plan.hpp): rank 0 is a parameter
+/// server that averages in each worker's model; large workers train d_L samples per round at
+/// the base batch, small ones fewer at a smaller batch, in the same predicted time.
+struct DbslOptions {
+  bool enabled = false;
+  bool plan_only = false;                ///< --plan: print the plan and exit
+  bool json = false;                     ///< --plan --json
+  int workers = 0;                       ///< --plan without mpirun: n
+  std::int64_t train_samples = 0;        ///< --plan without --data: N
+  std::string time_model;                ///< --time-model FILE.h5 (per-rank fits)
+  std::string time_model_ab;             ///< --time-model-ab A,B
+  bool calibrate = false;                ///< each worker times a sweep of batch sizes and fits
+  int base_batch = 0;                    ///< B_L
+  double extra_time = 1.0;               ///< k
+  int small_workers = 0;                 ///< n_S: the last n_S workers
+  std::string update_factor = "linear";  ///< linear, sqrt or none
+  bool sync = false;                     ///< all workers' models at once (BSP)
+  bool keep_optimizer_state = false;     ///< keep momentum between a worker's rounds
+};
+
 struct TrainOptions {
   // Data.
   /// Dataset or shard file (its train split). Distributed: one file that every worker takes a
@@ -80,6 +100,7 @@ struct TrainOptions {
   std::string comm_model;                  ///< virtual: "ALPHA,BETA" (empty: measured at start)
   std::vector<std::string> compute_model;  ///< virtual: "[RANKS=]A,B" entries (empty: CPU time)
   AmbOptions amb;
+  DbslOptions dbsl;
 };
 
 /// How --comm allreduce sums (--allreduce, mbkit/train/exchange.hpp): auto (the faster of the
@@ -95,7 +116,10 @@ int prefetch_depth(const std::string& option);
 /// Checks every option on its own and against the others; a usage error names the flag.
 void validate(const TrainOptions& options);
 
-/// "mb-train-amb" or "mb-train-fmb".
+/// The DBSL options on their own and against the others (part of validate()).
+void validate_dbsl(const TrainOptions& options);
+
+/// "mb-train-amb", "mb-train-dbsl" or "mb-train-fmb".
 const char* tool_name(const TrainOptions& options);
 
 }  // namespace mbkit::train

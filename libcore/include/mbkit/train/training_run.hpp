@@ -26,6 +26,7 @@
 #include "mbkit/nn/network.hpp"
 #include "mbkit/optim/optimizer.hpp"
 #include "mbkit/optim/schedule.hpp"
+#include "mbkit/train/dbsl_plan.hpp"
 #include "mbkit/train/exchange.hpp"
 #include "mbkit/train/metric_log.hpp"
 #include "mbkit/train/options.hpp"
@@ -72,6 +73,9 @@ class TrainingRun {
   void size_epoch();
   void check_ranks_agree() const;
   void set_up_emulation();
+  /// DBSL: the plan (each worker's batch and samples per round), the update factors, and the
+  /// workers' loaders at their batch (training_run_dbsl.cpp).
+  void plan_dbsl();
   void decide_time_limit();
   double measure_full_batch();
   void resume();
@@ -98,6 +102,12 @@ class TrainingRun {
   int sync_step(SyncExchange& exchange, std::span<float> tail);
   void run_async_master();
   void run_async_worker();
+  // DBSL (training_run_dbsl.cpp): the parameter server and a worker.
+  void run_dbsl_server();
+  void run_dbsl_sync_server();
+  void run_dbsl_worker();
+  /// The report of a merged push (or a --sync round) recorded as a step.
+  void record_pushes(const std::vector<WorkerReport>& reports, double step_time);
   int finish();
 
   const TrainOptions& options_;
@@ -141,6 +151,11 @@ class TrainingRun {
   std::uint64_t gradient_bytes_ = 0;
   CommModel comm_model_;
   double time_limit_ = 0;
+
+  // DBSL.
+  bool dbsl_ = false;
+  DbslPlan dbsl_plan_;
+  std::vector<double> dbsl_factors_;  ///< per worker: the merge's f
 
   // The run's length and progress.
   ResumeHeader resume_;

@@ -1,0 +1,195 @@
+// Dual batch size learning on the engine (training_run.hpp, algorithms.md §3): the plan at
+// set-up, the parameter server's loop (a merge per push, or per round with --sync) and the
+// worker's loop (pull, reshuffle, train its samples at its batch, push).
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+#include "mbkit/train/dbsl_exchange.hpp"
+#include "mbkit/train/dbsl_merge.hpp"
+#include "mbkit/train/dbsl_options.hpp"
+#include "mbkit/train/training_run.hpp"
+#include "mbkit/util/error.hpp"
+#include "mbkit/util/log.hpp"
+#include "mbkit/util/strings.hpp"
+
+namespace mbkit::train {
+
+void TrainingRun::plan_dbsl() {
+  std::vector<TimeModelAB> models = time_models_from_options(options_, role_.workers);
+  if (models.empty()) {
+    usage_error("the plan needs a time model: --time-model-ab A,B or --compute-model");
+  }
+  dbsl_plan_ =
+      make_dbsl_plan(options_, static_cast<std::int64_t>(total_rows_), role_.workers, models);
+  const UpdateFactor kind = parse_update_factor(options_.dbsl.update_factor);
+  dbsl_factors_.clear();
+  for (const auto& worker : dbsl_plan_.workers) {
+    dbsl_factors_.push_back(worker.small ? update_factor(kind, worker.factor) : 1.0);
+  }
+  if (!role_.computes) return;
+  // Every round takes the first d samples of a fresh permutation of the whole split.
+  data::LoaderOptions train_options;
+  train_options.path = my_data_.path;
+  train_options.split = "train";
+  train_options.batch_size = dbsl_plan_.workers[static_cast<std::size_t>(role_.worker)].batch;
+  train_options.seed = options_.seed;
+  train_options.augment = options_.augment;
+  train_options.prefetch = prefetch_depth(options_.prefetch);
+  train_loader_.emplace(train_options);
+  my_rows_ = train_loader_->rows();
+  my_batches_ = train_loader_->batches_per_epoch();
+}
+
+void TrainingRun::run_dbsl_worker() {
+  DbslWorker worker(world_, net_->parameters().size(), net_->state().size());
+  const DbslWorkerPlan& mine = dbsl_plan_.workers[static_cast<std::size_t>(role_.worker)];
+  std::unique_ptr<optim::Optimizer> optimizer;
+  DbslRound round;
+  std::int64_t rounds = 0;
+  while (worker.pull(net_->parameters(), net_->state(), round)) {
+    // A fresh optimizer each round, as the original compiles its model every round.
+    if (!optimizer || !options_.dbsl.keep_optimizer_state) {
+      optimizer = optim::make_optimizer(optimizer_config_, net_->parameters().size());
+    }
+    // The round's permutation: a function of the seed, the push count and the worker.
+    train_loader_->seek(round.step * role_.workers + role_.worker, 0);
+    round_->set_previous_exchange(0, worker.last_wait());
+    auto report = round_->run_samples(round.step, mine.samples, [&] {
+      optimizer->step(net_->parameters(), net_->gradients(), round.lr);
+    });
+    report.stop = stop_request_.requested() ? kSignalled : kContinue;
+    report.based_on = round.step;
+    worker.push(net_->parameters(), net_->state(), report);
+    worker_line(++rounds, report);
+  }
+  stop_ = round.stop;
+}
+
+void TrainingRun::record_pushes(const std::vector<WorkerReport>& reports, double step_time) {
+  CombinedStep combined;
+  for (const auto& r : reports) {
+    combined.samples += r.samples;
+    combined.loss_sum += r.loss_sum;
+    combined.correct += r.correct;
+    combined.workers.push_back(r);
+  }
+  // The learning rate the round trained at: the one of the step its worker pulled.
+  const std::int64_t based_on = reports.front().based_on;
+  record_step(combined, step_time, schedule_->at(based_on, epoch_at(based_on)));
+}
+
+namespace {
+
+// The server's work on the virtual clock: CPU seconds, free under a compute model.
+template <class F>
+double timed_merge(bool timed, const RunClock& clock, F&& merge) {
+  const double start = timed ? clock.cpu_now() : 0;
+  merge();
+  return timed ? clock.cpu_now() - start : 0;
+}
+
+}  // namespace
+
+void TrainingRun::run_dbsl_server() {
+  const std::size_t parameters = net_->parameters().size();
+  DbslServer server(world_, parameters, net_->state().size());
+  if (clock_.is_virtual()) {
+    server.use_virtual_clock(comm_model_.message((parameters + net_->state().size()) * 4),
+                             clock_.virtual_now());
+  }
+  auto round_at = [&](std::int64_t step) {
+    return DbslRound{step, schedule_->at(step, epoch_at(step)), kContinue};
+  };
+  stop_ = std::max(stop_, rank0_stop());
+  if (stop_ == kContinue) server.start(net_->parameters(), net_->state(), round_at(step_));
+  std::vector<float> model(parameters + net_->state().size());
+  const bool timed = clock_.is_virtual() && compute_models_.empty();
+  while (stop_ == kContinue) {
+    const auto step_start = SteadyClock::now();
+    const double virtual_start = server.virtual_now();
+    const WorkerReport report = server.next_push(model, step_);
+    const double f = dbsl_factors_[static_cast<std::size_t>(report.rank - 1)];
+    const int decision = accept_update(
+        report.loss_sum / static_cast<double>(std::max<std::int64_t>(report.samples, 1)));
+    if (decision == kContinue) {
+      server.advance(timed_merge(timed, clock_, [&] {
+        merge_push(net_->parameters(), std::span(model).first(parameters), f);
+        merge_push(net_->state(), std::span(model).subspan(parameters), f);
+      }));
+    }
+    ++step_;
+    samples_seen_ += static_cast<double>(report.samples);
+    if (clock_.is_virtual()) clock_.set_virtual_now(server.virtual_now());
+    record_pushes({report}, clock_.is_virtual() ? server.virtual_now() - virtual_start
+                                                : seconds_since(step_start));
+    stop_ = std::max(report.stop, rank0_stop());
+    if (decision == kDiverged) stop_ = kDiverged;
+    if (step_ >= planned_) stop_ = std::max(stop_, static_cast<int>(kFinished));
+    if (stop_ == kContinue) {
+      server.reply(report.rank, net_->parameters(), net_->state(), round_at(step_));
+    }
+    if (stop_ != kDiverged) after_step(clock_.now());
+  }
+  server.finish(step_, stop_);
+  if (server.discarded() > 0) {
+    log::verbose(cat(server.discarded(), " pushes arrived after the end and were not merged"));
+  }
+}
+
+void TrainingRun::run_dbsl_sync_server() {
+  const std::size_t parameters = net_->parameters().size();
+  DbslServer server(world_, parameters, net_->state().size());
+  if (clock_.is_virtual()) {
+    server.use_virtual_clock(comm_model_.message((parameters + net_->state().size()) * 4),
+                             clock_.virtual_now());
+  }
+  const DbslRound first{step_, schedule_->at(step_, epoch_at(step_)), kContinue};
+  stop_ = std::max(stop_, rank0_stop());
+  if (stop_ == kContinue) server.start(net_->parameters(), net_->state(), first);
+  std::vector<std::vector<float>> models;
+  const bool timed = clock_.is_virtual() && compute_models_.empty();
+  while (stop_ == kContinue) {
+    const auto step_start = SteadyClock::now();
+    const double virtual_start = server.virtual_now();
+    const auto reports = server.all_pushes(models, step_);
+    double loss = 0;
+    std::int64_t samples = 0;
+    int stop = kContinue;
+    for (const auto& r : reports) {
+      loss += r.loss_sum;
+      samples += r.samples;
+      stop = std::max(stop, r.stop);
+    }
+    const int decision =
+        accept_update(loss / static_cast<double>(std::max<std::int64_t>(samples, 1)));
+    if (decision == kContinue) {
+      server.advance(timed_merge(timed, clock_, [&] {
+        std::vector<std::span<const float>> params, states;
+        for (const auto& m : models) {
+          params.push_back(std::span<const float>(m).first(parameters));
+          states.push_back(std::span<const float>(m).subspan(parameters));
+        }
+        merge_sync(net_->parameters(), params, dbsl_factors_);
+        merge_sync(net_->state(), states, dbsl_factors_);
+      }));
+    }
+    // Every worker's push counts: a round of all of them is `workers` steps.
+    step_ += static_cast<std::int64_t>(reports.size());
+    samples_seen_ += static_cast<double>(samples);
+    if (clock_.is_virtual()) clock_.set_virtual_now(server.virtual_now());
+    record_pushes(reports, clock_.is_virtual() ? server.virtual_now() - virtual_start
+                                               : seconds_since(step_start));
+    stop_ = std::max(stop, rank0_stop());
+    if (decision == kDiverged) stop_ = kDiverged;
+    if (step_ >= planned_) stop_ = std::max(stop_, static_cast<int>(kFinished));
+    if (stop_ == kContinue) {
+      const DbslRound next{step_, schedule_->at(step_, epoch_at(step_)), kContinue};
+      for (const auto& r : reports) server.reply(r.rank, net_->parameters(), net_->state(), next);
+    }
+    if (stop_ != kDiverged) after_step(clock_.now());
+  }
+  server.finish(step_, stop_);
+}
+
+}  // namespace mbkit::train
