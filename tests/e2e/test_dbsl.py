@@ -111,6 +111,25 @@ class DualBatchSizeLearning(mbtest.ToolTestCase):
         self.assertSucceeded(plot)
         self.assertTrue(os.path.getsize(self.path("epochs.png")) > 0)
 
+    def test_calibrate_measures_the_compute_model(self):
+        # Under a compute model each worker's timed batches are its cost exactly: the fit is the
+        # model (r^2 = 1) and the plan, push order and times are those of the --compute-model
+        # plan (test_virtual_clock_plan_push_order_and_times without the slowdown and messages:
+        # 40 samples at 16 every 70 ms, 24 at 5 every 74 ms).
+        result = self.train("--clock", "virtual", "--comm-model", "0,0", "--compute-model",
+                            "0.001,0.01", "--calibrate", "--epochs", "2", "--log", "cal.h5")
+        self.assertSucceeded(result)
+        log = read_log(self.path("cal.h5"))
+        plan = log["config"]["dbsl"]
+        self.assertEqual((plan["batch"], plan["samples"]), ([16, 5], [40, 24]))
+        for a, b, r2 in zip(plan["calibrated_a"], plan["calibrated_b"],
+                            plan["calibrated_r_squared"]):
+            self.assertAlmostEqual(a, 0.001, places=12)
+            self.assertAlmostEqual(b, 0.01, places=12)
+            self.assertAlmostEqual(r2, 1.0, places=9)
+        for got, want in zip(log["steps"]["time"], (0.070, 0.074, 0.140, 0.148)):
+            self.assertAlmostEqual(got, want, places=9)
+
     def test_sync_merges_a_round_of_every_worker(self):
         # No slowdown, no message cost: rank 1 takes 40 samples at 16 (3 batches, 70 ms),
         # rank 2 24 at 5 (5 batches, 74 ms); a round ends with the slower, every 74 ms.

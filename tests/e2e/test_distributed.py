@@ -413,6 +413,19 @@ class Distributed(mbtest.ToolTestCase):
                              tool, *common, "--batch-size", "32"], cwd=self.dir, env=self.env)
         self.assertEqual(result.rc, 2, msg=repr(result))
         self.assertIn("batch_size=64 on rank 0 but batch_size=32 on rank 2", result.err)
+        # The whole configuration is compared: the learning rate and its schedule too, in both
+        # exchanges.
+        for comm, extra, expected in [
+                ("ps", ["--lr", "0.2"], "lr=0.01 on rank 0 but lr=0.2 on rank 2"),
+                ("allreduce", ["--lr-schedule", "exponential"],
+                 'lr_schedule="constant" on rank 0 but lr_schedule="exponential" on rank 2')]:
+            args = [*common, "--comm", comm]
+            result = mbtest.run([MPIRUN, "--oversubscribe", "-n", "2", tool, *args, ":", "-n", "1",
+                                 tool, *args, *extra], cwd=self.dir, env=self.env)
+            self.assertEqual(result.rc, 2, msg=repr(result))
+            ours = [line for line in result.err.splitlines() if line.startswith("mb-train-fmb")]
+            self.assertEqual(len(ours), 1, msg=result.err)  # rank 0 speaks, the others stay quiet
+            self.assertIn(expected, ours[0], msg=result.err)
 
     def test_sigterm_to_the_master_saves_and_stops_every_rank(self):
         data = self.toy(3000)

@@ -292,6 +292,17 @@ class Training(mbtest.ToolTestCase):
             (self.eval("mlp.h5", "--data", self.toy, "--split", "valid"), 2, "--split"),
             (self.quick("--steps", "5", "--checkpoint", "mlp.h5"), 1,
              "mlp.h5 exists; use --resume auto to continue from it or --force to replace it"),
+            # Lengths and sizes that would run forever, wrap or exhaust memory (issue L).
+            (self.quick("--epochs", "nan"), 2, "--epochs nan is not a finite number"),
+            (self.quick("--epochs", "inf"), 2, "--epochs inf is not a finite number"),
+            (self.quick("--time-budget", "nan"), 2, "--time-budget nan is not a finite number"),
+            (self.quick("--epochs", "1e300"), 2, "--epochs 1e+300 is"),
+            (self.quick("--steps", "5", "--warmup-epochs", "1e300"), 2, "--warmup-epochs 1e+300 is"),
+            (self.quick("--steps", "99999999999999999999"), 2,
+             "--steps: '99999999999999999999' is out of range"),
+            (self.quick("--steps", "5", "--seed", "-1"), 2, "--seed: '-1' is not a whole number"),
+            (self.quick("--steps", "5", "--hidden", "1000000000"), 2,
+             "--hidden: mlp (hidden 32,1000000000, relu) has 43,000,003,242 parameters"),
         ]
         for result, code, text in cases:
             with self.subTest(command=" ".join(result.args[1:])):

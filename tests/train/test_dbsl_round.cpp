@@ -10,6 +10,8 @@
 #include "mbkit/models/zoo.hpp"
 #include "mbkit/nn/network.hpp"
 #include "mbkit/tools/mb_train.hpp"
+#include "mbkit/train/dbsl_options.hpp"
+#include "mbkit/train/time_model.hpp"
 #include "mbkit/train/worker_round.hpp"
 #include "mbkit/util/log.hpp"
 #include "test_helpers.hpp"
@@ -98,6 +100,32 @@ TEST_F(DbslRoundTest, PlanNeedsNoDataAndARunNeedsAServer) {
   EXPECT_MBKIT_ERROR(tools::train::run_train_dbsl(options), ExitCode::kUsage,
                      "needs a parameter server and workers");
   log::set_level(log::Level::kNormal);
+}
+
+TEST_F(DbslRoundTest, TimeModelFileGivesEachWorkerItsRecordTimesItsSlowdown) {
+  std::vector<TimeModelRecord> records(3);
+  for (std::size_t r = 0; r < records.size(); ++r) {
+    records[r].rank = static_cast<std::int64_t>(r);
+    records[r].batch_sizes = {8, 16};
+    const double a = 0.001 * static_cast<double>(r + 1);
+    records[r].seconds = {8 * a + 0.01, 16 * a + 0.01};
+    records[r].fit = fit_time_model(records[r].batch_sizes, records[r].seconds);
+  }
+  write_time_model(dir_.file("tm.h5"), records);
+  TrainOptions options;
+  options.dbsl.time_model = dir_.file("tm.h5");
+  options.slowdown = parse_slowdown("2=3");
+  const auto models = time_models_from_options(options, 2);
+  ASSERT_EQ(models.size(), 2u);  // rank 1's and rank 2's records, not rank 0's
+  EXPECT_NEAR(models[0].a, 0.002, 1e-12);
+  EXPECT_NEAR(models[0].b, 0.01, 1e-12);
+  EXPECT_NEAR(models[1].a, 3 * 0.003, 1e-12);
+  EXPECT_NEAR(models[1].b, 3 * 0.01, 1e-12);
+  // Equal models collapse to one: Eq. 8 then.
+  options.slowdown = {};
+  options.dbsl.time_model.clear();
+  options.dbsl.time_model_ab = "0.001,0.01";
+  EXPECT_EQ(time_models_from_options(options, 4).size(), 1u);
 }
 
 }  // namespace

@@ -1,5 +1,9 @@
 #include "mbkit/cli/train_options.hpp"
 
+#include <cstdint>
+
+#include "mbkit/cli/cli.hpp"
+
 namespace mbkit::cli {
 
 void add_train_options(CLI::App& app, train::TrainOptions& o) {
@@ -12,10 +16,11 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
   data->add_option("--test-data", o.test_data,
                    "File whose test split evaluations use (default: --data)");
   data->add_option("--batch-size", o.batch_size, "Samples per step and worker")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number<int>());
   data->add_flag("--augment", o.augment, "Random crop (4 pixels of padding) and horizontal flip");
   data->add_flag("--drop-last", o.drop_last, "Skip the last partial batch of each epoch");
-  data->add_option("--prefetch", o.prefetch,
+  data->add_option("--prefetch", o.given.prefetch,
                    "Batches prepared ahead by a background thread, or auto: 2, but 0 (the "
                    "computing thread loads) when the process is pinned to one core")
       ->capture_default_str();
@@ -69,20 +74,27 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
 
   auto* length = app.add_option_group("Length (the first reached ends the run)");
   length->add_option("--epochs", o.epochs, "Epochs (fractions allowed)");
-  length->add_option("--steps", o.steps, "Optimizer steps in total");
+  length->add_option("--steps", o.steps, "Optimizer steps in total")
+      ->check(whole_number<std::int64_t>());
   length->add_option("--time-budget", o.time_budget, "Seconds of training");
 
   auto* evaluation = app.add_option_group("Evaluation");
-  evaluation->add_option("--eval-every", o.eval_every,
-                         "Evaluate on the test split every N steps (and at the end)");
-  evaluation->add_option("--test-size", o.test_size, "Test samples per evaluation (default: all)");
+  evaluation
+      ->add_option("--eval-every", o.eval_every,
+                   "Evaluate on the test split every N steps (and at the end)")
+      ->check(whole_number<std::int64_t>());
+  evaluation->add_option("--test-size", o.test_size, "Test samples per evaluation (default: all)")
+      ->check(whole_number<std::int64_t>());
   evaluation->add_option("--eval-batch-size", o.eval_batch_size, "Batch size of evaluations")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number<int>());
 
   auto* run = app.add_option_group("Run");
   run->add_option("--seed", o.seed, "Seed of initialisation, shuffling, augmentation and dropout")
-      ->capture_default_str();
-  run->add_option("--threads", o.threads, "Threads (default: all cores)");
+      ->capture_default_str()
+      ->check(whole_number<std::uint64_t>());
+  run->add_option("--threads", o.threads, "Threads (default: all cores)")
+      ->check(whole_number<int>());
   run->add_option("--device", o.device, "Backend: cpu")->capture_default_str();
   run->add_option("--log", o.log, "Metric log to write (HDF5, see mbkit-formats(5))");
   run->add_flag("-f,--force", o.force, "Replace an existing log or checkpoint");
@@ -91,14 +103,15 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
   run->add_option("--checkpoint", o.checkpoint,
                   "Checkpoint file, written at the end (and on SIGINT/SIGTERM)");
   run->add_option("--checkpoint-every", o.checkpoint_every,
-                  "Also write the checkpoint every N steps");
+                  "Also write the checkpoint every N steps")
+      ->check(whole_number<std::int64_t>());
   run->add_option("--resume", o.resume,
                   "Continue from this checkpoint, or 'auto': from --checkpoint if it exists");
   run->add_option("--nan-policy", o.nan_policy, "On a non-finite loss: stop, or skip the step")
       ->capture_default_str();
-  run->add_option(
-      "--print-every", o.print_every,
-      "Progress line every N steps when stderr is not a terminal (default: every 10 s)");
+  run->add_option("--print-every", o.print_every,
+                  "Progress line every N steps when stderr is not a terminal (default: every 10 s)")
+      ->check(whole_number<std::int64_t>());
 }
 
 void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
@@ -107,7 +120,7 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
                    "Gradient exchange: ps (rank 0 is the master) or allreduce (every rank "
                    "computes)")
       ->capture_default_str();
-  dist->add_option("--allreduce", o.allreduce,
+  dist->add_option("--allreduce", o.given.allreduce,
                    "How --comm allreduce sums: shm (memory shared by ranks on one host), mpi "
                    "(MPI_Allreduce) or auto (shm when every rank is on one host)")
       ->capture_default_str();
@@ -117,10 +130,11 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
       ->capture_default_str();
   dist->add_flag("--async", o.async, "ps: the master updates as soon as gradients arrive");
   dist->add_option("--async-min-grads", o.async_min_grads, "--async: gradients combined per update")
-      ->capture_default_str();
-  dist->add_option("--induce", o.induce,
+      ->capture_default_str()
+      ->check(whole_number<int>());
+  dist->add_option("--induce", o.given.induce,
                    "Induced stragglers: niagara, cedar, or MEAN:STD:WEIGHT,... (seconds)");
-  dist->add_option("--slowdown", o.slowdown,
+  dist->add_option("--slowdown", o.given.slowdown,
                    "Persistently slower workers: RANK=FACTOR,... (sleep (FACTOR-1) x compute)");
   dist->add_option("--comm-timeout", o.comm_timeout,
                    "Seconds a rank waits for another before the job fails")
@@ -136,11 +150,11 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
                    "wall (real time) or virtual (emulate a cluster with a core per worker: CPU "
                    "time, induced delays without sleeping, modelled messages)")
       ->capture_default_str();
-  emulation->add_option("--comm-model", o.comm_model,
+  emulation->add_option("--comm-model", o.given.comm_model,
                         "virtual: ALPHA,BETA seconds per message and per byte (default: "
                         "measured at start)");
   emulation
-      ->add_option("--compute-model", o.compute_model,
+      ->add_option("--compute-model", o.given.compute_model,
                    "virtual: [RANKS=]A,B seconds per sample and per micro-batch instead of CPU "
                    "time (repeat for ranks: 3=A,B or 2-5=A,B)")
       ->allow_extra_args(false);
@@ -148,13 +162,14 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
 
 void add_amb_options(CLI::App& app, train::TrainOptions& o) {
   auto* amb = app.add_option_group("Anytime mini-batch");
-  amb->add_option("--time-limit", o.amb.time_limit,
+  amb->add_option("--time-limit", o.given.time_limit,
                   "Seconds a worker computes per step (induced delays included), or auto: the "
                   "time of a full batch without delays, measured at start")
       ->required();
   amb->add_option("--partitions", o.amb.partitions,
                   "Micro-batches per batch (of floor(batch / partitions) samples each)")
-      ->required();
+      ->required()
+      ->check(whole_number<int>());
   amb->add_flag("--decay-per-micro-batch", o.amb.decay_per_micro_batch,
                 "Weight decay as the AMB original: once per micro-batch (batch / micro-batch "
                 "size times FMB's) instead of once per update");
@@ -169,8 +184,12 @@ void add_dbsl_options(CLI::App& app, train::TrainOptions& o) {
   dbsl->add_option("--workers", o.dbsl.workers, "--plan: workers (a run: the ranks but rank 0)");
   dbsl->add_option("--train-samples", o.dbsl.train_samples,
                    "--plan: training samples N (a run: --data's train split)");
+  dbsl->add_option("--time-model", o.dbsl.time_model,
+                   "Time model file (HDF5, mbkit-formats(5)): a fit per rank, or one for all");
   dbsl->add_option("--time-model-ab", o.dbsl.time_model_ab,
                    "Time model of every worker: A,B seconds per sample and per batch");
+  dbsl->add_flag("--calibrate", o.dbsl.calibrate,
+                 "Each worker times a sweep of batch sizes on itself and fits the model");
   dbsl->add_option("--base-batch", o.dbsl.base_batch, "B_L: the large workers' batch")->required();
   dbsl->add_option("--extra-time", o.dbsl.extra_time,
                    "k >= 1: a round takes k times the all-large round")
@@ -188,6 +207,7 @@ void add_dbsl_options(CLI::App& app, train::TrainOptions& o) {
 }
 
 void finish_train_options(const CLI::App& app, train::TrainOptions& o) {
+  train::parse_option_texts(o);
   if (o.optimizer.name == "rmsprop") {
     o.optimizer.rmsprop_momentum = app.count("--momentum") > 0 ? o.optimizer.momentum : 0.0;
   }

@@ -5,6 +5,7 @@
 
 #include "mbkit/data/dataset_file.hpp"
 #include "mbkit/train/straggler.hpp"
+#include "mbkit/train/time_model.hpp"
 #include "mbkit/train/virtual_clock.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/strings.hpp"
@@ -26,11 +27,17 @@ int launcher_world_size() {
 
 std::vector<TimeModelAB> time_models_from_options(const TrainOptions& o, int workers) {
   std::vector<TimeModelAB> models(static_cast<std::size_t>(workers));
-  if (!o.dbsl.time_model_ab.empty()) {
+  if (!o.dbsl.time_model.empty()) {
+    const auto records = read_time_model(o.dbsl.time_model);
+    for (int w = 0; w < workers; ++w) {
+      const TimeModel model = time_model_for_rank(records, w + 1, o.dbsl.time_model);
+      models[static_cast<std::size_t>(w)] = {model.a, model.b};
+    }
+  } else if (!o.dbsl.time_model_ab.empty()) {
     const TimeModelAB model = parse_time_model_ab(o.dbsl.time_model_ab, "--time-model-ab");
     std::fill(models.begin(), models.end(), model);
   } else if (!o.compute_model.empty()) {
-    const ComputeModels compute = parse_compute_models(o.compute_model);
+    const ComputeModels& compute = o.compute_model;
     for (int w = 0; w < workers; ++w) {
       const auto model = compute.for_rank(w + 1);
       if (!model) {
@@ -43,7 +50,7 @@ std::vector<TimeModelAB> time_models_from_options(const TrainOptions& o, int wor
   } else {
     return {};
   }
-  const Slowdown slowdown = parse_slowdown(o.slowdown);
+  const Slowdown& slowdown = o.slowdown;
   for (int w = 0; w < workers; ++w) {
     const double factor = slowdown.factor_for(w + 1);
     models[static_cast<std::size_t>(w)].a *= factor;

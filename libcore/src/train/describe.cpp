@@ -26,11 +26,11 @@ std::map<std::string, std::string> optimizer_map(const optim::OptimizerConfig& c
 std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int64_t planned_steps,
                         int world_size, int workers, double time_limit,
                         const std::string& allreduce,
-                        const std::optional<comm::AllreduceTrial>& trial, const DbslPlan* dbsl,
-                        const std::vector<double>& dbsl_factors) {
+                        const std::optional<comm::AllreduceTrial>& trial, bool pretty,
+                        const DbslPlan* dbsl, const std::vector<double>& dbsl_factors) {
   std::ostringstream out;
   {
-    JsonWriter json(out, false);
+    JsonWriter json(out, pretty);
     json.begin_object();
     json.key("data").value(o.data);
     json.key("test_data").value(o.test_data.empty() ? o.data : o.test_data);
@@ -75,20 +75,19 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
       json.end_object();
     }
     json.key("bucket_mb").value(o.bucket_mb);
-    json.key("induce").value(o.induce);
-    const auto profile = parse_straggler_profile(o.induce);
-    json.key("induce_spec").value(profile ? profile->spec() : std::string());
-    json.key("slowdown").value(o.slowdown);
+    json.key("induce").value(o.given.induce);
+    json.key("induce_spec").value(o.induce ? o.induce->spec() : std::string());
+    json.key("slowdown").value(o.given.slowdown);
     json.key("comm_timeout").value(o.comm_timeout);
     json.key("clock").value(o.clock);
-    json.key("comm_model").value(o.comm_model);
-    json.key("compute_model").value(parse_compute_models(o.compute_model).spec());
+    json.key("comm_model").value(o.given.comm_model);
+    json.key("compute_model").value(o.compute_model.spec());
     json.key("world_size").value(world_size);
     json.key("workers").value(workers);
     json.key("global_batch_size").value(static_cast<std::int64_t>(workers) * o.batch_size);
     if (o.amb.enabled) {
       json.key("time_limit").value(time_limit);
-      json.key("time_limit_option").value(o.amb.time_limit);
+      json.key("time_limit_option").value(o.given.time_limit);
       json.key("partitions").value(o.amb.partitions);
       json.key("micro_batch_size").value(o.batch_size / o.amb.partitions);
       json.key("decay_per_micro_batch").value(o.amb.decay_per_micro_batch);
@@ -120,6 +119,16 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
       json.key("samples").array(samples);
       json.key("factor").array(dbsl_factors);
       json.key("predicted_round_time").array(predicted);
+      if (!dbsl->calibrated.empty()) {
+        std::vector<double> a, b;
+        for (const auto& m : dbsl->calibrated) {
+          a.push_back(m.a);
+          b.push_back(m.b);
+        }
+        json.key("calibrated_a").array(a);
+        json.key("calibrated_b").array(b);
+        json.key("calibrated_r_squared").array(dbsl->r_squared);
+      }
       json.end_object();
     }
     json.end_object();

@@ -71,7 +71,7 @@ struct AsyncMaster::Impl {
   std::size_t gradient_bytes() const {
     return sizeof(GradientHeader) + (parameters + state) * sizeof(float);
   }
-  int rank_of(std::size_t w) const { return static_cast<int>(w) + 1; }
+  int rank_of(std::size_t w) const { return worker_rank(static_cast<int>(w), true); }
 
   void post_receive(std::size_t w) {
     Worker& worker = workers[w];

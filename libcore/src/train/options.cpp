@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "mbkit/train/dbsl_merge.hpp"
 #include "mbkit/train/dbsl_plan.hpp"
@@ -41,19 +42,55 @@ int prefetch_depth(const std::string& option) {
   return depth;
 }
 
-AllreduceVia allreduce_via(const TrainOptions& o) {
-  if (o.allreduce != "auto" && o.comm != "allreduce") {
-    usage_error(cat("--allreduce ", o.allreduce, " needs --comm allreduce"));
+const char* to_string(AllreduceVia via) {
+  switch (via) {
+    case AllreduceVia::kSharedMemory:
+      return "shm";
+    case AllreduceVia::kMpi:
+      return "mpi";
+    case AllreduceVia::kAuto:
+      break;
   }
-  if (o.allreduce == "auto") return AllreduceVia::kAuto;
-  if (o.allreduce == "shm") return AllreduceVia::kSharedMemory;
-  if (o.allreduce == "mpi") return AllreduceVia::kMpi;
-  usage_error(cat("--allreduce: '", o.allreduce, "' is not auto, shm or mpi"));
+  return "auto";
+}
+
+AllreduceVia parse_allreduce_via(const std::string& option) {
+  for (const AllreduceVia via :
+       {AllreduceVia::kAuto, AllreduceVia::kSharedMemory, AllreduceVia::kMpi}) {
+    if (option == to_string(via)) return via;
+  }
+  usage_error(cat("--allreduce: '", option, "' is not auto, shm or mpi"));
+}
+
+void parse_time_limit(const std::string& option, AmbOptions& amb) {
+  amb.auto_time_limit = option == "auto";
+  amb.time_limit.reset();
+  if (option.empty() || amb.auto_time_limit) return;
+  const double limit = parse_double(option, "--time-limit");
+  if (!std::isfinite(limit)) usage_error(cat("--time-limit ", option, " is not a finite number"));
+  if (!(limit > 0)) usage_error(cat("--time-limit ", option, " must be positive (or auto)"));
+  amb.time_limit = limit;
+}
+
+void parse_option_texts(TrainOptions& o) {
+  o.prefetch = prefetch_depth(o.given.prefetch);
+  o.allreduce = parse_allreduce_via(o.given.allreduce);
+  o.induce = parse_straggler_profile(o.given.induce);
+  o.slowdown = parse_slowdown(o.given.slowdown);
+  o.comm_model = parse_comm_model(o.given.comm_model);
+  o.compute_model = parse_compute_models(o.given.compute_model);
+  parse_time_limit(o.given.time_limit, o.amb);
 }
 
 void validate(const TrainOptions& o) {
   if (o.data.empty()) usage_error("--data is required");
   if (o.batch_size < 1) usage_error(cat("--batch-size ", o.batch_size, " must be at least 1"));
+  for (const auto& [flag, value] : {std::pair{"--epochs", o.epochs},
+                                    {"--time-budget", o.time_budget},
+                                    {"--warmup-epochs", o.warmup_epochs},
+                                    {"--flush-interval", o.flush_interval}}) {
+    if (!std::isfinite(value)) usage_error(cat(flag, " ", value, " is not a finite number"));
+  }
   if (o.epochs < 0 || o.steps < 0 || o.time_budget < 0) {
     usage_error("--epochs, --steps and --time-budget must not be negative");
   }
@@ -79,7 +116,9 @@ void validate(const TrainOptions& o) {
     usage_error(cat("--comm: '", o.comm, "' is not ps or allreduce"));
   }
   if (o.async && o.comm != "ps") usage_error("--async needs --comm ps");
-  allreduce_via(o);  // checks the value
+  if (o.allreduce != AllreduceVia::kAuto && o.comm != "allreduce") {
+    usage_error(cat("--allreduce ", to_string(o.allreduce), " needs --comm allreduce"));
+  }
   if (!(o.bucket_mb >= 0) || !std::isfinite(o.bucket_mb)) {
     usage_error(cat("--bucket-mb ", o.bucket_mb, " must be a non-negative number of MiB"));
   }
@@ -93,29 +132,25 @@ void validate(const TrainOptions& o) {
   if (!(o.comm_timeout > 0) || !std::isfinite(o.comm_timeout)) {
     usage_error("--comm-timeout must be a positive number of seconds");
   }
-  prefetch_depth(o.prefetch);  // checks the value
+  if (o.prefetch < 0 || o.prefetch > 64) {
+    usage_error(cat("--prefetch ", o.prefetch, " is not a count from 0 to 64"));
+  }
   if (o.comm_wait != "yield" && o.comm_wait != "spin") {
     usage_error(cat("--comm-wait: '", o.comm_wait, "' is not yield or spin"));
   }
-  parse_straggler_profile(o.induce);
-  parse_slowdown(o.slowdown);
   if (o.clock != "wall" && o.clock != "virtual") {
     usage_error(cat("--clock: '", o.clock, "' is not wall or virtual"));
   }
-  if (o.clock != "virtual" && (!o.comm_model.empty() || !o.compute_model.empty())) {
-    usage_error(
-        cat(o.comm_model.empty() ? "--compute-model" : "--comm-model", " needs --clock virtual"));
+  if (o.clock != "virtual" && (o.comm_model || !o.compute_model.empty())) {
+    usage_error(cat(o.comm_model ? "--comm-model" : "--compute-model", " needs --clock virtual"));
   }
-  parse_comm_model(o.comm_model);
-  parse_compute_models(o.compute_model);
   if (o.dbsl.enabled) validate_dbsl(o);
   if (o.amb.enabled) {
-    if (o.amb.time_limit.empty()) usage_error("--time-limit is required (seconds, or auto)");
-    if (o.amb.time_limit != "auto") {
-      const double limit = parse_double(o.amb.time_limit, "--time-limit");
-      if (!(limit > 0)) {
-        usage_error(cat("--time-limit ", o.amb.time_limit, " must be positive (or auto)"));
-      }
+    if (!o.amb.time_limit && !o.amb.auto_time_limit) {
+      usage_error("--time-limit is required (seconds, or auto)");
+    }
+    if (o.amb.time_limit && !(*o.amb.time_limit > 0 && std::isfinite(*o.amb.time_limit))) {
+      usage_error(cat("--time-limit ", *o.amb.time_limit, " must be positive (or auto)"));
     }
     if (o.amb.partitions < 1) {
       usage_error(cat("--partitions ", o.amb.partitions, " must be at least 1"));
@@ -147,8 +182,8 @@ void validate_dbsl(const TrainOptions& o) {
   }
   if (sources == 0 && o.compute_model.empty()) {
     usage_error(
-        "the plan needs a time model: --time-model-ab A,B, or --compute-model under --clock "
-        "virtual");
+        "the plan needs a time model: --time-model FILE, --time-model-ab A,B, --calibrate, or "
+        "--compute-model under --clock virtual");
   }
   if (d.json) usage_error("--json goes with --plan");
   if (d.workers != 0 || d.train_samples != 0) {

@@ -62,13 +62,13 @@ Role decide_role(const TrainOptions& o, const comm::World& world) {
   role.async = o.async || o.dbsl.enabled;  // DBSL's server merges each push as it comes
   role.master = role.parameter_server && world.rank() == 0;
   role.computes = !role.master;
-  role.workers = role.parameter_server ? world.size() - 1 : world.size();
-  role.worker = role.parameter_server ? world.rank() - 1 : world.rank();
+  role.workers = worker_count(world.size(), role.parameter_server);
+  role.worker = worker_of_rank(world.rank(), role.parameter_server);
   role.comm = role.parameter_server ? (o.dbsl.enabled ? "ps-dbsl"
                                        : o.async      ? "ps-async"
                                                       : "ps")
                                     : "allreduce";
-  const auto via = allreduce_via(o);
+  const AllreduceVia via = o.allreduce;
   role.shared_memory = SyncExchange::uses_shared_memory(world, role.parameter_server, via);
   if (via == AllreduceVia::kAuto && role.shared_memory) {
     // The faster sum, timed at start, where both give the same bits: with two ranks each sum

@@ -8,20 +8,31 @@
 #include "mbkit/train/dbsl_exchange.hpp"
 #include "mbkit/train/dbsl_merge.hpp"
 #include "mbkit/train/dbsl_options.hpp"
+#include "mbkit/train/time_model.hpp"
 #include "mbkit/train/training_run.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/log.hpp"
+#include "mbkit/util/random.hpp"
 #include "mbkit/util/strings.hpp"
 
 namespace mbkit::train {
 
 void TrainingRun::plan_dbsl() {
-  std::vector<TimeModelAB> models = time_models_from_options(options_, role_.workers);
+  std::vector<double> r_squared;
+  std::vector<TimeModelAB> models = options_.dbsl.calibrate
+                                        ? calibrate_time_models(r_squared)
+                                        : time_models_from_options(options_, role_.workers);
   if (models.empty()) {
-    usage_error("the plan needs a time model: --time-model-ab A,B or --compute-model");
+    usage_error(
+        "the plan needs a time model: --time-model, --time-model-ab, --calibrate or "
+        "--compute-model");
   }
   dbsl_plan_ =
       make_dbsl_plan(options_, static_cast<std::int64_t>(total_rows_), role_.workers, models);
+  if (options_.dbsl.calibrate) {
+    dbsl_plan_.calibrated = models;
+    dbsl_plan_.r_squared = r_squared;
+  }
   const UpdateFactor kind = parse_update_factor(options_.dbsl.update_factor);
   dbsl_factors_.clear();
   for (const auto& worker : dbsl_plan_.workers) {
@@ -35,10 +46,82 @@ void TrainingRun::plan_dbsl() {
   train_options.batch_size = dbsl_plan_.workers[static_cast<std::size_t>(role_.worker)].batch;
   train_options.seed = options_.seed;
   train_options.augment = options_.augment;
-  train_options.prefetch = prefetch_depth(options_.prefetch);
+  train_options.prefetch = options_.prefetch;
   train_loader_.emplace(train_options);
   my_rows_ = train_loader_->rows();
   my_batches_ = train_loader_->batches_per_epoch();
+}
+
+double TrainingRun::time_batch(int size) {
+  const double slowdown = slowdown_.factor_for(world_.rank());
+  if (compute_model_) return slowdown * compute_model_->cost(size);
+  const std::size_t image = static_cast<std::size_t>(shape_.channels) *
+                            static_cast<std::size_t>(shape_.height) *
+                            static_cast<std::size_t>(shape_.width);
+  std::vector<float> images(image * static_cast<std::size_t>(size));
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(size));
+  Rng rng(options_.seed, 0xca1 + static_cast<std::uint64_t>(world_.rank()));
+  for (float& x : images) x = static_cast<float>(rng.normal());
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    labels[i] = static_cast<std::int32_t>(i % static_cast<std::size_t>(info_.num_classes));
+  }
+  const std::vector<float> saved_state(net_->state().begin(), net_->state().end());
+  std::vector<double> times;
+  for (int round = 0; round < 4; ++round) {
+    const auto start = SteadyClock::now();
+    const double cpu_start = clock_.cpu_now();
+    net_->forward(images.data(), labels.data(), size, true, 1);
+    net_->backward(1.0, false);
+    if (round > 0) {
+      times.push_back(clock_.is_virtual() ? clock_.cpu_now() - cpu_start : seconds_since(start));
+    }
+  }
+  std::sort(times.begin(), times.end());
+  std::copy(saved_state.begin(), saved_state.end(), net_->state().begin());
+  return slowdown * times[1];
+}
+
+std::vector<TimeModelAB> TrainingRun::calibrate_time_models(std::vector<double>& r_squared) {
+  const int base = options_.dbsl.base_batch;
+  std::vector<double> sizes;
+  for (const int divisor : {8, 4, 2, 1}) {
+    const double size = std::max(1, base / divisor);
+    if (sizes.empty() || size != sizes.back()) sizes.push_back(size);
+  }
+  if (sizes.size() < 2) sizes.push_back(2);  // --base-batch 1: a line needs two sizes
+  double mine[3] = {0, 0, 0};                // a, b, r^2 (the server measures nothing)
+  if (role_.computes) {
+    std::vector<double> seconds;
+    for (const double size : sizes) seconds.push_back(time_batch(static_cast<int>(size)));
+    const TimeModelFit fit = fit_time_model(sizes, seconds);
+    mine[0] = fit.model.a;
+    mine[1] = fit.model.b;
+    mine[2] = fit.r_squared;
+  }
+  std::vector<TimeModelAB> models;
+  r_squared.clear();
+  std::vector<std::vector<std::uint64_t>> gathered;
+  for (const double value : mine)
+    gathered.push_back(world_.all_gather(std::bit_cast<std::uint64_t>(value)));
+  for (int w = 0; w < role_.workers; ++w) {
+    const auto rank = static_cast<std::size_t>(role_.rank_of(w));
+    models.push_back(
+        {std::bit_cast<double>(gathered[0][rank]), std::bit_cast<double>(gathered[1][rank])});
+    r_squared.push_back(std::bit_cast<double>(gathered[2][rank]));
+    if (logs_) {
+      log::info(cat("--calibrate: rank ", rank, ": t(x) = ", strprintf("%.6g", models.back().a),
+                    " x + ", strprintf("%.6g", models.back().b), " s, r^2 ",
+                    strprintf("%.4f", r_squared.back())));
+    }
+    const TimeModelAB& m = models.back();
+    if (!(m.a >= 0 && m.b >= 0 && m.a + m.b > 0)) {
+      // Timing noise swamps batches this cheap: a plan from such a line would be meaningless.
+      usage_error(cat("--calibrate: rank ", rank, "'s fit t(x) = ", strprintf("%.3g", m.a), " x + ",
+                      strprintf("%.3g", m.b), " s (r^2 ", strprintf("%.2f", r_squared.back()),
+                      ") is not a cost per sample and per batch; give --time-model-ab A,B"));
+    }
+  }
+  return models;
 }
 
 void TrainingRun::run_dbsl_worker() {

@@ -50,8 +50,8 @@ void TrainingRun::print_start_table() const {
   if (amb_) {
     const std::int64_t micro_batches = options_.batch_size / micro_size_;
     row("anytime", cat("time limit ", short_duration(time_limit_),
-                       options_.amb.time_limit == "auto" ? " (auto: a full batch, measured)" : "",
-                       ", ", micro_batches, " micro-batches of ", micro_size_, " samples",
+                       options_.amb.auto_time_limit ? " (auto: a full batch, measured)" : "", ", ",
+                       micro_batches, " micro-batches of ", micro_size_, " samples",
                        micro_batches * micro_size_ < options_.batch_size
                            ? cat(" (", options_.batch_size - micro_batches * micro_size_,
                                  " samples of each batch unused)")
@@ -145,9 +145,9 @@ void TrainingRun::save_checkpoint(double elapsed) {
   checkpoint.dataset = info_.name;
   checkpoint.mean = info_.mean;
   checkpoint.std = info_.std;
-  checkpoint.config_json =
-      config_json(options_, net_->graph(), planned_, world_.size(), role_.workers, time_limit_,
-                  allreduce_used_, allreduce_trial_, dbsl_ ? &dbsl_plan_ : nullptr, dbsl_factors_);
+  checkpoint.config_json = config_json(
+      options_, net_->graph(), planned_, world_.size(), role_.workers, time_limit_, allreduce_used_,
+      allreduce_trial_, false, dbsl_ ? &dbsl_plan_ : nullptr, dbsl_factors_);
   checkpoint.created_by = cat(tool_name(options_), " ", MBKIT_VERSION);
   write_checkpoint(options_.checkpoint, checkpoint);
 }

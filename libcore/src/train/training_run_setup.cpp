@@ -1,4 +1,6 @@
 // The set-up of a training run: everything before its first step (training_run.hpp).
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -33,8 +35,8 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   if (role_.distributed && world_.rank() != 0) {
     log::set_program(cat(log::program(), ": rank ", world_.rank()));
   }
-  stragglers_ = parse_straggler_profile(options_.induce);
-  slowdown_ = parse_slowdown(options_.slowdown);
+  stragglers_ = options_.induce;
+  slowdown_ = options_.slowdown;
   slowdown_.check_ranks(world_.size());
   if (role_.master && slowdown_.factors.count(0) > 0) {
     usage_error("--slowdown: rank 0 is the master, which computes no gradients");
@@ -85,7 +87,7 @@ void TrainingRun::open_data() {
   train_options.augment = options_.augment;
   train_options.slice_index = my_data_.slice_index;
   train_options.slice_count = my_data_.slice_count;
-  train_options.prefetch = prefetch_depth(options_.prefetch);
+  train_options.prefetch = options_.prefetch;
   train_loader_.emplace(train_options);
   info_ = train_loader_->info();
   shape_ = train_loader_->shape();
@@ -132,11 +134,31 @@ void TrainingRun::open_test_data() {
                         std::vector<std::uint64_t>(static_cast<std::size_t>(world_.size()), 1u);
 }
 
+namespace {
+
+// A model whose parameters, gradients and optimizer state (16 bytes a parameter with adam's two
+// slots) cannot fit in this machine's memory is a bad option, not an "out of memory" later.
+void check_model_fits(const nn::Graph& graph, const models::ModelConfig& model) {
+  const double needed = 16.0 * static_cast<double>(graph.parameter_count());
+  const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return;  // unknown: let the allocation decide
+  const double memory = static_cast<double>(pages) * static_cast<double>(page_size);
+  if (needed > memory) {
+    usage_error(cat(model.name == "mlp" ? "--hidden" : "--model", ": ", describe_model(model),
+                    " has ", with_commas(static_cast<std::int64_t>(graph.parameter_count())),
+                    " parameters, which with their ", "gradients and optimizer state need ",
+                    human_bytes(needed), ", more than this machine's ", human_bytes(memory),
+                    " of memory"));
+  }
+}
+
+}  // namespace
+
 void TrainingRun::build_model() {
-  net_ = std::make_unique<nn::Network>(
-      models::build_model(options_.model, {shape_.channels, shape_.height, shape_.width},
-                          info_.num_classes),
-      *backend_);
+  nn::Graph graph = models::build_model(
+      options_.model, {shape_.channels, shape_.height, shape_.width}, info_.num_classes);
+  check_model_fits(graph, options_.model);
+  net_ = std::make_unique<nn::Network>(std::move(graph), *backend_);
   net_->initialize(options_.seed);
   // --allreduce auto on one host: the faster sum on this machine, for this buffer (the
   // gradients and the per-step tail of state and reports).
@@ -145,7 +167,7 @@ void TrainingRun::build_model() {
         world_, net_->parameters().size() + net_->state().size() + 8 * role_.workers + 8);
     role_.shared_memory = allreduce_trial_->shared_memory();
   }
-  allreduce_used_ = role_.comm != "allreduce" ? options_.allreduce
+  allreduce_used_ = role_.comm != "allreduce" ? to_string(options_.allreduce)
                     : role_.shared_memory     ? "shm"
                                               : "mpi";
   // The optimizer runs where updates are made: the master, or every rank of allreduce.
@@ -187,42 +209,47 @@ void TrainingRun::size_epoch() {
   }
 }
 
+// Every rank must run the same training: the whole recorded configuration is compared (every
+// option that changes the training, learning rate and schedule included), with what is measured
+// later (planned steps, AMB's automatic time limit, the allreduce trial) left out.
 void TrainingRun::check_ranks_agree() const {
-  const TrainOptions& o = options_;
-  const nn::Graph& model = net_->graph();
-  check_agreement(
-      world_, {cat("version=", MBKIT_VERSION, " ", MBKIT_GIT_COMMIT),
-               cat("input=", shape_.text(), " classes=", info_.num_classes),
-               cat("parameters=", model.parameter_count(), " state=", net_->state().size()),
-               cat("model=", describe_model(o.model)),
-               cat("optimizer=", describe_optimizer(o.optimizer)), cat("batch_size=", o.batch_size),
-               cat("comm=", o.comm, o.async ? " async" : "", " min_grads=", o.async_min_grads,
-                   " allreduce=", o.allreduce, " bucket_mb=", o.bucket_mb),
-               cat("seed=", o.seed),
-               cat("length=", o.epochs, " epochs, ", o.steps, " steps, ", o.time_budget, " s"),
-               cat("eval_every=", o.eval_every, " test_size=", o.test_size),
-               cat("induce=", o.induce, " slowdown=", o.slowdown),
-               cat("checkpoint=", o.checkpoint, " every ", o.checkpoint_every),
-               cat("nan_policy=", o.nan_policy),
-               cat("amb=", o.amb.enabled, " time_limit=", o.amb.time_limit,
-                   " partitions=", o.amb.partitions, " decay=", o.amb.decay_per_micro_batch),
-               cat("dbsl=", o.dbsl.enabled, " ", o.dbsl.time_model, " ", o.dbsl.time_model_ab,
-                   " calibrate=", o.dbsl.calibrate, " B_L=", o.dbsl.base_batch, " k=",
-                   o.dbsl.extra_time, " small=", o.dbsl.small_workers, " f=", o.dbsl.update_factor,
-                   " sync=", o.dbsl.sync, " keep=", o.dbsl.keep_optimizer_state),
-               cat("clock=", o.clock, " comm_model=", o.comm_model,
-                   " compute_model=", join(o.compute_model, " "))});
+  std::vector<std::string> lines = {
+      cat("version=", MBKIT_VERSION, " ", MBKIT_GIT_COMMIT),
+      cat("input=", shape_.text(), " classes=", info_.num_classes),
+      cat("parameters=", net_->graph().parameter_count(), " state=", net_->state().size()),
+      cat("checkpoint=", options_.checkpoint, " every ", options_.checkpoint_every)};
+  const std::string config =
+      config_json(options_, net_->graph(), 0, world_.size(), role_.workers, 0,
+                  to_string(options_.allreduce), std::nullopt, /*pretty=*/true);
+  for (const std::string& line : split(config, '\n')) {
+    std::string_view key_value = trim(line);
+    if (key_value.ends_with(',')) key_value.remove_suffix(1);
+    if (key_value.size() <= 1) continue;  // a lone bracket
+    // "lr": 0.1 -> lr=0.1, as the message quotes it.
+    const auto colon = key_value.find("\": ");
+    if (key_value.starts_with('"') && colon != std::string_view::npos) {
+      lines.push_back(cat(key_value.substr(1, colon - 1), "=", key_value.substr(colon + 3)));
+    } else {
+      lines.emplace_back(key_value);
+    }
+  }
+  const DbslOptions& d = options_.dbsl;
+  lines.push_back(cat("dbsl=", d.enabled, " ", d.time_model, " ", d.time_model_ab,
+                      " calibrate=", d.calibrate, " B_L=", d.base_batch, " k=", d.extra_time,
+                      " small=", d.small_workers, " f=", d.update_factor, " sync=", d.sync,
+                      " keep=", d.keep_optimizer_state));
+  check_agreement(world_, lines);
 }
 
 // Cluster emulation: this rank's compute cost and the cost of a message.
 void TrainingRun::set_up_emulation() {
-  compute_models_ = parse_compute_models(options_.compute_model);
+  compute_models_ = options_.compute_model;
   compute_models_.check_ranks(world_.size(), role_.parameter_server ? 1 : 0);
   compute_model_ = role_.computes ? compute_models_.for_rank(world_.rank()) : std::nullopt;
   gradient_bytes_ = net_->parameters().size() * sizeof(float);
   if (clock_.is_virtual() && role_.distributed) {
-    const auto given = parse_comm_model(options_.comm_model);
-    comm_model_ = given ? *given : measure_comm_model(world_, gradient_bytes_);
+    comm_model_ =
+        options_.comm_model ? *options_.comm_model : measure_comm_model(world_, gradient_bytes_);
   }
 }
 
@@ -230,8 +257,8 @@ void TrainingRun::set_up_emulation() {
 // micro-batches, no delays), on the run's clock.
 void TrainingRun::decide_time_limit() {
   if (!amb_) return;
-  if (options_.amb.time_limit != "auto") {
-    time_limit_ = parse_double(options_.amb.time_limit, "--time-limit");
+  if (!options_.amb.auto_time_limit) {
+    time_limit_ = options_.amb.time_limit.value();
     return;
   }
   const double mine =
@@ -363,23 +390,39 @@ void TrainingRun::resume() {
   samples_seen_ = resume_.samples_seen;
 }
 
+namespace {
+
+// Epochs as steps, rounded up (or to the nearest for warm-up, as TensorFlow's schedules); a usage
+// error naming `flag` past 2^53 steps, a run that could never end and a count a double no longer
+// holds exactly.
+std::int64_t epochs_to_steps(double epochs, std::int64_t steps_per_epoch, const char* flag,
+                             bool nearest = false) {
+  const double exact = epochs * static_cast<double>(steps_per_epoch);
+  const double steps = nearest ? std::round(exact) : std::ceil(exact);
+  constexpr double kMostSteps = 9007199254740992.0;  // 2^53
+  if (!(steps <= kMostSteps)) {
+    usage_error(cat(flag, " ", epochs, " is ", steps, " steps of ", steps_per_epoch,
+                    " per epoch: more than a run can take"));
+  }
+  return static_cast<std::int64_t>(steps);
+}
+
+}  // namespace
+
 void TrainingRun::plan_length() {
   if (options_.steps > 0) planned_ = options_.steps;
   if (options_.epochs > 0 && (!role_.async || dbsl_)) {
-    planned_ = std::min(
-        planned_,
-        step_base_ + static_cast<std::int64_t>(std::ceil((options_.epochs - epoch_base_) *
-                                                         static_cast<double>(steps_per_epoch_))));
+    planned_ = std::min(planned_, step_base_ + epochs_to_steps(options_.epochs - epoch_base_,
+                                                               steps_per_epoch_, "--epochs"));
   }
   schedule_config_ = options_.schedule;
-  schedule_config_.warmup_steps = static_cast<std::int64_t>(
-      std::llround(options_.warmup_epochs * static_cast<double>(steps_per_epoch_)));
+  schedule_config_.warmup_steps =
+      epochs_to_steps(options_.warmup_epochs, steps_per_epoch_, "--warmup-epochs", true);
   if (schedule_config_.kind == "linear" && schedule_config_.total_steps == 0) {
     if (planned_ != kUnlimitedSteps) {
       schedule_config_.total_steps = planned_;
     } else if (options_.epochs > 0) {
-      schedule_config_.total_steps = static_cast<std::int64_t>(
-          std::ceil(options_.epochs * static_cast<double>(steps_per_epoch_)));
+      schedule_config_.total_steps = epochs_to_steps(options_.epochs, steps_per_epoch_, "--epochs");
     }
   }
   schedule_.emplace(schedule_config_);
@@ -410,9 +453,9 @@ void TrainingRun::open_log() {
   run.tool = tool_name(options_);
   run.version = cat(MBKIT_VERSION, " (", MBKIT_GIT_COMMIT, ")");
   run.command_line = command_line_;
-  run.config_json =
-      config_json(options_, net_->graph(), planned_, world_.size(), role_.workers, time_limit_,
-                  allreduce_used_, allreduce_trial_, dbsl_ ? &dbsl_plan_ : nullptr, dbsl_factors_);
+  run.config_json = config_json(options_, net_->graph(), planned_, world_.size(), role_.workers,
+                                time_limit_, allreduce_used_, allreduce_trial_, false,
+                                dbsl_ ? &dbsl_plan_ : nullptr, dbsl_factors_);
   run.seed = options_.seed;
   run.host = world_.host();
   run.start_time = utc_timestamp();

@@ -7,8 +7,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <charconv>
 #include <functional>
+#include <limits>
 #include <string>
+#include <system_error>
 
 #include "mbkit/util/error.hpp"
 
@@ -18,6 +21,27 @@ struct CommonOptions {
   bool quiet = false;
   int verbose = 0;  // -v repeated: 1 verbose, 2 debug
 };
+
+/// A CLI11 check that a value is a whole number of type T, in T's range: "-1" for an unsigned
+/// option or 10^20 for a 64-bit one are refused with the range, where a plain conversion would
+/// wrap or saturate (a --seed -1 silently 2^64-1, a --steps 10^20 that never ends).
+template <class T>
+CLI::Validator whole_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        T value{};
+        const char* end = text.data() + text.size();
+        const auto [stop, error] = std::from_chars(text.data(), end, value);
+        if (error == std::errc::result_out_of_range) {
+          return "'" + text + "' is out of range (" +
+                 std::to_string(std::numeric_limits<T>::min()) + " to " +
+                 std::to_string(std::numeric_limits<T>::max()) + ")";
+        }
+        if (error != std::errc() || stop != end) return "'" + text + "' is not a whole number";
+        return {};
+      },
+      "INT");
+}
 
 /// Adds -q/--quiet, -v/--verbose and --version to a tool's top-level app.
 void add_common_options(CLI::App& app, CommonOptions& options);

@@ -19,8 +19,9 @@ void add_amb_options(CLI::App& app, train::TrainOptions& options);
 /// defaults of the shared ones (momentum 0.9, lr 0.1 times 0.2 at epochs 80 and 120); --data
 /// is not required (--plan needs none).
 void add_dbsl_options(CLI::App& app, train::TrainOptions& options);
-/// After parsing: routes the options whose meaning depends on the optimiser (--momentum and
-/// --epsilon for rmsprop and adam).
+/// After parsing: parses the options given as text into their typed fields (straggler profile,
+/// slowdown, cluster models, time limit, ...) and routes the options whose meaning depends on
+/// the optimiser (--momentum and --epsilon for rmsprop and adam). A usage error names the flag.
 void finish_train_options(const CLI::App& app, train::TrainOptions& options);
 
 }  // namespace mbkit::cli

@@ -10,7 +10,8 @@
 
 namespace mbkit::train {
 
-/// The workers' time models the options give: --time-model-ab (every worker), or per-rank
+/// The workers' time models the options give: --time-model FILE (a record per rank, or one for
+/// all: mbkit/train/time_model.hpp), --time-model-ab (every worker), or per-rank
 /// --compute-model entries under --clock virtual (the same model: seconds per sample and per
 /// batch), each multiplied by its rank's --slowdown factor (a slowed worker takes FACTOR times
 /// as long). One entry when every worker's is the same, else one per worker (rank w + 1).

@@ -57,6 +57,9 @@ struct DbslPlan {
   double base_time = 0;            ///< T0: the all-large round time
   double target_time = 0;          ///< T = k T0
   std::int64_t large_samples = 0;  ///< d_L (of the first large worker; 0 when all are small)
+  /// --calibrate: each worker's measured model and the r^2 of its fit (empty otherwise).
+  std::vector<TimeModelAB> calibrated;
+  std::vector<double> r_squared;
   /// Samples of a round of every worker (about N).
   std::int64_t total_samples() const;
 };

@@ -39,6 +39,7 @@
 #include "mbkit/comm/shared_sum.hpp"
 #include "mbkit/comm/world.hpp"
 #include "mbkit/train/options.hpp"
+#include "mbkit/train/roles.hpp"
 
 namespace mbkit::train {
 
@@ -140,11 +141,10 @@ class SyncExchange {
   double last_wait_time() const { return wait_time_; }
 
  private:
-  // Worker indices within the exchange's messages (who is a worker is decided by
-  // train/roles.hpp; these follow the same rule: ps workers are ranks 1...).
-  int worker() const { return parameter_server_ ? world_.rank() - 1 : world_.rank(); }
-  int workers() const { return parameter_server_ ? world_.size() - 1 : world_.size(); }
-  int rank_of(int index) const { return parameter_server_ ? index + 1 : index; }
+  // Worker indices within the exchange's messages, by train/roles.hpp's rule.
+  int worker() const { return worker_of_rank(world_.rank(), parameter_server_); }
+  int workers() const { return worker_count(world_.size(), parameter_server_); }
+  int rank_of(int index) const { return worker_rank(index, parameter_server_); }
   const comm::World& world_;
   bool parameter_server_;
   std::vector<float> small_;  ///< state | per-worker report slots (when no tail is given)

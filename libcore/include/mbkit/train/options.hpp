@@ -1,15 +1,19 @@
-// The options of a training run (mb-train-fmb, mb-train-amb), as the command line gives them:
-// cli/train_options.hpp declares them, validate() checks them all before any rank starts work.
+// The options of a training run (mb-train-fmb, mb-train-amb), typed: cli/train_options.hpp
+// declares them and parses the ones given as text (straggler profiles, cluster models, ...) where
+// they are read; validate() checks them all before any rank starts work. The engine never parses.
 #pragma once
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "mbkit/models/zoo.hpp"
 #include "mbkit/optim/optimizer.hpp"
 #include "mbkit/optim/schedule.hpp"
+#include "mbkit/train/straggler.hpp"
+#include "mbkit/train/virtual_clock.hpp"
 
 namespace mbkit::train {
 
@@ -20,8 +24,10 @@ inline constexpr std::int64_t kUnlimitedSteps = std::numeric_limits<std::int64_t
 /// samples until the time limit, then sends what it did (mbkit.7, the AMB original).
 struct AmbOptions {
   bool enabled = false;
-  std::string time_limit;  ///< seconds, or "auto": a worker's full batch without delays
-  int partitions = 0;      ///< micro-batches per batch
+  /// Seconds per step; none with auto_time_limit: a worker's full batch without delays.
+  std::optional<double> time_limit;
+  bool auto_time_limit = false;
+  int partitions = 0;  ///< micro-batches per batch
   /// The original's weight decay, added per micro-batch: batch / micro-batch size times FMB's.
   bool decay_per_micro_batch = false;
 };
@@ -44,6 +50,25 @@ struct DbslOptions {
   std::string update_factor = "linear";  ///< linear, sqrt or none
   bool sync = false;                     ///< all workers' models at once (BSP)
   bool keep_optimizer_state = false;     ///< keep momentum between a worker's rounds
+};
+
+/// How --comm allreduce sums (--allreduce, mbkit/train/exchange.hpp): auto (the faster of the
+/// two on one host, timed at start with two ranks; else MPI_Allreduce), always shared memory
+/// (shm: an error when the ranks span hosts), or MPI_Allreduce.
+enum class AllreduceVia { kAuto, kSharedMemory, kMpi };
+/// "auto", "shm" or "mpi", as --allreduce takes it.
+const char* to_string(AllreduceVia via);
+
+/// The options given as text that need parsing, as the command line gave them: cli/ parses
+/// them into TrainOptions' typed fields; the run records the text as given (its configuration).
+struct OptionTexts {
+  std::string prefetch = "auto";
+  std::string allreduce = "auto";
+  std::string induce;
+  std::string slowdown;
+  std::string comm_model;
+  std::vector<std::string> compute_model;
+  std::string time_limit;
 };
 
 struct TrainOptions {
@@ -72,9 +97,9 @@ struct TrainOptions {
   // The run.
   std::uint64_t seed = 1;
   int threads = 0;
-  /// Batches a background thread prepares ahead: "auto" (2, or 0 when the process may run on
-  /// one core only) or a count (0: the computing thread loads each batch itself).
-  std::string prefetch = "auto";
+  /// Batches a background thread prepares ahead (0: the computing thread loads each batch
+  /// itself); --prefetch auto gives 2, or 0 when the process may run on one core only.
+  int prefetch = 2;
   std::string device = "cpu";
   std::string log;     ///< metric log file (HDF5)
   bool force = false;  ///< replace an existing log
@@ -85,33 +110,34 @@ struct TrainOptions {
   std::string nan_policy = "stop";  ///< stop or skip
   std::int64_t print_every = 0;  ///< progress lines when stderr is not a terminal (0: every 10 s)
   // Distribution (under mpirun/srun).
-  std::string comm = "ps";          ///< ps (rank 0 is the master) or allreduce
-  bool async = false;               ///< ps only: the master updates as gradients arrive
-  std::string allreduce = "auto";   ///< allreduce only: auto, shm (shared memory) or mpi
+  std::string comm = "ps";  ///< ps (rank 0 is the master) or allreduce
+  bool async = false;       ///< ps only: the master updates as gradients arrive
+  AllreduceVia allreduce = AllreduceVia::kAuto;  ///< allreduce only
   double bucket_mb = 0;             ///< allreduce through MPI: bucket size in MiB (0: one sum)
   int async_min_grads = 1;          ///< gradients per asynchronous update
   double comm_timeout = 60;         ///< seconds a rank waits for another before the job fails
   std::string comm_wait = "yield";  ///< yield (sleep while waiting) or spin
-  std::string induce;               ///< straggler profile: niagara, cedar or MEAN:STD:WEIGHT,...
-  std::string slowdown;             ///< RANK=FACTOR,...: persistently slower workers
-  bool worker_log = false;          ///< a console line per worker per step
+  std::optional<StragglerProfile> induce;  ///< induced straggler delays
+  Slowdown slowdown;                       ///< persistently slower workers
+  bool worker_log = false;                 ///< a console line per worker per step
   // Cluster emulation (mbkit/train/virtual_clock.hpp).
-  std::string clock = "wall";              ///< wall or virtual
-  std::string comm_model;                  ///< virtual: "ALPHA,BETA" (empty: measured at start)
-  std::vector<std::string> compute_model;  ///< virtual: "[RANKS=]A,B" entries (empty: CPU time)
+  std::string clock = "wall";           ///< wall or virtual
+  std::optional<CommModel> comm_model;  ///< virtual: none = measured at start
+  ComputeModels compute_model;          ///< virtual: empty = CPU time
   AmbOptions amb;
   DbslOptions dbsl;
+  OptionTexts given;  ///< the parsed options' text as given, for the recorded configuration
 };
 
-/// How --comm allreduce sums (--allreduce, mbkit/train/exchange.hpp): auto (the faster of the
-/// two on one host, timed at start with two ranks; else MPI_Allreduce), always shared memory
-/// (shm: an error when the ranks span hosts), or MPI_Allreduce.
-enum class AllreduceVia { kAuto, kSharedMemory, kMpi };
-/// --allreduce; a usage error when the value is unknown or given without --comm allreduce.
-AllreduceVia allreduce_via(const TrainOptions& options);
+/// --allreduce: auto, shm or mpi; a usage error naming the flag otherwise.
+AllreduceVia parse_allreduce_via(const std::string& option);
 /// --prefetch: batches loaded ahead by a thread ("auto": 2 when the process may use more than
 /// one core, else 0; a count from 0 to 64).
 int prefetch_depth(const std::string& option);
+/// --time-limit: positive seconds, or "auto" (sets auto_time_limit).
+void parse_time_limit(const std::string& option, AmbOptions& amb);
+/// Parses every text of `options.given` into its typed field: a usage error names the flag.
+void parse_option_texts(TrainOptions& options);
 
 /// Checks every option on its own and against the others; a usage error names the flag.
 void validate(const TrainOptions& options);

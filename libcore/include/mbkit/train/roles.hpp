@@ -10,6 +10,18 @@
 
 namespace mbkit::train {
 
+// Who is a worker, in one place (Role, the exchanges' messages): under ps rank 0 is the master
+// and worker w is rank w + 1; otherwise worker w is rank w.
+constexpr int worker_rank(int worker, bool parameter_server) {
+  return parameter_server ? worker + 1 : worker;
+}
+constexpr int worker_of_rank(int rank, bool parameter_server) {
+  return parameter_server ? rank - 1 : rank;
+}
+constexpr int worker_count(int world_size, bool parameter_server) {
+  return parameter_server ? world_size - 1 : world_size;
+}
+
 /// Who does what in this run.
 struct Role {
   bool distributed = false;
@@ -25,7 +37,7 @@ struct Role {
   bool time_allreduce = false;
 
   /// Rank of worker `index`.
-  int rank_of(int index) const { return parameter_server ? index + 1 : index; }
+  int rank_of(int index) const { return worker_rank(index, parameter_server); }
 };
 
 /// This rank's role under `options` (usage errors for impossible combinations).

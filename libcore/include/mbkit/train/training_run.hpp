@@ -76,6 +76,13 @@ class TrainingRun {
   /// DBSL: the plan (each worker's batch and samples per round), the update factors, and the
   /// workers' loaders at their batch (training_run_dbsl.cpp).
   void plan_dbsl();
+  /// --calibrate: every worker times batches of B_L/8 to B_L on itself and fits t(x) = a x + b;
+  /// returns the models of all workers and their fits' r^2 (collective).
+  std::vector<TimeModelAB> calibrate_time_models(std::vector<double>& r_squared);
+  /// Seconds of a training batch of `size` on this worker (forward, backward, the update's
+  /// share left out), times its --slowdown: the median of three after a warm-up, on random
+  /// inputs, the model's state put back; the compute model's cost when there is one.
+  double time_batch(int size);
   void decide_time_limit();
   double measure_full_batch();
   void resume();

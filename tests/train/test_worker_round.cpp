@@ -1,0 +1,127 @@
+// A worker's round on its own, with the virtual clock and a compute model standing in for the
+// machine: how many micro-batches a round computes, its samples, compute and delay times follow
+// from the model, the time limit, the slowdown and the induced delay, computed by hand here.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+
+#include "mbkit/backend/factory.hpp"
+#include "mbkit/data/loader.hpp"
+#include "mbkit/data/synth.hpp"
+#include "mbkit/models/zoo.hpp"
+#include "mbkit/nn/network.hpp"
+#include "mbkit/train/worker_round.hpp"
+#include "test_helpers.hpp"
+
+namespace mbkit::train {
+namespace {
+
+// Each micro-batch of 4 samples costs 0.01 * 4 + 0.1 = 0.14 s under this model.
+constexpr ComputeModel kModel{0.01, 0.1};
+
+class WorkerRoundTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    data::ToySynthOptions toy;
+    toy.train = 64;
+    toy.test = 8;
+    data::write_synth_toy(dir_.file("toy.h5"), toy, 0);
+    backend_ = backend::make_backend("cpu", 1);
+  }
+
+  std::unique_ptr<data::DataLoader> loader() const {
+    data::LoaderOptions options;
+    options.path = dir_.file("toy.h5");
+    options.split = "train";
+    options.batch_size = 16;
+    options.seed = 3;
+    options.prefetch = 0;
+    return std::make_unique<data::DataLoader>(options);
+  }
+
+  std::unique_ptr<nn::Network> network(data::DataLoader& data) const {
+    models::ModelConfig config;
+    config.name = "mlp";
+    config.hidden = {8};
+    const auto shape = data.shape();
+    auto net = std::make_unique<nn::Network>(
+        models::build_model(config, {shape.channels, shape.height, shape.width},
+                            data.info().num_classes),
+        *backend_);
+    net->initialize(7);
+    return net;
+  }
+
+  // One round of rank `rank` (worker rank - 1) under `rule`.
+  WorkerReport round(const RoundRule& rule, const Slowdown& slowdown = {},
+                     std::optional<StragglerProfile> stragglers = std::nullopt, int rank = 1) {
+    auto data = loader();
+    auto net = network(*data);
+    WorkerRound worker(
+        {*net, *data, clock_, slowdown, kModel, std::move(stragglers), rank, rank - 1, 11, rule});
+    return worker.run(0, 0);
+  }
+
+  test::TempDir dir_;
+  std::unique_ptr<nn::Backend> backend_;
+  RunClock clock_{true, SteadyClock::now()};
+};
+
+TEST_F(WorkerRoundTest, FixedBatchIsOneMicroBatchOfTheWholeBatch) {
+  const WorkerReport report = round(RoundRule{});
+  EXPECT_EQ(report.micro_batches, 1);
+  EXPECT_EQ(report.samples, 16);
+  EXPECT_DOUBLE_EQ(report.compute_time, 0.01 * 16 + 0.1);
+  EXPECT_EQ(report.sleep_time, 0);
+  EXPECT_FALSE(report.finished_early);
+  EXPECT_EQ(report.rank, 1);
+}
+
+TEST_F(WorkerRoundTest, AnytimeComputesMicroBatchesUntilTheLimit) {
+  // 0.14, 0.28, 0.42 < 0.5, then 0.56: four micro-batches, the whole batch, at 0.56 s.
+  WorkerReport report = round(RoundRule{true, 4, 0.5});
+  EXPECT_EQ(report.micro_batches, 4);
+  EXPECT_EQ(report.samples, 16);
+  EXPECT_NEAR(report.compute_time, 0.56, 1e-12);
+  EXPECT_FALSE(report.finished_early);  // it ended past the limit
+  report = round(RoundRule{true, 4, 0.6});
+  EXPECT_TRUE(report.finished_early);
+  // A limit below one micro-batch still gets one.
+  report = round(RoundRule{true, 4, 1e-9});
+  EXPECT_EQ(report.micro_batches, 1);
+  EXPECT_EQ(report.samples, 4);
+}
+
+TEST_F(WorkerRoundTest, SlowdownAndInducedDelayCountAgainstTheLimit) {
+  // --slowdown 1=2: each micro-batch is followed by as long again: 0.28 then 0.56 >= 0.5.
+  Slowdown slower;
+  slower.factors[1] = 2;
+  WorkerReport report = round(RoundRule{true, 4, 0.5}, slower);
+  EXPECT_EQ(report.micro_batches, 2);
+  EXPECT_EQ(report.samples, 8);
+  EXPECT_NEAR(report.compute_time, 0.28, 1e-12);
+  EXPECT_NEAR(report.sleep_time, 0.28, 1e-12);
+  // Another rank is not slowed.
+  EXPECT_EQ(round(RoundRule{true, 4, 0.5}, slower, std::nullopt, 2).micro_batches, 4);
+  // An induced delay of exactly 0.3 s (a component of deviation 0) starts the round at 0.3:
+  // 0.44, then 0.58 >= 0.5.
+  StragglerProfile fixed{"custom", {{0.3, 0.0, 1.0}}};
+  report = round(RoundRule{true, 4, 0.5}, {}, fixed);
+  EXPECT_EQ(report.micro_batches, 2);
+  EXPECT_NEAR(report.sleep_time, 0.3, 1e-12);
+  EXPECT_NEAR(report.compute_time, 0.28, 1e-12);
+}
+
+TEST_F(WorkerRoundTest, AWholeBatchOfMicroBatchesHasTheFixedBatchsLoss) {
+  // The same batch (same loader seed) and parameters: the per-sample losses are the same,
+  // summed in another order.
+  const WorkerReport fixed = round(RoundRule{});
+  const WorkerReport anytime = round(RoundRule{true, 4, 100});
+  ASSERT_EQ(anytime.samples, fixed.samples);
+  EXPECT_NEAR(anytime.loss_sum, fixed.loss_sum, 1e-4 * fixed.loss_sum);
+  EXPECT_EQ(anytime.correct, fixed.correct);
+}
+
+}  // namespace
+}  // namespace mbkit::train
