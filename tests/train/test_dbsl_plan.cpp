@@ -13,7 +13,7 @@ namespace mbkit::train {
 namespace {
 
 // The paper's device: GTX 1080, ResNet-18, CIFAR (algorithms.md §3.1).
-constexpr TimeModelAB kGtx1080{0.00056607, 0.014041204};
+constexpr TimeModel kGtx1080{0.00056607, 0.014041204};
 
 DbslPlanInput table2(double k, int small) {
   DbslPlanInput in;
@@ -76,14 +76,14 @@ TEST(DbslPlan, EqualDevicesReduceToEq8) {
       auto in = table2(k, small);
       in.samples = 60000;
       in.workers = 4;
-      in.models = std::vector<TimeModelAB>(4, TimeModelAB{0.0002, 0.01});
+      in.models = std::vector<TimeModel>(4, TimeModel{0.0002, 0.01});
       inputs.push_back(in);
     }
   }
   for (auto in : inputs) {
     SCOPED_TRACE(testing::Message() << "k=" << in.extra_time << " small=" << in.small_workers);
     const DbslPlan expected = eq8_plan(in);
-    in.models = std::vector<TimeModelAB>(4, in.models[0]);  // one model per worker
+    in.models = std::vector<TimeModel>(4, in.models[0]);  // one model per worker
     const DbslPlan general = dbsl_plan(in);
     for (std::size_t w = 0; w < 4; ++w) {
       EXPECT_EQ(general.workers[w].batch, expected.workers[w].batch);
@@ -109,7 +109,7 @@ TEST(DbslPlan, UnequalDevicesTakeTheSameTimeAndAddUpToN) {
   for (std::size_t w = 0; w < 4; ++w) {
     const auto& p = plan.workers[w];
     // int() of the samples and of the batch: within a batch's time, far below the round's.
-    EXPECT_NEAR(p.predicted_time, plan.target_time, in.models[w].batch_time(p.batch))
+    EXPECT_NEAR(p.predicted_time, plan.target_time, in.models[w].seconds(p.batch))
         << "worker " << w;
     EXPECT_LT(std::fabs(p.predicted_time - plan.target_time), 0.01 * plan.target_time);
   }
@@ -118,7 +118,7 @@ TEST(DbslPlan, UnequalDevicesTakeTheSameTimeAndAddUpToN) {
   EXPECT_GE(plan.total_samples(), in.samples - 4);
   // The all-large time is the one at which the four together take N samples at B_L.
   double taken = 0;
-  for (const auto& m : in.models) taken += plan.base_time / m.round_time(1, 500);
+  for (const auto& m : in.models) taken += plan.base_time / round_time(m, 1, 500);
   EXPECT_NEAR(taken, 50000, 1e-6);
 }
 

@@ -25,8 +25,8 @@ int launcher_world_size() {
 
 }  // namespace
 
-std::vector<TimeModelAB> time_models_from_options(const TrainOptions& o, int workers) {
-  std::vector<TimeModelAB> models(static_cast<std::size_t>(workers));
+std::vector<TimeModel> time_models_from_options(const TrainOptions& o, int workers) {
+  std::vector<TimeModel> models(static_cast<std::size_t>(workers));
   if (!o.dbsl.time_model.empty()) {
     const auto records = read_time_model(o.dbsl.time_model);
     for (int w = 0; w < workers; ++w) {
@@ -34,7 +34,7 @@ std::vector<TimeModelAB> time_models_from_options(const TrainOptions& o, int wor
       models[static_cast<std::size_t>(w)] = {model.a, model.b};
     }
   } else if (!o.dbsl.time_model_ab.empty()) {
-    const TimeModelAB model = parse_time_model_ab(o.dbsl.time_model_ab, "--time-model-ab");
+    const TimeModel model = parse_time_model_ab(o.dbsl.time_model_ab, "--time-model-ab");
     std::fill(models.begin(), models.end(), model);
   } else if (!o.compute_model.empty()) {
     const ComputeModels& compute = o.compute_model;
@@ -63,7 +63,7 @@ std::vector<TimeModelAB> time_models_from_options(const TrainOptions& o, int wor
 }
 
 DbslPlan make_dbsl_plan(const TrainOptions& o, std::int64_t samples, int workers,
-                        const std::vector<TimeModelAB>& models) {
+                        const std::vector<TimeModel>& models) {
   DbslPlanInput input;
   input.samples = samples;
   input.workers = workers;

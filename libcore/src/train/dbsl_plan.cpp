@@ -37,13 +37,13 @@ void check_input(const DbslPlanInput& in) {
   }
 }
 
-const TimeModelAB& model_of(const DbslPlanInput& in, int w) {
+const TimeModel& model_of(const DbslPlanInput& in, int w) {
   return in.models.size() == 1 ? in.models[0] : in.models[static_cast<std::size_t>(w)];
 }
 
 // The batch that makes `samples` take `time` on `model`; a usage error when none does.
-int small_batch(const TimeModelAB& model, double time, std::int64_t samples,
-                const DbslPlanInput& in, int worker) {
+int small_batch(const TimeModel& model, double time, std::int64_t samples, const DbslPlanInput& in,
+                int worker) {
   const double per_sample = time / static_cast<double>(samples) - model.a;
   const double batch = per_sample > 0 ? model.b / per_sample : 0;
   const std::int64_t b = per_sample > 0 ? floor_int(batch) : 0;
@@ -63,7 +63,7 @@ void finish(DbslPlan& plan, const DbslPlanInput& in) {
   for (int w = 0; w < in.workers; ++w) {
     auto& worker = plan.workers[static_cast<std::size_t>(w)];
     worker.predicted_time =
-        model_of(in, w).round_time(static_cast<double>(worker.samples), worker.batch);
+        round_time(model_of(in, w), static_cast<double>(worker.samples), worker.batch);
   }
 }
 
@@ -77,7 +77,7 @@ std::int64_t DbslPlan::total_samples() const {
 
 DbslPlan eq8_plan(const DbslPlanInput& in) {
   check_input(in);
-  const TimeModelAB& m = in.models[0];
+  const TimeModel& m = in.models[0];
   const double N = static_cast<double>(in.samples);
   const double n = in.workers;
   const int n_small = in.small_workers;
@@ -118,14 +118,14 @@ DbslPlan dbsl_plan(const DbslPlanInput& in) {
   const double N = static_cast<double>(in.samples);
   // T0: the round time at which all workers at B_L together take N samples.
   double speed = 0;  // samples per second of the whole cluster at B_L
-  for (int w = 0; w < in.workers; ++w) speed += 1.0 / model_of(in, w).round_time(1, in.base_batch);
+  for (int w = 0; w < in.workers; ++w) speed += 1.0 / round_time(model_of(in, w), 1, in.base_batch);
   DbslPlan plan;
   plan.base_time = N / speed;
   plan.target_time = in.extra_time * plan.base_time;
   plan.workers.resize(static_cast<std::size_t>(in.workers));
   // What a worker would take in T at B_L.
   auto large_share = [&](int w) {
-    return floor_int(in.extra_time * N / model_of(in, w).round_time(1, in.base_batch) / speed);
+    return floor_int(in.extra_time * N / round_time(model_of(in, w), 1, in.base_batch) / speed);
   };
   std::int64_t left = in.samples;
   for (int w = 0; w < n_large; ++w) {
@@ -160,12 +160,12 @@ DbslPlan dbsl_plan(const DbslPlanInput& in) {
   return plan;
 }
 
-TimeModelAB parse_time_model_ab(const std::string& text, const std::string& flag) {
+TimeModel parse_time_model_ab(const std::string& text, const std::string& flag) {
   const auto parts = split(text, ',');
   if (parts.size() != 2) {
     usage_error(cat(flag, ": '", text, "' is not A,B (seconds per sample, seconds per batch)"));
   }
-  TimeModelAB model{parse_double(trim(parts[0]), flag), parse_double(trim(parts[1]), flag)};
+  TimeModel model{parse_double(trim(parts[0]), flag), parse_double(trim(parts[1]), flag)};
   if (!std::isfinite(model.a) || !std::isfinite(model.b) || model.a < 0 || model.b < 0 ||
       !(model.a + model.b > 0)) {
     usage_error(cat(flag, ": '", text, "' needs A >= 0 and B >= 0, not both 0"));

@@ -19,9 +19,9 @@ namespace mbkit::train {
 
 void TrainingRun::plan_dbsl() {
   std::vector<double> r_squared;
-  std::vector<TimeModelAB> models = options_.dbsl.calibrate
-                                        ? calibrate_time_models(r_squared)
-                                        : time_models_from_options(options_, role_.workers);
+  std::vector<TimeModel> models = options_.dbsl.calibrate
+                                      ? calibrate_time_models(r_squared)
+                                      : time_models_from_options(options_, role_.workers);
   if (models.empty()) {
     usage_error(
         "the plan needs a time model: --time-model, --time-model-ab, --calibrate or "
@@ -81,7 +81,7 @@ double TrainingRun::time_batch(int size) {
   return slowdown * times[1];
 }
 
-std::vector<TimeModelAB> TrainingRun::calibrate_time_models(std::vector<double>& r_squared) {
+std::vector<TimeModel> TrainingRun::calibrate_time_models(std::vector<double>& r_squared) {
   const int base = options_.dbsl.base_batch;
   std::vector<double> sizes;
   for (const int divisor : {8, 4, 2, 1}) {
@@ -98,7 +98,7 @@ std::vector<TimeModelAB> TrainingRun::calibrate_time_models(std::vector<double>&
     mine[1] = fit.model.b;
     mine[2] = fit.r_squared;
   }
-  std::vector<TimeModelAB> models;
+  std::vector<TimeModel> models;
   r_squared.clear();
   std::vector<std::vector<std::uint64_t>> gathered;
   for (const double value : mine)
@@ -113,7 +113,7 @@ std::vector<TimeModelAB> TrainingRun::calibrate_time_models(std::vector<double>&
                     " x + ", strprintf("%.6g", models.back().b), " s, r^2 ",
                     strprintf("%.4f", r_squared.back())));
     }
-    const TimeModelAB& m = models.back();
+    const TimeModel& m = models.back();
     if (!(m.a >= 0 && m.b >= 0 && m.a + m.b > 0)) {
       // Timing noise swamps batches this cheap: a plan from such a line would be meaningless.
       usage_error(cat("--calibrate: rank ", rank, "'s fit t(x) = ", strprintf("%.3g", m.a), " x + ",

@@ -16,11 +16,11 @@ namespace mbkit::train {
 /// batch), each multiplied by its rank's --slowdown factor (a slowed worker takes FACTOR times
 /// as long). One entry when every worker's is the same, else one per worker (rank w + 1).
 /// Empty when the options give none (--calibrate).
-std::vector<TimeModelAB> time_models_from_options(const TrainOptions& options, int workers);
+std::vector<TimeModel> time_models_from_options(const TrainOptions& options, int workers);
 
 /// The plan: Eq. 8, operation for operation, for one model; the unequal-device plan else.
 DbslPlan make_dbsl_plan(const TrainOptions& options, std::int64_t samples, int workers,
-                        const std::vector<TimeModelAB>& models);
+                        const std::vector<TimeModel>& models);
 
 /// --plan: N from --train-samples or --data's train split, n from --workers or the launcher
 /// (mpirun's or srun's world size, less the server); prints the table (or --json) on stdout.

@@ -21,16 +21,14 @@
 #include <string>
 #include <vector>
 
+#include "mbkit/train/time_model.hpp"
+
 namespace mbkit::train {
 
-/// t(x) = a x + b seconds per batch of x samples.
-struct TimeModelAB {
-  double a = 0;  ///< seconds per sample
-  double b = 0;  ///< seconds per batch
-  double batch_time(double batch) const { return a * batch + b; }
-  /// A round of `samples` at `batch`, as the plan predicts it (Eq. 3: (a + b / x) d).
-  double round_time(double samples, double batch) const { return (a + b / batch) * samples; }
-};
+/// A round of `samples` at `batch` on `model`, as the plan predicts it (Eq. 3: (a + b / x) d).
+inline double round_time(const TimeModel& model, double samples, double batch) {
+  return (model.a + model.b / batch) * samples;
+}
 
 /// What the plan is made from.
 struct DbslPlanInput {
@@ -40,7 +38,7 @@ struct DbslPlanInput {
   int base_batch = 0;        ///< B_L
   double extra_time = 1;     ///< k
   /// One model for every worker, or one per worker (workers entries).
-  std::vector<TimeModelAB> models;
+  std::vector<TimeModel> models;
 };
 
 /// One worker's share of a round.
@@ -58,7 +56,7 @@ struct DbslPlan {
   double target_time = 0;          ///< T = k T0
   std::int64_t large_samples = 0;  ///< d_L (of the first large worker; 0 when all are small)
   /// --calibrate: each worker's measured model and the r^2 of its fit (empty otherwise).
-  std::vector<TimeModelAB> calibrated;
+  std::vector<TimeModel> calibrated;
   std::vector<double> r_squared;
   /// Samples of a round of every worker (about N).
   std::int64_t total_samples() const;
@@ -73,7 +71,7 @@ DbslPlan dbsl_plan(const DbslPlanInput& input);
 
 /// "A,B" (seconds per sample, seconds per batch) as --time-model-ab takes it; a usage error
 /// naming `flag` when it is not two finite numbers with a >= 0, b >= 0, a + b > 0.
-TimeModelAB parse_time_model_ab(const std::string& text, const std::string& flag);
+TimeModel parse_time_model_ab(const std::string& text, const std::string& flag);
 
 /// The plan as a table for people (one row per worker) or as JSON.
 std::string plan_table(const DbslPlan& plan, const DbslPlanInput& input);

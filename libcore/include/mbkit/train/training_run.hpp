@@ -78,7 +78,7 @@ class TrainingRun {
   void plan_dbsl();
   /// --calibrate: every worker times batches of B_L/8 to B_L on itself and fits t(x) = a x + b;
   /// returns the models of all workers and their fits' r^2 (collective).
-  std::vector<TimeModelAB> calibrate_time_models(std::vector<double>& r_squared);
+  std::vector<TimeModel> calibrate_time_models(std::vector<double>& r_squared);
   /// Seconds of a training batch of `size` on this worker (forward, backward, the update's
   /// share left out), times its --slowdown: the median of three after a warm-up, on random
   /// inputs, the model's state put back; the compute model's cost when there is one.
