@@ -124,6 +124,24 @@ std::vector<TimeModel> TrainingRun::calibrate_time_models(std::vector<double>& r
   return models;
 }
 
+// The start table's rows of the plan (print_start_table's format).
+void TrainingRun::print_dbsl_rows() const {
+  auto row = [](const char* key, const std::string& value) {
+    log::info(strprintf("  %-10s %s", key, value.c_str()));
+  };
+  row("dbsl", cat("B_L ", options_.dbsl.base_batch, ", k ", options_.dbsl.extra_time, ", ",
+                  options_.dbsl.small_workers, " small, update factor ",
+                  options_.dbsl.update_factor, options_.dbsl.sync ? ", --sync" : ", async",
+                  "; predicted round ", short_duration(dbsl_plan_.target_time)));
+  for (std::size_t w = 0; w < dbsl_plan_.workers.size(); ++w) {
+    const auto& p = dbsl_plan_.workers[w];
+    row(w == 0 ? "plan" : "",
+        cat("rank ", w + 1, p.small ? " small" : " large", ": ", p.samples, " samples at batch ",
+            p.batch, ", f ", strprintf("%.4g", dbsl_factors_[w]), ", ",
+            short_duration(p.predicted_time)));
+  }
+}
+
 void TrainingRun::run_dbsl_worker() {
   DbslWorker worker(world_, net_->parameters().size(), net_->state().size());
   const DbslWorkerPlan& mine = dbsl_plan_.workers[static_cast<std::size_t>(role_.worker)];

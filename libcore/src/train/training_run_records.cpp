@@ -81,19 +81,7 @@ void TrainingRun::print_start_table() const {
   } else {
     row("batch", cat(options_.batch_size, " per step, ", steps_per_epoch_, " steps per epoch"));
   }
-  if (dbsl_) {
-    row("dbsl", cat("B_L ", options_.dbsl.base_batch, ", k ", options_.dbsl.extra_time, ", ",
-                    options_.dbsl.small_workers, " small, update factor ",
-                    options_.dbsl.update_factor, options_.dbsl.sync ? ", --sync" : ", async",
-                    "; predicted round ", short_duration(dbsl_plan_.target_time)));
-    for (std::size_t w = 0; w < dbsl_plan_.workers.size(); ++w) {
-      const auto& p = dbsl_plan_.workers[w];
-      row(w == 0 ? "plan" : "",
-          cat("rank ", w + 1, p.small ? " small" : " large", ": ", p.samples, " samples at batch ",
-              p.batch, ", f ", strprintf("%.4g", dbsl_factors_[w]), ", ",
-              short_duration(p.predicted_time)));
-    }
-  }
+  if (dbsl_) print_dbsl_rows();
   if (stragglers_) row("stragglers", stragglers_->describe());
   if (!slowdown_.empty()) row("slowdown", slowdown_.describe());
   if (clock_.is_virtual()) {

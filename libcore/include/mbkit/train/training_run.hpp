@@ -89,6 +89,7 @@ class TrainingRun {
   void plan_length();
   void open_log();
   void print_start_table() const;
+  void print_dbsl_rows() const;
 
   // Rank 0's records and the step's bookkeeping (training_run_records.cpp).
   double epoch_at(std::int64_t step) const;
