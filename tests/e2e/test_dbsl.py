@@ -72,6 +72,17 @@ class DualBatchSizeLearning(mbtest.ToolTestCase):
         self.assertRegex(table.out, r"4\s+small\s+38\s+8750\s")
         self.assertRegex(table.out, r"1\s+large\s+500\s+13750\s")
 
+    def test_plan_takes_n_from_the_data_and_the_launcher(self):
+        env = dict(self.env, OMPI_COMM_WORLD_SIZE="3")  # what mpirun -n 3 tells each rank
+        result = mbtest.run([mbtest.tool("mb-train-dbsl"), "--plan", "--data", self.path("toy.h5"),
+                             "--time-model-ab", "0.001,0.01", "--base-batch", "16",
+                             "--extra-time", "1.25", "--small-workers", "1", "--json"],
+                            cwd=self.dir, env=env)
+        self.assertSucceeded(result)
+        plan = json.loads(result.out)
+        self.assertEqual((plan["train_samples"], plan["workers"]), (64, 2))
+        self.assertEqual([(p["batch"], p["samples"]) for p in plan["plan"]], [(16, 40), (5, 24)])
+
     def test_virtual_clock_plan_push_order_and_times(self):
         # Rank 1 is twice as slow (--slowdown 1=2): models 2,20 ms and 1,10 ms per sample and
         # per batch. T0 = 64 / (1/3.25 ms + 1/1.625 ms) = 69.33 ms, T = 1.25 T0 = 86.67 ms.
