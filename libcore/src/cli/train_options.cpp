@@ -175,6 +175,37 @@ void add_amb_options(CLI::App& app, train::TrainOptions& o) {
                 "size times FMB's) instead of once per update");
 }
 
+void add_dbsl_options(CLI::App& app, train::TrainOptions& o) {
+  auto* dbsl = app.add_option_group("Dual batch size learning");
+  dbsl->add_flag("--plan", o.dbsl.plan_only,
+                 "Print the plan (per worker: batch, samples per round, predicted round time) "
+                 "and exit; needs no data file and no MPI");
+  dbsl->add_flag("--json", o.dbsl.json, "--plan: as JSON");
+  dbsl->add_option("--workers", o.dbsl.workers, "--plan: workers (a run: the ranks but rank 0)");
+  dbsl->add_option("--train-samples", o.dbsl.train_samples,
+                   "--plan: training samples N (a run: --data's train split)");
+  dbsl->add_option("--time-model", o.dbsl.time_model,
+                   "Time model file (HDF5, mbkit-formats(5)): a fit per rank, or one for all");
+  dbsl->add_option("--time-model-ab", o.dbsl.time_model_ab,
+                   "Time model of every worker: A,B seconds per sample and per batch");
+  dbsl->add_flag("--calibrate", o.dbsl.calibrate,
+                 "Each worker times a sweep of batch sizes on itself and fits the model");
+  dbsl->add_option("--base-batch", o.dbsl.base_batch, "B_L: the large workers' batch")->required();
+  dbsl->add_option("--extra-time", o.dbsl.extra_time,
+                   "k >= 1: a round takes k times the all-large round")
+      ->capture_default_str();
+  dbsl->add_option("--small-workers", o.dbsl.small_workers, "Small workers (the last ranks)")
+      ->capture_default_str();
+  dbsl->add_option("--update-factor", o.dbsl.update_factor,
+                   "Weight of a small worker's model: linear (d_S/d_L), sqrt or none")
+      ->capture_default_str();
+  dbsl->add_flag("--sync", o.dbsl.sync,
+                 "Wait for every worker and take the factor-weighted mean (BSP)");
+  dbsl->add_flag("--keep-optimizer-state", o.dbsl.keep_optimizer_state,
+                 "Keep a worker's momentum between its rounds (default: reset, as the original)");
+  if (auto* data = app.get_option_no_throw("--data")) data->required(false);
+}
+
 void finish_train_options(const CLI::App& app, train::TrainOptions& o) {
   train::parse_option_texts(o);
   if (o.optimizer.name == "rmsprop") {

@@ -63,7 +63,7 @@ std::string count_label(const std::string& name, const std::string& unit, const 
 
 struct CurveSpec {
   std::string table;  ///< "steps" or "eval"
-  std::string x;      ///< "step" or "time"
+  std::string x;      ///< "step", "time" or "epoch"
   std::string y;
   std::string ylabel;
   /// Counts (samples, samples/s): shown in thousands or millions when large, this their unit.
@@ -92,6 +92,8 @@ Pane build_curve(const CurveSpec& spec, const std::vector<RunRef>& runs,
     const TimeUnit unit = choose_time_unit(longest);
     x_divisor = unit.seconds;
     pane.xlabel = time_axis_label(runs, unit);
+  } else if (spec.x == "epoch") {
+    pane.xlabel = "Epoch";  // DBSL's curves: an epoch is a push per worker
   } else {
     const CountScale steps = choose_count_scale(longest);
     x_divisor = steps.divisor;
@@ -515,6 +517,13 @@ std::vector<FigureType> make_registry() {
   types.push_back(curve("accuracy-vs-time", "test accuracy against time",
                         {"eval", "time", "accuracy", "Test accuracy", std::nullopt, true, false,
                          true, KeyPlace::kBottomRight}));
+  // The DBSL paper's curves: the test split against the epoch, one curve per run.
+  types.push_back(curve("accuracy-vs-epoch", "test accuracy against the epoch",
+                        {"eval", "epoch", "accuracy", "Test accuracy", std::nullopt, true, false,
+                         true, KeyPlace::kBottomRight}));
+  types.push_back(curve("test-loss-vs-epoch", "test loss against the epoch",
+                        {"eval", "epoch", "loss", "Test loss", std::nullopt, true, false, true,
+                         KeyPlace::kTopRight}));
   types.push_back(
       curve("step-vs-time", "steps taken against time",
             {"steps", "time", "step", "Step", "", false, false, false, KeyPlace::kTopLeft}));
@@ -584,6 +593,8 @@ std::vector<FigureType> make_registry() {
       panel("panel", "3 x 3 overview: the original's panel_main",
             {"loss-vs-step", "loss-vs-time", "compute-time", "accuracy-vs-step", "accuracy-vs-time",
              "batch-size", "cumsum-vs-step", "step-vs-time", "lr-vs-step"}));
+  types.push_back(panel("epoch-curves", "test accuracy and test loss against the epoch",
+                        {"accuracy-vs-epoch", "test-loss-vs-epoch"}));
   types.push_back(panel("panel-hist", "every histogram and the straggler distribution",
                         {"compute-time", "sleep-time", "send-time", "wait-time", "batch-size",
                          "staleness", "micro-batches", "master-batch-size", "gradients",

@@ -12,10 +12,30 @@ namespace {
 // Fields that name what an experiment varies, most telling first.
 const std::vector<std::string>& known_fields() {
   static const std::vector<std::string> kFields = {
-      "tool",        "comm",         "async",   "async_min_grads", "batch_size",
-      "time_limit",  "partitions",   "workers", "world_size",      "induce",
-      "slowdown",    "model",        "dataset", "optimizer.name",  "lr",
-      "lr_schedule", "weight_decay", "seed",    "clock",
+      "tool",
+      "comm",
+      "async",
+      "async_min_grads",
+      "batch_size",
+      "time_limit",
+      "partitions",
+      "workers",
+      "world_size",
+      "induce",
+      "slowdown",
+      "model",
+      "dataset",
+      "optimizer.name",
+      "lr",
+      "lr_schedule",
+      "weight_decay",
+      "seed",
+      "clock",
+      // mb-train-dbsl's plan.
+      "dbsl.small_workers",
+      "dbsl.extra_time",
+      "dbsl.update_factor",
+      "dbsl.sync",
   };
   return kFields;
 }
@@ -23,8 +43,11 @@ const std::vector<std::string>& known_fields() {
 // Fields that follow from others or say nothing about the experiment.
 const std::set<std::string>& derived_fields() {
   static const std::set<std::string> kFields = {
-      "global_batch_size", "parameters", "planned_steps", "induce_spec", "command_line",
-      "version",           "host",       "start_time",    "format",      "format_version"};
+      "global_batch_size", "parameters", "planned_steps", "induce_spec", "command_line", "version",
+      "host", "start_time", "format", "format_version",
+      // What mb-train-dbsl's plan derives from its options.
+      "dbsl.small", "dbsl.batch", "dbsl.samples", "dbsl.factor", "dbsl.predicted_round_time",
+      "dbsl.base_time", "dbsl.target_time"};
   return kFields;
 }
 

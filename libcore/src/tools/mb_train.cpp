@@ -2,6 +2,7 @@
 
 #include "mbkit/cli/cli.hpp"
 #include "mbkit/comm/world.hpp"
+#include "mbkit/train/dbsl_options.hpp"
 #include "mbkit/train/training_run.hpp"
 
 namespace mbkit::tools::train {
@@ -17,6 +18,23 @@ int run_train_fmb(const TrainOptions& options) {
 
 int run_train_amb(TrainOptions options) {
   options.amb.enabled = true;
+  return run_train_fmb(options);
+}
+
+TrainOptions dbsl_defaults() {
+  TrainOptions options;
+  options.optimizer.name = "momentum";
+  options.optimizer.momentum = 0.9;
+  options.schedule.lr = 0.1;
+  options.schedule.kind = "multistep";
+  options.schedule.milestones = {80, 120};
+  options.schedule.gamma = 0.2;
+  return options;
+}
+
+int run_train_dbsl(TrainOptions options) {
+  options.dbsl.enabled = true;
+  if (options.dbsl.plan_only) return mbkit::train::print_dbsl_plan(options);
   return run_train_fmb(options);
 }
 

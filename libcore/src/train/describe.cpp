@@ -26,7 +26,8 @@ std::map<std::string, std::string> optimizer_map(const optim::OptimizerConfig& c
 std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int64_t planned_steps,
                         int world_size, int workers, double time_limit,
                         const std::string& allreduce,
-                        const std::optional<comm::AllreduceTrial>& trial, bool pretty) {
+                        const std::optional<comm::AllreduceTrial>& trial, bool pretty,
+                        const DbslPlan* dbsl, const std::vector<double>& dbsl_factors) {
   std::ostringstream out;
   {
     JsonWriter json(out, pretty);
@@ -90,6 +91,45 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
       json.key("partitions").value(o.amb.partitions);
       json.key("micro_batch_size").value(o.batch_size / o.amb.partitions);
       json.key("decay_per_micro_batch").value(o.amb.decay_per_micro_batch);
+    }
+    if (dbsl != nullptr) {
+      json.key("dbsl").begin_object();
+      json.key("base_batch").value(o.dbsl.base_batch);
+      json.key("extra_time").value(o.dbsl.extra_time);
+      json.key("small_workers").value(o.dbsl.small_workers);
+      json.key("update_factor").value(o.dbsl.update_factor);
+      json.key("sync").value(o.dbsl.sync);
+      json.key("keep_optimizer_state").value(o.dbsl.keep_optimizer_state);
+      json.key("base_time").value(dbsl->base_time);
+      json.key("target_time").value(dbsl->target_time);
+      // Per worker (rank w + 1), as flat arrays (mb-report reads no objects inside arrays).
+      std::vector<bool> small;
+      std::vector<std::int64_t> batch, samples;
+      std::vector<double> predicted;
+      for (const auto& p : dbsl->workers) {
+        small.push_back(p.small);
+        batch.push_back(p.batch);
+        samples.push_back(p.samples);
+        predicted.push_back(p.predicted_time);
+      }
+      json.key("small").begin_array();
+      for (const bool s : small) json.value(s);
+      json.end_array();
+      json.key("batch").array(batch);
+      json.key("samples").array(samples);
+      json.key("factor").array(dbsl_factors);
+      json.key("predicted_round_time").array(predicted);
+      if (!dbsl->calibrated.empty()) {
+        std::vector<double> a, b;
+        for (const auto& m : dbsl->calibrated) {
+          a.push_back(m.a);
+          b.push_back(m.b);
+        }
+        json.key("calibrated_a").array(a);
+        json.key("calibrated_b").array(b);
+        json.key("calibrated_r_squared").array(dbsl->r_squared);
+      }
+      json.end_object();
     }
     json.end_object();
   }

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <utility>
 
+#include "mbkit/train/dbsl_merge.hpp"
+#include "mbkit/train/dbsl_plan.hpp"
 #include "mbkit/train/straggler.hpp"
 #include "mbkit/train/virtual_clock.hpp"
 #include "mbkit/util/error.hpp"
@@ -142,6 +144,7 @@ void validate(const TrainOptions& o) {
   if (o.clock != "virtual" && (o.comm_model || !o.compute_model.empty())) {
     usage_error(cat(o.comm_model ? "--comm-model" : "--compute-model", " needs --clock virtual"));
   }
+  if (o.dbsl.enabled) validate_dbsl(o);
   if (o.amb.enabled) {
     if (!o.amb.time_limit && !o.amb.auto_time_limit) {
       usage_error("--time-limit is required (seconds, or auto)");
@@ -159,7 +162,42 @@ void validate(const TrainOptions& o) {
   }
 }
 
+void validate_dbsl(const TrainOptions& o) {
+  const DbslOptions& d = o.dbsl;
+  if (d.base_batch < 1) usage_error(cat("--base-batch ", d.base_batch, " must be at least 1"));
+  if (!(d.extra_time >= 1) || !std::isfinite(d.extra_time)) {
+    usage_error(cat("--extra-time ", d.extra_time, " must be at least 1"));
+  }
+  if (d.small_workers < 0) usage_error("--small-workers must not be negative");
+  parse_update_factor(d.update_factor);
+  const int sources =
+      (d.time_model.empty() ? 0 : 1) + (d.time_model_ab.empty() ? 0 : 1) + (d.calibrate ? 1 : 0);
+  if (sources > 1) {
+    usage_error("give one time model: --time-model FILE, --time-model-ab A,B or --calibrate");
+  }
+  if (!d.time_model_ab.empty()) parse_time_model_ab(d.time_model_ab, "--time-model-ab");
+  if (d.plan_only) {
+    if (d.calibrate) usage_error("--plan cannot --calibrate: it runs no worker");
+    return;
+  }
+  if (sources == 0 && o.compute_model.empty()) {
+    usage_error(
+        "the plan needs a time model: --time-model FILE, --time-model-ab A,B, --calibrate, or "
+        "--compute-model under --clock virtual");
+  }
+  if (d.json) usage_error("--json goes with --plan");
+  if (d.workers != 0 || d.train_samples != 0) {
+    usage_error(cat(d.workers != 0 ? "--workers" : "--train-samples",
+                    " goes with --plan (a run takes them from mpirun and --data)"));
+  }
+  if (o.comm != "ps") usage_error("--comm: DBSL's rank 0 is the parameter server (ps)");
+  if (o.async)
+    usage_error("--async: the DBSL server merges each push at once already (--sync waits)");
+  if (o.amb.enabled) usage_error("--time-limit: DBSL workers take a number of samples per round");
+}
+
 const char* tool_name(const TrainOptions& o) {
+  if (o.dbsl.enabled) return "mb-train-dbsl";
   return o.amb.enabled ? "mb-train-amb" : "mb-train-fmb";
 }
 

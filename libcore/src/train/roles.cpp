@@ -50,16 +50,24 @@ Role decide_role(const TrainOptions& o, const comm::World& world) {
   Role role;
   role.distributed = world.distributed();
   if (!role.distributed) {
+    if (o.dbsl.enabled) {
+      usage_error(
+          "mb-train-dbsl needs a parameter server and workers: run under mpirun -n 2 or more "
+          "(--plan needs neither)");
+    }
     if (o.async) usage_error("--async needs a master and workers: run under mpirun -n 2 or more");
     return role;
   }
   role.parameter_server = o.comm == "ps";
-  role.async = o.async;
+  role.async = o.async || o.dbsl.enabled;  // DBSL's server merges each push as it comes
   role.master = role.parameter_server && world.rank() == 0;
   role.computes = !role.master;
   role.workers = worker_count(world.size(), role.parameter_server);
   role.worker = worker_of_rank(world.rank(), role.parameter_server);
-  role.comm = role.parameter_server ? (o.async ? "ps-async" : "ps") : "allreduce";
+  role.comm = role.parameter_server ? (o.dbsl.enabled ? "ps-dbsl"
+                                       : o.async      ? "ps-async"
+                                                      : "ps")
+                                    : "allreduce";
   const AllreduceVia via = o.allreduce;
   role.shared_memory = SyncExchange::uses_shared_memory(world, role.parameter_server, via);
   if (via == AllreduceVia::kAuto && role.shared_memory) {

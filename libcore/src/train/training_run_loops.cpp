@@ -18,7 +18,15 @@ constexpr int kMaxConsecutiveSkips = 20;  // as training_run_records.cpp's nan p
 
 int TrainingRun::train() {
   stop_ = step_ >= planned_ ? kFinished : kContinue;
-  if (!role_.async) {
+  if (dbsl_) {
+    if (!role_.master) {
+      run_dbsl_worker();
+    } else if (options_.dbsl.sync) {
+      run_dbsl_sync_server();
+    } else {
+      run_dbsl_server();
+    }
+  } else if (!role_.async) {
     run_sync();
   } else if (role_.master) {
     run_async_master();

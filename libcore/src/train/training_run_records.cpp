@@ -70,16 +70,18 @@ void TrainingRun::print_start_table() const {
                                    " per sum against MPI_Allreduce's ",
                                    short_duration(allreduce_trial_->mpi_seconds), " at start")
                              : "",
-            role_.async ? cat(", an update per ", options_.async_min_grads, " gradient",
-                              options_.async_min_grads > 1 ? "s" : "")
-                        : "",
+            role_.async && !dbsl_ ? cat(", an update per ", options_.async_min_grads, " gradient",
+                                        options_.async_min_grads > 1 ? "s" : "")
+                                  : "",
             "), ranks ", describe_hosts(hosts_, role_)));
-    row("batch", cat(options_.batch_size, " per worker, ", global_batch_,
-                     role_.async ? " per round of all workers" : " per step", ", ",
-                     steps_per_epoch_, " steps per epoch"));
+    if (!dbsl_)
+      row("batch", cat(options_.batch_size, " per worker, ", global_batch_,
+                       role_.async ? " per round of all workers" : " per step", ", ",
+                       steps_per_epoch_, " steps per epoch"));
   } else {
     row("batch", cat(options_.batch_size, " per step, ", steps_per_epoch_, " steps per epoch"));
   }
+  if (dbsl_) print_dbsl_rows();
   if (stragglers_) row("stragglers", stragglers_->describe());
   if (!slowdown_.empty()) row("slowdown", slowdown_.describe());
   if (clock_.is_virtual()) {
@@ -131,9 +133,9 @@ void TrainingRun::save_checkpoint(double elapsed) {
   checkpoint.dataset = info_.name;
   checkpoint.mean = info_.mean;
   checkpoint.std = info_.std;
-  checkpoint.config_json =
-      config_json(options_, net_->graph(), planned_, world_.size(), role_.workers, time_limit_,
-                  allreduce_used_, allreduce_trial_);
+  checkpoint.config_json = config_json(
+      options_, net_->graph(), planned_, world_.size(), role_.workers, time_limit_, allreduce_used_,
+      allreduce_trial_, false, dbsl_ ? &dbsl_plan_ : nullptr, dbsl_factors_);
   checkpoint.created_by = cat(tool_name(options_), " ", MBKIT_VERSION);
   write_checkpoint(options_.checkpoint, checkpoint);
 }
@@ -245,7 +247,7 @@ int TrainingRun::rank0_stop() const {
 }
 
 double TrainingRun::epoch_at(std::int64_t step) const {
-  if (role_.async) return samples_seen_ / static_cast<double>(total_rows_);
+  if (role_.async && !dbsl_) return samples_seen_ / static_cast<double>(total_rows_);
   return epoch_base_ +
          static_cast<double>(step - step_base_) / static_cast<double>(steps_per_epoch_);
 }

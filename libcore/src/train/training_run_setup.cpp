@@ -30,6 +30,7 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   world_.set_wait_mode(options_.comm_wait == "spin" ? comm::WaitMode::kSpin
                                                     : comm::WaitMode::kYield);
   role_ = decide_role(options_, world_);
+  dbsl_ = options_.dbsl.enabled;
   logs_ = world_.rank() == 0;
   if (role_.distributed && world_.rank() != 0) {
     log::set_program(cat(log::program(), ": rank ", world_.rank()));
@@ -50,6 +51,7 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   size_epoch();
   if (role_.distributed) check_ranks_agree();
   set_up_emulation();
+  if (dbsl_) plan_dbsl();
   decide_time_limit();
   resume();
   plan_length();
@@ -70,7 +72,8 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
 // Training data: workers load their part; the master only reads what the data is.
 void TrainingRun::open_data() {
   my_data_ = worker_data(options_.data, role_.computes ? role_.worker : 0, role_.workers);
-  if (!role_.computes) {
+  // DBSL workers read the whole split, at the batch their plan gives them (plan_dbsl).
+  if (!role_.computes || dbsl_) {
     info_ = data::DatasetFile::open(my_data_.path).info();
     shape_ = info_.shape();
     return;
@@ -192,6 +195,12 @@ void TrainingRun::size_epoch() {
     steps_per_epoch_ = std::max(steps_per_epoch_, static_cast<std::int64_t>(batches_of[r]));
   }
   global_batch_ = static_cast<std::int64_t>(role_.workers) * options_.batch_size;
+  if (dbsl_) {
+    // A DBSL epoch is a push per worker (the original's global round counter).
+    total_rows_ = info_.split(data::kTrain).count;
+    steps_per_epoch_ = role_.workers;
+    return;
+  }
   if (role_.async) {
     // An asynchronous step is one update of about async_min_grads batches.
     const auto per_step = static_cast<std::uint64_t>(options_.async_min_grads) *
@@ -224,6 +233,11 @@ void TrainingRun::check_ranks_agree() const {
       lines.emplace_back(key_value);
     }
   }
+  const DbslOptions& d = options_.dbsl;
+  lines.push_back(cat("dbsl=", d.enabled, " ", d.time_model, " ", d.time_model_ab,
+                      " calibrate=", d.calibrate, " B_L=", d.base_batch, " k=", d.extra_time,
+                      " small=", d.small_workers, " f=", d.update_factor, " sync=", d.sync,
+                      " keep=", d.keep_optimizer_state));
   check_agreement(world_, lines);
 }
 
@@ -397,7 +411,7 @@ std::int64_t epochs_to_steps(double epochs, std::int64_t steps_per_epoch, const 
 
 void TrainingRun::plan_length() {
   if (options_.steps > 0) planned_ = options_.steps;
-  if (options_.epochs > 0 && !role_.async) {
+  if (options_.epochs > 0 && (!role_.async || dbsl_)) {
     planned_ = std::min(planned_, step_base_ + epochs_to_steps(options_.epochs - epoch_base_,
                                                                steps_per_epoch_, "--epochs"));
   }
@@ -440,7 +454,8 @@ void TrainingRun::open_log() {
   run.version = cat(MBKIT_VERSION, " (", MBKIT_GIT_COMMIT, ")");
   run.command_line = command_line_;
   run.config_json = config_json(options_, net_->graph(), planned_, world_.size(), role_.workers,
-                                time_limit_, allreduce_used_, allreduce_trial_);
+                                time_limit_, allreduce_used_, allreduce_trial_, false,
+                                dbsl_ ? &dbsl_plan_ : nullptr, dbsl_factors_);
   run.seed = options_.seed;
   run.host = world_.host();
   run.start_time = utc_timestamp();

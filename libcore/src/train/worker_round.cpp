@@ -1,5 +1,6 @@
 #include "mbkit/train/worker_round.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <thread>
@@ -76,6 +77,48 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
       run_micro_batch, between_micro_batches);
   report.micro_batches = round.done;
   report.finished_early = rule.anytime && round.finished_early;
+  report.send_time = previous_send_;
+  report.wait_time = previous_wait_;
+  return report;
+}
+
+WorkerReport WorkerRound::run_samples(std::int64_t at_step, std::int64_t samples,
+                                      const std::function<void()>& update) {
+  const bool virtual_clock = parts_.clock.is_virtual();
+  WorkerReport report;
+  report.rank = parts_.rank;
+  report.micro_batches = 0;
+  if (sampler_) {
+    report.sleep_time = sampler_->next();
+    if (!virtual_clock) sleep_for(report.sleep_time);
+  }
+  const std::uint64_t round_seed =
+      Rng(parts_.seed, 0xdb51 + static_cast<std::uint64_t>(at_step) +
+                           (static_cast<std::uint64_t>(parts_.worker) << 40))
+          .next_u64();
+  while (report.samples < samples) {
+    const data::Batch& batch = parts_.loader.next();
+    const int size = static_cast<int>(std::min<std::int64_t>(batch.size, samples - report.samples));
+    const auto compute_start = SteadyClock::now();
+    const double cpu_start = virtual_clock ? parts_.clock.cpu_now() : 0;
+    const auto outcome = parts_.net.forward(
+        batch.images.data(), batch.labels.data(), size, true,
+        round_seed + static_cast<std::uint64_t>(report.micro_batches) * 0x9e3779b97f4a7c15ULL);
+    parts_.net.backward(1.0 / size, false);
+    update();
+    const double cost = !virtual_clock         ? seconds_since(compute_start)
+                        : parts_.compute_model ? parts_.compute_model->cost(size)
+                                               : parts_.clock.cpu_now() - cpu_start;
+    const double extra = parts_.slowdown.extra_delay(parts_.rank, cost);
+    if (!virtual_clock) sleep_for(extra);
+    report.compute_time += cost;
+    report.sleep_time += extra;
+    report.samples += size;
+    report.loss_sum += outcome.loss_sum;
+    report.correct += outcome.correct;
+    ++report.micro_batches;
+  }
+  last_drawn_ = static_cast<int>(report.samples);
   report.send_time = previous_send_;
   report.wait_time = previous_wait_;
   return report;

@@ -14,6 +14,11 @@ void add_train_options(CLI::App& app, train::TrainOptions& options);
 void add_distribution_options(CLI::App& app, train::TrainOptions& options);
 /// Declares the options of anytime mini-batch training (--time-limit, --partitions).
 void add_amb_options(CLI::App& app, train::TrainOptions& options);
+/// Declares the options of dual batch size learning (--plan, the time model, --base-batch,
+/// --extra-time, --small-workers, --update-factor, --sync) and sets the DBSL original's
+/// defaults of the shared ones (momentum 0.9, lr 0.1 times 0.2 at epochs 80 and 120); --data
+/// is not required (--plan needs none).
+void add_dbsl_options(CLI::App& app, train::TrainOptions& options);
 /// After parsing: parses the options given as text into their typed fields (straggler profile,
 /// slowdown, cluster models, time limit, ...) and routes the options whose meaning depends on
 /// the optimiser (--momentum and --epsilon for rmsprop and adam). A usage error names the flag.

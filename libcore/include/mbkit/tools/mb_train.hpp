@@ -15,5 +15,11 @@ using mbkit::train::TrainOptions;
 int run_train_fmb(const TrainOptions& options);
 /// The same with options.amb.enabled set: anytime mini-batch training (mb-train-amb).
 int run_train_amb(TrainOptions options);
+/// mb-train-dbsl's defaults where they differ from mb-train-fmb's: the DBSL original's
+/// momentum SGD (0.9) at lr 0.1, times 0.2 at epochs 80 and 120.
+TrainOptions dbsl_defaults();
+/// With options.dbsl.enabled set: --plan prints the plan and returns 0; otherwise dual batch
+/// size learning (mb-train-dbsl), with run_train_fmb's exit statuses.
+int run_train_dbsl(TrainOptions options);
 
 }  // namespace mbkit::tools::train

@@ -8,6 +8,7 @@
 
 #include "mbkit/comm/allreduce_trial.hpp"
 #include "mbkit/nn/graph.hpp"
+#include "mbkit/train/dbsl_plan.hpp"
 #include "mbkit/train/options.hpp"
 
 namespace mbkit::train {
@@ -23,11 +24,14 @@ std::map<std::string, std::string> optimizer_map(const optim::OptimizerConfig& c
 
 /// The run's resolved configuration (the log's and checkpoint's "config" attribute): every
 /// option, the model's size, the planned steps, AMB's time limit, `allreduce` (the sum a
-/// distributed allreduce run uses: shm or mpi, what auto chose) and what auto measured. `pretty`:
-/// a key per line (what ranks compare to check they run the same training).
+/// distributed allreduce run uses: shm or mpi, what auto chose) and what auto measured; a DBSL
+/// run's plan and update factors (mb-train-dbsl) under "dbsl". `pretty`: a key per line (what
+/// ranks compare to check they run the same training).
 std::string config_json(const TrainOptions& options, const nn::Graph& graph,
                         std::int64_t planned_steps, int world_size, int workers, double time_limit,
                         const std::string& allreduce,
-                        const std::optional<comm::AllreduceTrial>& trial, bool pretty = false);
+                        const std::optional<comm::AllreduceTrial>& trial, bool pretty = false,
+                        const DbslPlan* dbsl = nullptr,
+                        const std::vector<double>& dbsl_factors = {});
 
 }  // namespace mbkit::train

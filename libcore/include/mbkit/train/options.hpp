@@ -32,6 +32,26 @@ struct AmbOptions {
   bool decay_per_micro_batch = false;
 };
 
+/// Dual batch size learning (mb-train-dbsl, mbkit/train/dbsl_plan.hpp): rank 0 is a parameter
+/// server that averages in each worker's model; large workers train d_L samples per round at
+/// the base batch, small ones fewer at a smaller batch, in the same predicted time.
+struct DbslOptions {
+  bool enabled = false;
+  bool plan_only = false;                ///< --plan: print the plan and exit
+  bool json = false;                     ///< --plan --json
+  int workers = 0;                       ///< --plan without mpirun: n
+  std::int64_t train_samples = 0;        ///< --plan without --data: N
+  std::string time_model;                ///< --time-model FILE.h5 (per-rank fits)
+  std::string time_model_ab;             ///< --time-model-ab A,B
+  bool calibrate = false;                ///< each worker times a sweep of batch sizes and fits
+  int base_batch = 0;                    ///< B_L
+  double extra_time = 1.0;               ///< k
+  int small_workers = 0;                 ///< n_S: the last n_S workers
+  std::string update_factor = "linear";  ///< linear, sqrt or none
+  bool sync = false;                     ///< all workers' models at once (BSP)
+  bool keep_optimizer_state = false;     ///< keep momentum between a worker's rounds
+};
+
 /// How --comm allreduce sums (--allreduce, mbkit/train/exchange.hpp): auto (the faster of the
 /// two on one host, timed at start with two ranks; else MPI_Allreduce), always shared memory
 /// (shm: an error when the ranks span hosts), or MPI_Allreduce.
@@ -105,6 +125,7 @@ struct TrainOptions {
   std::optional<CommModel> comm_model;  ///< virtual: none = measured at start
   ComputeModels compute_model;          ///< virtual: empty = CPU time
   AmbOptions amb;
+  DbslOptions dbsl;
   OptionTexts given;  ///< the parsed options' text as given, for the recorded configuration
 };
 
@@ -121,7 +142,10 @@ void parse_option_texts(TrainOptions& options);
 /// Checks every option on its own and against the others; a usage error names the flag.
 void validate(const TrainOptions& options);
 
-/// "mb-train-amb" or "mb-train-fmb".
+/// The DBSL options on their own and against the others (part of validate()).
+void validate_dbsl(const TrainOptions& options);
+
+/// "mb-train-amb", "mb-train-dbsl" or "mb-train-fmb".
 const char* tool_name(const TrainOptions& options);
 
 }  // namespace mbkit::train

@@ -26,6 +26,7 @@
 #include "mbkit/nn/network.hpp"
 #include "mbkit/optim/optimizer.hpp"
 #include "mbkit/optim/schedule.hpp"
+#include "mbkit/train/dbsl_plan.hpp"
 #include "mbkit/train/exchange.hpp"
 #include "mbkit/train/metric_log.hpp"
 #include "mbkit/train/options.hpp"
@@ -72,12 +73,23 @@ class TrainingRun {
   void size_epoch();
   void check_ranks_agree() const;
   void set_up_emulation();
+  /// DBSL: the plan (each worker's batch and samples per round), the update factors, and the
+  /// workers' loaders at their batch (training_run_dbsl.cpp).
+  void plan_dbsl();
+  /// --calibrate: every worker times batches of B_L/8 to B_L on itself and fits t(x) = a x + b;
+  /// returns the models of all workers and their fits' r^2 (collective).
+  std::vector<TimeModel> calibrate_time_models(std::vector<double>& r_squared);
+  /// Seconds of a training batch of `size` on this worker (forward, backward, the update's
+  /// share left out), times its --slowdown: the median of three after a warm-up, on random
+  /// inputs, the model's state put back; the compute model's cost when there is one.
+  double time_batch(int size);
   void decide_time_limit();
   double measure_full_batch();
   void resume();
   void plan_length();
   void open_log();
   void print_start_table() const;
+  void print_dbsl_rows() const;
 
   // Rank 0's records and the step's bookkeeping (training_run_records.cpp).
   double epoch_at(std::int64_t step) const;
@@ -98,6 +110,12 @@ class TrainingRun {
   int sync_step(SyncExchange& exchange, std::span<float> tail);
   void run_async_master();
   void run_async_worker();
+  // DBSL (training_run_dbsl.cpp): the parameter server and a worker.
+  void run_dbsl_server();
+  void run_dbsl_sync_server();
+  void run_dbsl_worker();
+  /// The report of a merged push (or a --sync round) recorded as a step.
+  void record_pushes(const std::vector<WorkerReport>& reports, double step_time);
   int finish();
 
   const TrainOptions& options_;
@@ -141,6 +159,11 @@ class TrainingRun {
   std::uint64_t gradient_bytes_ = 0;
   CommModel comm_model_;
   double time_limit_ = 0;
+
+  // DBSL.
+  bool dbsl_ = false;
+  DbslPlan dbsl_plan_;
+  std::vector<double> dbsl_factors_;  ///< per worker: the merge's f
 
   // The run's length and progress.
   ResumeHeader resume_;

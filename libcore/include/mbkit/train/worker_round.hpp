@@ -57,6 +57,13 @@ class WorkerRound {
   /// The report's send and wait times are those given by set_previous_exchange().
   WorkerReport run(std::int64_t at_step, double loss_scale);
 
+  /// DBSL's round (mbkit/train/dbsl_plan.hpp): the induced delay, then `samples` samples of
+  /// the loader in batches of its size (the last one cut short), each batch's mean-loss
+  /// gradient handed to `update` (the worker's own optimizer step) before the next batch.
+  /// The report's micro_batches counts the batches.
+  WorkerReport run_samples(std::int64_t at_step, std::int64_t samples,
+                           const std::function<void()>& update);
+
   /// The exchange times of the previous step, which the next report carries.
   void set_previous_exchange(double send, double wait) {
     previous_send_ = send;
