@@ -67,6 +67,18 @@ def mb_dataset(*args, cwd=None, env=None, timeout=300):
     return run([tool("mb-dataset"), *args], cwd=cwd, env=env, timeout=timeout)
 
 
+def text_attrs(obj):
+    """The attributes of an h5py file, group or dataset, strings as str: mbkit writes
+    fixed-length strings (no global heap to damage), which h5py reads as bytes."""
+    def decode(value):
+        if isinstance(value, bytes):
+            return value.decode()
+        if isinstance(value, np.ndarray) and value.dtype.kind == "S":
+            return [item.decode() for item in value]
+        return value
+    return {name: decode(value) for name, value in obj.attrs.items()}
+
+
 def sha256(path):
     digest = hashlib.sha256()
     with open(path, "rb") as f:

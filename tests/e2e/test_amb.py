@@ -24,8 +24,8 @@ def read_log(path):
     with h5py.File(path, "r", swmr=True) as log:
         tables = {group: {name: log[group][name][...] for name in log[group]}
                   for group in ("steps", "eval", "workers", "collect")}
-        tables["config"] = json.loads(log.attrs["config"])
-        tables["tool"] = log.attrs["tool"]
+        tables["config"] = json.loads(mbtest.text_attrs(log)["config"])
+        tables["tool"] = mbtest.text_attrs(log)["tool"]
     return tables
 
 

@@ -64,7 +64,7 @@ class Distributed(mbtest.ToolTestCase):
                                         "--log", "three-log.h5"))
         self.assertSameParams(self.path("one.h5"), self.path("three.h5"))
         with h5py.File(self.path("three-log.h5"), "r") as log:
-            self.assertEqual(int(log.attrs["world_size"]), 3)
+            self.assertEqual(int(mbtest.text_attrs(log)["world_size"]), 3)
             self.assertEqual(list(log["steps/samples"][...]), [96] * 6)
             self.assertEqual(sorted(set(log["workers/rank"][...])), [0, 1, 2])
             self.assertEqual(len(log["workers/step"]), 18)
@@ -133,7 +133,7 @@ class Distributed(mbtest.ToolTestCase):
                                                 "--checkpoint", f"{name}.h5", "--log", f"{name}-log.h5"))
                 runs[via] = params_of(self.path(f"{name}.h5"))
                 with h5py.File(self.path(f"{name}-log.h5"), "r") as log:
-                    self.assertIn(f'"allreduce":"{via}"', log.attrs["config"])
+                    self.assertIn(f'"allreduce":"{via}"', mbtest.text_attrs(log)["config"])
             if ranks == 2:
                 for name in runs["shm"]:
                     self.assertTrue(np.array_equal(runs["shm"][name], runs["mpi"][name]), msg=name)
@@ -149,7 +149,7 @@ class Distributed(mbtest.ToolTestCase):
                                      r"[0-9.e+-]+ m?s per sum against MPI_Allreduce.s [0-9.e+-]+ m?s "
                                      r"at start\), ranks 0-1 on")
         with h5py.File(self.path("auto-log.h5"), "r") as log:
-            config = json.loads(log.attrs["config"])
+            config = json.loads(mbtest.text_attrs(log)["config"])
         trial = config["allreduce_trial"]
         self.assertGreater(trial["shm_seconds"], 0)
         self.assertGreater(trial["mpi_seconds"], 0)
@@ -164,7 +164,7 @@ class Distributed(mbtest.ToolTestCase):
         self.assertSucceeded(result)
         self.assertIn("3 (allreduce with MPI_Allreduce), ranks 0-2 on", result.err)
         with h5py.File(self.path("auto-3-log.h5"), "r") as log:
-            config = json.loads(log.attrs["config"])
+            config = json.loads(mbtest.text_attrs(log)["config"])
         self.assertEqual(config["allreduce"], "mpi")
         self.assertNotIn("allreduce_trial", config)
 
@@ -185,7 +185,7 @@ class Distributed(mbtest.ToolTestCase):
         for name in one_sum:
             self.assertTrue(np.array_equal(one_sum[name], buckets[name]), msg=name)
         with h5py.File(self.path("buckets-log.h5"), "r") as log:
-            self.assertEqual(json.loads(log.attrs["config"])["bucket_mb"], 0.0005)
+            self.assertEqual(json.loads(mbtest.text_attrs(log)["config"])["bucket_mb"], 0.0005)
             self.assertTrue(np.all(log["workers/send_time"][...] >= 0))
         self.assertSucceeded(self.train(0, "--data", data, "--hidden", "32,16", "--batch-size", "96",
                                         "--steps", "6", "--checkpoint", "single.h5"))
@@ -235,8 +235,8 @@ class Distributed(mbtest.ToolTestCase):
             self.assertEqual(int(log["collect/samples"][...].sum()),
                              int(log["steps/samples"][...].sum()))
         with h5py.File(self.path("ckpt.h5"), "r") as ckpt:
-            self.assertEqual(ckpt.attrs["comm"], "ps-async")
-            self.assertEqual(int(ckpt.attrs["workers"]), 3)
+            self.assertEqual(mbtest.text_attrs(ckpt)["comm"], "ps-async")
+            self.assertEqual(int(mbtest.text_attrs(ckpt)["workers"]), 3)
         too_many = self.train(3, "--data", data, "--steps", "5", "--async", "--async-min-grads",
                               "3")
         self.assertEqual(too_many.rc, 2, msg=repr(too_many))
@@ -271,11 +271,11 @@ class Distributed(mbtest.ToolTestCase):
                             "--comm", "allreduce")
         self.assertSucceeded(second)
         with h5py.File(self.path("ckpt.h5"), "r") as ckpt:
-            self.assertEqual(int(ckpt.attrs["step"]), 14)
-            self.assertEqual(int(ckpt.attrs["workers"]), 2)
-            self.assertEqual(ckpt.attrs["comm"], "allreduce")
+            self.assertEqual(int(mbtest.text_attrs(ckpt)["step"]), 14)
+            self.assertEqual(int(mbtest.text_attrs(ckpt)["workers"]), 2)
+            self.assertEqual(mbtest.text_attrs(ckpt)["comm"], "allreduce")
             # 6 steps of 30 samples, then 8 of 20: 340 samples of 240 rows.
-            self.assertAlmostEqual(float(ckpt.attrs["epoch_progress"]), 340 / 240, places=6)
+            self.assertAlmostEqual(float(mbtest.text_attrs(ckpt)["epoch_progress"]), 340 / 240, places=6)
         with h5py.File(self.path("log.h5"), "r", libver="latest", swmr=True) as log:
             self.assertEqual(list(log["steps/step"][...]), list(range(1, 15)))
             self.assertEqual(list(log["steps/samples"][...]), [30] * 6 + [20] * 8)
@@ -438,7 +438,7 @@ class Distributed(mbtest.ToolTestCase):
         _, err = job.communicate(timeout=60)
         self.assertEqual(job.returncode, 6, msg=err)
         with h5py.File(self.path("term-ckpt.h5"), "r") as ckpt:
-            self.assertGreaterEqual(int(ckpt.attrs["step"]), 20)
+            self.assertGreaterEqual(int(mbtest.text_attrs(ckpt)["step"]), 20)
         self.assertNoStrayFiles()
 
 

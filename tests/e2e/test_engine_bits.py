@@ -102,7 +102,7 @@ def same(found, recorded, exact):
 def log_digests(path, virtual):
     out = {}
     with h5py.File(path, "r", swmr=True) as log:
-        config = json.loads(log.attrs["config"])
+        config = json.loads(mbtest.text_attrs(log)["config"])
         config.pop("allreduce_trial", None)
         out["config"] = {"sha": hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:24],
                          "n": 1}

@@ -30,10 +30,10 @@ class FetchFashionMnist(mbtest.ToolTestCase):
         sources = [mbtest.read_idx_gz(os.path.join(mbtest.FASHION_DIR, f))
                    for f in mbtest.FASHION_FILES]
         with h5py.File(self.path("fmnist.h5"), "r") as f:
-            self.assertEqual(f.attrs["format"], "mbkit-dataset")
-            self.assertEqual(f.attrs["format_version"], 1)
-            self.assertEqual(f.attrs["name"], "fashion-mnist")
-            self.assertEqual(f.attrs["num_classes"], 10)
+            self.assertEqual(mbtest.text_attrs(f)["format"], "mbkit-dataset")
+            self.assertEqual(mbtest.text_attrs(f)["format_version"], 1)
+            self.assertEqual(mbtest.text_attrs(f)["name"], "fashion-mnist")
+            self.assertEqual(mbtest.text_attrs(f)["num_classes"], 10)
             self.assertEqual(f["train/images"].shape, (60000, 1, 28, 28))
             self.assertEqual(f["test/images"].shape, (10000, 1, 28, 28))
             self.assertEqual(f["train/images"].dtype, np.uint8)
@@ -42,11 +42,11 @@ class FetchFashionMnist(mbtest.ToolTestCase):
             np.testing.assert_array_equal(f["test/images"][:, 0], sources[2])
             np.testing.assert_array_equal(f["test/labels"][:], sources[3])
             pixels = sources[0].astype(np.float64) / 255.0
-            np.testing.assert_allclose(f.attrs["mean"], [pixels.mean()], rtol=1e-12)
-            np.testing.assert_allclose(f.attrs["std"], [pixels.std()], rtol=1e-9)
+            np.testing.assert_allclose(mbtest.text_attrs(f)["mean"], [pixels.mean()], rtol=1e-12)
+            np.testing.assert_allclose(mbtest.text_attrs(f)["std"], [pixels.std()], rtol=1e-9)
             self.assertEqual([n.decode() for n in f["class_names"][:]][:2], ["T-shirt/top", "Trouser"])
-            self.assertEqual(list(f.attrs["source_files"]), mbtest.FASHION_FILES)
-            self.assertEqual(list(f.attrs["source_sha256"]),
+            self.assertEqual(list(mbtest.text_attrs(f)["source_files"]), mbtest.FASHION_FILES)
+            self.assertEqual(list(mbtest.text_attrs(f)["source_sha256"]),
                              [mbtest.sha256(os.path.join(mbtest.FASHION_DIR, n))
                               for n in mbtest.FASHION_FILES])
             self.assertIsNotNone(f["train/images"].compression)

@@ -29,7 +29,7 @@ class FetchOverHttp(mbtest.ToolTestCase):
             self.assertEqual(len(server.requests), 4)
         with h5py.File(self.path("f.h5"), "r") as f:
             self.assertEqual(f["train/images"].shape, (60000, 1, 28, 28))
-            self.assertTrue(f.attrs["source"].startswith("http://127.0.0.1:"))
+            self.assertTrue(mbtest.text_attrs(f)["source"].startswith("http://127.0.0.1:"))
         # The download cache now holds the four files.
         cached = os.path.join(self.cache, "mbkit", "datasets", "fashion-mnist")
         self.assertEqual(sorted(os.listdir(cached)), sorted(mbtest.FASHION_FILES))
@@ -52,7 +52,7 @@ class FetchOverHttp(mbtest.ToolTestCase):
             np.testing.assert_array_equal(f["train/labels"][:], arrays[1])
             np.testing.assert_array_equal(f["test/images"][:, 0], arrays[2])
             np.testing.assert_array_equal(f["test/labels"][:], arrays[3])
-            self.assertEqual(f.attrs["name"], "mnist")
+            self.assertEqual(mbtest.text_attrs(f)["name"], "mnist")
         # The server is gone: a rebuild is served entirely from the cache.
         again = self.mb_dataset("fetch", "mnist", "--mirror", "http://127.0.0.1:9/", "--checksums",
                                 "mnist.md5", "--cache-dir", "c", "-o", "m.h5", "--force")
@@ -75,7 +75,7 @@ class FetchOverHttp(mbtest.ToolTestCase):
                     np.testing.assert_array_equal(f["train/labels"][:], data[1])
                     np.testing.assert_array_equal(f["test/images"][:], data[2])
                     np.testing.assert_array_equal(f["test/labels"][:], data[3])
-                    self.assertEqual(f.attrs["num_classes"], 100 if cifar100 else 10)
+                    self.assertEqual(mbtest.text_attrs(f)["num_classes"], 100 if cifar100 else 10)
                     if cifar100:
                         np.testing.assert_array_equal(f["train/coarse_labels"][:], data[4])
                         self.assertEqual(f["class_names"][3].decode(), "fine3")

@@ -182,7 +182,7 @@ class Plot(mbtest.ToolTestCase):
         rows = self.read_csv(result.out)
         with h5py.File(self.log("amb.h5"), "r", swmr=True) as f:
             seconds = float(f["steps/time"][-1])
-            self.assertEqual(f.attrs["clock"], "virtual")
+            self.assertEqual(mbtest.text_attrs(f)["clock"], "virtual")
         unit, scale = ("ms", 1e-3) if seconds < 1 else ("s", 1) if seconds < 120 else ("min", 60)
         self.assertEqual(rows[0]["x_label"], f"Emulated time ({unit})")
         self.assertAlmostEqual(float(rows[-1]["x"]) * scale, seconds, places=6)

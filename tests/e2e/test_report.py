@@ -20,9 +20,9 @@ import mbtest
 def read_log(path):
     with h5py.File(path, "r", swmr=True) as log:
         return {
-            "tool": str(log.attrs["tool"]),
-            "seed": int(log.attrs["seed"]),
-            "clock": str(log.attrs["clock"]),
+            "tool": str(mbtest.text_attrs(log)["tool"]),
+            "seed": int(mbtest.text_attrs(log)["seed"]),
+            "clock": str(mbtest.text_attrs(log)["clock"]),
             "steps": len(log["steps/step"]),
             "samples": float(log["steps/samples"][...].sum()),
             "time": float(log["steps/time"][-1]),

@@ -19,7 +19,7 @@ class Shard(mbtest.ToolTestCase):
             source_images = f["train/images"][:]
             source_labels = f["train/labels"][:]
             source_test = f["test/images"][:]
-            mean, std = f.attrs["mean"], f.attrs["std"]
+            mean, std = mbtest.text_attrs(f)["mean"], mbtest.text_attrs(f)["std"]
         for method in ("contiguous", "strided", "random"):
             with self.subTest(method=method):
                 prefix = f"sh-{method}"
@@ -36,13 +36,13 @@ class Shard(mbtest.ToolTestCase):
                 per_class = []
                 for i, path in enumerate(paths):
                     with h5py.File(self.path(path), "r") as f:
-                        self.assertEqual(f.attrs["shard_index"], i)
-                        self.assertEqual(f.attrs["shard_count"], 4)
-                        self.assertEqual(f.attrs["shard_method"], method)
-                        self.assertEqual(f.attrs["shard_source"], "fmnist.h5")
-                        self.assertEqual(f.attrs["shard_source_sha256"], mbtest.sha256(self.path("fmnist.h5")))
-                        np.testing.assert_array_equal(f.attrs["mean"], mean)
-                        np.testing.assert_array_equal(f.attrs["std"], std)
+                        self.assertEqual(mbtest.text_attrs(f)["shard_index"], i)
+                        self.assertEqual(mbtest.text_attrs(f)["shard_count"], 4)
+                        self.assertEqual(mbtest.text_attrs(f)["shard_method"], method)
+                        self.assertEqual(mbtest.text_attrs(f)["shard_source"], "fmnist.h5")
+                        self.assertEqual(mbtest.text_attrs(f)["shard_source_sha256"], mbtest.sha256(self.path("fmnist.h5")))
+                        np.testing.assert_array_equal(mbtest.text_attrs(f)["mean"], mean)
+                        np.testing.assert_array_equal(mbtest.text_attrs(f)["std"], std)
                         index = f["train/source_index"][:]
                         np.testing.assert_array_equal(f["train/images"][:], source_images[index])
                         np.testing.assert_array_equal(f["train/labels"][:], source_labels[index])

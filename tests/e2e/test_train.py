@@ -92,8 +92,8 @@ class Training(mbtest.ToolTestCase):
         resumed = self.quick(*common, "--steps", "80", "--checkpoint", "part.h5", "--resume", "part.h5")
         self.assertSucceeded(resumed)
         with h5py.File(self.path("straight.h5"), "r") as a, h5py.File(self.path("part.h5"), "r") as b:
-            self.assertEqual(a.attrs["step"], 80)
-            self.assertEqual(b.attrs["step"], 80)
+            self.assertEqual(mbtest.text_attrs(a)["step"], 80)
+            self.assertEqual(mbtest.text_attrs(b)["step"], 80)
             for group in ("params", "state", "optimizer"):
                 for name in a[group]:
                     np.testing.assert_array_equal(a[group][name][()], b[group][name][()],
@@ -139,10 +139,10 @@ class Training(mbtest.ToolTestCase):
         result = self.quick("--steps", "50", "--eval-every", "20", "--log", "run.h5")
         self.assertSucceeded(result)
         with h5py.File(self.path("run.h5"), "r") as f:
-            self.assertEqual(f.attrs["format"], "mbkit-log")
-            self.assertEqual(f.attrs["tool"], "mb-train-fmb")
-            self.assertIn("--eval-every 20", f.attrs["command_line"])
-            config = json.loads(f.attrs["config"])
+            self.assertEqual(mbtest.text_attrs(f)["format"], "mbkit-log")
+            self.assertEqual(mbtest.text_attrs(f)["tool"], "mb-train-fmb")
+            self.assertIn("--eval-every 20", mbtest.text_attrs(f)["command_line"])
+            config = json.loads(mbtest.text_attrs(f)["config"])
             self.assertEqual(config["model"], "mlp")
             np.testing.assert_array_equal(f["steps/step"][()], np.arange(1, 51))
             self.assertTrue(np.all(np.diff(f["steps/time"][()]) >= 0))
@@ -167,14 +167,14 @@ class Training(mbtest.ToolTestCase):
         _, err = process.communicate(timeout=120)
         self.assertEqual(process.returncode, 6, err)
         with h5py.File(self.path("ckpt.h5"), "r") as f:
-            stopped_at = int(f.attrs["step"])
+            stopped_at = int(mbtest.text_attrs(f)["step"])
         self.assertGreater(stopped_at, 0)
         resumed = self.train("--data", self.fmnist, "--model", "mnist-cnn", "--steps",
                              str(stopped_at + 3), "--threads", "1", "--checkpoint", "ckpt.h5",
                              "--resume", "auto", "--log", "run.h5", "-q")
         self.assertSucceeded(resumed)
         with h5py.File(self.path("ckpt.h5"), "r") as f:
-            self.assertEqual(int(f.attrs["step"]), stopped_at + 3)
+            self.assertEqual(int(mbtest.text_attrs(f)["step"]), stopped_at + 3)
         with h5py.File(self.path("run.h5"), "r") as f:
             np.testing.assert_array_equal(f["steps/step"][()], np.arange(1, stopped_at + 4))
 
@@ -193,7 +193,7 @@ class Training(mbtest.ToolTestCase):
             self.assertGreaterEqual(len(steps), 200)
             np.testing.assert_array_equal(steps, np.arange(1, len(steps) + 1))
             self.assertEqual(len(f["steps/loss"][()]), len(steps))
-            self.assertEqual(f.attrs["tool"], "mb-train-fmb")
+            self.assertEqual(mbtest.text_attrs(f)["tool"], "mb-train-fmb")
 
     def wait_for_rows(self, log, process, rows=1, timeout=120):
         deadline = time.monotonic() + timeout
@@ -236,10 +236,10 @@ class Training(mbtest.ToolTestCase):
         self.assertEqual(three["confusion"], one["confusion"])
         self.assertAlmostEqual(three["loss"], one["loss"], places=5)
         with h5py.File(self.path("result.h5"), "r") as f:
-            self.assertEqual(f.attrs["format"], "mbkit-eval")
-            self.assertEqual(f.attrs["model"], "mlp")
-            self.assertEqual(f.attrs["step"], 300)
-            self.assertAlmostEqual(f.attrs["accuracy"], one["accuracy"])
+            self.assertEqual(mbtest.text_attrs(f)["format"], "mbkit-eval")
+            self.assertEqual(mbtest.text_attrs(f)["model"], "mlp")
+            self.assertEqual(mbtest.text_attrs(f)["step"], 300)
+            self.assertAlmostEqual(mbtest.text_attrs(f)["accuracy"], one["accuracy"])
             self.assertEqual(f["confusion"].shape, (10, 10))
             self.assertEqual(int(f["confusion"][()].sum()), 10000)
         table = self.eval("ckpt.h5", "--data", self.fmnist)
@@ -310,7 +310,7 @@ class Training(mbtest.ToolTestCase):
         self.assertNoStrayFiles()
         self.assertSucceeded(self.quick("--steps", "7", "--checkpoint", "mlp.h5", "--force"))
         with h5py.File(self.path("mlp.h5"), "r") as f:
-            self.assertEqual(f.attrs["step"], 7)
+            self.assertEqual(mbtest.text_attrs(f)["step"], 7)
 
 
 if __name__ == "__main__":

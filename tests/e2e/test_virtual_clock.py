@@ -22,8 +22,8 @@ def read_log(path):
     with h5py.File(path, "r", swmr=True) as log:
         tables = {group: {name: log[group][name][...] for name in log[group]}
                   for group in ("steps", "eval", "workers", "collect")}
-        tables["attrs"] = dict(log.attrs)
-        tables["config"] = json.loads(log.attrs["config"])
+        tables["attrs"] = mbtest.text_attrs(log)
+        tables["config"] = json.loads(mbtest.text_attrs(log)["config"])
     return tables
 
 

@@ -338,5 +338,19 @@ TEST(Checkpoint, DamagedBytesAreDataErrors) {
   EXPECT_MBKIT_ERROR(read_checkpoint(path), ExitCode::kBadData, "ckpt.h5");
 }
 
+TEST(Checkpoint, RequireFiniteNamesTheArrayAndTheNegativeStepIsRefused) {
+  test::TempDir dir;
+  const std::string path = dir.file("ckpt.h5");
+  std::vector<NamedArray> arrays = {{"w", {2}, {1, 2}}, {"b", {2}, {0, std::nanf("")}}};
+  EXPECT_MBKIT_ERROR(require_finite(arrays, path), ExitCode::kBadData,
+                     "ckpt.h5: array b holds nan at index 1");
+  arrays.pop_back();
+  require_finite(arrays, path);
+  Checkpoint written = sample_checkpoint();
+  written.step = -5;
+  write_checkpoint(path, written);
+  EXPECT_MBKIT_ERROR(read_checkpoint(path), ExitCode::kBadData, "ckpt.h5: step is -5, negative");
+}
+
 }  // namespace
 }  // namespace mbkit::train

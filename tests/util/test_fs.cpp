@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -40,6 +42,45 @@ TEST(AtomicOutput, UncommittedTemporaryIsRemovedAndOldFileKept) {
   }
   EXPECT_EQ(fs::read_text_file(target), "old");
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"out.bin"});
+}
+
+TEST(AtomicOutput, StaleTemporariesOfDeadProcessesAreRemovedOnTheNextWrite) {
+  test::TempDir dir;
+  const std::string target = dir.file("ck.h5");
+  // A writer killed before it could remove its temporary (_exit skips every destructor).
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    fs::AtomicOutput output(target);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  auto temporaries = [&] {
+    std::vector<std::string> names;
+    for (const auto& name : dir.entries()) {
+      if (name.find(".tmp-") != std::string::npos) names.push_back(name);
+    }
+    return names;
+  };
+  ASSERT_EQ(temporaries().size(), 1u);
+  EXPECT_NE(temporaries()[0].find("-" + std::to_string(child) + "-"), std::string::npos);
+  // One of a live process (pid 1), one of another host on a shared disk, one of older mbkit.
+  std::array<char, 256> host{};
+  ASSERT_EQ(::gethostname(host.data(), host.size() - 1), 0);
+  const std::string live = ".ck.h5.tmp-" + std::string(host.data()) + "-1-abcdef";
+  test::write_text(dir.file(live), "x");
+  test::write_text(dir.file(".ck.h5.tmp-elsewhere.example-99999999-abcdef"), "x");
+  test::write_text(dir.file(".ck.h5.tmp-ABCDEF"), "x");
+  {
+    fs::AtomicOutput output(target);
+    test::write_text(output.temp_path(), "new");
+    output.commit();
+  }
+  std::vector<std::string> kept = {".ck.h5.tmp-ABCDEF",
+                                   ".ck.h5.tmp-elsewhere.example-99999999-abcdef", live};
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(temporaries(), kept);
 }
 
 TEST(AtomicOutput, CommitReplacesAnExistingFile) {

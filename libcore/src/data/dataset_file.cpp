@@ -253,36 +253,53 @@ void DatasetWriter::finish() {
 
 // ---------------------------------------------------------------------------------------------
 
+namespace {
+
+// A failed HDF5 call on a file that opened is damage: a data error naming the file.
+template <class Fn>
+auto reading(const std::string& path, Fn fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const Error&) {
+    io::rethrow_as_damaged_file(path);
+  }
+}
+
+}  // namespace
+
 DatasetFile DatasetFile::open(const std::string& path) {
   io::File file = io::File::open(path);
-  DatasetInfo info = read_info(file);
+  DatasetInfo info = reading(path, [&] { return read_info(file); });
   return DatasetFile(std::move(file), std::move(info), path);
 }
 
 void DatasetFile::read_images(std::string_view split, std::uint64_t first, std::uint64_t count,
                               std::uint8_t* out) const {
-  file_.open_dataset(cat(split, "/images")).read_rows(first, count, out);
+  reading(path_, [&] { file_.open_dataset(cat(split, "/images")).read_rows(first, count, out); });
 }
 
 std::vector<std::int32_t> DatasetFile::read_labels(std::string_view split) const {
-  return file_.open_dataset(cat(split, "/labels")).read<std::int32_t>();
+  return reading(path_,
+                 [&] { return file_.open_dataset(cat(split, "/labels")).read<std::int32_t>(); });
 }
 
 void DatasetFile::read_labels(std::string_view split, std::uint64_t first, std::uint64_t count,
                               std::int32_t* out) const {
-  file_.open_dataset(cat(split, "/labels")).read_rows(first, count, out);
+  reading(path_, [&] { file_.open_dataset(cat(split, "/labels")).read_rows(first, count, out); });
 }
 
 bool DatasetFile::has_source_index(std::string_view split) const {
-  return file_.has(cat(split, "/source_index"));
+  return reading(path_, [&] { return file_.has(cat(split, "/source_index")); });
 }
 
 std::vector<std::int64_t> DatasetFile::read_source_index(std::string_view split) const {
-  return file_.open_dataset(cat(split, "/source_index")).read<std::int64_t>();
+  return reading(
+      path_, [&] { return file_.open_dataset(cat(split, "/source_index")).read<std::int64_t>(); });
 }
 
 std::vector<std::int32_t> DatasetFile::read_coarse_labels(std::string_view split) const {
-  return file_.open_dataset(cat(split, "/coarse_labels")).read<std::int32_t>();
+  return reading(
+      path_, [&] { return file_.open_dataset(cat(split, "/coarse_labels")).read<std::int32_t>(); });
 }
 
 }  // namespace mbkit::data

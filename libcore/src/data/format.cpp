@@ -45,7 +45,9 @@ SplitSummary read_split_summary(const io::File& file, std::string_view split) {
   if (label_dims.size() != 1) {
     data_error(cat(where, "/labels has ", label_dims.size(), " dimensions, expected 1"));
   }
-  if (labels.type_class() != H5T_INTEGER) data_error(cat(where, "/labels is not an integer type"));
+  if (labels.type_class() != H5T_INTEGER || labels.type_size() > 8) {
+    data_error(cat(where, "/labels is not an integer type"));
+  }
   if (label_dims[0] != image_dims[0]) {
     data_error(cat(where, ": ", image_dims[0], " images but ", label_dims[0], " labels"));
   }
@@ -55,6 +57,10 @@ SplitSummary read_split_summary(const io::File& file, std::string_view split) {
       data_error(cat(where, "/images has an unusable shape"));
     }
   }
+  // Metadata only: every chunk the extents declare must be stored (a damaged extent would
+  // otherwise read fill values as pixels, or ask for more memory than exists).
+  images.check_complete();
+  labels.check_complete();
   SplitSummary summary;
   summary.name = group;
   summary.count = image_dims[0];
@@ -66,6 +72,7 @@ SplitSummary read_split_summary(const io::File& file, std::string_view split) {
       if (extra.dims() != label_dims || extra.type_class() != H5T_INTEGER) {
         data_error(cat(where, "/", optional, " does not match /", group, "/labels"));
       }
+      extra.check_complete();
     }
   }
   return summary;

@@ -147,9 +147,13 @@ void DataLoader::Impl::load() {
       options.split_limit > 0 ? std::min(split->count, options.split_limit) : split->count;
   const auto slice_count = static_cast<std::uint64_t>(options.slice_count);
   const auto slice_index = static_cast<std::uint64_t>(options.slice_index);
+  if (split_rows == 0) {
+    data_error(cat(options.path, ": the ", options.split, " split has no rows"));
+  }
   if (slice_count > split_rows) {
-    usage_error(cat("--slice-count ", slice_count, ": ", options.path, " has only ", split_rows,
-                    " ", options.split, " rows"));
+    // The slices are the ranks of a distributed run (mpirun -n).
+    usage_error(cat(options.path, " has only ", split_rows, " ", options.split, " rows for ",
+                    slice_count, " ranks (mpirun -n)"));
   }
   // floor(i N / n) without overflowing i N.
   const auto slice_start = [&](std::uint64_t i) {

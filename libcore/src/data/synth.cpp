@@ -43,7 +43,9 @@ void generate_splits(DatasetWriter& writer, ImageShape shape, std::uint64_t trai
 
 void write_synth_toy(const std::string& path, const ToySynthOptions& options, int deflate_level) {
   if (options.classes < 2) usage_error("toy: --classes must be at least 2");
-  if (options.separation < 0) usage_error("toy: --separation must not be negative");
+  if (!std::isfinite(options.separation) || options.separation < 0) {
+    usage_error(cat("toy: --separation ", options.separation, " must be a finite value >= 0"));
+  }
   const ImageShape shape{1, 10, 10};
   const std::size_t features = shape.pixels();
   const auto classes = static_cast<std::size_t>(options.classes);

@@ -1,16 +1,46 @@
 #include "mbkit/io/hdf5.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <mutex>
 
+#include "hdf5_internal.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/fs.hpp"
 
 namespace mbkit::io {
 
+namespace {
+
+std::atomic<bool> hdf5_state_damaged{false};
+
+// HDF5 1.10 shuts itself down at exit, closing what is still open; after a file failed to close
+// (a write error, a full disk) that crashed with SIGSEGV. So mbkit runs the shutdown itself,
+// and skips it once a close has failed: the failed file is a discarded temporary anyway.
+void take_over_hdf5_shutdown() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (H5dont_atexit() >= 0) {
+      std::atexit([] {
+        if (!hdf5_state_damaged.load()) H5close();
+      });
+    }
+  });
+}
+
+}  // namespace
+
+void mark_hdf5_state_damaged() noexcept {
+  hdf5_state_damaged.store(true);
+}
+
 void quiet_hdf5_errors() {
   thread_local bool quiet = false;
   if (!quiet) {
+    take_over_hdf5_shutdown();
     H5open();
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // error stacks are per thread
     quiet = true;
@@ -26,69 +56,10 @@ void rethrow_as_damaged_file(const std::string& path) {
   }
 }
 
-namespace {
-
-Handle make_plist(hid_t plist_class) {
-  return Handle(MBKIT_H5_CHECK(H5Pcreate(plist_class)), H5Pclose);
-}
-
-Handle make_simple_space(const std::vector<hsize_t>& dims, const std::vector<hsize_t>& max_dims) {
-  if (dims.empty()) return Handle(MBKIT_H5_CHECK(H5Screate(H5S_SCALAR)), H5Sclose);
-  return Handle(MBKIT_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(),
-                                                max_dims.empty() ? nullptr : max_dims.data())),
-                H5Sclose);
-}
-
-// Variable-length UTF-8 string type (what h5py writes for str, and reads back as str).
-Handle make_string_type() {
-  Handle type(MBKIT_H5_CHECK(H5Tcopy(H5T_C_S1)), H5Tclose);
-  MBKIT_H5_CHECK(H5Tset_size(type.id(), H5T_VARIABLE));
-  MBKIT_H5_CHECK(H5Tset_cset(type.id(), H5T_CSET_UTF8));
-  return type;
-}
-
-std::vector<hsize_t> space_dims(hid_t space) {
-  const int rank = MBKIT_H5_CHECK(H5Sget_simple_extent_ndims(space));
-  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
-  if (rank > 0) MBKIT_H5_CHECK(H5Sget_simple_extent_dims(space, dims.data(), nullptr));
-  return dims;
-}
-
-hsize_t element_count(hid_t space) {
-  const hssize_t count = MBKIT_H5_CHECK(H5Sget_simple_extent_npoints(space));
-  return static_cast<hsize_t>(count);
-}
-
-// Reads the strings of an attribute or dataset whose type may be variable- or fixed-length.
-template <class ReadFn>
-std::vector<std::string> read_string_values(hid_t stored_type, hsize_t count, ReadFn read) {
-  std::vector<std::string> values;
-  if (count == 0) return values;  // HDF5 refuses a null buffer, even for no elements
-  values.reserve(count);
-  const htri_t variable = MBKIT_H5_CHECK(H5Tis_variable_str(stored_type));
-  if (variable > 0) {
-    Handle memory_type = make_string_type();
-    std::vector<char*> raw(count, nullptr);
-    read(memory_type.id(), raw.data());
-    for (char* text : raw) values.emplace_back(text != nullptr ? text : "");
-    // Free what the library allocated for the variable-length strings.
-    Handle space(MBKIT_H5_CHECK(H5Screate_simple(1, &count, nullptr)), H5Sclose);
-    if (count > 0) H5Dvlen_reclaim(memory_type.id(), space.id(), H5P_DEFAULT, raw.data());
-  } else {
-    const std::size_t size = MBKIT_H5_CHECK(H5Tget_size(stored_type));
-    Handle memory_type(MBKIT_H5_CHECK(H5Tcopy(H5T_C_S1)), H5Tclose);
-    MBKIT_H5_CHECK(H5Tset_size(memory_type.id(), size));
-    std::vector<char> raw(size * count + 1, '\0');
-    read(memory_type.id(), raw.data());
-    for (hsize_t i = 0; i < count; ++i) {
-      const char* begin = raw.data() + i * size;
-      values.emplace_back(begin, strnlen(begin, size));  // fixed strings may be NUL padded
-    }
-  }
-  return values;
-}
-
-}  // namespace
+using internal::element_count;
+using internal::make_plist;
+using internal::make_simple_space;
+using internal::space_dims;
 
 // ---------------------------------------------------------------------------------------------
 // Handle
@@ -116,202 +87,6 @@ void Handle::close() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Object: names and attributes
-
-std::string Object::file_name() const {
-  const ssize_t size = H5Fget_name(id(), nullptr, 0);
-  if (size <= 0) return "?";
-  std::string name(static_cast<std::size_t>(size), '\0');
-  H5Fget_name(id(), name.data(), name.size() + 1);
-  return name;
-}
-
-std::string Object::describe() const {
-  const ssize_t size = H5Iget_name(id(), nullptr, 0);
-  std::string object = "/";
-  if (size > 0) {
-    object.assign(static_cast<std::size_t>(size), '\0');
-    H5Iget_name(id(), object.data(), object.size() + 1);
-  }
-  return file_name() + ":" + object;
-}
-
-bool Object::has_attribute(const std::string& name) const {
-  quiet_hdf5_errors();
-  return MBKIT_H5_CHECK(H5Aexists(id(), name.c_str())) > 0;
-}
-
-std::vector<std::string> Object::attribute_names() const {
-  quiet_hdf5_errors();
-  std::vector<std::string> names;
-  H5O_info_t info{};
-  MBKIT_H5_CHECK(H5Oget_info(id(), &info));  // 1.10 API: fills num_attrs
-  for (hsize_t i = 0; i < info.num_attrs; ++i) {
-    const ssize_t size = MBKIT_H5_CHECK(
-        H5Aget_name_by_idx(id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT));
-    std::string name(static_cast<std::size_t>(size), '\0');
-    MBKIT_H5_CHECK(H5Aget_name_by_idx(id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(),
-                                      name.size() + 1, H5P_DEFAULT));
-    names.push_back(std::move(name));
-  }
-  return names;
-}
-
-Handle Object::open_attribute(const std::string& name) const {
-  if (!has_attribute(name)) data_error(cat(describe(), ": missing attribute '", name, "'"));
-  return Handle(MBKIT_H5_CHECK(H5Aopen(id(), name.c_str(), H5P_DEFAULT)), H5Aclose);
-}
-
-namespace {
-
-void write_attribute(hid_t object, const std::string& name, hid_t file_type, hid_t memory_type,
-                     const std::vector<hsize_t>& dims, const void* data) {
-  quiet_hdf5_errors();
-  if (MBKIT_H5_CHECK(H5Aexists(object, name.c_str())) > 0) {
-    MBKIT_H5_CHECK(H5Adelete(object, name.c_str()));
-  }
-  Handle space = make_simple_space(dims, {});
-  Handle attribute(MBKIT_H5_CHECK(H5Acreate2(object, name.c_str(), file_type, space.id(),
-                                             H5P_DEFAULT, H5P_DEFAULT)),
-                   H5Aclose);
-  // An empty array has nothing to write, and HDF5 refuses the null data() of an empty vector.
-  if (data != nullptr) MBKIT_H5_CHECK(H5Awrite(attribute.id(), memory_type, data));
-  attribute.close();
-}
-
-}  // namespace
-
-void Object::set_attribute(const std::string& name, const std::string& value) {
-  Handle type = make_string_type();
-  const char* text = value.c_str();
-  write_attribute(id(), name, type.id(), type.id(), {}, &text);
-}
-
-void Object::set_attribute(const std::string& name, std::int64_t value) {
-  write_attribute(id(), name, H5T_STD_I64LE, H5T_NATIVE_INT64, {}, &value);
-}
-
-void Object::set_attribute(const std::string& name, std::uint64_t value) {
-  write_attribute(id(), name, H5T_STD_U64LE, H5T_NATIVE_UINT64, {}, &value);
-}
-
-void Object::set_attribute(const std::string& name, double value) {
-  write_attribute(id(), name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {}, &value);
-}
-
-void Object::set_attribute(const std::string& name, const std::vector<std::int64_t>& values) {
-  write_attribute(id(), name, H5T_STD_I64LE, H5T_NATIVE_INT64, {values.size()}, values.data());
-}
-
-void Object::set_attribute(const std::string& name, const std::vector<double>& values) {
-  write_attribute(id(), name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {values.size()}, values.data());
-}
-
-void Object::set_attribute(const std::string& name, const std::vector<std::string>& values) {
-  Handle type = make_string_type();
-  std::vector<const char*> pointers;
-  pointers.reserve(values.size());
-  for (const auto& value : values) pointers.push_back(value.c_str());
-  write_attribute(id(), name, type.id(), type.id(), {values.size()}, pointers.data());
-}
-
-hsize_t Object::attribute_size(const std::string& name) const {
-  Handle attribute = open_attribute(name);
-  Handle space(MBKIT_H5_CHECK(H5Aget_space(attribute.id())), H5Sclose);
-  return element_count(space.id());
-}
-
-H5T_class_t Object::attribute_class(const std::string& name) const {
-  Handle attribute = open_attribute(name);
-  Handle type(MBKIT_H5_CHECK(H5Aget_type(attribute.id())), H5Tclose);
-  return H5Tget_class(type.id());
-}
-
-std::vector<std::string> Object::string_array_attribute(const std::string& name) const {
-  Handle attribute = open_attribute(name);
-  Handle type(MBKIT_H5_CHECK(H5Aget_type(attribute.id())), H5Tclose);
-  if (H5Tget_class(type.id()) != H5T_STRING) {
-    data_error(cat(describe(), ": attribute '", name, "' is not a string"));
-  }
-  Handle space(MBKIT_H5_CHECK(H5Aget_space(attribute.id())), H5Sclose);
-  const hsize_t count = element_count(space.id());
-  return read_string_values(type.id(), count, [&](hid_t memory_type, void* buffer) {
-    MBKIT_H5_CHECK(H5Aread(attribute.id(), memory_type, buffer));
-  });
-}
-
-std::string Object::string_attribute(const std::string& name) const {
-  auto values = string_array_attribute(name);
-  if (values.size() != 1) {
-    data_error(cat(describe(), ": attribute '", name, "' holds ", values.size(),
-                   " strings, expected one"));
-  }
-  return values.front();
-}
-
-std::vector<std::int64_t> Object::int_array_attribute(const std::string& name) const {
-  Handle attribute = open_attribute(name);
-  Handle type(MBKIT_H5_CHECK(H5Aget_type(attribute.id())), H5Tclose);
-  if (H5Tget_class(type.id()) != H5T_INTEGER) {
-    data_error(cat(describe(), ": attribute '", name, "' is not an integer"));
-  }
-  Handle space(MBKIT_H5_CHECK(H5Aget_space(attribute.id())), H5Sclose);
-  std::vector<std::int64_t> values(element_count(space.id()));
-  if (!values.empty()) MBKIT_H5_CHECK(H5Aread(attribute.id(), H5T_NATIVE_INT64, values.data()));
-  return values;
-}
-
-std::vector<double> Object::double_array_attribute(const std::string& name) const {
-  Handle attribute = open_attribute(name);
-  Handle type(MBKIT_H5_CHECK(H5Aget_type(attribute.id())), H5Tclose);
-  const H5T_class_t type_class = H5Tget_class(type.id());
-  if (type_class != H5T_FLOAT && type_class != H5T_INTEGER) {
-    data_error(cat(describe(), ": attribute '", name, "' is not a number"));
-  }
-  Handle space(MBKIT_H5_CHECK(H5Aget_space(attribute.id())), H5Sclose);
-  std::vector<double> values(element_count(space.id()));
-  if (!values.empty()) MBKIT_H5_CHECK(H5Aread(attribute.id(), H5T_NATIVE_DOUBLE, values.data()));
-  return values;
-}
-
-std::int64_t Object::int_attribute(const std::string& name) const {
-  const auto values = int_array_attribute(name);
-  if (values.size() != 1) {
-    data_error(
-        cat(describe(), ": attribute '", name, "' holds ", values.size(), " values, expected one"));
-  }
-  return values.front();
-}
-
-std::uint64_t Object::uint_attribute(const std::string& name) const {
-  Handle attribute = open_attribute(name);
-  Handle type(MBKIT_H5_CHECK(H5Aget_type(attribute.id())), H5Tclose);
-  Handle space(MBKIT_H5_CHECK(H5Aget_space(attribute.id())), H5Sclose);
-  if (H5Tget_class(type.id()) != H5T_INTEGER || element_count(space.id()) != 1) {
-    data_error(cat(describe(), ": attribute '", name, "' is not an integer"));
-  }
-  if (H5Tget_sign(type.id()) == H5T_SGN_2) {
-    // Read signed values as such: converting a negative one to unsigned would clamp it to 0.
-    std::int64_t value = 0;
-    MBKIT_H5_CHECK(H5Aread(attribute.id(), H5T_NATIVE_INT64, &value));
-    if (value < 0) data_error(cat(describe(), ": attribute '", name, "' is negative"));
-    return static_cast<std::uint64_t>(value);
-  }
-  std::uint64_t value = 0;
-  MBKIT_H5_CHECK(H5Aread(attribute.id(), H5T_NATIVE_UINT64, &value));
-  return value;
-}
-
-double Object::double_attribute(const std::string& name) const {
-  const auto values = double_array_attribute(name);
-  if (values.size() != 1) {
-    data_error(
-        cat(describe(), ": attribute '", name, "' holds ", values.size(), " values, expected one"));
-  }
-  return values.front();
-}
-
-// ---------------------------------------------------------------------------------------------
 // Location
 
 bool Location::has(const std::string& path) const {
@@ -322,6 +97,15 @@ bool Location::has(const std::string& path) const {
     if (part.empty()) continue;
     prefix += (prefix.empty() ? "" : "/") + part;
     if (MBKIT_H5_CHECK(H5Lexists(id(), prefix.c_str(), H5P_DEFAULT)) <= 0) return false;
+    // mbkit writes only hard links: following a soft or external one could loop or open
+    // another file, so a file holding one is refused.
+    H5L_info_t info{};
+    MBKIT_H5_CHECK(H5Lget_info(id(), prefix.c_str(), &info, H5P_DEFAULT));
+    if (info.type != H5L_TYPE_HARD) {
+      data_error(cat(describe(), ": '", prefix, "' is ",
+                     info.type == H5L_TYPE_EXTERNAL ? "an external" : "a soft",
+                     " link; mbkit files hold none"));
+    }
   }
   return !prefix.empty();
 }
@@ -368,10 +152,19 @@ Dataset Location::create_dataset_of_type(const std::string& name, hid_t file_typ
   Handle space = make_simple_space(dims, storage.max_dims);
   Handle creation = make_plist(H5P_DATASET_CREATE);
   MBKIT_H5_CHECK(H5Pset_obj_track_times(creation.id(), false));
-  if (!storage.chunk.empty()) {
-    MBKIT_CHECK(storage.chunk.size() == dims.size(), "chunk rank differs from dataset rank for ",
-                name);
-    std::vector<hsize_t> chunk = storage.chunk;
+  std::vector<hsize_t> chunk = storage.chunk;
+  // Checksums need chunks: a small dataset given none is one chunk (a scalar or an empty
+  // dataset cannot be chunked and holds no chunk to check).
+  const bool empty = std::find(dims.begin(), dims.end(), hsize_t{0}) != dims.end();
+  if (chunk.empty() && !dims.empty() && !empty && storage.fletcher32) {
+    chunk = dims;
+    hsize_t row_values = 1;
+    for (std::size_t d = 1; d < dims.size(); ++d) row_values *= dims[d];
+    chunk[0] = std::clamp<hsize_t>((hsize_t{1} << 24) / std::max<hsize_t>(row_values, 1), 1,
+                                   dims[0]);  // at most 128 MiB of 8-byte values
+  }
+  if (!chunk.empty()) {
+    MBKIT_CHECK(chunk.size() == dims.size(), "chunk rank differs from dataset rank for ", name);
     for (auto& extent : chunk) extent = std::max<hsize_t>(extent, 1);
     MBKIT_H5_CHECK(H5Pset_chunk(creation.id(), static_cast<int>(chunk.size()), chunk.data()));
     // Checksum first so that it covers the stored (compressed) bytes as read from disk.
@@ -391,18 +184,27 @@ Dataset Location::create_dataset_of_type(const std::string& name, hid_t file_typ
 Dataset Location::create_string_dataset(const std::string& name,
                                         const std::vector<std::string>& values) {
   quiet_hdf5_errors();
-  Handle type = make_string_type();
+  // Fixed-length strings as wide as the longest, in one checksummed chunk.
+  std::size_t width = 1;
+  for (const auto& value : values) width = std::max(width, value.size());
+  std::vector<char> packed(width * values.size(), '\0');
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    std::memcpy(packed.data() + i * width, values[i].data(), values[i].size());
+  }
+  Handle type = internal::make_fixed_string_type(width);
   Handle space = make_simple_space({values.size()}, {});
   Handle creation = make_plist(H5P_DATASET_CREATE);
   MBKIT_H5_CHECK(H5Pset_obj_track_times(creation.id(), false));
+  if (!values.empty()) {
+    const hsize_t chunk = values.size();
+    MBKIT_H5_CHECK(H5Pset_chunk(creation.id(), 1, &chunk));
+    MBKIT_H5_CHECK(H5Pset_fletcher32(creation.id()));
+  }
   Dataset dataset(Handle(MBKIT_H5_CHECK(H5Dcreate2(id(), name.c_str(), type.id(), space.id(),
                                                    H5P_DEFAULT, creation.id(), H5P_DEFAULT)),
                          H5Dclose));
-  std::vector<const char*> pointers;
-  for (const auto& value : values) pointers.push_back(value.c_str());
   if (!values.empty()) {
-    MBKIT_H5_CHECK(
-        H5Dwrite(dataset.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, pointers.data()));
+    MBKIT_H5_CHECK(H5Dwrite(dataset.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, packed.data()));
   }
   return dataset;
 }
@@ -421,77 +223,6 @@ Dataset Location::open_dataset(const std::string& name) const {
 void Location::remove(const std::string& name) {
   quiet_hdf5_errors();
   MBKIT_H5_CHECK(H5Ldelete(id(), name.c_str(), H5P_DEFAULT));
-}
-
-// ---------------------------------------------------------------------------------------------
-// File
-
-File File::open(const std::string& path, Mode mode) {
-  quiet_hdf5_errors();
-  if (!fs::exists(path)) data_error(cat(path, ": no such file"));
-  if (fs::is_directory(path)) data_error(cat(path, ": is a directory"));
-  const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
-  if (is_hdf5 < 0) {
-    H5Eclear2(H5E_DEFAULT);
-    data_error(cat(path, ": cannot read the file (permissions?)"));
-  }
-  if (is_hdf5 == 0) data_error(cat(path, ": not an HDF5 file"));
-  unsigned flags = H5F_ACC_RDONLY;
-  Handle access = make_plist(H5P_FILE_ACCESS);
-  switch (mode) {
-    case Mode::kRead:
-      break;
-    case Mode::kReadWrite:
-      flags = H5F_ACC_RDWR;
-      break;
-    case Mode::kSwmrRead:
-      flags = H5F_ACC_RDONLY | H5F_ACC_SWMR_READ;
-      break;
-    case Mode::kSwmrWrite:
-      flags = H5F_ACC_RDWR | H5F_ACC_SWMR_WRITE;
-      MBKIT_H5_CHECK(H5Pset_libver_bounds(access.id(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST));
-      break;
-  }
-  const hid_t id = H5Fopen(path.c_str(), flags, access.id());
-  if (id < 0) {
-    try {
-      detail::h5_failed("H5Fopen", MBKIT_HERE);
-    } catch (const Error& error) {
-      data_error(cat(path, ": cannot open: ", error.what()));
-    }
-  }
-  return File(Handle(id, H5Fclose), path);
-}
-
-File File::create(const std::string& path, Format format) {
-  quiet_hdf5_errors();
-  Handle creation = make_plist(H5P_FILE_CREATE);
-  MBKIT_H5_CHECK(H5Pset_obj_track_times(creation.id(), false));  // root group too
-  Handle access = make_plist(H5P_FILE_ACCESS);
-  if (format == Format::kLatest) {
-    MBKIT_H5_CHECK(H5Pset_libver_bounds(access.id(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST));
-  }
-  const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, creation.id(), access.id());
-  if (id < 0) {
-    try {
-      detail::h5_failed("H5Fcreate", MBKIT_HERE);
-    } catch (const Error& error) {
-      fail(cat("cannot create ", path, ": ", error.what()));
-    }
-  }
-  return File(Handle(id, H5Fclose), path);
-}
-
-void File::flush() {
-  MBKIT_H5_CHECK(H5Fflush(id(), H5F_SCOPE_LOCAL));
-}
-
-void File::close() {
-  try {
-    handle_.close();
-  } catch (const Error& error) {
-    fail(cat("cannot write ", path_, ": ", error.what()));
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -515,7 +246,11 @@ std::vector<hsize_t> Dataset::chunk_dims() const {
   if (H5Pget_layout(creation.id()) != H5D_CHUNKED) return {};
   const auto rank = dims().size();
   std::vector<hsize_t> chunk(rank);
-  MBKIT_H5_CHECK(H5Pget_chunk(creation.id(), static_cast<int>(rank), chunk.data()));
+  const int chunk_rank =
+      MBKIT_H5_CHECK(H5Pget_chunk(creation.id(), static_cast<int>(rank), chunk.data()));
+  if (chunk_rank != static_cast<int>(rank)) {
+    data_error(cat(describe(), ": its chunks have ", chunk_rank, " dimensions, it has ", rank));
+  }
   return chunk;
 }
 
@@ -627,15 +362,80 @@ void Dataset::read_raw(hid_t memory_type, hsize_t first, hsize_t count, void* ou
 }
 
 std::vector<std::string> Dataset::read_strings() const {
+  const std::string what = describe();
   Handle type(MBKIT_H5_CHECK(H5Dget_type(id())), H5Tclose);
-  if (H5Tget_class(type.id()) != H5T_STRING) data_error(cat(describe(), ": not a string dataset"));
+  if (H5Tget_class(type.id()) != H5T_STRING) data_error(cat(what, ": not a string dataset"));
   Handle space(MBKIT_H5_CHECK(H5Dget_space(id())), H5Sclose);
-  const hsize_t count = element_count(space.id());
-  return read_string_values(type.id(), count, [&](hid_t memory_type, void* buffer) {
-    if (count > 0) {
-      MBKIT_H5_CHECK(H5Dread(id(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer));
+  const hsize_t count =
+      internal::checked_element_count(space.id(), 1, hsize_t{1} << 24, cat(what, ":"));
+  return internal::read_string_values(type.id(), count, what, [&](hid_t memory_type, void* buffer) {
+    if (H5Dread(id(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer) < 0) {
+      try {
+        detail::h5_failed("H5Dread", MBKIT_HERE);
+      } catch (const Error& error) {
+        data_error(cat(what, ": cannot read: ", error.what()));
+      }
     }
   });
+}
+
+namespace {
+
+// ceil(a / b), saturating.
+hsize_t chunks_along(hsize_t extent, hsize_t chunk) {
+  return chunk == 0 ? 0 : extent / chunk + (extent % chunk != 0 ? 1 : 0);
+}
+
+}  // namespace
+
+void Dataset::check_complete() const {
+  const auto shape = dims();
+  hsize_t values = 1;
+  for (const hsize_t extent : shape) {
+    if (extent != 0 && values > std::numeric_limits<hsize_t>::max() / extent) {
+      data_error(cat(describe(), ": declares more values than can exist"));
+    }
+    values *= extent;
+  }
+  if (values == 0) return;
+  const auto chunk = chunk_dims();
+  if (chunk.empty()) {
+    const hsize_t stored = H5Dget_storage_size(id());
+    if (stored != values * type_size()) {
+      data_error(cat(describe(), ": declares ", values, " values but stores ", stored, " bytes"));
+    }
+    return;
+  }
+  // Our chunks never exceed a fixed dataset; HDF5 1.10 overruns its buffers on one that does.
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (chunk[d] == 0 || chunk[d] > std::max<hsize_t>(shape[d], 1)) {
+      data_error(cat(describe(), ": its chunk shape does not fit its extent"));
+    }
+  }
+  hsize_t expected = 1;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    const hsize_t along = chunks_along(shape[d], chunk[d]);
+    if (along != 0 && expected > std::numeric_limits<hsize_t>::max() / along) {
+      data_error(cat(describe(), ": declares more chunks than can exist"));
+    }
+    expected *= along;
+  }
+  hsize_t stored = 0;
+  Handle space(MBKIT_H5_CHECK(H5Dget_space(id())), H5Sclose);
+  MBKIT_H5_CHECK(H5Dget_num_chunks(id(), space.id(), &stored));
+  if (stored != expected) {
+    data_error(cat(describe(), ": declares ", expected, " chunks but stores ", stored));
+  }
+}
+
+void Dataset::check_element_class(bool integral) const {
+  const H5T_class_t stored = type_class();
+  if (stored != H5T_INTEGER && (integral || stored != H5T_FLOAT)) {
+    data_error(cat(describe(), ": holds ", stored == H5T_FLOAT ? "floating-point" : "non-numeric",
+                   " values where ", integral ? "integers" : "numbers", " are expected"));
+  }
+  const std::size_t size = type_size();
+  if (size == 0 || size > 8) data_error(cat(describe(), ": holds ", size, "-byte numbers"));
 }
 
 }  // namespace mbkit::io

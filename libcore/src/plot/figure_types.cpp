@@ -669,6 +669,12 @@ Problem why_not(const FigureType& type, const RunLog& run) {
               needer + (type.needs_rows_of.empty() ? "rows in it" : type.needs_rows_of)};
     }
   }
+  for (const auto& need : type.needs) {
+    if (!run.has_finite_value(need.table, need.column)) {  // gnuplot would fail on it
+      return {cat(run.path(), ": /", need.table, "/", need.column, " holds no finite value"),
+              needer + "numbers in it"};
+    }
+  }
   if (type.check) return type.check(run);
   return {};
 }

@@ -1,6 +1,7 @@
 #include "mbkit/plot/run_log.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "mbkit/util/error.hpp"
@@ -12,7 +13,11 @@ RunLog RunLog::open(const std::string& path) {
   RunLog log;
   log.path_ = path;
   log.file_ = train::open_metric_log(path);
-  log.info_ = train::read_run_info(log.file_);
+  try {
+    log.info_ = train::read_run_info(log.file_);
+  } catch (const Error&) {
+    io::rethrow_as_damaged_file(path);
+  }
   log.description_.file = path;
   if (!log.info_.config_json.empty()) {
     log.description_.fields = flatten_json_object(log.info_.config_json, cat(path, ": config"));
@@ -102,6 +107,11 @@ std::size_t RunLog::rows(const std::string& table) const {
   }
   rows_[table] = rows;
   return rows;
+}
+
+bool RunLog::has_finite_value(const std::string& table, const std::string& column) const {
+  const auto& values = this->column(table, column);
+  return std::any_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); });
 }
 
 const std::vector<double>& RunLog::column(const std::string& table,

@@ -329,9 +329,11 @@ int run_verify(const VerifyOptions& options, std::ostream& out) {
                   : "")
           << ")\n";
     } else {
-      for (const auto& problem : report.problems) {
-        std::fprintf(stderr, "%s: error: %s\n", log::program().c_str(), problem.c_str());
-      }
+      // One line per file: the first problem, and how many more (--json lists them all).
+      const std::size_t more = report.problems.size() - 1;
+      std::fprintf(stderr, "%s: error: %s%s\n", log::program().c_str(),
+                   report.problems.front().c_str(),
+                   more > 0 ? cat(" (and ", more, " more problems)").c_str() : "");
     }
   }
   if (options.json) {

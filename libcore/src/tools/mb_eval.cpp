@@ -63,6 +63,9 @@ int run_eval(const EvalOptions& options, std::ostream& out) {
   }
   const comm::World world;
   const auto checkpoint = mbkit::train::read_checkpoint(options.checkpoint);
+  // A NaN model scores as a constant guess: say so instead of reporting a number.
+  mbkit::train::require_finite(checkpoint.params, options.checkpoint);
+  mbkit::train::require_finite(checkpoint.state, options.checkpoint);
 
   data::LoaderOptions loader_options;
   loader_options.path = options.data;

@@ -3,6 +3,7 @@
 #include "mbkit/train/checkpoint.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <set>
 #include <span>
@@ -147,8 +148,8 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
   MBKIT_CHECK(checkpoint.mean.size() == checkpoint.std.size(), "checkpoint ", path, ": ",
               checkpoint.mean.size(), " means for ", checkpoint.std.size(), " deviations");
   fs::AtomicOutput output(path);
-  // The latest format has no 64 KiB limit on attributes (configurations, long name lists).
-  io::File file = io::File::create(output.temp_path(), io::File::Format::kLatest);
+  // The checksummed format has no 64 KiB limit on attributes (configurations, long lists).
+  io::File file = io::File::create(output.temp_path());
   file.set_attribute("format", kCheckpointFormat);
   file.set_attribute("format_version", kCheckpointFormatVersion);
   file.set_attribute("model", checkpoint.model);
@@ -181,6 +182,22 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
 
 namespace {
 
+// A step, epoch or position: never negative in a file we wrote.
+std::int64_t counter(const io::File& file, const char* name) {
+  const std::int64_t value = file.int_attribute(name);
+  if (value < 0) data_error(cat(file.path(), ": ", name, " is ", value, ", negative"));
+  return value;
+}
+
+// A duration or a fractional epoch: finite and not negative.
+double seconds(const io::File& file, const char* name) {
+  const double value = file.double_attribute(name);
+  if (!std::isfinite(value) || value < 0) {
+    data_error(cat(file.path(), ": ", name, " is ", value, ", not a finite value >= 0"));
+  }
+  return value;
+}
+
 Checkpoint read_fields(const io::File& file) {
   const std::string& path = file.path();
   Checkpoint checkpoint;
@@ -197,20 +214,20 @@ Checkpoint read_fields(const io::File& file) {
   checkpoint.num_classes = static_cast<int>(num_classes);
   checkpoint.optimizer = file.string_attribute("optimizer");
   checkpoint.optimizer_config = read_map(file, "optimizer_config");
-  checkpoint.optimizer_steps = file.int_attribute("optimizer_steps");
-  checkpoint.step = file.int_attribute("step");
-  checkpoint.epoch = file.int_attribute("epoch");
-  checkpoint.batch_in_epoch = file.int_attribute("batch_in_epoch");
+  checkpoint.optimizer_steps = counter(file, "optimizer_steps");
+  checkpoint.step = counter(file, "step");
+  checkpoint.epoch = counter(file, "epoch");
+  checkpoint.batch_in_epoch = counter(file, "batch_in_epoch");
   checkpoint.seed = file.uint_attribute("seed");
-  checkpoint.elapsed = file.double_attribute("elapsed");
-  checkpoint.wall_elapsed = file.has_attribute("wall_elapsed")
-                                ? file.double_attribute("wall_elapsed")
-                                : checkpoint.elapsed;
+  checkpoint.elapsed = seconds(file, "elapsed");
+  checkpoint.wall_elapsed =
+      file.has_attribute("wall_elapsed") ? seconds(file, "wall_elapsed") : checkpoint.elapsed;
   // Absent in checkpoints of mbkit before distributed training: single-process runs.
   checkpoint.epoch_progress = file.has_attribute("epoch_progress")
-                                  ? file.double_attribute("epoch_progress")
+                                  ? seconds(file, "epoch_progress")
                                   : static_cast<double>(checkpoint.epoch);
   checkpoint.workers = file.has_attribute("workers") ? file.int_attribute("workers") : 1;
+  if (checkpoint.workers < 1) data_error(cat(path, ": workers ", checkpoint.workers, " < 1"));
   checkpoint.comm = file.has_attribute("comm") ? file.string_attribute("comm") : "local";
   checkpoint.dataset = file.string_attribute("dataset");
   checkpoint.mean = file.double_array_attribute("mean");
@@ -236,6 +253,17 @@ Checkpoint read_checkpoint(const std::string& path) {
     return read_fields(file);
   } catch (const Error&) {
     io::rethrow_as_damaged_file(path);
+  }
+}
+
+void require_finite(const std::vector<NamedArray>& arrays, const std::string& path) {
+  for (const NamedArray& array : arrays) {
+    const auto bad = std::find_if(array.values.begin(), array.values.end(),
+                                  [](float value) { return !std::isfinite(value); });
+    if (bad != array.values.end()) {
+      data_error(cat(path, ": array ", array.name, " holds ", *bad, " at index ",
+                     bad - array.values.begin(), " (a diverged run or a damaged file)"));
+    }
   }
 }
 

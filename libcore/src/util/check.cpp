@@ -6,6 +6,7 @@
 #include <mpi.h>
 #include <oneapi/dnnl/dnnl.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -40,7 +41,10 @@ namespace {
 herr_t collect_h5_error(unsigned /*n*/, const H5E_error2_t* record, void* client) {
   auto* messages = static_cast<std::vector<std::string>*>(client);
   if (record != nullptr && record->desc != nullptr && record->desc[0] != '\0') {
-    messages->emplace_back(record->desc);
+    // Some records hold a ctime() date with its newline: keep every error on one line.
+    std::string text = record->desc;
+    std::replace(text.begin(), text.end(), '\n', ' ');
+    messages->push_back(std::move(text));
   }
   return 0;
 }

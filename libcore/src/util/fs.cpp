@@ -1,12 +1,15 @@
 #include "mbkit/util/fs.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -149,6 +152,41 @@ void remove_temporaries() noexcept {
   }
 }
 
+namespace {
+
+std::string host_name() {
+  std::array<char, 256> name{};
+  if (::gethostname(name.data(), name.size() - 1) != 0) return "localhost";
+  std::string host(name.data());
+  std::replace(host.begin(), host.end(), '/', '_');
+  return host.empty() ? "localhost" : host;
+}
+
+// Temporaries of `final_path` that a process of this host left when it died (kill -9, a
+// crash): their pid no longer runs. Those of other hosts (a shared filesystem) are left alone,
+// as are names without host and pid (older mbkit), which cannot be told apart from live ones.
+void remove_stale_temporaries(const std::string& final_path) noexcept {
+  const std::string prefix = "." + base_name(final_path) + ".tmp-" + host_name() + "-";
+  std::error_code error;
+  std::filesystem::directory_iterator entries(parent_directory(final_path), error);
+  if (error) return;
+  for (const auto& entry : entries) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::string rest = name.substr(prefix.size());  // PID-XXXXXX
+    const auto dash = rest.find('-');
+    if (dash == std::string::npos || dash == 0 || rest.size() - dash != 7) continue;
+    if (rest.find_first_not_of("0123456789") != dash) continue;
+    const long pid = std::strtol(rest.substr(0, dash).c_str(), nullptr, 10);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      ::unlink(entry.path().c_str());
+    }
+  }
+}
+
+}  // namespace
+
 AtomicOutput::AtomicOutput(std::string final_path) : final_path_(std::move(final_path)) {
   MBKIT_CHECK(!final_path_.empty(), "empty output path");
   const std::string directory = parent_directory(final_path_);
@@ -157,9 +195,16 @@ AtomicOutput::AtomicOutput(std::string final_path) : final_path_(std::move(final
              exists(directory) ? " is not a directory" : " does not exist"));
   }
   if (is_directory(final_path_)) fail(cat("cannot write ", final_path_, ": it is a directory"));
-  // Hidden name beside the target: ".NAME.tmp-XXXXXX" (mkstemp fills in the X's).
+  remove_stale_temporaries(final_path_);
+  // Hidden name beside the target: ".NAME.tmp-HOST-PID-XXXXXX" (mkstemp fills in the X's); the
+  // host and pid let a later write remove it if this process dies before removing it itself.
   std::string hidden_name = ".";
-  hidden_name.append(base_name(final_path_)).append(".tmp-XXXXXX");
+  hidden_name.append(base_name(final_path_))
+      .append(".tmp-")
+      .append(host_name())
+      .append("-")
+      .append(std::to_string(::getpid()))
+      .append("-XXXXXX");
   std::string pattern = join_path(directory, hidden_name);
   const int fd = ::mkstemp(pattern.data());
   if (fd < 0) fail(cat("cannot write ", final_path_, ": ", std::strerror(errno)));

@@ -81,10 +81,12 @@ struct TypeOf<double> {
 
 /// How a dataset is stored. Chunking is required for compression, checksums and extension.
 struct StorageOptions {
-  std::vector<hsize_t> chunk;     ///< chunk shape; empty = contiguous
-  int deflate_level = -1;         ///< 0..9; -1 = no compression
-  bool shuffle = false;           ///< byte shuffle before deflate (helps multi-byte types)
-  bool fletcher32 = false;        ///< per-chunk checksum verified on every read
+  std::vector<hsize_t> chunk;  ///< chunk shape; empty = contiguous
+  int deflate_level = -1;      ///< 0..9; -1 = no compression
+  bool shuffle = false;        ///< byte shuffle before deflate (helps multi-byte types)
+  /// Per-chunk checksum verified on every read: on for every dataset mbkit writes (one with
+  /// no chunk shape is then stored as one chunk, unless scalar or empty).
+  bool fletcher32 = true;
   std::vector<hsize_t> max_dims;  ///< empty = fixed; H5S_UNLIMITED entries make it extendible
 };
 
@@ -183,21 +185,25 @@ class File : public Location {
     kReadWrite,
     /// Single-writer/multiple-reader access (HDF5 SWMR): reads a file that a writer holds open
     /// in kSwmrWrite, or that such a writer left behind when it was killed (a plain kRead
-    /// refuses both: "file is already open for write"). Also reads any other file.
+    /// refuses both: "file is already open for write"). Also reads any other file. A file no
+    /// writer holds is opened without SWMR, and SWMR's retries of a failed checksum are
+    /// bounded, so a damaged file is an error at once, not a hang.
     kSwmrRead,
     /// Appends to a file created with Format::kLatest while kSwmrRead readers follow it. Only
     /// dataset extents and values may change; no objects or attributes may be added.
     kSwmrWrite,
   };
-  /// The oldest HDF5 library version whose file format the file may use.
+  /// The oldest HDF5 library version whose file format the file may use. Both checksum all
+  /// metadata and are read by HDF5 1.10 (Debian 12's h5py and h5dump).
   enum class Format {
-    kEarliest,  ///< readable by every HDF5 version
-    kLatest,    ///< HDF5 1.10 format: needed for SWMR, allows attributes over 64 KiB
+    kChecksummed,  ///< HDF5 1.8 format: metadata checksums, attributes over 64 KiB
+    kLatest,       ///< HDF5 1.10 format: needed for SWMR
   };
-  /// Opens an existing file. A missing file, or one that is not HDF5, is a data error naming it.
+  /// Opens an existing file. A missing file, one that is not a regular file or not HDF5, or
+  /// one whose metadata fail their checksums, is a data error naming it.
   static File open(const std::string& path, Mode mode = Mode::kRead);
   /// Creates (truncates) a file, normally an AtomicOutput's temporary.
-  static File create(const std::string& path, Format format = Format::kEarliest);
+  static File create(const std::string& path, Format format = Format::kChecksummed);
 
   File() = default;
   const std::string& path() const { return path_; }
@@ -226,6 +232,12 @@ class Dataset : public Object {
   /// Number of elements in one row (product of all dimensions but the first).
   hsize_t row_size() const;
 
+  /// Throws a data error unless every chunk (or the contiguous block) the extent declares is
+  /// stored: HDF5 would read a missing one as fill values. For fixed-size datasets.
+  void check_complete() const;
+  /// Throws a data error unless the stored values are integers (integral) or numbers.
+  void check_element_class(bool integral) const;
+
   /// Grows (or shrinks) an extendible dataset.
   void set_extent(const std::vector<hsize_t>& dims);
   /// For readers following a SWMR writer: picks up what it flushed since the dataset was
@@ -237,6 +249,7 @@ class Dataset : public Object {
   /// Writes rows [first, first + count) along the first dimension; values holds count rows.
   template <class T>
   void write_rows(hsize_t first, hsize_t count, const T* values);
+  /// The whole dataset, after check_element_class and (fixed-size datasets) check_complete.
   template <class T>
   std::vector<T> read() const;
   /// Reads rows [first, first + count) along the first dimension into out (count rows).
@@ -278,7 +291,10 @@ class Column {
 };
 
 /// Disables HDF5's printing of error stacks for the calling thread (mbkit reports them itself).
+/// The first call also takes over HDF5's shutdown at exit (see mark_hdf5_state_damaged).
 void quiet_hdf5_errors();
+/// After a file failed to close: HDF5's shutdown at exit would crash on it, so it is skipped.
+void mark_hdf5_state_damaged() noexcept;
 
 /// For use inside a catch block while reading `path`: rethrows the current exception, turning
 /// a failed HDF5 call (an Error with exit code 1) into a data error naming the file. On a file
@@ -308,7 +324,11 @@ void Dataset::write_rows(hsize_t first, hsize_t count, const T* values) {
 
 template <class T>
 std::vector<T> Dataset::read() const {
+  check_element_class(std::is_integral_v<T>);
   const auto shape = dims();
+  // Fixed-size datasets must store what they declare; a damaged extent would otherwise ask
+  // for more memory than the machine has, or read fill values as data.
+  if (max_dims() == shape) check_complete();
   hsize_t total = 1;
   for (auto d : shape) total *= d;
   std::vector<T> values(total);
@@ -328,6 +348,7 @@ Column<T> Column<T>::create(Location& parent, const std::string& name, hsize_t c
   storage.chunk = {chunk};
   storage.deflate_level = deflate_level;
   storage.shuffle = sizeof(T) > 1;
+  storage.fletcher32 = true;
   storage.max_dims = {H5S_UNLIMITED};
   return Column(parent.create_dataset<T>(name, {0}, storage));
 }

@@ -38,6 +38,9 @@ class RunLog {
   bool has_column(const std::string& table, const std::string& column) const;
   /// Rows that every column of /TABLE holds (after a crash columns may differ in length).
   std::size_t rows(const std::string& table) const;
+  /// True when the column holds a finite value in its first rows(table) rows (a run that
+  /// diverged at once logs only NaN losses).
+  bool has_finite_value(const std::string& table, const std::string& column) const;
   /// The column as doubles (integers converted), `rows(table)` long. A missing dataset is a
   /// data error naming the file and the dataset.
   const std::vector<double>& column(const std::string& table, const std::string& column) const;

@@ -63,9 +63,13 @@ struct Checkpoint {
 
 /// Writes atomically; an existing file is replaced.
 void write_checkpoint(const std::string& path, const Checkpoint& checkpoint);
-/// Reads and validates (format, version, array sizes); problems are data errors naming the
-/// file and what is wrong.
+/// Reads and validates (format, version, attribute types and ranges, array types, shapes and
+/// sizes, chunk checksums); problems are data errors naming the file and what is wrong.
 Checkpoint read_checkpoint(const std::string& path);
+
+/// A data error naming `path` and the first array holding a NaN or an infinity: a model to
+/// evaluate must be finite (training may still resume a diverged run).
+void require_finite(const std::vector<NamedArray>& arrays, const std::string& path);
 
 /// The arrays at `specs` (a model's parameters or state, in its order) of the flat `buffer`.
 std::vector<NamedArray> arrays_of(const std::vector<const nn::ParamSpec*>& specs,

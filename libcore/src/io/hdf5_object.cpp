@@ -1,0 +1,418 @@
+// Objects' names and attributes, and the helpers for spaces and strings that the rest of the
+// HDF5 layer shares. Readers check an attribute's type class, rank, extent and sizes before
+// reading it: a damaged file must give a data error, never a huge allocation or a crash.
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+
+#include "hdf5_internal.hpp"
+#include "mbkit/io/hdf5.hpp"
+#include "mbkit/util/check.hpp"
+
+namespace mbkit::io {
+namespace internal {
+namespace {
+
+bool write_all(int fd, const void* data, std::size_t size) {
+  const char* at = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t written = ::write(fd, at, size);
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) return false;
+    at += written;
+    size -= static_cast<std::size_t>(written);
+  }
+  return true;
+}
+
+}  // namespace
+
+Handle make_plist(hid_t plist_class) {
+  return Handle(MBKIT_H5_CHECK(H5Pcreate(plist_class)), H5Pclose);
+}
+
+Handle make_simple_space(const std::vector<hsize_t>& dims, const std::vector<hsize_t>& max_dims) {
+  if (dims.empty()) return Handle(MBKIT_H5_CHECK(H5Screate(H5S_SCALAR)), H5Sclose);
+  return Handle(MBKIT_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(),
+                                                max_dims.empty() ? nullptr : max_dims.data())),
+                H5Sclose);
+}
+
+Handle make_fixed_string_type(std::size_t size) {
+  Handle type(MBKIT_H5_CHECK(H5Tcopy(H5T_C_S1)), H5Tclose);
+  MBKIT_H5_CHECK(H5Tset_size(type.id(), std::max<std::size_t>(size, 1)));
+  MBKIT_H5_CHECK(H5Tset_strpad(type.id(), H5T_STR_NULLPAD));
+  MBKIT_H5_CHECK(H5Tset_cset(type.id(), H5T_CSET_UTF8));
+  return type;
+}
+
+Handle make_variable_string_type() {
+  Handle type(MBKIT_H5_CHECK(H5Tcopy(H5T_C_S1)), H5Tclose);
+  MBKIT_H5_CHECK(H5Tset_size(type.id(), H5T_VARIABLE));
+  MBKIT_H5_CHECK(H5Tset_cset(type.id(), H5T_CSET_UTF8));
+  return type;
+}
+
+std::vector<hsize_t> space_dims(hid_t space) {
+  const int rank = MBKIT_H5_CHECK(H5Sget_simple_extent_ndims(space));
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  if (rank > 0) MBKIT_H5_CHECK(H5Sget_simple_extent_dims(space, dims.data(), nullptr));
+  return dims;
+}
+
+hsize_t element_count(hid_t space) {
+  const hssize_t count = MBKIT_H5_CHECK(H5Sget_simple_extent_npoints(space));
+  return static_cast<hsize_t>(count);
+}
+
+hsize_t checked_element_count(hid_t space, int max_rank, hsize_t max_elements,
+                              const std::string& what) {
+  const H5S_class_t space_class = H5Sget_simple_extent_type(space);
+  if (space_class == H5S_NULL) return 0;
+  if (space_class != H5S_SCALAR && space_class != H5S_SIMPLE) {
+    data_error(cat(what, " has an unknown kind of extent"));
+  }
+  const int rank = MBKIT_H5_CHECK(H5Sget_simple_extent_ndims(space));
+  if (rank > max_rank) data_error(cat(what, " has ", rank, " dimensions, expected ", max_rank));
+  const hsize_t count = element_count(space);
+  if (count > max_elements) data_error(cat(what, " declares ", count, " values, too many"));
+  return count;
+}
+
+namespace {
+
+// Reads variable-length strings (what mbkit wrote before fixed-length strings, and h5py
+// writes) in this process, sending them as (length, bytes) records to `fd`.
+void send_variable_strings(int fd, hsize_t count, H5T_cset_t cset,
+                           const std::function<void(hid_t, void*)>& read) {
+  Handle memory_type = make_variable_string_type();
+  MBKIT_H5_CHECK(H5Tset_cset(memory_type.id(), cset));
+  std::vector<char*> raw(count, nullptr);
+  read(memory_type.id(), raw.data());
+  for (const char* text : raw) {
+    const std::uint64_t size = text != nullptr ? std::strlen(text) : 0;
+    if (!write_all(fd, &size, sizeof size) || !write_all(fd, text, size)) return;
+  }
+}
+
+// HDF5 1.10 copies a variable-length string out of the global heap trusting the record's size:
+// a damaged heap (files of older mbkit had no metadata checksums) crashes it (H5HG_read). So
+// such strings are read in a child process: a crash there is a damaged file, not ours.
+std::vector<std::string> read_variable_strings_isolated(
+    hsize_t count, H5T_cset_t cset, const std::string& what,
+    const std::function<void(hid_t, void*)>& read) {
+  int fds[2];
+  MBKIT_SYS_CHECK(::pipe2(fds, O_CLOEXEC), "pipe");
+  const pid_t child = ::fork();
+  if (child < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    MBKIT_SYS_CHECK(-1, "fork");
+  }
+  if (child == 0) {
+    ::close(fds[0]);
+    int status = 0;
+    try {
+      send_variable_strings(fds[1], count, cset, read);
+    } catch (...) {
+      status = 2;
+    }
+    ::_exit(status);  // no atexit handlers: the parent owns HDF5's state and the files
+  }
+  ::close(fds[1]);
+  std::string received;
+  std::array<char, 4096> block{};
+  for (;;) {
+    const ssize_t got = ::read(fds[0], block.data(), block.size());
+    if (got > 0) received.append(block.data(), static_cast<std::size_t>(got));
+    if (got == 0 || (got < 0 && errno != EINTR)) break;
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    data_error(cat(what, ": its variable-length strings cannot be read (damaged global heap)"));
+  }
+  std::vector<std::string> values;
+  std::size_t at = 0;
+  while (values.size() < count && at + sizeof(std::uint64_t) <= received.size()) {
+    std::uint64_t size = 0;
+    std::memcpy(&size, received.data() + at, sizeof size);
+    at += sizeof size;
+    if (size > received.size() - at) break;
+    values.emplace_back(received.data() + at, size);
+    at += size;
+  }
+  if (values.size() != count) data_error(cat(what, ": its strings cannot be read"));
+  return values;
+}
+
+}  // namespace
+
+std::vector<std::string> read_string_values(hid_t stored_type, hsize_t count,
+                                            const std::string& what,
+                                            const std::function<void(hid_t, void*)>& read) {
+  std::vector<std::string> values;
+  if (count == 0) return values;  // HDF5 refuses a null buffer, even for no elements
+  values.reserve(count);
+  // HDF5 converts no string between character sets, so read in the stored one.
+  const H5T_cset_t cset = H5Tget_cset(stored_type);
+  if (cset != H5T_CSET_ASCII && cset != H5T_CSET_UTF8) {
+    data_error(cat(what, " has strings of an unknown character set"));
+  }
+  const htri_t variable = MBKIT_H5_CHECK(H5Tis_variable_str(stored_type));
+  if (variable > 0) return read_variable_strings_isolated(count, cset, what, read);
+  const std::size_t size = MBKIT_H5_CHECK(H5Tget_size(stored_type));
+  if (size == 0 || size > kMaxStringBytes || count > kMaxStringBytes / size) {
+    data_error(cat(what, " declares ", count, " strings of ", size, " bytes, too large"));
+  }
+  Handle memory_type(MBKIT_H5_CHECK(H5Tcopy(H5T_C_S1)), H5Tclose);
+  MBKIT_H5_CHECK(H5Tset_size(memory_type.id(), size));
+  MBKIT_H5_CHECK(H5Tset_cset(memory_type.id(), cset));
+  MBKIT_H5_CHECK(H5Tset_strpad(memory_type.id(), H5T_STR_NULLPAD));
+  std::vector<char> raw(size * count + 1, '\0');
+  read(memory_type.id(), raw.data());
+  for (hsize_t i = 0; i < count; ++i) {
+    const char* begin = raw.data() + i * size;
+    values.emplace_back(begin, strnlen(begin, size));  // fixed strings may be NUL padded
+  }
+  return values;
+}
+
+}  // namespace internal
+
+using internal::checked_element_count;
+using internal::make_fixed_string_type;
+
+namespace {
+
+// Attributes are small: names, settings, a configuration; more values than this is damage.
+constexpr hsize_t kMaxAttributeValues = hsize_t{1} << 24;
+
+// An open attribute with its type and the element count checked (rank at most 1).
+struct CheckedAttribute {
+  Handle attribute, type;
+  H5T_class_t type_class = H5T_NO_CLASS;
+  hsize_t count = 0;
+};
+
+void write_attribute(hid_t object, const std::string& name, hid_t file_type, hid_t memory_type,
+                     const std::vector<hsize_t>& dims, const void* data) {
+  quiet_hdf5_errors();
+  if (MBKIT_H5_CHECK(H5Aexists(object, name.c_str())) > 0) {
+    MBKIT_H5_CHECK(H5Adelete(object, name.c_str()));
+  }
+  Handle space = internal::make_simple_space(dims, {});
+  Handle attribute(MBKIT_H5_CHECK(H5Acreate2(object, name.c_str(), file_type, space.id(),
+                                             H5P_DEFAULT, H5P_DEFAULT)),
+                   H5Aclose);
+  // An empty array has nothing to write, and HDF5 refuses the null data() of an empty vector.
+  if (data != nullptr) MBKIT_H5_CHECK(H5Awrite(attribute.id(), memory_type, data));
+  attribute.close();
+}
+
+// Fixed-length strings as wide as the longest, NUL padded, packed one after another.
+void write_string_attribute(hid_t object, const std::string& name,
+                            const std::vector<std::string>& values, bool scalar) {
+  std::size_t width = 1;
+  for (const auto& value : values) width = std::max(width, value.size());
+  std::vector<char> packed(width * values.size(), '\0');
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    std::memcpy(packed.data() + i * width, values[i].data(), values[i].size());
+  }
+  Handle type = make_fixed_string_type(width);
+  const std::vector<hsize_t> dims =
+      scalar ? std::vector<hsize_t>{} : std::vector<hsize_t>{values.size()};
+  write_attribute(object, name, type.id(), type.id(), dims,
+                  values.empty() ? nullptr : packed.data());
+}
+
+}  // namespace
+
+std::string Object::file_name() const {
+  const ssize_t size = H5Fget_name(id(), nullptr, 0);
+  if (size <= 0) return "?";
+  std::string name(static_cast<std::size_t>(size), '\0');
+  H5Fget_name(id(), name.data(), name.size() + 1);
+  return name;
+}
+
+std::string Object::describe() const {
+  const ssize_t size = H5Iget_name(id(), nullptr, 0);
+  std::string object = "/";
+  if (size > 0) {
+    object.assign(static_cast<std::size_t>(size), '\0');
+    H5Iget_name(id(), object.data(), object.size() + 1);
+  }
+  return file_name() + ":" + object;
+}
+
+bool Object::has_attribute(const std::string& name) const {
+  quiet_hdf5_errors();
+  return MBKIT_H5_CHECK(H5Aexists(id(), name.c_str())) > 0;
+}
+
+std::vector<std::string> Object::attribute_names() const {
+  quiet_hdf5_errors();
+  std::vector<std::string> names;
+  H5O_info_t info{};
+  MBKIT_H5_CHECK(H5Oget_info(id(), &info));  // 1.10 API: fills num_attrs
+  for (hsize_t i = 0; i < info.num_attrs; ++i) {
+    const ssize_t size = MBKIT_H5_CHECK(
+        H5Aget_name_by_idx(id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT));
+    std::string name(static_cast<std::size_t>(size), '\0');
+    MBKIT_H5_CHECK(H5Aget_name_by_idx(id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(),
+                                      name.size() + 1, H5P_DEFAULT));
+    names.push_back(std::move(name));
+  }
+  return names;
+}
+
+Handle Object::open_attribute(const std::string& name) const {
+  if (!has_attribute(name)) data_error(cat(describe(), ": missing attribute '", name, "'"));
+  return Handle(MBKIT_H5_CHECK(H5Aopen(id(), name.c_str(), H5P_DEFAULT)), H5Aclose);
+}
+
+namespace {
+
+CheckedAttribute check_attribute(Handle attribute, const std::string& what) {
+  CheckedAttribute checked;
+  checked.type = Handle(MBKIT_H5_CHECK(H5Aget_type(attribute.id())), H5Tclose);
+  checked.type_class = H5Tget_class(checked.type.id());
+  if (checked.type_class == H5T_NO_CLASS) data_error(cat(what, " has an unreadable type"));
+  Handle space(MBKIT_H5_CHECK(H5Aget_space(attribute.id())), H5Sclose);
+  checked.count = checked_element_count(space.id(), 1, kMaxAttributeValues, what);
+  if (checked.type_class == H5T_INTEGER || checked.type_class == H5T_FLOAT) {
+    const std::size_t size = H5Tget_size(checked.type.id());
+    if (size == 0 || size > 8) data_error(cat(what, " has ", size, "-byte numbers"));
+  }
+  checked.attribute = std::move(attribute);
+  return checked;
+}
+
+}  // namespace
+
+void Object::set_attribute(const std::string& name, const std::string& value) {
+  write_string_attribute(id(), name, {value}, true);
+}
+
+void Object::set_attribute(const std::string& name, std::int64_t value) {
+  write_attribute(id(), name, H5T_STD_I64LE, H5T_NATIVE_INT64, {}, &value);
+}
+
+void Object::set_attribute(const std::string& name, std::uint64_t value) {
+  write_attribute(id(), name, H5T_STD_U64LE, H5T_NATIVE_UINT64, {}, &value);
+}
+
+void Object::set_attribute(const std::string& name, double value) {
+  write_attribute(id(), name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {}, &value);
+}
+
+void Object::set_attribute(const std::string& name, const std::vector<std::int64_t>& values) {
+  write_attribute(id(), name, H5T_STD_I64LE, H5T_NATIVE_INT64, {values.size()}, values.data());
+}
+
+void Object::set_attribute(const std::string& name, const std::vector<double>& values) {
+  write_attribute(id(), name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {values.size()}, values.data());
+}
+
+void Object::set_attribute(const std::string& name, const std::vector<std::string>& values) {
+  write_string_attribute(id(), name, values, false);
+}
+
+hsize_t Object::attribute_size(const std::string& name) const {
+  const std::string what = cat(describe(), ": attribute '", name, "'");
+  return check_attribute(open_attribute(name), what).count;
+}
+
+H5T_class_t Object::attribute_class(const std::string& name) const {
+  const std::string what = cat(describe(), ": attribute '", name, "'");
+  return check_attribute(open_attribute(name), what).type_class;
+}
+
+std::vector<std::string> Object::string_array_attribute(const std::string& name) const {
+  const std::string what = cat(describe(), ": attribute '", name, "'");
+  const CheckedAttribute checked = check_attribute(open_attribute(name), what);
+  if (checked.type_class != H5T_STRING) data_error(cat(what, " is not a string"));
+  return internal::read_string_values(
+      checked.type.id(), checked.count, what, [&](hid_t memory_type, void* buffer) {
+        MBKIT_H5_CHECK(H5Aread(checked.attribute.id(), memory_type, buffer));
+      });
+}
+
+std::string Object::string_attribute(const std::string& name) const {
+  auto values = string_array_attribute(name);
+  if (values.size() != 1) {
+    data_error(cat(describe(), ": attribute '", name, "' holds ", values.size(),
+                   " strings, expected one"));
+  }
+  return values.front();
+}
+
+std::vector<std::int64_t> Object::int_array_attribute(const std::string& name) const {
+  const std::string what = cat(describe(), ": attribute '", name, "'");
+  const CheckedAttribute checked = check_attribute(open_attribute(name), what);
+  if (checked.type_class != H5T_INTEGER) data_error(cat(what, " is not an integer"));
+  std::vector<std::int64_t> values(checked.count);
+  if (!values.empty()) {
+    MBKIT_H5_CHECK(H5Aread(checked.attribute.id(), H5T_NATIVE_INT64, values.data()));
+  }
+  return values;
+}
+
+std::vector<double> Object::double_array_attribute(const std::string& name) const {
+  const std::string what = cat(describe(), ": attribute '", name, "'");
+  const CheckedAttribute checked = check_attribute(open_attribute(name), what);
+  if (checked.type_class != H5T_FLOAT && checked.type_class != H5T_INTEGER) {
+    data_error(cat(what, " is not a number"));
+  }
+  std::vector<double> values(checked.count);
+  if (!values.empty()) {
+    MBKIT_H5_CHECK(H5Aread(checked.attribute.id(), H5T_NATIVE_DOUBLE, values.data()));
+  }
+  return values;
+}
+
+std::int64_t Object::int_attribute(const std::string& name) const {
+  const auto values = int_array_attribute(name);
+  if (values.size() != 1) {
+    data_error(
+        cat(describe(), ": attribute '", name, "' holds ", values.size(), " values, expected one"));
+  }
+  return values.front();
+}
+
+std::uint64_t Object::uint_attribute(const std::string& name) const {
+  const std::string what = cat(describe(), ": attribute '", name, "'");
+  const CheckedAttribute checked = check_attribute(open_attribute(name), what);
+  if (checked.type_class != H5T_INTEGER || checked.count != 1) {
+    data_error(cat(what, " is not an integer"));
+  }
+  if (H5Tget_sign(checked.type.id()) == H5T_SGN_2) {
+    // Read signed values as such: converting a negative one to unsigned would clamp it to 0.
+    std::int64_t value = 0;
+    MBKIT_H5_CHECK(H5Aread(checked.attribute.id(), H5T_NATIVE_INT64, &value));
+    if (value < 0) data_error(cat(what, " is negative"));
+    return static_cast<std::uint64_t>(value);
+  }
+  std::uint64_t value = 0;
+  MBKIT_H5_CHECK(H5Aread(checked.attribute.id(), H5T_NATIVE_UINT64, &value));
+  return value;
+}
+
+double Object::double_attribute(const std::string& name) const {
+  const auto values = double_array_attribute(name);
+  if (values.size() != 1) {
+    data_error(
+        cat(describe(), ": attribute '", name, "' holds ", values.size(), " values, expected one"));
+  }
+  return values.front();
+}
+
+}  // namespace mbkit::io
