@@ -20,8 +20,9 @@ def read_log(path):
     with h5py.File(path, "r", swmr=True) as log:
         tables = {group: {name: log[group][name][...] for name in log[group]}
                   for group in ("steps", "eval", "workers")}
-        tables["config"] = json.loads(log.attrs["config"])
-        tables["tool"] = log.attrs["tool"]
+        attrs = mbtest.text_attrs(log)
+        tables["config"] = json.loads(attrs["config"])
+        tables["tool"] = attrs["tool"]
     return tables
 
 
