@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "mbkit/io/hdf5.hpp"
+#include "mbkit/metrics/metric_log.hpp"
 #include "mbkit/plot/figure_types.hpp"
 #include "mbkit/plot/gnuplot.hpp"
 #include "mbkit/plot/run_log.hpp"
-#include "mbkit/train/metric_log.hpp"
 #include "mbkit/util/fs.hpp"
 #include "mbkit/util/strings.hpp"
 #include "test_helpers.hpp"
@@ -34,11 +34,11 @@ struct LogSpec {
 };
 
 std::string write_log(const std::string& path, const LogSpec& spec) {
-  train::RunInfo info;
+  metrics::RunInfo info;
   info.tool = "mb-train-fmb";
   info.version = "test";
   info.command_line = "mb-train-fmb ...";
-  const auto profile = train::parse_straggler_profile(spec.induce);
+  const auto profile = emulation::parse_straggler_profile(spec.induce);
   info.config_json =
       cat(R"({"batch_size":)", spec.batch, R"(,"comm":"ps","async":false,)", R"("induce":")",
           spec.induce, R"(","induce_spec":")", profile ? profile->spec() : std::string(),
@@ -48,9 +48,9 @@ std::string write_log(const std::string& path, const LogSpec& spec) {
   info.model = "mlp";
   info.dataset = "toy";
   info.clock = spec.clock;
-  auto log = train::MetricLog::create(path, info, true);
+  auto log = metrics::MetricLog::create(path, info, true);
   for (int s = 1; s <= spec.steps; ++s) {
-    train::StepRecord step;
+    metrics::StepRecord step;
     step.step = s;
     step.time = s * spec.seconds_per_step;
     step.wall_time = step.time;
@@ -62,7 +62,7 @@ std::string write_log(const std::string& path, const LogSpec& spec) {
     log.add(step);
     if (spec.world_size > 1) {
       for (int w = 0; w < spec.workers; ++w) {
-        train::WorkerRecord worker;
+        metrics::WorkerRecord worker;
         worker.step = s;
         worker.rank = w + 1;
         worker.samples = (w == 0 && s % 2 == 0) ? spec.batch / 2 : spec.batch;
@@ -70,7 +70,7 @@ std::string write_log(const std::string& path, const LogSpec& spec) {
         worker.staleness = w;
         log.add(worker);
       }
-      train::CollectRecord collect;
+      metrics::CollectRecord collect;
       collect.step = s;
       collect.gradients = spec.workers;
       collect.samples = spec.batch * spec.workers;
@@ -79,7 +79,7 @@ std::string write_log(const std::string& path, const LogSpec& spec) {
     }
   }
   for (int e = 1; e <= spec.evals; ++e) {
-    train::EvalRecord eval;
+    metrics::EvalRecord eval;
     eval.step = e * spec.steps / spec.evals;
     eval.time = eval.step * spec.seconds_per_step;
     eval.accuracy = 0.5 + 0.1 * e;

@@ -9,8 +9,8 @@
 #include <numbers>
 #include <vector>
 
+#include "mbkit/emulation/straggler.hpp"
 #include "mbkit/plot/series.hpp"
-#include "mbkit/train/straggler.hpp"
 #include "test_helpers.hpp"
 
 namespace mbkit::plot {
@@ -144,12 +144,12 @@ TEST(Histogram, DegenerateInputsGiveOneBin) {
   EXPECT_EQ(bin_fractions({}, one), (std::vector<double>{0.0}));
 }
 
-train::StragglerProfile profile_of(const std::string& text) {
-  return *train::parse_straggler_profile(text);
+emulation::StragglerProfile profile_of(const std::string& text) {
+  return *emulation::parse_straggler_profile(text);
 }
 
 // Integral of the density over [0, cap] by Simpson's rule, and of x times it.
-std::pair<double, double> integrate(const train::StragglerProfile& profile) {
+std::pair<double, double> integrate(const emulation::StragglerProfile& profile) {
   const int n = 20000;
   const double cap = profile.cap();
   const double h = cap / n;

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "mbkit/io/hdf5.hpp"
+#include "mbkit/metrics/metric_log.hpp"
 #include "mbkit/plot/run_log.hpp"
 #include "mbkit/report/report.hpp"
 #include "mbkit/tools/mb_report.hpp"
-#include "mbkit/train/metric_log.hpp"
 #include "mbkit/util/fs.hpp"
 #include "mbkit/util/json.hpp"
 #include "mbkit/util/strings.hpp"
@@ -36,7 +36,7 @@ struct LogSpec {
 };
 
 std::string write_log(const std::string& path, const LogSpec& spec) {
-  train::RunInfo info;
+  metrics::RunInfo info;
   info.tool = spec.tool;
   info.version = "test";
   info.command_line = spec.tool + " ...";
@@ -46,9 +46,9 @@ std::string write_log(const std::string& path, const LogSpec& spec) {
   info.model = "mlp";
   info.dataset = "toy";
   info.clock = spec.clock;
-  auto log = train::MetricLog::create(path, info, true);
+  auto log = metrics::MetricLog::create(path, info, true);
   for (int s = 1; s <= spec.steps; ++s) {
-    train::StepRecord step;
+    metrics::StepRecord step;
     step.step = s;
     step.time = s * spec.seconds_per_step;
     step.wall_time = step.time / 100;
@@ -56,7 +56,7 @@ std::string write_log(const std::string& path, const LogSpec& spec) {
     log.add(step);
     if (spec.world_size > 1) {
       for (int w = 0; w < spec.workers; ++w) {
-        train::WorkerRecord worker;
+        metrics::WorkerRecord worker;
         worker.step = s;
         worker.rank = w + 1;
         worker.samples = w == 0 ? spec.batch / 2 : spec.batch;
@@ -65,7 +65,7 @@ std::string write_log(const std::string& path, const LogSpec& spec) {
     }
   }
   for (std::size_t e = 0; e < spec.accuracies.size(); ++e) {
-    train::EvalRecord eval;
+    metrics::EvalRecord eval;
     eval.step = static_cast<std::int64_t>(2 * (e + 1));
     eval.time = static_cast<double>(eval.step) * spec.seconds_per_step;
     eval.accuracy = spec.accuracies[e];

@@ -12,8 +12,8 @@
 #include <limits>
 
 #include "mbkit/io/hdf5.hpp"
+#include "mbkit/metrics/metric_log.hpp"
 #include "mbkit/train/checkpoint.hpp"
-#include "mbkit/train/metric_log.hpp"
 #include "mbkit/util/fs.hpp"
 #include "test_helpers.hpp"
 
@@ -249,9 +249,9 @@ TEST(Checkpoint, MissingForeignAndNewerFilesAreDataErrors) {
   }
   EXPECT_MBKIT_ERROR(read_checkpoint(dir.file("bare.h5")), ExitCode::kBadData,
                      "bare.h5: not an mbkit checkpoint (no 'format' attribute");
-  RunInfo info;
+  metrics::RunInfo info;
   info.world_size = 1;
-  MetricLog::create(dir.file("log.h5"), info, false).close();
+  metrics::MetricLog::create(dir.file("log.h5"), info, false).close();
   EXPECT_MBKIT_ERROR(read_checkpoint(dir.file("log.h5")), ExitCode::kBadData,
                      "log.h5: not an mbkit checkpoint (format is 'mbkit-log')");
 

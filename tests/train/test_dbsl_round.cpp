@@ -48,7 +48,7 @@ TEST_F(DbslRoundTest, TrainsItsSamplesInBatchesWithAnUpdateAfterEach) {
                   *backend);
   net.initialize(1);
   const RunClock clock(true, SteadyClock::now());
-  const Slowdown slowdown = parse_slowdown("1=2");
+  const emulation::Slowdown slowdown = emulation::parse_slowdown("1=2");
   WorkerRound round({net, loader, clock, slowdown, ComputeModel{0.001, 0.01}, std::nullopt, 1, 0, 1,
                      RoundRule{}});
   const auto optimizer = optim::make_optimizer({}, net.parameters().size());
@@ -114,7 +114,7 @@ TEST_F(DbslRoundTest, TimeModelFileGivesEachWorkerItsRecordTimesItsSlowdown) {
   write_time_model(dir_.file("tm.h5"), records);
   TrainOptions options;
   options.dbsl.time_model = dir_.file("tm.h5");
-  options.slowdown = parse_slowdown("2=3");
+  options.slowdown = emulation::parse_slowdown("2=3");
   const auto models = time_models_from_options(options, 2);
   ASSERT_EQ(models.size(), 2u);  // rank 1's and rank 2's records, not rank 0's
   EXPECT_NEAR(models[0].a, 0.002, 1e-12);

@@ -54,8 +54,9 @@ class WorkerRoundTest : public ::testing::Test {
   }
 
   // One round of rank `rank` (worker rank - 1) under `rule`.
-  WorkerReport round(const RoundRule& rule, const Slowdown& slowdown = {},
-                     std::optional<StragglerProfile> stragglers = std::nullopt, int rank = 1) {
+  WorkerReport round(const RoundRule& rule, const emulation::Slowdown& slowdown = {},
+                     std::optional<emulation::StragglerProfile> stragglers = std::nullopt,
+                     int rank = 1) {
     auto data = loader();
     auto net = network(*data);
     WorkerRound worker(
@@ -95,7 +96,7 @@ TEST_F(WorkerRoundTest, AnytimeComputesMicroBatchesUntilTheLimit) {
 
 TEST_F(WorkerRoundTest, SlowdownAndInducedDelayCountAgainstTheLimit) {
   // --slowdown 1=2: each micro-batch is followed by as long again: 0.28 then 0.56 >= 0.5.
-  Slowdown slower;
+  emulation::Slowdown slower;
   slower.factors[1] = 2;
   WorkerReport report = round(RoundRule{true, 4, 0.5}, slower);
   EXPECT_EQ(report.micro_batches, 2);
@@ -106,7 +107,7 @@ TEST_F(WorkerRoundTest, SlowdownAndInducedDelayCountAgainstTheLimit) {
   EXPECT_EQ(round(RoundRule{true, 4, 0.5}, slower, std::nullopt, 2).micro_batches, 4);
   // An induced delay of exactly 0.3 s (a component of deviation 0) starts the round at 0.3:
   // 0.44, then 0.58 >= 0.5.
-  StragglerProfile fixed{"custom", {{0.3, 0.0, 1.0}}};
+  emulation::StragglerProfile fixed{"custom", {{0.3, 0.0, 1.0}}};
   report = round(RoundRule{true, 4, 0.5}, {}, fixed);
   EXPECT_EQ(report.micro_batches, 2);
   EXPECT_NEAR(report.sleep_time, 0.3, 1e-12);

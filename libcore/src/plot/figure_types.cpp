@@ -273,7 +273,7 @@ FigureType histogram(const std::string& name, const std::string& summary, const 
 // ------------------------------------------------------------------------------------------
 // The induced straggler distribution
 
-std::string profile_title(const train::StragglerProfile& profile, const TimeUnit& unit) {
+std::string profile_title(const emulation::StragglerProfile& profile, const TimeUnit& unit) {
   // A custom profile by its components when they are short enough for a legend.
   const std::string spec = profile.spec();
   const std::string name = profile.name == "custom" && spec.size() <= 32 ? spec : profile.name;
@@ -283,7 +283,7 @@ std::string profile_title(const train::StragglerProfile& profile, const TimeUnit
 
 Pane build_straggler_distribution(const std::vector<RunRef>& runs, const PlotSettings& settings) {
   // One curve per distinct profile, in the colour of the first run that used it.
-  std::vector<std::pair<train::StragglerProfile, int>> profiles;
+  std::vector<std::pair<emulation::StragglerProfile, int>> profiles;
   for (const auto& run : runs) {
     const auto profile = run.log->straggler_profile();
     if (!profile) continue;  // excluded by the check

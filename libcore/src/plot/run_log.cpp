@@ -12,9 +12,9 @@ namespace mbkit::plot {
 RunLog RunLog::open(const std::string& path) {
   RunLog log;
   log.path_ = path;
-  log.file_ = train::open_metric_log(path);
+  log.file_ = metrics::open_metric_log(path);
   try {
-    log.info_ = train::read_run_info(log.file_);
+    log.info_ = metrics::read_run_info(log.file_);
   } catch (const Error&) {
     io::rethrow_as_damaged_file(path);
   }
@@ -66,14 +66,14 @@ int RunLog::workers() const {
   return info_.world_size;
 }
 
-std::optional<train::StragglerProfile> RunLog::straggler_profile() const {
+std::optional<emulation::StragglerProfile> RunLog::straggler_profile() const {
   // The components as the run drew them (induce_spec), the name as the user gave it.
   const std::string induce = field("induce");
   std::string text = field("induce_spec");
   if (text.empty()) text = induce;
-  std::optional<train::StragglerProfile> profile;
+  std::optional<emulation::StragglerProfile> profile;
   try {
-    profile = train::parse_straggler_profile(text);
+    profile = emulation::parse_straggler_profile(text);
   } catch (const Error& error) {
     data_error(cat(path_, ": config induce: ", error.what()));
   }

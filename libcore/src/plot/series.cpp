@@ -219,7 +219,7 @@ std::vector<double> bin_fractions(const std::vector<double>& values, const Bins&
 
 // ------------------------------------------------------------------------------------------
 
-double straggler_density(const train::StragglerProfile& profile, double x) {
+double straggler_density(const emulation::StragglerProfile& profile, double x) {
   if (x < 0) return 0;
   double density = 0;
   for (const auto& c : profile.components) {
@@ -232,7 +232,7 @@ double straggler_density(const train::StragglerProfile& profile, double x) {
   return density;
 }
 
-StragglerCurve straggler_curve(const train::StragglerProfile& profile, std::size_t points) {
+StragglerCurve straggler_curve(const emulation::StragglerProfile& profile, std::size_t points) {
   StragglerCurve curve;
   curve.cap = profile.cap();
   bool continuous = false;

@@ -152,7 +152,7 @@ std::string percent_text(double fraction) {
 
 RunSummary summarize_run(const plot::RunLog& log, std::optional<double> target) {
   RunSummary run;
-  const train::RunInfo& info = log.info();
+  const metrics::RunInfo& info = log.info();
   run.log = log.path();
   run.tool = info.tool;
   run.model = info.model;

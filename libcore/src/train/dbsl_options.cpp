@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "mbkit/data/dataset_file.hpp"
-#include "mbkit/train/straggler.hpp"
+#include "mbkit/emulation/straggler.hpp"
 #include "mbkit/train/time_model.hpp"
 #include "mbkit/train/virtual_clock.hpp"
 #include "mbkit/util/error.hpp"
@@ -50,7 +50,7 @@ std::vector<TimeModel> time_models_from_options(const TrainOptions& o, int worke
   } else {
     return {};
   }
-  const Slowdown& slowdown = o.slowdown;
+  const emulation::Slowdown& slowdown = o.slowdown;
   for (int w = 0; w < workers; ++w) {
     const double factor = slowdown.factor_for(w + 1);
     models[static_cast<std::size_t>(w)].a *= factor;

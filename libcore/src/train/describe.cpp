@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "mbkit/train/straggler.hpp"
+#include "mbkit/emulation/straggler.hpp"
 #include "mbkit/train/virtual_clock.hpp"
 #include "mbkit/util/json.hpp"
 #include "mbkit/util/strings.hpp"

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <utility>
 
+#include "mbkit/emulation/straggler.hpp"
 #include "mbkit/train/dbsl_merge.hpp"
 #include "mbkit/train/dbsl_plan.hpp"
-#include "mbkit/train/straggler.hpp"
 #include "mbkit/train/virtual_clock.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/strings.hpp"
@@ -75,8 +75,8 @@ void parse_time_limit(const std::string& option, AmbOptions& amb) {
 void parse_option_texts(TrainOptions& o) {
   o.prefetch = prefetch_depth(o.given.prefetch);
   o.allreduce = parse_allreduce_via(o.given.allreduce);
-  o.induce = parse_straggler_profile(o.given.induce);
-  o.slowdown = parse_slowdown(o.given.slowdown);
+  o.induce = emulation::parse_straggler_profile(o.given.induce);
+  o.slowdown = emulation::parse_slowdown(o.given.slowdown);
   o.comm_model = parse_comm_model(o.given.comm_model);
   o.compute_model = parse_compute_models(o.given.compute_model);
   parse_time_limit(o.given.time_limit, o.amb);

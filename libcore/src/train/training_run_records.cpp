@@ -154,8 +154,8 @@ void TrainingRun::run_evaluation(double elapsed) {
                 static_cast<long long>(step_), epoch_at(step_), result.loss(),
                 100.0 * result.accuracy(), static_cast<long long>(result.samples)));
   if (metric_log_) {
-    metric_log_->add(EvalRecord{step_, elapsed, epoch_at(step_), result.loss(), result.accuracy(),
-                                result.samples, clock_.wall_now()});
+    metric_log_->add(metrics::EvalRecord{step_, elapsed, epoch_at(step_), result.loss(),
+                                         result.accuracy(), result.samples, clock_.wall_now()});
   }
 }
 
@@ -177,24 +177,25 @@ void TrainingRun::record_step(const CombinedStep& combined, double step_time, do
   const double loss = combined.mean_loss();
   const double elapsed = clock_.now();
   if (metric_log_) {
-    metric_log_->add(
-        StepRecord{step_, elapsed, epoch_at(step_), loss,
-                   static_cast<double>(combined.correct) / samples, lr, combined.samples, step_time,
-                   // An emulated step can take no time (gradients arriving together at a master
-                   // whose update is free under a compute model): its rate is undefined.
-                   step_time > 0 ? static_cast<double>(combined.samples) / step_time
-                                 : std::numeric_limits<double>::quiet_NaN(),
-                   clock_.wall_now()});
+    metric_log_->add(metrics::StepRecord{
+        step_, elapsed, epoch_at(step_), loss, static_cast<double>(combined.correct) / samples, lr,
+        combined.samples, step_time,
+        // An emulated step can take no time (gradients arriving together at a master
+        // whose update is free under a compute model): its rate is undefined.
+        step_time > 0 ? static_cast<double>(combined.samples) / step_time
+                      : std::numeric_limits<double>::quiet_NaN(),
+        clock_.wall_now()});
     if (role_.distributed || amb_) {
       for (const auto& r : combined.workers) {
-        metric_log_->add(WorkerRecord{step_, r.rank, r.samples, r.compute_time, r.sleep_time,
-                                      r.send_time, r.wait_time, r.staleness, r.micro_batches,
-                                      r.finished_early ? 1 : 0});
+        metric_log_->add(metrics::WorkerRecord{step_, r.rank, r.samples, r.compute_time,
+                                               r.sleep_time, r.send_time, r.wait_time, r.staleness,
+                                               r.micro_batches, r.finished_early ? 1 : 0});
       }
     }
     if (role_.distributed) {
-      metric_log_->add(CollectRecord{step_, static_cast<std::int64_t>(combined.workers.size()),
-                                     combined.samples, combined.wait_time});
+      metric_log_->add(metrics::CollectRecord{step_,
+                                              static_cast<std::int64_t>(combined.workers.size()),
+                                              combined.samples, combined.wait_time});
     }
     metric_log_->flush_if_due();
   }

@@ -446,10 +446,10 @@ void TrainingRun::plan_length() {
 void TrainingRun::open_log() {
   if (!logs_ || options_.log.empty()) return;
   if (resume_.resumed != 0 && fs::exists(options_.log)) {
-    metric_log_.emplace(MetricLog::append(options_.log, step_, options_.flush_interval));
+    metric_log_.emplace(metrics::MetricLog::append(options_.log, step_, options_.flush_interval));
     return;
   }
-  RunInfo run;
+  metrics::RunInfo run;
   run.tool = tool_name(options_);
   run.version = cat(MBKIT_VERSION, " (", MBKIT_GIT_COMMIT, ")");
   run.command_line = command_line_;
@@ -466,7 +466,7 @@ void TrainingRun::open_log() {
   run.comm_model = clock_.is_virtual() && role_.distributed ? comm_model_.spec() : "";
   run.compute_model = compute_models_.spec();
   metric_log_.emplace(
-      MetricLog::create(options_.log, run, options_.force, options_.flush_interval));
+      metrics::MetricLog::create(options_.log, run, options_.force, options_.flush_interval));
 }
 
 }  // namespace mbkit::train

@@ -11,12 +11,12 @@
 
 #include "mbkit/bench/partitions.hpp"
 #include "mbkit/data/loader.hpp"
+#include "mbkit/emulation/straggler.hpp"
 #include "mbkit/models/zoo.hpp"
 #include "mbkit/nn/backend.hpp"
 #include "mbkit/nn/network.hpp"
 #include "mbkit/optim/optimizer.hpp"
 #include "mbkit/train/run_clock.hpp"
-#include "mbkit/train/straggler.hpp"
 
 namespace mbkit::bench {
 
@@ -55,7 +55,7 @@ class StepTimer {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::optional<data::DataLoader> loader_;  ///< of the current batch size
   train::RunClock clock_;
-  train::Slowdown slowdown_;
+  emulation::Slowdown slowdown_;
   std::int64_t step_ = 0;
 };
 

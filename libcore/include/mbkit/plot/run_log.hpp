@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "mbkit/emulation/straggler.hpp"
 #include "mbkit/io/hdf5.hpp"
+#include "mbkit/metrics/metric_log.hpp"
 #include "mbkit/plot/labels.hpp"
-#include "mbkit/train/metric_log.hpp"
-#include "mbkit/train/straggler.hpp"
 
 namespace mbkit::plot {
 
@@ -21,7 +21,7 @@ class RunLog {
   static RunLog open(const std::string& path);
 
   const std::string& path() const { return path_; }
-  const train::RunInfo& info() const { return info_; }
+  const metrics::RunInfo& info() const { return info_; }
   /// The configuration and root attributes, for labels (see RunDescription).
   const RunDescription& description() const { return description_; }
   /// A field of the configuration or attributes; "" when absent.
@@ -32,7 +32,7 @@ class RunLog {
   int workers() const;
   /// The induced straggler profile of the run (config "induce_spec", else "induce"); nullopt
   /// when the run induced none. A profile that does not parse is a data error.
-  std::optional<train::StragglerProfile> straggler_profile() const;
+  std::optional<emulation::StragglerProfile> straggler_profile() const;
 
   /// True when the dataset /TABLE/COLUMN exists.
   bool has_column(const std::string& table, const std::string& column) const;
@@ -49,7 +49,7 @@ class RunLog {
   RunLog() = default;
   std::string path_;
   io::File file_;
-  train::RunInfo info_;
+  metrics::RunInfo info_;
   RunDescription description_;
   bool virtual_clock_ = false;
   mutable std::map<std::string, std::size_t> rows_;

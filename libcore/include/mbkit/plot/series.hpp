@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "mbkit/train/straggler.hpp"
+#include "mbkit/emulation/straggler.hpp"
 #include "mbkit/util/strings.hpp"
 
 namespace mbkit::plot {
@@ -96,7 +96,7 @@ std::vector<double> bin_fractions(const std::vector<double>& values, const Bins&
 
 /// The density of min(cap, |N(mean, std)|) over the mixture's components with std > 0, at
 /// x >= 0 (below the cap): sum of weight * [N(x; mean, std) + N(-x; mean, std)], per second.
-double straggler_density(const train::StragglerProfile& profile, double x);
+double straggler_density(const emulation::StragglerProfile& profile, double x);
 
 /// The profile drawn: its continuous part on a grid over [0, cap], and its point masses (the
 /// components with std = 0, delay = min(cap, |mean|)), each with its weight.
@@ -113,7 +113,8 @@ struct StragglerCurve {
 
 /// Samples the density at `points` points (plus the means of the components, so that narrow
 /// peaks are not missed).
-StragglerCurve straggler_curve(const train::StragglerProfile& profile, std::size_t points = 801);
+StragglerCurve straggler_curve(const emulation::StragglerProfile& profile,
+                               std::size_t points = 801);
 
 // ------------------------------------------------------------------------------------------
 // Scaling

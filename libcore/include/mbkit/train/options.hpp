@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "mbkit/emulation/straggler.hpp"
 #include "mbkit/models/zoo.hpp"
 #include "mbkit/optim/optimizer.hpp"
 #include "mbkit/optim/schedule.hpp"
-#include "mbkit/train/straggler.hpp"
 #include "mbkit/train/virtual_clock.hpp"
 
 namespace mbkit::train {
@@ -117,9 +117,9 @@ struct TrainOptions {
   int async_min_grads = 1;          ///< gradients per asynchronous update
   double comm_timeout = 60;         ///< seconds a rank waits for another before the job fails
   std::string comm_wait = "yield";  ///< yield (sleep while waiting) or spin
-  std::optional<StragglerProfile> induce;  ///< induced straggler delays
-  Slowdown slowdown;                       ///< persistently slower workers
-  bool worker_log = false;                 ///< a console line per worker per step
+  std::optional<emulation::StragglerProfile> induce;  ///< induced straggler delays
+  emulation::Slowdown slowdown;                       ///< persistently slower workers
+  bool worker_log = false;                            ///< a console line per worker per step
   // Cluster emulation (mbkit/train/virtual_clock.hpp).
   std::string clock = "wall";           ///< wall or virtual
   std::optional<CommModel> comm_model;  ///< virtual: none = measured at start

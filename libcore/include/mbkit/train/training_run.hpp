@@ -22,18 +22,18 @@
 #include "mbkit/comm/world.hpp"
 #include "mbkit/data/dataset_file.hpp"
 #include "mbkit/data/loader.hpp"
+#include "mbkit/emulation/straggler.hpp"
+#include "mbkit/metrics/metric_log.hpp"
 #include "mbkit/nn/backend.hpp"
 #include "mbkit/nn/network.hpp"
 #include "mbkit/optim/optimizer.hpp"
 #include "mbkit/optim/schedule.hpp"
 #include "mbkit/train/dbsl_plan.hpp"
 #include "mbkit/train/exchange.hpp"
-#include "mbkit/train/metric_log.hpp"
 #include "mbkit/train/options.hpp"
 #include "mbkit/train/progress.hpp"
 #include "mbkit/train/roles.hpp"
 #include "mbkit/train/run_clock.hpp"
-#include "mbkit/train/straggler.hpp"
 #include "mbkit/train/virtual_clock.hpp"
 #include "mbkit/train/worker_round.hpp"
 #include "mbkit/util/signals.hpp"
@@ -124,8 +124,8 @@ class TrainingRun {
   SteadyClock::time_point started_;
   Role role_;
   bool logs_ = false;  ///< rank 0 prints, logs and checkpoints
-  std::optional<StragglerProfile> stragglers_;
-  Slowdown slowdown_;
+  std::optional<emulation::StragglerProfile> stragglers_;
+  emulation::Slowdown slowdown_;
   StopRequest stop_request_;
   RunClock clock_;
   std::unique_ptr<nn::Backend> backend_;
@@ -175,7 +175,7 @@ class TrainingRun {
   optim::ScheduleConfig schedule_config_;
   std::optional<optim::LearningRateSchedule> schedule_;
   std::vector<std::string> hosts_;
-  std::optional<MetricLog> metric_log_;
+  std::optional<metrics::MetricLog> metric_log_;
   std::unique_ptr<Progress> progress_;
   std::unique_ptr<WorkerRound> round_;
   double budget_ = 0;

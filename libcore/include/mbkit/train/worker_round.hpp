@@ -16,10 +16,10 @@
 #include <optional>
 
 #include "mbkit/data/loader.hpp"
+#include "mbkit/emulation/straggler.hpp"
 #include "mbkit/nn/network.hpp"
 #include "mbkit/train/exchange.hpp"
 #include "mbkit/train/run_clock.hpp"
-#include "mbkit/train/straggler.hpp"
 #include "mbkit/train/virtual_clock.hpp"
 
 namespace mbkit::train {
@@ -37,9 +37,9 @@ class WorkerRound {
     nn::Network& net;
     data::DataLoader& loader;
     const RunClock& clock;
-    const Slowdown& slowdown;
+    const emulation::Slowdown& slowdown;
     std::optional<ComputeModel> compute_model;  ///< virtual clock: cost instead of CPU time
-    std::optional<StragglerProfile> stragglers;
+    std::optional<emulation::StragglerProfile> stragglers;
     int rank = 0;
     int worker = 0;  ///< worker index: seeds its delays and dropout masks
     std::uint64_t seed = 1;
@@ -74,7 +74,7 @@ class WorkerRound {
 
  private:
   Parts parts_;
-  std::optional<StragglerSampler> sampler_;
+  std::optional<emulation::StragglerSampler> sampler_;
   double previous_send_ = 0, previous_wait_ = 0;
   int last_drawn_ = 0;
 };

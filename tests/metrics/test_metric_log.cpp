@@ -13,11 +13,11 @@
 #include <stdexcept>
 
 #include "mbkit/io/hdf5.hpp"
-#include "mbkit/train/metric_log.hpp"
+#include "mbkit/metrics/metric_log.hpp"
 #include "mbkit/util/fs.hpp"
 #include "test_helpers.hpp"
 
-namespace mbkit::train {
+namespace mbkit::metrics {
 namespace {
 
 RunInfo sample_info() {
@@ -637,4 +637,4 @@ TEST(MetricLog, FlushIfDueFlushesOnceTheIntervalHasPassed) {
 }
 
 }  // namespace
-}  // namespace mbkit::train
+}  // namespace mbkit::metrics

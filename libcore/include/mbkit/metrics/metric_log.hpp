@@ -33,7 +33,7 @@ namespace mbkit::io {
 class File;
 }
 
-namespace mbkit::train {
+namespace mbkit::metrics {
 
 inline constexpr const char* kLogFormat = "mbkit-log";
 inline constexpr int kLogFormatVersion = 1;
@@ -139,4 +139,4 @@ class MetricLog {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace mbkit::train
+}  // namespace mbkit::metrics

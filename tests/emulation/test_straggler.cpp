@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "mbkit/train/straggler.hpp"
+#include "mbkit/emulation/straggler.hpp"
 #include "test_helpers.hpp"
 
-namespace mbkit::train {
+namespace mbkit::emulation {
 namespace {
 
 StragglerProfile profile_of(const std::string& text) {
@@ -351,4 +351,4 @@ TEST(Slowdown, BadSlowdownValuesAreUsageErrors) {
 }
 
 }  // namespace
-}  // namespace mbkit::train
+}  // namespace mbkit::emulation

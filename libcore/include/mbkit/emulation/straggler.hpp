@@ -18,7 +18,7 @@
 
 #include "mbkit/util/random.hpp"
 
-namespace mbkit::train {
+namespace mbkit::emulation {
 
 /// One folded normal of a straggler mixture, in seconds.
 struct StragglerComponent {
@@ -86,4 +86,4 @@ struct Slowdown {
 /// factors >= 1. Throws a usage error naming --slowdown.
 Slowdown parse_slowdown(const std::string& text);
 
-}  // namespace mbkit::train
+}  // namespace mbkit::emulation

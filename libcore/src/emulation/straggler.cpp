@@ -1,4 +1,4 @@
-#include "mbkit/train/straggler.hpp"
+#include "mbkit/emulation/straggler.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -10,7 +10,7 @@
 
 #include "mbkit/util/check.hpp"
 
-namespace mbkit::train {
+namespace mbkit::emulation {
 
 namespace {
 
@@ -262,4 +262,4 @@ Slowdown parse_slowdown(const std::string& text) {
   return slowdown;
 }
 
-}  // namespace mbkit::train
+}  // namespace mbkit::emulation

@@ -1,7 +1,7 @@
 // The metric log: four tables of extendible columns in one HDF5 file, laid out under a
 // temporary name, then reopened for SWMR writing so that readers can follow the run and a
 // killed run leaves a readable file.
-#include "mbkit/train/metric_log.hpp"
+#include "mbkit/metrics/metric_log.hpp"
 
 #include <unistd.h>
 
@@ -20,7 +20,7 @@
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/fs.hpp"
 
-namespace mbkit::train {
+namespace mbkit::metrics {
 namespace {
 
 // 1024 rows of 8 bytes: a chunk per column is rewritten at each flush, so keep chunks small.
@@ -492,4 +492,4 @@ const std::string& MetricLog::path() const {
   return impl_->path;
 }
 
-}  // namespace mbkit::train
+}  // namespace mbkit::metrics
