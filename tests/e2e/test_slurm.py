@@ -110,7 +110,8 @@ class SlurmSingleNode(mbtest.ToolTestCase):
             self.assertEqual(int(mbtest.text_attrs(ckpt)["step"]), 5)
 
     def rank_pid(self, job, rank, timeout=60):
-        """PID of the job's training process of `rank` (SLURM_PROCID in its environment)."""
+        """PID of the job's training process of `rank` (SLURM_PROCID in its environment; job
+        ids start at 1 in every test cluster, so the cluster's SLURM_CONF is compared too)."""
         deadline = time.time() + timeout
         while time.time() < deadline:
             for entry in os.listdir("/proc"):
@@ -125,7 +126,8 @@ class SlurmSingleNode(mbtest.ToolTestCase):
                                        if b"=" in item)
                 except OSError:
                     continue
-                if (environ.get(b"SLURM_JOB_ID") == job.encode()
+                if (environ.get(b"SLURM_CONF") == self.cluster.conf.encode()  # not another test's
+                        and environ.get(b"SLURM_JOB_ID") == job.encode()
                         and environ.get(b"SLURM_PROCID") == str(rank).encode()):
                     return int(entry)
             time.sleep(0.2)
@@ -175,7 +177,7 @@ class SlurmSingleNode(mbtest.ToolTestCase):
         errors = re.findall(r"^mb-train-fmb: .*error: .*$", out, re.M)
         self.assertTrue(errors, msg=out)
         for line in errors:
-            named = re.search(r"ranks? ([0-9, and]+) does? not answer", line)
+            named = re.search(r"ranks? ([0-9, and]+) do(?:es)? not answer", line)
             if named:
                 self.assertIn("2", re.split(r", | and ", named.group(1)), msg=out)
             else:
