@@ -1,6 +1,6 @@
 """The SLURM job scripts of share/mbkit/slurm/ on a real single-node SLURM cluster brought up from
-Debian's packages (slurm-wlm, munge; tests/e2e/slurmcluster.py): fmb.sbatch and amb.sbatch
-submitted with sbatch -n 3 on a small dataset, the logs and checkpoints checked with h5py
+Debian's packages (slurm-wlm, munge; tests/e2e/slurmcluster.py): fmb.sbatch, amb.sbatch and
+dbsl.sbatch submitted with sbatch -n 3 on a small dataset, the logs and checkpoints checked with h5py
 against runs outside SLURM, and a job whose worker is killed (kill -9) ending as mbkit(7)
 documents for srun --kill-on-bad-exit=1: srun's status 137 naming the task, the other ranks'
 status 4 within their 10 s grace.
@@ -108,6 +108,33 @@ class SlurmSingleNode(mbtest.ToolTestCase):
             self.assertEqual(json.loads(attrs["config"])["time_limit"], 0.035)
         with h5py.File(self.path("amb-checkpoint.h5"), "r") as ckpt:
             self.assertEqual(int(mbtest.text_attrs(ckpt)["step"]), 5)
+
+    def test_dbsl_script(self):
+        # A server and 2 workers, the second small, on the virtual clock: the plan gives the
+        # large worker 165 samples at batch 32 and the small one 135 at 23, and the pushes
+        # alternate (mb-train-dbsl --plan). The same model as the same run under mpirun.
+        data = self.toy(300)
+        common = "--hidden 16 --eval-every 1 -q --clock virtual --compute-model 0.0001,0.005"
+        job = self.submit("dbsl.sbatch", 3, NAME="dbsl", DATA=data, MODEL="mlp", BASE_BATCH="32",
+                          EXTRA_TIME="1.1", SMALL_WORKERS="1", EPOCHS="2",
+                          TIME_MODEL="0.0001,0.005", OPTIONS=common)
+        one_host = mbtest.run(
+            ["mpirun", "--oversubscribe", "-n", "3", mbtest.tool("mb-train-dbsl"), "--data", data,
+             "--model", "mlp", "--base-batch", "32", "--extra-time", "1.1", "--small-workers",
+             "1", "--epochs", "2", "--time-model-ab", "0.0001,0.005", "--seed", "1",
+             "--threads", "1", *common.split(), "--checkpoint", self.path("mpirun.h5")],
+            cwd=self.dir, env=self.env)
+        self.assertSucceeded(one_host)
+        self.assertJobSucceeded(job, "dbsl")
+        with h5py.File(self.path("dbsl.h5"), "r", swmr=True) as log:
+            attrs = mbtest.text_attrs(log)
+            self.assertEqual((attrs["tool"], int(attrs["world_size"])), ("mb-train-dbsl", 3))
+            self.assertEqual(list(log["workers/rank"][...]), [2, 1, 2, 1])
+            self.assertEqual(list(log["workers/samples"][...]), [135, 165, 135, 165])
+        ours, theirs = params_of(self.path("dbsl-checkpoint.h5")), params_of(self.path("mpirun.h5"))
+        for name in ours:
+            np.testing.assert_allclose(ours[name], theirs[name], rtol=2e-5, atol=2e-6,
+                                       err_msg=name)
 
     def rank_pid(self, job, rank, timeout=60):
         """PID of the job's training process of `rank` (SLURM_PROCID in its environment; job

@@ -7,7 +7,8 @@ the veth pair (TCP; each namespace has only its loopback and its end of the pair
 - mb-train-fmb --comm allreduce on 2 ranks, one per host: --allreduce auto takes MPI_Allreduce
   without timing (no memory is shared across hosts), and --allreduce shm is refused;
 - mb-train-fmb --comm allreduce --bucket-mb on 4 ranks, two per host, and mb-train-amb --comm
-  ps on 4 ranks: each the same model as the same run on one host (mpirun) with the same seed.
+  ps on 4 ranks: each the same model as the same run on one host (mpirun) with the same seed;
+- bandwidth.sbatch: collectives and exchanges timed and checked between the hosts.
 
 Needs root, slurm-wlm, munge and iproute2, and a kernel that lets it make network namespaces;
 elsewhere it is reported skipped (status 77) with the reason. Everything is torn down at the
@@ -131,6 +132,26 @@ class SlurmTwoHosts(mbtest.ToolTestCase):
             self.assertEqual(list(log["workers/micro_batches"][...]), [4] * 15)
             self.assertEqual(list(log["steps/samples"][...]), [96] * 5)
         self.assertSameParams("amb-checkpoint.h5", "amb-one.h5")
+
+    def test_bandwidth_script_across_hosts(self):
+        job = self.submit("bandwidth.sbatch", 2, 2, NAME="bw", RESULTS=self.path("bw.h5"),
+                          OPS="allreduce,exchange", MIN_BYTES="8K", MAX_BYTES="64K",
+                          STEP_FACTOR="8", ITERS="5")
+        self.finish(job, "bw")
+        with h5py.File(self.path("bw.h5"), "r") as f:
+            self.assertEqual(mbtest.text_attrs(f)["format"], "mbkit-bandwidth")
+            self.assertEqual(sorted(f["np2"]), ["allreduce", "exchange"])
+            for op in ("allreduce", "exchange"):
+                run = f["np2"][op]
+                self.assertEqual(mbtest.text_attrs(run)["hosts"], "h1, h2")
+                self.assertTrue(np.all(run["wrong"][...] == 0))
+                self.assertTrue(np.all(run["time_us"][...] > 0))
+            self.assertEqual(sorted(set(run["bytes"][...])), [8192, 65536])
+            modes = {m.decode() if isinstance(m, bytes) else m for m in run["mode"][...]}
+            # The shared-memory sum exists only when every rank is on one host.
+            self.assertIn("exchange-allreduce-mpi", modes)
+            self.assertIn("exchange-ps", modes)
+            self.assertNotIn("exchange-allreduce-shm", modes)
 
 
 if __name__ == "__main__":
