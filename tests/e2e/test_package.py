@@ -83,25 +83,36 @@ class DebianPackage(mbtest.ToolTestCase):
         elves = [os.path.join(root, name) for root, _, names in os.walk(unpacked)
                  for name in names if name.startswith(("mb-", "libmbkit-core.so."))]
         self.assertGreaterEqual(len(elves), 10, elves)
-        wanted = {}
+        resolved = {}  # library name -> its path, as ldd resolves it
         for elf in elves:
             dynamic = subprocess.run(["readelf", "-d", elf], capture_output=True, text=True).stdout
             needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", dynamic)
             ldd = subprocess.run(["ldd", elf], capture_output=True, text=True).stdout
             for library in needed:
-                if library.startswith("libmbkit-core"):
+                if library.startswith("libmbkit-core") or library in resolved:
                     continue
                 # "libx.so.1 => /path (addr)", or "/lib64/ld-linux-x86-64.so.2 (addr)"
                 found = re.search(rf"^\s*(?:{re.escape(library)} => )?(\S*/{re.escape(library)})"
                                   r" \(", ldd, re.M)
                 self.assertIsNotNone(found, msg=f"{elf}: {library} not resolved\n{ldd}")
-                owner = subprocess.run(["dpkg", "-S", os.path.realpath(found.group(1))],
-                                       capture_output=True, text=True)
-                if owner.returncode != 0:  # dpkg knows the /lib path, not /usr/lib's (usrmerge)
-                    owner = subprocess.run(["dpkg", "-S", found.group(1)], capture_output=True,
-                                           text=True)
-                self.assertEqual(owner.returncode, 0, msg=f"{library}: {owner.stderr}")
-                wanted[library] = owner.stdout.split(":")[0]
+                resolved[library] = found.group(1)
+        # One dpkg -S for all (it reads dpkg's whole database each time). dpkg may know a file
+        # under /lib or under /usr/lib (usrmerge): both spellings are asked for.
+        candidates = {library: {path, os.path.realpath(path)} for library, path in resolved.items()}
+        for library, paths in candidates.items():
+            paths.update(p.replace("/usr/lib/", "/lib/", 1) if p.startswith("/usr/lib/")
+                         else "/usr" + p for p in list(paths) if p.startswith(("/lib/", "/usr/lib/")))
+        everything = sorted(set().union(*candidates.values()))
+        listing = subprocess.run(["dpkg", "-S", *everything], capture_output=True, text=True).stdout
+        owners = {}
+        for line in listing.splitlines():
+            package, _, path = line.partition(": ")
+            owners[path.strip()] = package.split(":")[0]
+        wanted = {}
+        for library, paths in candidates.items():
+            found = [owners[p] for p in sorted(paths) if p in owners]
+            self.assertTrue(found, msg=f"{library} ({resolved[library]}) is in no Debian package")
+            wanted[library] = found[0]
         for library, package in sorted(wanted.items()):
             self.assertIn(package, depends, msg=f"{library} is in {package}, not among the "
                                                 f"Depends: {sorted(depends)}")
