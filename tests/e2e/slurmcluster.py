@@ -111,6 +111,8 @@ SelectTypeParameters=CR_CPU
 SchedulerType=sched/builtin
 MpiDefault=none
 ReturnToService=2
+# The nodes have the CPUs written here whatever this machine has (a 1-core runner too).
+SlurmdParameters=config_overrides
 JobCompType=jobcomp/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
