@@ -27,6 +27,10 @@ def plain(text):
     return " ".join(text.replace("\u2010", "-").replace("\u2212", "-").split())
 
 
+# Names in the library's strings that are not file formats.
+NOT_FORMATS = {"mbkit-cache", "mbkit-formats", "mbkit-core", "mbkit-cuda"}
+
+
 def tools_built():
     """mb and every mb-* tool of the build."""
     return sorted(n for n in os.listdir(mbtest.BIN_DIR) if n == "mb" or n.startswith("mb-"))
@@ -106,6 +110,28 @@ class Documentation(unittest.TestCase):
                 for option in sorted(documented):
                     self.assertIn(option, listed,
                                   f"{tool}(1) documents {option}, which --help does not list")
+
+    def test_every_file_format_is_documented_with_its_version(self):
+        """Each format name the library writes or checks ("mbkit-log"...) has its section in
+        mbkit-formats(5), with the version the same source file declares."""
+        with open(os.path.join(self.man, "mbkit-formats.5")) as f:
+            page = f.read().replace("\\(dq", '"')
+        documented = dict(re.findall(r'^\.SH .*\(format "(mbkit-[a-z-]+)", version (\d+)\)', page,
+                                     re.M))
+        found = {}
+        for root, _, files in os.walk(os.path.join(mbtest.SOURCE_DIR, "libcore")):
+            for name in files:
+                with open(os.path.join(root, name)) as f:
+                    source = f.read()
+                versions = re.findall(r"FormatVersion = (\d+);", source)
+                for fmt in set(re.findall(r'"(mbkit-[a-z-]+)"', source)) - NOT_FORMATS:
+                    if len(versions) == 1 or fmt not in found:
+                        found[fmt] = versions[0] if len(versions) == 1 else None
+        self.assertIn("mbkit-log", found)
+        for fmt, version in sorted(found.items()):
+            self.assertIn(fmt, documented, f"mbkit-formats(5) has no section on {fmt}")
+            if version is not None:
+                self.assertEqual(documented[fmt], version, fmt)
 
     def test_readme_test_command_is_what_ci_runs(self):
         with open(os.path.join(mbtest.SOURCE_DIR, "README.md")) as f:
