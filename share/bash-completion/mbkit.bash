@@ -71,7 +71,8 @@ _mbkit_complete() {
   for ((i = 1; i < cword; i++)); do
     word=${words[i]}
     if [[ -n $value_of ]]; then
-      value_of=
+      # --model=mlp reaches us as --model, =, mlp (= breaks words): the value is after the =.
+      [[ $word == = ]] || value_of=
     elif [[ $word == -* ]]; then
       [[ $word != *=* ]] && _mbkit_is "$word" ${_mbkit_takes[$key]} ${_mbkit_takes[$cmd]} &&
         value_of=$word

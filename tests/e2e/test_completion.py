@@ -84,6 +84,10 @@ class Completion(mbtest.ToolTestCase):
         for op in ("allreduce", "reduce-bcast", "reduce-scatter", "exchange", "all"):
             self.assertIn(op, ops)
         self.assertEqual(self.complete("mb-train-fmb", "--lr", ""), [])  # a number: nothing
+        # --type=pa: bash breaks the word at the =
+        self.assertEqual(self.complete("mb-plot", "--type", "=", "pa"),
+                         ["panel", "panel-hist", "panel-all", "partitions"])
+        self.assertEqual(self.complete("mb-plot", "--type", "=", "panel", "--log"), ["--logy"])
 
     def test_hdf5_files_by_extension(self):
         for name in ("run.h5", "data.h5", "notes.txt", "fig.png"):

@@ -14,6 +14,10 @@ int main(int argc, char** argv) {
   mbkit::cli::add_common_options(app, common);
   // Everything from TOOL on belongs to the tool: mb parses only what comes before it.
   app.prefix_command();
+  app.footer(
+      "mb TOOL [ARGS...]   run mb-TOOL from mb's directory with ARGS\n"
+      "mb help [TOOL]      open the tool's manual (alone: mbkit(7))\n"
+      "mb                  list the tools");
   mbkit::tools::front::FrontOptions options;
   return mbkit::cli::run_tool(app, argc, argv, common, [&] {
     options.command = app.remaining();
