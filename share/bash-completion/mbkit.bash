@@ -3,7 +3,7 @@
 # positionals, and the words or files each value can be) and the `complete` lines, so the
 # completion follows the options as they are built. See tools/CMakeLists.txt.
 
-declare -gA _mbkit_subs _mbkit_opts _mbkit_takes _mbkit_pos _mbkit_words _mbkit_files
+declare -gA _mbkit_subs _mbkit_opts _mbkit_takes _mbkit_pos _mbkit_words _mbkit_files _mbkit_lists
 declare -g _mbkit_tools=
 
 # _mbkit_is WORD LIST...: whether WORD is one of LIST.
@@ -34,6 +34,12 @@ _mbkit_files_like() {
 # _mbkit_values KEY CUR: the words and files that "COMMAND NAME" takes.
 _mbkit_values() {
   local key=$1 cur=$2
+  if [[ -n ${_mbkit_lists[$key]} && $cur == *,* ]]; then
+    # A comma-separated list: complete its last item, keeping those before.
+    compopt -o nospace 2>/dev/null
+    COMPREPLY+=($(compgen -P "${cur%,*}," -W "${_mbkit_words[$key]}" -- "${cur##*,}"))
+    return 0
+  fi
   [[ -n ${_mbkit_words[$key]} ]] && COMPREPLY+=($(compgen -W "${_mbkit_words[$key]}" -- "$cur"))
   [[ -n ${_mbkit_files[$key]} ]] && _mbkit_files_like "${_mbkit_files[$key]}" "$cur"
   return 0

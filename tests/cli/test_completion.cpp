@@ -63,6 +63,8 @@ TEST(Completion, HdfFilesByExtensionOtherOutputsAsThemselves) {
   EXPECT_EQ(value_completion("mb-report", "--output").files, std::vector<std::string>{"*"});
   EXPECT_EQ(value_completion("mb-plot", "--script").files, std::vector<std::string>{"/"});
   EXPECT_TRUE(value_completion("mb-train-fmb", "--lr").empty());
+  EXPECT_TRUE(value_completion("mb-bench-bandwidth", "--op").list);
+  EXPECT_FALSE(value_completion("mb-train-fmb", "--model").list);
   const auto resume = value_completion("mb-train-fmb", "--resume");
   EXPECT_EQ(resume.words, std::vector<std::string>{"auto"});
   EXPECT_EQ(resume.files, std::vector<std::string>{"h5"});

@@ -84,6 +84,12 @@ class Completion(mbtest.ToolTestCase):
         for op in ("allreduce", "reduce-bcast", "reduce-scatter", "exchange", "all"):
             self.assertIn(op, ops)
         self.assertEqual(self.complete("mb-train-fmb", "--lr", ""), [])  # a number: nothing
+        # Comma-separated lists: the last item completes, the others stay.
+        self.assertEqual(self.complete("mb-bench-bandwidth", "--op", "allreduce,ex"),
+                         ["allreduce,exchange"])
+        self.assertIn("loss-vs-step,accuracy-vs-step",
+                      self.complete("mb-plot", "--subset", "loss-vs-step,acc"))
+        self.assertNotIn("panel", self.complete("mb-plot", "--subset", ""))
         # --type=pa: bash breaks the word at the =
         self.assertEqual(self.complete("mb-plot", "--type", "=", "pa"),
                          ["panel", "panel-hist", "panel-all", "partitions"])

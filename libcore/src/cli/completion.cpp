@@ -105,6 +105,7 @@ void emit(const CLI::App& app, const std::string& command, std::string& out) {
     const std::string value_key = "['" + command + " " + name + "']=";
     if (!value.words.empty()) out += "_mbkit_words" + value_key + bash_words(value.words) + "\n";
     if (!value.files.empty()) out += "_mbkit_files" + value_key + bash_words(value.files) + "\n";
+    if (value.list) out += "_mbkit_lists" + value_key + "1\n";
   }
   for (const CLI::App* sub : app.get_subcommands({})) {
     if (!sub->get_name().empty()) emit(*sub, command + " " + sub->get_name(), out);
@@ -125,10 +126,17 @@ ValueCompletion value_completion(const std::string& command, const std::string& 
     for (const std::string& type : plot::bench_figure_names()) types.push_back(type);
     return words(types);
   }
+  if (name == "--subset" && tool == "mb-plot") {  // the panes of a panel
+    Words panes;
+    for (const plot::FigureType& type : plot::figure_types()) {
+      if (type.kind != plot::FigureKind::kPanel) panes.push_back(type.name);
+    }
+    return {panes, {}, true};
+  }
   if (name == "--op") {
     Words ops = bench::op_names();
     ops.push_back("all");
-    return words(ops);
+    return {ops, {}, true};
   }
   if (name == "--optimizer") return words(listed(optim::known_optimizers()));
   if (name == "--lr-schedule") return words(listed(optim::known_schedules()));

@@ -20,6 +20,8 @@ struct ValueCompletion {
   std::vector<std::string> words;  ///< fixed choices
   /// File name extensions to offer ("h5"), "*" for any file, "/" for directories only.
   std::vector<std::string> files;
+  /// The value is a comma-separated list of the words ("allreduce,exchange").
+  bool list = false;
   bool empty() const { return words.empty() && files.empty(); }
 };
 
