@@ -1,6 +1,7 @@
-"""The documentation describes what the tools do now: every tool has a man page that renders
-cleanly and mentions every subcommand and option its --help lists, and the README's test command
-is the one CI runs."""
+"""The documentation describes what the tools do now: every tool (mb included) has a man page
+that renders cleanly (groff -ww) and mentions every subcommand and option its --help lists, every
+option a page documents is in the tool's --help, and the README's test command is the one CI
+runs."""
 
 import os
 import re
@@ -26,6 +27,24 @@ def plain(text):
     return " ".join(text.replace("\u2010", "-").replace("\u2212", "-").split())
 
 
+# Names in the library's strings that are not file formats.
+NOT_FORMATS = {"mbkit-cache", "mbkit-formats", "mbkit-core", "mbkit-cuda"}
+
+
+def tools_built():
+    """mb and every mb-* tool of the build."""
+    return sorted(n for n in os.listdir(mbtest.BIN_DIR) if n == "mb" or n.startswith("mb-"))
+
+
+def help_texts(tool):
+    """The tool's --help, its subcommands, and the --help of each."""
+    top = mbtest.run([mbtest.tool(tool), "--help"]).out
+    subcommands = re.findall(r"^  ([a-z][a-z-]*)\s{2,}", top.split("Subcommands:")[-1],
+                             re.M) if "Subcommands:" in top else []
+    return top, subcommands, [top] + [mbtest.run([mbtest.tool(tool), s, "--help"]).out
+                                      for s in subcommands]
+
+
 class Documentation(unittest.TestCase):
     def setUp(self):
         self.man = os.path.join(mbtest.SOURCE_DIR, "man")
@@ -40,10 +59,16 @@ class Documentation(unittest.TestCase):
                 rc, _, err = render(os.path.join(self.man, page))
                 self.assertEqual(rc, 0, err)
                 self.assertEqual(err, "", f"groff warnings for {page}:\n{err}")
+                # What CI runs: every warning on, no output.
+                checked = subprocess.run(["groff", "-t", "-man", "-ww", "-z",
+                                          os.path.join(self.man, page)],
+                                         capture_output=True, text=True, env=mbtest.clean_env())
+                self.assertEqual((checked.returncode, checked.stderr), (0, ""), page)
 
     def test_every_tool_option_is_documented(self):
-        tools = sorted(n for n in os.listdir(mbtest.BIN_DIR) if n.startswith("mb-"))
+        tools = tools_built()
         self.assertIn("mb-dataset", tools)
+        self.assertIn("mb", tools)
         overview = plain(render(os.path.join(self.man, "mbkit.7"))[1])
         for tool in tools:
             with self.subTest(tool=tool):
@@ -54,10 +79,7 @@ class Documentation(unittest.TestCase):
                 if "every option of mb-train-fmb" in " ".join(text.split()):
                     text += plain(render(os.path.join(self.man, "mb-train-fmb.1"))[1])
                 self.assertIn(tool, overview, f"mbkit(7) does not list {tool}")
-                top = mbtest.run([mbtest.tool(tool), "--help"]).out
-                subcommands = re.findall(r"^  ([a-z][a-z-]*)\s{2,}", top.split("Subcommands:")[-1],
-                                         re.M) if "Subcommands:" in top else []
-                helps = [top] + [mbtest.run([mbtest.tool(tool), s, "--help"]).out for s in subcommands]
+                top, subcommands, helps = help_texts(tool)
                 for sub in subcommands:
                     self.assertIn(f"{tool} {sub}", text.replace("mb-dataset  ", "mb-dataset "),
                                   f"man page of {tool} lacks subcommand {sub}")
@@ -66,6 +88,50 @@ class Documentation(unittest.TestCase):
                         if option == "--help":
                             continue
                         self.assertIn(option, text, f"{tool}(1) does not document {option}")
+
+    def test_every_documented_option_is_in_the_help(self):
+        """The other way round: an option a page documents (the tag of an item, .TP) that the
+        tool's --help does not list is gone or misspelt."""
+        for tool in tools_built():
+            with self.subTest(tool=tool):
+                with open(os.path.join(self.man, f"{tool}.1")) as f:
+                    source = f.read().splitlines()
+                tags = [source[i + 1] for i, line in enumerate(source[:-1]) if line == ".TP"]
+                documented = set()
+                for tag in tags:
+                    documented |= set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)",
+                                                 tag.replace("\\-", "-")))
+                self.assertTrue(documented, f"{tool}(1) documents no option")
+                # The options' column of --help, not the options its descriptions mention.
+                listed = set()
+                for help_text in help_texts(tool)[2]:
+                    for column in re.findall(r"^ {2,}(-\S+)", help_text, re.M):
+                        listed |= set(re.findall(r"--[a-z][a-z0-9-]*", column))
+                for option in sorted(documented):
+                    self.assertIn(option, listed,
+                                  f"{tool}(1) documents {option}, which --help does not list")
+
+    def test_every_file_format_is_documented_with_its_version(self):
+        """Each format name the library writes or checks ("mbkit-log"...) has its section in
+        mbkit-formats(5), with the version the same source file declares."""
+        with open(os.path.join(self.man, "mbkit-formats.5")) as f:
+            page = f.read().replace("\\(dq", '"')
+        documented = dict(re.findall(r'^\.SH .*\(format "(mbkit-[a-z-]+)", version (\d+)\)', page,
+                                     re.M))
+        found = {}
+        for root, _, files in os.walk(os.path.join(mbtest.SOURCE_DIR, "libcore")):
+            for name in files:
+                with open(os.path.join(root, name)) as f:
+                    source = f.read()
+                versions = re.findall(r"FormatVersion = (\d+);", source)
+                for fmt in set(re.findall(r'"(mbkit-[a-z-]+)"', source)) - NOT_FORMATS:
+                    if len(versions) == 1 or fmt not in found:
+                        found[fmt] = versions[0] if len(versions) == 1 else None
+        self.assertIn("mbkit-log", found)
+        for fmt, version in sorted(found.items()):
+            self.assertIn(fmt, documented, f"mbkit-formats(5) has no section on {fmt}")
+            if version is not None:
+                self.assertEqual(documented[fmt], version, fmt)
 
     def test_readme_test_command_is_what_ci_runs(self):
         with open(os.path.join(mbtest.SOURCE_DIR, "README.md")) as f:

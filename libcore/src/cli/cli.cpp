@@ -6,6 +6,7 @@
 #include <new>
 #include <thread>
 
+#include "mbkit/cli/completion.hpp"
 #include "mbkit/util/fs.hpp"
 #include "mbkit/util/log.hpp"
 #include "mbkit/util/signals.hpp"
@@ -108,6 +109,12 @@ int report_errors(const std::string& program, const std::function<int()>& body) 
 
 int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& options,
              const std::function<int()>& body) {
+  // The build asks every tool for its options to generate the shell completion (hidden: it is
+  // not an option of the tool, and only alone on the command line).
+  if (argc == 2 && std::string(argv[1]) == kCompletionSpecFlag) {
+    std::fputs(completion_spec(app).c_str(), stdout);
+    return std::fflush(stdout) == 0 ? 0 : static_cast<int>(ExitCode::kFailure);
+  }
   // Before any other thread exists: signals go to one thread of their own.
   start_signal_thread();
   g_command_line = command_line(argc, argv);

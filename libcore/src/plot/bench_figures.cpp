@@ -1,5 +1,6 @@
 #include "mbkit/plot/bench_figures.hpp"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -107,8 +108,14 @@ Figure bandwidth_figure(const std::vector<std::string>& paths) {
 
 }  // namespace
 
+const std::vector<std::string>& bench_figure_names() {
+  static const std::vector<std::string> names = {"partitions", "bandwidth-vs-workers"};
+  return names;
+}
+
 bool is_bench_figure(const std::string& type) {
-  return type == "partitions" || type == "bandwidth-vs-workers";
+  const auto& names = bench_figure_names();
+  return std::find(names.begin(), names.end(), type) != names.end();
 }
 
 void list_bench_figures(std::ostream& out) {

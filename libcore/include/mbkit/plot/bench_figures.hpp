@@ -17,6 +17,8 @@
 
 namespace mbkit::plot {
 
+/// The names above, in the order --list-types prints them.
+const std::vector<std::string>& bench_figure_names();
 /// True for the names above.
 bool is_bench_figure(const std::string& type);
 /// Lines for mb-plot --list-types, in its columns.
