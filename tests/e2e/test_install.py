@@ -71,7 +71,7 @@ class Install(mbtest.ToolTestCase):
                  for name in names if re.fullmatch(r"libmbkit-core\.so\.\d+", name)]
         self.assertEqual(len(cores), 1, cores)
         libdir = os.path.relpath(os.path.dirname(cores[0]), self.prefix)
-        for tool in ("mb-dataset", "mb-train-fmb", "mb-train-amb", "mb-eval", "mb-plot",
+        for tool in ("mb", "mb-dataset", "mb-train-fmb", "mb-train-amb", "mb-eval", "mb-plot",
                      "mb-report"):
             path = os.path.join(self.prefix, "bin", tool)
             self.assertTrue(os.access(path, os.X_OK), path)

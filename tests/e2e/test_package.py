@@ -81,7 +81,8 @@ class DebianPackage(mbtest.ToolTestCase):
         depends = {item.strip().split()[0] for item in self.field(deb, "Depends").split(",")}
         self.assertTrue(depends, "no Depends")
         elves = [os.path.join(root, name) for root, _, names in os.walk(unpacked)
-                 for name in names if name.startswith(("mb-", "libmbkit-core.so."))]
+                 for name in names
+                 if root.endswith("/usr/bin") or name.startswith("libmbkit-core.so.")]
         self.assertGreaterEqual(len(elves), 10, elves)
         resolved = {}  # library name -> its path, as ldd resolves it
         for elf in elves:
@@ -128,7 +129,8 @@ class DebianPackage(mbtest.ToolTestCase):
         self.assertDependsOnWhatItLinks(deb)
         listing = subprocess.run(["dpkg-deb", "-c", deb], capture_output=True, text=True,
                                  check=True).stdout
-        for path in ("./usr/bin/mb-train-fmb", "./usr/share/man/man7/mbkit.7",
+        for path in ("./usr/bin/mb", "./usr/bin/mb-train-fmb", "./usr/share/man/man7/mbkit.7",
+                     "./usr/share/bash-completion/completions/mb-train-fmb",
                      "./usr/share/mbkit/slurm/fmb.sbatch",
                      "./usr/share/mbkit/examples/Makefile.examples"):
             self.assertIn(path, listing)
