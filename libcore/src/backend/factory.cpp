@@ -1,6 +1,10 @@
 #include "mbkit/backend/factory.hpp"
 
+#include <cstdlib>
+
 #include "mbkit/backend/cpu.hpp"
+#include "mbkit/backend/cuda_plugin.hpp"
+#include "mbkit/backend/device.hpp"
 #include "mbkit/config.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/strings.hpp"
@@ -8,16 +12,25 @@
 namespace mbkit::backend {
 
 std::vector<std::string> available_backends() {
-  // The CUDA backend (a later issue) will come from libmbkit-cuda through cuda_plugin(); that
-  // library holds only the CUDA version and device queries for now.
+  // libmbkit-cuda (opened through cuda_plugin()) answers device queries only so far: "cuda" joins
+  // this list when it implements the operations.
   return {"cpu"};
 }
 
 std::unique_ptr<nn::Backend> make_backend(const std::string& name, int threads) {
   if (threads < 0) usage_error(cat("--threads ", threads, " must not be negative"));
-  if (name == "cpu") return make_cpu_backend(threads);
-  usage_error(cat("--device: unknown or unavailable backend '", name,
-                  "' (available: ", join(available_backends(), ", "), ")"));
+  const Device device = parse_device(name);
+  if (device.kind == Device::Kind::kCpu) return make_cpu_backend(threads);
+  // A GPU was asked for: every check a GPU run will need, in the order a user can act on.
+  std::string why_not;
+  const CudaPluginApi* cuda = cuda_plugin(&why_not);
+  if (cuda == nullptr) usage_error(cat("--device ", device.text(), ": CUDA backend ", why_not));
+  const int gpu = choose_gpu(device, local_rank_from_environment(), cuda->device_count(),
+                             std::getenv("CUDA_VISIBLE_DEVICES"));
+  usage_error(cat("--device ", device.text(), ": GPU ", gpu,
+                  " is there, but this mbkit's CUDA backend has only device queries so far; "
+                  "train with --device cpu (available: ",
+                  join(available_backends(), ", "), ")"));
 }
 
 }  // namespace mbkit::backend

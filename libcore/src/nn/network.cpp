@@ -27,6 +27,12 @@ Network::Network(Graph graph, Backend& backend)
       state_(graph_.state_count(), 0.0f),
       gradient_storage_(gradients_) {
   const auto& nodes = graph_.nodes();
+  for (const Node& node : nodes) {
+    if (!backend_.supports(node.op)) {
+      usage_error(cat("model ", graph_.model(), ": layer ", node.name, " is a ", op_name(node.op),
+                      ", which the backend (", backend_.description(), ") does not run"));
+    }
+  }
   for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
     kernels_.push_back(backend_.make_kernel(graph_, i));
   }

@@ -71,6 +71,9 @@ class Backend {
   /// "cpu: oneDNN 2.6.3, 2 threads".
   virtual std::string description() const = 0;
   virtual int threads() const = 0;
+  /// Whether this backend has a kernel for `op`: a Network refuses a graph with an op its
+  /// backend lacks before building anything, and backend parity tests skip what is not there.
+  virtual bool supports(Op op) const = 0;
 
   virtual std::unique_ptr<Kernel> make_kernel(const Graph& graph, int node) = 0;
   /// An empty tensor for a node's output; its producer's prepare() gives it a layout and memory.

@@ -183,6 +183,27 @@ class CpuBackend final : public nn::Backend {
 
   int threads() const override { return threads_; }
 
+  bool supports(nn::Op op) const override {
+    switch (op) {  // every op, listed so that a new one is a compile warning here
+      case nn::Op::kInput:
+      case nn::Op::kDense:
+      case nn::Op::kConv2d:
+      case nn::Op::kMaxPool:
+      case nn::Op::kAvgPool:
+      case nn::Op::kGlobalAvgPool:
+      case nn::Op::kBatchNorm:
+      case nn::Op::kRelu:
+      case nn::Op::kSigmoid:
+      case nn::Op::kTanh:
+      case nn::Op::kDropout:
+      case nn::Op::kFlatten:
+      case nn::Op::kAdd:
+      case nn::Op::kSoftmaxCrossEntropy:
+        return true;
+    }
+    return false;
+  }
+
   const std::vector<PrimitiveImpl>& built() const { return context_.built; }
 
   std::unique_ptr<nn::Kernel> make_kernel(const nn::Graph& graph, int index) override {

@@ -1,4 +1,4 @@
-#include "mbkit/util/cuda_info.hpp"
+#include "mbkit/backend/cuda/info.hpp"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -10,7 +10,7 @@
 #include <nccl.h>
 #endif
 
-namespace mbkit {
+namespace mbkit::backend {
 namespace {
 
 std::string cuda_version_text(int version) {
@@ -68,4 +68,4 @@ std::vector<std::pair<std::string, std::string>> cuda_library_versions() {
   return versions;
 }
 
-}  // namespace mbkit
+}  // namespace mbkit::backend

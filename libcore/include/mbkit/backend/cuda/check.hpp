@@ -5,17 +5,17 @@
 #include "mbkit/util/check.hpp"
 
 #define MBKIT_CUDA_CHECK(expr) \
-  ::mbkit::detail::cuda_check(static_cast<int>(expr), #expr, MBKIT_HERE)
+  ::mbkit::backend::detail::cuda_check(static_cast<int>(expr), #expr, MBKIT_HERE)
 #define MBKIT_CUDNN_CHECK(expr) \
-  ::mbkit::detail::cudnn_check(static_cast<int>(expr), #expr, MBKIT_HERE)
+  ::mbkit::backend::detail::cudnn_check(static_cast<int>(expr), #expr, MBKIT_HERE)
 #define MBKIT_CUBLAS_CHECK(expr) \
-  ::mbkit::detail::cublas_check(static_cast<int>(expr), #expr, MBKIT_HERE)
+  ::mbkit::backend::detail::cublas_check(static_cast<int>(expr), #expr, MBKIT_HERE)
 #define MBKIT_NCCL_CHECK(expr) \
-  ::mbkit::detail::nccl_check(static_cast<int>(expr), #expr, MBKIT_HERE)
+  ::mbkit::backend::detail::nccl_check(static_cast<int>(expr), #expr, MBKIT_HERE)
 /// After a kernel launch: reports launch-configuration errors at the launch site.
 #define MBKIT_CUDA_CHECK_LAUNCH() MBKIT_CUDA_CHECK(cudaGetLastError())
 
-namespace mbkit::detail {
+namespace mbkit::backend::detail {
 
 [[noreturn]] void cuda_failed(int code, const char* call, const char* where);
 [[noreturn]] void cudnn_failed(int code, const char* call, const char* where);
@@ -39,4 +39,4 @@ inline int nccl_check(int code, const char* call, const char* where) {
   return code;
 }
 
-}  // namespace mbkit::detail
+}  // namespace mbkit::backend::detail

@@ -5,11 +5,11 @@
 #include <utility>
 #include <vector>
 
-namespace mbkit {
+namespace mbkit::backend {
 
 /// (library, version) pairs for CUDA runtime/driver, cuDNN, cuBLAS, NCCL, plus "devices".
 std::vector<std::pair<std::string, std::string>> cuda_library_versions();
 /// Number of usable CUDA devices; 0 when there is no driver or no device.
 int cuda_device_count();
 
-}  // namespace mbkit
+}  // namespace mbkit::backend

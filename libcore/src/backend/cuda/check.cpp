@@ -1,4 +1,4 @@
-#include "mbkit/util/cuda_check.hpp"
+#include "mbkit/backend/cuda/check.hpp"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -9,7 +9,9 @@
 #include <nccl.h>
 #endif
 
-namespace mbkit::detail {
+namespace mbkit::backend::detail {
+
+using mbkit::detail::call_name;
 
 void cuda_failed(int code, const char* call, const char* where) {
   const auto error = static_cast<cudaError_t>(code);
@@ -49,4 +51,4 @@ void nccl_failed(int code, const char* call, const char* where) {
 #endif
 }
 
-}  // namespace mbkit::detail
+}  // namespace mbkit::backend::detail

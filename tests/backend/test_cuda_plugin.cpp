@@ -5,11 +5,11 @@
 #include <fstream>
 #include <string>
 
+#include "mbkit/backend/cuda_plugin.hpp"
 #include "mbkit/config.hpp"
-#include "mbkit/util/gpu_plugin.hpp"
 #include "mbkit/util/version.hpp"
 
-namespace mbkit {
+namespace mbkit::backend {
 namespace {
 
 std::string mapped_files() {
@@ -19,15 +19,7 @@ std::string mapped_files() {
   return text;
 }
 
-// Runs first in this file: nothing in the util tests asks for CUDA before it.
-TEST(GpuPlugin, CudaLibrariesAreNotLoadedUntilAsked) {
-  const std::string maps = mapped_files();
-  EXPECT_EQ(maps.find("libcublas"), std::string::npos);
-  EXPECT_EQ(maps.find("libcudnn"), std::string::npos);
-  EXPECT_EQ(maps.find("libmbkit-cuda"), std::string::npos);
-}
-
-TEST(GpuPlugin, LoadsWhenBuiltAndExplainsWhenNot) {
+TEST(CudaPlugin, LoadsWhenBuiltAndExplainsWhenNot) {
   std::string why_not;
   const CudaPluginApi* plugin = cuda_plugin(&why_not);
 #if MBKIT_HAVE_CUDA
@@ -47,9 +39,9 @@ TEST(GpuPlugin, LoadsWhenBuiltAndExplainsWhenNot) {
 #endif
 }
 
-TEST(GpuPlugin, VersionListingHasOneCudaLine) {
+TEST(CudaPlugin, VersionListingHasOneCudaLine) {
   int cuda_lines = 0;
-  for (const auto& [library, version] : library_versions()) {
+  for (const auto& [library, version] : mbkit::library_versions()) {
     if (library == "CUDA") {
       ++cuda_lines;
       EXPECT_FALSE(version.empty());
@@ -59,4 +51,4 @@ TEST(GpuPlugin, VersionListingHasOneCudaLine) {
 }
 
 }  // namespace
-}  // namespace mbkit
+}  // namespace mbkit::backend

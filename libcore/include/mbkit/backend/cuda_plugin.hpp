@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-namespace mbkit {
+namespace mbkit::backend {
 
 /// Bumped whenever CudaPluginApi changes, so that a stale libmbkit-cuda is refused, not called.
 inline constexpr int kCudaPluginAbi = 1;
@@ -25,7 +25,7 @@ struct CudaPluginApi {
 /// libmbkit-cuda, a CUDA library it cannot load). Loads once; later calls return the same.
 const CudaPluginApi* cuda_plugin(std::string* why_not = nullptr);
 
-}  // namespace mbkit
+}  // namespace mbkit::backend
 
 /// The entry point libmbkit-cuda defines.
-extern "C" const mbkit::CudaPluginApi* mbkit_cuda_plugin();
+extern "C" const mbkit::backend::CudaPluginApi* mbkit_cuda_plugin();

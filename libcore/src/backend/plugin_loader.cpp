@@ -1,4 +1,4 @@
-#include "mbkit/util/gpu_plugin.hpp"
+#include "mbkit/backend/cuda_plugin.hpp"
 
 #include <dlfcn.h>
 
@@ -8,7 +8,7 @@
 #include "mbkit/config.hpp"
 #include "mbkit/util/strings.hpp"
 
-namespace mbkit {
+namespace mbkit::backend {
 namespace {
 
 struct LoadResult {
@@ -71,4 +71,4 @@ const CudaPluginApi* cuda_plugin(std::string* why_not) {
   return result.api;
 }
 
-}  // namespace mbkit
+}  // namespace mbkit::backend
