@@ -375,7 +375,7 @@ class Distributed(mbtest.ToolTestCase):
                                           r"nothing for 2 s "
                                           r"\(--comm-timeout\); rank 2 does not answer", msg=err)
                 named = [re.split(r", | and ", found) for found in
-                         re.findall(r"\(--comm-timeout\); ranks? ([0-9, and]+) does? not answer", err)]
+                         re.findall(r"\(--comm-timeout\); ranks? ([0-9, and]+) do(?:es)? not answer", err)]
                 watchdog = re.search(r"MPI_\w+ did not complete within 2 s \(--comm-timeout\)", err)
                 self.assertTrue(any("2" in ranks for ranks in named) or watchdog, msg=err)
 
