@@ -1,6 +1,10 @@
 """The AMB original's settings beside mbkit's own (issue N), each checked against the original's
 value computed by hand on a tiny problem: a random test batch per evaluation (--test-sample
-random)."""
+random), the master's training loss (--train-loss master), --time-limit auto from the
+straggler profile, the epoch cadence (--eval-every-epoch, the summary line,
+--checkpoint-every-epoch, mb-plot --x-axis epoch), the original's compute-time histogram and
+the workers' receive, exit and queued-update columns with their histograms. (--weight-decay-on
+and --lr-schedule epochs: tests/train/test_original_settings.cpp, tests/optim.)"""
 
 import csv
 import io
@@ -211,6 +215,62 @@ class OriginalSettings(mbtest.ToolTestCase):
             self.assertAlmostEqual(float(weights.sum()), 1.0, places=6)
             self.assertLessEqual(abs(float((centres * weights).sum()) - float(values.mean())),
                                  width / 2 + 1e-9)
+
+    def mpi_train(self, ranks, *args, tool="mb-train-fmb"):
+        self.assertIsNotNone(MPIRUN, "mpirun (openmpi-bin) is required")
+        command = [MPIRUN, "--oversubscribe", "-n", str(ranks), mbtest.tool(tool), "--data",
+                   self.path("toy.h5"), "--model", "mlp", "--hidden", "16", "--threads", "1",
+                   "--batch-size", "16", "-q", *args]
+        return mbtest.run(command, cwd=self.dir, env=self.env)
+
+    def test_receive_exit_and_queued_columns(self):
+        alpha, beta = 1e-4, 1e-9
+        virtual = ["--clock", "virtual", "--compute-model", "0.001,0.002", "--comm-model",
+                   f"{alpha},{beta}", "--steps", "6", "--lr", "0.05"]
+        # ps on the virtual clock: every round starts from the master's broadcast, one message
+        # of the parameters: alpha + beta * 4 bytes x parameters, by hand.
+        self.assertSucceeded(self.mpi_train(3, *virtual, "--comm", "ps", "--log", "ps.h5"))
+        log = read_log(self.path("ps.h5"))
+        message = alpha + beta * 4 * log["config"]["parameters"]
+        workers = log["workers"]
+        np.testing.assert_allclose(workers["recv_time"], message, rtol=1e-6)
+        self.assertTrue(np.all(workers["exit_time"] == 0))
+        self.assertTrue(np.all(workers["queued_updates"] == 0))
+        # allreduce has no receive of its own.
+        self.assertSucceeded(self.mpi_train(3, *virtual, "--comm", "allreduce", "--log",
+                                            "ar.h5"))
+        self.assertTrue(np.all(read_log(self.path("ar.h5"))["workers"]["recv_time"] == 0))
+        # Asynchronous, virtual: the parameters and state in one modelled message.
+        self.assertSucceeded(self.mpi_train(3, *virtual, "--comm", "ps", "--async", "--log",
+                                            "async.h5"))
+        workers = read_log(self.path("async.h5"))["workers"]
+        np.testing.assert_allclose(workers["recv_time"], message, rtol=1e-6)  # the mlp has no state
+        self.assertTrue(np.all(workers["queued_updates"] >= 0))
+
+        # On the wall clock the broadcast is measured, and counted in the exchange too.
+        self.assertSucceeded(self.mpi_train(3, "--steps", "6", "--comm", "ps", "--log",
+                                            "wall.h5"))
+        workers = read_log(self.path("wall.h5"))["workers"]
+        later = workers["step"] > 1  # step 1's exchange time is of no step before it
+        self.assertTrue(np.all(workers["recv_time"] > 0))
+        self.assertTrue(np.all(workers["recv_time"][later] <= workers["send_time"][later]))
+        self.assertTrue(np.all(workers["exit_time"] >= 0))
+
+        # mb-plot draws the original's hist_recv, hist_exit and hist_queued_count.
+        for kind, path in (("recv-time", "ps.h5"), ("exit-time", "wall.h5"),
+                           ("queued-count", "async.h5")):
+            result = mbtest.run([mbtest.tool("mb-plot"), self.path(path), "--type", kind, "--csv",
+                                 "-"], cwd=self.dir, env=self.env)
+            self.assertSucceeded(result)
+            rows = list(csv.DictReader(io.StringIO(result.out)))
+            self.assertAlmostEqual(sum(float(r["y"]) for r in rows), 1.0, places=6)
+        # A log from before the columns: refused, naming the dataset.
+        with h5py.File(self.path("wall.h5"), "r+") as f:
+            del f["workers/recv_time"]
+        result = mbtest.run([mbtest.tool("mb-plot"), self.path("wall.h5"), "--type", "recv-time",
+                             "--csv", "-"], cwd=self.dir, env=self.env)
+        self.assertNotEqual(result.rc, 0)
+        self.assertIn("recv_time", result.err)
 
     def test_bad_original_settings_name_the_flag(self):
         for args, text in ((["--test-sample", "random"], "--test-sample random needs --test-size"),

@@ -559,6 +559,17 @@ std::vector<FigureType> make_registry() {
                             {"workers", "send_time", "Exchange time", true, false}, distributed));
   types.push_back(histogram("wait-time", "worker idle wait per step",
                             {"workers", "wait_time", "Wait time", true, false}, distributed));
+  // The original's hist_recv, hist_exit and hist_queued_count (logs from before these columns
+  // lack them: refused, naming the dataset).
+  types.push_back(histogram("recv-time", "worker time receiving the parameters per step",
+                            {"workers", "recv_time", "Receive time", true, false}, distributed));
+  types.push_back(
+      histogram("exit-time", "worker time from having the parameters to computing, per step",
+                {"workers", "exit_time", "Time between iterations", true, false}, distributed));
+  types.push_back(histogram("queued-count",
+                            "parameter sets a worker found overtaken per round (--async)",
+                            {"workers", "queued_updates", "Queued updates", false, true},
+                            "an asynchronous run (--async)"));
   types.push_back(histogram("batch-size", "samples per worker per step",
                             {"workers", "samples", "Worker batch size", false, true}, distributed));
   types.push_back(histogram("staleness", "age of the parameters a worker computed with",

@@ -224,7 +224,8 @@ void TrainingRun::record_step(const CombinedStep& combined, double step_time, do
       for (const auto& r : combined.workers) {
         metric_log_->add(metrics::WorkerRecord{step_, r.rank, r.samples, r.compute_time,
                                                r.sleep_time, r.send_time, r.wait_time, r.staleness,
-                                               r.micro_batches, r.finished_early ? 1 : 0});
+                                               r.micro_batches, r.finished_early ? 1 : 0,
+                                               r.recv_time, r.exit_time, r.queued_updates});
       }
     }
     if (role_.distributed) {
