@@ -109,7 +109,7 @@ class Plot(mbtest.ToolTestCase):
             "scaling": ["single.h5", "ar3.h5", "ps.h5"],
             "panel": ["single.h5", "ps.h5", "amb.h5"],
         }
-        panes = {"scaling": (3, 1), "panel": (3, 3), "panel-hist": (3, 4), "panel-all": (3, 8),
+        panes = {"scaling": (3, 1), "panel": (3, 3), "panel-hist": (3, 4), "panel-all": (3, 9),
                  "epoch-curves": (2, 1)}
         for name, kind in types.items():
             if kind == "benchmark":

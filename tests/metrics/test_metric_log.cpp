@@ -51,9 +51,19 @@ EvalRecord eval_record(std::int64_t step) {
 
 WorkerRecord worker_record(std::int64_t step, std::int64_t rank) {
   const double x = static_cast<double>(step * 10 + rank);
-  return {
-      step,         rank, 16 + rank, x / 7, x / 11, x / 13, x / 17, rank % 2, 1 + (step + rank) % 4,
-      step % 3 == 0};
+  return {step,
+          rank,
+          16 + rank,
+          x / 7,
+          x / 11,
+          x / 13,
+          x / 17,
+          rank % 2,
+          1 + (step + rank) % 4,
+          step % 3 == 0,
+          x / 19,
+          x / 23,
+          (step + rank) % 3};
 }
 
 CollectRecord collect_record(std::int64_t step) {
@@ -115,11 +125,15 @@ std::vector<WorkerRecord> read_workers(const io::File& log) {
   const auto staleness = column<std::int64_t>(log, "workers/staleness");
   const auto micro_batches = column<std::int64_t>(log, "workers/micro_batches");
   const auto finished_early = column<std::int64_t>(log, "workers/finished_early");
+  const auto recv_time = column<double>(log, "workers/recv_time");
+  const auto exit_time = column<double>(log, "workers/exit_time");
+  const auto queued_updates = column<std::int64_t>(log, "workers/queued_updates");
   std::vector<WorkerRecord> records;
   for (std::size_t i = 0; i < step.size(); ++i) {
     records.push_back({step.at(i), rank.at(i), samples.at(i), compute_time.at(i), sleep_time.at(i),
                        send_time.at(i), wait_time.at(i), staleness.at(i), micro_batches.at(i),
-                       finished_early.at(i)});
+                       finished_early.at(i), recv_time.at(i), exit_time.at(i),
+                       queued_updates.at(i)});
   }
   return records;
 }
@@ -171,6 +185,9 @@ void expect_same(const WorkerRecord& a, const WorkerRecord& b) {
   EXPECT_EQ(a.staleness, b.staleness);
   EXPECT_EQ(a.micro_batches, b.micro_batches);
   EXPECT_EQ(a.finished_early, b.finished_early);
+  EXPECT_EQ(a.recv_time, b.recv_time);
+  EXPECT_EQ(a.exit_time, b.exit_time);
+  EXPECT_EQ(a.queued_updates, b.queued_updates);
 }
 
 void expect_same(const CollectRecord& a, const CollectRecord& b) {
@@ -308,7 +325,9 @@ TEST(MetricLog, CreateWritesRunInfoAndEveryColumn) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> integer_columns = {
       {"steps", {"step", "samples"}},
       {"eval", {"step", "samples"}},
-      {"workers", {"step", "rank", "samples", "staleness", "micro_batches", "finished_early"}},
+      {"workers",
+       {"step", "rank", "samples", "staleness", "micro_batches", "finished_early",
+        "queued_updates"}},
       {"collect", {"step", "gradients", "samples"}}};
   const std::vector<std::pair<std::string, std::vector<std::string>>> all_columns = {
       {"steps",
@@ -316,8 +335,8 @@ TEST(MetricLog, CreateWritesRunInfoAndEveryColumn) {
         "wall_time"}},
       {"eval", {"accuracy", "epoch", "loss", "samples", "step", "time", "wall_time"}},
       {"workers",
-       {"compute_time", "finished_early", "micro_batches", "rank", "samples", "send_time",
-        "sleep_time", "staleness", "step", "wait_time"}},
+       {"compute_time", "exit_time", "finished_early", "micro_batches", "queued_updates", "rank",
+        "recv_time", "samples", "send_time", "sleep_time", "staleness", "step", "wait_time"}},
       {"collect", {"gradients", "samples", "step", "wait_time"}}};
   for (const auto& [group, names] : all_columns) {
     EXPECT_EQ(file.open_group(group).member_names(), names) << group;
@@ -441,7 +460,8 @@ TEST(MetricLog, OlderLogsWithoutTheLaterColumnsReadAndUpgradeOnAppend) {
   {
     io::File file = io::File::open(path, io::File::Mode::kReadWrite);
     for (const char* name :
-         {"steps/wall_time", "eval/wall_time", "workers/micro_batches", "workers/finished_early"}) {
+         {"steps/wall_time", "eval/wall_time", "workers/micro_batches", "workers/finished_early",
+          "workers/recv_time", "workers/exit_time", "workers/queued_updates"}) {
       ASSERT_EQ(H5Ldelete(file.id(), name, H5P_DEFAULT), 0);
     }
     for (const char* name : {"clock", "comm_model", "compute_model"}) {
@@ -468,6 +488,10 @@ TEST(MetricLog, OlderLogsWithoutTheLaterColumnsReadAndUpgradeOnAppend) {
   ASSERT_EQ(workers.size(), 10u);
   EXPECT_EQ(workers[0].micro_batches, 1);
   EXPECT_EQ(workers[0].finished_early, 0);
+  EXPECT_EQ(workers[0].recv_time, 0);  // not measured then
+  EXPECT_EQ(workers[0].queued_updates, 0);
+  EXPECT_EQ(workers[9].recv_time, worker_record(5, 1).recv_time);
+  EXPECT_EQ(workers[9].queued_updates, worker_record(5, 1).queued_updates);
   EXPECT_EQ(workers[9].finished_early, worker_record(5, 1).finished_early);
   EXPECT_EQ(workers[9].micro_batches, worker_record(5, 1).micro_batches);
 }

@@ -75,6 +75,25 @@ TEST(Schedule, LinearReachesTheEndAndStaysThere) {
   EXPECT_DOUBLE_EQ(schedule.at(150, 0.0), 0.01);
 }
 
+// The AMB original's `epochs` schedule (thadikari/utilities learningrate.py), by hand:
+// lr * frac^floor(epoch / every), whatever the step.
+TEST(Schedule, EpochsIsTheOriginalsPeriodicDecay) {
+  auto config = schedule_of("epochs", 0.1);
+  const LearningRateSchedule defaults(config);  // the original's: every 10 epochs, x0.5
+  EXPECT_DOUBLE_EQ(defaults.at(0, 0.0), 0.1);
+  EXPECT_DOUBLE_EQ(defaults.at(5000, 9.999), 0.1);
+  EXPECT_DOUBLE_EQ(defaults.at(5001, 10.0), 0.05);
+  EXPECT_DOUBLE_EQ(defaults.at(9999, 25.3), 0.025);
+  config.every_epochs = 2.5;
+  config.frac = 0.93;
+  const LearningRateSchedule fractional(config);
+  for (const double epoch : {0.0, 2.4, 2.5, 7.49, 7.5, 100.0}) {
+    EXPECT_DOUBLE_EQ(fractional.at(0, epoch), 0.1 * std::pow(0.93, std::floor(epoch / 2.5)))
+        << "epoch " << epoch;
+  }
+  EXPECT_DOUBLE_EQ(fractional.at(0, 7.5), 0.1 * 0.93 * 0.93 * 0.93);
+}
+
 TEST(Schedule, WarmUpScalesTheFirstSteps) {
   auto config = schedule_of("constant");
   config.warmup_steps = 10;
@@ -103,10 +122,10 @@ TEST(Schedule, SettingsOfOtherKindsAreIgnored) {
 }
 
 TEST(Schedule, BadSettingsNameTheFlag) {
-  EXPECT_EQ(known_schedules(), "constant, exponential, multistep, linear");
-  EXPECT_MBKIT_ERROR(
-      LearningRateSchedule{schedule_of("cosine")}, ExitCode::kUsage,
-      "--lr-schedule: unknown schedule 'cosine' (known: constant, exponential, multistep, linear)");
+  EXPECT_EQ(known_schedules(), "constant, exponential, multistep, linear, epochs");
+  EXPECT_MBKIT_ERROR(LearningRateSchedule{schedule_of("cosine")}, ExitCode::kUsage,
+                     "--lr-schedule: unknown schedule 'cosine' (known: constant, exponential, "
+                     "multistep, linear, epochs)");
   for (const double lr : {0.0, -0.1, std::numeric_limits<double>::infinity(), std::nan("")}) {
     EXPECT_MBKIT_ERROR(LearningRateSchedule{schedule_of("constant", lr)}, ExitCode::kUsage,
                        "--lr must be positive");
@@ -146,6 +165,13 @@ TEST(Schedule, BadSettingsNameTheFlag) {
   config.end_lr = -0.01;
   EXPECT_MBKIT_ERROR(LearningRateSchedule{config}, ExitCode::kUsage,
                      "--end-lr must be non-negative");
+
+  config = schedule_of("epochs");
+  config.every_epochs = 0;
+  EXPECT_MBKIT_ERROR(LearningRateSchedule{config}, ExitCode::kUsage, "--lr-every must be positive");
+  config = schedule_of("epochs");
+  config.frac = -0.5;
+  EXPECT_MBKIT_ERROR(LearningRateSchedule{config}, ExitCode::kUsage, "--lr-frac must be positive");
 }
 
 TEST(Schedule, NegativeStepIsAnInternalError) {

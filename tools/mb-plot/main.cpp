@@ -30,6 +30,13 @@ int main(int argc, char** argv) {
   app.add_flag("--logy", options.logy, "Logarithmic y axis");
   app.add_option("--xmax", options.xmax,
                  "Upper end of the x axis: steps, counts, or seconds (units: ms, s, min, h)");
+  app.add_option("--x-axis", options.x_axis,
+                 "Curves' x axis: type (the figure type's own: step or time) or epoch")
+      ->capture_default_str();
+  app.add_option("--compute-time", options.compute_time,
+                 "compute-time histogram: mbkit (computing only) or original (the AMB original's "
+                 "compute_time: computing plus the induced delay)")
+      ->capture_default_str();
   app.add_option("--ymax", options.ymax, "Upper end of the y axis");
   app.add_option("--size", options.size, "Figure size in inches, WIDTH,HEIGHT");
   app.add_option("--font-size", options.font_size, "Font size in points")->capture_default_str();

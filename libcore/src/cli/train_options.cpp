@@ -43,6 +43,12 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
   optimizer->add_option("--lr", o.schedule.lr, "Learning rate")->capture_default_str();
   optimizer->add_option("--weight-decay", o.optimizer.weight_decay, "L2 weight decay")
       ->capture_default_str();
+  optimizer
+      ->add_option("--weight-decay-on", o.weight_decay_on,
+                   "mean (the default, mbkit's): --weight-decay is added to the mean gradient; "
+                   "sum (the AMB original's --weight_decay): added to the summed loss's "
+                   "gradient per batch (AMB: per micro-batch), so W at batch B is W/B on mean")
+      ->capture_default_str();
   optimizer->add_option("--momentum", o.optimizer.momentum,
                         "momentum: m (default 0.9); rmsprop: momentum (default 0)");
   optimizer->add_flag("--nesterov", o.optimizer.nesterov, "Nesterov momentum");
@@ -56,7 +62,8 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
 
   auto* schedule = app.add_option_group("Learning-rate schedule");
   schedule
-      ->add_option("--lr-schedule", o.schedule.kind, "constant, exponential, multistep or linear")
+      ->add_option("--lr-schedule", o.schedule.kind,
+                   "constant, exponential, multistep, linear or epochs")
       ->capture_default_str();
   schedule->add_option("--decay-steps", o.schedule.decay_steps, "exponential: steps per decay")
       ->capture_default_str();
@@ -69,6 +76,14 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
   schedule->add_option("--gamma", o.schedule.gamma, "multistep: factor at each milestone")
       ->capture_default_str();
   schedule->add_option("--end-lr", o.schedule.end_lr, "linear: learning rate at the end")
+      ->capture_default_str();
+  schedule
+      ->add_option("--lr-every", o.schedule.every_epochs,
+                   "epochs: epochs per decay (the AMB original's --lrate_epochs_every)")
+      ->capture_default_str();
+  schedule
+      ->add_option("--lr-frac", o.schedule.frac,
+                   "epochs: factor per --lr-every epochs (the original's --lrate_epochs_frac)")
       ->capture_default_str();
   schedule->add_option("--warmup-epochs", o.warmup_epochs, "Linear warm-up over this many epochs");
 
@@ -83,8 +98,21 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
       ->add_option("--eval-every", o.eval_every,
                    "Evaluate on the test split every N steps (and at the end)")
       ->check(whole_number<std::int64_t>());
+  evaluation->add_flag("--eval-every-epoch", o.eval_every_epoch,
+                       "Also evaluate at the end of every epoch");
   evaluation->add_option("--test-size", o.test_size, "Test samples per evaluation (default: all)")
       ->check(whole_number<std::int64_t>());
+  evaluation
+      ->add_option("--test-sample", o.test_sample,
+                   "--test-size N: fixed (the first N test images every time) or random (a fresh "
+                   "random batch of N per evaluation, as the AMB original)")
+      ->capture_default_str();
+  evaluation
+      ->add_option("--train-loss", o.train_loss,
+                   "The steps' training loss: workers (their mean over the step's samples) or "
+                   "master (rank 0 evaluates the updated model on a training batch of its own, as "
+                   "the AMB original)")
+      ->capture_default_str();
   evaluation->add_option("--eval-batch-size", o.eval_batch_size, "Batch size of evaluations")
       ->capture_default_str()
       ->check(whole_number<int>());
@@ -105,6 +133,9 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
   run->add_option("--checkpoint-every", o.checkpoint_every,
                   "Also write the checkpoint every N steps")
       ->check(whole_number<std::int64_t>());
+  run->add_flag("--checkpoint-every-epoch", o.checkpoint_every_epoch,
+                "Also keep a checkpoint of every epoch's end, NAME-epochNNNN.h5 beside "
+                "--checkpoint NAME.h5");
   run->add_option("--resume", o.resume,
                   "Continue from this checkpoint, or 'auto': from --checkpoint if it exists");
   run->add_option("--nan-policy", o.nan_policy, "On a non-finite loss: stop, or skip the step")

@@ -86,7 +86,7 @@ struct Schema<EvalRecord> {
 template <>
 struct Schema<WorkerRecord> {
   static constexpr const char* kGroup = "workers";
-  static constexpr std::array<Field<WorkerRecord>, 10> kFields{{
+  static constexpr std::array<Field<WorkerRecord>, 13> kFields{{
       {"step", &WorkerRecord::step},
       {"rank", &WorkerRecord::rank},
       {"samples", &WorkerRecord::samples},
@@ -97,6 +97,9 @@ struct Schema<WorkerRecord> {
       {"staleness", &WorkerRecord::staleness},
       {"micro_batches", &WorkerRecord::micro_batches, true},
       {"finished_early", &WorkerRecord::finished_early, true, nullptr, 0},
+      {"recv_time", &WorkerRecord::recv_time, true, nullptr, 0},
+      {"exit_time", &WorkerRecord::exit_time, true, nullptr, 0},
+      {"queued_updates", &WorkerRecord::queued_updates, true, nullptr, 0},
   }};
 };
 

@@ -53,6 +53,11 @@ void check_config(const ScheduleConfig& config) {
     }
     return;
   }
+  if (config.kind == "epochs") {
+    require_positive(config.every_epochs, "--lr-every");
+    require_positive(config.frac, "--lr-frac");
+    return;
+  }
   usage_error(
       cat("--lr-schedule: unknown schedule '", config.kind, "' (known: ", known_schedules(), ")"));
 }
@@ -60,7 +65,7 @@ void check_config(const ScheduleConfig& config) {
 }  // namespace
 
 std::string known_schedules() {
-  return "constant, exponential, multistep, linear";
+  return "constant, exponential, multistep, linear, epochs";
 }
 
 LearningRateSchedule::LearningRateSchedule(ScheduleConfig config) : config_(std::move(config)) {
@@ -86,6 +91,8 @@ double LearningRateSchedule::at(std::int64_t step, double epoch) const {
     const double fraction = static_cast<double>(std::min(step, config_.total_steps)) /
                             static_cast<double>(config_.total_steps);
     lr = config_.lr * (1.0 - fraction) + config_.end_lr * fraction;
+  } else if (config_.kind == "epochs") {
+    lr *= std::pow(config_.frac, std::floor(epoch / config_.every_epochs));
   }
   if (config_.warmup_steps > 0) {
     lr *= std::min(1.0, static_cast<double>(step + 1) / static_cast<double>(config_.warmup_steps));

@@ -81,18 +81,20 @@ Pane build_curve(const CurveSpec& spec, const std::vector<RunRef>& runs,
   pane.key = spec.key;
   pane.logy = settings.logy;
   pane.ymax = settings.ymax;
+  // --x-axis epoch: every curve against the epoch column both tables have.
+  const std::string x_column = settings.x_epoch ? std::string("epoch") : spec.x;
   // x: seconds in a time unit, or steps (in thousands or millions for long runs).
   double longest = 0;
   for (const auto& run : runs) {
-    longest = std::max(longest, finite_max(run.log->column(spec.table, spec.x)));
+    longest = std::max(longest, finite_max(run.log->column(spec.table, x_column)));
   }
   if (std::isfinite(settings.xmax)) longest = settings.xmax;
   double x_divisor = 1;
-  if (spec.x == "time") {
+  if (x_column == "time") {
     const TimeUnit unit = choose_time_unit(longest);
     x_divisor = unit.seconds;
     pane.xlabel = time_axis_label(runs, unit);
-  } else if (spec.x == "epoch") {
+  } else if (x_column == "epoch") {
     pane.xlabel = "Epoch";  // DBSL's curves: an epoch is a push per worker
   } else {
     const CountScale steps = choose_count_scale(longest);
@@ -113,7 +115,7 @@ Pane build_curve(const CurveSpec& spec, const std::vector<RunRef>& runs,
     if (std::isfinite(pane.ymax)) pane.ymax /= count.divisor;
   }
   for (const auto& run : runs) {
-    const auto x = scaled(run.log->column(spec.table, spec.x), x_divisor);
+    const auto x = scaled(run.log->column(spec.table, x_column), x_divisor);
     // Evaluations are marked, unless there are so many that the marks would merge.
     const bool marks = spec.marks && x.size() <= 60;
     auto y = run.log->column(spec.table, spec.y);
@@ -165,6 +167,16 @@ Pane build_histogram(const HistogramSpec& spec, const std::vector<RunRef>& runs,
   pane.integer_x = spec.integer;
   std::vector<std::vector<double>> values;
   for (const auto& run : runs) values.push_back(run.log->column(spec.table, spec.column));
+  // --compute-time original: the AMB original's compute_time, which includes the induced sleep.
+  const bool with_sleep = settings.compute_with_sleep && spec.column == "compute_time";
+  if (with_sleep) {
+    for (std::size_t r = 0; r < runs.size(); ++r) {
+      const auto& sleep = runs[r].log->column(spec.table, "sleep_time");
+      for (std::size_t i = 0; i < values[r].size() && i < sleep.size(); ++i) {
+        values[r][i] += sleep[i];
+      }
+    }
+  }
   // The right end: --xmax, else all the values unless a few far out (a slow first step, a
   // rare stall) would squeeze the rest into a bar or two: then the values up to the third
   // quartile plus 10 interquartile ranges, when that leaves out at most 2 % of them, and at
@@ -203,7 +215,7 @@ Pane build_histogram(const HistogramSpec& spec, const std::vector<RunRef>& runs,
     unit = choose_time_unit(longest);
     for (auto& v : values) v = scaled(v, unit.seconds);
     upper /= unit.seconds;
-    pane.xlabel = cat(spec.xlabel, " (", unit.name, ")");
+    pane.xlabel = cat(spec.xlabel, with_sleep ? " with induced delay" : "", " (", unit.name, ")");
   } else {
     pane.xlabel = spec.xlabel;
   }
@@ -547,6 +559,17 @@ std::vector<FigureType> make_registry() {
                             {"workers", "send_time", "Exchange time", true, false}, distributed));
   types.push_back(histogram("wait-time", "worker idle wait per step",
                             {"workers", "wait_time", "Wait time", true, false}, distributed));
+  // The original's hist_recv, hist_exit and hist_queued_count (logs from before these columns
+  // lack them: refused, naming the dataset).
+  types.push_back(histogram("recv-time", "worker time receiving the parameters per step",
+                            {"workers", "recv_time", "Receive time", true, false}, distributed));
+  types.push_back(
+      histogram("exit-time", "worker time from having the parameters to computing, per step",
+                {"workers", "exit_time", "Time between iterations", true, false}, distributed));
+  types.push_back(histogram("queued-count",
+                            "parameter sets a worker found overtaken per round (--async)",
+                            {"workers", "queued_updates", "Queued updates", false, true},
+                            "an asynchronous run (--async)"));
   types.push_back(histogram("batch-size", "samples per worker per step",
                             {"workers", "samples", "Worker batch size", false, true}, distributed));
   types.push_back(histogram("staleness", "age of the parameters a worker computed with",

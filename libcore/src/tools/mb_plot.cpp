@@ -96,7 +96,15 @@ int run_plot(const PlotOptions& options, std::ostream& out) {
   if (!(options.ymax >= 0) || !std::isfinite(options.ymax)) {
     usage_error("--ymax must be a positive number");
   }
+  if (options.x_axis != "type" && options.x_axis != "epoch") {
+    usage_error(cat("--x-axis: '", options.x_axis, "' is not type or epoch"));
+  }
+  if (options.compute_time != "mbkit" && options.compute_time != "original") {
+    usage_error(cat("--compute-time: '", options.compute_time, "' is not mbkit or original"));
+  }
   PlotSettings settings;
+  settings.x_epoch = options.x_axis == "epoch";
+  settings.compute_with_sleep = options.compute_time == "original";
   settings.smooth = options.smooth;
   settings.logy = options.logy;
   settings.bins = options.bins;

@@ -27,7 +27,8 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
                         int world_size, int workers, double time_limit,
                         const std::string& allreduce,
                         const std::optional<comm::AllreduceTrial>& trial, bool pretty,
-                        const DbslPlan* dbsl, const std::vector<double>& dbsl_factors) {
+                        const DbslPlan* dbsl, const std::vector<double>& dbsl_factors,
+                        const std::string& time_limit_rule) {
   std::ostringstream out;
   {
     JsonWriter json(out, pretty);
@@ -45,6 +46,8 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
     json.key("optimizer").begin_object();
     for (const auto& [key, value] : optimizer_map(o.optimizer)) json.key(key).value(value);
     json.end_object();
+    // Written only when not the default, so that default runs record what they always did.
+    if (o.weight_decay_on != "mean") json.key("weight_decay_on").value(o.weight_decay_on);
     json.key("lr").value(o.schedule.lr);
     json.key("lr_schedule").value(o.schedule.kind);
     json.key("decay_steps").value(o.schedule.decay_steps);
@@ -53,6 +56,10 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
     json.key("milestones").array(o.schedule.milestones);
     json.key("gamma").value(o.schedule.gamma);
     json.key("end_lr").value(o.schedule.end_lr);
+    if (o.schedule.kind == "epochs") {  // only then, so that other runs record what they did
+      json.key("lr_every").value(o.schedule.every_epochs);
+      json.key("lr_frac").value(o.schedule.frac);
+    }
     json.key("warmup_epochs").value(o.warmup_epochs);
     json.key("epochs").value(o.epochs);
     json.key("steps").value(o.steps);
@@ -60,7 +67,10 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
         .value(planned_steps == kUnlimitedSteps ? std::int64_t{-1} : planned_steps);
     json.key("time_budget").value(o.time_budget);
     json.key("eval_every").value(o.eval_every);
+    if (o.eval_every_epoch) json.key("eval_every_epoch").value(true);
     json.key("test_size").value(o.test_size);
+    if (o.test_sample != "fixed") json.key("test_sample").value(o.test_sample);
+    if (o.train_loss != "workers") json.key("train_loss").value(o.train_loss);
     json.key("seed").value(o.seed);
     json.key("device").value(o.device);
     json.key("nan_policy").value(o.nan_policy);
@@ -88,6 +98,8 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
     if (o.amb.enabled) {
       json.key("time_limit").value(time_limit);
       json.key("time_limit_option").value(o.given.time_limit);
+      // How --time-limit auto chose the limit (absent for a limit given in seconds).
+      if (!time_limit_rule.empty()) json.key("time_limit_rule").value(time_limit_rule);
       json.key("partitions").value(o.amb.partitions);
       json.key("micro_batch_size").value(o.batch_size / o.amb.partitions);
       json.key("decay_per_micro_batch").value(o.amb.decay_per_micro_batch);
@@ -164,6 +176,8 @@ std::string describe_schedule(const optim::ScheduleConfig& s) {
     text += cat(" (x", s.gamma, " at epochs ", join(epochs, ","), ")");
   } else if (s.kind == "linear") {
     text += cat(" (to ", s.end_lr, " at step ", s.total_steps, ")");
+  } else if (s.kind == "epochs") {
+    text += cat(" (x", s.frac, " every ", s.every_epochs, " epochs)");
   }
   if (s.warmup_steps > 0) text += cat(", warm-up ", s.warmup_steps, " steps");
   return text;

@@ -42,33 +42,50 @@ void EvalResult::reduce(const comm::World& world) {
   loss_sum = loss;
 }
 
-EvalResult evaluate(nn::Network& network, data::DataLoader& loader, int top_k) {
+namespace {
+
+EvalResult empty_result(const nn::Network& network, int top_k) {
   EvalResult result;
   result.classes = network.graph().num_classes();
   result.top_k = std::clamp(top_k, 1, result.classes);
   result.confusion.assign(static_cast<std::size_t>(result.classes * result.classes), 0);
-  loader.seek(0, 0);
+  return result;
+}
+
+void add_batch(nn::Network& network, const data::Batch& batch, EvalResult& result) {
+  const auto outcome = network.forward(batch.images.data(), batch.labels.data(), batch.size, false);
+  result.loss_sum += outcome.loss_sum;
+  result.samples += batch.size;
   const int classes = result.classes;
-  for (std::int64_t b = 0; b < loader.batches_per_epoch(); ++b) {
-    const data::Batch& batch = loader.next();
-    const auto outcome =
-        network.forward(batch.images.data(), batch.labels.data(), batch.size, false);
-    result.loss_sum += outcome.loss_sum;
-    result.samples += batch.size;
-    const std::vector<float> probabilities = network.probabilities();
-    for (int i = 0; i < batch.size; ++i) {
-      const float* p = probabilities.data() + static_cast<std::ptrdiff_t>(i) * classes;
-      const int label = batch.labels[static_cast<std::size_t>(i)];
-      const int predicted = static_cast<int>(std::max_element(p, p + classes) - p);
-      // Top-k: the label is among the k largest when fewer than k classes beat it.
-      int better = 0;
-      for (int k = 0; k < classes; ++k)
-        better += p[k] > p[label] || (p[k] == p[label] && k < label);
-      result.correct += predicted == label;
-      result.top_k_correct += better < result.top_k;
-      ++result.confusion[static_cast<std::size_t>(label * classes + predicted)];
-    }
+  const std::vector<float> probabilities = network.probabilities();
+  for (int i = 0; i < batch.size; ++i) {
+    const float* p = probabilities.data() + static_cast<std::ptrdiff_t>(i) * classes;
+    const int label = batch.labels[static_cast<std::size_t>(i)];
+    const int predicted = static_cast<int>(std::max_element(p, p + classes) - p);
+    // Top-k: the label is among the k largest when fewer than k classes beat it.
+    int better = 0;
+    for (int k = 0; k < classes; ++k) better += p[k] > p[label] || (p[k] == p[label] && k < label);
+    result.correct += predicted == label;
+    result.top_k_correct += better < result.top_k;
+    ++result.confusion[static_cast<std::size_t>(label * classes + predicted)];
   }
+}
+
+}  // namespace
+
+EvalResult evaluate(nn::Network& network, data::DataLoader& loader, int top_k) {
+  EvalResult result = empty_result(network, top_k);
+  loader.seek(0, 0);
+  for (std::int64_t b = 0; b < loader.batches_per_epoch(); ++b)
+    add_batch(network, loader.next(), result);
+  return result;
+}
+
+EvalResult evaluate_batch(nn::Network& network, data::DataLoader& loader, std::int64_t epoch,
+                          std::int64_t index, int top_k) {
+  EvalResult result = empty_result(network, top_k);
+  loader.seek(epoch, index);
+  add_batch(network, loader.next(), result);
   return result;
 }
 

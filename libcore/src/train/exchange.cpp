@@ -23,10 +23,18 @@ using namespace exchange_detail;
 using Clock = SteadyClock;
 
 // A worker's report travels as floats in the sync exchanges' small buffer (exact for counts
-// below 2^24, which one worker's step never reaches) and as doubles in async messages.
+// below 2^24, which one worker's step never reaches) and as doubles in async messages. The
+// buffer is summed with the gradients, and MPI's sum of a buffer of another size may add some
+// elements in another order: the slots are packed so that the buffer keeps its size (ten
+// slots; stop and finished_early share one), with one more under ps for the receive time
+// (allreduce has no receive of its own; ps's reduce adds each element in rank order).
 constexpr std::size_t kReportSlots = 10;
 
-void put_report(const WorkerReport& r, float* slot) {
+std::size_t report_slots(bool parameter_server) {
+  return kReportSlots + (parameter_server ? 1 : 0);
+}
+
+void put_report(const WorkerReport& r, float* slot, bool parameter_server) {
   slot[0] = static_cast<float>(r.samples);
   slot[1] = static_cast<float>(r.loss_sum);
   slot[2] = static_cast<float>(r.correct);
@@ -34,12 +42,13 @@ void put_report(const WorkerReport& r, float* slot) {
   slot[4] = static_cast<float>(r.sleep_time);
   slot[5] = static_cast<float>(r.send_time);
   slot[6] = static_cast<float>(r.wait_time);
-  slot[7] = static_cast<float>(r.stop);
+  slot[7] = static_cast<float>(r.stop + (r.finished_early ? 16 : 0));  // stop codes are < 16
   slot[8] = static_cast<float>(r.micro_batches);
-  slot[9] = r.finished_early ? 1.0f : 0.0f;
+  slot[9] = static_cast<float>(r.exit_time);
+  if (parameter_server) slot[10] = static_cast<float>(r.recv_time);
 }
 
-WorkerReport get_report(const float* slot, int rank) {
+WorkerReport get_report(const float* slot, int rank, bool parameter_server) {
   WorkerReport r;
   r.rank = rank;
   r.samples = static_cast<std::int64_t>(slot[0]);
@@ -49,9 +58,12 @@ WorkerReport get_report(const float* slot, int rank) {
   r.sleep_time = slot[4];
   r.send_time = slot[5];
   r.wait_time = slot[6];
-  r.stop = static_cast<int>(slot[7]);
+  const int stop_and_early = static_cast<int>(slot[7]);
+  r.stop = stop_and_early % 16;
+  r.finished_early = stop_and_early >= 16;
   r.micro_batches = static_cast<std::int64_t>(slot[8]);
-  r.finished_early = slot[9] != 0;
+  r.exit_time = slot[9];
+  r.recv_time = parameter_server ? slot[10] : 0.0;
   return r;
 }
 
@@ -145,14 +157,14 @@ void SyncExchange::finish_buckets(std::span<float> gradients, std::span<float> s
 }
 
 std::size_t SyncExchange::tail_floats(std::size_t state_size) const {
-  return state_size + static_cast<std::size_t>(workers()) * kReportSlots;
+  return state_size + static_cast<std::size_t>(workers()) * report_slots(parameter_server_);
 }
 
 CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> state,
                                    const WorkerReport& report, std::int64_t step,
                                    std::int64_t nominal, std::span<float> tail) {
   CombinedStep result;
-  send_time_ = wait_time_ = 0;
+  send_time_ = wait_time_ = recv_time_ = 0;
   if (!world_.distributed()) {
     add_up(result, report);
     finish_gradient(gradients, nominal, result.samples);
@@ -173,7 +185,9 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
   if (computes()) {
     std::copy(state.begin(), state.end(), small.begin());
     put_report(report,
-               small.data() + state_size + static_cast<std::size_t>(worker()) * kReportSlots);
+               small.data() + state_size +
+                   static_cast<std::size_t>(worker()) * report_slots(parameter_server_),
+               parameter_server_);
   } else {
     std::fill(gradients.begin(), gradients.end(), 0.0f);
   }
@@ -267,9 +281,9 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
   }
   if (parameter_server_ && world_.rank() != 0) return result;  // the master combines
   for (int w = 0; w < workers; ++w) {
-    add_up(result,
-           get_report(small.data() + state_size + static_cast<std::size_t>(w) * kReportSlots,
-                      rank_of(w)));
+    add_up(result, get_report(small.data() + state_size +
+                                  static_cast<std::size_t>(w) * report_slots(parameter_server_),
+                              rank_of(w), parameter_server_));
   }
   const float inverse = 1.0f / static_cast<float>(workers);
   for (std::size_t i = 0; i < state_size; ++i) state[i] = small[i] * inverse;
@@ -295,7 +309,8 @@ int SyncExchange::distribute(std::span<float> parameters, std::span<float> state
   if (world_.rank() != 0) {
     std::copy(small_.begin(), small_.end() - 1, state.begin());
     wait_time_ += waited;
-    send_time_ += seconds_since(send_start);
+    recv_time_ = seconds_since(send_start);
+    send_time_ += recv_time_;
   }
   return static_cast<int>(small_.back());
 }

@@ -29,6 +29,7 @@ struct GradientHeader {
   double based_on = 0;
   double stop = 0;
   double micro_batches = 1, finished_early = 0;
+  double recv_time = 0, exit_time = 0, queued_updates = 0;
 };
 constexpr double kGradient = 1, kDone = 2;
 
@@ -222,6 +223,9 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
     report.stop = static_cast<int>(header.stop);
     report.micro_batches = static_cast<std::int64_t>(header.micro_batches);
     report.finished_early = header.finished_early != 0;
+    report.recv_time = header.recv_time;
+    report.exit_time = header.exit_time;
+    report.queued_updates = static_cast<std::int64_t>(header.queued_updates);
     add_up(result, report);
     heard[w] = true;
     ++count;
@@ -395,6 +399,9 @@ void AsyncWorker::send(std::span<const float> gradients, std::span<const float> 
   header.stop = report.stop;
   header.micro_batches = static_cast<double>(report.micro_batches);
   header.finished_early = report.finished_early ? 1 : 0;
+  header.recv_time = report.recv_time;
+  header.exit_time = report.exit_time;
+  header.queued_updates = static_cast<double>(report.queued_updates);
   k.outgoing.resize(sizeof header + gradients.size_bytes() + state.size_bytes());
   std::memcpy(k.outgoing.data(), &header, sizeof header);
   std::memcpy(k.outgoing.data() + sizeof header, gradients.data(), gradients.size_bytes());

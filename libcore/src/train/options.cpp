@@ -99,14 +99,38 @@ void validate(const TrainOptions& o) {
   }
   if (o.eval_every < 0) usage_error("--eval-every must not be negative");
   if (o.test_size < 0) usage_error("--test-size must not be negative");
+  if (o.test_sample != "fixed" && o.test_sample != "random") {
+    usage_error(cat("--test-sample: '", o.test_sample, "' is not fixed or random"));
+  }
+  if (o.test_sample == "random" && o.test_size == 0) {
+    usage_error("--test-sample random needs --test-size N (the images drawn per evaluation)");
+  }
+  if (o.train_loss != "workers" && o.train_loss != "master") {
+    usage_error(cat("--train-loss: '", o.train_loss, "' is not workers or master"));
+  }
   if (o.eval_batch_size < 1) usage_error("--eval-batch-size must be at least 1");
   if (o.warmup_epochs < 0) usage_error("--warmup-epochs must not be negative");
   if (o.nan_policy != "stop" && o.nan_policy != "skip") {
     usage_error(cat("--nan-policy: '", o.nan_policy, "' is not stop or skip"));
   }
+  if (o.weight_decay_on != "mean" && o.weight_decay_on != "sum") {
+    usage_error(cat("--weight-decay-on: '", o.weight_decay_on, "' is not mean or sum"));
+  }
+  if (o.weight_decay_on == "sum" && o.amb.decay_per_micro_batch) {
+    usage_error(
+        "--decay-per-micro-batch: --weight-decay-on sum already adds the decay per micro-batch");
+  }
+  if (o.weight_decay_on == "sum" && o.dbsl.enabled) {
+    usage_error(
+        "--weight-decay-on sum: DBSL's workers train at different batches; give the decay per "
+        "sample (mean)");
+  }
   if (o.checkpoint_every < 0) usage_error("--checkpoint-every must not be negative");
   if (o.checkpoint_every > 0 && o.checkpoint.empty()) {
     usage_error("--checkpoint-every needs --checkpoint FILE");
+  }
+  if (o.checkpoint_every_epoch && o.checkpoint.empty()) {
+    usage_error("--checkpoint-every-epoch needs --checkpoint FILE");
   }
   if (o.resume == "auto" && o.checkpoint.empty())
     usage_error("--resume auto needs --checkpoint FILE");

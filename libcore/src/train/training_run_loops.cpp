@@ -62,6 +62,7 @@ void TrainingRun::run_sync() {
     }
   }
   stop_ = first_verdict(exchange);
+  if (round_) round_->set_previous_exchange(0, 0, exchange.last_recv_time());
   while (stop_ == kContinue) {
     stop_ = sync_step(exchange, tail);
     if (stop_ == kDiverged) break;
@@ -128,7 +129,10 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> tail) {
   if (role_.parameter_server) {
     verdict = exchange.distribute(net_->parameters(), net_->state(), verdict, step_);
   }
-  if (round_) round_->set_previous_exchange(exchange.last_send_time(), exchange.last_wait_time());
+  if (round_) {
+    round_->set_previous_exchange(exchange.last_send_time(), exchange.last_wait_time(),
+                                  exchange.last_recv_time());
+  }
   double step_time = seconds_since(step_start);
   if (clock_.is_virtual() && logs_) {
     // The emulated step: the slowest worker, the exchange, the update (virtual_clock.hpp).
@@ -136,9 +140,13 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> tail) {
     for (const auto& r : combined.workers) times.push_back({r.sleep_time, r.compute_time});
     const auto timing =
         sync_step_time(times, role_.parameter_server, comm_model_, gradient_bytes_, update_time);
+    // The round's receive: ps's broadcast of the parameters (allreduce has none of its own).
+    const double receive = role_.parameter_server ? comm_model_.message(gradient_bytes_) : 0.0;
     for (std::size_t i = 0; i < combined.workers.size(); ++i) {
       combined.workers[i].send_time = timing.send;
       combined.workers[i].wait_time = timing.wait[i];
+      combined.workers[i].recv_time = receive;
+      combined.workers[i].exit_time = 0;
     }
     combined.wait_time = timing.gather;
     step_time = timing.end;
@@ -210,15 +218,29 @@ void TrainingRun::run_async_worker() {
     };
   }
   // Under the virtual clock the master decides which parameters each round starts from.
-  while (!master_stopped && worker.refresh(net_->parameters(), net_->state(),
-                                           rounds == 0 || clock_.is_virtual(), based_on)) {
+  std::int64_t skipped_before = 0;
+  double received = 0;  // seconds of the refresh the round starts from
+  const auto refresh = [&] {
+    const auto start = SteadyClock::now();
+    const bool go = worker.refresh(net_->parameters(), net_->state(),
+                                   rounds == 0 || clock_.is_virtual(), based_on);
+    received = seconds_since(start);
+    return go;
+  };
+  // On the virtual clock a parameter message costs what the master's model says.
+  const double modelled_receive =
+      comm_model_.message(gradient_bytes_ + net_->state().size() * sizeof(float));
+  double send_wait = 0;
+  while (!master_stopped && refresh()) {
+    round_->set_previous_exchange(0, send_wait, clock_.is_virtual() ? modelled_receive : received);
     auto report = round_->run(based_on + rounds, 1.0);
+    report.queued_updates = worker.skipped() - skipped_before;
+    skipped_before = worker.skipped();
     report.stop = stop_request_.requested() ? kSignalled : kContinue;
     report.based_on = based_on;
     const auto send_start = SteadyClock::now();
     worker.send(net_->gradients(), net_->state(), report);
-    // Waiting for the previous send to finish.
-    round_->set_previous_exchange(0, seconds_since(send_start));
+    send_wait = seconds_since(send_start);  // waiting for the previous send to finish
     ++rounds;
     worker_line(rounds, report);
   }

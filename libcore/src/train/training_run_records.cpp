@@ -2,6 +2,7 @@
 // evaluations, checkpoints, the nan policy and the stop decision.
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "mbkit/config.hpp"
 #include "mbkit/train/checkpoint.hpp"
@@ -30,28 +31,34 @@ void TrainingRun::print_start_table() const {
   row("data",
       cat(data_text, ": ", info_.name, ", ", total_rows_, " training images of ", shape_.text(),
           ", ", info_.num_classes, " classes", options_.augment ? ", augmented (crop, flip)" : ""));
-  row("test",
-      has_test_ ? cat(test_path_,
-                      options_.test_size > 0 ? cat(": first ", options_.test_size, " images") : "",
-                      options_.eval_every > 0 ? cat(", every ", options_.eval_every, " steps")
-                                              : ", at the end",
-                      role_.distributed && !role_.async
-                          ? cat(", shared out over ", world_.size(), " ranks")
-                          : "")
-                : "none (no test split)");
+  row("test", has_test_
+                  ? cat(test_path_,
+                        options_.test_size > 0
+                            ? cat(random_test_ ? ": a random " : ": first ", options_.test_size,
+                                  " images", random_test_ ? " each time, drawn by rank 0" : "")
+                            : "",
+                        options_.eval_every > 0 ? cat(", every ", options_.eval_every, " steps")
+                                                : ", at the end",
+                        role_.distributed && !role_.async && !random_test_
+                            ? cat(", shared out over ", world_.size(), " ranks")
+                            : "")
+                  : "none (no test split)");
   row("model",
       cat(describe_model(options_.model), ": ",
           with_commas(static_cast<std::int64_t>(net_->graph().parameter_count())), " parameters"));
-  row("optimizer",
-      describe_optimizer(optimizer_config_) + (amb_ && options_.amb.decay_per_micro_batch
-                                                   ? cat(" (", options_.optimizer.weight_decay,
-                                                         " per micro-batch, as the AMB original)")
-                                                   : ""));
+  row("optimizer", describe_optimizer(optimizer_config_) +
+                       (amb_ && options_.amb.decay_per_micro_batch
+                            ? cat(" (", options_.optimizer.weight_decay,
+                                  " per micro-batch, as the AMB original)")
+                        : options_.weight_decay_on == "sum"
+                            ? cat(" (", options_.optimizer.weight_decay, " on the summed loss of ",
+                                  micro_size_, " samples, as the AMB original)")
+                            : ""));
   if (amb_) {
     const std::int64_t micro_batches = options_.batch_size / micro_size_;
     row("anytime", cat("time limit ", short_duration(time_limit_),
-                       options_.amb.auto_time_limit ? " (auto: a full batch, measured)" : "", ", ",
-                       micro_batches, " micro-batches of ", micro_size_, " samples",
+                       options_.amb.auto_time_limit ? cat(" (auto: ", time_limit_rule_, ")") : "",
+                       ", ", micro_batches, " micro-batches of ", micro_size_, " samples",
                        micro_batches * micro_size_ < options_.batch_size
                            ? cat(" (", options_.batch_size - micro_batches * micro_size_,
                                  " samples of each batch unused)")
@@ -101,12 +108,17 @@ void TrainingRun::print_start_table() const {
         cat(options_.checkpoint,
             options_.checkpoint_every > 0 ? cat(" every ", options_.checkpoint_every, " steps")
                                           : "",
+            options_.checkpoint_every_epoch ? ", NAME-epochNNNN.h5 at every epoch's end" : "",
             " and at the end"));
   }
   log::verbose("layers:\n" + net_->graph().summary());
 }
 
 void TrainingRun::save_checkpoint(double elapsed) {
+  save_checkpoint_to(options_.checkpoint, elapsed);
+}
+
+void TrainingRun::save_checkpoint_to(const std::string& path, double elapsed) {
   Checkpoint checkpoint;
   checkpoint.model = options_.model.name;
   checkpoint.model_config = options_.model.to_map();
@@ -135,20 +147,28 @@ void TrainingRun::save_checkpoint(double elapsed) {
   checkpoint.std = info_.std;
   checkpoint.config_json = config_json(
       options_, net_->graph(), planned_, world_.size(), role_.workers, time_limit_, allreduce_used_,
-      allreduce_trial_, false, dbsl_ ? &dbsl_plan_ : nullptr, dbsl_factors_);
+      allreduce_trial_, false, dbsl_ ? &dbsl_plan_ : nullptr, dbsl_factors_, time_limit_rule_);
   checkpoint.created_by = cat(tool_name(options_), " ", MBKIT_VERSION);
-  write_checkpoint(options_.checkpoint, checkpoint);
+  write_checkpoint(path, checkpoint);
 }
 
 void TrainingRun::run_evaluation(double elapsed) {
   if (!has_test_) return;
   EvalResult result;
-  if (test_loader_) result = evaluate(*net_, *test_loader_);
-  if (!role_.async && role_.distributed) {
+  if (test_loader_ && random_test_) {
+    // The draw is the step's: a resumed run draws what the uninterrupted one did.
+    const std::int64_t draws = test_loader_->batches_per_epoch();
+    result = evaluate_batch(*net_, *test_loader_, step_ / draws, step_ % draws);
+  } else if (test_loader_) {
+    result = evaluate(*net_, *test_loader_);
+  }
+  if (!role_.async && role_.distributed && !random_test_) {
     world_.rendezvous(cat("evaluation at step ", step_));
     result.reduce(world_);
   }
   if (!logs_) return;
+  last_accuracy_ = result.accuracy();
+  last_eval_step_ = step_;
   progress_->note(
       strprintf("eval at step %lld (epoch %.2f): loss %.4f, accuracy %.2f%% on %lld images",
                 static_cast<long long>(step_), epoch_at(step_), result.loss(),
@@ -172,14 +192,29 @@ void TrainingRun::worker_line(std::int64_t at_step, const WorkerReport& r) const
           role_.async ? cat(", on parameters of step ", r.based_on) : ""));
 }
 
+// The batch is the step's (a resumed run evaluates what the uninterrupted one did), in
+// evaluation mode, so that it changes no batch-norm statistics of the model being trained.
+std::pair<double, double> TrainingRun::master_batch_loss() {
+  const std::int64_t batches = master_loader_->batches_per_epoch();
+  master_loader_->seek((step_ - 1) / batches, (step_ - 1) % batches);
+  const data::Batch& batch = master_loader_->next();
+  const auto outcome = net_->forward(batch.images.data(), batch.labels.data(), batch.size, false);
+  const double size = static_cast<double>(batch.size);
+  return {outcome.loss_sum / size, static_cast<double>(outcome.correct) / size};
+}
+
 void TrainingRun::record_step(const CombinedStep& combined, double step_time, double lr) {
   const double samples = static_cast<double>(std::max<std::int64_t>(combined.samples, 1));
-  const double loss = combined.mean_loss();
+  double loss = combined.mean_loss();
+  double accuracy = static_cast<double>(combined.correct) / samples;
+  if (master_loader_) std::tie(loss, accuracy) = master_batch_loss();
+  epoch_loss_sum_ += loss * static_cast<double>(combined.samples);
+  epoch_samples_ += static_cast<double>(combined.samples);
+  ++epoch_steps_;
   const double elapsed = clock_.now();
   if (metric_log_) {
     metric_log_->add(metrics::StepRecord{
-        step_, elapsed, epoch_at(step_), loss, static_cast<double>(combined.correct) / samples, lr,
-        combined.samples, step_time,
+        step_, elapsed, epoch_at(step_), loss, accuracy, lr, combined.samples, step_time,
         // An emulated step can take no time (gradients arriving together at a master
         // whose update is free under a compute model): its rate is undefined.
         step_time > 0 ? static_cast<double>(combined.samples) / step_time
@@ -189,7 +224,8 @@ void TrainingRun::record_step(const CombinedStep& combined, double step_time, do
       for (const auto& r : combined.workers) {
         metric_log_->add(metrics::WorkerRecord{step_, r.rank, r.samples, r.compute_time,
                                                r.sleep_time, r.send_time, r.wait_time, r.staleness,
-                                               r.micro_batches, r.finished_early ? 1 : 0});
+                                               r.micro_batches, r.finished_early ? 1 : 0,
+                                               r.recv_time, r.exit_time, r.queued_updates});
       }
     }
     if (role_.distributed) {
@@ -231,14 +267,41 @@ int TrainingRun::accept_update(double loss) {
   return kDiverged;
 }
 
+// Every rank that calls this knows the epoch alike (steps, or the async master's samples).
 void TrainingRun::after_step(double elapsed) {
   evaluated_now_ = false;
-  if (options_.eval_every > 0 && step_ % options_.eval_every == 0) {
+  const double whole = std::floor(epoch_at(step_));
+  const bool epoch_ended = whole > whole_epochs_;
+  whole_epochs_ = whole;
+  if ((options_.eval_every > 0 && step_ % options_.eval_every == 0) ||
+      (epoch_ended && options_.eval_every_epoch)) {
     run_evaluation(elapsed);
     evaluated_now_ = true;
   }
+  if (logs_ && epoch_ended) end_epoch(elapsed);
   if (logs_ && options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0)
     save_checkpoint(elapsed);
+}
+
+// The line the MXNet lab and the numpy exercise print per epoch: the epoch, its mean training
+// loss (over its steps' samples), the test accuracy at its end, its time on the run's clock.
+void TrainingRun::end_epoch(double elapsed) {
+  const auto epoch = static_cast<long long>(whole_epochs_);
+  const double loss = epoch_samples_ > 0 ? epoch_loss_sum_ / epoch_samples_ : 0.0;
+  const std::string accuracy = last_eval_step_ == step_
+                                   ? strprintf("test accuracy %.2f%%", 100.0 * last_accuracy_)
+                                   : std::string("no evaluation at its end");
+  progress_->note(strprintf("epoch %lld: train loss %.4f over %lld steps, %s, %s", epoch, loss,
+                            static_cast<long long>(epoch_steps_), accuracy.c_str(),
+                            short_duration(elapsed - epoch_started_).c_str()));
+  epoch_started_ = elapsed;
+  epoch_loss_sum_ = epoch_samples_ = 0;
+  epoch_steps_ = 0;
+  if (options_.checkpoint_every_epoch) {
+    std::string stem = options_.checkpoint;
+    if (stem.ends_with(".h5")) stem.resize(stem.size() - 3);
+    save_checkpoint_to(strprintf("%s-epoch%04lld.h5", stem.c_str(), epoch), elapsed);
+  }
 }
 
 int TrainingRun::rank0_stop() const {

@@ -67,11 +67,24 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   }
   budget_ =
       options_.time_budget > 0 ? options_.time_budget : std::numeric_limits<double>::infinity();
+  whole_epochs_ = std::floor(epoch_at(step_));
+  epoch_started_ = clock_.now();
 }
 
-// Training data: workers load their part; the master only reads what the data is.
+// Training data: workers load their part; the master only reads what the data is (and with
+// --train-loss master loads the whole file, for a batch of its own each step).
 void TrainingRun::open_data() {
   my_data_ = worker_data(options_.data, role_.computes ? role_.worker : 0, role_.workers);
+  if (options_.train_loss == "master" && world_.rank() == 0) {
+    data::LoaderOptions master_options;
+    master_options.path = my_data_.path;
+    master_options.split = "train";
+    master_options.batch_size = options_.batch_size;
+    // Another stream than any worker's: the original's master shuffles the set on its own.
+    master_options.seed = options_.seed ^ 0x6d61737465726c6fULL;
+    master_options.prefetch = 0;
+    master_loader_.emplace(master_options);
+  }
   // DBSL workers read the whole split, at the batch their plan gives them (plan_dbsl).
   if (!role_.computes || dbsl_) {
     info_ = data::DatasetFile::open(my_data_.path).info();
@@ -97,8 +110,12 @@ void TrainingRun::open_data() {
 
 // Evaluations: synchronous runs share the test split out over all ranks (every rank holds the
 // same model); the asynchronous master evaluates alone.
+//
+// --test-sample random: rank 0 alone draws a batch of --test-size images per evaluation, as the
+// AMB original's master (a shuffled pass over the whole split, one batch per evaluation).
 void TrainingRun::open_test_data() {
-  const bool evaluates = !role_.async || role_.master;
+  random_test_ = options_.test_sample == "random";
+  const bool evaluates = random_test_ ? world_.rank() == 0 : !role_.async || role_.master;
   test_path_ = options_.test_data.empty() ? my_data_.path : options_.test_data;
   if (evaluates) {
     data::LoaderOptions test_options;
@@ -107,13 +124,19 @@ void TrainingRun::open_test_data() {
     test_options.batch_size = options_.eval_batch_size;
     test_options.shuffle = false;
     test_options.prefetch = 1;
-    if (!role_.async) {
+    if (!role_.async && !random_test_) {
       test_options.slice_index = world_.rank();
       test_options.slice_count = world_.size();
     }
     const data::DatasetInfo test_info = data::DatasetFile::open(test_path_).info();
     std::uint64_t test_rows = test_info.split(data::kTest).count;
-    if (options_.test_size > 0) {
+    if (random_test_) {
+      test_options.shuffle = true;
+      test_options.seed = options_.seed;
+      test_options.drop_last = true;  // every draw holds --test-size images
+      test_options.batch_size = static_cast<int>(
+          std::min<std::uint64_t>(test_rows, static_cast<std::uint64_t>(options_.test_size)));
+    } else if (options_.test_size > 0) {
       test_rows = std::min(test_rows, static_cast<std::uint64_t>(options_.test_size));
       test_options.split_limit = test_rows;  // the same first rows whatever the ranks
     }
@@ -128,6 +151,12 @@ void TrainingRun::open_test_data() {
     }
   }
   // Whether there is an evaluation is the same everywhere (the split exists or not).
+  if (random_test_) {
+    std::uint8_t found = test_loader_.has_value() ? 1 : 0;
+    world_.broadcast(std::span<std::uint8_t>(&found, 1), 0);
+    has_test_ = found != 0;
+    return;
+  }
   has_test_ = role_.async
                   ? test_loader_.has_value()
                   : world_.all_gather(test_loader_ ? 1u : 0u) ==
@@ -178,6 +207,11 @@ void TrainingRun::build_model() {
   optimizer_config_ = options_.optimizer;
   if (amb_ && options_.amb.decay_per_micro_batch) {
     optimizer_config_.weight_decay *= static_cast<double>(options_.batch_size) / micro_size_;
+  }
+  // --weight-decay-on sum: the original adds wd p to each summed-loss gradient (a batch, or
+  // AMB's micro-batch) and the master divides by the samples: wd / samples per evaluation.
+  if (options_.weight_decay_on == "sum") {
+    optimizer_config_.weight_decay /= static_cast<double>(micro_size_);
   }
   if (!role_.parameter_server || role_.master) {
     optimizer_ = optim::make_optimizer(optimizer_config_, net_->parameters().size());
@@ -253,28 +287,36 @@ void TrainingRun::set_up_emulation() {
   }
 }
 
-// AMB's time limit; "auto": the median over the workers of the time of a full batch (its
-// micro-batches, no delays), on the run's clock.
+// AMB's time limit; "auto": the median over the workers of the time a step takes them when
+// nothing stops them early, on the run's clock: a full batch (its micro-batches, measured or
+// from the compute model) times the worker's --slowdown factor, plus the mean of the --induce
+// delay (the AMB experiments' recipe, so that a delayed worker is not cut short as a rule).
 void TrainingRun::decide_time_limit() {
   if (!amb_) return;
   if (!options_.amb.auto_time_limit) {
     time_limit_ = options_.amb.time_limit.value();
     return;
   }
-  const double mine =
-      role_.computes ? measure_full_batch() : std::numeric_limits<double>::quiet_NaN();
+  const double mine = role_.computes ? measure_full_batch() * slowdown_.factor_for(world_.rank())
+                                     : std::numeric_limits<double>::quiet_NaN();
   std::vector<double> measured;
   for (const std::uint64_t bits : world_.all_gather(std::bit_cast<std::uint64_t>(mine))) {
     const double value = std::bit_cast<double>(bits);
     if (!std::isnan(value)) measured.push_back(value);
   }
   std::sort(measured.begin(), measured.end());
-  time_limit_ = measured[measured.size() / 2];
-  if (logs_) {
-    log::verbose(cat("--time-limit auto: a full batch takes ", short_duration(measured.front()),
-                     " to ", short_duration(measured.back()), " on the workers; the limit is ",
-                     short_duration(time_limit_)));
-  }
+  const double full_batch = measured[measured.size() / 2];
+  const double delay = stragglers_ ? stragglers_->expected_delay() : 0.0;
+  time_limit_ = full_batch + delay;
+  time_limit_rule_ =
+      cat("median over the workers of a full batch", slowdown_.empty() ? "" : " x slowdown", " (",
+          shortest_decimal(full_batch), " s; ", shortest_decimal(measured.front()), " to ",
+          shortest_decimal(measured.back()), " s)",
+          stragglers_ ? cat(" + the mean induced delay (", shortest_decimal(delay), " s, ",
+                            stragglers_->name, ")")
+                      : "");
+  if (logs_)
+    log::verbose(cat("--time-limit auto: ", short_duration(time_limit_), ": ", time_limit_rule_));
 }
 
 // A full batch's time, measured on random inputs of the data's shape so that the data stream
@@ -455,7 +497,7 @@ void TrainingRun::open_log() {
   run.command_line = command_line_;
   run.config_json = config_json(options_, net_->graph(), planned_, world_.size(), role_.workers,
                                 time_limit_, allreduce_used_, allreduce_trial_, false,
-                                dbsl_ ? &dbsl_plan_ : nullptr, dbsl_factors_);
+                                dbsl_ ? &dbsl_plan_ : nullptr, dbsl_factors_, time_limit_rule_);
   run.seed = options_.seed;
   run.host = world_.host();
   run.start_time = utc_timestamp();

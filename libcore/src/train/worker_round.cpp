@@ -26,6 +26,10 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
   WorkerReport report;
   report.rank = parts_.rank;
   const auto round_start = SteadyClock::now();
+  if (exchange_end_ && !virtual_clock) {
+    report.exit_time = std::chrono::duration<double>(round_start - *exchange_end_).count();
+  }
+  report.recv_time = previous_recv_;
   double emulated = 0;  // virtual clock: seconds since the round started
   if (sampler_) {
     report.sleep_time = sampler_->next();

@@ -91,6 +91,9 @@ struct WorkerRecord {
   std::int64_t staleness = 0;
   std::int64_t micro_batches = 1;   ///< AMB: micro-batches computed; FMB: 1
   std::int64_t finished_early = 0;  ///< AMB: 1 when the whole batch was done before the limit
+  double recv_time = 0;             ///< the original's last_recv (0 in logs from before it)
+  double exit_time = 0;             ///< the original's last_exit
+  std::int64_t queued_updates = 0;  ///< the original's last_queued_update_count (async)
 };
 
 struct CollectRecord {

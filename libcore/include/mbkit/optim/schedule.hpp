@@ -5,6 +5,8 @@
 //                (tf.train.exponential_decay; the AMB runs)
 //   multistep    lr * gamma^(number of milestones <= floor(epoch))  (the DBSL runs: 80,120 x0.2)
 //   linear       lr - (lr - end_lr) * min(step, total_steps) / total_steps
+//   epochs       lr * frac^floor(epoch / every)  (the AMB original's periodic `epochs` schedule,
+//                --lrate_schedule epochs --lrate_epochs_every --lrate_epochs_frac)
 //
 // An optional linear warm-up multiplies the result by min(1, (step + 1) / warmup_steps).
 #pragma once
@@ -16,7 +18,7 @@
 namespace mbkit::optim {
 
 struct ScheduleConfig {
-  std::string kind = "constant";  ///< constant, exponential, multistep, linear
+  std::string kind = "constant";  ///< constant, exponential, multistep, linear, epochs
   double lr = 0.01;
   // exponential
   double decay_steps = 50;
@@ -28,6 +30,9 @@ struct ScheduleConfig {
   // linear
   double end_lr = 0.0;
   std::int64_t total_steps = 0;
+  // epochs (the original's defaults)
+  double every_epochs = 10;
+  double frac = 0.5;
   // warm-up
   std::int64_t warmup_steps = 0;
 };

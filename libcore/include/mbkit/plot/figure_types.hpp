@@ -28,13 +28,15 @@ struct RunRef {
 
 /// What the command line says about how to draw, shared by every type.
 struct PlotSettings {
-  double smooth = 0;         ///< --smooth: span of the exponential mean, in points (0: off)
-  bool logy = false;         ///< --logy
-  double xmax = kUnset;      ///< --xmax, in the x axis' base unit (steps, seconds, counts)
-  double ymax = kUnset;      ///< --ymax, in the y axis' unit
-  int bins = 0;              ///< --bins (0: automatic)
-  int warmup_steps = -1;     ///< --warmup-steps (-1: a tenth of the steps)
-  bool user_labels = false;  ///< the labels came from --label (scaling groups runs by them)
+  double smooth = 0;                ///< --smooth: span of the exponential mean, in points (0: off)
+  bool logy = false;                ///< --logy
+  bool x_epoch = false;             ///< --x-axis epoch: every curve against the epoch
+  bool compute_with_sleep = false;  ///< --compute-time original: compute + induced delay
+  double xmax = kUnset;             ///< --xmax, in the x axis' base unit (steps, seconds, counts)
+  double ymax = kUnset;             ///< --ymax, in the y axis' unit
+  int bins = 0;                     ///< --bins (0: automatic)
+  int warmup_steps = -1;            ///< --warmup-steps (-1: a tenth of the steps)
+  bool user_labels = false;         ///< the labels came from --label (scaling groups runs by them)
   /// Title the series with their runs' labels (false for a single run, and in the panes of a
   /// panel but the first, where colours already say which run is which).
   bool title_runs = true;

@@ -20,9 +20,11 @@ struct PlotOptions {
   std::vector<std::string> labels;  ///< one per run, replacing the derived ones
   double smooth = 0;                ///< span of the exponential mean (points)
   bool logy = false;
-  std::string xmax;  ///< number, or a duration with a unit ("30min")
-  double ymax = 0;   ///< 0: automatic
-  std::string size;  ///< "W,H" in inches
+  std::string xmax;                    ///< number, or a duration with a unit ("30min")
+  std::string x_axis = "type";         ///< type (each curve's own x) or epoch
+  std::string compute_time = "mbkit";  ///< compute-time histogram: mbkit or original
+  double ymax = 0;                     ///< 0: automatic
+  std::string size;                    ///< "W,H" in inches
   double font_size = 10;
   int bins = 0;
   int warmup_steps = -1;

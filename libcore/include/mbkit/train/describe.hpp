@@ -32,6 +32,7 @@ std::string config_json(const TrainOptions& options, const nn::Graph& graph,
                         const std::string& allreduce,
                         const std::optional<comm::AllreduceTrial>& trial, bool pretty = false,
                         const DbslPlan* dbsl = nullptr,
-                        const std::vector<double>& dbsl_factors = {});
+                        const std::vector<double>& dbsl_factors = {},
+                        const std::string& time_limit_rule = {});
 
 }  // namespace mbkit::train

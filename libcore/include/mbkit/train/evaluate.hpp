@@ -34,4 +34,9 @@ struct EvalResult {
 /// dropout). The loader should not shuffle; it is rewound first.
 EvalResult evaluate(nn::Network& network, data::DataLoader& loader, int top_k = 5);
 
+/// One batch of the loader, batch `index` of `epoch` (a shuffling loader: a random draw of
+/// its batch size), in evaluation mode: the AMB original's evaluation on one test batch.
+EvalResult evaluate_batch(nn::Network& network, data::DataLoader& loader, std::int64_t epoch,
+                          std::int64_t index, int top_k = 5);
+
 }  // namespace mbkit::train

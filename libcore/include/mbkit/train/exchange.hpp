@@ -69,6 +69,14 @@ struct WorkerReport {
   int stop = kContinue;            ///< the worker asks to stop (a StopCode)
   std::int64_t micro_batches = 1;  ///< AMB: micro-batches computed
   bool finished_early = false;     ///< AMB: the whole batch was done before the time limit
+  /// The AMB original's last_recv and last_exit: seconds receiving the parameters this round
+  /// started from (ps: the broadcast; allreduce has no receive of its own: 0; async: taking
+  /// the newest, waiting for them included), and from having them to starting the round.
+  double recv_time = 0;
+  double exit_time = 0;
+  /// The original's last_queued_update_count (async): parameter sets that arrived since the
+  /// previous round and were overtaken by a newer one before being used.
+  std::int64_t queued_updates = 0;
 };
 
 /// A combined step as rank 0 sees it (other ranks get the totals).
@@ -139,6 +147,8 @@ class SyncExchange {
   /// Seconds this rank spent in the last combine+distribute sending/receiving, and idle.
   double last_send_time() const { return send_time_; }
   double last_wait_time() const { return wait_time_; }
+  /// ps worker: seconds of the last distribute's broadcast (receiving the parameters).
+  double last_recv_time() const { return recv_time_; }
 
  private:
   // Worker indices within the exchange's messages, by train/roles.hpp's rule.
@@ -149,7 +159,7 @@ class SyncExchange {
   bool parameter_server_;
   std::vector<float> small_;  ///< state | per-worker report slots (when no tail is given)
   std::vector<std::int32_t> arrivals_;
-  double send_time_ = 0, wait_time_ = 0;
+  double send_time_ = 0, wait_time_ = 0, recv_time_ = 0;
   bool shared_memory_ = false;
   std::unique_ptr<comm::SharedSum> shared_;
   std::size_t bucket_floats_ = 0;

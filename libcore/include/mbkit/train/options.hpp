@@ -85,14 +85,25 @@ struct TrainOptions {
   models::ModelConfig model;
   optim::OptimizerConfig optimizer;
   optim::ScheduleConfig schedule;  ///< schedule.lr is the learning rate
-  double warmup_epochs = 0;        ///< linear warm-up, converted to steps
+  /// How --weight-decay is read: "mean" (wd p added to the mean gradient, once per update) or
+  /// "sum" (the AMB original: wd p added to the gradient of the summed loss of every gradient
+  /// evaluation, then divided by its samples: wd / B per update for FMB, wd / p for AMB).
+  std::string weight_decay_on = "mean";
+  double warmup_epochs = 0;  ///< linear warm-up, converted to steps
   // Length: the run ends at whichever is reached first (at least one must be set).
   double epochs = 0;
   std::int64_t steps = 0;
   double time_budget = 0;  ///< seconds of training
   // Evaluation.
-  std::int64_t eval_every = 0;  ///< steps between evaluations (0: only at the end)
-  std::int64_t test_size = 0;   ///< test samples per evaluation (0: the whole test split)
+  std::int64_t eval_every = 0;    ///< steps between evaluations (0: only at the end)
+  bool eval_every_epoch = false;  ///< also evaluate at the end of every epoch
+  std::int64_t test_size = 0;     ///< test samples per evaluation (0: the whole test split)
+  /// With test_size: "fixed" (the first test_size test images every time) or "random" (the AMB
+  /// original: a fresh random batch of test_size images per evaluation, drawn by rank 0).
+  std::string test_sample = "fixed";
+  /// The steps' training loss: "workers" (the mean over the samples the workers computed) or
+  /// "master" (the AMB original: rank 0 evaluates the updated model on a batch of its own).
+  std::string train_loss = "workers";
   int eval_batch_size = 256;
   // The run.
   std::uint64_t seed = 1;
@@ -106,6 +117,8 @@ struct TrainOptions {
   double flush_interval = 5.0;
   std::string checkpoint;  ///< checkpoint file, written every checkpoint_every steps and at the end
   std::int64_t checkpoint_every = 0;
+  /// Also keep a checkpoint of every epoch's end: NAME-epochNNNN.h5 beside --checkpoint NAME.h5.
+  bool checkpoint_every_epoch = false;
   std::string resume;  ///< checkpoint to continue from, or "auto" (--checkpoint if it exists)
   std::string nan_policy = "stop";  ///< stop or skip
   std::int64_t print_every = 0;  ///< progress lines when stderr is not a terminal (0: every 10 s)

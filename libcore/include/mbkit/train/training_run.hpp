@@ -94,8 +94,13 @@ class TrainingRun {
   // Rank 0's records and the step's bookkeeping (training_run_records.cpp).
   double epoch_at(std::int64_t step) const;
   void save_checkpoint(double elapsed);
+  void save_checkpoint_to(const std::string& path, double elapsed);
+  /// Rank 0 at the end of an epoch: the summary line, and the epoch's checkpoint if asked.
+  void end_epoch(double elapsed);
   void run_evaluation(double elapsed);
   void record_step(const CombinedStep& combined, double step_time, double lr);
+  /// --train-loss master: loss and accuracy of the current model on rank 0's batch of the step.
+  std::pair<double, double> master_batch_loss();
   /// The nan policy: kContinue to update, -1 to skip the update, kDiverged to stop.
   int accept_update(double loss);
   void after_step(double elapsed);
@@ -133,11 +138,14 @@ class TrainingRun {
   // Data.
   WorkerData my_data_;
   std::optional<data::DataLoader> train_loader_;
+  /// --train-loss master: rank 0's own training batches (the whole of its data file).
+  std::optional<data::DataLoader> master_loader_;
   std::optional<data::DataLoader> test_loader_;
   data::DatasetInfo info_;
   data::ImageShape shape_;
   std::string test_path_;
   bool has_test_ = false;
+  bool random_test_ = false;  ///< --test-sample random: rank 0 draws a test batch per evaluation
   std::uint64_t my_rows_ = 0;
   std::int64_t my_batches_ = 0;
   std::uint64_t total_rows_ = 0;
@@ -159,6 +167,7 @@ class TrainingRun {
   std::uint64_t gradient_bytes_ = 0;
   CommModel comm_model_;
   double time_limit_ = 0;
+  std::string time_limit_rule_;  ///< --time-limit auto: how the limit was chosen
 
   // DBSL.
   bool dbsl_ = false;
@@ -184,6 +193,13 @@ class TrainingRun {
   std::int64_t finished_early_ = 0;  ///< AMB: worker rounds that did their whole batch in time
   bool evaluated_now_ = false;
   int stop_ = kContinue;
+  // The epoch under way (whole epochs done), and its sums for the summary line (rank 0).
+  double whole_epochs_ = 0;
+  double epoch_started_ = 0;
+  double epoch_loss_sum_ = 0, epoch_samples_ = 0;
+  std::int64_t epoch_steps_ = 0;
+  double last_accuracy_ = -1;  ///< the last evaluation's (-1: none yet)
+  std::int64_t last_eval_step_ = -1;
 };
 
 }  // namespace mbkit::train

@@ -64,10 +64,14 @@ class WorkerRound {
   WorkerReport run_samples(std::int64_t at_step, std::int64_t samples,
                            const std::function<void()>& update);
 
-  /// The exchange times of the previous step, which the next report carries.
-  void set_previous_exchange(double send, double wait) {
+  /// The exchange times of the previous step, which the next report carries; `recv`: the
+  /// receive of the parameters the next round starts from. The next report's exit_time is the
+  /// wall time from this call to the round's start (0 on the virtual clock).
+  void set_previous_exchange(double send, double wait, double recv = 0) {
     previous_send_ = send;
     previous_wait_ = wait;
+    previous_recv_ = recv;
+    exchange_end_ = SteadyClock::now();
   }
   /// Samples of the last batch drawn.
   int last_drawn() const { return last_drawn_; }
@@ -75,7 +79,8 @@ class WorkerRound {
  private:
   Parts parts_;
   std::optional<emulation::StragglerSampler> sampler_;
-  double previous_send_ = 0, previous_wait_ = 0;
+  double previous_send_ = 0, previous_wait_ = 0, previous_recv_ = 0;
+  std::optional<SteadyClock::time_point> exchange_end_;
   int last_drawn_ = 0;
 };
 
