@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
   app.add_flag("--json", options.json, "Print JSON instead of a table");
   app.add_flag("--csv", options.csv, "Print CSV instead of a table");
   app.add_option("-o,--output", options.output, "Write the report to this file instead");
+  app.add_option("--trace", options.trace,
+                 "Write the run's timeline to this file as a Chrome trace (Perfetto, "
+                 "chrome://tracing): a track per rank, one log");
   app.add_flag("-f,--force", options.force, "Replace an existing output file");
   return mbkit::cli::run_tool(app, argc, argv, common, [&] {
     options.has_target = target->count() > 0;

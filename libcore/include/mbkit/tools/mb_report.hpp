@@ -1,7 +1,8 @@
 // mb-report: summaries of training runs from their metric logs (the library side of the tool):
 // a table of the runs, their time to a target test accuracy and the ratios of those times
 // between tools (mbkit/report/report.hpp), as text, JSON or CSV, on standard output or into a
-// file written under a temporary name and renamed when complete.
+// file written under a temporary name and renamed when complete; or a run's timeline as a
+// Chrome trace (mbkit/report/trace.hpp).
 #pragma once
 
 #include <ostream>
@@ -18,6 +19,7 @@ struct ReportOptions {
   bool csv = false;
   std::string output;  ///< FILE instead of `out`
   bool force = false;  ///< replace an existing output
+  std::string trace;   ///< --trace FILE: the timeline of the one log, as a Chrome trace
 };
 
 /// Writes the report on `out`, or into `output`. Returns the exit status.
