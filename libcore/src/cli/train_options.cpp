@@ -28,7 +28,8 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
   auto* model = app.add_option_group("Model");
   model
       ->add_option("--model", o.model.name,
-                   "Model: mlp, mnist-cnn, cifar10-cnn, toy-fc, toy-conv, resnet20/32/44/56/110, "
+                   "Model: mlp, mnist-cnn, cifar10-cnn, toy-fc, toy-conv, resnet<6n+2> (resnet8 .. "
+                   "resnet110), "
                    "resnet18, resnet50")
       ->capture_default_str();
   model->add_option("--hidden", o.model.hidden, "mlp: hidden layer sizes, comma-separated")
