@@ -275,6 +275,16 @@ std::vector<std::uint64_t> World::all_gather(std::uint64_t value) const {
   return values;
 }
 
+void World::all_gather_in_place(std::span<std::uint8_t> blocks, std::size_t block_bytes) const {
+  MBKIT_CHECK(blocks.size() == block_bytes * static_cast<std::size_t>(size_), "gathering ", size_,
+              " blocks of ", block_bytes, " bytes into ", blocks.size());
+  if (size_ == 1 || block_bytes == 0) return;
+  guarded("MPI_Allgather", [&] {
+    MBKIT_MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, blocks.data(),
+                                  checked_count(block_bytes), MPI_BYTE, MPI_COMM_WORLD));
+  });
+}
+
 std::vector<std::string> World::all_gather(const std::string& text) const {
   if (size_ == 1) return {text};
   const auto lengths = all_gather(static_cast<std::uint64_t>(text.size()));

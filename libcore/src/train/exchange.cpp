@@ -104,6 +104,63 @@ void SyncExchange::set_bucket_floats(std::size_t floats) {
   bucket_floats_ = world_.distributed() ? floats : 0;
 }
 
+void SyncExchange::set_compression(const comm::CompressionSpec& spec) {
+  MBKIT_CHECK(!spec.enabled() || (!shared_memory_ && bucket_floats_ == 0),
+              "compression with the shared-memory sum or buckets");
+  compression_ = spec;
+}
+
+void SyncExchange::compressed_sum(std::span<float> gradients, std::span<float> small,
+                                  const std::string& what) {
+  const std::size_t bytes = compression_.encoded_bytes(gradients.size());
+  const int workers = this->workers();
+  const auto block = [&](int w) {
+    return std::span<std::uint8_t>(encoded_.data() + static_cast<std::size_t>(w) * bytes, bytes);
+  };
+  const auto add_all = [&] {
+    std::fill(gradients.begin(), gradients.end(), 0.0f);
+    for (int w = 0; w < workers; ++w) comm::add_decoded(compression_, block(w), gradients);
+  };
+  if (parameter_server_ && world_.rank() == 0) {
+    encoded_.resize(bytes * static_cast<std::size_t>(workers));
+    std::vector<comm::Request> received;
+    for (int w = 0; w < workers; ++w) {
+      received.push_back(world_.irecv(block(w).data(), bytes, rank_of(w), kGradientTag));
+    }
+    world_.reduce_sum(small, 0);
+    world_.wait_until(
+        [&] {
+          bool all = true;
+          for (auto& r : received) all = world_.test(r) && all;
+          return all;
+        },
+        cat("master receiving the gradients of ", what),
+        [&] {
+          std::vector<int> late;
+          for (int w = 0; w < workers; ++w) {
+            if (received[static_cast<std::size_t>(w)].pending()) late.push_back(rank_of(w));
+          }
+          return late;
+        });
+    add_all();
+    return;
+  }
+  residual_.resize(gradients.size(), 0.0f);  // zeros at the first step, then kept
+  if (parameter_server_) {
+    encoded_.resize(bytes);
+    comm::encode(compression_, gradients, residual_, encoded_);
+    comm::Request sent = world_.isend(encoded_.data(), bytes, 0, kGradientTag);
+    world_.reduce_sum(small, 0);
+    world_.wait(sent, cat("sending the gradients of ", what));
+    return;
+  }
+  encoded_.resize(bytes * static_cast<std::size_t>(workers));
+  comm::encode(compression_, gradients, residual_, block(worker()));
+  world_.all_gather_in_place(encoded_, bytes);
+  world_.allreduce_sum(small);
+  add_all();
+}
+
 void SyncExchange::gradients_ready(std::span<float> gradients, std::size_t from) {
   if (bucket_floats_ == 0) return;
   MBKIT_CHECK(from <= gradients.size(), "gradients final from ", from, " of ", gradients.size());
@@ -240,7 +297,11 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
         });
     result.wait_time = seconds_since(start);
     const auto send_start = Clock::now();
-    reduce([&](std::span<float> values) { world_.reduce_sum(values, 0); });
+    if (compression_.enabled()) {
+      compressed_sum(gradients, small, what);
+    } else {
+      reduce([&](std::span<float> values) { world_.reduce_sum(values, 0); });
+    }
     send_time_ = seconds_since(send_start);
   } else {
     comm::Request arrival;
@@ -257,7 +318,9 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
         cat("waiting for the other ranks at ", what));
     wait_time_ = seconds_since(start);
     const auto send_start = Clock::now();
-    if (parameter_server_) {
+    if (compression_.enabled()) {
+      compressed_sum(gradients, small, what);
+    } else if (parameter_server_) {
       reduce([&](std::span<float> values) { world_.reduce_sum(values, 0); });
     } else {
       reduce([&](std::span<float> values) { world_.allreduce_sum(values); });

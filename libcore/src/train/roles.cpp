@@ -56,6 +56,9 @@ Role decide_role(const TrainOptions& o, const comm::World& world) {
           "(--plan needs neither)");
     }
     if (o.async) usage_error("--async needs a master and workers: run under mpirun -n 2 or more");
+    if (o.compression.enabled()) {
+      usage_error("--compress compresses the exchange: run under mpirun -n 2 or more");
+    }
     return role;
   }
   role.parameter_server = o.comm == "ps";
@@ -68,7 +71,11 @@ Role decide_role(const TrainOptions& o, const comm::World& world) {
                                        : o.async      ? "ps-async"
                                                       : "ps")
                                     : "allreduce";
-  const AllreduceVia via = o.allreduce;
+  if (o.compression.enabled() && o.allreduce == AllreduceVia::kSharedMemory) {
+    usage_error("--compress: the shared-memory sum adds floats in place; use --allreduce mpi");
+  }
+  // Compressed gradients are gathered through MPI, never summed in shared memory.
+  const AllreduceVia via = o.compression.enabled() ? AllreduceVia::kMpi : o.allreduce;
   role.shared_memory = SyncExchange::uses_shared_memory(world, role.parameter_server, via);
   if (via == AllreduceVia::kAuto && role.shared_memory) {
     // The faster sum, timed at start, where both give the same bits: with two ranks each sum

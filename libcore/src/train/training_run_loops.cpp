@@ -43,6 +43,7 @@ void TrainingRun::run_sync() {
     exchange.set_bucket_floats(std::max<std::size_t>(
         1, static_cast<std::size_t>(options_.bucket_mb * 1024.0 * 1024.0 / sizeof(float))));
   }
+  exchange.set_compression(options_.compression);
   if (exchange.buckets() && round_) {
     // The backward pass hands finished gradients to the exchange.
     round_->gradients_ready = [&](std::size_t from) {

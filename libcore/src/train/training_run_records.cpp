@@ -48,16 +48,20 @@ void TrainingRun::print_start_table() const {
                                                          " per micro-batch, as the AMB original)")
                                                    : ""));
   if (amb_) {
-    const std::int64_t micro_batches = options_.batch_size / micro_size_;
-    row("anytime", cat("time limit ", short_duration(time_limit_),
-                       options_.amb.auto_time_limit ? " (auto: a full batch, measured)" : "", ", ",
-                       micro_batches, " micro-batches of ", micro_size_, " samples",
-                       micro_batches * micro_size_ < options_.batch_size
-                           ? cat(" (", options_.batch_size - micro_batches * micro_size_,
-                                 " samples of each batch unused)")
-                           : ""));
+    const std::int64_t micro_batches = batch_ / micro_size_;
+    row("anytime",
+        cat("time limit ", short_duration(time_limit_),
+            options_.amb.auto_time_limit ? " (auto: a full batch, measured)" : "", ", ",
+            micro_batches, " micro-batches of ", micro_size_, " samples",
+            micro_batches * micro_size_ < batch_
+                ? cat(" (", batch_ - micro_batches * micro_size_, " samples of each batch unused)")
+                : ""));
   }
-  row("schedule", describe_schedule(schedule_config_));
+  row("schedule", describe_schedule(schedule_config_) +
+                      (options_.lr_scaling != "none"
+                           ? cat(" (--lr ", options_.schedule.lr, " x ", lr_factor_, ": ",
+                                 options_.lr_scaling, " scaling to a batch of ", global_batch_, ")")
+                           : ""));
   if (role_.distributed) {
     row("workers",
         cat(role_.workers, " (", role_.comm,
@@ -74,12 +78,27 @@ void TrainingRun::print_start_table() const {
                                         options_.async_min_grads > 1 ? "s" : "")
                                   : "",
             "), ranks ", describe_hosts(hosts_, role_)));
+    if (options_.compression.enabled()) {
+      const std::size_t n = net_->parameters().size();
+      const double sent = static_cast<double>(options_.compression.encoded_bytes(n));
+      row("compress", cat(options_.compression.text(), ": ", human_bytes(sent),
+                          " of gradient per worker and step instead of ",
+                          human_bytes(static_cast<double>(n * sizeof(float))), " (1/",
+                          strprintf("%.1f", static_cast<double>(n * sizeof(float)) / sent), ")",
+                          role_.parameter_server ? "; parameters come back as floats" : ""));
+    }
     if (!dbsl_)
-      row("batch", cat(options_.batch_size, " per worker, ", global_batch_,
+      row("batch", cat(options_.global_batch_size > 0
+                           ? cat(worker_batch_size(options_, role_.workers, role_.workers - 1),
+                                 global_batch_ % role_.workers != 0
+                                     ? cat(" to ", worker_batch_size(options_, role_.workers, 0))
+                                     : "")
+                           : cat(options_.batch_size),
+                       " per worker, ", global_batch_,
                        role_.async ? " per round of all workers" : " per step", ", ",
                        steps_per_epoch_, " steps per epoch"));
   } else {
-    row("batch", cat(options_.batch_size, " per step, ", steps_per_epoch_, " steps per epoch"));
+    row("batch", cat(batch_, " per step, ", steps_per_epoch_, " steps per epoch"));
   }
   if (dbsl_) print_dbsl_rows();
   if (stragglers_) row("stragglers", stragglers_->describe());

@@ -30,6 +30,8 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   world_.set_wait_mode(options_.comm_wait == "spin" ? comm::WaitMode::kSpin
                                                     : comm::WaitMode::kYield);
   role_ = decide_role(options_, world_);
+  validate_batches(options_, role_.workers);
+  batch_ = worker_batch_size(options_, role_.workers, role_.computes ? role_.worker : 0);
   dbsl_ = options_.dbsl.enabled;
   logs_ = world_.rank() == 0;
   if (role_.distributed && world_.rank() != 0) {
@@ -81,7 +83,7 @@ void TrainingRun::open_data() {
   data::LoaderOptions train_options;
   train_options.path = my_data_.path;
   train_options.split = "train";
-  train_options.batch_size = options_.batch_size;
+  train_options.batch_size = batch_;
   train_options.seed = options_.seed;
   train_options.drop_last = options_.drop_last;
   train_options.augment = options_.augment;
@@ -173,11 +175,11 @@ void TrainingRun::build_model() {
   // The optimizer runs where updates are made: the master, or every rank of allreduce.
   // AMB: micro-batches of floor(batch / partitions) samples; a batch's leftover is not used.
   amb_ = options_.amb.enabled;
-  micro_size_ = amb_ ? options_.batch_size / options_.amb.partitions : options_.batch_size;
+  micro_size_ = amb_ ? batch_ / options_.amb.partitions : batch_;
   // The AMB original adds weight decay per micro-batch: batch / micro-batch size times FMB's.
   optimizer_config_ = options_.optimizer;
   if (amb_ && options_.amb.decay_per_micro_batch) {
-    optimizer_config_.weight_decay *= static_cast<double>(options_.batch_size) / micro_size_;
+    optimizer_config_.weight_decay *= static_cast<double>(batch_) / micro_size_;
   }
   if (!role_.parameter_server || role_.master) {
     optimizer_ = optim::make_optimizer(optimizer_config_, net_->parameters().size());
@@ -194,7 +196,7 @@ void TrainingRun::size_epoch() {
     total_rows_ += rows_of[r];
     steps_per_epoch_ = std::max(steps_per_epoch_, static_cast<std::int64_t>(batches_of[r]));
   }
-  global_batch_ = static_cast<std::int64_t>(role_.workers) * options_.batch_size;
+  global_batch_ = global_batch_size(options_, role_.workers);
   if (dbsl_) {
     // A DBSL epoch is a push per worker (the original's global round counter).
     total_rows_ = info_.split(data::kTrain).count;
@@ -204,7 +206,7 @@ void TrainingRun::size_epoch() {
   if (role_.async) {
     // An asynchronous step is one update of about async_min_grads batches.
     const auto per_step = static_cast<std::uint64_t>(options_.async_min_grads) *
-                          static_cast<std::uint64_t>(options_.batch_size);
+                          static_cast<std::uint64_t>(global_batch_ / role_.workers);
     steps_per_epoch_ = static_cast<std::int64_t>((total_rows_ + per_step - 1) / per_step);
   }
 }
@@ -280,7 +282,7 @@ void TrainingRun::decide_time_limit() {
 // A full batch's time, measured on random inputs of the data's shape so that the data stream
 // is untouched; the model's state is put back afterwards.
 double TrainingRun::measure_full_batch() {
-  const int micro_batches = options_.batch_size / micro_size_;
+  const int micro_batches = batch_ / micro_size_;
   if (compute_model_) return micro_batches * compute_model_->cost(micro_size_);
   const std::size_t image = static_cast<std::size_t>(shape_.channels) *
                             static_cast<std::size_t>(shape_.height) *
@@ -416,6 +418,14 @@ void TrainingRun::plan_length() {
                                                                steps_per_epoch_, "--epochs"));
   }
   schedule_config_ = options_.schedule;
+  if (options_.lr_scaling != "none") {
+    // Goyal et al.: k times the rate for k times the batch, reached by a warm-up from the
+    // unscaled rate when --warmup-epochs is given.
+    lr_factor_ = lr_scale_factor(options_, role_.workers);
+    schedule_config_.lr *= lr_factor_;
+    schedule_config_.end_lr *= lr_factor_;
+    schedule_config_.warmup_from = 1.0 / lr_factor_;
+  }
   schedule_config_.warmup_steps =
       epochs_to_steps(options_.warmup_epochs, steps_per_epoch_, "--warmup-epochs", true);
   if (schedule_config_.kind == "linear" && schedule_config_.total_steps == 0) {

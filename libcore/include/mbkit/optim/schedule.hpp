@@ -6,7 +6,9 @@
 //   multistep    lr * gamma^(number of milestones <= floor(epoch))  (the DBSL runs: 80,120 x0.2)
 //   linear       lr - (lr - end_lr) * min(step, total_steps) / total_steps
 //
-// An optional linear warm-up multiplies the result by min(1, (step + 1) / warmup_steps).
+// An optional linear warm-up multiplies the result by min(1, (step + 1) / warmup_steps), or,
+// when warmup_from > 0, by warmup_from + (1 - warmup_from) min(1, step / warmup_steps): Goyal et
+// al.'s gradual warm-up from the small batch's rate (warmup_from = 1 / k) to the scaled one.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +32,7 @@ struct ScheduleConfig {
   std::int64_t total_steps = 0;
   // warm-up
   std::int64_t warmup_steps = 0;
+  double warmup_from = 0;  ///< fraction of the rate at step 0 (0: the (step + 1) ramp)
 };
 
 std::string known_schedules();

@@ -27,6 +27,12 @@
 // last batch, AMB's partial work), so the result is always sum / total, the original's
 // counts-weighted average, without a pass over the gradients in the common case.
 //
+// Compression (--compress, comm/compression.hpp): the gradients travel encoded instead of
+// summed in the collective: ps workers send theirs to the master (point to point), allreduce
+// ranks gather everyone's (MPI_Allgather); the master, or every rank, decodes and adds them in
+// worker order, so every rank holds the same bits. Each worker keeps its 2bit residual. The
+// small values (state, reports) are summed as floats beside them.
+//
 // Batch-norm running statistics are averaged over the workers at every step, so that every
 // rank holds the same model and any rank can evaluate or save it.
 #pragma once
@@ -36,6 +42,7 @@
 #include <span>
 #include <vector>
 
+#include "mbkit/comm/compression.hpp"
 #include "mbkit/comm/shared_sum.hpp"
 #include "mbkit/comm/world.hpp"
 #include "mbkit/train/options.hpp"
@@ -116,6 +123,13 @@ class SyncExchange {
   std::size_t started_sums() const { return bucket_sums_.size(); }
   /// Seconds spent in gradients_ready() this step (the next combine() counts them as sending).
   double progress_time() const { return progress_time_; }
+  /// Gradients travel encoded (see above); not with shared memory or buckets.
+  void set_compression(const comm::CompressionSpec& spec);
+  /// Bytes of gradient this worker sends per step (encoded when compressed).
+  std::size_t gradient_bytes_sent(std::size_t gradients) const {
+    return compression_.encoded_bytes(gradients);
+  }
+
   /// Shared memory only: the buffer the gradients and tail should be computed in (collective;
   /// allocated on the first call: `floats` = gradients + tail, Network::move_gradients_to).
   /// combine() on other buffers copies them in and out.
@@ -158,6 +172,11 @@ class SyncExchange {
   std::size_t started_from_ = kNoBucket;
   std::vector<comm::Request> bucket_sums_;
   double progress_time_ = 0;
+  comm::CompressionSpec compression_;
+  std::vector<float> residual_;        ///< 2bit: this worker's error feedback
+  std::vector<std::uint8_t> encoded_;  ///< this worker's message, or every worker's
+  /// The compressed part of combine() once every rank arrived.
+  void compressed_sum(std::span<float> gradients, std::span<float> small, const std::string& what);
   /// The buckets' part of combine(): starts the sums of the rest, waits for all.
   void finish_buckets(std::span<float> gradients, std::span<float> small, const std::string& what);
 };

@@ -143,6 +143,8 @@ class TrainingRun {
   std::uint64_t total_rows_ = 0;
   std::int64_t steps_per_epoch_ = 1;
   std::int64_t global_batch_ = 0;
+  int batch_ = 0;  ///< this worker's batch (--batch-size, or its share of --global-batch-size)
+  double lr_factor_ = 1;  ///< --lr-scaling's factor
 
   // Model and optimizer.
   std::unique_ptr<nn::Network> net_;
