@@ -144,6 +144,11 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
                    "--allreduce mpi: sum the gradients in buckets of MB MiB, each started as soon "
                    "as the backward pass finished it (0: one sum after the pass)")
       ->capture_default_str();
+  dist->add_option("--servers", o.servers,
+                   "ps: ranks 0..S-1 are servers, each keeping and updating a contiguous shard "
+                   "of the parameters; the other ranks are workers (MXNet's key sharding)")
+      ->capture_default_str()
+      ->check(whole_number<int>());
   dist->add_option("--compress", o.given.compress,
                    "Gradients on the wire: 2bit:THRESHOLD (MXNet's, with error feedback), fp16, "
                    "bf16 or none (synchronous ps and allreduce)")

@@ -93,6 +93,7 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
       for (int w = 0; w < workers; ++w) sizes.push_back(worker_batch_size(o, workers, w));
       json.key("batch_sizes").array(sizes);
     }
+    if (o.servers > 1) json.key("servers").value(o.servers);
     if (o.compression.enabled()) {
       // Bytes of gradient a worker sends per step, as encoded and as floats.
       const std::uint64_t n = graph.parameter_count();

@@ -177,6 +177,18 @@ void validate(const TrainOptions& o) {
         "--bucket-mb: an anytime step's gradient is final only after its last "
         "micro-batch, so it cannot be summed in buckets");
   }
+  if (o.servers < 1) usage_error(cat("--servers ", o.servers, " must be at least 1"));
+  if (o.servers > 1 && (o.comm != "ps" || o.async || o.dbsl.enabled)) {
+    usage_error(cat("--servers ", o.servers, ": several servers serve synchronous ps (",
+                    o.comm != "ps" ? "--comm allreduce has none"
+                    : o.async      ? "not --async"
+                                   : "not DBSL",
+                    ")"));
+  }
+  if (o.servers > 1 && !o.resume.empty()) {
+    usage_error(cat("--resume with --servers ", o.servers,
+                    ": continue the checkpoint with --servers 1 (it holds the whole state)"));
+  }
   if (o.compression.enabled() && (o.async || o.dbsl.enabled)) {
     usage_error(cat("--compress: the ", o.async ? "asynchronous" : "DBSL",
                     " exchange sends full-precision gradients; use it with synchronous ps or "

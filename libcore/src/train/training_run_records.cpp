@@ -65,7 +65,12 @@ void TrainingRun::print_start_table() const {
   if (role_.distributed) {
     row("workers",
         cat(role_.workers, " (", role_.comm,
-            role_.parameter_server   ? ""
+            role_.servers > 1
+                ? cat(" with ", role_.servers, " servers, about ",
+                      with_commas(static_cast<std::int64_t>(
+                          net_->parameters().size() / static_cast<std::size_t>(role_.servers))),
+                      " parameters each")
+            : role_.parameter_server ? ""
             : role_.shared_memory    ? " through shared memory"
             : options_.bucket_mb > 0 ? cat(" with MPI_Iallreduce in buckets of ",
                                            options_.bucket_mb, " MiB during the backward pass")
@@ -125,7 +130,33 @@ void TrainingRun::print_start_table() const {
   log::verbose("layers:\n" + net_->graph().summary());
 }
 
-void TrainingRun::save_checkpoint(double elapsed) {
+void TrainingRun::checkpoint_now(double elapsed) {
+  std::vector<std::vector<float>> state;  // with several servers: the whole optimizer state
+  if (role_.servers > 1 && role_.server) {
+    const std::size_t n = net_->parameters().size();
+    constexpr int kStateTag = 14;  // beside exchange_internal.hpp's tags
+    for (const auto& [name, values] : optimizer_->state()) {
+      if (world_.rank() != 0) {
+        comm::Request sent =
+            world_.isend(values->data(), values->size() * sizeof(float), 0, kStateTag);
+        world_.wait(sent, cat("sending the optimizer state ", name, " to rank 0"));
+        continue;
+      }
+      state.emplace_back(n);
+      std::copy(values->begin(), values->end(), state.back().begin());
+      for (int server = 1; server < role_.servers; ++server) {
+        const auto [first, last] = server_shard(n, server, role_.servers);
+        comm::Request received = world_.irecv(state.back().data() + first,
+                                              (last - first) * sizeof(float), server, kStateTag);
+        world_.wait(received, cat("the optimizer state ", name, " of server ", server));
+      }
+    }
+  }
+  if (logs_) save_checkpoint(elapsed, state);
+}
+
+void TrainingRun::save_checkpoint(double elapsed,
+                                  const std::vector<std::vector<float>>& optimizer_state) {
   Checkpoint checkpoint;
   checkpoint.model = options_.model.name;
   checkpoint.model_config = options_.model.to_map();
@@ -136,9 +167,10 @@ void TrainingRun::save_checkpoint(double elapsed) {
   checkpoint.optimizer = options_.optimizer.name;
   checkpoint.optimizer_config = optimizer_map(options_.optimizer);
   checkpoint.optimizer_steps = optimizer_->steps();
+  std::size_t slot = 0;
   for (const auto& [name, values] : optimizer_->state()) {
-    checkpoint.optimizer_state.push_back(
-        {name, {static_cast<std::int64_t>(values->size())}, *values});
+    const auto& whole = optimizer_state.empty() ? *values : optimizer_state[slot++];
+    checkpoint.optimizer_state.push_back({name, {static_cast<std::int64_t>(whole.size())}, whole});
   }
   checkpoint.step = step_;
   checkpoint.epoch = step_ / steps_per_epoch_;
@@ -256,8 +288,9 @@ void TrainingRun::after_step(double elapsed) {
     run_evaluation(elapsed);
     evaluated_now_ = true;
   }
-  if (logs_ && options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0)
-    save_checkpoint(elapsed);
+  if (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0) {
+    checkpoint_now(elapsed);
+  }
 }
 
 int TrainingRun::rank0_stop() const {

@@ -43,6 +43,12 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   if (role_.master && slowdown_.factors.count(0) > 0) {
     usage_error("--slowdown: rank 0 is the master, which computes no gradients");
   }
+  for (int server = 1; server < role_.servers; ++server) {
+    if (slowdown_.factors.count(server) > 0) {
+      usage_error(cat("--slowdown: rank ", server, " is a server (--servers ", role_.servers,
+                      "), which computes no gradients"));
+    }
+  }
   // An emulated worker has a core of its own: one thread unless told otherwise.
   backend_ = backend::make_backend(
       options_.device, clock_.is_virtual() && options_.threads == 0 ? 1 : options_.threads);
@@ -181,8 +187,11 @@ void TrainingRun::build_model() {
   if (amb_ && options_.amb.decay_per_micro_batch) {
     optimizer_config_.weight_decay *= static_cast<double>(batch_) / micro_size_;
   }
-  if (!role_.parameter_server || role_.master) {
-    optimizer_ = optim::make_optimizer(optimizer_config_, net_->parameters().size());
+  // A server keeps the optimizer of its shard (one server: the whole buffer).
+  shard_ = {0, net_->parameters().size()};
+  if (role_.server) shard_ = server_shard(shard_.second, world_.rank(), role_.servers);
+  if (!role_.parameter_server || role_.server) {
+    optimizer_ = optim::make_optimizer(optimizer_config_, shard_.second - shard_.first);
   } else {
     optim::make_optimizer(optimizer_config_, 1);  // same validation everywhere
   }
@@ -246,7 +255,7 @@ void TrainingRun::check_ranks_agree() const {
 // Cluster emulation: this rank's compute cost and the cost of a message.
 void TrainingRun::set_up_emulation() {
   compute_models_ = options_.compute_model;
-  compute_models_.check_ranks(world_.size(), role_.parameter_server ? 1 : 0);
+  compute_models_.check_ranks(world_.size(), role_.servers);
   compute_model_ = role_.computes ? compute_models_.for_rank(world_.rank()) : std::nullopt;
   gradient_bytes_ = net_->parameters().size() * sizeof(float);
   if (clock_.is_virtual() && role_.distributed) {

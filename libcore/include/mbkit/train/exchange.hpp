@@ -50,6 +50,10 @@
 
 namespace mbkit::train {
 
+/// The shard of `floats` values server `server` of `servers` keeps: [first, second), contiguous,
+/// sizes differing by one at most (the whole buffer for one server).
+std::pair<std::size_t, std::size_t> server_shard(std::size_t floats, int server, int servers);
+
 /// Why a run ends, as the ranks tell each other (larger codes win when several apply).
 enum StopCode : int {
   kContinue = 0,
@@ -94,16 +98,18 @@ struct CombinedStep {
 /// The synchronous exchanges (ps and allreduce) of one run.
 class SyncExchange {
  public:
+  /// `servers`: ps only, ranks 0 to servers - 1 each receive, update and broadcast a shard.
   SyncExchange(const comm::World& world, bool parameter_server,
-               AllreduceVia via = AllreduceVia::kMpi);
+               AllreduceVia via = AllreduceVia::kMpi, int servers = 1);
   ~SyncExchange();
   /// Whether an exchange built with these arguments sums through shared memory (a usage error
   /// for kSharedMemory when the ranks span hosts).
   static bool uses_shared_memory(const comm::World& world, bool parameter_server, AllreduceVia via);
 
   bool parameter_server() const { return parameter_server_; }
-  /// False only for the master of ps.
-  bool computes() const { return !parameter_server_ || world_.rank() != 0; }
+  /// False only for the servers of ps.
+  bool computes() const { return !parameter_server_ || world_.rank() >= servers_; }
+  int servers() const { return parameter_server_ ? servers_ : 0; }
 
   /// Floats combine() sends besides the gradients (the state and every worker's report).
   std::size_t tail_floats(std::size_t state_size) const;
@@ -156,11 +162,14 @@ class SyncExchange {
 
  private:
   // Worker indices within the exchange's messages, by train/roles.hpp's rule.
-  int worker() const { return worker_of_rank(world_.rank(), parameter_server_); }
-  int workers() const { return worker_count(world_.size(), parameter_server_); }
-  int rank_of(int index) const { return worker_rank(index, parameter_server_); }
+  int worker() const { return worker_of_rank(world_.rank(), servers()); }
+  int workers() const { return worker_count(world_.size(), servers()); }
+  int rank_of(int index) const { return worker_rank(index, servers()); }
+  /// Gradients travel as messages (compressed, or to several servers), not in a collective sum.
+  bool messages() const { return compression_.enabled() || servers() > 1; }
   const comm::World& world_;
   bool parameter_server_;
+  int servers_ = 1;
   std::vector<float> small_;  ///< state | per-worker report slots (when no tail is given)
   std::vector<std::int32_t> arrivals_;
   double send_time_ = 0, wait_time_ = 0;
@@ -175,8 +184,8 @@ class SyncExchange {
   comm::CompressionSpec compression_;
   std::vector<float> residual_;        ///< 2bit: this worker's error feedback
   std::vector<std::uint8_t> encoded_;  ///< this worker's message, or every worker's
-  /// The compressed part of combine() once every rank arrived.
-  void compressed_sum(std::span<float> gradients, std::span<float> small, const std::string& what);
+  /// combine()'s sum as messages, once every rank arrived.
+  void message_sum(std::span<float> gradients, std::span<float> small, const std::string& what);
   /// The buckets' part of combine(): starts the sums of the rest, waits for all.
   void finish_buckets(std::span<float> gradients, std::span<float> small, const std::string& what);
 };

@@ -122,7 +122,8 @@ struct TrainOptions {
   std::string comm = "ps";  ///< ps (rank 0 is the master) or allreduce
   bool async = false;       ///< ps only: the master updates as gradients arrive
   AllreduceVia allreduce = AllreduceVia::kAuto;  ///< allreduce only
-  double bucket_mb = 0;               ///< allreduce through MPI: bucket size in MiB (0: one sum)
+  double bucket_mb = 0;  ///< allreduce through MPI: bucket size in MiB (0: one sum)
+  int servers = 1;       ///< ps: ranks 0 to servers - 1 serve a shard of the parameters each
   comm::CompressionSpec compression;  ///< --compress: gradients on the wire (sync ps, allreduce)
   int async_min_grads = 1;            ///< gradients per asynchronous update
   double comm_timeout = 60;           ///< seconds a rank waits for another before the job fails

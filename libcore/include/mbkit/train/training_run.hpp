@@ -93,7 +93,10 @@ class TrainingRun {
 
   // Rank 0's records and the step's bookkeeping (training_run_records.cpp).
   double epoch_at(std::int64_t step) const;
-  void save_checkpoint(double elapsed);
+  /// Writes the checkpoint on rank 0; with several servers every server calls it (they send
+  /// their shards of the optimizer state to rank 0 first).
+  void checkpoint_now(double elapsed);
+  void save_checkpoint(double elapsed, const std::vector<std::vector<float>>& optimizer_state);
   void run_evaluation(double elapsed);
   void record_step(const CombinedStep& combined, double step_time, double lr);
   /// The nan policy: kContinue to update, -1 to skip the update, kDiverged to stop.
@@ -154,6 +157,8 @@ class TrainingRun {
   int micro_size_ = 0;
   optim::OptimizerConfig optimizer_config_;
   std::unique_ptr<optim::Optimizer> optimizer_;
+  /// The values this rank's optimizer updates: a server's shard, else the whole buffer.
+  std::pair<std::size_t, std::size_t> shard_;
 
   // Cluster emulation and AMB.
   ComputeModels compute_models_;
