@@ -65,12 +65,11 @@ class Servers(mbtest.ToolTestCase):
                 with h5py.File(self.path("two-log.h5"), "r") as log:
                     config = json.loads(mbtest.text_attrs(log)["config"])
                     ranks = sorted(set(log["workers/rank"][...]))
-                    evaluations = len(log["evals/step"]) if "evals" in log else None
+                    evaluations = len(log["eval/step"])
                 self.assertEqual(config["servers"], 2)
                 self.assertEqual(config["workers"], workers)
                 self.assertEqual(ranks, list(range(2, 2 + workers)))
-                if evaluations is not None:
-                    self.assertEqual(evaluations, 2)
+                self.assertEqual(evaluations, 2)
 
     def test_three_servers_with_compression_give_the_bits_of_one(self):
         self.assertSucceeded(self.train(3, "--compress", "2bit:0.002", "--checkpoint", "one.h5"))

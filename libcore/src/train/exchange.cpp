@@ -122,17 +122,11 @@ std::pair<std::size_t, std::size_t> server_shard(std::size_t floats, int server,
 // gathered by every rank; decoded and added in worker order, so the sums do not depend on MPI's
 // order of addition. The small values are summed as floats (by every rank with several
 // servers: each needs the counts and losses to scale and accept its update).
-void SyncExchange::message_sum(std::span<float> gradients, std::span<float> small,
-                               const std::string& what) {
+void SyncExchange::message_sum(std::span<float> gradients, std::span<float> small) {
   const int workers = this->workers();
   std::vector<std::size_t> offsets = {0};  // of each block in encoded_
   const auto block = [&](std::size_t i) {
     return std::span<std::uint8_t>(encoded_.data() + offsets[i], offsets[i + 1] - offsets[i]);
-  };
-  const auto all_done = [&](std::vector<comm::Request>& requests) {
-    bool all = true;
-    for (auto& r : requests) all = world_.test(r) && all;
-    return all;
   };
   if (!parameter_server_) {
     const std::size_t bytes = compression_.encoded_bytes(gradients.size());
@@ -155,51 +149,36 @@ void SyncExchange::message_sum(std::span<float> gradients, std::span<float> smal
       world_.reduce_sum(small, 0);
     }
   };
-  if (!computes()) {
-    const auto [first, last] = server_shard(gradients.size(), world_.rank(), servers_);
-    const std::span<float> shard = gradients.subspan(first, last - first);
-    const std::size_t bytes = compression_.encoded_bytes(shard.size());
-    for (int w = 0; w < workers; ++w) offsets.push_back(offsets.back() + bytes);
+  // One MPI_Gatherv per server (its shard from every worker, in rank order): blocking
+  // collectives after the rendezvous, as the one-server MPI_Reduce, rather than messages
+  // polled for (which lose the core when ranks share one).
+  residual_.resize(computes() ? gradients.size() : 0, 0.0f);
+  for (int s = 0; s < servers_; ++s) {
+    const auto [first, last] = server_shard(gradients.size(), s, servers_);
+    const std::size_t bytes = compression_.encoded_bytes(last - first);
+    offsets.assign(1, 0);
+    if (world_.rank() == s) {
+      for (int w = 0; w < workers; ++w) offsets.push_back(offsets.back() + bytes);
+    } else if (computes()) {
+      offsets.push_back(bytes);
+    }
     encoded_.resize(offsets.back());
-    std::vector<comm::Request> received;
-    for (int w = 0; w < workers; ++w) {
-      received.push_back(
-          world_.irecv(block(static_cast<std::size_t>(w)).data(), bytes, rank_of(w), kGradientTag));
+    if (computes()) {
+      comm::encode(compression_, gradients.subspan(first, last - first),
+                   std::span<float>(residual_).subspan(first, last - first), encoded_);
     }
-    sum_small();
-    world_.wait_until([&] { return all_done(received); },
-                      cat("server ", world_.rank(), " receiving the gradients of ", what),
-                      [&] {
-                        std::vector<int> late;
-                        for (int w = 0; w < workers; ++w) {
-                          if (received[static_cast<std::size_t>(w)].pending()) {
-                            late.push_back(rank_of(w));
-                          }
-                        }
-                        return late;
-                      });
-    std::fill(gradients.begin(), gradients.end(), 0.0f);  // the other shards are not ours
-    for (int w = 0; w < workers; ++w) {
-      comm::add_decoded(compression_, block(static_cast<std::size_t>(w)), shard);
+    world_.gather_blocks(
+        computes() ? std::span<const std::uint8_t>(encoded_) : std::span<const std::uint8_t>(),
+        encoded_, bytes, s, servers_);
+    if (world_.rank() == s) {
+      std::fill(gradients.begin(), gradients.end(), 0.0f);  // the other shards are not ours
+      for (int w = 0; w < workers; ++w) {
+        comm::add_decoded(compression_, block(static_cast<std::size_t>(w)),
+                          gradients.subspan(first, last - first));
+      }
     }
-    return;
-  }
-  residual_.resize(gradients.size(), 0.0f);
-  for (int s = 0; s < servers_; ++s) {
-    const auto [first, last] = server_shard(gradients.size(), s, servers_);
-    offsets.push_back(offsets.back() + compression_.encoded_bytes(last - first));
-  }
-  encoded_.resize(offsets.back());
-  std::vector<comm::Request> sent;
-  for (int s = 0; s < servers_; ++s) {
-    const auto [first, last] = server_shard(gradients.size(), s, servers_);
-    const auto out = block(static_cast<std::size_t>(s));
-    comm::encode(compression_, gradients.subspan(first, last - first),
-                 std::span<float>(residual_).subspan(first, last - first), out);
-    sent.push_back(world_.isend(out.data(), out.size(), s, kGradientTag));
   }
   sum_small();
-  world_.wait_until([&] { return all_done(sent); }, cat("sending the gradients of ", what));
 }
 
 void SyncExchange::gradients_ready(std::span<float> gradients, std::size_t from) {
@@ -339,7 +318,7 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
     result.wait_time = seconds_since(start);
     const auto send_start = Clock::now();
     if (messages()) {
-      message_sum(gradients, small, what);
+      message_sum(gradients, small);
     } else {
       reduce([&](std::span<float> values) { world_.reduce_sum(values, 0); });
     }
@@ -360,7 +339,7 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
     wait_time_ = seconds_since(start);
     const auto send_start = Clock::now();
     if (messages()) {
-      message_sum(gradients, small, what);
+      message_sum(gradients, small);
     } else if (parameter_server_) {
       reduce([&](std::span<float> values) { world_.reduce_sum(values, 0); });
     } else {

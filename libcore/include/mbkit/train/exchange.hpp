@@ -28,7 +28,7 @@
 // counts-weighted average, without a pass over the gradients in the common case.
 //
 // Compression (--compress, comm/compression.hpp): the gradients travel encoded instead of
-// summed in the collective: ps workers send theirs to the master (point to point), allreduce
+// summed in the collective: ps workers send theirs to the servers (MPI_Gatherv), allreduce
 // ranks gather everyone's (MPI_Allgather); the master, or every rank, decodes and adds them in
 // worker order, so every rank holds the same bits. Each worker keeps its 2bit residual. The
 // small values (state, reports) are summed as floats beside them.
@@ -185,7 +185,7 @@ class SyncExchange {
   std::vector<float> residual_;        ///< 2bit: this worker's error feedback
   std::vector<std::uint8_t> encoded_;  ///< this worker's message, or every worker's
   /// combine()'s sum as messages, once every rank arrived.
-  void message_sum(std::span<float> gradients, std::span<float> small, const std::string& what);
+  void message_sum(std::span<float> gradients, std::span<float> small);
   /// The buckets' part of combine(): starts the sums of the rest, waits for all.
   void finish_buckets(std::span<float> gradients, std::span<float> small, const std::string& what);
 };
