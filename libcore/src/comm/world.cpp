@@ -275,6 +275,40 @@ std::vector<std::uint64_t> World::all_gather(std::uint64_t value) const {
   return values;
 }
 
+void World::all_gather_in_place(std::span<std::uint8_t> blocks, std::size_t block_bytes) const {
+  MBKIT_CHECK(blocks.size() == block_bytes * static_cast<std::size_t>(size_), "gathering ", size_,
+              " blocks of ", block_bytes, " bytes into ", blocks.size());
+  if (size_ == 1 || block_bytes == 0) return;
+  guarded("MPI_Allgather", [&] {
+    MBKIT_MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, blocks.data(),
+                                  checked_count(block_bytes), MPI_BYTE, MPI_COMM_WORLD));
+  });
+}
+
+void World::gather_blocks(std::span<const std::uint8_t> mine, std::span<std::uint8_t> blocks,
+                          std::size_t block_bytes, int root, int first_sender) const {
+  MBKIT_CHECK(root < first_sender && first_sender < size_, "gather to ", root, " from ranks ",
+              first_sender, " on of ", size_);
+  const bool sends = rank_ >= first_sender;
+  MBKIT_CHECK(!sends || mine.size() == block_bytes, "sending ", mine.size(),
+              " bytes as a block of ", block_bytes);
+  std::vector<int> counts(static_cast<std::size_t>(size_), 0), offsets(counts.size(), 0);
+  if (rank_ == root) {
+    MBKIT_CHECK(blocks.size() == block_bytes * static_cast<std::size_t>(size_ - first_sender),
+                "gathering into ", blocks.size(), " bytes");
+    for (int r = first_sender; r < size_; ++r) {
+      counts[static_cast<std::size_t>(r)] = checked_count(block_bytes);
+      offsets[static_cast<std::size_t>(r)] =
+          checked_count(block_bytes * static_cast<std::size_t>(r - first_sender));
+    }
+  }
+  guarded("MPI_Gatherv", [&] {
+    MBKIT_MPI_CHECK(MPI_Gatherv(sends ? mine.data() : nullptr,
+                                sends ? checked_count(block_bytes) : 0, MPI_BYTE, blocks.data(),
+                                counts.data(), offsets.data(), MPI_BYTE, root, MPI_COMM_WORLD));
+  });
+}
+
 std::vector<std::string> World::all_gather(const std::string& text) const {
   if (size_ == 1) return {text};
   const auto lengths = all_gather(static_cast<std::uint64_t>(text.size()));

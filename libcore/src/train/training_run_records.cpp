@@ -55,20 +55,29 @@ void TrainingRun::print_start_table() const {
                                   micro_size_, " samples, as the AMB original)")
                             : ""));
   if (amb_) {
-    const std::int64_t micro_batches = options_.batch_size / micro_size_;
-    row("anytime", cat("time limit ", short_duration(time_limit_),
-                       options_.amb.auto_time_limit ? cat(" (auto: ", time_limit_rule_, ")") : "",
-                       ", ", micro_batches, " micro-batches of ", micro_size_, " samples",
-                       micro_batches * micro_size_ < options_.batch_size
-                           ? cat(" (", options_.batch_size - micro_batches * micro_size_,
-                                 " samples of each batch unused)")
-                           : ""));
+    const std::int64_t micro_batches = batch_ / micro_size_;
+    row("anytime",
+        cat("time limit ", short_duration(time_limit_),
+            options_.amb.auto_time_limit ? cat(" (auto: ", time_limit_rule_, ")") : "", ", ",
+            micro_batches, " micro-batches of ", micro_size_, " samples",
+            micro_batches * micro_size_ < batch_
+                ? cat(" (", batch_ - micro_batches * micro_size_, " samples of each batch unused)")
+                : ""));
   }
-  row("schedule", describe_schedule(schedule_config_));
+  row("schedule", describe_schedule(schedule_config_) +
+                      (options_.lr_scaling != "none"
+                           ? cat(" (--lr ", options_.schedule.lr, " x ", lr_factor_, ": ",
+                                 options_.lr_scaling, " scaling to a batch of ", global_batch_, ")")
+                           : ""));
   if (role_.distributed) {
     row("workers",
         cat(role_.workers, " (", role_.comm,
-            role_.parameter_server   ? ""
+            role_.servers > 1
+                ? cat(" with ", role_.servers, " servers, about ",
+                      with_commas(static_cast<std::int64_t>(
+                          net_->parameters().size() / static_cast<std::size_t>(role_.servers))),
+                      " parameters each")
+            : role_.parameter_server ? ""
             : role_.shared_memory    ? " through shared memory"
             : options_.bucket_mb > 0 ? cat(" with MPI_Iallreduce in buckets of ",
                                            options_.bucket_mb, " MiB during the backward pass")
@@ -81,12 +90,27 @@ void TrainingRun::print_start_table() const {
                                         options_.async_min_grads > 1 ? "s" : "")
                                   : "",
             "), ranks ", describe_hosts(hosts_, role_)));
+    if (options_.compression.enabled()) {
+      const std::size_t n = net_->parameters().size();
+      const double sent = static_cast<double>(options_.compression.encoded_bytes(n));
+      row("compress", cat(options_.compression.text(), ": ", human_bytes(sent),
+                          " of gradient per worker and step instead of ",
+                          human_bytes(static_cast<double>(n * sizeof(float))), " (1/",
+                          strprintf("%.1f", static_cast<double>(n * sizeof(float)) / sent), ")",
+                          role_.parameter_server ? "; parameters come back as floats" : ""));
+    }
     if (!dbsl_)
-      row("batch", cat(options_.batch_size, " per worker, ", global_batch_,
+      row("batch", cat(options_.global_batch_size > 0
+                           ? cat(worker_batch_size(options_, role_.workers, role_.workers - 1),
+                                 global_batch_ % role_.workers != 0
+                                     ? cat(" to ", worker_batch_size(options_, role_.workers, 0))
+                                     : "")
+                           : cat(options_.batch_size),
+                       " per worker, ", global_batch_,
                        role_.async ? " per round of all workers" : " per step", ", ",
                        steps_per_epoch_, " steps per epoch"));
   } else {
-    row("batch", cat(options_.batch_size, " per step, ", steps_per_epoch_, " steps per epoch"));
+    row("batch", cat(batch_, " per step, ", steps_per_epoch_, " steps per epoch"));
   }
   if (dbsl_) print_dbsl_rows();
   if (stragglers_) row("stragglers", stragglers_->describe());
@@ -114,11 +138,33 @@ void TrainingRun::print_start_table() const {
   log::verbose("layers:\n" + net_->graph().summary());
 }
 
-void TrainingRun::save_checkpoint(double elapsed) {
-  save_checkpoint_to(options_.checkpoint, elapsed);
+void TrainingRun::checkpoint_now(double elapsed, const std::string& path) {
+  std::vector<std::vector<float>> state;  // with several servers: the whole optimizer state
+  if (role_.servers > 1 && role_.server) {
+    const std::size_t n = net_->parameters().size();
+    constexpr int kStateTag = 14;  // beside exchange_internal.hpp's tags
+    for (const auto& [name, values] : optimizer_->state()) {
+      if (world_.rank() != 0) {
+        comm::Request sent =
+            world_.isend(values->data(), values->size() * sizeof(float), 0, kStateTag);
+        world_.wait(sent, cat("sending the optimizer state ", name, " to rank 0"));
+        continue;
+      }
+      state.emplace_back(n);
+      std::copy(values->begin(), values->end(), state.back().begin());
+      for (int server = 1; server < role_.servers; ++server) {
+        const auto [first, last] = server_shard(n, server, role_.servers);
+        comm::Request received = world_.irecv(state.back().data() + first,
+                                              (last - first) * sizeof(float), server, kStateTag);
+        world_.wait(received, cat("the optimizer state ", name, " of server ", server));
+      }
+    }
+  }
+  if (logs_) save_checkpoint_to(path.empty() ? options_.checkpoint : path, elapsed, state);
 }
 
-void TrainingRun::save_checkpoint_to(const std::string& path, double elapsed) {
+void TrainingRun::save_checkpoint_to(const std::string& path, double elapsed,
+                                     const std::vector<std::vector<float>>& optimizer_state) {
   Checkpoint checkpoint;
   checkpoint.model = options_.model.name;
   checkpoint.model_config = options_.model.to_map();
@@ -129,9 +175,10 @@ void TrainingRun::save_checkpoint_to(const std::string& path, double elapsed) {
   checkpoint.optimizer = options_.optimizer.name;
   checkpoint.optimizer_config = optimizer_map(options_.optimizer);
   checkpoint.optimizer_steps = optimizer_->steps();
+  std::size_t slot = 0;
   for (const auto& [name, values] : optimizer_->state()) {
-    checkpoint.optimizer_state.push_back(
-        {name, {static_cast<std::int64_t>(values->size())}, *values});
+    const auto& whole = optimizer_state.empty() ? *values : optimizer_state[slot++];
+    checkpoint.optimizer_state.push_back({name, {static_cast<std::int64_t>(whole.size())}, whole});
   }
   checkpoint.step = step_;
   checkpoint.epoch = step_ / steps_per_epoch_;
@@ -279,8 +326,15 @@ void TrainingRun::after_step(double elapsed) {
     evaluated_now_ = true;
   }
   if (logs_ && epoch_ended) end_epoch(elapsed);
-  if (logs_ && options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0)
-    save_checkpoint(elapsed);
+  if (epoch_ended && options_.checkpoint_every_epoch) {
+    std::string stem = options_.checkpoint;
+    if (stem.ends_with(".h5")) stem.resize(stem.size() - 3);
+    checkpoint_now(elapsed,
+                   strprintf("%s-epoch%04lld.h5", stem.c_str(), static_cast<long long>(whole)));
+  }
+  if (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0) {
+    checkpoint_now(elapsed);
+  }
 }
 
 // The line the MXNet lab and the numpy exercise print per epoch: the epoch, its mean training
@@ -297,11 +351,6 @@ void TrainingRun::end_epoch(double elapsed) {
   epoch_started_ = elapsed;
   epoch_loss_sum_ = epoch_samples_ = 0;
   epoch_steps_ = 0;
-  if (options_.checkpoint_every_epoch) {
-    std::string stem = options_.checkpoint;
-    if (stem.ends_with(".h5")) stem.resize(stem.size() - 3);
-    save_checkpoint_to(strprintf("%s-epoch%04lld.h5", stem.c_str(), epoch), elapsed);
-  }
 }
 
 int TrainingRun::rank0_stop() const {

@@ -98,6 +98,13 @@ class World {
   /// Every rank's value, by rank.
   std::vector<std::uint64_t> all_gather(std::uint64_t value) const;
   std::vector<std::string> all_gather(const std::string& text) const;
+  /// In place (MPI_Allgather): rank r's block is the `block_bytes` bytes at r * block_bytes of
+  /// `blocks`; afterwards every rank holds every rank's block.
+  void all_gather_in_place(std::span<std::uint8_t> blocks, std::size_t block_bytes) const;
+  /// MPI_Gatherv to `root`: ranks from `first_sender` on send `mine` (block_bytes bytes), the
+  /// others nothing; `root` (not a sender) gets the blocks in rank order in `blocks`.
+  void gather_blocks(std::span<const std::uint8_t> mine, std::span<std::uint8_t> blocks,
+                     std::size_t block_bytes, int root, int first_sender) const;
 
   /// A non-blocking barrier, for waits that poll other requests too.
   Request ibarrier() const;
