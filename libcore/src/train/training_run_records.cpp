@@ -137,6 +137,9 @@ void TrainingRun::save_checkpoint(double elapsed) {
       options_, net_->graph(), planned_, world_.size(), role_.workers, time_limit_, allreduce_used_,
       allreduce_trial_, false, dbsl_ ? &dbsl_plan_ : nullptr, dbsl_factors_);
   checkpoint.created_by = cat(tool_name(options_), " ", MBKIT_VERSION);
+  // The log first: a run killed after the checkpoint then has a log that reaches its step, so
+  // the resumed run's rows follow on without a gap.
+  if (metric_log_ && metric_log_->is_open()) metric_log_->flush();
   write_checkpoint(options_.checkpoint, checkpoint);
 }
 
