@@ -176,10 +176,46 @@ void TrainingRun::worker_line(std::int64_t at_step, const WorkerReport& r) const
 }
 
 void TrainingRun::record_step(const CombinedStep& combined, double step_time, double lr) {
-  const double samples = static_cast<double>(std::max<std::int64_t>(combined.samples, 1));
-  const double loss = combined.mean_loss();
   const double elapsed = clock_.now();
   if (metric_log_) {
+    try {
+      record_step_rows(combined, step_time, lr, elapsed);
+    } catch (const Error& error) {
+      log_write_failed(error, elapsed);
+    }
+  }
+  for (const auto& r : combined.workers) {
+    if (!r.finished_early) continue;
+    if (finished_early_++ == 0) {
+      log::warn(cat("step ", step_, ": ",
+                    role_.distributed ? cat("rank ", r.rank, " did its") : "the",
+                    " whole batch of ", r.samples,
+                    " samples before the time limit: grow "
+                    "--batch-size or shrink --time-limit (counted in the log's "
+                    "/workers/finished_early)"));
+    }
+  }
+  progress_->step(step_, combined.mean_loss(), combined.correct, static_cast<int>(combined.samples),
+                  step_time, budget_ - (clock_.now() - clock_.elapsed_before()));
+}
+
+void TrainingRun::log_write_failed(const Error& error, double elapsed) {
+  try {
+    metric_log_.reset();  // its destructor's last flush fails quietly
+  } catch (...) {
+  }
+  if (options_.checkpoint.empty()) throw error;
+  save_checkpoint(elapsed);
+  throw Error(cat(error.what(), "; state saved in ", options_.checkpoint, " (--resume ",
+                  options_.checkpoint, " continues)"),
+              error.code());
+}
+
+void TrainingRun::record_step_rows(const CombinedStep& combined, double step_time, double lr,
+                                   double elapsed) {
+  const double samples = static_cast<double>(std::max<std::int64_t>(combined.samples, 1));
+  const double loss = combined.mean_loss();
+  {
     metric_log_->add(metrics::StepRecord{
         step_, elapsed, epoch_at(step_), loss, static_cast<double>(combined.correct) / samples, lr,
         combined.samples, step_time,
@@ -202,19 +238,6 @@ void TrainingRun::record_step(const CombinedStep& combined, double step_time, do
     }
     metric_log_->flush_if_due();
   }
-  for (const auto& r : combined.workers) {
-    if (!r.finished_early) continue;
-    if (finished_early_++ == 0) {
-      log::warn(cat("step ", step_, ": ",
-                    role_.distributed ? cat("rank ", r.rank, " did its") : "the",
-                    " whole batch of ", r.samples,
-                    " samples before the time limit: grow "
-                    "--batch-size or shrink --time-limit (counted in the log's "
-                    "/workers/finished_early)"));
-    }
-  }
-  progress_->step(step_, loss, combined.correct, static_cast<int>(combined.samples), step_time,
-                  budget_ - (clock_.now() - clock_.elapsed_before()));
 }
 
 // The nan policy, decided where the update is made (identically on every rank of allreduce).

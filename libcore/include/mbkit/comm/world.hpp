@@ -6,13 +6,11 @@
 // its workers' gradients, a fast worker for a straggler) takes a whole core from the ranks that
 // compute when there are more ranks than cores. Long waits therefore go through wait(): it
 // polls a non-blocking request, first spinning briefly (short waits stay fast) and then
-// sleeping between polls, so a waiting rank yields its core. A collective is preceded by
-// rendezvous(), a non-blocking barrier waited for this way, so that it starts when every rank
-// is there; it then runs non-blocking (MPI_Iallreduce, MPI_Ireduce, MPI_Ibcast) polled without
-// sleeping, as a blocking call would be, so that the wait keeps its deadline. (Measured once:
-// libnbc's MPI_Iallreduce took 1.8x as long as MPI_Allreduce for 800 KB on 2 ranks; the
-// per-step exchanges of mb-bench-bandwidth showed no slowdown from the switch, within the noise
-// of a loaded 2-core machine: remeasure on a quiet one.)
+// sleeping between polls, so a waiting rank yields its core. A collective follows rendezvous(),
+// a non-blocking barrier waited for this way, then runs non-blocking polled without sleeping
+// as a blocking call would, so it keeps its deadline (libnbc's MPI_Iallreduce once took 1.8x
+// MPI_Allreduce's time for 800 KB on 2 ranks; mb-bench-bandwidth's exchanges showed no change,
+// within the noise of a loaded 2-core machine: remeasure on a quiet one).
 //
 // Failures. Every wait has a deadline (the run's --comm-timeout). When it passes, the rank
 // names the ranks it was waiting for: directly when it knows them (a master waiting for
