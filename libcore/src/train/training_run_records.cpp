@@ -196,6 +196,9 @@ void TrainingRun::save_checkpoint_to(const std::string& path, double elapsed,
       options_, net_->graph(), planned_, world_.size(), role_.workers, time_limit_, allreduce_used_,
       allreduce_trial_, false, dbsl_ ? &dbsl_plan_ : nullptr, dbsl_factors_, time_limit_rule_);
   checkpoint.created_by = cat(tool_name(options_), " ", MBKIT_VERSION);
+  // The log first: a run killed after the checkpoint then has a log that reaches its step, so
+  // the resumed run's rows follow on without a gap.
+  if (metric_log_ && metric_log_->is_open()) metric_log_->flush();
   write_checkpoint(path, checkpoint);
 }
 
@@ -260,6 +263,45 @@ void TrainingRun::record_step(const CombinedStep& combined, double step_time, do
   ++epoch_steps_;
   const double elapsed = clock_.now();
   if (metric_log_) {
+    try {
+      record_step_rows(combined, step_time, lr, elapsed, loss, accuracy);
+    } catch (const Error& error) {
+      log_write_failed(error, elapsed);
+    }
+  }
+  for (const auto& r : combined.workers) {
+    if (!r.finished_early) continue;
+    if (finished_early_++ == 0) {
+      log::warn(cat("step ", step_, ": ",
+                    role_.distributed ? cat("rank ", r.rank, " did its") : "the",
+                    " whole batch of ", r.samples,
+                    " samples before the time limit: grow "
+                    "--batch-size or shrink --time-limit (counted in the log's "
+                    "/workers/finished_early)"));
+    }
+  }
+  progress_->step(step_, loss, combined.correct, static_cast<int>(combined.samples), step_time,
+                  budget_ - (clock_.now() - clock_.elapsed_before()));
+}
+
+void TrainingRun::log_write_failed(const Error& error, double elapsed) {
+  try {
+    metric_log_.reset();  // its destructor's last flush fails quietly
+  } catch (...) {
+  }
+  if (options_.checkpoint.empty()) throw error;
+  // Rank 0 alone (a failed write ends its loop): with several servers the checkpoint then holds
+  // rank 0's optimizer shard for the whole buffer, so it is refused in that case.
+  if (role_.servers > 1) throw error;
+  save_checkpoint_to(options_.checkpoint, elapsed, {});
+  throw Error(cat(error.what(), "; state saved in ", options_.checkpoint, " (--resume ",
+                  options_.checkpoint, " continues)"),
+              error.code());
+}
+
+void TrainingRun::record_step_rows(const CombinedStep& combined, double step_time, double lr,
+                                   double elapsed, double loss, double accuracy) {
+  {
     metric_log_->add(metrics::StepRecord{
         step_, elapsed, epoch_at(step_), loss, accuracy, lr, combined.samples, step_time,
         // An emulated step can take no time (gradients arriving together at a master
@@ -282,19 +324,6 @@ void TrainingRun::record_step(const CombinedStep& combined, double step_time, do
     }
     metric_log_->flush_if_due();
   }
-  for (const auto& r : combined.workers) {
-    if (!r.finished_early) continue;
-    if (finished_early_++ == 0) {
-      log::warn(cat("step ", step_, ": ",
-                    role_.distributed ? cat("rank ", r.rank, " did its") : "the",
-                    " whole batch of ", r.samples,
-                    " samples before the time limit: grow "
-                    "--batch-size or shrink --time-limit (counted in the log's "
-                    "/workers/finished_early)"));
-    }
-  }
-  progress_->step(step_, loss, combined.correct, static_cast<int>(combined.samples), step_time,
-                  budget_ - (clock_.now() - clock_.elapsed_before()));
 }
 
 // The nan policy, decided where the update is made (identically on every rank of allreduce).

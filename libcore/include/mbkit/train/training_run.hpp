@@ -36,6 +36,7 @@
 #include "mbkit/train/run_clock.hpp"
 #include "mbkit/train/virtual_clock.hpp"
 #include "mbkit/train/worker_round.hpp"
+#include "mbkit/util/error.hpp"
 #include "mbkit/util/signals.hpp"
 
 namespace mbkit::train {
@@ -106,6 +107,11 @@ class TrainingRun {
   void record_step(const CombinedStep& combined, double step_time, double lr);
   /// --train-loss master: loss and accuracy of the current model on rank 0's batch of the step.
   std::pair<double, double> master_batch_loss();
+  /// The metric log could not be written (a full disk): the log is dropped, the state saved in
+  /// --checkpoint when there is one, and the error rethrown saying so.
+  [[noreturn]] void log_write_failed(const Error& error, double elapsed);
+  void record_step_rows(const CombinedStep& combined, double step_time, double lr, double elapsed,
+                        double loss, double accuracy);
   /// The nan policy: kContinue to update, -1 to skip the update, kDiverged to stop.
   int accept_update(double loss);
   void after_step(double elapsed);
