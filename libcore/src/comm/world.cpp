@@ -211,10 +211,10 @@ void World::all_gather_in_place(std::span<std::uint8_t> blocks, std::size_t bloc
   MBKIT_CHECK(blocks.size() == block_bytes * static_cast<std::size_t>(size_), "gathering ", size_,
               " blocks of ", block_bytes, " bytes into ", blocks.size());
   if (size_ == 1 || block_bytes == 0) return;
-  guarded("MPI_Allgather", [&] {
-    MBKIT_MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, blocks.data(),
-                                  checked_count(block_bytes), MPI_BYTE, MPI_COMM_WORLD));
-  });
+  MPI_Request request = MPI_REQUEST_NULL;
+  MBKIT_MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_BYTE, blocks.data(),
+                                 checked_count(block_bytes), MPI_BYTE, MPI_COMM_WORLD, &request));
+  complete({from_mpi(request), -1}, "MPI_Allgather");
 }
 
 void World::gather_blocks(std::span<const std::uint8_t> mine, std::span<std::uint8_t> blocks,
@@ -234,11 +234,11 @@ void World::gather_blocks(std::span<const std::uint8_t> mine, std::span<std::uin
           checked_count(block_bytes * static_cast<std::size_t>(r - first_sender));
     }
   }
-  guarded("MPI_Gatherv", [&] {
-    MBKIT_MPI_CHECK(MPI_Gatherv(sends ? mine.data() : nullptr,
-                                sends ? checked_count(block_bytes) : 0, MPI_BYTE, blocks.data(),
-                                counts.data(), offsets.data(), MPI_BYTE, root, MPI_COMM_WORLD));
-  });
+  MPI_Request request = MPI_REQUEST_NULL;
+  MBKIT_MPI_CHECK(MPI_Igatherv(
+      sends ? mine.data() : nullptr, sends ? checked_count(block_bytes) : 0, MPI_BYTE,
+      blocks.data(), counts.data(), offsets.data(), MPI_BYTE, root, MPI_COMM_WORLD, &request));
+  complete({from_mpi(request), -1}, "MPI_Gatherv");
 }
 
 std::vector<std::string> World::all_gather(const std::string& text) const {
