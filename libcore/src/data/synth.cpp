@@ -46,7 +46,7 @@ void generate_splits(DatasetWriter& writer, ImageShape shape, std::uint64_t trai
 // run for hours and then fail on a full disk, so it is refused before anything is written.
 void require_room(const std::string& path, ImageShape shape, std::uint64_t train,
                   std::uint64_t test) {
-  const std::string directory = parent_directory(path);
+  const std::string directory = fs::parent_directory(path);
   struct statvfs disk {};
   if (::statvfs(directory.c_str(), &disk) != 0) return;  // the writer will name the problem
   const long double bytes = (static_cast<long double>(train) + static_cast<long double>(test)) *
