@@ -126,8 +126,15 @@ struct TrainOptions {
   std::string comm = "ps";  ///< ps (rank 0 is the master) or allreduce
   bool async = false;       ///< ps only: the master updates as gradients arrive
   AllreduceVia allreduce = AllreduceVia::kAuto;  ///< allreduce only
-  double bucket_mb = 0;             ///< allreduce through MPI: bucket size in MiB (0: one sum)
-  int async_min_grads = 1;          ///< gradients per asynchronous update
+  double bucket_mb = 0;     ///< allreduce through MPI: bucket size in MiB (0: one sum)
+  int async_min_grads = 1;  ///< gradients per asynchronous update
+  /// --async, the AMB original's time rule (--async_master time): each update applies the
+  /// gradients that arrived within this many seconds of the master's step start, or the first
+  /// one to arrive after it when none did (0: the count rule, async_min_grads).
+  double async_master_time_limit = 0;
+  /// --async, the original's communication stragglers: each worker->master message is delayed
+  /// by std |N(0, 1)| seconds, drawn per (seed, worker, round) (0: none).
+  double async_delay_std = 0;
   double comm_timeout = 60;         ///< seconds a rank waits for another before the job fails
   std::string comm_wait = "yield";  ///< yield (sleep while waiting) or spin
   std::optional<emulation::StragglerProfile> induce;  ///< induced straggler delays
