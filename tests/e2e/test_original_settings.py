@@ -410,7 +410,10 @@ class OriginalSettings(mbtest.ToolTestCase):
             np.testing.assert_allclose(
                 delays, [message_delay(0.02, seed, rank - 1, k) for k in range(len(delays))],
                 rtol=1e-12)
-        self.assertTrue(np.all(read_log(self.path("wall.h5"))["collect"]["gradients"] >= 1))
+        wall = read_log(self.path("wall.h5"))
+        self.assertTrue(np.all(wall["collect"]["gradients"] >= 1))
+        # The master waits out its 10 ms window at every step.
+        self.assertTrue(np.all(wall["collect"]["wait_time"] >= 0.01), wall["collect"]["wait_time"])
 
         # mb-plot draws their distribution (the original's comm_straggler_dist).
         result = mbtest.run([mbtest.tool("mb-plot"), self.path("delayed.h5"), "--type",

@@ -82,7 +82,10 @@ void TrainingRun::print_start_table() const {
                        ? cat(", an update per ", options_.async_master_time_limit,
                              " s window (at least one gradient)")
                        : cat(", an update per ", options_.async_min_grads, " gradient",
-                             options_.async_min_grads > 1 ? "s" : ""))
+                             options_.async_min_grads > 1 ? "s" : "")) +
+                      (options_.async_delay_std > 0 ? cat(", gradient messages delayed ",
+                                                          options_.async_delay_std, " s x |N(0,1)|")
+                                                    : "")
                 : "",
             "), ranks ", describe_hosts(hosts_, role_)));
     if (!dbsl_)
