@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "mbkit/comm/compression.hpp"
 #include "mbkit/comm/world.hpp"
 #include "mbkit/train/exchange.hpp"
 #include "mbkit/util/error.hpp"
@@ -185,6 +186,51 @@ TEST(OnRanks, BucketsGiveTheOneSumResult) {
   EXPECT_THROW(ps.set_bucket_floats(100), mbkit::Error);
   SyncExchange shared(world, false, AllreduceVia::kSharedMemory);
   EXPECT_THROW(shared.set_bucket_floats(100), mbkit::Error);
+}
+
+// --compress: rank r sends (r+1)(i+1) at every step, 2bit with T = 2.5 (by hand: rank 0 sends
+// 0 0 T T T and keeps 1 2 .5 1.5 2.5; rank 1 0 T T T T, keeps 2 1.5 3.5 5.5 7.5; rank 2 T T T T T,
+// keeps .5 3.5 6.5 9.5 12.5; at the second step rank 0's residual lifts its first value but one
+// over T, rank 1's all), and fp16 (small integers: exact). Every rank gets the same sums.
+std::vector<std::vector<float>> compressed_steps(const comm::World& world, bool parameter_server,
+                                                 const std::string& compress, int steps) {
+  SyncExchange exchange(world, parameter_server, AllreduceVia::kMpi);
+  exchange.set_compression(comm::parse_compression(compress));
+  const int r = world.rank();
+  std::vector<std::vector<float>> sums;
+  for (int step = 0; step < steps; ++step) {
+    std::vector<float> state = {0.0f};
+    std::vector<float> gradients(kParameters);
+    for (std::size_t i = 0; i < kParameters; ++i)
+      gradients[i] = static_cast<float>((r + 1) * static_cast<int>(i + 1));
+    WorkerReport report;
+    report.samples = 10 + r;  // totals 23 (ps: ranks 1 and 2) or 33: the nominal
+    exchange.combine(gradients, state, report, step, parameter_server ? 23 : 33);
+    sums.push_back(gradients);
+  }
+  return sums;
+}
+
+TEST(OnRanks, CompressedSumsAreTheHandQuantisedOnes) {
+  const comm::World& world = test::world_of_ranks();
+  if (world.size() != 3) GTEST_SKIP() << "needs mpirun -n 3 (tests/e2e/test_distributed.py)";
+  using V = std::vector<float>;
+  EXPECT_EQ(compressed_steps(world, false, "2bit:2.5", 2),
+            (std::vector<V>{{2.5f, 5, 7.5f, 7.5f, 7.5f}, {5, 7.5f, 7.5f, 7.5f, 7.5f}}));
+  EXPECT_EQ(compressed_steps(world, false, "fp16", 1), (std::vector<V>{{6, 12, 18, 24, 30}}));
+  EXPECT_EQ(compressed_steps(world, false, "bf16", 1), (std::vector<V>{{6, 12, 18, 24, 30}}));
+  // ps: ranks 1 and 2 are the workers; the master holds the sum, workers their own gradient.
+  const auto ps = compressed_steps(world, true, "2bit:2.5", 2);
+  if (world.rank() == 0) {
+    EXPECT_EQ(ps, (std::vector<V>{{2.5f, 5, 5, 5, 5}, {5, 5, 5, 5, 5}}));
+  } else {
+    const float k = static_cast<float>(world.rank() + 1);
+    EXPECT_EQ(ps[1], (V{k, 2 * k, 3 * k, 4 * k, 5 * k}));
+  }
+  const auto ps16 = compressed_steps(world, true, "fp16", 1);
+  if (world.rank() == 0) {
+    EXPECT_EQ(ps16, (std::vector<V>{{5, 10, 15, 20, 25}}));
+  }
 }
 
 }  // namespace

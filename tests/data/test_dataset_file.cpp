@@ -8,6 +8,7 @@
 #include "mbkit/data/dataset_file.hpp"
 #include "mbkit/data/synth.hpp"
 #include "mbkit/io/hdf5.hpp"
+#include "mbkit/util/fs.hpp"
 #include "test_helpers.hpp"
 
 namespace mbkit::data {
@@ -183,6 +184,23 @@ TEST(Verify, NonDatasetInputs) {
   EXPECT_FALSE(looks_like_dataset(dir.file("other.h5")));
   EXPECT_FALSE(looks_like_dataset(dir.file("text.h5")));
   EXPECT_FALSE(looks_like_dataset(dir.file("absent.h5")));
+}
+
+// L's finding: --train 1000000000000 ran for hours towards a full disk. It is refused at once,
+// naming the sizes, and no file is left.
+TEST(Synth, ADatasetLargerThanTheDiskIsRefusedBeforeWriting) {
+  test::TempDir dir;
+  ToySynthOptions toy;
+  toy.train = 1'000'000'000'000;
+  EXPECT_MBKIT_ERROR(write_synth_toy(dir.file("toy.h5"), toy, 1), ExitCode::kUsage,
+                     "--train 1000000000000 --test");
+  ImagesSynthOptions images;
+  images.train = 1'000'000'000;
+  images.shape = {3, 224, 224};
+  EXPECT_MBKIT_ERROR(write_synth_images(dir.file("images.h5"), images, 1), ExitCode::kUsage,
+                     "GB free");
+  EXPECT_FALSE(fs::exists(dir.file("toy.h5")));
+  EXPECT_FALSE(fs::exists(dir.file("images.h5")));
 }
 
 TEST(Synth, SameSeedSameDataDifferentSeedDifferentData) {

@@ -58,6 +58,24 @@ TEST(Idx, TruncatedAndTrailingData) {
   EXPECT_MBKIT_ERROR(parse_idx({0, 0}, "tiny"), ExitCode::kBadData, "too short");
 }
 
+TEST(Idx, DimensionsWhoseProductWrapsAroundAreRefused) {
+  // 2^20 * 2^20 * 2^24 is 2^64: once it wrapped to 0 and matched an empty body (found by
+  // fuzz_idx).
+  EXPECT_MBKIT_ERROR(parse_idx(test::make_idx({1u << 20, 1u << 20, 1u << 24}, {}), "img"),
+                     ExitCode::kBadData, "img: IDX dimensions are absurd");
+}
+
+TEST(Idx, ImageDimensionsOutsideAnIntAreRefused) {
+  // No images, so no bytes, but a height that does not fit the shape's int.
+  const auto images = parse_idx(test::make_idx({0, 0x80000001u, 1}, {}), "img");
+  const auto labels = parse_idx(test::make_idx({0}, {}), "lbl");
+  EXPECT_MBKIT_ERROR(combine_idx(images, "img", labels, "lbl", 10), ExitCode::kBadData,
+                     "img: image dimension 1 is 2147483649 (expected 1 to 65536)");
+  const auto flat = parse_idx(test::make_idx({1, 0, 4}, {}), "flat");
+  EXPECT_MBKIT_ERROR(combine_idx(flat, "flat", parse_idx(test::make_idx({1}, {0}), "l"), "l", 10),
+                     ExitCode::kBadData, "flat: image dimension 1 is 0");
+}
+
 TEST(Idx, ImageLabelCountMismatch) {
   const auto images = parse_idx(test::make_idx({3, 2, 2}, iota_bytes(12)), "images.idx");
   const auto labels = parse_idx(test::make_idx({2}, {0, 1}), "labels.idx");

@@ -44,7 +44,7 @@ class Examples(mbtest.ToolTestCase):
             "bandwidth": ["for n in 2 4 8", tool("mb-bench-bandwidth"), "--append",
                           "--type bandwidth-vs-workers", tool("mb-report")],
             "scaling": ["-n 1 " + tool("mb-train-fmb"), "-n 8 " + tool("mb-train-fmb"),
-                        "--type scaling", tool("mb-report")],
+                        "--type scaling", tool("mb-report"), "--scaling"],
             "fashion-mnist": ["fetch fashion-mnist"],
             "cifar10": ["fetch cifar10 "],
             "cifar100": ["fetch cifar100 "],

@@ -448,16 +448,19 @@ TEST(Layers, EveryCaseWithLayersIsCompared) {
   EXPECT_EQ(with_layers, expected);
 }
 
+bool is_cifar_resnet(const std::string& model) {
+  return starts_with(model, "resnet") && model != "resnet18" && model != "resnet50";
+}
+
 TEST(Reference, CoversEveryModel) {
   const auto cases = io::File::open(kGolden).open_group("cases");
   std::set<std::string> covered;
   for (const auto& name : cases.member_names()) {
     covered.insert(cases.open_group(name).string_attribute("model"));
   }
-  // The deeper CIFAR ResNets repeat resnet20's blocks; their counts are checked below.
+  // The other CIFAR ResNets repeat resnet20's blocks; their counts are checked below.
   for (const auto& model : model_names()) {
-    if (model == "resnet32" || model == "resnet44" || model == "resnet56" || model == "resnet110")
-      continue;
+    if (model != "resnet20" && is_cifar_resnet(model)) continue;
     EXPECT_TRUE(covered.count(model)) << model << " has no reference values";
   }
 }
@@ -503,7 +506,34 @@ TEST(Zoo, ParameterCountsMatchPyTorch) {
         << model << " on " << input.text() << ", " << classes << " classes";
     checked.insert(model);
   }
-  for (const auto& model : model_names()) EXPECT_TRUE(checked.count(model)) << model;
+  // The CIFAR ResNets PyTorch did not count are checked against the formula below, which
+  // the counted ones anchor.
+  for (const auto& model : model_names()) {
+    EXPECT_TRUE(checked.count(model) || is_cifar_resnet(model)) << model;
+  }
+}
+
+// Counted by hand, layer by layer (conv weights, batch-norm weight and bias, fc): stem 464;
+// stage 1 4,672 per block; stage 2 14,528 for its first block (projection), 18,560 for each
+// other; stage 3 57,728 and 73,984; fc 65 per class. So 97,216 n - 19,824 + 65 classes.
+TEST(Zoo, CifarResnetsOfAnyDepth) {
+  for (int n = 1; n <= 20; ++n) {
+    if (n == 8) continue;  // resnet50 is the ImageNet ResNet-50
+    const std::string model = cat("resnet", 6 * n + 2);
+    for (const int classes : {10, 100}) {
+      EXPECT_EQ(count_of(model, {3, 32, 32}, classes),
+                static_cast<std::size_t>(97'216 * n - 19'824 + 65 * classes))
+          << model << ", " << classes << " classes";
+    }
+  }
+  EXPECT_EQ(count_of("resnet8", {3, 32, 32}, 10), 78'042u);
+  EXPECT_EQ(count_of("resnet110", {3, 32, 32}, 10), 1'730'714u);
+  // resnet20 is built as resnet<6n+2> with n = 3 (its PyTorch reference values above pin it).
+  EXPECT_EQ(build_model(named("resnet26"), {3, 32, 32}, 10).model(), "resnet26");
+  for (const char* bad : {"resnet21", "resnet2", "resnet08", "resnet", "resnet-20", "resnet20x"}) {
+    EXPECT_MBKIT_ERROR(build_model(named(bad), {3, 32, 32}, 10), ExitCode::kUsage,
+                       cat("unknown model '", bad, "'"));
+  }
 }
 
 TEST(Zoo, EveryModelBuildsAConsistentGraph) {
@@ -571,13 +601,14 @@ TEST(Zoo, InputsAModelCannotTakeNameTheModel) {
 }
 
 TEST(Zoo, UnknownModelListsTheKnownOnes) {
-  EXPECT_MBKIT_ERROR(build_model(named("vgg16"), {3, 32, 32}, 10), ExitCode::kUsage,
-                     "--model: unknown model 'vgg16' (known: " + known_models() + ")");
+  EXPECT_MBKIT_ERROR(
+      build_model(named("vgg16"), {3, 32, 32}, 10), ExitCode::kUsage,
+      "--model: unknown model 'vgg16' (known: " + known_models() + ", or any CIFAR resnet<6n+2>)");
   for (const auto& model : model_names()) {
     EXPECT_NE(known_models().find(model), std::string::npos) << model;
   }
   EXPECT_EQ(model_names().front(), "mlp");
-  EXPECT_EQ(model_names().size(), 12u);
+  EXPECT_EQ(model_names().size(), 16u);
 }
 
 TEST(Zoo, MlpSettings) {

@@ -113,6 +113,20 @@ TEST(Schedule, WarmUpScalesTheFirstSteps) {
   EXPECT_DOUBLE_EQ(exponential.at(12, 0.0), 0.1 * std::pow(0.5, 6));
 }
 
+// Goyal et al.'s gradual warm-up: from the small batch's rate (1/k of lr) at step 0 to lr at
+// warmup_steps, in equal increments.
+TEST(Schedule, WarmUpFromAFractionRisesLinearlyToTheRate) {
+  auto config = schedule_of("constant", 0.4);
+  config.warmup_steps = 4;
+  config.warmup_from = 0.25;
+  const LearningRateSchedule schedule(config);
+  EXPECT_DOUBLE_EQ(schedule.at(0, 0.0), 0.1);
+  EXPECT_DOUBLE_EQ(schedule.at(1, 0.0), 0.4 * (0.25 + 0.75 * 0.25));  // 0.175
+  EXPECT_DOUBLE_EQ(schedule.at(2, 0.0), 0.25);
+  EXPECT_DOUBLE_EQ(schedule.at(4, 0.0), 0.4);
+  EXPECT_DOUBLE_EQ(schedule.at(100, 0.0), 0.4);
+}
+
 TEST(Schedule, SettingsOfOtherKindsAreIgnored) {
   auto config = schedule_of("constant");
   config.decay_steps = 0;

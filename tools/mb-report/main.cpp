@@ -21,9 +21,19 @@ int main(int argc, char** argv) {
   app.add_flag("--json", options.json, "Print JSON instead of a table");
   app.add_flag("--csv", options.csv, "Print CSV instead of a table");
   app.add_option("-o,--output", options.output, "Write the report to this file instead");
+  app.add_option("--trace", options.trace,
+                 "Write the run's timeline to this file as a Chrome trace (Perfetto, "
+                 "chrome://tracing): a track per rank, one log");
+  app.add_flag("--scaling", options.scaling,
+               "Throughput against the number of workers: samples/s, speedup, efficiency, "
+               "images/sec +/- jitter");
+  auto* warmup = app.add_option("--warmup-steps", options.warmup_steps,
+                                "--scaling: steps left out at the start of each run (default: a "
+                                "tenth)");
   app.add_flag("-f,--force", options.force, "Replace an existing output file");
   return mbkit::cli::run_tool(app, argc, argv, common, [&] {
     options.has_target = target->count() > 0;
+    options.has_warmup = warmup->count() > 0;
     return mbkit::tools::report::run_report(options, std::cout);
   });
 }

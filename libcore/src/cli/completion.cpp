@@ -169,6 +169,7 @@ ValueCompletion value_completion(const std::string& command, const std::string& 
     if (tool == "mb-report" || sub == "shard") return files({"*"});  // text; a prefix
     return files({"h5"});
   }
+  if (name == "--trace") return files({"json"});  // mb-report's Chrome trace
   for (const char* hdf5 : {"--data", "--test-data", "--log", "--checkpoint", "--time-model",
                            "--append", "checkpoint", "logs", "file", "files"}) {
     if (name == hdf5) return files({"h5"});

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "mbkit/cli/cli.hpp"
+#include "mbkit/util/error.hpp"
 
 namespace mbkit::cli {
 
@@ -18,6 +19,10 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
   data->add_option("--batch-size", o.batch_size, "Samples per step and worker")
       ->capture_default_str()
       ->check(whole_number<int>());
+  data->add_option("--global-batch-size", o.global_batch_size,
+                   "Samples per step over all workers, split among them (the first G mod W "
+                   "workers take one more); instead of --batch-size")
+      ->check(whole_number<std::int64_t>());
   data->add_flag("--augment", o.augment, "Random crop (4 pixels of padding) and horizontal flip");
   data->add_flag("--drop-last", o.drop_last, "Skip the last partial batch of each epoch");
   data->add_option("--prefetch", o.given.prefetch,
@@ -28,7 +33,8 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
   auto* model = app.add_option_group("Model");
   model
       ->add_option("--model", o.model.name,
-                   "Model: mlp, mnist-cnn, cifar10-cnn, toy-fc, toy-conv, resnet20/32/44/56/110, "
+                   "Model: mlp, mnist-cnn, cifar10-cnn, toy-fc, toy-conv, resnet<6n+2> (resnet8 .. "
+                   "resnet110), "
                    "resnet18, resnet50")
       ->capture_default_str();
   model->add_option("--hidden", o.model.hidden, "mlp: hidden layer sizes, comma-separated")
@@ -85,7 +91,18 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
       ->add_option("--lr-frac", o.schedule.frac,
                    "epochs: factor per --lr-every epochs (the original's --lrate_epochs_frac)")
       ->capture_default_str();
-  schedule->add_option("--warmup-epochs", o.warmup_epochs, "Linear warm-up over this many epochs");
+  schedule->add_option("--warmup-epochs", o.warmup_epochs,
+                       "Linear warm-up over this many epochs (with --lr-scaling: from the "
+                       "unscaled --lr, Goyal et al.'s gradual warm-up)");
+  schedule
+      ->add_option("--lr-scaling", o.lr_scaling,
+                   "Scale --lr (and the schedule) by global batch / --lr-base-batch: none, "
+                   "linear or sqrt")
+      ->capture_default_str();
+  schedule
+      ->add_option("--lr-base-batch", o.lr_base_batch,
+                   "--lr-scaling: the batch --lr is meant for (default: --batch-size)")
+      ->check(whole_number<std::int64_t>());
 
   auto* length = app.add_option_group("Length (the first reached ends the run)");
   length->add_option("--epochs", o.epochs, "Epochs (fractions allowed)");
@@ -123,7 +140,10 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
       ->check(whole_number<std::uint64_t>());
   run->add_option("--threads", o.threads, "Threads (default: all cores)")
       ->check(whole_number<int>());
-  run->add_option("--device", o.device, "Backend: cpu")->capture_default_str();
+  run->add_option(
+         "--device", o.device,
+         "Backend: cpu, or cuda / cuda:N (the GPU of the local rank, or GPU N) where built")
+      ->capture_default_str();
   run->add_option("--log", o.log, "Metric log to write (HDF5, see mbkit-formats(5))");
   run->add_flag("-f,--force", o.force, "Replace an existing log or checkpoint");
   run->add_option("--flush-interval", o.flush_interval, "Seconds between flushes of the log")
@@ -158,6 +178,15 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
   dist->add_option("--bucket-mb", o.bucket_mb,
                    "--allreduce mpi: sum the gradients in buckets of MB MiB, each started as soon "
                    "as the backward pass finished it (0: one sum after the pass)")
+      ->capture_default_str();
+  dist->add_option("--servers", o.servers,
+                   "ps: ranks 0..S-1 are servers, each keeping and updating a contiguous shard "
+                   "of the parameters; the other ranks are workers (MXNet's key sharding)")
+      ->capture_default_str()
+      ->check(whole_number<int>());
+  dist->add_option("--compress", o.given.compress,
+                   "Gradients on the wire: 2bit:THRESHOLD (MXNet's, with error feedback), fp16, "
+                   "bf16 or none (synchronous ps and allreduce)")
       ->capture_default_str();
   dist->add_flag("--async", o.async, "ps: the master updates as soon as gradients arrive");
   dist->add_option("--async-min-grads", o.async_min_grads, "--async: gradients combined per update")
@@ -245,6 +274,9 @@ void add_dbsl_options(CLI::App& app, train::TrainOptions& o) {
 }
 
 void finish_train_options(const CLI::App& app, train::TrainOptions& o) {
+  if (o.global_batch_size > 0 && app.count("--batch-size") > 0) {
+    usage_error("--global-batch-size and --batch-size: give one (global, or per worker)");
+  }
   train::parse_option_texts(o);
   if (o.optimizer.name == "rmsprop") {
     o.optimizer.rmsprop_momentum = app.count("--momentum") > 0 ? o.optimizer.momentum : 0.0;

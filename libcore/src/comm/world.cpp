@@ -6,12 +6,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <mutex>
 #include <thread>
 
 #include "mbkit/util/check.hpp"
@@ -89,66 +87,6 @@ std::string rank_list(const std::vector<int>& ranks) {
   return text;
 }
 
-// Ends the process when a blocking collective outlives the deadline. It makes no MPI call (only
-// the main thread may), so it cannot name the rank that is missing; the launcher sees this rank
-// exit and ends the job.
-struct World::Watchdog {
-  std::mutex mutex;
-  std::condition_variable changed;
-  bool armed = false;
-  bool quit = false;
-  Clock::time_point armed_at;
-  std::string what;
-  double timeout = 0;
-  int rank = 0;
-  std::string host;
-  std::thread thread;
-
-  Watchdog() : thread([this] { watch(); }) {}
-  ~Watchdog() {
-    {
-      const std::lock_guard lock(mutex);
-      quit = true;
-    }
-    changed.notify_all();
-    thread.join();
-  }
-  // Polls the deadline a few times a second: arming then costs the computing thread only an
-  // uncontended lock, no wake-up.
-  void watch() {
-    std::unique_lock lock(mutex);
-    while (!quit) {
-      changed.wait_for(lock, std::chrono::milliseconds(200));
-      if (!armed) continue;
-      const double limit = wait_limit(timeout);
-      if (seconds_since(armed_at) >= limit) {
-        std::fprintf(stderr,
-                     "%s: error: rank %d (%s): %s did not complete within %g s (%s): a rank "
-                     "stopped or died during it\n",
-                     log::program().c_str(), rank, host.c_str(), what.c_str(), limit,
-                     limit < timeout ? "after a stop signal" : "--comm-timeout");
-        std::fflush(stderr);
-        std::_Exit(static_cast<int>(ExitCode::kCommunication));
-      }
-    }
-  }
-};
-
-void World::guarded(const char* what, const std::function<void()>& collective) const {
-  if (watchdog_) {
-    const std::lock_guard lock(watchdog_->mutex);
-    watchdog_->armed = true;
-    watchdog_->what = what;
-    watchdog_->timeout = timeout_;
-    watchdog_->armed_at = Clock::now();
-  }
-  collective();
-  if (watchdog_) {
-    const std::lock_guard lock(watchdog_->mutex);
-    watchdog_->armed = false;
-  }
-}
-
 World::World() : host_(host_name()) {
   if (!launched_by_mpi()) return;
   int initialized = 0;
@@ -172,15 +110,9 @@ World::World() : host_(host_name()) {
   MBKIT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &diagnosis));
   MBKIT_MPI_CHECK(MPI_Comm_set_errhandler(diagnosis, MPI_ERRORS_RETURN));
   std::memcpy(&diagnosis_comm_, &diagnosis, sizeof diagnosis);
-  if (size_ > 1) {
-    watchdog_ = std::make_unique<Watchdog>();
-    watchdog_->rank = rank_;
-    watchdog_->host = host_;
-  }
 }
 
 World::~World() {
-  watchdog_.reset();
   if (!initialized_here_) return;
   if (diagnosis_comm_ != 0) {
     MPI_Comm diagnosis = comm_of(diagnosis_comm_);
@@ -212,67 +144,101 @@ void World::rendezvous(const std::string& what) const {
 
 void World::allreduce_sum(std::span<float> values) const {
   if (size_ == 1 || values.empty()) return;
-  guarded("MPI_Allreduce", [&] {
-    MBKIT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data(), checked_count(values.size()),
-                                  MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
-  });
+  MPI_Request request = MPI_REQUEST_NULL;
+  MBKIT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, values.data(), checked_count(values.size()),
+                                 MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request));
+  complete({from_mpi(request), -1}, "MPI_Allreduce");
 }
 
 void World::allreduce_sum(std::span<double> values) const {
   if (size_ == 1 || values.empty()) return;
-  guarded("MPI_Allreduce", [&] {
-    MBKIT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data(), checked_count(values.size()),
-                                  MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-  });
+  MPI_Request request = MPI_REQUEST_NULL;
+  MBKIT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, values.data(), checked_count(values.size()),
+                                 MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &request));
+  complete({from_mpi(request), -1}, "MPI_Allreduce");
 }
 
 void World::allreduce_sum(std::span<std::int64_t> values) const {
   if (size_ == 1 || values.empty()) return;
-  guarded("MPI_Allreduce", [&] {
-    MBKIT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data(), checked_count(values.size()),
-                                  MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
-  });
+  MPI_Request request = MPI_REQUEST_NULL;
+  MBKIT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, values.data(), checked_count(values.size()),
+                                 MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD, &request));
+  complete({from_mpi(request), -1}, "MPI_Allreduce");
 }
 
 void World::reduce_sum(std::span<float> values, int root) const {
   if (size_ == 1 || values.empty()) return;
   const int count = checked_count(values.size());
-  guarded("MPI_Reduce", [&] {
-    if (rank_ == root) {
-      MBKIT_MPI_CHECK(
-          MPI_Reduce(MPI_IN_PLACE, values.data(), count, MPI_FLOAT, MPI_SUM, root, MPI_COMM_WORLD));
-    } else {
-      MBKIT_MPI_CHECK(
-          MPI_Reduce(values.data(), nullptr, count, MPI_FLOAT, MPI_SUM, root, MPI_COMM_WORLD));
-    }
-  });
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (rank_ == root) {
+    MBKIT_MPI_CHECK(MPI_Ireduce(MPI_IN_PLACE, values.data(), count, MPI_FLOAT, MPI_SUM, root,
+                                MPI_COMM_WORLD, &request));
+  } else {
+    MBKIT_MPI_CHECK(MPI_Ireduce(values.data(), nullptr, count, MPI_FLOAT, MPI_SUM, root,
+                                MPI_COMM_WORLD, &request));
+  }
+  complete({from_mpi(request), -1}, "MPI_Reduce");
 }
 
 void World::broadcast(std::span<float> values, int root) const {
   if (size_ == 1 || values.empty()) return;
-  guarded("MPI_Bcast", [&] {
-    MBKIT_MPI_CHECK(
-        MPI_Bcast(values.data(), checked_count(values.size()), MPI_FLOAT, root, MPI_COMM_WORLD));
-  });
+  MPI_Request request = MPI_REQUEST_NULL;
+  MBKIT_MPI_CHECK(MPI_Ibcast(values.data(), checked_count(values.size()), MPI_FLOAT, root,
+                             MPI_COMM_WORLD, &request));
+  complete({from_mpi(request), -1}, "MPI_Bcast");
 }
 
 void World::broadcast(std::span<std::uint8_t> bytes, int root) const {
   if (size_ == 1 || bytes.empty()) return;
-  guarded("MPI_Bcast", [&] {
-    MBKIT_MPI_CHECK(
-        MPI_Bcast(bytes.data(), checked_count(bytes.size()), MPI_BYTE, root, MPI_COMM_WORLD));
-  });
+  MPI_Request request = MPI_REQUEST_NULL;
+  MBKIT_MPI_CHECK(MPI_Ibcast(bytes.data(), checked_count(bytes.size()), MPI_BYTE, root,
+                             MPI_COMM_WORLD, &request));
+  complete({from_mpi(request), -1}, "MPI_Bcast");
 }
 
 std::vector<std::uint64_t> World::all_gather(std::uint64_t value) const {
   std::vector<std::uint64_t> values(static_cast<std::size_t>(size_), value);
   if (size_ == 1) return values;
   rendezvous("start-up");
-  guarded("MPI_Allgather", [&] {
-    MBKIT_MPI_CHECK(
-        MPI_Allgather(&value, 1, MPI_UINT64_T, values.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD));
-  });
+  MPI_Request request = MPI_REQUEST_NULL;
+  MBKIT_MPI_CHECK(MPI_Iallgather(&value, 1, MPI_UINT64_T, values.data(), 1, MPI_UINT64_T,
+                                 MPI_COMM_WORLD, &request));
+  complete({from_mpi(request), -1}, "MPI_Allgather");
   return values;
+}
+
+void World::all_gather_in_place(std::span<std::uint8_t> blocks, std::size_t block_bytes) const {
+  MBKIT_CHECK(blocks.size() == block_bytes * static_cast<std::size_t>(size_), "gathering ", size_,
+              " blocks of ", block_bytes, " bytes into ", blocks.size());
+  if (size_ == 1 || block_bytes == 0) return;
+  MPI_Request request = MPI_REQUEST_NULL;
+  MBKIT_MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_BYTE, blocks.data(),
+                                 checked_count(block_bytes), MPI_BYTE, MPI_COMM_WORLD, &request));
+  complete({from_mpi(request), -1}, "MPI_Allgather");
+}
+
+void World::gather_blocks(std::span<const std::uint8_t> mine, std::span<std::uint8_t> blocks,
+                          std::size_t block_bytes, int root, int first_sender) const {
+  MBKIT_CHECK(root < first_sender && first_sender < size_, "gather to ", root, " from ranks ",
+              first_sender, " on of ", size_);
+  const bool sends = rank_ >= first_sender;
+  MBKIT_CHECK(!sends || mine.size() == block_bytes, "sending ", mine.size(),
+              " bytes as a block of ", block_bytes);
+  std::vector<int> counts(static_cast<std::size_t>(size_), 0), offsets(counts.size(), 0);
+  if (rank_ == root) {
+    MBKIT_CHECK(blocks.size() == block_bytes * static_cast<std::size_t>(size_ - first_sender),
+                "gathering into ", blocks.size(), " bytes");
+    for (int r = first_sender; r < size_; ++r) {
+      counts[static_cast<std::size_t>(r)] = checked_count(block_bytes);
+      offsets[static_cast<std::size_t>(r)] =
+          checked_count(block_bytes * static_cast<std::size_t>(r - first_sender));
+    }
+  }
+  MPI_Request request = MPI_REQUEST_NULL;
+  MBKIT_MPI_CHECK(MPI_Igatherv(
+      sends ? mine.data() : nullptr, sends ? checked_count(block_bytes) : 0, MPI_BYTE,
+      blocks.data(), counts.data(), offsets.data(), MPI_BYTE, root, MPI_COMM_WORLD, &request));
+  complete({from_mpi(request), -1}, "MPI_Gatherv");
 }
 
 std::vector<std::string> World::all_gather(const std::string& text) const {
@@ -286,16 +252,33 @@ std::vector<std::string> World::all_gather(const std::string& text) const {
     total += counts.back();
   }
   std::string joined(static_cast<std::size_t>(total), '\0');
-  guarded("MPI_Allgatherv", [&] {
-    MBKIT_MPI_CHECK(MPI_Allgatherv(text.data(), checked_count(text.size()), MPI_CHAR, joined.data(),
-                                   counts.data(), offsets.data(), MPI_CHAR, MPI_COMM_WORLD));
-  });
+  MPI_Request request = MPI_REQUEST_NULL;
+  MBKIT_MPI_CHECK(MPI_Iallgatherv(text.data(), checked_count(text.size()), MPI_CHAR, joined.data(),
+                                  counts.data(), offsets.data(), MPI_CHAR, MPI_COMM_WORLD,
+                                  &request));
+  complete({from_mpi(request), -1}, "MPI_Allgatherv");
   std::vector<std::string> texts;
   for (int i = 0; i < size_; ++i) {
     texts.push_back(joined.substr(static_cast<std::size_t>(offsets[static_cast<std::size_t>(i)]),
                                   static_cast<std::size_t>(counts[static_cast<std::size_t>(i)])));
   }
   return texts;
+}
+
+void World::complete(Request request, const char* what) const {
+  // Every rank arrived (a rendezvous came first, or the collective is at start-up), so the
+  // wait is the transfer itself: poll as a blocking call would, without sleeping, yielding the
+  // core only past a millisecond (Open MPI's blocking calls yield when oversubscribed), and
+  // answer the other ranks' pings, so that a rank that stops inside the collective is named.
+  const auto start = Clock::now();
+  std::int64_t polls = 0;
+  while (!test(request)) {
+    if (++polls % 128 != 0) continue;
+    serve_pings();
+    const double waited = seconds_since(start);
+    if (waited > wait_limit(timeout_)) timed_out(cat(what, " (the exchange)"), {}, waited);
+    if (wait_mode_ == WaitMode::kYield && waited > 1e-3) sched_yield();
+  }
 }
 
 Request World::isend(const void* data, std::size_t bytes, int destination, int tag) const {

@@ -5,6 +5,10 @@
 namespace mbkit::data {
 namespace {
 
+// The largest channel count, height or width an image may have (int-sized, and far above any
+// published dataset's).
+constexpr std::uint32_t kMaxImageExtent = 1u << 16;
+
 std::uint32_t read_be32(const std::uint8_t* bytes) {
   return (std::uint32_t{bytes[0]} << 24) | (std::uint32_t{bytes[1]} << 16) |
          (std::uint32_t{bytes[2]} << 8) | std::uint32_t{bytes[3]};
@@ -33,8 +37,10 @@ IdxArray parse_idx(std::vector<std::uint8_t> bytes, const std::string& name) {
   for (int d = 0; d < rank; ++d) {
     const std::uint32_t extent = read_be32(bytes.data() + 4 + 4 * d);
     array.dims.push_back(extent);
+    // Checked before multiplying: 2^40 * 2^32 would wrap around 64 bits to a small count.
+    if (extent != 0 && elements > (std::uint64_t{1} << 40) / extent)
+      data_error(cat(name, ": IDX dimensions are absurd"));
     elements *= extent;
-    if (elements > (std::uint64_t{1} << 40)) data_error(cat(name, ": IDX dimensions are absurd"));
   }
   const std::uint64_t available = bytes.size() - header;
   if (available < elements) {
@@ -63,6 +69,12 @@ LabeledImages combine_idx(IdxArray images, const std::string& images_name, IdxAr
     data_error(cat(images_name, " has ", images.dims[0], " images but ", labels_name, " has ",
                    labels.dims[0], " labels"));
   }
+  for (std::size_t d = 1; d < images.dims.size(); ++d) {
+    if (images.dims[d] == 0 || images.dims[d] > kMaxImageExtent) {
+      data_error(cat(images_name, ": image dimension ", d, " is ", images.dims[d],
+                     " (expected 1 to ", kMaxImageExtent, ")"));
+    }
+  }
   LabeledImages split;
   if (images.dims.size() == 3) {
     split.shape = {1, static_cast<int>(images.dims[1]), static_cast<int>(images.dims[2])};
@@ -70,7 +82,6 @@ LabeledImages combine_idx(IdxArray images, const std::string& images_name, IdxAr
     split.shape = {static_cast<int>(images.dims[1]), static_cast<int>(images.dims[2]),
                    static_cast<int>(images.dims[3])};
   }
-  if (split.shape.pixels() == 0) data_error(cat(images_name, ": images of size zero"));
   split.labels.resize(labels.data.size());
   for (std::size_t i = 0; i < labels.data.size(); ++i) {
     const int label = labels.data[i];

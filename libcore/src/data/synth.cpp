@@ -1,10 +1,13 @@
 #include "mbkit/data/synth.hpp"
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <cmath>
 
 #include "mbkit/data/dataset_file.hpp"
 #include "mbkit/util/check.hpp"
+#include "mbkit/util/fs.hpp"
 #include "mbkit/util/random.hpp"
 
 namespace mbkit::data {
@@ -39,6 +42,25 @@ void generate_splits(DatasetWriter& writer, ImageShape shape, std::uint64_t trai
   writer.finish();
 }
 
+// Synthetic pixels do not compress: a dataset larger than the free space of its folder would
+// run for hours and then fail on a full disk, so it is refused before anything is written.
+void require_room(const std::string& path, ImageShape shape, std::uint64_t train,
+                  std::uint64_t test) {
+  const std::string directory = fs::parent_directory(path);
+  struct statvfs disk {};
+  if (::statvfs(directory.c_str(), &disk) != 0) return;  // the writer will name the problem
+  const long double bytes = (static_cast<long double>(train) + static_cast<long double>(test)) *
+                            (static_cast<long double>(shape.pixels()) + sizeof(std::int32_t));
+  const long double room = static_cast<long double>(disk.f_bavail) * disk.f_frsize;
+  if (bytes > room) {
+    usage_error(strprintf(
+        "--train %llu --test %llu: the dataset would take %.3g GB, but %s has "
+        "%.3g GB free",
+        static_cast<unsigned long long>(train), static_cast<unsigned long long>(test),
+        static_cast<double>(bytes / 1e9), directory.c_str(), static_cast<double>(room / 1e9)));
+  }
+}
+
 }  // namespace
 
 void write_synth_toy(const std::string& path, const ToySynthOptions& options, int deflate_level) {
@@ -68,6 +90,7 @@ void write_synth_toy(const std::string& path, const ToySynthOptions& options, in
                                   options.separation, static_cast<unsigned long long>(options.seed))
                       : strprintf("synthetic: AMB toy, random labels, seed %llu",
                                   static_cast<unsigned long long>(options.seed));
+  require_room(path, shape, options.train, options.test);
   DatasetWriter writer(path, std::move(header), deflate_level);
   generate_splits(
       writer, shape, options.train, options.test, options.seed, kBlockRows,
@@ -97,6 +120,7 @@ void write_synth_images(const std::string& path, const ImagesSynthOptions& optio
   header.num_classes = options.classes;
   header.source = strprintf("synthetic: uniform random pixels and labels, seed %llu",
                             static_cast<unsigned long long>(options.seed));
+  require_room(path, shape, options.train, options.test);
   DatasetWriter writer(path, std::move(header), deflate_level);
   const std::uint64_t block = std::max<std::uint64_t>(1, (8u << 20) / shape.pixels());
   generate_splits(

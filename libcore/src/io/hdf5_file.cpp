@@ -161,7 +161,13 @@ File File::create(const std::string& path, Format format) {
 }
 
 void File::flush() {
-  MBKIT_H5_CHECK(H5Fflush(id(), H5F_SCOPE_LOCAL));
+  try {
+    MBKIT_H5_CHECK(H5Fflush(id(), H5F_SCOPE_LOCAL));
+  } catch (const Error& error) {
+    // As a failed close: HDF5 would crash at exit flushing this file's cache again.
+    mark_hdf5_state_damaged();
+    fail(cat("cannot write ", path_, ": ", error.what()));
+  }
 }
 
 void File::close() {

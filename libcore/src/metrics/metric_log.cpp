@@ -492,6 +492,10 @@ void MetricLog::close() {
   impl_->file.close();
 }
 
+bool MetricLog::is_open() const {
+  return impl_ != nullptr && !impl_->closed;
+}
+
 const std::string& MetricLog::path() const {
   return impl_->path;
 }

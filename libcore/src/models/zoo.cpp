@@ -1,8 +1,11 @@
 #include "mbkit/models/zoo.hpp"
 
+#include <algorithm>
 #include <functional>
+#include <optional>
 
 #include "mbkit/util/check.hpp"
+#include "mbkit/util/strings.hpp"
 
 namespace mbkit::models {
 
@@ -181,6 +184,24 @@ nn::Graph resnet50(nn::Dims input, int classes) {
   return b.finish(b.dense(x, classes, "fc"));
 }
 
+// The CIFAR ResNets listed by name (completion, --help): the MXNet lab's depths. Any other
+// 6n+2 builds too (cifar_resnet_blocks).
+constexpr int kCifarResnetDepths[] = {8, 14, 20, 26, 32, 38, 44, 56, 110};
+
+// n of a name "resnet<6n+2>", n >= 1; nullopt for other names, and for resnet50, which is
+// the ImageNet ResNet-50 (6 x 8 + 2 = 50 is taken).
+std::optional<int> cifar_resnet_blocks(const std::string& name) {
+  if (!starts_with(name, "resnet") || name == "resnet50") return std::nullopt;
+  const std::string digits = name.substr(6);
+  if (digits.empty() || digits.size() > 6 || digits[0] == '0' ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  const int depth = std::stoi(digits);
+  if (depth < 8 || (depth - 2) % 6 != 0) return std::nullopt;
+  return (depth - 2) / 6;
+}
+
 struct Entry {
   std::string name;
   std::function<nn::Graph(const ModelConfig&, nn::Dims, int)> build;
@@ -193,16 +214,6 @@ const std::vector<Entry>& registry() {
       {"cifar10-cnn", [](const ModelConfig&, nn::Dims in, int k) { return cifar10_cnn(in, k); }},
       {"toy-fc", [](const ModelConfig&, nn::Dims in, int k) { return toy_fc(in, k); }},
       {"toy-conv", [](const ModelConfig&, nn::Dims in, int k) { return toy_conv(in, k); }},
-      {"resnet20",
-       [](const ModelConfig&, nn::Dims in, int k) { return cifar_resnet("resnet20", 3, in, k); }},
-      {"resnet32",
-       [](const ModelConfig&, nn::Dims in, int k) { return cifar_resnet("resnet32", 5, in, k); }},
-      {"resnet44",
-       [](const ModelConfig&, nn::Dims in, int k) { return cifar_resnet("resnet44", 7, in, k); }},
-      {"resnet56",
-       [](const ModelConfig&, nn::Dims in, int k) { return cifar_resnet("resnet56", 9, in, k); }},
-      {"resnet110",
-       [](const ModelConfig&, nn::Dims in, int k) { return cifar_resnet("resnet110", 18, in, k); }},
       {"resnet18", [](const ModelConfig&, nn::Dims in, int k) { return resnet18(in, k); }},
       {"resnet50", [](const ModelConfig&, nn::Dims in, int k) { return resnet50(in, k); }},
   };
@@ -213,7 +224,13 @@ const std::vector<Entry>& registry() {
 
 std::vector<std::string> model_names() {
   std::vector<std::string> names;
-  for (const auto& entry : registry()) names.push_back(entry.name);
+  for (const auto& entry : registry()) {
+    // The CIFAR ResNets after the CIFAR models, before resnet18.
+    if (entry.name == "resnet18") {
+      for (const int depth : kCifarResnetDepths) names.push_back(cat("resnet", depth));
+    }
+    names.push_back(entry.name);
+  }
   return names;
 }
 
@@ -225,7 +242,11 @@ nn::Graph build_model(const ModelConfig& config, nn::Dims input, int classes) {
   for (const auto& entry : registry()) {
     if (entry.name == config.name) return entry.build(config, input, classes);
   }
-  usage_error(cat("--model: unknown model '", config.name, "' (known: ", known_models(), ")"));
+  if (const auto blocks = cifar_resnet_blocks(config.name)) {
+    return cifar_resnet(config.name, *blocks, input, classes);
+  }
+  usage_error(cat("--model: unknown model '", config.name, "' (known: ", known_models(),
+                  ", or any CIFAR resnet<6n+2>)"));
 }
 
 }  // namespace mbkit::models

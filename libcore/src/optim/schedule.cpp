@@ -94,7 +94,11 @@ double LearningRateSchedule::at(std::int64_t step, double epoch) const {
   } else if (config_.kind == "epochs") {
     lr *= std::pow(config_.frac, std::floor(epoch / config_.every_epochs));
   }
-  if (config_.warmup_steps > 0) {
+  if (config_.warmup_steps > 0 && config_.warmup_from > 0) {
+    const double ramp =
+        std::min(1.0, static_cast<double>(step) / static_cast<double>(config_.warmup_steps));
+    lr *= config_.warmup_from + (1.0 - config_.warmup_from) * ramp;
+  } else if (config_.warmup_steps > 0) {
     lr *= std::min(1.0, static_cast<double>(step + 1) / static_cast<double>(config_.warmup_steps));
   }
   return lr;

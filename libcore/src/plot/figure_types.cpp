@@ -381,8 +381,9 @@ double run_throughput(const RunLog& log, const PlotSettings& settings) {
     data_error(cat(log.path(), ": ", throughput.size(), " steps, all of them warm-up (",
                    settings.warmup_steps >= 0 ? "--warmup-steps " : "warm-up ", skip, ")"));
   }
-  return median(std::vector<double>(throughput.begin() + static_cast<std::ptrdiff_t>(skip),
-                                    throughput.end()));
+  return throughput_stats(log.column("steps", "samples"), log.column("steps", "step_time"),
+                          throughput, skip)
+      .median;
 }
 
 std::vector<Pane> build_scaling_panes(const std::vector<RunRef>& runs,

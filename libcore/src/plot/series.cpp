@@ -271,6 +271,40 @@ std::size_t warmup_steps(std::size_t steps, int requested) {
   return std::max<std::size_t>(1, steps / 10);
 }
 
+ThroughputStats throughput_stats(const std::vector<double>& samples,
+                                 const std::vector<double>& seconds,
+                                 const std::vector<double>& throughput, std::size_t skip) {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> rates;
+  double total_samples = 0;
+  double total_seconds = 0;
+  for (std::size_t i = skip; i < throughput.size(); ++i) {
+    if (!std::isfinite(throughput[i])) continue;
+    rates.push_back(throughput[i]);
+    total_samples += samples[i];
+    total_seconds += seconds[i];
+  }
+  ThroughputStats stats;
+  stats.steps = rates.size();
+  if (rates.empty()) {
+    stats.median = stats.mean = stats.uncertainty = stats.jitter = kNaN;
+    return stats;
+  }
+  const double n = static_cast<double>(rates.size());
+  stats.median = median(rates);
+  stats.mean = total_seconds > 0 ? total_samples / total_seconds : kNaN;
+  double mean_rate = 0;
+  for (const double rate : rates) mean_rate += rate / n;
+  double variance = 0;  // numpy's std: the population's
+  for (const double rate : rates) variance += (rate - mean_rate) * (rate - mean_rate) / n;
+  stats.uncertainty = std::sqrt(variance) / std::sqrt(n);
+  std::vector<double> deviations;
+  for (const double rate : rates) deviations.push_back(std::abs(rate - stats.median));
+  // 1.4826: the MAD of normal data times this estimates its standard deviation.
+  stats.jitter = 1.4826 * median(deviations);
+  return stats;
+}
+
 std::vector<ScalingRow> scaling_table(const std::vector<ScalingPoint>& points) {
   std::map<double, std::vector<double>> by_workers;
   for (const auto& point : points) by_workers[point.workers].push_back(point.throughput);

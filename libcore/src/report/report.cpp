@@ -45,37 +45,6 @@ std::string fixed(double value, int decimals) {
 
 // ---- table ----
 
-struct Column {
-  std::string name;
-  std::string unit;   // second header row, "" for none
-  bool left = false;  // text columns are left-aligned, numbers right-aligned
-};
-
-void write_aligned(const std::vector<Column>& columns,
-                   const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
-  std::vector<std::size_t> widths(columns.size());
-  const bool units = std::any_of(columns.begin(), columns.end(),
-                                 [](const Column& column) { return !column.unit.empty(); });
-  for (std::size_t c = 0; c < columns.size(); ++c) {
-    widths[c] = std::max(columns[c].name.size(), columns[c].unit.size());
-    for (const auto& row : rows) widths[c] = std::max(widths[c], row[c].size());
-  }
-  const auto line = [&](char prefix, auto cell_of) {
-    std::string text(1, prefix);
-    for (std::size_t c = 0; c < columns.size(); ++c) {
-      const std::string cell = cell_of(c);
-      const std::string pad(widths[c] - cell.size(), ' ');
-      text += "  ";
-      text += columns[c].left ? cell + pad : pad + cell;
-    }
-    text.erase(text.find_last_not_of(' ') + 1);
-    out << text << "\n";
-  };
-  line('#', [&](std::size_t c) { return columns[c].name; });
-  if (units) line('#', [&](std::size_t c) { return columns[c].unit; });
-  for (const auto& row : rows) line(' ', [&](std::size_t c) { return row[c]; });
-}
-
 std::string run_pair(const Comparison& comparison) {
   return cat(comparison.tool, " / ", comparison.base_tool);
 }
@@ -145,6 +114,31 @@ void json_optional(JsonWriter& json, const std::optional<T>& value) {
 }
 
 }  // namespace
+
+void write_aligned(const std::vector<TableColumn>& columns,
+                   const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
+  std::vector<std::size_t> widths(columns.size());
+  const bool units = std::any_of(columns.begin(), columns.end(),
+                                 [](const TableColumn& column) { return !column.unit.empty(); });
+  for (std::size_t c = 0; c < columns.size(); ++c) {
+    widths[c] = std::max(columns[c].name.size(), columns[c].unit.size());
+    for (const auto& row : rows) widths[c] = std::max(widths[c], row[c].size());
+  }
+  const auto line = [&](char prefix, auto cell_of) {
+    std::string text(1, prefix);
+    for (std::size_t c = 0; c < columns.size(); ++c) {
+      const std::string cell = cell_of(c);
+      const std::string pad(widths[c] - cell.size(), ' ');
+      text += "  ";
+      text += columns[c].left ? cell + pad : pad + cell;
+    }
+    text.erase(text.find_last_not_of(' ') + 1);
+    out << text << "\n";
+  };
+  line('#', [&](std::size_t c) { return columns[c].name; });
+  if (units) line('#', [&](std::size_t c) { return columns[c].unit; });
+  for (const auto& row : rows) line(' ', [&](std::size_t c) { return row[c]; });
+}
 
 std::string percent_text(double fraction) {
   return strprintf("%.4g%%", 100 * fraction);
@@ -257,7 +251,7 @@ void write_table(const Report& report, std::ostream& out) {
         << percent_text(*report.target)
         << " test accuracy, in the log's clock (virtual: emulated seconds)\n";
   }
-  std::vector<Column> columns = {
+  std::vector<TableColumn> columns = {
       {"run", "", false},          {"log", "", true},
       {"tool", "", true},          {"model", "", true},
       {"workers", "", false},      {"seed", "", false},

@@ -6,8 +6,11 @@
 #include <fstream>
 #include <functional>
 
+#include "mbkit/plot/run_log.hpp"
 #include "mbkit/report/bandwidth_report.hpp"
 #include "mbkit/report/report.hpp"
+#include "mbkit/report/scaling.hpp"
+#include "mbkit/report/trace.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/fs.hpp"
 #include "mbkit/util/log.hpp"
@@ -16,13 +19,40 @@
 namespace mbkit::tools::report {
 namespace {
 
-void write_output(const ReportOptions& options, const std::function<void(std::ostream&)>& write) {
-  fs::AtomicOutput output(options.output);
+void write_file(const std::string& path, const std::function<void(std::ostream&)>& write) {
+  fs::AtomicOutput output(path);
   std::ofstream file(output.temp_path(), std::ios::binary | std::ios::trunc);
   write(file);
   file.close();
-  if (!file) fail(cat("cannot write ", options.output, ": ", std::strerror(errno)));
+  if (!file) fail(cat("cannot write ", path, ": ", std::strerror(errno)));
   output.commit();
+}
+
+void write_output(const ReportOptions& options, const std::function<void(std::ostream&)>& write) {
+  write_file(options.output, write);
+}
+
+int report_trace(const ReportOptions& options) {
+  if (options.json || options.csv || options.has_target || !options.output.empty()) {
+    usage_error("--trace writes a timeline file: --json, --csv, --target and -o do not apply");
+  }
+  if (options.logs.size() != 1) {
+    usage_error(cat("--trace: one metric log is expected, ", options.logs.size(), " given"));
+  }
+  if (!options.force && fs::exists(options.trace)) {
+    fail(cat(options.trace, " exists; use --force to replace it"));
+  }
+  if (mbkit::report::is_bandwidth_file(options.logs[0])) {
+    usage_error(cat("--trace: ", options.logs[0], " holds bandwidth results, not a metric log"));
+  }
+  const auto log = plot::RunLog::open(options.logs[0]);
+  const mbkit::report::Trace trace = mbkit::report::build_trace(log);
+  write_file(options.trace, [&](std::ostream& stream) {
+    mbkit::report::write_trace(trace, options.logs[0], stream);
+  });
+  log::info(cat("wrote ", options.trace, ": ", trace.spans.size(), " spans on ",
+                trace.tracks.size(), " tracks"));
+  return 0;
 }
 
 int report_bandwidth(const ReportOptions& options, std::ostream& out, std::ptrdiff_t files) {
@@ -53,14 +83,46 @@ int report_bandwidth(const ReportOptions& options, std::ostream& out, std::ptrdi
   return 0;
 }
 
+int report_scaling(const ReportOptions& options, std::ostream& out) {
+  if (options.has_target) usage_error("--scaling and --target exclude each other");
+  if (std::any_of(options.logs.begin(), options.logs.end(), mbkit::report::is_bandwidth_file)) {
+    usage_error("--scaling: bandwidth results (mb-bench-bandwidth --append) are not metric logs");
+  }
+  const auto report = mbkit::report::build_scaling(options.logs, options.warmup_steps);
+  const auto write = [&](std::ostream& stream) {
+    if (options.json) {
+      mbkit::report::write_scaling_json(report, stream);
+    } else if (options.csv) {
+      mbkit::report::write_scaling_csv(report, stream);
+    } else {
+      mbkit::report::write_scaling_table(report, stream);
+    }
+  };
+  if (options.output.empty()) {
+    write(out);
+    out.flush();
+    if (!out) fail("cannot write the report to standard output");
+  } else {
+    write_output(options, write);
+    log::info(cat("wrote ", options.output, ": ", report.rows.size(), " worker counts"));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int run_report(const ReportOptions& options, std::ostream& out) {
   // The command line first, before any file is read.
+  if (options.scaling && !options.trace.empty()) {
+    usage_error("--scaling and --trace exclude each other");
+  }
+  if (options.has_warmup && !options.scaling) usage_error("--warmup-steps applies to --scaling");
+  if (!options.trace.empty()) return report_trace(options);
   if (options.json && options.csv) usage_error("--json and --csv exclude each other");
   if (!options.output.empty() && !options.force && fs::exists(options.output)) {
     fail(cat(options.output, " exists; use --force to replace it"));
   }
+  if (options.scaling) return report_scaling(options, out);
   // mb-bench-bandwidth --append files are reported as their own table.
   const auto bandwidth_files =
       std::count_if(options.logs.begin(), options.logs.end(), mbkit::report::is_bandwidth_file);

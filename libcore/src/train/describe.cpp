@@ -35,7 +35,8 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
     json.begin_object();
     json.key("data").value(o.data);
     json.key("test_data").value(o.test_data.empty() ? o.data : o.test_data);
-    json.key("batch_size").value(o.batch_size);
+    // With --global-batch-size: the smallest worker's share (batch_sizes has them all).
+    json.key("batch_size").value(worker_batch_size(o, workers, workers - 1));
     json.key("augment").value(o.augment);
     json.key("drop_last").value(o.drop_last);
     json.key("model").value(o.model.name);
@@ -98,7 +99,28 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
     json.key("compute_model").value(o.compute_model.spec());
     json.key("world_size").value(world_size);
     json.key("workers").value(workers);
-    json.key("global_batch_size").value(static_cast<std::int64_t>(workers) * o.batch_size);
+    json.key("global_batch_size").value(global_batch_size(o, workers));
+    // Keys of options left at their defaults are left out, so that the recorded
+    // configurations of runs without them stay as they were.
+    if (o.global_batch_size > 0) {
+      std::vector<std::int64_t> sizes;
+      for (int w = 0; w < workers; ++w) sizes.push_back(worker_batch_size(o, workers, w));
+      json.key("batch_sizes").array(sizes);
+    }
+    if (o.servers > 1) json.key("servers").value(o.servers);
+    if (o.compression.enabled()) {
+      // Bytes of gradient a worker sends per step, as encoded and as floats.
+      const std::uint64_t n = graph.parameter_count();
+      json.key("compress").value(o.given.compress);
+      json.key("gradient_bytes_sent")
+          .value(static_cast<std::uint64_t>(o.compression.encoded_bytes(n)));
+      json.key("gradient_bytes").value(n * sizeof(float));
+    }
+    if (o.lr_scaling != "none") {
+      json.key("lr_scaling").value(o.lr_scaling);
+      json.key("lr_base_batch").value(o.lr_base_batch > 0 ? o.lr_base_batch : o.batch_size);
+      json.key("lr_factor").value(lr_scale_factor(o, workers));
+    }
     if (o.amb.enabled) {
       json.key("time_limit").value(time_limit);
       json.key("time_limit_option").value(o.given.time_limit);
@@ -184,6 +206,7 @@ std::string describe_schedule(const optim::ScheduleConfig& s) {
     text += cat(" (x", s.frac, " every ", s.every_epochs, " epochs)");
   }
   if (s.warmup_steps > 0) text += cat(", warm-up ", s.warmup_steps, " steps");
+  if (s.warmup_steps > 0 && s.warmup_from > 0) text += cat(" from lr ", s.lr * s.warmup_from);
   return text;
 }
 

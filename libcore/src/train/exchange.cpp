@@ -79,8 +79,9 @@ void finish_gradient(std::span<float> gradients, std::int64_t nominal, std::int6
 // ---------------------------------------------------------------------------------------------
 // Synchronous exchanges.
 
-SyncExchange::SyncExchange(const comm::World& world, bool parameter_server, AllreduceVia via)
-    : world_(world), parameter_server_(parameter_server && world.distributed()) {
+SyncExchange::SyncExchange(const comm::World& world, bool parameter_server, AllreduceVia via,
+                           int servers)
+    : world_(world), parameter_server_(parameter_server && world.distributed()), servers_(servers) {
   if (parameter_server_ && world.size() < 2) usage_error("--comm ps needs at least 2 ranks");
   shared_memory_ = uses_shared_memory(world, parameter_server, via);
 }
@@ -114,6 +115,82 @@ void SyncExchange::set_bucket_floats(std::size_t floats) {
                                     "needs every gradient at once); use --allreduce mpi");
   }
   bucket_floats_ = world_.distributed() ? floats : 0;
+}
+
+void SyncExchange::set_compression(const comm::CompressionSpec& spec) {
+  MBKIT_CHECK(!spec.enabled() || (!shared_memory_ && bucket_floats_ == 0),
+              "compression with the shared-memory sum or buckets");
+  compression_ = spec;
+}
+
+std::pair<std::size_t, std::size_t> server_shard(std::size_t floats, int server, int servers) {
+  const auto at = [&](int s) {
+    return floats * static_cast<std::size_t>(s) / static_cast<std::size_t>(servers);
+  };
+  return {at(server), at(server + 1)};
+}
+
+// Gradients as messages: to the servers (each its shard, from every worker) or, for allreduce,
+// gathered by every rank; decoded and added in worker order, so the sums do not depend on MPI's
+// order of addition. The small values are summed as floats (by every rank with several
+// servers: each needs the counts and losses to scale and accept its update).
+void SyncExchange::message_sum(std::span<float> gradients, std::span<float> small) {
+  const int workers = this->workers();
+  std::vector<std::size_t> offsets = {0};  // of each block in encoded_
+  const auto block = [&](std::size_t i) {
+    return std::span<std::uint8_t>(encoded_.data() + offsets[i], offsets[i + 1] - offsets[i]);
+  };
+  if (!parameter_server_) {
+    const std::size_t bytes = compression_.encoded_bytes(gradients.size());
+    for (int w = 0; w < workers; ++w) offsets.push_back(offsets.back() + bytes);
+    encoded_.resize(offsets.back());
+    residual_.resize(gradients.size(), 0.0f);  // zeros at the first step, then kept
+    comm::encode(compression_, gradients, residual_, block(static_cast<std::size_t>(worker())));
+    world_.all_gather_in_place(encoded_, bytes);
+    world_.allreduce_sum(small);
+    std::fill(gradients.begin(), gradients.end(), 0.0f);
+    for (int w = 0; w < workers; ++w) {
+      comm::add_decoded(compression_, block(static_cast<std::size_t>(w)), gradients);
+    }
+    return;
+  }
+  const auto sum_small = [&] {
+    if (servers_ > 1) {
+      world_.allreduce_sum(small);
+    } else {
+      world_.reduce_sum(small, 0);
+    }
+  };
+  // One MPI_Gatherv per server (its shard from every worker, in rank order): blocking
+  // collectives after the rendezvous, as the one-server MPI_Reduce, rather than messages
+  // polled for (which lose the core when ranks share one).
+  residual_.resize(computes() ? gradients.size() : 0, 0.0f);
+  for (int s = 0; s < servers_; ++s) {
+    const auto [first, last] = server_shard(gradients.size(), s, servers_);
+    const std::size_t bytes = compression_.encoded_bytes(last - first);
+    offsets.assign(1, 0);
+    if (world_.rank() == s) {
+      for (int w = 0; w < workers; ++w) offsets.push_back(offsets.back() + bytes);
+    } else if (computes()) {
+      offsets.push_back(bytes);
+    }
+    encoded_.resize(offsets.back());
+    if (computes()) {
+      comm::encode(compression_, gradients.subspan(first, last - first),
+                   std::span<float>(residual_).subspan(first, last - first), encoded_);
+    }
+    world_.gather_blocks(
+        computes() ? std::span<const std::uint8_t>(encoded_) : std::span<const std::uint8_t>(),
+        encoded_, bytes, s, servers_);
+    if (world_.rank() == s) {
+      std::fill(gradients.begin(), gradients.end(), 0.0f);  // the other shards are not ours
+      for (int w = 0; w < workers; ++w) {
+        comm::add_decoded(compression_, block(static_cast<std::size_t>(w)),
+                          gradients.subspan(first, last - first));
+      }
+    }
+  }
+  sum_small();
 }
 
 void SyncExchange::gradients_ready(std::span<float> gradients, std::size_t from) {
@@ -254,11 +331,15 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
         });
     result.wait_time = seconds_since(start);
     const auto send_start = Clock::now();
-    reduce([&](std::span<float> values) { world_.reduce_sum(values, 0); });
+    if (messages()) {
+      message_sum(gradients, small);
+    } else {
+      reduce([&](std::span<float> values) { world_.reduce_sum(values, 0); });
+    }
     send_time_ = seconds_since(send_start);
   } else {
     comm::Request arrival;
-    if (parameter_server_) {
+    if (parameter_server_ && computes()) {
       arrivals_.assign(1, static_cast<std::int32_t>(step));
       arrival = world_.isend(arrivals_.data(), sizeof(std::int32_t), 0, kArrivalTag);
     }
@@ -271,7 +352,9 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
         cat("waiting for the other ranks at ", what));
     wait_time_ = seconds_since(start);
     const auto send_start = Clock::now();
-    if (parameter_server_) {
+    if (messages()) {
+      message_sum(gradients, small);
+    } else if (parameter_server_) {
       reduce([&](std::span<float> values) { world_.reduce_sum(values, 0); });
     } else {
       reduce([&](std::span<float> values) { world_.allreduce_sum(values); });
@@ -279,7 +362,7 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
     send_time_ = seconds_since(send_start);
     result.wait_time = wait_time_;
   }
-  if (parameter_server_ && world_.rank() != 0) return result;  // the master combines
+  if (computes() && parameter_server_) return result;  // the servers combine
   for (int w = 0; w < workers; ++w) {
     add_up(result, get_report(small.data() + state_size +
                                   static_cast<std::size_t>(w) * report_slots(parameter_server_),
@@ -304,7 +387,10 @@ int SyncExchange::distribute(std::span<float> parameters, std::span<float> state
   world_.rendezvous(cat("waiting for the parameters of step ", step));
   const double waited = seconds_since(start);
   const auto send_start = Clock::now();
-  world_.broadcast(parameters, 0);
+  for (int server = 0; server < servers_; ++server) {  // each its shard; one server: all
+    const auto [first, last] = server_shard(parameters.size(), server, servers_);
+    world_.broadcast(parameters.subspan(first, last - first), server);
+  }
   world_.broadcast(small_, 0);
   if (world_.rank() != 0) {
     std::copy(small_.begin(), small_.end() - 1, state.begin());

@@ -80,11 +80,60 @@ void parse_option_texts(TrainOptions& o) {
   o.comm_model = parse_comm_model(o.given.comm_model);
   o.compute_model = parse_compute_models(o.given.compute_model);
   parse_time_limit(o.given.time_limit, o.amb);
+  o.compression = comm::parse_compression(o.given.compress);
+}
+
+int worker_batch_size(const TrainOptions& o, int workers, int worker) {
+  if (o.global_batch_size <= 0) return o.batch_size;
+  const std::int64_t n = std::max(1, workers);
+  return static_cast<int>(o.global_batch_size / n + (worker < o.global_batch_size % n ? 1 : 0));
+}
+
+std::int64_t global_batch_size(const TrainOptions& o, int workers) {
+  return o.global_batch_size > 0 ? o.global_batch_size
+                                 : static_cast<std::int64_t>(workers) * o.batch_size;
+}
+
+double lr_scale_factor(const TrainOptions& o, int workers) {
+  if (o.lr_scaling == "none") return 1.0;
+  const std::int64_t base = o.lr_base_batch > 0 ? o.lr_base_batch : o.batch_size;
+  const double ratio =
+      static_cast<double>(global_batch_size(o, workers)) / static_cast<double>(base);
+  return o.lr_scaling == "sqrt" ? std::sqrt(ratio) : ratio;
+}
+
+void validate_batches(const TrainOptions& o, int workers) {
+  if (o.global_batch_size > 0 && o.global_batch_size < workers) {
+    usage_error(cat("--global-batch-size ", o.global_batch_size, " is less than the ", workers,
+                    " workers: every worker needs at least one sample per step"));
+  }
+  const int smallest = worker_batch_size(o, workers, workers - 1);
+  if (o.amb.enabled && o.amb.partitions > smallest) {
+    usage_error(cat("--partitions ", o.amb.partitions, " is larger than the ", smallest,
+                    " samples of a worker's batch: a micro-batch needs at least one sample"));
+  }
 }
 
 void validate(const TrainOptions& o) {
   if (o.data.empty()) usage_error("--data is required");
   if (o.batch_size < 1) usage_error(cat("--batch-size ", o.batch_size, " must be at least 1"));
+  if (o.global_batch_size < 0) {
+    usage_error(cat("--global-batch-size ", o.global_batch_size, " must be at least 1"));
+  }
+  if (o.lr_scaling != "none" && o.lr_scaling != "linear" && o.lr_scaling != "sqrt") {
+    usage_error(cat("--lr-scaling: '", o.lr_scaling, "' is not none, linear or sqrt"));
+  }
+  if (o.lr_base_batch < 0) {
+    usage_error(cat("--lr-base-batch ", o.lr_base_batch, " must be at least 1"));
+  }
+  if (o.lr_base_batch > 0 && o.lr_scaling == "none") {
+    usage_error("--lr-base-batch needs --lr-scaling linear or sqrt");
+  }
+  if (o.lr_scaling != "none" && o.global_batch_size > 0 && o.lr_base_batch == 0) {
+    usage_error(
+        cat("--lr-scaling ", o.lr_scaling,
+            " with --global-batch-size needs --lr-base-batch: the batch --lr is meant for"));
+  }
   for (const auto& [flag, value] : {std::pair{"--epochs", o.epochs},
                                     {"--time-budget", o.time_budget},
                                     {"--warmup-epochs", o.warmup_epochs},
@@ -152,6 +201,28 @@ void validate(const TrainOptions& o) {
         "--bucket-mb: an anytime step's gradient is final only after its last "
         "micro-batch, so it cannot be summed in buckets");
   }
+  if (o.servers < 1) usage_error(cat("--servers ", o.servers, " must be at least 1"));
+  if (o.servers > 1 && (o.comm != "ps" || o.async || o.dbsl.enabled)) {
+    usage_error(cat("--servers ", o.servers, ": several servers serve synchronous ps (",
+                    o.comm != "ps" ? "--comm allreduce has none"
+                    : o.async      ? "not --async"
+                                   : "not DBSL",
+                    ")"));
+  }
+  if (o.servers > 1 && !o.resume.empty()) {
+    usage_error(cat("--resume with --servers ", o.servers,
+                    ": continue the checkpoint with --servers 1 (it holds the whole state)"));
+  }
+  if (o.compression.enabled() && (o.async || o.dbsl.enabled)) {
+    usage_error(cat("--compress: the ", o.async ? "asynchronous" : "DBSL",
+                    " exchange sends full-precision gradients; use it with synchronous ps or "
+                    "allreduce"));
+  }
+  if (o.compression.enabled() && o.bucket_mb > 0) {
+    usage_error(
+        "--compress: compressed gradients are sent at once after the backward pass, "
+        "not in --bucket-mb buckets");
+  }
   if (o.async_min_grads < 1) usage_error("--async-min-grads must be at least 1");
   for (const auto& [flag, value] :
        {std::pair{"--async-master-time-limit", o.async_master_time_limit},
@@ -192,7 +263,7 @@ void validate(const TrainOptions& o) {
     if (o.amb.partitions < 1) {
       usage_error(cat("--partitions ", o.amb.partitions, " must be at least 1"));
     }
-    if (o.amb.partitions > o.batch_size) {
+    if (o.global_batch_size == 0 && o.amb.partitions > o.batch_size) {
       usage_error(cat("--partitions ", o.amb.partitions, " is larger than --batch-size ",
                       o.batch_size, ": a micro-batch needs at least one sample"));
     }
@@ -231,6 +302,10 @@ void validate_dbsl(const TrainOptions& o) {
   if (o.async)
     usage_error("--async: the DBSL server merges each push at once already (--sync waits)");
   if (o.amb.enabled) usage_error("--time-limit: DBSL workers take a number of samples per round");
+  if (o.global_batch_size > 0 || o.lr_scaling != "none") {
+    usage_error(cat(o.global_batch_size > 0 ? "--global-batch-size" : "--lr-scaling",
+                    ": DBSL's batches and merge factors come from its plan (--base-batch)"));
+  }
 }
 
 const char* tool_name(const TrainOptions& o) {

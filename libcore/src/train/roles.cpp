@@ -56,19 +56,36 @@ Role decide_role(const TrainOptions& o, const comm::World& world) {
           "(--plan needs neither)");
     }
     if (o.async) usage_error("--async needs a master and workers: run under mpirun -n 2 or more");
+    if (o.compression.enabled()) {
+      usage_error("--compress compresses the exchange: run under mpirun -n 2 or more");
+    }
+    if (o.servers > 1) {
+      usage_error(cat("--servers ", o.servers, " needs servers and workers: run under mpirun -n ",
+                      o.servers + 1, " or more"));
+    }
     return role;
   }
   role.parameter_server = o.comm == "ps";
   role.async = o.async || o.dbsl.enabled;  // DBSL's server merges each push as it comes
+  role.servers = role.parameter_server ? o.servers : 0;
+  if (role.servers > 1 && world.size() <= role.servers) {
+    usage_error(cat("--servers ", o.servers, " leaves no worker among the ", world.size(),
+                    " ranks: run under mpirun -n ", o.servers + 1, " or more"));
+  }
   role.master = role.parameter_server && world.rank() == 0;
-  role.computes = !role.master;
-  role.workers = worker_count(world.size(), role.parameter_server);
-  role.worker = worker_of_rank(world.rank(), role.parameter_server);
+  role.server = world.rank() < role.servers;
+  role.computes = !role.server;
+  role.workers = worker_count(world.size(), role.servers);
+  role.worker = worker_of_rank(world.rank(), role.servers);
   role.comm = role.parameter_server ? (o.dbsl.enabled ? "ps-dbsl"
                                        : o.async      ? "ps-async"
                                                       : "ps")
                                     : "allreduce";
-  const AllreduceVia via = o.allreduce;
+  if (o.compression.enabled() && o.allreduce == AllreduceVia::kSharedMemory) {
+    usage_error("--compress: the shared-memory sum adds floats in place; use --allreduce mpi");
+  }
+  // Compressed gradients are gathered through MPI, never summed in shared memory.
+  const AllreduceVia via = o.compression.enabled() ? AllreduceVia::kMpi : o.allreduce;
   role.shared_memory = SyncExchange::uses_shared_memory(world, role.parameter_server, via);
   if (via == AllreduceVia::kAuto && role.shared_memory) {
     // The faster sum, timed at start, where both give the same bits: with two ranks each sum
@@ -112,7 +129,11 @@ std::string describe_hosts(const std::vector<std::string>& hosts, const Role& ro
     begin = i;
   }
   std::string text = join(parts, "; ");
-  if (role.parameter_server) text += " (rank 0 is the master)";
+  if (role.servers > 1) {
+    text += cat(" (ranks 0-", role.servers - 1, " are the servers)");
+  } else if (role.parameter_server) {
+    text += " (rank 0 is the master)";
+  }
   return text;
 }
 

@@ -40,11 +40,13 @@ int TrainingRun::train() {
 
 void TrainingRun::run_sync() {
   SyncExchange exchange(world_, role_.parameter_server,
-                        role_.shared_memory ? AllreduceVia::kSharedMemory : AllreduceVia::kMpi);
+                        role_.shared_memory ? AllreduceVia::kSharedMemory : AllreduceVia::kMpi,
+                        std::max(1, role_.servers));
   if (options_.bucket_mb > 0) {
     exchange.set_bucket_floats(std::max<std::size_t>(
         1, static_cast<std::size_t>(options_.bucket_mb * 1024.0 * 1024.0 / sizeof(float))));
   }
+  exchange.set_compression(options_.compression);
   if (exchange.buckets() && round_) {
     // The backward pass hands finished gradients to the exchange.
     round_->gradients_ready = [&](std::size_t from) {
@@ -111,12 +113,14 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> tail) {
   if (role_.computes) worker_line(step_ + 1, report);
   int verdict = combined.stop;
   double update_time = 0;  // virtual clock: CPU seconds of the update (free with a model)
-  if (!role_.parameter_server || role_.master) {
+  if (!role_.parameter_server || role_.server) {
     const int decision = accept_update(combined.mean_loss());
     if (decision == kContinue) {
       const bool timed = clock_.is_virtual() && compute_models_.empty();
       const double cpu_start = timed ? clock_.cpu_now() : 0;
-      optimizer_->step(net_->parameters(), net_->gradients(), lr);
+      const std::size_t size = shard_.second - shard_.first;
+      optimizer_->step(net_->parameters().subspan(shard_.first, size),
+                       net_->gradients().subspan(shard_.first, size), lr);
       if (timed) update_time = clock_.cpu_now() - cpu_start;
     } else if (decision == kDiverged) {
       verdict = kDiverged;
@@ -278,8 +282,8 @@ int TrainingRun::finish() {
     const char* name = signal_number == SIGINT ? "SIGINT" : "SIGTERM";
     if (metric_log_) metric_log_->close();
     if (!options_.checkpoint.empty()) {
+      checkpoint_now(elapsed);
       if (logs_) {
-        save_checkpoint(elapsed);
         progress_->note(cat("stopped by ", name, " at step ", step_, "; state saved in ",
                             options_.checkpoint, " (--resume ", options_.checkpoint,
                             " continues)"));
@@ -293,7 +297,7 @@ int TrainingRun::finish() {
     return 128 + signal_number;
   }
   if (!evaluated_now_) run_evaluation(elapsed);
-  if (logs_ && !options_.checkpoint.empty()) save_checkpoint(elapsed);
+  if (!options_.checkpoint.empty()) checkpoint_now(elapsed);
   if (metric_log_) metric_log_->close();
   if (logs_) {
     progress_->note(

@@ -55,20 +55,29 @@ void TrainingRun::print_start_table() const {
                                   micro_size_, " samples, as the AMB original)")
                             : ""));
   if (amb_) {
-    const std::int64_t micro_batches = options_.batch_size / micro_size_;
-    row("anytime", cat("time limit ", short_duration(time_limit_),
-                       options_.amb.auto_time_limit ? cat(" (auto: ", time_limit_rule_, ")") : "",
-                       ", ", micro_batches, " micro-batches of ", micro_size_, " samples",
-                       micro_batches * micro_size_ < options_.batch_size
-                           ? cat(" (", options_.batch_size - micro_batches * micro_size_,
-                                 " samples of each batch unused)")
-                           : ""));
+    const std::int64_t micro_batches = batch_ / micro_size_;
+    row("anytime",
+        cat("time limit ", short_duration(time_limit_),
+            options_.amb.auto_time_limit ? cat(" (auto: ", time_limit_rule_, ")") : "", ", ",
+            micro_batches, " micro-batches of ", micro_size_, " samples",
+            micro_batches * micro_size_ < batch_
+                ? cat(" (", batch_ - micro_batches * micro_size_, " samples of each batch unused)")
+                : ""));
   }
-  row("schedule", describe_schedule(schedule_config_));
+  row("schedule", describe_schedule(schedule_config_) +
+                      (options_.lr_scaling != "none"
+                           ? cat(" (--lr ", options_.schedule.lr, " x ", lr_factor_, ": ",
+                                 options_.lr_scaling, " scaling to a batch of ", global_batch_, ")")
+                           : ""));
   if (role_.distributed) {
     row("workers",
         cat(role_.workers, " (", role_.comm,
-            role_.parameter_server   ? ""
+            role_.servers > 1
+                ? cat(" with ", role_.servers, " servers, about ",
+                      with_commas(static_cast<std::int64_t>(
+                          net_->parameters().size() / static_cast<std::size_t>(role_.servers))),
+                      " parameters each")
+            : role_.parameter_server ? ""
             : role_.shared_memory    ? " through shared memory"
             : options_.bucket_mb > 0 ? cat(" with MPI_Iallreduce in buckets of ",
                                            options_.bucket_mb, " MiB during the backward pass")
@@ -88,12 +97,27 @@ void TrainingRun::print_start_table() const {
                                                     : "")
                 : "",
             "), ranks ", describe_hosts(hosts_, role_)));
+    if (options_.compression.enabled()) {
+      const std::size_t n = net_->parameters().size();
+      const double sent = static_cast<double>(options_.compression.encoded_bytes(n));
+      row("compress", cat(options_.compression.text(), ": ", human_bytes(sent),
+                          " of gradient per worker and step instead of ",
+                          human_bytes(static_cast<double>(n * sizeof(float))), " (1/",
+                          strprintf("%.1f", static_cast<double>(n * sizeof(float)) / sent), ")",
+                          role_.parameter_server ? "; parameters come back as floats" : ""));
+    }
     if (!dbsl_)
-      row("batch", cat(options_.batch_size, " per worker, ", global_batch_,
+      row("batch", cat(options_.global_batch_size > 0
+                           ? cat(worker_batch_size(options_, role_.workers, role_.workers - 1),
+                                 global_batch_ % role_.workers != 0
+                                     ? cat(" to ", worker_batch_size(options_, role_.workers, 0))
+                                     : "")
+                           : cat(options_.batch_size),
+                       " per worker, ", global_batch_,
                        role_.async ? " per round of all workers" : " per step", ", ",
                        steps_per_epoch_, " steps per epoch"));
   } else {
-    row("batch", cat(options_.batch_size, " per step, ", steps_per_epoch_, " steps per epoch"));
+    row("batch", cat(batch_, " per step, ", steps_per_epoch_, " steps per epoch"));
   }
   if (dbsl_) print_dbsl_rows();
   if (stragglers_) row("stragglers", stragglers_->describe());
@@ -121,11 +145,33 @@ void TrainingRun::print_start_table() const {
   log::verbose("layers:\n" + net_->graph().summary());
 }
 
-void TrainingRun::save_checkpoint(double elapsed) {
-  save_checkpoint_to(options_.checkpoint, elapsed);
+void TrainingRun::checkpoint_now(double elapsed, const std::string& path) {
+  std::vector<std::vector<float>> state;  // with several servers: the whole optimizer state
+  if (role_.servers > 1 && role_.server) {
+    const std::size_t n = net_->parameters().size();
+    constexpr int kStateTag = 14;  // beside exchange_internal.hpp's tags
+    for (const auto& [name, values] : optimizer_->state()) {
+      if (world_.rank() != 0) {
+        comm::Request sent =
+            world_.isend(values->data(), values->size() * sizeof(float), 0, kStateTag);
+        world_.wait(sent, cat("sending the optimizer state ", name, " to rank 0"));
+        continue;
+      }
+      state.emplace_back(n);
+      std::copy(values->begin(), values->end(), state.back().begin());
+      for (int server = 1; server < role_.servers; ++server) {
+        const auto [first, last] = server_shard(n, server, role_.servers);
+        comm::Request received = world_.irecv(state.back().data() + first,
+                                              (last - first) * sizeof(float), server, kStateTag);
+        world_.wait(received, cat("the optimizer state ", name, " of server ", server));
+      }
+    }
+  }
+  if (logs_) save_checkpoint_to(path.empty() ? options_.checkpoint : path, elapsed, state);
 }
 
-void TrainingRun::save_checkpoint_to(const std::string& path, double elapsed) {
+void TrainingRun::save_checkpoint_to(const std::string& path, double elapsed,
+                                     const std::vector<std::vector<float>>& optimizer_state) {
   Checkpoint checkpoint;
   checkpoint.model = options_.model.name;
   checkpoint.model_config = options_.model.to_map();
@@ -136,9 +182,10 @@ void TrainingRun::save_checkpoint_to(const std::string& path, double elapsed) {
   checkpoint.optimizer = options_.optimizer.name;
   checkpoint.optimizer_config = optimizer_map(options_.optimizer);
   checkpoint.optimizer_steps = optimizer_->steps();
+  std::size_t slot = 0;
   for (const auto& [name, values] : optimizer_->state()) {
-    checkpoint.optimizer_state.push_back(
-        {name, {static_cast<std::int64_t>(values->size())}, *values});
+    const auto& whole = optimizer_state.empty() ? *values : optimizer_state[slot++];
+    checkpoint.optimizer_state.push_back({name, {static_cast<std::int64_t>(whole.size())}, whole});
   }
   checkpoint.step = step_;
   checkpoint.epoch = step_ / steps_per_epoch_;
@@ -156,6 +203,9 @@ void TrainingRun::save_checkpoint_to(const std::string& path, double elapsed) {
       options_, net_->graph(), planned_, world_.size(), role_.workers, time_limit_, allreduce_used_,
       allreduce_trial_, false, dbsl_ ? &dbsl_plan_ : nullptr, dbsl_factors_, time_limit_rule_);
   checkpoint.created_by = cat(tool_name(options_), " ", MBKIT_VERSION);
+  // The log first: a run killed after the checkpoint then has a log that reaches its step, so
+  // the resumed run's rows follow on without a gap.
+  if (metric_log_ && metric_log_->is_open()) metric_log_->flush();
   write_checkpoint(path, checkpoint);
 }
 
@@ -220,6 +270,45 @@ void TrainingRun::record_step(const CombinedStep& combined, double step_time, do
   ++epoch_steps_;
   const double elapsed = clock_.now();
   if (metric_log_) {
+    try {
+      record_step_rows(combined, step_time, lr, elapsed, loss, accuracy);
+    } catch (const Error& error) {
+      log_write_failed(error, elapsed);
+    }
+  }
+  for (const auto& r : combined.workers) {
+    if (!r.finished_early) continue;
+    if (finished_early_++ == 0) {
+      log::warn(cat("step ", step_, ": ",
+                    role_.distributed ? cat("rank ", r.rank, " did its") : "the",
+                    " whole batch of ", r.samples,
+                    " samples before the time limit: grow "
+                    "--batch-size or shrink --time-limit (counted in the log's "
+                    "/workers/finished_early)"));
+    }
+  }
+  progress_->step(step_, loss, combined.correct, static_cast<int>(combined.samples), step_time,
+                  budget_ - (clock_.now() - clock_.elapsed_before()));
+}
+
+void TrainingRun::log_write_failed(const Error& error, double elapsed) {
+  try {
+    metric_log_.reset();  // its destructor's last flush fails quietly
+  } catch (...) {
+  }
+  if (options_.checkpoint.empty()) throw error;
+  // Rank 0 alone (a failed write ends its loop): with several servers the checkpoint then holds
+  // rank 0's optimizer shard for the whole buffer, so it is refused in that case.
+  if (role_.servers > 1) throw error;
+  save_checkpoint_to(options_.checkpoint, elapsed, {});
+  throw Error(cat(error.what(), "; state saved in ", options_.checkpoint, " (--resume ",
+                  options_.checkpoint, " continues)"),
+              error.code());
+}
+
+void TrainingRun::record_step_rows(const CombinedStep& combined, double step_time, double lr,
+                                   double elapsed, double loss, double accuracy) {
+  {
     metric_log_->add(metrics::StepRecord{
         step_, elapsed, epoch_at(step_), loss, accuracy, lr, combined.samples, step_time,
         // An emulated step can take no time (gradients arriving together at a master
@@ -242,19 +331,6 @@ void TrainingRun::record_step(const CombinedStep& combined, double step_time, do
     }
     metric_log_->flush_if_due();
   }
-  for (const auto& r : combined.workers) {
-    if (!r.finished_early) continue;
-    if (finished_early_++ == 0) {
-      log::warn(cat("step ", step_, ": ",
-                    role_.distributed ? cat("rank ", r.rank, " did its") : "the",
-                    " whole batch of ", r.samples,
-                    " samples before the time limit: grow "
-                    "--batch-size or shrink --time-limit (counted in the log's "
-                    "/workers/finished_early)"));
-    }
-  }
-  progress_->step(step_, loss, combined.correct, static_cast<int>(combined.samples), step_time,
-                  budget_ - (clock_.now() - clock_.elapsed_before()));
 }
 
 // The nan policy, decided where the update is made (identically on every rank of allreduce).
@@ -286,8 +362,15 @@ void TrainingRun::after_step(double elapsed) {
     evaluated_now_ = true;
   }
   if (logs_ && epoch_ended) end_epoch(elapsed);
-  if (logs_ && options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0)
-    save_checkpoint(elapsed);
+  if (epoch_ended && options_.checkpoint_every_epoch) {
+    std::string stem = options_.checkpoint;
+    if (stem.ends_with(".h5")) stem.resize(stem.size() - 3);
+    checkpoint_now(elapsed,
+                   strprintf("%s-epoch%04lld.h5", stem.c_str(), static_cast<long long>(whole)));
+  }
+  if (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0) {
+    checkpoint_now(elapsed);
+  }
 }
 
 // The line the MXNet lab and the numpy exercise print per epoch: the epoch, its mean training
@@ -304,11 +387,6 @@ void TrainingRun::end_epoch(double elapsed) {
   epoch_started_ = elapsed;
   epoch_loss_sum_ = epoch_samples_ = 0;
   epoch_steps_ = 0;
-  if (options_.checkpoint_every_epoch) {
-    std::string stem = options_.checkpoint;
-    if (stem.ends_with(".h5")) stem.resize(stem.size() - 3);
-    save_checkpoint_to(strprintf("%s-epoch%04lld.h5", stem.c_str(), epoch), elapsed);
-  }
 }
 
 int TrainingRun::rank0_stop() const {

@@ -30,6 +30,8 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   world_.set_wait_mode(options_.comm_wait == "spin" ? comm::WaitMode::kSpin
                                                     : comm::WaitMode::kYield);
   role_ = decide_role(options_, world_);
+  validate_batches(options_, role_.workers);
+  batch_ = worker_batch_size(options_, role_.workers, role_.computes ? role_.worker : 0);
   dbsl_ = options_.dbsl.enabled;
   logs_ = world_.rank() == 0;
   if (role_.distributed && world_.rank() != 0) {
@@ -40,6 +42,12 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   slowdown_.check_ranks(world_.size());
   if (role_.master && slowdown_.factors.count(0) > 0) {
     usage_error("--slowdown: rank 0 is the master, which computes no gradients");
+  }
+  for (int server = 1; server < role_.servers; ++server) {
+    if (slowdown_.factors.count(server) > 0) {
+      usage_error(cat("--slowdown: rank ", server, " is a server (--servers ", role_.servers,
+                      "), which computes no gradients"));
+    }
   }
   // An emulated worker has a core of its own: one thread unless told otherwise.
   backend_ = backend::make_backend(
@@ -94,7 +102,7 @@ void TrainingRun::open_data() {
   data::LoaderOptions train_options;
   train_options.path = my_data_.path;
   train_options.split = "train";
-  train_options.batch_size = options_.batch_size;
+  train_options.batch_size = batch_;
   train_options.seed = options_.seed;
   train_options.drop_last = options_.drop_last;
   train_options.augment = options_.augment;
@@ -202,19 +210,22 @@ void TrainingRun::build_model() {
   // The optimizer runs where updates are made: the master, or every rank of allreduce.
   // AMB: micro-batches of floor(batch / partitions) samples; a batch's leftover is not used.
   amb_ = options_.amb.enabled;
-  micro_size_ = amb_ ? options_.batch_size / options_.amb.partitions : options_.batch_size;
+  micro_size_ = amb_ ? batch_ / options_.amb.partitions : batch_;
   // The AMB original adds weight decay per micro-batch: batch / micro-batch size times FMB's.
   optimizer_config_ = options_.optimizer;
   if (amb_ && options_.amb.decay_per_micro_batch) {
-    optimizer_config_.weight_decay *= static_cast<double>(options_.batch_size) / micro_size_;
+    optimizer_config_.weight_decay *= static_cast<double>(batch_) / micro_size_;
   }
   // --weight-decay-on sum: the original adds wd p to each summed-loss gradient (a batch, or
   // AMB's micro-batch) and the master divides by the samples: wd / samples per evaluation.
   if (options_.weight_decay_on == "sum") {
     optimizer_config_.weight_decay /= static_cast<double>(micro_size_);
   }
-  if (!role_.parameter_server || role_.master) {
-    optimizer_ = optim::make_optimizer(optimizer_config_, net_->parameters().size());
+  // A server keeps the optimizer of its shard (one server: the whole buffer).
+  shard_ = {0, net_->parameters().size()};
+  if (role_.server) shard_ = server_shard(shard_.second, world_.rank(), role_.servers);
+  if (!role_.parameter_server || role_.server) {
+    optimizer_ = optim::make_optimizer(optimizer_config_, shard_.second - shard_.first);
   } else {
     optim::make_optimizer(optimizer_config_, 1);  // same validation everywhere
   }
@@ -228,7 +239,7 @@ void TrainingRun::size_epoch() {
     total_rows_ += rows_of[r];
     steps_per_epoch_ = std::max(steps_per_epoch_, static_cast<std::int64_t>(batches_of[r]));
   }
-  global_batch_ = static_cast<std::int64_t>(role_.workers) * options_.batch_size;
+  global_batch_ = global_batch_size(options_, role_.workers);
   if (dbsl_) {
     // A DBSL epoch is a push per worker (the original's global round counter).
     total_rows_ = info_.split(data::kTrain).count;
@@ -238,7 +249,7 @@ void TrainingRun::size_epoch() {
   if (role_.async) {
     // An asynchronous step is one update of about async_min_grads batches.
     const auto per_step = static_cast<std::uint64_t>(options_.async_min_grads) *
-                          static_cast<std::uint64_t>(options_.batch_size);
+                          static_cast<std::uint64_t>(global_batch_ / role_.workers);
     steps_per_epoch_ = static_cast<std::int64_t>((total_rows_ + per_step - 1) / per_step);
   }
 }
@@ -278,7 +289,7 @@ void TrainingRun::check_ranks_agree() const {
 // Cluster emulation: this rank's compute cost and the cost of a message.
 void TrainingRun::set_up_emulation() {
   compute_models_ = options_.compute_model;
-  compute_models_.check_ranks(world_.size(), role_.parameter_server ? 1 : 0);
+  compute_models_.check_ranks(world_.size(), role_.servers);
   compute_model_ = role_.computes ? compute_models_.for_rank(world_.rank()) : std::nullopt;
   gradient_bytes_ = net_->parameters().size() * sizeof(float);
   if (clock_.is_virtual() && role_.distributed) {
@@ -322,7 +333,7 @@ void TrainingRun::decide_time_limit() {
 // A full batch's time, measured on random inputs of the data's shape so that the data stream
 // is untouched; the model's state is put back afterwards.
 double TrainingRun::measure_full_batch() {
-  const int micro_batches = options_.batch_size / micro_size_;
+  const int micro_batches = batch_ / micro_size_;
   if (compute_model_) return micro_batches * compute_model_->cost(micro_size_);
   const std::size_t image = static_cast<std::size_t>(shape_.channels) *
                             static_cast<std::size_t>(shape_.height) *
@@ -458,6 +469,14 @@ void TrainingRun::plan_length() {
                                                                steps_per_epoch_, "--epochs"));
   }
   schedule_config_ = options_.schedule;
+  if (options_.lr_scaling != "none") {
+    // Goyal et al.: k times the rate for k times the batch, reached by a warm-up from the
+    // unscaled rate when --warmup-epochs is given.
+    lr_factor_ = lr_scale_factor(options_, role_.workers);
+    schedule_config_.lr *= lr_factor_;
+    schedule_config_.end_lr *= lr_factor_;
+    schedule_config_.warmup_from = 1.0 / lr_factor_;
+  }
   schedule_config_.warmup_steps =
       epochs_to_steps(options_.warmup_epochs, steps_per_epoch_, "--warmup-epochs", true);
   if (schedule_config_.kind == "linear" && schedule_config_.total_steps == 0) {

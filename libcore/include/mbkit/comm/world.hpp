@@ -6,19 +6,20 @@
 // its workers' gradients, a fast worker for a straggler) takes a whole core from the ranks that
 // compute when there are more ranks than cores. Long waits therefore go through wait(): it
 // polls a non-blocking request, first spinning briefly (short waits stay fast) and then
-// sleeping between polls, so a waiting rank yields its core. Collectives whose inputs are ready
-// everywhere are cheaper blocking than non-blocking in Open MPI (libnbc's MPI_Iallreduce takes
-// 1.8x as long as MPI_Allreduce for 800 KB on 2 ranks here), so a collective is preceded by
-// rendezvous(), a non-blocking barrier waited for this way, and then runs blocking.
+// sleeping between polls, so a waiting rank yields its core. A collective follows rendezvous(),
+// a non-blocking barrier waited for this way, then runs non-blocking polled without sleeping
+// as a blocking call would, so it keeps its deadline (libnbc's MPI_Iallreduce once took 1.8x
+// MPI_Allreduce's time for 800 KB on 2 ranks; mb-bench-bandwidth's exchanges showed no change,
+// within the noise of a loaded 2-core machine: remeasure on a quiet one).
 //
 // Failures. Every wait has a deadline (the run's --comm-timeout). When it passes, the rank
 // names the ranks it was waiting for: directly when it knows them (a master waiting for
 // workers), otherwise by pinging every rank on a communicator of its own: ranks that wait answer
 // from inside wait(), a stuck or dead rank does not. The error (exit code 4) ends the job: a
-// distributed tool calls abort() on any error, which makes mpirun/srun end every rank. A
-// blocking collective cannot be polled: a watchdog thread (which makes no MPI call) ends the
-// process with exit code 4 when one has not completed within the deadline, e.g. when a rank
-// stopped in the middle of it, and the launcher then ends the job.
+// distributed tool calls abort() on any error, which makes mpirun/srun end every rank. The
+// collectives are non-blocking underneath and their waits answer pings too, so a rank that
+// stops in the middle of one is named like any other (a blocking call could not be polled:
+// a rank stuck in it could neither name the missing rank nor answer for itself).
 //
 // After a stop signal (SIGINT, SIGTERM: a graceful stop, mbkit/util/signals.hpp) the deadline
 // is at most kStopGrace: the ranks then only finish their step and agree to stop, and a launcher
@@ -98,6 +99,13 @@ class World {
   /// Every rank's value, by rank.
   std::vector<std::uint64_t> all_gather(std::uint64_t value) const;
   std::vector<std::string> all_gather(const std::string& text) const;
+  /// In place (MPI_Allgather): rank r's block is the `block_bytes` bytes at r * block_bytes of
+  /// `blocks`; afterwards every rank holds every rank's block.
+  void all_gather_in_place(std::span<std::uint8_t> blocks, std::size_t block_bytes) const;
+  /// MPI_Gatherv to `root`: ranks from `first_sender` on send `mine` (block_bytes bytes), the
+  /// others nothing; `root` (not a sender) gets the blocks in rank order in `blocks`.
+  void gather_blocks(std::span<const std::uint8_t> mine, std::span<std::uint8_t> blocks,
+                     std::size_t block_bytes, int root, int first_sender) const;
 
   /// A non-blocking barrier, for waits that poll other requests too.
   Request ibarrier() const;
@@ -138,11 +146,10 @@ class World {
                               double waited) const;
   std::vector<int> unresponsive_ranks() const;
 
-  struct Watchdog;
-  /// Runs `collective` under the watchdog (see above); `what` names it in the message.
-  void guarded(const char* what, const std::function<void()>& collective) const;
+  /// Waits for a non-blocking collective to complete (see above); past the deadline it fails
+  /// naming `what` and the ranks that do not answer.
+  void complete(Request request, const char* what) const;
 
-  std::unique_ptr<Watchdog> watchdog_;
   bool initialized_here_ = false;
   int rank_ = 0;
   int size_ = 1;

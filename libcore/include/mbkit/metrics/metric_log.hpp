@@ -135,6 +135,8 @@ class MetricLog {
   void flush();
   /// Flushes and closes (errors are reported here, not in the destructor).
   void close();
+  /// False once closed (or moved from).
+  bool is_open() const;
   const std::string& path() const;
 
  private:

@@ -13,9 +13,11 @@
 //   toy-fc       the AMB toy model, fully connected: 100-500-1000-500-classes, relu
 //   toy-conv     the AMB toy model, convolutional: conv 5x5x32 relu, max pool 2 SAME,
 //                conv 5x5x64 relu, max pool 2 SAME, dense classes (576 features on 1x10x10)
-//   resnet20/32/44/56/110  CIFAR ResNets (He et al. 2016, 6n+2 layers, 16/32/64 channels, 1x1
-//                projection shortcuts where the shape changes, as torchvision-style CIFAR code
-//                and the PyTorch anchor benchmark); 272,474 parameters for resnet20
+//   resnet<6n+2> CIFAR ResNets of any depth 6n+2 but 50 (He et al. 2016, n blocks per stage,
+//                16/32/64 channels, 1x1 projection shortcuts where the shape changes, as
+//                torchvision-style CIFAR code and the PyTorch anchor benchmark); listed:
+//                resnet8/14/20/26/32/38/44/56/110; 97,216 n - 19,824 + 65 per class
+//                parameters (272,474 for resnet20)
 //   resnet18     the CIFAR ResNet-18 of DBSL: 3x3 stem, no max pool, basic blocks 2-2-2-2 at
 //                64-128-256-512 channels; 11.2 M parameters on 100 classes
 //   resnet50     ImageNet-shaped ResNet-50 as torchvision builds it: 7x7/2 stem, 3x3/2 max

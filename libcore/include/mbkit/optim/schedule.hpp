@@ -8,7 +8,9 @@
 //   epochs       lr * frac^floor(epoch / every)  (the AMB original's periodic `epochs` schedule,
 //                --lrate_schedule epochs --lrate_epochs_every --lrate_epochs_frac)
 //
-// An optional linear warm-up multiplies the result by min(1, (step + 1) / warmup_steps).
+// An optional linear warm-up multiplies the result by min(1, (step + 1) / warmup_steps), or,
+// when warmup_from > 0, by warmup_from + (1 - warmup_from) min(1, step / warmup_steps): Goyal et
+// al.'s gradual warm-up from the small batch's rate (warmup_from = 1 / k) to the scaled one.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,7 @@ struct ScheduleConfig {
   double frac = 0.5;
   // warm-up
   std::int64_t warmup_steps = 0;
+  double warmup_from = 0;  ///< fraction of the rate at step 0 (0: the (step + 1) ramp)
 };
 
 std::string known_schedules();

@@ -124,6 +124,23 @@ StragglerCurve straggler_curve(const emulation::StragglerProfile& profile,
 /// start-up) unless the run has a single step.
 std::size_t warmup_steps(std::size_t steps, int requested);
 
+/// A run's throughput over its steps after the warm-up, as tf_cnn_benchmarks' get_perf_timing
+/// reports it, with the median that the scaling figure uses.
+struct ThroughputStats {
+  std::size_t steps = 0;   ///< the steps measured: after the warm-up, with a finite rate
+  double median = 0;       ///< median of the per-step samples/s
+  double mean = 0;         ///< their samples over their seconds (tf_cnn_benchmarks' images/sec)
+  double uncertainty = 0;  ///< standard deviation of the per-step rates / sqrt(steps)
+  double jitter = 0;       ///< 1.4826 x the median absolute deviation of the per-step rates
+};
+
+/// The statistics of steps `skip`.. of equal-length /steps columns samples, step_time and
+/// throughput; steps without a finite rate (an emulated step of no time) are left out. NaN
+/// everywhere when no step is left.
+ThroughputStats throughput_stats(const std::vector<double>& samples,
+                                 const std::vector<double>& seconds,
+                                 const std::vector<double>& throughput, std::size_t skip = 0);
+
 struct ScalingPoint {
   double workers = 0;
   double throughput = 0;  ///< samples per second

@@ -92,6 +92,18 @@ void write_json(const Report& report, std::ostream& out);
 /// The runs as CSV (RFC 4180), a header row and a row per run; missing values are empty.
 void write_csv(const Report& report, std::ostream& out);
 
+/// A column of mb-report's tables.
+struct TableColumn {
+  std::string name;
+  std::string unit;   ///< second header row, "" for none
+  bool left = false;  ///< text columns are left-aligned, numbers right-aligned
+};
+
+/// The columns' names (and units, when a column has one) on '#' lines, then the rows, each
+/// column as wide as its widest cell, two spaces apart.
+void write_aligned(const std::vector<TableColumn>& columns,
+                   const std::vector<std::vector<std::string>>& rows, std::ostream& out);
+
 /// "80%" for 0.8: the target as the table and the messages show it.
 std::string percent_text(double fraction);
 

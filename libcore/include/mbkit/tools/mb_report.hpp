@@ -1,7 +1,9 @@
 // mb-report: summaries of training runs from their metric logs (the library side of the tool):
 // a table of the runs, their time to a target test accuracy and the ratios of those times
 // between tools (mbkit/report/report.hpp), as text, JSON or CSV, on standard output or into a
-// file written under a temporary name and renamed when complete.
+// file written under a temporary name and renamed when complete; or a run's timeline as a
+// Chrome trace (mbkit/report/trace.hpp), or the scaling of throughput with the workers
+// (mbkit/report/scaling.hpp).
 #pragma once
 
 #include <ostream>
@@ -16,8 +18,12 @@ struct ReportOptions {
   bool has_target = false;
   bool json = false;
   bool csv = false;
-  std::string output;  ///< FILE instead of `out`
-  bool force = false;  ///< replace an existing output
+  std::string output;     ///< FILE instead of `out`
+  bool force = false;     ///< replace an existing output
+  std::string trace;      ///< --trace FILE: the timeline of the one log, as a Chrome trace
+  bool scaling = false;   ///< --scaling: throughput against workers (report/scaling.hpp)
+  int warmup_steps = -1;  ///< --warmup-steps for --scaling; -1: a tenth of each run's steps
+  bool has_warmup = false;
 };
 
 /// Writes the report on `out`, or into `output`. Returns the exit status.

@@ -27,6 +27,12 @@
 // last batch, AMB's partial work), so the result is always sum / total, the original's
 // counts-weighted average, without a pass over the gradients in the common case.
 //
+// Compression (--compress, comm/compression.hpp): the gradients travel encoded instead of
+// summed in the collective: ps workers send theirs to the servers (MPI_Gatherv), allreduce
+// ranks gather everyone's (MPI_Allgather); the master, or every rank, decodes and adds them in
+// worker order, so every rank holds the same bits. Each worker keeps its 2bit residual. The
+// small values (state, reports) are summed as floats beside them.
+//
 // Batch-norm running statistics are averaged over the workers at every step, so that every
 // rank holds the same model and any rank can evaluate or save it.
 #pragma once
@@ -36,12 +42,17 @@
 #include <span>
 #include <vector>
 
+#include "mbkit/comm/compression.hpp"
 #include "mbkit/comm/shared_sum.hpp"
 #include "mbkit/comm/world.hpp"
 #include "mbkit/train/options.hpp"
 #include "mbkit/train/roles.hpp"
 
 namespace mbkit::train {
+
+/// The shard of `floats` values server `server` of `servers` keeps: [first, second), contiguous,
+/// sizes differing by one at most (the whole buffer for one server).
+std::pair<std::size_t, std::size_t> server_shard(std::size_t floats, int server, int servers);
 
 /// Why a run ends, as the ranks tell each other (larger codes win when several apply).
 enum StopCode : int {
@@ -98,16 +109,18 @@ struct CombinedStep {
 /// The synchronous exchanges (ps and allreduce) of one run.
 class SyncExchange {
  public:
+  /// `servers`: ps only, ranks 0 to servers - 1 each receive, update and broadcast a shard.
   SyncExchange(const comm::World& world, bool parameter_server,
-               AllreduceVia via = AllreduceVia::kMpi);
+               AllreduceVia via = AllreduceVia::kMpi, int servers = 1);
   ~SyncExchange();
   /// Whether an exchange built with these arguments sums through shared memory (a usage error
   /// for kSharedMemory when the ranks span hosts).
   static bool uses_shared_memory(const comm::World& world, bool parameter_server, AllreduceVia via);
 
   bool parameter_server() const { return parameter_server_; }
-  /// False only for the master of ps.
-  bool computes() const { return !parameter_server_ || world_.rank() != 0; }
+  /// False only for the servers of ps.
+  bool computes() const { return !parameter_server_ || world_.rank() >= servers_; }
+  int servers() const { return parameter_server_ ? servers_ : 0; }
 
   /// Floats combine() sends besides the gradients (the state and every worker's report).
   std::size_t tail_floats(std::size_t state_size) const;
@@ -127,6 +140,13 @@ class SyncExchange {
   std::size_t started_sums() const { return bucket_sums_.size(); }
   /// Seconds spent in gradients_ready() this step (the next combine() counts them as sending).
   double progress_time() const { return progress_time_; }
+  /// Gradients travel encoded (see above); not with shared memory or buckets.
+  void set_compression(const comm::CompressionSpec& spec);
+  /// Bytes of gradient this worker sends per step (encoded when compressed).
+  std::size_t gradient_bytes_sent(std::size_t gradients) const {
+    return compression_.encoded_bytes(gradients);
+  }
+
   /// Shared memory only: the buffer the gradients and tail should be computed in (collective;
   /// allocated on the first call: `floats` = gradients + tail, Network::move_gradients_to).
   /// combine() on other buffers copies them in and out.
@@ -155,11 +175,14 @@ class SyncExchange {
 
  private:
   // Worker indices within the exchange's messages, by train/roles.hpp's rule.
-  int worker() const { return worker_of_rank(world_.rank(), parameter_server_); }
-  int workers() const { return worker_count(world_.size(), parameter_server_); }
-  int rank_of(int index) const { return worker_rank(index, parameter_server_); }
+  int worker() const { return worker_of_rank(world_.rank(), servers()); }
+  int workers() const { return worker_count(world_.size(), servers()); }
+  int rank_of(int index) const { return worker_rank(index, servers()); }
+  /// Gradients travel as messages (compressed, or to several servers), not in a collective sum.
+  bool messages() const { return compression_.enabled() || servers() > 1; }
   const comm::World& world_;
   bool parameter_server_;
+  int servers_ = 1;
   std::vector<float> small_;  ///< state | per-worker report slots (when no tail is given)
   std::vector<std::int32_t> arrivals_;
   double send_time_ = 0, wait_time_ = 0, recv_time_ = 0;
@@ -171,6 +194,11 @@ class SyncExchange {
   std::size_t started_from_ = kNoBucket;
   std::vector<comm::Request> bucket_sums_;
   double progress_time_ = 0;
+  comm::CompressionSpec compression_;
+  std::vector<float> residual_;        ///< 2bit: this worker's error feedback
+  std::vector<std::uint8_t> encoded_;  ///< this worker's message, or every worker's
+  /// combine()'s sum as messages, once every rank arrived.
+  void message_sum(std::span<float> gradients, std::span<float> small);
   /// The buckets' part of combine(): starts the sums of the rest, waits for all.
   void finish_buckets(std::span<float> gradients, std::span<float> small, const std::string& what);
 };

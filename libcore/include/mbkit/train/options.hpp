@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "mbkit/comm/compression.hpp"
 #include "mbkit/emulation/straggler.hpp"
 #include "mbkit/models/zoo.hpp"
 #include "mbkit/optim/optimizer.hpp"
@@ -69,6 +70,7 @@ struct OptionTexts {
   std::string comm_model;
   std::vector<std::string> compute_model;
   std::string time_limit;
+  std::string compress = "none";
 };
 
 struct TrainOptions {
@@ -79,7 +81,10 @@ struct TrainOptions {
   std::string data;
   std::string test_data;  ///< file whose test split evaluations use (default: data)
   int batch_size = 64;    ///< per worker
-  bool augment = false;   ///< random crop (4 pixels of padding) and horizontal flip
+  /// --global-batch-size: samples per synchronous step over all workers, split among them
+  /// (worker_batch_size); 0: --batch-size per worker.
+  std::int64_t global_batch_size = 0;
+  bool augment = false;  ///< random crop (4 pixels of padding) and horizontal flip
   bool drop_last = false;
   // Model and optimisation.
   models::ModelConfig model;
@@ -90,6 +95,10 @@ struct TrainOptions {
   /// evaluation, then divided by its samples: wd / B per update for FMB, wd / p for AMB).
   std::string weight_decay_on = "mean";
   double warmup_epochs = 0;  ///< linear warm-up, converted to steps
+  /// --lr-scaling: none, linear or sqrt: --lr is the rate of a batch of lr_base_batch samples
+  /// and is scaled by (global batch / lr_base_batch) or its square root (Goyal et al.).
+  std::string lr_scaling = "none";
+  std::int64_t lr_base_batch = 0;  ///< 0: --batch-size (one worker's batch)
   // Length: the run ends at whichever is reached first (at least one must be set).
   double epochs = 0;
   std::int64_t steps = 0;
@@ -126,8 +135,10 @@ struct TrainOptions {
   std::string comm = "ps";  ///< ps (rank 0 is the master) or allreduce
   bool async = false;       ///< ps only: the master updates as gradients arrive
   AllreduceVia allreduce = AllreduceVia::kAuto;  ///< allreduce only
-  double bucket_mb = 0;     ///< allreduce through MPI: bucket size in MiB (0: one sum)
-  int async_min_grads = 1;  ///< gradients per asynchronous update
+  double bucket_mb = 0;  ///< allreduce through MPI: bucket size in MiB (0: one sum)
+  int servers = 1;       ///< ps: ranks 0 to servers - 1 serve a shard of the parameters each
+  comm::CompressionSpec compression;  ///< --compress: gradients on the wire (sync ps, allreduce)
+  int async_min_grads = 1;            ///< gradients per asynchronous update
   /// --async, the AMB original's time rule (--async_master time): each update applies the
   /// gradients that arrived within this many seconds of the master's step start, or the first
   /// one to arrive after it when none did (0: the count rule, async_min_grads).
@@ -148,6 +159,16 @@ struct TrainOptions {
   DbslOptions dbsl;
   OptionTexts given;  ///< the parsed options' text as given, for the recorded configuration
 };
+
+/// The batch of worker `worker` of `workers`: --batch-size, or --global-batch-size split as
+/// evenly as possible (the first global % workers workers take one sample more).
+int worker_batch_size(const TrainOptions& options, int workers, int worker);
+/// The samples of a synchronous step over all workers.
+std::int64_t global_batch_size(const TrainOptions& options, int workers);
+/// The factor --lr-scaling applies to --lr and the schedule for `workers` workers (1 for none).
+double lr_scale_factor(const TrainOptions& options, int workers);
+/// The per-worker checks of --global-batch-size and --lr-scaling once the workers are known.
+void validate_batches(const TrainOptions& options, int workers);
 
 /// --allreduce: auto, shm or mpi; a usage error naming the flag otherwise.
 AllreduceVia parse_allreduce_via(const std::string& option);

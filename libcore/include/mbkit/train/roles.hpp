@@ -10,16 +10,17 @@
 
 namespace mbkit::train {
 
-// Who is a worker, in one place (Role, the exchanges' messages): under ps rank 0 is the master
-// and worker w is rank w + 1; otherwise worker w is rank w.
-constexpr int worker_rank(int worker, bool parameter_server) {
-  return parameter_server ? worker + 1 : worker;
+// Who is a worker, in one place (Role, the exchanges' messages): under ps ranks 0 to servers - 1
+// are the servers (rank 0 the master) and worker w is rank w + servers; otherwise (servers 0)
+// worker w is rank w. A bool `parameter_server` reads as one server.
+constexpr int worker_rank(int worker, int servers) {
+  return worker + servers;
 }
-constexpr int worker_of_rank(int rank, bool parameter_server) {
-  return parameter_server ? rank - 1 : rank;
+constexpr int worker_of_rank(int rank, int servers) {
+  return rank - servers;
 }
-constexpr int worker_count(int world_size, bool parameter_server) {
-  return parameter_server ? world_size - 1 : world_size;
+constexpr int worker_count(int world_size, int servers) {
+  return world_size - servers;
 }
 
 /// Who does what in this run.
@@ -28,6 +29,8 @@ struct Role {
   bool parameter_server = false;  ///< ps with at least 2 ranks
   bool async = false;
   bool master = false;   ///< rank 0 of ps: computes no gradients
+  int servers = 0;       ///< ps: the ranks that serve (--servers), 0 otherwise
+  bool server = false;   ///< one of them: it keeps and updates a shard of the parameters
   bool computes = true;  ///< a worker
   int worker = 0;        ///< worker index of this rank
   int workers = 1;
@@ -37,7 +40,7 @@ struct Role {
   bool time_allreduce = false;
 
   /// Rank of worker `index`.
-  int rank_of(int index) const { return worker_rank(index, parameter_server); }
+  int rank_of(int index) const { return worker_rank(index, servers); }
 };
 
 /// This rank's role under `options` (usage errors for impossible combinations).

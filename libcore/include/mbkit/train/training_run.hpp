@@ -36,6 +36,7 @@
 #include "mbkit/train/run_clock.hpp"
 #include "mbkit/train/virtual_clock.hpp"
 #include "mbkit/train/worker_round.hpp"
+#include "mbkit/util/error.hpp"
 #include "mbkit/util/signals.hpp"
 
 namespace mbkit::train {
@@ -93,14 +94,24 @@ class TrainingRun {
 
   // Rank 0's records and the step's bookkeeping (training_run_records.cpp).
   double epoch_at(std::int64_t step) const;
-  void save_checkpoint(double elapsed);
-  void save_checkpoint_to(const std::string& path, double elapsed);
-  /// Rank 0 at the end of an epoch: the summary line, and the epoch's checkpoint if asked.
+  /// Writes a checkpoint (to `path`; empty: --checkpoint) on rank 0; with several servers
+  /// every server calls it (they send their shards of the optimizer state to rank 0 first).
+  void checkpoint_now(double elapsed, const std::string& path = "");
+  /// Rank 0 writes the checkpoint; `optimizer_state` (the servers' shards put together) replaces
+  /// its own optimizer state when not empty.
+  void save_checkpoint_to(const std::string& path, double elapsed,
+                          const std::vector<std::vector<float>>& optimizer_state);
+  /// Rank 0 at the end of an epoch: the summary line.
   void end_epoch(double elapsed);
   void run_evaluation(double elapsed);
   void record_step(const CombinedStep& combined, double step_time, double lr);
   /// --train-loss master: loss and accuracy of the current model on rank 0's batch of the step.
   std::pair<double, double> master_batch_loss();
+  /// The metric log could not be written (a full disk): the log is dropped, the state saved in
+  /// --checkpoint when there is one, and the error rethrown saying so.
+  [[noreturn]] void log_write_failed(const Error& error, double elapsed);
+  void record_step_rows(const CombinedStep& combined, double step_time, double lr, double elapsed,
+                        double loss, double accuracy);
   /// The nan policy: kContinue to update, -1 to skip the update, kDiverged to stop.
   int accept_update(double loss);
   void after_step(double elapsed);
@@ -151,6 +162,8 @@ class TrainingRun {
   std::uint64_t total_rows_ = 0;
   std::int64_t steps_per_epoch_ = 1;
   std::int64_t global_batch_ = 0;
+  int batch_ = 0;  ///< this worker's batch (--batch-size, or its share of --global-batch-size)
+  double lr_factor_ = 1;  ///< --lr-scaling's factor
 
   // Model and optimizer.
   std::unique_ptr<nn::Network> net_;
@@ -160,6 +173,8 @@ class TrainingRun {
   int micro_size_ = 0;
   optim::OptimizerConfig optimizer_config_;
   std::unique_ptr<optim::Optimizer> optimizer_;
+  /// The values this rank's optimizer updates: a server's shard, else the whole buffer.
+  std::pair<std::size_t, std::size_t> shard_;
 
   // Cluster emulation and AMB.
   ComputeModels compute_models_;
