@@ -64,7 +64,7 @@ WALL_COLUMNS = {"wall_time", "wait_time", "throughput"}
 # last_recv, last_exit and queued-update count). They record new measurements, not a change to
 # the training, so they are left out here rather than recorded again; their values are checked
 # by hand in test_original_settings.py.
-ADDED_COLUMNS = {"recv_time", "exit_time", "queued_updates"}
+ADDED_COLUMNS = {"recv_time", "exit_time", "queued_updates", "comm_delay"}
 TIME_COLUMNS = {"time", "step_time", "compute_time", "send_time", "sleep_time"}
 
 

@@ -3,8 +3,11 @@ value computed by hand on a tiny problem: a random test batch per evaluation (--
 random), the master's training loss (--train-loss master), --time-limit auto from the
 straggler profile, the epoch cadence (--eval-every-epoch, the summary line,
 --checkpoint-every-epoch, mb-plot --x-axis epoch), the original's compute-time histogram and
-the workers' receive, exit and queued-update columns with their histograms. (--weight-decay-on
-and --lr-schedule epochs: tests/train/test_original_settings.cpp, tests/optim.)"""
+the workers' receive, exit and queued-update columns with their histograms, the asynchronous
+master's time rule (--async-master-time-limit) and the communication stragglers
+(--async-delay-std, with a port of the xoshiro256** stream to draw the delays by hand).
+(--weight-decay-on and --lr-schedule epochs: tests/train/test_original_settings.cpp,
+tests/optim.)"""
 
 import csv
 import io
@@ -19,6 +22,75 @@ import numpy as np
 import mbtest
 
 MPIRUN = shutil.which("mpirun")
+MASK = (1 << 64) - 1
+
+
+def splitmix64(state):
+    state = (state + 0x9E3779B97F4A7C15) & MASK
+    z = ((state ^ (state >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return state, z ^ (z >> 31)
+
+
+def first_normal(seed, stream):
+    """The first normal of mbkit's Rng(seed, stream): xoshiro256** seeded through SplitMix64,
+    Marsaglia's polar method (util/random.cpp), written out again here."""
+    state = seed ^ splitmix64(stream)[1]
+    s = []
+    for _ in range(4):
+        state, word = splitmix64(state)
+        s.append(word)
+
+    def uniform():
+        result = ((((s[1] * 5) & MASK) << 7 | ((s[1] * 5) & MASK) >> 57) & MASK) * 9 & MASK
+        t = (s[1] << 17) & MASK
+        s[2] ^= s[0]
+        s[3] ^= s[1]
+        s[1] ^= s[2]
+        s[0] ^= s[3]
+        s[2] ^= t
+        s[3] = ((s[3] << 45) | (s[3] >> 19)) & MASK
+        return (result >> 11) * 2.0 ** -53
+
+    while True:
+        u, v = 2.0 * uniform() - 1.0, 2.0 * uniform() - 1.0
+        r = u * u + v * v
+        if 0.0 < r < 1.0:
+            return u * np.sqrt(-2.0 * np.log(r) / r)
+
+
+def message_delay(std, seed, worker, round_):
+    """The original's RecvStraggler delay, std |N(0, 1)|, drawn per (seed, worker, round)."""
+    return std * abs(first_normal(seed ^ 0xC0DE1A7, (worker << 32) | round_))
+
+
+def time_rule(arrivals, window, steps):
+    """The original's --async_master time, by hand: each step takes the gradients that arrive
+    within `window` of its start, or the first after it when none did; the next step starts at
+    the later of the window's end and the last arrival taken. `arrivals`: (time, worker) in
+    virtual order. Returns per step the workers taken and the step's length."""
+    now, i, out = 0.0, 0, []
+    for _ in range(steps):
+        deadline, taken = now + window, []
+        while i < len(arrivals) and (arrivals[i][0] <= deadline or not taken):
+            taken.append(arrivals[i])
+            i += 1
+        end = max(deadline, taken[-1][0])
+        out.append(([w for _, w in taken], end - now))
+        now = end
+    return out
+
+
+def continuous_arrivals(rounds, start, message, compute, delays):
+    """Workers computing without pause: worker w's round k starts when round k - 1 was ready
+    and arrives `message` + its delay later."""
+    events = []
+    for w, cost in enumerate(compute):
+        t = start
+        for k in range(rounds):
+            t += cost
+            events.append((t + message + delays(w, k), w))
+    return sorted(events)
 
 
 def mbtest_attr(obj, name):
@@ -271,6 +343,98 @@ class OriginalSettings(mbtest.ToolTestCase):
                              "--csv", "-"], cwd=self.dir, env=self.env)
         self.assertNotEqual(result.rc, 0)
         self.assertIn("recv_time", result.err)
+
+    def test_async_master_time_rule_by_hand(self):
+        # Two workers on the virtual clock, 1 s and 2.5 s per round, messages of 0.5 s (all
+        # exact in binary): worker 0's gradients arrive at 2, 3, 4, ... s, worker 1's at 3.5,
+        # 6, 8.5, ... s. A window of 1.25 s: step 1 [0, 1.25] has none, so it takes the first
+        # (2 s) alone and ends there; step 2 [2, 3.25]: 3 s; step 3 [3.25, 4.5]: 3.5 and 4 s;
+        # step 4 [4.5, 5.75]: 5 s; step 5 [5.75, 7]: 6, 6 and 7 s (the window's end included).
+        virtual = ["--clock", "virtual", "--compute-model", "1=0,1", "--compute-model", "2=0,2.5",
+                   "--comm-model", "0.5,0", "--steps", "8", "--lr", "0.05", "--comm", "ps",
+                   "--async"]
+        self.assertSucceeded(self.mpi_train(3, *virtual, "--async-master-time-limit", "1.25",
+                                            "--log", "timed.h5"))
+        log = read_log(self.path("timed.h5"))
+        self.assertEqual(log["config"]["async_master_time_limit"], 1.25)
+        expected = time_rule(continuous_arrivals(10, 0.5, 0.5, [1.0, 2.5], lambda w, k: 0.0),
+                             1.25, 8)
+        self.assertEqual([len(t) for t, _ in expected], [1, 1, 2, 1, 3, 1, 2, 1])
+        self.assertEqual(log["collect"]["gradients"].tolist(), [len(t) for t, _ in expected])
+        np.testing.assert_array_equal(log["steps"]["step_time"], [d for _, d in expected])
+        self.assertEqual(log["steps"]["step_time"].tolist()[:3], [2.0, 1.25, 1.25])
+        ranks = [[] for _ in expected]
+        for step, rank in zip(log["workers"]["step"], log["workers"]["rank"]):
+            ranks[step - 1].append(int(rank) - 1)
+        self.assertEqual([sorted(r) for r in ranks], [sorted(t) for t, _ in expected])
+        self.assertTrue(np.all(log["workers"]["comm_delay"] == 0))
+        # The count rule (the default) takes one gradient per update instead.
+        self.assertSucceeded(self.mpi_train(3, *virtual, "--log", "count.h5"))
+        count = read_log(self.path("count.h5"))
+        self.assertTrue(np.all(count["collect"]["gradients"] == 1))
+        self.assertNotIn("async_master_time_limit", count["config"])
+
+    def test_async_message_delays_by_hand(self):
+        # The same cluster with --async-delay-std 0.5 --seed 42: each message's delay is
+        # 0.5 |N(0, 1)| drawn per (seed, worker, round), in the log, and the arrivals (and so
+        # the time rule's steps) move by it; the workers do not wait for their messages.
+        std, seed = 0.5, 42
+        virtual = ["--clock", "virtual", "--compute-model", "1=0,1", "--compute-model", "2=0,2.5",
+                   "--comm-model", "0.5,0", "--steps", "8", "--lr", "0.05", "--comm", "ps",
+                   "--async", "--seed", str(seed), "--async-delay-std", str(std)]
+        self.assertSucceeded(self.mpi_train(3, *virtual, "--async-master-time-limit", "1.25",
+                                            "--log", "delayed.h5"))
+        log = read_log(self.path("delayed.h5"))
+        self.assertEqual(log["config"]["async_delay_std"], std)
+        workers = log["workers"]
+        for rank in (1, 2):
+            delays = workers["comm_delay"][workers["rank"] == rank]
+            self.assertGreater(len(delays), 0)
+            np.testing.assert_allclose(
+                delays, [message_delay(std, seed, rank - 1, k) for k in range(len(delays))],
+                rtol=1e-12)
+        expected = time_rule(continuous_arrivals(
+            20, 0.5, 0.5, [1.0, 2.5], lambda w, k: message_delay(std, seed, w, k)), 1.25, 8)
+        self.assertEqual(log["collect"]["gradients"].tolist(), [len(t) for t, _ in expected])
+        np.testing.assert_allclose(log["steps"]["step_time"], [d for _, d in expected],
+                                   rtol=1e-9)
+
+        # On the wall clock the master holds each message for its delay: the same draws.
+        self.assertSucceeded(self.mpi_train(3, "--steps", "6", "--comm", "ps", "--async",
+                                            "--seed", str(seed), "--async-delay-std", "0.02",
+                                            "--async-master-time-limit", "0.01", "--log",
+                                            "wall.h5"))
+        workers = read_log(self.path("wall.h5"))["workers"]
+        for rank in (1, 2):
+            delays = workers["comm_delay"][workers["rank"] == rank]
+            np.testing.assert_allclose(
+                delays, [message_delay(0.02, seed, rank - 1, k) for k in range(len(delays))],
+                rtol=1e-12)
+        wall = read_log(self.path("wall.h5"))
+        self.assertTrue(np.all(wall["collect"]["gradients"] >= 1))
+        # The master waits out its 10 ms window at every step.
+        self.assertTrue(np.all(wall["collect"]["wait_time"] >= 0.01), wall["collect"]["wait_time"])
+
+        # mb-plot draws their distribution (the original's comm_straggler_dist).
+        result = mbtest.run([mbtest.tool("mb-plot"), self.path("delayed.h5"), "--type",
+                             "comm-delay", "--csv", "-"], cwd=self.dir, env=self.env)
+        self.assertSucceeded(result)
+        rows = list(csv.DictReader(io.StringIO(result.out)))
+        self.assertAlmostEqual(sum(float(r["y"]) for r in rows), 1.0, places=6)
+        self.assertTrue(rows[0]["x_label"].startswith("Induced delay in receiving"), rows[0])
+
+    def test_bad_async_original_settings_name_the_flag(self):
+        for args, text in (
+                (["--async-master-time-limit", "-1"],
+                 "--async-master-time-limit -1 must be a non-negative number of seconds"),
+                (["--async-delay-std", "nan"], "--async-delay-std"),
+                (["--async-delay-std", "0.1"], "--async-delay-std needs --async"),
+                (["--async-master-time-limit", "0.1"], "--async-master-time-limit needs --async")):
+            with self.subTest(args=args):
+                self.assertFailsWith(self.train("--steps", "2", *args), 2, text)
+        result = self.train("--steps", "2", "--async", "--async-min-grads", "2",
+                            "--async-master-time-limit", "0.1")
+        self.assertFailsWith(result, 2, "two rules for when the master updates")
 
     def test_bad_original_settings_name_the_flag(self):
         for args, text in ((["--test-sample", "random"], "--test-sample random needs --test-size"),

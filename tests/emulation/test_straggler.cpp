@@ -9,6 +9,7 @@
 #include <numbers>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mbkit/emulation/straggler.hpp"
@@ -231,6 +232,39 @@ TEST(StragglerSampler, DelaysOfASeedAreFixed) {
                                         3, 0.99320552537310736, 1.7407189486400756};
   ASSERT_EQ(values.size(), expected.size());
   for (std::size_t i = 0; i < values.size(); ++i) EXPECT_NEAR(values[i], expected[i], 1e-12) << i;
+}
+
+TEST(MessageDelay, DrawsOfASeedAreFixedAndScaleWithTheStd) {
+  // --async-delay-std's delays, std |N(0, 1)| per (seed, worker, round): the values were
+  // computed by hand (a Python port of the xoshiro256** stream and the polar method, which
+  // gives DelaysOfASeedAreFixed's values too); they must not change with the compiler.
+  const std::vector<std::pair<std::pair<int, std::int64_t>, double>> expected = {
+      {{0, 0}, 0.17459659188687143},
+      {{0, 1}, 0.8417978518101406},
+      {{1, 0}, 0.4401773187664818},
+      {{1, 5}, 0.4875388531639286},
+      {{3, 2}, 1.0533013022096567}};
+  for (const auto& [where, value] : expected) {
+    const auto [worker, round] = where;
+    EXPECT_NEAR(message_delay(0.5, 42, worker, round), value, 1e-15) << worker << " " << round;
+    EXPECT_NEAR(message_delay(1.0, 42, worker, round), 2 * value, 1e-15);
+    EXPECT_EQ(message_delay(0.0, 42, worker, round), 0.0);
+  }
+  EXPECT_NE(message_delay(0.5, 43, 0, 0), message_delay(0.5, 42, 0, 0));
+}
+
+TEST(MessageDelay, IsAFoldedStandardNormalTimesTheStd) {
+  // The mean of |N(0, 1)| is sqrt(2 / pi); its standard deviation sqrt(1 - 2 / pi).
+  double sum = 0;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) {
+    const double d = message_delay(2.0, 7, i % 10, i / 10);
+    ASSERT_GE(d, 0.0);
+    sum += d;
+  }
+  const double mean = sum / n;
+  const double expected = 2.0 * std::sqrt(2.0 / std::numbers::pi);
+  EXPECT_NEAR(mean, expected, 4 * 2.0 * std::sqrt(1 - 2.0 / std::numbers::pi) / std::sqrt(n));
 }
 
 TEST(StragglerSampler, DelaysStayWithinZeroAndTheCap) {

@@ -63,7 +63,8 @@ WorkerRecord worker_record(std::int64_t step, std::int64_t rank) {
           step % 3 == 0,
           x / 19,
           x / 23,
-          (step + rank) % 3};
+          (step + rank) % 3,
+          x / 29};
 }
 
 CollectRecord collect_record(std::int64_t step) {
@@ -128,12 +129,13 @@ std::vector<WorkerRecord> read_workers(const io::File& log) {
   const auto recv_time = column<double>(log, "workers/recv_time");
   const auto exit_time = column<double>(log, "workers/exit_time");
   const auto queued_updates = column<std::int64_t>(log, "workers/queued_updates");
+  const auto comm_delay = column<double>(log, "workers/comm_delay");
   std::vector<WorkerRecord> records;
   for (std::size_t i = 0; i < step.size(); ++i) {
     records.push_back({step.at(i), rank.at(i), samples.at(i), compute_time.at(i), sleep_time.at(i),
                        send_time.at(i), wait_time.at(i), staleness.at(i), micro_batches.at(i),
-                       finished_early.at(i), recv_time.at(i), exit_time.at(i),
-                       queued_updates.at(i)});
+                       finished_early.at(i), recv_time.at(i), exit_time.at(i), queued_updates.at(i),
+                       comm_delay.at(i)});
   }
   return records;
 }
@@ -188,6 +190,7 @@ void expect_same(const WorkerRecord& a, const WorkerRecord& b) {
   EXPECT_EQ(a.recv_time, b.recv_time);
   EXPECT_EQ(a.exit_time, b.exit_time);
   EXPECT_EQ(a.queued_updates, b.queued_updates);
+  EXPECT_EQ(a.comm_delay, b.comm_delay);
 }
 
 void expect_same(const CollectRecord& a, const CollectRecord& b) {
@@ -335,8 +338,9 @@ TEST(MetricLog, CreateWritesRunInfoAndEveryColumn) {
         "wall_time"}},
       {"eval", {"accuracy", "epoch", "loss", "samples", "step", "time", "wall_time"}},
       {"workers",
-       {"compute_time", "exit_time", "finished_early", "micro_batches", "queued_updates", "rank",
-        "recv_time", "samples", "send_time", "sleep_time", "staleness", "step", "wait_time"}},
+       {"comm_delay", "compute_time", "exit_time", "finished_early", "micro_batches",
+        "queued_updates", "rank", "recv_time", "samples", "send_time", "sleep_time", "staleness",
+        "step", "wait_time"}},
       {"collect", {"gradients", "samples", "step", "wait_time"}}};
   for (const auto& [group, names] : all_columns) {
     EXPECT_EQ(file.open_group(group).member_names(), names) << group;
@@ -459,9 +463,9 @@ TEST(MetricLog, OlderLogsWithoutTheLaterColumnsReadAndUpgradeOnAppend) {
   }
   {
     io::File file = io::File::open(path, io::File::Mode::kReadWrite);
-    for (const char* name :
-         {"steps/wall_time", "eval/wall_time", "workers/micro_batches", "workers/finished_early",
-          "workers/recv_time", "workers/exit_time", "workers/queued_updates"}) {
+    for (const char* name : {"steps/wall_time", "eval/wall_time", "workers/micro_batches",
+                             "workers/finished_early", "workers/recv_time", "workers/exit_time",
+                             "workers/queued_updates", "workers/comm_delay"}) {
       ASSERT_EQ(H5Ldelete(file.id(), name, H5P_DEFAULT), 0);
     }
     for (const char* name : {"clock", "comm_model", "compute_model"}) {
@@ -490,6 +494,8 @@ TEST(MetricLog, OlderLogsWithoutTheLaterColumnsReadAndUpgradeOnAppend) {
   EXPECT_EQ(workers[0].finished_early, 0);
   EXPECT_EQ(workers[0].recv_time, 0);  // not measured then
   EXPECT_EQ(workers[0].queued_updates, 0);
+  EXPECT_EQ(workers[0].comm_delay, 0);
+  EXPECT_EQ(workers[9].comm_delay, worker_record(5, 1).comm_delay);
   EXPECT_EQ(workers[9].recv_time, worker_record(5, 1).recv_time);
   EXPECT_EQ(workers[9].queued_updates, worker_record(5, 1).queued_updates);
   EXPECT_EQ(workers[9].finished_early, worker_record(5, 1).finished_early);

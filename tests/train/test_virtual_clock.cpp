@@ -131,6 +131,32 @@ TEST(VirtualArrivals, TakesGradientsInVirtualOrderOnlyWhenNoEarlierOneCanCome) {
   EXPECT_EQ(arrivals.held_at(11.0), 2);
 }
 
+TEST(VirtualArrivals, AMessageDelayPutsOffTheArrivalNotTheWorkersNextRound) {
+  VirtualArrivals arrivals(2, 1.0);
+  arrivals.publish(0.0);
+  arrivals.start(0, 1.0);
+  arrivals.start(1, 1.0);
+  EXPECT_TRUE(arrivals.none_until(1.5));  // both arrive at 2 s at the earliest
+  EXPECT_FALSE(arrivals.none_until(2.0));
+  EXPECT_DOUBLE_EQ(arrivals.arrived(0, 3.0, 2.5), 7.5);  // ready at 4 s, + 1 s + 2.5 s
+  EXPECT_DOUBLE_EQ(arrivals.arrival(0), 7.5);
+  EXPECT_DOUBLE_EQ(arrivals.arrived(1, 4.0), 6.0);
+  EXPECT_TRUE(arrivals.none_until(5.9));
+  EXPECT_FALSE(arrivals.none_until(6.0));
+  EXPECT_EQ(*arrivals.next(), 1);  // the delayed worker 0 comes second
+  EXPECT_DOUBLE_EQ(arrivals.take(1), 6.0);
+  EXPECT_DOUBLE_EQ(arrivals.round_start(1), 5.0);
+  // Worker 1 computes again from 5 s: it could arrive at 6 s, before worker 0's 7.5 s.
+  EXPECT_FALSE(arrivals.next());
+  EXPECT_FALSE(arrivals.none_until(6.0));
+  arrivals.arrived(1, 4.0);  // 10 s
+  EXPECT_EQ(*arrivals.next(), 0);
+  EXPECT_DOUBLE_EQ(arrivals.take(0), 7.5);
+  EXPECT_DOUBLE_EQ(arrivals.round_start(0), 4.0);  // it went on when ready, not at 6.5 s
+  EXPECT_TRUE(arrivals.none_until(4.9));
+  EXPECT_FALSE(arrivals.none_until(5.0));  // worker 0 from 4 s: 5 s at the earliest
+}
+
 TEST(VirtualArrivals, RetiredWorkersNoLongerHoldBackTheOthers) {
   VirtualArrivals arrivals(2, 0.5);
   arrivals.publish(0.0);

@@ -192,6 +192,13 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
   dist->add_option("--async-min-grads", o.async_min_grads, "--async: gradients combined per update")
       ->capture_default_str()
       ->check(whole_number<int>());
+  dist->add_option("--async-master-time-limit", o.async_master_time_limit,
+                   "--async: each update applies the gradients that arrived within SECONDS of "
+                   "the master's step start (at least one: else the first to arrive); the "
+                   "AMB original's time rule, instead of --async-min-grads (0: off)");
+  dist->add_option("--async-delay-std", o.async_delay_std,
+                   "--async: delay each worker->master message by SECONDS x |N(0,1)|, seeded "
+                   "per worker and round (the AMB original's communication stragglers; 0: off)");
   dist->add_option("--induce", o.given.induce,
                    "Induced stragglers: niagara, cedar, or MEAN:STD:WEIGHT,... (seconds)");
   dist->add_option("--slowdown", o.given.slowdown,

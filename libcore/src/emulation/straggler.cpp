@@ -211,6 +211,13 @@ double StragglerSampler::next() {
   return std::min(cap_, std::abs(rng_.normal(component.mean, component.std)));
 }
 
+double message_delay(double std, std::uint64_t seed, int worker, std::int64_t round) {
+  MBKIT_CHECK(worker >= 0 && round >= 0, "message delay of worker ", worker, " round ", round);
+  Rng rng(seed ^ 0xc0de1a7ULL,
+          (static_cast<std::uint64_t>(worker) << 32) | static_cast<std::uint64_t>(round));
+  return std * std::abs(rng.normal());
+}
+
 double Slowdown::factor_for(int rank) const {
   const auto found = factors.find(rank);
   return found == factors.end() ? 1.0 : found->second;

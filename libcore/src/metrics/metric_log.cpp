@@ -86,7 +86,7 @@ struct Schema<EvalRecord> {
 template <>
 struct Schema<WorkerRecord> {
   static constexpr const char* kGroup = "workers";
-  static constexpr std::array<Field<WorkerRecord>, 13> kFields{{
+  static constexpr std::array<Field<WorkerRecord>, 14> kFields{{
       {"step", &WorkerRecord::step},
       {"rank", &WorkerRecord::rank},
       {"samples", &WorkerRecord::samples},
@@ -100,6 +100,7 @@ struct Schema<WorkerRecord> {
       {"recv_time", &WorkerRecord::recv_time, true, nullptr, 0},
       {"exit_time", &WorkerRecord::exit_time, true, nullptr, 0},
       {"queued_updates", &WorkerRecord::queued_updates, true, nullptr, 0},
+      {"comm_delay", &WorkerRecord::comm_delay, true, nullptr, 0},
   }};
 };
 

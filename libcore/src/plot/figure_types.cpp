@@ -571,6 +571,11 @@ std::vector<FigureType> make_registry() {
                             "parameter sets a worker found overtaken per round (--async)",
                             {"workers", "queued_updates", "Queued updates", false, true},
                             "an asynchronous run (--async)"));
+  // The original's comm_straggler_dist, drawn from the delays the run drew (--async-delay-std).
+  types.push_back(histogram(
+      "comm-delay", "induced delay of each worker->master message (--async-delay-std)",
+      {"workers", "comm_delay", "Induced delay in receiving worker gradients", true, false},
+      "an asynchronous run (--async)"));
   types.push_back(histogram("batch-size", "samples per worker per step",
                             {"workers", "samples", "Worker batch size", false, true}, distributed));
   types.push_back(histogram("staleness", "age of the parameters a worker computed with",

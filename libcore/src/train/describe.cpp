@@ -78,6 +78,10 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
     json.key("comm").value(o.comm);
     json.key("async").value(o.async);
     json.key("async_min_grads").value(o.async_min_grads);
+    if (o.async_master_time_limit > 0) {
+      json.key("async_master_time_limit").value(o.async_master_time_limit);
+    }
+    if (o.async_delay_std > 0) json.key("async_delay_std").value(o.async_delay_std);
     json.key("allreduce").value(allreduce);
     if (trial) {  // what --allreduce auto measured (seconds per sum) to choose `allreduce`
       json.key("allreduce_trial").begin_object();

@@ -30,6 +30,7 @@ struct GradientHeader {
   double stop = 0;
   double micro_batches = 1, finished_early = 0;
   double recv_time = 0, exit_time = 0, queued_updates = 0;
+  double comm_delay = 0;  // --async-delay-std: the master holds the message this long
 };
 constexpr double kGradient = 1, kDone = 2;
 
@@ -54,6 +55,8 @@ struct AsyncMaster::Impl {
     std::int64_t sent_step = -1;
     bool done = false;  // its kDone message arrived
     bool told_to_stop = false;
+    // Wall clock, --async-delay-std: when the master first saw the received message it holds.
+    std::optional<SteadyClock::time_point> seen;
   };
   std::vector<Worker> workers;
   std::shared_ptr<const Bytes> latest;  // newest parameters message
@@ -61,6 +64,7 @@ struct AsyncMaster::Impl {
   std::vector<std::shared_ptr<Bytes>> spare;  // snapshots no send reads any more
   bool stopping = false;
   ParametersHeader stop_header;
+  double window = 0;  // --async-master-time-limit (0: the count rule)
   // Virtual clock: the event order, the master's time and the parameter sets a worker may
   // still be given (history[i] is publication arrivals->first_kept() + i).
   std::optional<VirtualArrivals> arrivals;
@@ -148,6 +152,10 @@ void AsyncMaster::start(std::span<const float> parameters, std::span<const float
   }
 }
 
+void AsyncMaster::use_time_window(double seconds) {
+  impl_->window = seconds;
+}
+
 void AsyncMaster::use_virtual_clock(double message, double now) {
   impl_->arrivals.emplace(static_cast<int>(impl_->workers.size()), message);
   impl_->now = now;
@@ -226,14 +234,19 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
     report.recv_time = header.recv_time;
     report.exit_time = header.exit_time;
     report.queued_updates = static_cast<std::int64_t>(header.queued_updates);
+    report.comm_delay = header.comm_delay;
     add_up(result, report);
     heard[w] = true;
     ++count;
   };
-  // Virtual clock: gradients wait until they are next in virtual time.
+  // The time rule's window ends at `deadline` (master time); the count rule's never does.
+  const bool timed = m.window > 0;
+  const double deadline = virtual_start + m.window;
+  // Virtual clock: gradients wait until they are next in virtual time. The time rule takes
+  // those that arrive by the deadline, or the first after it when none did.
   auto take_in_virtual_order = [&] {
     VirtualArrivals& arrivals = *m.arrivals;
-    while (count < min_gradients) {
+    while (timed ? !(count >= 1 && arrivals.none_until(deadline)) : count < min_gradients) {
       const auto next = arrivals.next();
       if (!next) return;
       const auto w = static_cast<std::size_t>(*next);
@@ -264,17 +277,30 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
             continue;
           }
           if (m.arrivals) {
-            m.arrivals->arrived(static_cast<int>(w), header.sleep_time + header.compute_time);
+            m.arrivals->arrived(static_cast<int>(w), header.sleep_time + header.compute_time,
+                                header.comm_delay);
             continue;
+          }
+          if (header.comm_delay > 0) {
+            // Held until its delay has passed since the master first saw it.
+            if (!worker.seen) worker.seen = Clock::now();
+            if (seconds_since(*worker.seen) < header.comm_delay) continue;
+            worker.seen.reset();
           }
           take(w);
           m.post_receive(w);
         }
-        if (m.arrivals) take_in_virtual_order();
+        if (m.arrivals) {
+          take_in_virtual_order();
+          if (timed) return count >= 1 && m.arrivals->none_until(deadline);
+        } else if (timed) {
+          return count >= 1 && seconds_since(start) >= m.window;
+        }
         return count >= min_gradients;
       },
-      cat("master waiting for ", min_gradients, " gradient", min_gradients > 1 ? "s" : "",
-          " for step ", step + 1),
+      timed ? cat("master waiting for a gradient for step ", step + 1)
+            : cat("master waiting for ", min_gradients, " gradient", min_gradients > 1 ? "s" : "",
+                  " for step ", step + 1),
       [&] {
         std::vector<int> silent;
         for (std::size_t w = 0; w < m.workers.size(); ++w) {
@@ -283,6 +309,8 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
         }
         return silent;
       });
+  // The time rule's master waits out its window.
+  if (m.arrivals && timed) m.now = std::max(m.now, deadline);
   result.wait_time = m.arrivals ? m.now - virtual_start : seconds_since(start);
   if (result.samples > 0) {
     const float inverse = 1.0f / static_cast<float>(result.samples);
@@ -402,6 +430,7 @@ void AsyncWorker::send(std::span<const float> gradients, std::span<const float> 
   header.recv_time = report.recv_time;
   header.exit_time = report.exit_time;
   header.queued_updates = static_cast<double>(report.queued_updates);
+  header.comm_delay = report.comm_delay;
   k.outgoing.resize(sizeof header + gradients.size_bytes() + state.size_bytes());
   std::memcpy(k.outgoing.data(), &header, sizeof header);
   std::memcpy(k.outgoing.data() + sizeof header, gradients.data(), gradients.size_bytes());

@@ -224,6 +224,19 @@ void validate(const TrainOptions& o) {
         "not in --bucket-mb buckets");
   }
   if (o.async_min_grads < 1) usage_error("--async-min-grads must be at least 1");
+  for (const auto& [flag, value] :
+       {std::pair{"--async-master-time-limit", o.async_master_time_limit},
+        std::pair{"--async-delay-std", o.async_delay_std}}) {
+    if (!(value >= 0) || !std::isfinite(value)) {
+      usage_error(cat(flag, " ", value, " must be a non-negative number of seconds"));
+    }
+    if (value > 0 && !o.async) usage_error(cat(flag, " needs --async"));
+  }
+  if (o.async_master_time_limit > 0 && o.async_min_grads != 1) {
+    usage_error(
+        "--async-master-time-limit and --async-min-grads are two rules for when the master "
+        "updates: give one");
+  }
   if (!(o.comm_timeout > 0) || !std::isfinite(o.comm_timeout)) {
     usage_error("--comm-timeout must be a positive number of seconds");
   }

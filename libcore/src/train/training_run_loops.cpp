@@ -4,6 +4,8 @@
 #include <csignal>
 #include <limits>
 
+#include "mbkit/emulation/straggler.hpp"
+#include "mbkit/train/roles.hpp"
 #include "mbkit/train/training_run.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/log.hpp"
@@ -167,6 +169,7 @@ void TrainingRun::run_async_master() {
         comm_model_.message(gradient_bytes_ + net_->state().size() * sizeof(float)),
         clock_.virtual_now());
   }
+  master.use_time_window(options_.async_master_time_limit);
   master.start(net_->parameters(), net_->state(), step_);
   std::vector<float> state(net_->state().size());
   const double planned_samples = options_.epochs > 0
@@ -242,6 +245,10 @@ void TrainingRun::run_async_worker() {
     skipped_before = worker.skipped();
     report.stop = stop_request_.requested() ? kSignalled : kContinue;
     report.based_on = based_on;
+    if (options_.async_delay_std > 0) {
+      report.comm_delay = emulation::message_delay(options_.async_delay_std, options_.seed,
+                                                   worker_of_rank(world_.rank(), true), rounds);
+    }
     const auto send_start = SteadyClock::now();
     worker.send(net_->gradients(), net_->state(), report);
     send_wait = seconds_since(send_start);  // waiting for the previous send to finish

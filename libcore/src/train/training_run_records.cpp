@@ -86,9 +86,16 @@ void TrainingRun::print_start_table() const {
                                    " per sum against MPI_Allreduce's ",
                                    short_duration(allreduce_trial_->mpi_seconds), " at start")
                              : "",
-            role_.async && !dbsl_ ? cat(", an update per ", options_.async_min_grads, " gradient",
-                                        options_.async_min_grads > 1 ? "s" : "")
-                                  : "",
+            role_.async && !dbsl_
+                ? (options_.async_master_time_limit > 0
+                       ? cat(", an update per ", options_.async_master_time_limit,
+                             " s window (at least one gradient)")
+                       : cat(", an update per ", options_.async_min_grads, " gradient",
+                             options_.async_min_grads > 1 ? "s" : "")) +
+                      (options_.async_delay_std > 0 ? cat(", gradient messages delayed ",
+                                                          options_.async_delay_std, " s x |N(0,1)|")
+                                                    : "")
+                : "",
             "), ranks ", describe_hosts(hosts_, role_)));
     if (options_.compression.enabled()) {
       const std::size_t n = net_->parameters().size();
@@ -311,10 +318,10 @@ void TrainingRun::record_step_rows(const CombinedStep& combined, double step_tim
         clock_.wall_now()});
     if (role_.distributed || amb_) {
       for (const auto& r : combined.workers) {
-        metric_log_->add(metrics::WorkerRecord{step_, r.rank, r.samples, r.compute_time,
-                                               r.sleep_time, r.send_time, r.wait_time, r.staleness,
-                                               r.micro_batches, r.finished_early ? 1 : 0,
-                                               r.recv_time, r.exit_time, r.queued_updates});
+        metric_log_->add(metrics::WorkerRecord{
+            step_, r.rank, r.samples, r.compute_time, r.sleep_time, r.send_time, r.wait_time,
+            r.staleness, r.micro_batches, r.finished_early ? 1 : 0, r.recv_time, r.exit_time,
+            r.queued_updates, r.comm_delay});
       }
     }
     if (role_.distributed) {

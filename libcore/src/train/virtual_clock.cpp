@@ -225,6 +225,7 @@ VirtualArrivals::VirtualArrivals(int workers, double message_seconds)
     : state_(static_cast<std::size_t>(workers), kComputing),
       start_(static_cast<std::size_t>(workers), 0.0),
       arrival_(static_cast<std::size_t>(workers), 0.0),
+      delay_(static_cast<std::size_t>(workers), 0.0),
       message_(message_seconds) {}
 
 void VirtualArrivals::start(int w, double start) {
@@ -233,12 +234,13 @@ void VirtualArrivals::start(int w, double start) {
   start_[i] = start;
 }
 
-double VirtualArrivals::arrived(int w, double ready_after) {
+double VirtualArrivals::arrived(int w, double ready_after, double message_delay) {
   const auto i = static_cast<std::size_t>(w);
   MBKIT_CHECK(state_[i] == kComputing, "VirtualArrivals: a gradient from worker ", w,
               " not computing");
   state_[i] = kWaiting;
-  arrival_[i] = start_[i] + ready_after + message_;
+  delay_[i] = message_delay;
+  arrival_[i] = start_[i] + ready_after + message_ + message_delay;
   return arrival_[i];
 }
 
@@ -268,8 +270,16 @@ double VirtualArrivals::take(int w) {
   const auto i = static_cast<std::size_t>(w);
   MBKIT_CHECK(state_[i] == kWaiting, "VirtualArrivals: worker ", w, "'s gradient did not arrive");
   state_[i] = kComputing;
-  start_[i] = arrival_[i] - message_;
+  start_[i] = arrival_[i] - message_ - delay_[i];
   return arrival_[i];
+}
+
+bool VirtualArrivals::none_until(double time) const {
+  for (std::size_t i = 0; i < state_.size(); ++i) {
+    if (state_[i] == kWaiting && arrival_[i] <= time) return false;
+    if (state_[i] == kComputing && start_[i] + message_ <= time) return false;
+  }
+  return true;
 }
 
 std::int64_t VirtualArrivals::publish(double time) {

@@ -66,6 +66,11 @@ class StragglerSampler {
   Rng rng_;
 };
 
+/// The AMB original's communication straggler (--async_delay_std, its RecvStraggler): the delay
+/// of worker `worker`'s message of round `round` (both from 0), std |N(0, 1)| seconds, the
+/// normal being the first Rng(seed ^ 0xc0de1a7, worker << 32 | round).normal().
+double message_delay(double std, std::uint64_t seed, int worker, std::int64_t round);
+
 /// --slowdown RANK=FACTOR,...: a worker with factor f sleeps (f - 1) times its compute time
 /// more at each step.
 struct Slowdown {

@@ -94,6 +94,7 @@ struct WorkerRecord {
   double recv_time = 0;             ///< the original's last_recv (0 in logs from before it)
   double exit_time = 0;             ///< the original's last_exit
   std::int64_t queued_updates = 0;  ///< the original's last_queued_update_count (async)
+  double comm_delay = 0;            ///< --async-delay-std: the message's induced delay
 };
 
 struct CollectRecord {

@@ -88,6 +88,9 @@ struct WorkerReport {
   /// The original's last_queued_update_count (async): parameter sets that arrived since the
   /// previous round and were overtaken by a newer one before being used.
   std::int64_t queued_updates = 0;
+  /// --async-delay-std: seconds the message carrying this report was delayed on its way to
+  /// the master (the AMB original's communication straggler).
+  double comm_delay = 0;
 };
 
 /// A combined step as rank 0 sees it (other ranks get the totals).
@@ -212,7 +215,8 @@ class AsyncMaster {
   /// Sends the starting parameters to every worker.
   void start(std::span<const float> parameters, std::span<const float> state, std::int64_t step);
   /// Waits until at least `min_gradients` gradients arrived and combines them: `gradients`
-  /// gets sum / total, `state` the mean of their states.
+  /// gets sum / total, `state` the mean of their states. With a time window (use_time_window)
+  /// `min_gradients` is not used: see there.
   CombinedStep collect(std::span<float> gradients, std::span<float> state, int min_gradients,
                        std::int64_t step);
   /// Sends the parameters of master step `step` to every worker (as soon as each can take
@@ -223,6 +227,12 @@ class AsyncMaster {
   /// Gradients that arrived after the master had decided to stop (not applied).
   std::int64_t discarded() const { return discarded_; }
 
+  /// The AMB original's time rule (--async-master-time-limit): collect() takes the gradients
+  /// that arrive within `seconds` of its start (on the run's clock), and when none did, waits
+  /// for the first and takes it (on the wall clock with any that came in the same poll); the
+  /// master's step then ends at the later of the window's end and that arrival. 0 (the default):
+  /// the count rule.
+  void use_time_window(double seconds);
   /// Emulates the cluster on the virtual clock (virtual_clock.hpp): gradients are taken in
   /// the order of their virtual arrival, and each worker gets the parameters it would hold
   /// when its next round starts (workers then call refresh() with wait = true every round).

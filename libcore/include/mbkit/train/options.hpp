@@ -139,8 +139,15 @@ struct TrainOptions {
   int servers = 1;       ///< ps: ranks 0 to servers - 1 serve a shard of the parameters each
   comm::CompressionSpec compression;  ///< --compress: gradients on the wire (sync ps, allreduce)
   int async_min_grads = 1;            ///< gradients per asynchronous update
-  double comm_timeout = 60;           ///< seconds a rank waits for another before the job fails
-  std::string comm_wait = "yield";    ///< yield (sleep while waiting) or spin
+  /// --async, the AMB original's time rule (--async_master time): each update applies the
+  /// gradients that arrived within this many seconds of the master's step start, or the first
+  /// one to arrive after it when none did (0: the count rule, async_min_grads).
+  double async_master_time_limit = 0;
+  /// --async, the original's communication stragglers: each worker->master message is delayed
+  /// by std |N(0, 1)| seconds, drawn per (seed, worker, round) (0: none).
+  double async_delay_std = 0;
+  double comm_timeout = 60;         ///< seconds a rank waits for another before the job fails
+  std::string comm_wait = "yield";  ///< yield (sleep while waiting) or spin
   std::optional<emulation::StragglerProfile> induce;  ///< induced straggler delays
   emulation::Slowdown slowdown;                       ///< persistently slower workers
   bool worker_log = false;                            ///< a console line per worker per step

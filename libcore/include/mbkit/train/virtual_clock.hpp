@@ -116,15 +116,21 @@ class VirtualArrivals {
   /// Worker `w` starts a round at virtual time `start`.
   void start(int w, double start);
   /// Worker w's gradient came in; it was ready `ready_after` seconds after its round started
-  /// (delay + compute). Returns its virtual arrival time.
-  double arrived(int w, double ready_after);
+  /// (delay + compute) and its message took `message_delay` seconds more than the model's
+  /// (--async-delay-std; the worker does not wait for it). Returns its virtual arrival time.
+  double arrived(int w, double ready_after, double message_delay = 0);
   /// The worker stopped sending (it finished); it no longer holds back the others.
   void retire(int w);
   /// The worker whose gradient is next in virtual time, when it is safe to take it.
   std::optional<int> next() const;
   /// Takes worker w's gradient (the one next() named): returns its arrival time. The worker's
-  /// next round starts when it was ready (arrival - message).
+  /// next round starts when it was ready (arrival - message - its message delay).
   double take(int w);
+  /// Worker w's arrival time (it is waiting).
+  double arrival(int w) const { return arrival_[static_cast<std::size_t>(w)]; }
+  /// True when no gradient can arrive at or before `time` any more: none waiting arrives by
+  /// then and every worker still computing arrives after it (its start + message > time).
+  bool none_until(double time) const;
 
   bool waiting(int w) const { return state_[static_cast<std::size_t>(w)] == kWaiting; }
   double round_start(int w) const { return start_[static_cast<std::size_t>(w)]; }
@@ -143,7 +149,7 @@ class VirtualArrivals {
  private:
   enum State { kComputing, kWaiting, kRetired };
   std::vector<State> state_;
-  std::vector<double> start_, arrival_;
+  std::vector<double> start_, arrival_, delay_;
   double message_;
   std::deque<double> published_;  ///< publish times, from index first_kept_
   std::int64_t first_kept_ = 0;
