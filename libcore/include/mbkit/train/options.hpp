@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "mbkit/data/augment.hpp"
 #include "mbkit/emulation/straggler.hpp"
 #include "mbkit/models/zoo.hpp"
 #include "mbkit/optim/optimizer.hpp"
@@ -62,6 +63,7 @@ const char* to_string(AllreduceVia via);
 /// The options given as text that need parsing, as the command line gave them: cli/ parses
 /// them into TrainOptions' typed fields; the run records the text as given (its configuration).
 struct OptionTexts {
+  std::string augment;  ///< --augment LIST ("" when not given; bare --augment: crop:4,flip)
   std::string prefetch = "auto";
   std::string allreduce = "auto";
   std::string induce;
@@ -77,9 +79,9 @@ struct TrainOptions {
   /// slice of, a printf pattern of shard files ('sh-%05d-of-%05d.h5': worker index, workers),
   /// or a comma-separated list with one file per worker.
   std::string data;
-  std::string test_data;  ///< file whose test split evaluations use (default: data)
-  int batch_size = 64;    ///< per worker
-  bool augment = false;   ///< random crop (4 pixels of padding) and horizontal flip
+  std::string test_data;       ///< file whose test split evaluations use (default: data)
+  int batch_size = 64;         ///< per worker
+  data::Augmentation augment;  ///< --augment LIST (none by default)
   bool drop_last = false;
   // Model and optimisation.
   models::ModelConfig model;
