@@ -72,6 +72,10 @@ Tap tap_at(double at, std::int64_t size) {
   return tap;
 }
 
+// Separable: each input row interpolated along x once (into target), then pairs of those rows
+// blended along y in place, the same float operations as interpolating every output pixel from
+// its four neighbours. Output row y reads rows at or below y when shifting down (y ascending
+// overwrites only rows already used), at or above y when shifting up (y descending).
 void shift_image(const AugmentDraw& draw, ImageShape shape, const float* source, float* target) {
   const std::int64_t height = shape.height;
   const std::int64_t width = shape.width;
@@ -80,19 +84,26 @@ void shift_image(const AugmentDraw& draw, ImageShape shape, const float* source,
     columns[static_cast<std::size_t>(x)] = tap_at(static_cast<double>(x) + draw.shift_x, width);
   }
   for (std::int64_t c = 0; c < shape.channels; ++c) {
-    const float* plane = source + c * height * width;
+    const float* in = source + c * height * width;
+    float* plane = target + c * height * width;
     for (std::int64_t y = 0; y < height; ++y) {
-      const Tap row = tap_at(static_cast<double>(y) + draw.shift_y, height);
-      const float* top = plane + row.low * width;
-      const float* bottom = plane + row.high * width;
-      float* out = target + (c * height + y) * width;
+      const float* line = in + y * width;
+      float* out = plane + y * width;
       for (std::int64_t x = 0; x < width; ++x) {
         const Tap& column = columns[static_cast<std::size_t>(x)];
-        const float upper =
-            (1.0f - column.weight) * top[column.low] + column.weight * top[column.high];
-        const float lower =
-            (1.0f - column.weight) * bottom[column.low] + column.weight * bottom[column.high];
-        out[x] = (1.0f - row.weight) * upper + row.weight * lower;
+        out[x] = (1.0f - column.weight) * line[column.low] + column.weight * line[column.high];
+      }
+    }
+    const bool down = draw.shift_y >= 0;
+    for (std::int64_t i = 0; i < height; ++i) {
+      const std::int64_t y = down ? i : height - 1 - i;
+      const Tap row = tap_at(static_cast<double>(y) + draw.shift_y, height);
+      const float* upper = plane + row.low * width;
+      const float* lower = plane + row.high * width;
+      float* out = plane + y * width;
+      const float weight = row.weight;
+      for (std::int64_t x = 0; x < width; ++x) {
+        out[x] = (1.0f - weight) * upper[x] + weight * lower[x];
       }
     }
   }
