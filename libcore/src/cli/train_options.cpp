@@ -23,7 +23,19 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
                    "Samples per step over all workers, split among them (the first G mod W "
                    "workers take one more); instead of --batch-size")
       ->check(whole_number<std::int64_t>());
-  data->add_flag("--augment", o.augment, "Random crop (4 pixels of padding) and horizontal flip");
+  data->add_option_function<std::vector<std::string>>(
+          "--augment",
+          [&o](const std::vector<std::string>& given) {
+            // Bare --augment is the CIFAR recipe, as before --augment took a list.
+            o.given.augment = given.empty() || given.front().empty()
+                                  ? data::default_augmentation().text()
+                                  : given.front();
+          },
+          "Augment training batches, per sample: a comma-separated list of crop:PAD (zero-pad "
+          "by PAD pixels, crop at random), shift:FRACTION (Keras' width/height shift, fill "
+          "nearest), flip (horizontal, p = 1/2); bare --augment is crop:4,flip")
+      ->expected(0, 1)
+      ->type_name("LIST");
   data->add_flag("--drop-last", o.drop_last, "Skip the last partial batch of each epoch");
   data->add_option("--prefetch", o.given.prefetch,
                    "Batches prepared ahead by a background thread, or auto: 2, but 0 (the "

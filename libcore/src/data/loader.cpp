@@ -16,9 +16,8 @@
 namespace mbkit::data {
 namespace {
 
-// Tags keep the order and augmentation streams of the same (slice, epoch) apart.
-constexpr std::uint64_t kOrderStream = 0x6f72646572;    // "order"
-constexpr std::uint64_t kAugmentStream = 0x6175676d65;  // "augme"
+// The tag of the order streams (augmentation has its own, mbkit/data/augment.hpp).
+constexpr std::uint64_t kOrderStream = 0x6f72646572;  // "order"
 
 /// A stream id that depends on every part and on their order.
 std::uint64_t mix_stream(std::uint64_t tag, std::initializer_list<std::uint64_t> parts) {
@@ -62,6 +61,7 @@ struct DataLoader::Impl {
   ImageShape shape;
   std::size_t pixels = 0;
   std::uint64_t rows = 0;
+  std::uint64_t first_row = 0;  ///< this loader's first row in the split
   std::int64_t batches_per_epoch = 0;
   std::vector<std::uint8_t> images;  ///< this loader's rows, as stored
   std::vector<std::int32_t> labels;
@@ -95,7 +95,6 @@ struct DataLoader::Impl {
   const std::uint64_t* order_of(std::int64_t epoch, EpochOrder& order) const;
   void prepare(Position position, Batch& batch, EpochOrder& order) const;
   void normalise_image(const std::uint8_t* source, float* target) const;
-  void augment_image(const std::uint8_t* source, float* target, Rng& rng) const;
   std::unique_ptr<Batch> take_spare();
   void produce_loop();
 };
@@ -106,9 +105,6 @@ DataLoader::Impl::Impl(LoaderOptions loader_options) : options(std::move(loader_
   }
   if (options.prefetch < 0) {
     usage_error(cat("--prefetch ", options.prefetch, " must not be negative"));
-  }
-  if (options.crop_padding < 0) {
-    usage_error(cat("--crop-padding ", options.crop_padding, " must not be negative"));
   }
   if (options.slice_count < 1) {
     usage_error(cat("--slice-count ", options.slice_count, " must be at least 1"));
@@ -160,6 +156,7 @@ void DataLoader::Impl::load() {
     return split_rows / slice_count * i + split_rows % slice_count * i / slice_count;
   };
   const std::uint64_t first = slice_start(slice_index);
+  first_row = first;
   rows = slice_start(slice_index + 1) - first;
   if (options.limit > 0) rows = std::min(rows, options.limit);
 
@@ -223,10 +220,8 @@ void DataLoader::Impl::prepare(Position position, Batch& batch, EpochOrder& orde
   const std::uint64_t first = static_cast<std::uint64_t>(position.index) * batch_size;
   const std::uint64_t count = std::min(batch_size, rows - first);
   const std::uint64_t* order_rows = order_of(position.epoch, order);
-  Rng augment_rng(options.seed,
-                  mix_stream(kAugmentStream, {static_cast<std::uint64_t>(options.slice_index),
-                                              static_cast<std::uint64_t>(position.epoch),
-                                              static_cast<std::uint64_t>(position.index)}));
+  const bool augment = options.augment.enabled();
+  std::vector<float> scratch(options.augment.shift > 0 ? pixels : 0);
   batch.size = static_cast<int>(count);
   batch.epoch = position.epoch;
   batch.index = position.index;
@@ -237,8 +232,11 @@ void DataLoader::Impl::prepare(Position position, Batch& batch, EpochOrder& orde
     batch.labels[i] = labels[row];
     const std::uint8_t* source = images.data() + row * pixels;
     float* target = batch.images.data() + i * pixels;
-    if (options.augment) {
-      augment_image(source, target, augment_rng);
+    if (augment) {
+      Rng rng = augment_rng(options.seed, position.epoch, first_row + row);
+      const AugmentDraw draw = draw_augmentation(options.augment, shape, rng);
+      augment_image(options.augment, draw, shape, source, normalised.data(), scratch.data(),
+                    target);
     } else {
       normalise_image(source, target);
     }
@@ -252,39 +250,6 @@ void DataLoader::Impl::normalise_image(const std::uint8_t* source, float* target
     const std::uint8_t* in = source + c * plane;
     float* out = target + c * plane;
     for (std::size_t i = 0; i < plane; ++i) out[i] = table[in[i]];
-  }
-}
-
-// RandomCrop(size, padding=p) then RandomHorizontalFlip(): the crop window's top-left corner in
-// the zero-padded image is (dy, dx) in [0, 2p]^2, so output (y, x) is input (y + dy - p,
-// x + dx - p), or a zero pixel outside the image.
-void DataLoader::Impl::augment_image(const std::uint8_t* source, float* target, Rng& rng) const {
-  const auto window = 2 * static_cast<std::uint64_t>(options.crop_padding) + 1;
-  const std::int64_t shift_y = static_cast<std::int64_t>(rng.below(window)) - options.crop_padding;
-  const std::int64_t shift_x = static_cast<std::int64_t>(rng.below(window)) - options.crop_padding;
-  const bool flip = rng.below(2) == 1;
-
-  const std::int64_t height = shape.height;
-  const std::int64_t width = shape.width;
-  // Output columns [x_begin, x_end) come from inside the image.
-  const std::int64_t x_begin = std::clamp<std::int64_t>(-shift_x, 0, width);
-  const std::int64_t x_end = std::clamp<std::int64_t>(width - shift_x, x_begin, width);
-  for (std::int64_t c = 0; c < shape.channels; ++c) {
-    const float* table = normalised.data() + c * 256;
-    const float zero = table[0];
-    for (std::int64_t y = 0; y < height; ++y) {
-      float* out = target + (c * height + y) * width;
-      const std::int64_t source_y = y + shift_y;
-      if (source_y < 0 || source_y >= height) {
-        std::fill(out, out + width, zero);
-        continue;
-      }
-      const std::uint8_t* in = source + (c * height + source_y) * width;
-      std::fill(out, out + x_begin, zero);
-      for (std::int64_t x = x_begin; x < x_end; ++x) out[x] = table[in[x + shift_x]];
-      std::fill(out + x_end, out + width, zero);
-      if (flip) std::reverse(out, out + width);
-    }
   }
 }
 

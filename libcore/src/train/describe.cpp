@@ -37,7 +37,9 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
     json.key("test_data").value(o.test_data.empty() ? o.data : o.test_data);
     // With --global-batch-size: the smallest worker's share (batch_sizes has them all).
     json.key("batch_size").value(worker_batch_size(o, workers, workers - 1));
-    json.key("augment").value(o.augment);
+    json.key("augment").value(o.augment.enabled());
+    // The list only when set, so that default runs record what they always did.
+    if (o.augment.enabled()) json.key("augment_list").value(o.augment.text());
     json.key("drop_last").value(o.drop_last);
     json.key("model").value(o.model.name);
     json.key("model_config").begin_object();

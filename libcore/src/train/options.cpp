@@ -73,6 +73,8 @@ void parse_time_limit(const std::string& option, AmbOptions& amb) {
 }
 
 void parse_option_texts(TrainOptions& o) {
+  o.augment =
+      o.given.augment.empty() ? data::Augmentation{} : data::parse_augmentation(o.given.augment);
   o.prefetch = prefetch_depth(o.given.prefetch);
   o.allreduce = parse_allreduce_via(o.given.allreduce);
   o.induce = emulation::parse_straggler_profile(o.given.induce);

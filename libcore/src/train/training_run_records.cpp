@@ -28,9 +28,10 @@ void TrainingRun::print_start_table() const {
       role_.distributed && my_data_.slice_count == 1 && options_.data.find('%') != std::string::npos
           ? cat(options_.data, " (a shard per worker)")
           : (options_.data.find(',') != std::string::npos ? "a file per worker" : options_.data);
-  row("data",
-      cat(data_text, ": ", info_.name, ", ", total_rows_, " training images of ", shape_.text(),
-          ", ", info_.num_classes, " classes", options_.augment ? ", augmented (crop, flip)" : ""));
+  row("data", cat(data_text, ": ", info_.name, ", ", total_rows_, " training images of ",
+                  shape_.text(), ", ", info_.num_classes, " classes",
+                  options_.augment.enabled() ? cat(", augmented (", options_.augment.text(), ")")
+                                             : std::string()));
   row("test", has_test_
                   ? cat(test_path_,
                         options_.test_size > 0

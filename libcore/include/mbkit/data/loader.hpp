@@ -2,9 +2,10 @@
 //
 // The loader reads its rows of one split into memory once (as uint8; a slice of the file by
 // hyperslab when slice_count > 1), and a background thread prepares the next batches: gather
-// in the epoch's order, optional augmentation (random crop with zero padding, horizontal flip),
-// and normalisation (x / 255 - mean) / std per channel with the file's mean and std (a std of 0
-// counts as 1). Everything random is a pure function of (seed, slice, epoch, batch), so a
+// in the epoch's order, normalisation (x / 255 - mean) / std per channel with the file's mean and
+// std (a std of 0 counts as 1), and optional augmentation (mbkit/data/augment.hpp: crop, shift,
+// flip). The order is a pure function of (seed, slice, epoch) and each sample's augmentation of
+// (seed, epoch, its row in the split), so a
 // loader that seeks to (epoch, batch) produces exactly the batches it would have produced
 // there: resume is bit-identical whatever the thread timing.
 #pragma once
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "mbkit/data/augment.hpp"
 #include "mbkit/data/format.hpp"
 
 namespace mbkit::data {
@@ -26,9 +28,8 @@ struct LoaderOptions {
   std::uint64_t seed = 0;
   bool shuffle = true;     ///< a new permutation every epoch
   bool drop_last = false;  ///< skip the final partial batch of each epoch
-  bool augment = false;    ///< random crop (with crop_padding zero pixels) and horizontal flip
-  int crop_padding = 4;
-  int slice_index = 0;  ///< this reader takes rows [i N / n, (i + 1) N / n) of the split
+  Augmentation augment;    ///< none by default
+  int slice_index = 0;     ///< this reader takes rows [i N / n, (i + 1) N / n) of the split
   int slice_count = 1;
   std::uint64_t limit = 0;  ///< use only the first `limit` rows of this slice (0 = all)
   /// Slice only the first `split_limit` rows of the split (0 = all): ranks sharing out the

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mbkit/comm/compression.hpp"
+#include "mbkit/data/augment.hpp"
 #include "mbkit/emulation/straggler.hpp"
 #include "mbkit/models/zoo.hpp"
 #include "mbkit/optim/optimizer.hpp"
@@ -63,6 +64,7 @@ const char* to_string(AllreduceVia via);
 /// The options given as text that need parsing, as the command line gave them: cli/ parses
 /// them into TrainOptions' typed fields; the run records the text as given (its configuration).
 struct OptionTexts {
+  std::string augment;  ///< --augment LIST ("" when not given; bare --augment: crop:4,flip)
   std::string prefetch = "auto";
   std::string allreduce = "auto";
   std::string induce;
@@ -84,7 +86,7 @@ struct TrainOptions {
   /// --global-batch-size: samples per synchronous step over all workers, split among them
   /// (worker_batch_size); 0: --batch-size per worker.
   std::int64_t global_batch_size = 0;
-  bool augment = false;  ///< random crop (4 pixels of padding) and horizontal flip
+  data::Augmentation augment;  ///< --augment LIST (none by default)
   bool drop_last = false;
   // Model and optimisation.
   models::ModelConfig model;
