@@ -170,28 +170,6 @@ class Table {
     return rows;
   }
 
-  /// Adds the columns a log from an older version lacks (the others hold `rows` rows).
-  static void add_missing(io::Location& file) {
-    const hsize_t rows = check(file);
-    io::Group group = file.open_group(kGroup);
-    for (const auto& field : kFields) {
-      if (group.has(field.name)) continue;
-      std::visit(
-          [&](auto member) {
-            using T = MemberValueT<decltype(member)>;
-            std::vector<T> values(static_cast<std::size_t>(rows), static_cast<T>(field.fill));
-            if (field.filled_from != nullptr) {
-              const auto source = group.open_dataset(field.filled_from).template read<double>();
-              for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<T>(source[i]);
-            }
-            auto column = io::Column<T>::create(group, field.name, kChunkRows, kDeflateLevel);
-            column.append(std::span<const T>(values.data(), values.size()));
-            column.flush();
-          },
-          field.member);
-    }
-  }
-
   /// Opens the columns to append to them.
   static Table open(io::Location& file) {
     check(file);
@@ -230,11 +208,22 @@ class Table {
     const io::Group source = from.open_group(kGroup);
     io::Group target = to.open_group(kGroup);
     for (const auto& field : kFields) {
-      if (field.added_later && !source.has(field.name)) continue;  // add_missing() fills it
       std::visit(
           [&](auto member) {
             using T = MemberValueT<decltype(member)>;
-            const auto values = source.open_dataset(field.name).template read<T>();
+            std::vector<T> values;
+            if (source.has(field.name)) {
+              values = source.open_dataset(field.name).template read<T>();
+            } else {  // a column added after `from` was written: filled as documented
+              MBKIT_CHECK(field.added_later, "metric log: column ", field.name, " missing");
+              values.assign(static_cast<std::size_t>(rows), static_cast<T>(field.fill));
+              if (field.filled_from != nullptr) {
+                const auto filled = source.open_dataset(field.filled_from).template read<double>();
+                for (std::size_t i = 0; i < values.size(); ++i) {
+                  values[i] = static_cast<T>(filled[i]);
+                }
+              }
+            }
             auto column = io::Column<T>::open(target, field.name);
             column.append(std::span<const T>(values.data(), rows));
             column.flush();
@@ -334,20 +323,25 @@ void write_empty_log(const std::string& path, const RunInfo& info) {
   output.commit();
 }
 
-// A writer that was killed leaves its log marked as open for writing, and HDF5 then refuses to
-// open it for writing again. SWMR readers still see everything it flushed, consistently, so
-// that is copied into a fresh log that replaces it. (Clearing the mark in place, as h5clear
-// does, could let new data overwrite space the dead writer had used after its last flush.)
-void rebuild_from_readable_rows(const std::string& path) {
-  const io::File damaged = open_metric_log(path);
+// The log a resumed run appends to: the rows of the old one up to `resume_step`, copied into a
+// fresh log renamed over it. A writer that was killed leaves its log marked as open for writing
+// (HDF5 then refuses to open it for writing again), but SWMR readers still see everything it
+// flushed, consistently; and building beside the old log means a kill at any moment of the
+// resume leaves one of the two, each readable (truncating in place once left a log marked open
+// for writing without SWMR, which no reader and no later resume could open).
+void rebuild_up_to(const std::string& path, std::int64_t resume_step) {
   fs::AtomicOutput output(path);
-  io::File copy = io::File::create(output.temp_path(), io::File::Format::kLatest);
-  write_run_info(copy, read_run_info(damaged));
-  for_each_table([&](auto table) {
-    table.create(copy);
-    table.copy(damaged, copy);
-  });
-  copy.close();
+  {
+    const io::File old = open_metric_log(path);
+    io::File copy = io::File::create(output.temp_path(), io::File::Format::kLatest);
+    write_run_info(copy, read_run_info(old));
+    for_each_table([&](auto table) {
+      table.create(copy);
+      table.copy(old, copy);
+      table.truncate(copy, resume_step);
+    });
+    copy.close();
+  }
   output.commit();
 }
 
@@ -429,19 +423,7 @@ MetricLog MetricLog::append(const std::string& path, std::int64_t resume_step,
   if (::access(path.c_str(), W_OK) != 0) {
     fail(cat("cannot append to ", path, ": ", std::strerror(errno)));
   }
-  io::File file;
-  try {
-    file = io::File::open(path, io::File::Mode::kReadWrite);
-  } catch (const Error&) {
-    rebuild_from_readable_rows(path);
-    file = io::File::open(path, io::File::Mode::kReadWrite);
-  }
-  // Shrinking is not allowed under SWMR, so it happens before the log is reopened for it.
-  for_each_table([&](auto table) {
-    table.truncate(file, resume_step);
-    table.add_missing(file);
-  });
-  file.close();
+  rebuild_up_to(path, resume_step);
   return MetricLog(std::make_unique<Impl>(path, flush_interval));
 }
 
