@@ -21,7 +21,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--limit", options.limit, "Evaluate only the first N samples");
   app.add_option("--threads", options.threads, "Threads (default: all cores)");
-  app.add_option("--device", options.device, "Backend: cpu, or cuda / cuda:N (the GPU of the local rank, or GPU N) where built")->capture_default_str();
+  app.add_option("--device", options.device,
+                 "Backend: cpu, or cuda / cuda:N (the GPU of the local rank, or GPU N) where built")
+      ->capture_default_str();
   app.add_flag("--json", options.json, "Print JSON instead of tables");
   app.add_option("-o,--output", options.output, "Also write the result to this HDF5 file");
   app.add_flag("-f,--force", options.force, "Replace an existing output file");
