@@ -2,8 +2,9 @@
 // without CUDA says so instead of failing.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <string>
+
+#include "test_helpers.hpp"
 
 #include "mbkit/backend/cuda_plugin.hpp"
 #include "mbkit/config.hpp"
@@ -11,13 +12,6 @@
 
 namespace mbkit::backend {
 namespace {
-
-std::string mapped_files() {
-  std::ifstream maps("/proc/self/maps");
-  std::string text, line;
-  while (std::getline(maps, line)) text += line + '\n';
-  return text;
-}
 
 TEST(CudaPlugin, LoadsWhenBuiltAndExplainsWhenNot) {
   std::string why_not;
@@ -31,7 +25,7 @@ TEST(CudaPlugin, LoadsWhenBuiltAndExplainsWhenNot) {
     if (library == "cuDNN") has_cudnn = !version.empty();
   }
   EXPECT_TRUE(has_cudnn);
-  EXPECT_NE(mapped_files().find("libmbkit-cuda"), std::string::npos);
+  EXPECT_NE(test::mapped_files().find("libmbkit-cuda"), std::string::npos);
   EXPECT_EQ(cuda_plugin(), plugin);  // loaded once
 #else
   EXPECT_EQ(plugin, nullptr);

@@ -45,6 +45,8 @@ class TempDir {
 void write_file(const std::string& path, const std::vector<std::uint8_t>& bytes);
 void write_text(const std::string& path, const std::string& text);
 std::vector<std::uint8_t> bytes_of(const std::string& text);
+/// The files this process has mapped (/proc/self/maps): which libraries are loaded.
+std::string mapped_files();
 
 /// gzip-compresses with zlib (a real gzip stream, as gzip(1) writes).
 std::vector<std::uint8_t> gzip(const std::vector<std::uint8_t>& bytes);

@@ -280,6 +280,15 @@ class ToolTestCase(unittest.TestCase):
         self.assertIn(text, lines[0], msg=repr(result))
         self.assertIn("error:", lines[0], msg=repr(result))
 
+    def assertUsageError(self, result, text, tool="mb-train-fmb"):
+        """Exit status 2 and an error line from `tool` naming what is wrong; under mpirun the
+        launcher adds notes of its own after it, so only the tool's lines are looked at."""
+        self.assertEqual(result.rc, 2, msg=repr(result))
+        lines = [line for line in result.err.splitlines() if tool in line]
+        self.assertTrue(lines, msg=repr(result))
+        self.assertIn("error:", lines[0], msg=repr(result))
+        self.assertIn(text, lines[0], msg=repr(result))
+
     def assertNoStrayFiles(self, directory=None):
         """No temporaries (.NAME.tmp-XXXXXX) left anywhere below `directory`."""
         for root, _, files in os.walk(directory or self.dir):

@@ -36,15 +36,6 @@ class Compression(mbtest.ToolTestCase):
             command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
         return mbtest.run(command, cwd=self.dir, env=self.env, timeout=300)
 
-    def assertUsageError(self, result, text):
-        """Exit status 2 and one line from the tool naming the flag (mpirun adds its own notes
-        after it when it runs the ranks)."""
-        self.assertEqual(result.rc, 2, msg=repr(result))
-        lines = [line for line in result.err.splitlines() if "mb-train-fmb" in line]
-        self.assertTrue(lines, msg=repr(result))
-        self.assertIn("error:", lines[0], msg=repr(result))
-        self.assertIn(text, lines[0], msg=repr(result))
-
     def test_ps_and_allreduce_give_the_same_bits(self):
         for mode in ("2bit:0.002", "fp16", "bf16"):
             with self.subTest(mode=mode):

@@ -45,15 +45,6 @@ class Servers(mbtest.ToolTestCase):
         for name in one:
             np.testing.assert_array_equal(one[name], other[name], err_msg=name)
 
-    def assertUsageError(self, result, text):
-        """Exit status 2 and one line from the tool naming the flag (mpirun adds its own notes
-        after it when it runs the ranks)."""
-        self.assertEqual(result.rc, 2, msg=repr(result))
-        lines = [line for line in result.err.splitlines() if "mb-train-fmb" in line]
-        self.assertTrue(lines, msg=repr(result))
-        self.assertIn("error:", lines[0], msg=repr(result))
-        self.assertIn(text, lines[0], msg=repr(result))
-
     def test_two_servers_give_the_bits_of_one(self):
         # One worker: -n 3 with 2 servers against -n 2; two workers: -n 4 against -n 3.
         for workers in (1, 2):

@@ -32,15 +32,6 @@ class StrongScaling(mbtest.ToolTestCase):
             command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
         return mbtest.run(command, cwd=self.dir, env=self.env, timeout=300)
 
-    def assertUsageError(self, result, text):
-        """Exit status 2 and one line from the tool naming the flag (mpirun adds its own notes
-        after it when it runs the ranks)."""
-        self.assertEqual(result.rc, 2, msg=repr(result))
-        lines = [line for line in result.err.splitlines() if "mb-train-fmb" in line]
-        self.assertTrue(lines, msg=repr(result))
-        self.assertIn("error:", lines[0], msg=repr(result))
-        self.assertIn(text, lines[0], msg=repr(result))
-
     def test_global_batch_on_three_workers_matches_one_process(self):
         # 3 workers x 32 rows, each worker's share of 96 is its whole slice: both runs see the
         # same 96 samples every step.
