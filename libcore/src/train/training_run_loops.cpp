@@ -118,10 +118,12 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> tail) {
     if (decision == kContinue) {
       const bool timed = clock_.is_virtual() && compute_models_.empty();
       const double cpu_start = timed ? clock_.cpu_now() : 0;
+      const auto update_start = SteadyClock::now();
       const std::size_t size = shard_.second - shard_.first;
       optimizer_->step(net_->parameters().subspan(shard_.first, size),
                        net_->gradients().subspan(shard_.first, size), lr);
       if (timed) update_time = clock_.cpu_now() - cpu_start;
+      if (role_.parameter_server) exchange.set_update_time(seconds_since(update_start));
     } else if (decision == kDiverged) {
       verdict = kDiverged;
     }
