@@ -96,6 +96,18 @@ class Servers(mbtest.ToolTestCase):
         self.assertServerRows("three-log.h5", servers=3, workers=2, value_bytes=0.25)
         self.assertSameBits("one.h5", "three.h5")
 
+    def test_a_resumed_run_with_servers_continues_bit_for_bit(self):
+        # Adam: every optimizer state array and the update count must reach each server.
+        adam = ["--optimizer", "adam", "--lr", "0.01"]
+        self.assertSucceeded(self.train(4, "--servers", "2", *adam, "--checkpoint", "whole.h5"))
+        self.assertSucceeded(self.train(4, "--servers", "2", *adam, "--steps", "3",
+                                        "--checkpoint", "part.h5"))
+        # Three servers take the shards of a two-server checkpoint: same sums (two workers
+        # before, one worker now would change the data order, so two workers throughout).
+        self.assertSucceeded(self.train(5, "--servers", "3", *adam, "--resume", "part.h5",
+                                        "--checkpoint", "resumed.h5"))
+        self.assertSameBits("whole.h5", "resumed.h5")
+
     def test_bad_uses_exit_2_naming_the_flag(self):
         self.assertUsageError(self.train(3, "--servers", "3"), "leaves no worker")
         self.assertUsageError(self.train(3, "--servers", "2", "--comm", "allreduce"),

@@ -363,6 +363,26 @@ double TrainingRun::measure_full_batch() {
 }
 
 // Resume: rank 0 reads the checkpoint and hands the state to every rank.
+// Several servers resuming: each takes its shard of the optimizer state, which rank 0 read
+// whole from the checkpoint, and the update count.
+void TrainingRun::resume_server_shards() {
+  std::int64_t arrays = static_cast<std::int64_t>(resumed_optimizer_state_.size());
+  world_.broadcast(std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&arrays), sizeof arrays),
+                   0);
+  std::vector<float> values(net_->parameters().size());
+  for (std::int64_t i = 0; i < arrays; ++i) {
+    if (world_.rank() == 0) values = resumed_optimizer_state_[static_cast<std::size_t>(i)];
+    world_.broadcast(values, 0);
+    if (role_.server && world_.rank() > 0) {
+      std::vector<float>& mine = *optimizer_->state().at(static_cast<std::size_t>(i)).second;
+      const auto from = values.begin() + static_cast<std::ptrdiff_t>(shard_.first);
+      mine.assign(from, from + static_cast<std::ptrdiff_t>(mine.size()));
+    }
+  }
+  if (role_.server) optimizer_->set_steps(static_cast<std::int64_t>(resume_.optimizer_steps));
+  resumed_optimizer_state_.clear();
+}
+
 void TrainingRun::resume() {
   const std::string resume_path = options_.resume == "auto"
                                       ? (fs::exists(options_.checkpoint) ? options_.checkpoint : "")
@@ -401,12 +421,17 @@ void TrainingRun::resume() {
       data_error(cat(resume_path, ": optimizer state has ", checkpoint.optimizer_state.size(),
                      " arrays, ", options_.optimizer.name, " needs ", slots.size()));
     }
+    // With several servers the checkpoint holds the whole state and rank 0 keeps shard 0 of
+    // it; the servers get theirs below.
+    const std::size_t whole = net_->parameters().size();
     for (std::size_t i = 0; i < slots.size(); ++i) {
       const auto& saved = checkpoint.optimizer_state[i];
-      if (saved.name != slots[i].first || saved.values.size() != slots[i].second->size()) {
+      if (saved.name != slots[i].first || saved.values.size() != whole) {
         data_error(cat(resume_path, ": optimizer state ", saved.name, " does not fit this model"));
       }
-      *slots[i].second = saved.values;
+      const auto from = saved.values.begin() + static_cast<std::ptrdiff_t>(shard_.first);
+      slots[i].second->assign(from, from + static_cast<std::ptrdiff_t>(slots[i].second->size()));
+      if (role_.servers > 1) resumed_optimizer_state_.push_back(saved.values);
     }
     optimizer_->set_steps(checkpoint.optimizer_steps);
     resume_.resumed = 1;
@@ -435,6 +460,7 @@ void TrainingRun::resume() {
       for (auto& [name, values] : optimizer_->state()) world_.broadcast(*values, 0);
       optimizer_->set_steps(static_cast<std::int64_t>(resume_.optimizer_steps));
     }
+    if (role_.servers > 1 && resume_.resumed != 0) resume_server_shards();
   }
   step_ = static_cast<std::int64_t>(resume_.step);
   step_base_ = step_;
