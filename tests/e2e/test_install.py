@@ -2,6 +2,7 @@
 (the installed Makefile.examples, tools from P/bin, no source or build tree), and a 20-line
 program built against the installed tree with find_package(mbkit)."""
 
+import gzip
 import os
 import re
 import shutil
@@ -84,7 +85,10 @@ class Install(mbtest.ToolTestCase):
             self.assertIsNotNone(core, msg=ldd)
             self.assertEqual(os.path.realpath(core.group(1)), os.path.realpath(cores[0]))
         for page in ("man1/mb-train-fmb.1", "man5/mbkit-formats.5", "man7/mbkit.7"):
-            self.assertTrue(os.path.isfile(os.path.join(self.prefix, "share", "man", page)), page)
+            installed = os.path.join(self.prefix, "share", "man", page + ".gz")
+            with gzip.open(installed, "rt") as f, open(os.path.join(mbtest.SOURCE_DIR, "man",
+                                                                   os.path.basename(page))) as src:
+                self.assertEqual(f.read(), src.read(), page)
         for script in ("fmb.sbatch", "amb.sbatch", "dbsl.sbatch", "bandwidth.sbatch"):
             self.assertTrue(os.path.isfile(os.path.join(self.prefix, "share", "mbkit", "slurm",
                                                         script)), script)

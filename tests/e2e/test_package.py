@@ -129,7 +129,7 @@ class DebianPackage(mbtest.ToolTestCase):
         self.assertDependsOnWhatItLinks(deb)
         listing = subprocess.run(["dpkg-deb", "-c", deb], capture_output=True, text=True,
                                  check=True).stdout
-        for path in ("./usr/bin/mb", "./usr/bin/mb-train-fmb", "./usr/share/man/man7/mbkit.7",
+        for path in ("./usr/bin/mb", "./usr/bin/mb-train-fmb", "./usr/share/man/man7/mbkit.7.gz",
                      "./usr/share/bash-completion/completions/mb-train-fmb",
                      "./usr/share/mbkit/slurm/fmb.sbatch",
                      "./usr/share/mbkit/examples/Makefile.examples"):

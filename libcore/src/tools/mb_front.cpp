@@ -135,8 +135,10 @@ std::string man_page_file(const std::string& directory, const std::string& topic
   const Page page = page_for(directory, topic);
   const std::string file = cat("man", page.section, "/", page.name, ".", page.section);
   const std::string root = fs::parent_directory(directory);
+  // Installed pages are gzipped (man -l reads them so); a build tree's are plain.
   for (const std::string& candidate :
-       {fs::join_path(root, "share/man/" + file), fs::join_path(root, "man/" + file)}) {
+       {fs::join_path(root, "share/man/" + file), fs::join_path(root, "share/man/" + file + ".gz"),
+        fs::join_path(root, "man/" + file)}) {
     if (fs::is_regular_file(candidate)) return candidate;
   }
   return "";
