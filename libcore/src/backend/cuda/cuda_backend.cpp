@@ -1,0 +1,298 @@
+// The CUDA backend: one GPU, a compute stream every kernel, cuDNN and cuBLAS call is queued on,
+// and a copy stream that brings each batch from pinned host memory.
+#include <cstring>
+#include <utility>
+
+#include "cuda_internal.hpp"
+#include "mbkit/backend/cuda/backend.hpp"
+#include "mbkit/util/check.hpp"
+#include "mbkit/util/strings.hpp"
+
+namespace mbkit::backend::cuda {
+
+DeviceMemory::DeviceMemory(std::size_t bytes) : bytes_(bytes) {
+  if (bytes > 0) MBKIT_CUDA_CHECK(cudaMalloc(&data_, bytes));
+}
+
+DeviceMemory::~DeviceMemory() {
+  if (data_ != nullptr) cudaFree(data_);  // nothing to report from a destructor
+}
+
+DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) cudaFree(data_);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+TensorDesc::TensorDesc() {
+  MBKIT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&desc_));
+}
+
+TensorDesc::TensorDesc(int n, int c, int h, int w) : TensorDesc() {
+  set(n, c, h, w);
+}
+
+TensorDesc::~TensorDesc() {
+  cudnnDestroyTensorDescriptor(desc_);
+}
+
+void TensorDesc::set(int n, int c, int h, int w) {
+  MBKIT_CUDNN_CHECK(
+      cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+}
+
+Context::Context(int gpu_index) : gpu(gpu_index) {
+  MBKIT_CUDA_CHECK(cudaSetDevice(gpu));
+  cudaDeviceProp properties{};
+  MBKIT_CUDA_CHECK(cudaGetDeviceProperties(&properties, gpu));
+  gpu_name = properties.name;
+  MBKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  MBKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking));
+  MBKIT_CUDNN_CHECK(cudnnCreate(&cudnn));
+  MBKIT_CUDNN_CHECK(cudnnSetStream(cudnn, stream));
+  MBKIT_CUBLAS_CHECK(cublasCreate(&cublas));
+  MBKIT_CUBLAS_CHECK(cublasSetStream(cublas, stream));
+  // fp32 as fp32: no TF32 tensor cores (--precision will choose them explicitly).
+  MBKIT_CUBLAS_CHECK(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH));
+}
+
+Context::~Context() {
+  // Teardown errors (a lost device) are not worth a second exception: release what is there.
+  if (stream != nullptr) cudaStreamSynchronize(stream);
+  if (cublas != nullptr) cublasDestroy(cublas);
+  if (cudnn != nullptr) cudnnDestroy(cudnn);
+  if (copy_stream != nullptr) cudaStreamDestroy(copy_stream);
+  if (stream != nullptr) cudaStreamDestroy(stream);
+}
+
+void* Context::workspace(std::size_t bytes) {
+  if (bytes > workspace_.bytes()) {
+    // Work queued on the stream may still use the old workspace.
+    MBKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    workspace_ = DeviceMemory();
+    workspace_ = DeviceMemory(bytes);
+  }
+  return workspace_.get();
+}
+
+PinnedMemory::~PinnedMemory() {
+  if (data_ != nullptr) cudaFreeHost(data_);
+}
+
+void PinnedMemory::reserve(std::size_t bytes) {
+  if (bytes <= bytes_) return;
+  if (data_ != nullptr) MBKIT_CUDA_CHECK(cudaFreeHost(data_));
+  data_ = nullptr;
+  bytes_ = 0;
+  MBKIT_CUDA_CHECK(cudaMallocHost(&data_, bytes));
+  bytes_ = bytes;
+}
+
+void Context::synchronize() const {
+  MBKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void CudaTensor::allocate() {
+  memory_ = DeviceMemory(bytes());
+  data_ = memory_.as<float>();
+}
+
+CudaTensor& cuda(nn::Tensor& tensor) {
+  return static_cast<CudaTensor&>(tensor);
+}
+const CudaTensor& cuda(const nn::Tensor& tensor) {
+  return static_cast<const CudaTensor&>(tensor);
+}
+
+namespace {
+
+[[noreturn]] void rethrow(const nn::Node& node, const char* phase, const Error& error) {
+  throw Error(cat("layer ", node.name, " (", nn::op_name(node.op), ") ", phase, ": ", error.what()),
+              error.code(), error.where());
+}
+
+}  // namespace
+
+void CudaKernel::prepare(int batch, std::span<nn::Tensor* const> inputs, nn::Tensor& output) {
+  try {
+    do_prepare(batch, inputs, cuda(output));
+  } catch (const Error& error) {
+    rethrow(node_, "setup", error);
+  }
+}
+
+void CudaKernel::forward(nn::KernelArgs& args) {
+  try {
+    do_forward(args);
+  } catch (const Error& error) {
+    rethrow(node_, "forward", error);
+  }
+}
+
+void CudaKernel::backward(nn::KernelArgs& args) {
+  try {
+    do_backward(args);
+  } catch (const Error& error) {
+    rethrow(node_, "backward", error);
+  }
+}
+
+namespace {
+
+/// Brings a batch of images to the GPU: the host copies them into pinned memory, the copy stream
+/// moves them to the input tensor, and the compute stream waits for that copy (an event), not
+/// for the host. The staging buffer is reused once the previous batch's copy is done.
+class InputStaging {
+ public:
+  explicit InputStaging(Context& context) : context_(context) {
+    MBKIT_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
+    MBKIT_CUDA_CHECK(cudaEventCreateWithFlags(&consumed_, cudaEventDisableTiming));
+  }
+  ~InputStaging() {
+    cudaEventDestroy(consumed_);
+    cudaEventDestroy(copied_);
+  }
+  InputStaging(const InputStaging&) = delete;
+  InputStaging& operator=(const InputStaging&) = delete;
+
+  void copy(CudaTensor& input, const float* images) {
+    const std::size_t bytes = input.bytes();
+    // The previous copy out of the staging buffer must be done before it is overwritten.
+    MBKIT_CUDA_CHECK(cudaEventSynchronize(copied_));
+    host_.reserve(bytes);
+    std::memcpy(host_.get(), images, bytes);
+    // The last batch's kernels may still read the input tensor: the copy waits for them.
+    MBKIT_CUDA_CHECK(cudaEventRecord(consumed_, context_.stream));
+    MBKIT_CUDA_CHECK(cudaStreamWaitEvent(context_.copy_stream, consumed_, 0));
+    MBKIT_CUDA_CHECK(cudaMemcpyAsync(input.data(), host_.get(), bytes, cudaMemcpyHostToDevice,
+                                     context_.copy_stream));
+    MBKIT_CUDA_CHECK(cudaEventRecord(copied_, context_.copy_stream));
+    MBKIT_CUDA_CHECK(cudaStreamWaitEvent(context_.stream, copied_, 0));
+  }
+
+ private:
+  Context& context_;
+  cudaEvent_t copied_ = nullptr, consumed_ = nullptr;
+  PinnedMemory host_;
+};
+
+class CudaBackend final : public nn::Backend {
+ public:
+  explicit CudaBackend(int gpu) : context_(gpu), staging_(context_) {}
+
+  std::string description() const override {
+    const auto cudnn = cudnnGetVersion();
+    int cublas_version = 0;
+    cublasGetVersion(context_.cublas, &cublas_version);
+    return strprintf("cuda:%d: %s, cuDNN %zu.%zu.%zu, cuBLAS %d", context_.gpu,
+                     context_.gpu_name.c_str(), cudnn / 10000, (cudnn % 10000) / 100, cudnn % 100,
+                     cublas_version);
+  }
+
+  int threads() const override { return 1; }
+
+  bool supports(nn::Op op) const override {
+    switch (op) {  // every op, listed so that a new one is a compile warning here
+      case nn::Op::kInput:
+      case nn::Op::kDense:
+      case nn::Op::kConv2d:
+      case nn::Op::kMaxPool:
+      case nn::Op::kAvgPool:
+      case nn::Op::kGlobalAvgPool:
+      case nn::Op::kBatchNorm:
+      case nn::Op::kRelu:
+      case nn::Op::kSigmoid:
+      case nn::Op::kTanh:
+      case nn::Op::kDropout:
+      case nn::Op::kFlatten:
+      case nn::Op::kAdd:
+      case nn::Op::kSoftmaxCrossEntropy:
+        return true;
+    }
+    return false;
+  }
+
+  std::unique_ptr<nn::Kernel> make_kernel(const nn::Graph& graph, int index) override {
+    const nn::Node& node = graph.node(index);
+    switch (node.op) {
+      case nn::Op::kInput:
+        return make_input_kernel(context_, node);
+      case nn::Op::kDense:
+        return make_dense_kernel(context_, node);
+      case nn::Op::kConv2d:
+        return make_conv_kernel(context_, node);
+      case nn::Op::kMaxPool:
+      case nn::Op::kAvgPool:
+      case nn::Op::kGlobalAvgPool:
+        return make_pool_kernel(context_, node);
+      case nn::Op::kBatchNorm:
+        return make_batch_norm_kernel(context_, node);
+      case nn::Op::kRelu:
+      case nn::Op::kSigmoid:
+      case nn::Op::kTanh:
+        return make_activation_kernel(context_, node);
+      case nn::Op::kDropout:
+        return make_dropout_kernel(context_, node);
+      case nn::Op::kFlatten:
+        return make_flatten_kernel(context_, node);
+      case nn::Op::kAdd:
+        return make_add_kernel(context_, node);
+      case nn::Op::kSoftmaxCrossEntropy:
+        return make_loss_kernel(context_, node);
+    }
+    fail(cat("cuda backend: no kernel for ", nn::op_name(node.op)));
+  }
+
+  std::unique_ptr<nn::Tensor> make_tensor(int batch, nn::Dims dims) override {
+    return std::make_unique<CudaTensor>(batch, dims);
+  }
+
+  std::unique_ptr<nn::Tensor> make_tensor_like(const nn::Tensor& like) override {
+    auto tensor = std::make_unique<CudaTensor>(like.batch(), like.dims());
+    tensor->allocate();
+    return tensor;
+  }
+
+  void set_input(nn::Tensor& input, const float* images) override {
+    staging_.copy(cuda(input), images);
+  }
+
+  void read(const nn::Tensor& tensor, float* host) const override {
+    const CudaTensor& source = cuda(tensor);
+    MBKIT_CUDA_CHECK(cudaMemcpyAsync(host, source.data(), source.bytes(), cudaMemcpyDeviceToHost,
+                                     context_.stream));
+    context_.synchronize();
+  }
+
+  void write(nn::Tensor& tensor, const float* host) override {
+    CudaTensor& destination = cuda(tensor);
+    MBKIT_CUDA_CHECK(cudaMemcpyAsync(destination.data(), host, destination.bytes(),
+                                     cudaMemcpyHostToDevice, context_.stream));
+    context_.synchronize();  // `host` may go away when this returns
+  }
+
+  void accumulate(nn::Tensor& destination, const nn::Tensor& source) override {
+    CudaTensor& to = cuda(destination);
+    const CudaTensor& from = cuda(source);
+    MBKIT_CHECK(to.count() == from.count(), "accumulate: ", to.count(), " and ", from.count(),
+                " elements");
+    cuda::accumulate(to.data(), from.data(), to.count(), context_.stream);
+  }
+
+  void synchronize() override { context_.synchronize(); }
+
+ private:
+  Context context_;
+  InputStaging staging_;
+};
+
+}  // namespace
+
+std::unique_ptr<nn::Backend> make_cuda_backend(int gpu) {
+  return std::make_unique<CudaBackend>(gpu);
+}
+
+}  // namespace mbkit::backend::cuda
