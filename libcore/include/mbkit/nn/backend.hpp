@@ -3,18 +3,26 @@
 // mbkit/backend/cpu, a CUDA backend (cuDNN, cuBLAS) plugs in the same way, without changing
 // graphs, models or the Network that runs them.
 //
+// Flat buffers (nn/buffer.hpp) are the backend's too: a Network's parameters, gradients and
+// state and an optimizer's state arrays live in Buffers it makes, kernels get pointers into them,
+// and the optimizer update is a backend operation over them. A host reaches them only through
+// copy_to_host / copy_from_host, which count the bytes they move (a CPU training step moves
+// none; a GPU one only what ps, async and checkpoints need).
+//
 // Activations are Tensors: a batch of samples of a node's Dims, in a memory layout the backend
 // chooses (the CPU backend keeps convolutional activations in oneDNN's blocked formats from one
 // layer to the next, reordering only where a layout must change). Gradients of an activation
 // have the same layout as the activation.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "mbkit/nn/buffer.hpp"
 #include "mbkit/nn/graph.hpp"
 
 namespace mbkit::nn {
@@ -91,6 +99,37 @@ class Backend {
   virtual void accumulate(Tensor& destination, const Tensor& source) = 0;
   /// Waits for queued work (a no-op on the CPU).
   virtual void synchronize() {}
+
+  // Flat buffers.
+  /// `floats` zeros in backend memory.
+  virtual std::unique_ptr<Buffer> make_buffer(std::size_t floats) = 0;
+  /// Whether a Buffer's data() is host memory (the CPU): HostViews are then views, not copies.
+  virtual bool host_accessible() const = 0;
+  /// host = source[offset, offset + host.size()): counted in copied().to_host, also on the CPU.
+  void copy_to_host(const Buffer& source, std::size_t offset, std::span<float> host);
+  /// destination[offset, offset + host.size()) = host: counted in copied().from_host.
+  void copy_from_host(std::span<const float> host, Buffer& destination, std::size_t offset);
+  /// Bytes copied each way by copy_to_host / copy_from_host (and so by HostViews) so far.
+  CopyCounts copied() const { return {to_host_bytes_.load(), from_host_bytes_.load()}; }
+  /// destination[to, to + count) = source[from, from + count), in backend memory (no host copy).
+  virtual void copy(const Buffer& source, std::size_t from, Buffer& destination, std::size_t to,
+                    std::size_t count) = 0;
+  /// buffer[offset, offset + count) = value.
+  virtual void fill(Buffer& buffer, std::size_t offset, std::size_t count, float value) = 0;
+  /// destination[0, count) += source[0, count): micro-batch gradients summed.
+  virtual void add(Buffer& destination, const Buffer& source, std::size_t count) = 0;
+  /// One optimizer update (its pointers are into this backend's buffers).
+  virtual void optimizer_step(const OptimizerUpdate& update) = 0;
+
+ protected:
+  /// The copies themselves; ranges are checked and bytes counted by the public functions.
+  virtual void read_buffer(const Buffer& source, std::size_t offset, std::span<float> host) = 0;
+  virtual void write_buffer(std::span<const float> host, Buffer& destination,
+                            std::size_t offset) = 0;
+
+ private:
+  std::atomic<std::uint64_t> to_host_bytes_{0};
+  std::atomic<std::uint64_t> from_host_bytes_{0};
 };
 
 // Backends are made by name in mbkit/backend/factory.hpp.

@@ -168,6 +168,11 @@ void CpuKernel::backward(nn::KernelArgs& args) {
 
 namespace {
 
+void check_range(const nn::Buffer& buffer, std::size_t offset, std::size_t count) {
+  MBKIT_CHECK(offset <= buffer.size() && count <= buffer.size() - offset, count, " floats at ",
+              offset, " in a buffer of ", buffer.size());
+}
+
 class CpuBackend final : public nn::Backend {
  public:
   explicit CpuBackend(int threads) {
@@ -276,6 +281,46 @@ class CpuBackend final : public nn::Backend {
     const auto count = static_cast<std::ptrdiff_t>(to.floats());
 #pragma omp parallel for simd schedule(static)
     for (std::ptrdiff_t i = 0; i < count; ++i) out[i] += in[i];
+  }
+
+  std::unique_ptr<nn::Buffer> make_buffer(std::size_t floats) override {
+    return std::make_unique<nn::HostBuffer>(floats);
+  }
+
+  bool host_accessible() const override {
+    return true;
+  }
+
+  void copy(const nn::Buffer& source, std::size_t from, nn::Buffer& destination, std::size_t to,
+            std::size_t count) override {
+    check_range(source, from, count);
+    check_range(destination, to, count);
+    copy_floats(source.data() + from, destination.data() + to, count);
+  }
+
+  void fill(nn::Buffer& buffer, std::size_t offset, std::size_t count, float value) override {
+    check_range(buffer, offset, count);
+    std::fill_n(buffer.data() + offset, count, value);
+  }
+
+  void add(nn::Buffer& destination, const nn::Buffer& source, std::size_t count) override {
+    check_range(source, 0, count);
+    check_range(destination, 0, count);
+    add_floats(destination.data(), source.data(), count);
+  }
+
+  void optimizer_step(const nn::OptimizerUpdate& update) override {
+    cpu::optimizer_step(update);
+  }
+
+ protected:
+  void read_buffer(const nn::Buffer& source, std::size_t offset, std::span<float> host) override {
+    copy_floats(source.data() + offset, host.data(), host.size());
+  }
+
+  void write_buffer(std::span<const float> host, nn::Buffer& destination,
+                    std::size_t offset) override {
+    copy_floats(host.data(), destination.data() + offset, host.size());
   }
 
  private:

@@ -150,4 +150,9 @@ std::unique_ptr<nn::Kernel> make_flatten_kernel(Context& context, const nn::Node
 std::unique_ptr<nn::Kernel> make_add_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_loss_kernel(Context& context, const nn::Node& node);
 
+// Flat-buffer operations on host memory (cpu_buffers.cpp).
+void optimizer_step(const nn::OptimizerUpdate& update);
+void add_floats(float* destination, const float* source, std::size_t count);
+void copy_floats(const float* source, float* destination, std::size_t count);
+
 }  // namespace mbkit::backend::cpu
