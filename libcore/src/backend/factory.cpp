@@ -12,8 +12,9 @@
 namespace mbkit::backend {
 
 std::vector<std::string> available_backends() {
-  // libmbkit-cuda (opened through cuda_plugin()) answers device queries only so far: "cuda" joins
-  // this list when it implements the operations.
+  // libmbkit-cuda has the CUDA backend's kernels, but a Network still keeps its parameters,
+  // gradients and state in host memory, which GPU kernels cannot read: "cuda" joins this list
+  // when networks keep them in the backend's buffers (nn/buffer.hpp).
   return {"cpu"};
 }
 
@@ -28,8 +29,9 @@ std::unique_ptr<nn::Backend> make_backend(const std::string& name, int threads) 
   const int gpu = choose_gpu(device, local_rank_from_environment(), cuda->device_count(),
                              std::getenv("CUDA_VISIBLE_DEVICES"));
   usage_error(cat("--device ", device.text(), ": GPU ", gpu,
-                  " is there, but this mbkit's CUDA backend has only device queries so far; "
-                  "train with --device cpu (available: ",
+                  " is there and this mbkit's CUDA backend has its kernels, but networks still "
+                  "keep their parameters in host memory, so it cannot train yet; use --device cpu "
+                  "(available: ",
                   join(available_backends(), ", "), ")"));
 }
 

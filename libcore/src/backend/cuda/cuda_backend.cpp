@@ -179,6 +179,52 @@ class InputStaging {
   PinnedMemory host_;
 };
 
+/// A flat buffer in device memory.
+class DeviceBuffer final : public nn::Buffer {
+ public:
+  DeviceBuffer(DeviceMemory memory, std::size_t floats)
+      : Buffer(memory.as<float>(), floats), memory_(std::move(memory)) {}
+
+ private:
+  DeviceMemory memory_;
+};
+
+OptimizerArgs optimizer_args(const nn::OptimizerUpdate& update) {
+  using Rule = nn::OptimizerUpdate::Rule;
+  OptimizerArgs args;
+  switch (update.rule) {
+    case Rule::kSgd:
+      args.rule = OptimizerArgs::Rule::kSgd;
+      break;
+    case Rule::kMomentum:
+      args.rule = OptimizerArgs::Rule::kMomentum;
+      break;
+    case Rule::kNesterov:
+      args.rule = OptimizerArgs::Rule::kNesterov;
+      break;
+    case Rule::kRmsProp:
+      args.rule = OptimizerArgs::Rule::kRmsProp;
+      break;
+    case Rule::kAdam:
+      args.rule = OptimizerArgs::Rule::kAdam;
+      break;
+  }
+  args.count = static_cast<std::int64_t>(update.count);
+  args.params = update.params;
+  args.grads = update.grads;
+  args.state0 = update.state[0];
+  args.state1 = update.state[1];
+  args.lr = update.lr;
+  args.weight_decay = update.weight_decay;
+  args.momentum = update.momentum;
+  args.beta1 = update.beta1;
+  args.one_minus_beta1 = update.one_minus_beta1;
+  args.beta2 = update.beta2;
+  args.one_minus_beta2 = update.one_minus_beta2;
+  args.epsilon = update.epsilon;
+  return args;
+}
+
 class CudaBackend final : public nn::Backend {
  public:
   explicit CudaBackend(int gpu) : context_(gpu), staging_(context_) {}
@@ -283,6 +329,75 @@ class CudaBackend final : public nn::Backend {
   }
 
   void synchronize() override { context_.synchronize(); }
+
+  // Flat buffers: device memory, every operation queued on the compute stream; only the copies
+  // to and from the host wait for it.
+  std::unique_ptr<nn::Buffer> make_buffer(std::size_t floats) override {
+    DeviceMemory memory(floats * sizeof(float));
+    if (floats > 0) {
+      MBKIT_CUDA_CHECK(cudaMemsetAsync(memory.get(), 0, memory.bytes(), context_.stream));
+    }
+    return std::make_unique<DeviceBuffer>(std::move(memory), floats);
+  }
+
+  bool host_accessible() const override { return false; }
+
+  void copy(const nn::Buffer& source, std::size_t from, nn::Buffer& destination, std::size_t to,
+            std::size_t count) override {
+    MBKIT_CHECK(from <= source.size() && count <= source.size() - from &&
+                    to <= destination.size() && count <= destination.size() - to,
+                "copy of ", count, " floats from ", from, " of ", source.size(), " to ", to, " of ",
+                destination.size());
+    if (count == 0) return;
+    const std::size_t bytes = count * sizeof(float);
+    const bool overlaps =
+        source.data() == destination.data() && (from < to ? to - from : from - to) < count;
+    if (overlaps) {
+      // cudaMemcpy's ranges must not overlap (the CPU's memmove allows it): through a copy.
+      DeviceMemory between(bytes);
+      MBKIT_CUDA_CHECK(cudaMemcpyAsync(between.get(), source.data() + from, bytes,
+                                       cudaMemcpyDeviceToDevice, context_.stream));
+      MBKIT_CUDA_CHECK(cudaMemcpyAsync(destination.data() + to, between.get(), bytes,
+                                       cudaMemcpyDeviceToDevice, context_.stream));
+      context_.synchronize();  // before `between` is freed
+      return;
+    }
+    MBKIT_CUDA_CHECK(cudaMemcpyAsync(destination.data() + to, source.data() + from, bytes,
+                                     cudaMemcpyDeviceToDevice, context_.stream));
+  }
+
+  void fill(nn::Buffer& buffer, std::size_t offset, std::size_t count, float value) override {
+    MBKIT_CHECK(offset <= buffer.size() && count <= buffer.size() - offset, "fill of ", count,
+                " floats at ", offset, " in a buffer of ", buffer.size());
+    if (count == 0) return;
+    cuda::fill(buffer.data() + offset, static_cast<std::int64_t>(count), value, context_.stream);
+  }
+
+  void add(nn::Buffer& destination, const nn::Buffer& source, std::size_t count) override {
+    MBKIT_CHECK(count <= destination.size() && count <= source.size(), "add of ", count,
+                " floats to buffers of ", destination.size(), " and ", source.size());
+    if (count == 0) return;
+    cuda::accumulate(destination.data(), source.data(), static_cast<std::int64_t>(count),
+                     context_.stream);
+  }
+
+  void optimizer_step(const nn::OptimizerUpdate& update) override {
+    cuda::optimizer_step(optimizer_args(update), context_.stream);
+  }
+
+ protected:
+  void read_buffer(const nn::Buffer& source, std::size_t offset, std::span<float> host) override {
+    MBKIT_CUDA_CHECK(cudaMemcpyAsync(host.data(), source.data() + offset, host.size_bytes(),
+                                     cudaMemcpyDeviceToHost, context_.stream));
+    context_.synchronize();
+  }
+
+  void write_buffer(std::span<const float> host, nn::Buffer& destination,
+                    std::size_t offset) override {
+    MBKIT_CUDA_CHECK(cudaMemcpyAsync(destination.data() + offset, host.data(), host.size_bytes(),
+                                     cudaMemcpyHostToDevice, context_.stream));
+    context_.synchronize();  // `host` may go away when this returns
+  }
 
  private:
   Context context_;
