@@ -22,10 +22,9 @@ Network::Network(Graph graph, Backend& backend)
     : graph_(std::move(graph)),
       backend_(backend),
       parameter_count_(graph_.parameter_count()),
-      parameters_(parameter_count_, 0.0f),
-      gradients_(parameter_count_, 0.0f),
-      state_(graph_.state_count(), 0.0f),
-      gradient_storage_(gradients_) {
+      parameters_(backend_.make_buffer(parameter_count_)),
+      gradients_(backend_.make_buffer(parameter_count_)),
+      state_(backend_.make_buffer(graph_.state_count())) {
   const auto& nodes = graph_.nodes();
   for (const Node& node : nodes) {
     if (!backend_.supports(node.op)) {
@@ -61,7 +60,27 @@ Network::Network(Graph graph, Backend& backend)
 Network::~Network() = default;
 
 void Network::initialize(std::uint64_t seed) {
-  graph_.initialize(parameters_, state_, seed);
+  if (backend_.host_accessible()) {
+    graph_.initialize(parameters(), state(), seed);
+    return;
+  }
+  // The initialisers run on the host: drawn there, then copied over once.
+  std::vector<float> params(parameter_count_), state_values(state_->size());
+  graph_.initialize(params, state_values, seed);
+  backend_.copy_from_host(params, *parameters_, 0);
+  backend_.copy_from_host(state_values, *state_, 0);
+}
+
+std::span<float> Network::host_span(Buffer& buffer, std::size_t size) const {
+  MBKIT_CHECK(backend_.host_accessible(), "host memory of a ", backend_.description(),
+              " buffer: use the Network's host_parameters()/host_gradients()/host_state()");
+  return {buffer.data(), size};
+}
+
+std::span<const float> Network::host_span(const Buffer& buffer, std::size_t size) const {
+  MBKIT_CHECK(backend_.host_accessible(), "host memory of a ", backend_.description(),
+              " buffer: use the Network's host_parameters()/host_gradients()/host_state()");
+  return {buffer.data(), size};
 }
 
 Network::Plan& Network::plan(int batch) {
@@ -120,8 +139,8 @@ Network::Result Network::forward(const float* images, const std::int32_t* labels
     for (int input : node.inputs)
       args.inputs.push_back(current.outputs[static_cast<std::size_t>(input)].get());
     args.output = current.outputs[i].get();
-    for (const auto& spec : node.params) args.params.push_back(parameters_.data() + spec.offset);
-    for (const auto& spec : node.state) args.state.push_back(state_.data() + spec.offset);
+    for (const auto& spec : node.params) args.params.push_back(parameters_->data() + spec.offset);
+    for (const auto& spec : node.state) args.state.push_back(state_->data() + spec.offset);
     args.training = training;
     std::uint64_t mixer = seed ^ (0x9e3779b97f4a7c15ULL * (i + 1));
     args.seed = splitmix64(mixer);
@@ -145,8 +164,8 @@ void Network::backward(double loss_scale, bool accumulate,
   MBKIT_CHECK(!(accumulate && gradients_ready),
               "gradients_ready with accumulate: the gradients are final only at the end");
   Plan& current = *last_;
-  if (accumulate) gradient_scratch_.resize(parameter_count_);
-  float* target = accumulate ? gradient_scratch_.data() : gradient_storage_.data();
+  if (accumulate && !gradient_scratch_) gradient_scratch_ = backend_.make_buffer(parameter_count_);
+  float* target = accumulate ? gradient_scratch_->data() : gradients_->data();
   const auto& nodes = graph_.nodes();
   for (std::size_t i = nodes.size(); i-- > 1;) {
     const Node& node = nodes[i];
@@ -167,10 +186,10 @@ void Network::backward(double loss_scale, bool accumulate,
       args.input_grads.push_back(grad);
     }
     for (const auto& spec : node.params) {
-      args.params.push_back(parameters_.data() + spec.offset);
+      args.params.push_back(parameters_->data() + spec.offset);
       args.param_grads.push_back(target + spec.offset);
     }
-    for (const auto& spec : node.state) args.state.push_back(state_.data() + spec.offset);
+    for (const auto& spec : node.state) args.state.push_back(state_->data() + spec.offset);
     args.training = true;
     args.labels = last_labels_;
     args.loss_scale = loss_scale;
@@ -185,36 +204,29 @@ void Network::backward(double loss_scale, bool accumulate,
   }
   // Nodes before the first with parameters write none.
   if (gradients_ready) gradients_ready(0);
-  if (accumulate) {
-    float* out = gradient_storage_.data();
-    const float* in = gradient_scratch_.data();
-    const auto count = static_cast<std::ptrdiff_t>(parameter_count_);
-#pragma omp parallel for simd schedule(static)
-    for (std::ptrdiff_t j = 0; j < count; ++j) out[j] += in[j];
-  }
+  if (accumulate) backend_.add(*gradients_, *gradient_scratch_, parameter_count_);
 }
 
 std::span<float> Network::gradient_tail(std::size_t floats) {
-  if (!gradients_moved_) {
-    gradients_.resize(parameter_count_ + floats);
-    gradient_storage_ = gradients_;
+  if (!gradients_moved_ && gradients_->size() != parameter_count_ + floats) {
+    auto longer = backend_.make_buffer(parameter_count_ + floats);
+    backend_.copy(*gradients_, 0, *longer, 0, parameter_count_);
+    gradients_ = std::move(longer);
   }
-  MBKIT_CHECK(gradient_storage_.size() == parameter_count_ + floats, "a tail of ", floats,
+  MBKIT_CHECK(gradients_->size() == parameter_count_ + floats, "a tail of ", floats,
               " floats after gradients moved with a tail of ",
-              gradient_storage_.size() - parameter_count_);
-  const std::span<float> tail = gradient_storage_.subspan(parameter_count_);
-  std::fill(tail.begin(), tail.end(), 0.0f);
-  return tail;
+              gradients_->size() - parameter_count_);
+  backend_.fill(*gradients_, parameter_count_, floats, 0.0f);
+  return host_span(*gradients_, gradients_->size()).subspan(parameter_count_);
 }
 
 void Network::move_gradients_to(std::span<float> storage) {
-  MBKIT_CHECK(storage.size() == gradient_storage_.size(), "gradient storage of ", storage.size(),
-              " floats for ", gradient_storage_.size());
-  std::copy(gradient_storage_.begin(), gradient_storage_.end(), storage.begin());
-  gradient_storage_ = storage;
+  MBKIT_CHECK(storage.size() == gradients_->size(), "gradient storage of ", storage.size(),
+              " floats for ", gradients_->size());
+  const std::span<const float> current = host_span(*gradients_, gradients_->size());
+  std::copy(current.begin(), current.end(), storage.begin());
+  gradients_ = std::make_unique<HostBuffer>(storage);
   gradients_moved_ = true;
-  gradients_.clear();
-  gradients_.shrink_to_fit();
 }
 
 std::vector<float> Network::probabilities() const {

@@ -101,10 +101,15 @@ int run_eval(const EvalOptions& options, std::ostream& out) {
   nn::Network net(models::build_model(config, {shape.channels, shape.height, shape.width},
                                       checkpoint.num_classes),
                   *backend);
-  mbkit::train::load_arrays(checkpoint.params, net.graph().parameters(), net.parameters(),
+  // Through host views: copied to the device once on a GPU, in place on the CPU.
+  auto params = net.host_parameters();
+  auto state = net.host_state();
+  mbkit::train::load_arrays(checkpoint.params, net.graph().parameters(), params.values(),
                             options.checkpoint);
-  mbkit::train::load_arrays(checkpoint.state, net.graph().state_arrays(), net.state(),
+  mbkit::train::load_arrays(checkpoint.state, net.graph().state_arrays(), state.values(),
                             options.checkpoint);
+  params.write_back();
+  state.write_back();
 
   auto result = mbkit::train::evaluate(net, loader, options.top_k);
   result.reduce(world);

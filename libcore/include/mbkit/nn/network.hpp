@@ -1,11 +1,15 @@
-// A graph running on a backend: the flat parameter, gradient and state buffers, one kernel per
-// node, and per batch size the activations and gradients the kernels work on.
+// A graph running on a backend: the flat parameter, gradient and state buffers (backend
+// Buffers: device memory on a GPU), one kernel per node, and per batch size the activations and
+// gradients the kernels work on.
 //
 //   Network net(graph, backend);
 //   net.initialize(seed);
 //   auto result = net.forward(images, labels, batch, /*training=*/true, step_seed);
 //   net.backward(1.0 / batch);             // gradients of the mean loss
-//   optimizer.step(net.parameters(), net.gradients(), lr);
+//   optimizer.step(net.parameter_buffer(), net.gradient_buffer(), lr);  // in backend memory
+//   auto params = net.host_parameters();   // host access: a view (CPU) or a counted copy (GPU)
+//
+// Buffers (floats):  parameters [P]   gradients [P | tail]   state [S]
 #pragma once
 
 #include <cstdint>
@@ -30,23 +34,40 @@ class Network {
   const Graph& graph() const { return graph_; }
   Backend& backend() { return backend_; }
 
-  std::span<float> parameters() { return parameters_; }
-  std::span<const float> parameters() const { return parameters_; }
-  std::span<float> gradients() { return gradient_storage_.first(parameter_count_); }
-  std::span<const float> gradients() const { return gradient_storage_.first(parameter_count_); }
-  /// `floats` spare floats right after the gradients, in the same allocation: a distributed
+  // The flat buffers, in backend memory (device memory on a GPU): for backend operations
+  // (the optimizer step) and kernels. gradient_buffer() holds the gradients and the tail.
+  Buffer& parameter_buffer() { return *parameters_; }
+  Buffer& gradient_buffer() { return *gradients_; }
+  Buffer& state_buffer() { return *state_; }
+  std::size_t parameter_count() const { return parameter_count_; }
+  std::size_t state_count() const { return state_->size(); }
+
+  // Host access by name: a view of the buffer on a host-accessible backend (no copy), a counted
+  // staged copy on a device backend (HostView::write_back() copies changes back).
+  HostView host_parameters() { return {backend_, *parameters_, 0, parameter_count_}; }
+  HostView host_gradients() { return {backend_, *gradients_, 0, parameter_count_}; }
+  HostView host_state() { return {backend_, *state_, 0, state_->size()}; }
+
+  // The buffers as host memory, where the backend's memory is the host's (the CPU): today's
+  // callers, zero-copy. On a device backend these refuse (use the buffers or HostViews).
+  std::span<float> parameters() { return host_span(*parameters_, parameter_count_); }
+  std::span<const float> parameters() const { return host_span(*parameters_, parameter_count_); }
+  std::span<float> gradients() { return host_span(*gradients_, parameter_count_); }
+  std::span<const float> gradients() const { return host_span(*gradients_, parameter_count_); }
+  std::span<float> state() { return host_span(*state_, state_->size()); }
+  std::span<const float> state() const { return host_span(*state_, state_->size()); }
+
+  /// `floats` spare floats right after the gradients, in the same buffer: a distributed
   /// exchange sends gradients and its small per-step values as one message. The gradients
   /// keep their values; the tail is zeroed. Earlier spans of gradients() become invalid.
   /// After move_gradients_to(), `floats` must be the tail's size (the tail is then zeroed).
+  /// Host memory: a host-accessible backend only.
   std::span<float> gradient_tail(std::size_t floats);
   /// Gradients and tail move into `storage` (the caller keeps it alive for the network's
   /// life): the backward pass then writes where a shared-memory exchange reads. `storage` has
-  /// room for exactly the gradients and the tail; the values are copied.
+  /// room for exactly the gradients and the tail; the values are copied. Host-accessible
+  /// backends only (a shared-memory window is host memory).
   void move_gradients_to(std::span<float> storage);
-  /// The gradients and the tail after them.
-  std::span<float> gradient_buffer() { return gradient_storage_; }
-  std::span<float> state() { return state_; }
-  std::span<const float> state() const { return state_; }
 
   /// Initialises parameters and state from the graph's initialisers and a seed.
   void initialize(std::uint64_t seed);
@@ -84,8 +105,12 @@ class Network {
   Backend& backend_;
   std::vector<std::unique_ptr<Kernel>> kernels_;
   std::size_t parameter_count_ = 0;
-  std::vector<float> parameters_, gradients_, state_, gradient_scratch_;  // gradients_: + tail
-  std::span<float> gradient_storage_;  ///< gradients_, or the storage they were moved to
+  std::span<float> host_span(Buffer& buffer, std::size_t size) const;
+  std::span<const float> host_span(const Buffer& buffer, std::size_t size) const;
+
+  /// gradients_: the gradients and the tail, in a backend buffer or the storage they were moved
+  /// to; gradient_scratch_: micro-batch gradients before they are added in.
+  std::unique_ptr<Buffer> parameters_, gradients_, state_, gradient_scratch_;
   bool gradients_moved_ = false;
   std::vector<bool> needs_gradient_;
   /// Per node: where the gradients still to be written start once the backward pass has done

@@ -1,0 +1,22 @@
+// A "device" backend for tests: the CPU backend's kernels, but its buffers are not host memory
+// as far as the rest of mbkit may know (host_accessible() is false) and are separate allocations
+// it copies into and out of. A caller that uses a HostView, the counted copies and the backend's
+// operations gets the CPU backend's bits; one that takes a host span of its buffers is refused
+// (nn::Network) or caught by comparing copies. So a test that trains on it proves the code path
+// reads no device memory as host memory.
+#pragma once
+
+#include <memory>
+
+#include "mbkit/nn/backend.hpp"
+
+namespace mbkit::test {
+
+/// `threads` as make_cpu_backend's.
+std::unique_ptr<nn::Backend> make_fake_device_backend(int threads);
+
+/// Whether `buffer` was made by a fake device backend (a test's check that nothing made device
+/// buffers elsewhere).
+bool is_fake_device_buffer(const nn::Buffer& buffer);
+
+}  // namespace mbkit::test
