@@ -12,10 +12,12 @@
 namespace mbkit::backend {
 
 std::vector<std::string> available_backends() {
-  // libmbkit-cuda has the CUDA backend's kernels, but a Network still keeps its parameters,
-  // gradients and state in host memory, which GPU kernels cannot read: "cuda" joins this list
-  // when networks keep them in the backend's buffers (nn/buffer.hpp).
-  return {"cpu"};
+  std::vector<std::string> names{"cpu"};
+  // "cuda" where libmbkit-cuda loads and sees a GPU. This opens the plugin: nothing on a CPU
+  // run's path calls it (only messages, tests and shell completion).
+  const CudaPluginApi* cuda = cuda_plugin();
+  if (cuda != nullptr && cuda->device_count() > 0) names.push_back("cuda");
+  return names;
 }
 
 std::unique_ptr<nn::Backend> make_backend(const std::string& name, int threads) {
@@ -28,11 +30,8 @@ std::unique_ptr<nn::Backend> make_backend(const std::string& name, int threads) 
   if (cuda == nullptr) usage_error(cat("--device ", device.text(), ": CUDA backend ", why_not));
   const int gpu = choose_gpu(device, local_rank_from_environment(), cuda->device_count(),
                              std::getenv("CUDA_VISIBLE_DEVICES"));
-  usage_error(cat("--device ", device.text(), ": GPU ", gpu,
-                  " is there and this mbkit's CUDA backend has its kernels, but networks still "
-                  "keep their parameters in host memory, so it cannot train yet; use --device cpu "
-                  "(available: ",
-                  join(available_backends(), ", "), ")"));
+  // --threads is the CPU backend's: a GPU backend runs its host side on the calling thread.
+  return std::unique_ptr<nn::Backend>(cuda->make_backend(gpu));
 }
 
 }  // namespace mbkit::backend
