@@ -68,6 +68,10 @@ Context::~Context() {
   if (stream != nullptr) cudaStreamDestroy(stream);
 }
 
+void Context::activate() const {
+  MBKIT_CUDA_CHECK(cudaSetDevice(gpu));
+}
+
 void* Context::workspace(std::size_t bytes) {
   if (bytes > workspace_.bytes()) {
     // Work queued on the stream may still use the old workspace.
@@ -118,6 +122,7 @@ namespace {
 
 void CudaKernel::prepare(int batch, std::span<nn::Tensor* const> inputs, nn::Tensor& output) {
   try {
+    context_.activate();
     do_prepare(batch, inputs, cuda(output));
   } catch (const Error& error) {
     rethrow(node_, "setup", error);
@@ -126,6 +131,7 @@ void CudaKernel::prepare(int batch, std::span<nn::Tensor* const> inputs, nn::Ten
 
 void CudaKernel::forward(nn::KernelArgs& args) {
   try {
+    context_.activate();
     do_forward(args);
   } catch (const Error& error) {
     rethrow(node_, "forward", error);
@@ -134,6 +140,7 @@ void CudaKernel::forward(nn::KernelArgs& args) {
 
 void CudaKernel::backward(nn::KernelArgs& args) {
   try {
+    context_.activate();
     do_backward(args);
   } catch (const Error& error) {
     rethrow(node_, "backward", error);
@@ -297,16 +304,19 @@ class CudaBackend final : public nn::Backend {
   }
 
   std::unique_ptr<nn::Tensor> make_tensor_like(const nn::Tensor& like) override {
+    context_.activate();
     auto tensor = std::make_unique<CudaTensor>(like.batch(), like.dims());
     tensor->allocate();
     return tensor;
   }
 
   void set_input(nn::Tensor& input, const float* images) override {
+    context_.activate();
     staging_.copy(cuda(input), images);
   }
 
   void read(const nn::Tensor& tensor, float* host) const override {
+    context_.activate();
     const CudaTensor& source = cuda(tensor);
     MBKIT_CUDA_CHECK(cudaMemcpyAsync(host, source.data(), source.bytes(), cudaMemcpyDeviceToHost,
                                      context_.stream));
@@ -314,6 +324,7 @@ class CudaBackend final : public nn::Backend {
   }
 
   void write(nn::Tensor& tensor, const float* host) override {
+    context_.activate();
     CudaTensor& destination = cuda(tensor);
     MBKIT_CUDA_CHECK(cudaMemcpyAsync(destination.data(), host, destination.bytes(),
                                      cudaMemcpyHostToDevice, context_.stream));
@@ -321,6 +332,7 @@ class CudaBackend final : public nn::Backend {
   }
 
   void accumulate(nn::Tensor& destination, const nn::Tensor& source) override {
+    context_.activate();
     CudaTensor& to = cuda(destination);
     const CudaTensor& from = cuda(source);
     MBKIT_CHECK(to.count() == from.count(), "accumulate: ", to.count(), " and ", from.count(),
@@ -328,11 +340,15 @@ class CudaBackend final : public nn::Backend {
     cuda::accumulate(to.data(), from.data(), to.count(), context_.stream);
   }
 
-  void synchronize() override { context_.synchronize(); }
+  void synchronize() override {
+    context_.activate();
+    context_.synchronize();
+  }
 
   // Flat buffers: device memory, every operation queued on the compute stream; only the copies
   // to and from the host wait for it.
   std::unique_ptr<nn::Buffer> make_buffer(std::size_t floats) override {
+    context_.activate();
     DeviceMemory memory(floats * sizeof(float));
     if (floats > 0) {
       MBKIT_CUDA_CHECK(cudaMemsetAsync(memory.get(), 0, memory.bytes(), context_.stream));
@@ -344,6 +360,7 @@ class CudaBackend final : public nn::Backend {
 
   void copy(const nn::Buffer& source, std::size_t from, nn::Buffer& destination, std::size_t to,
             std::size_t count) override {
+    context_.activate();
     MBKIT_CHECK(from <= source.size() && count <= source.size() - from &&
                     to <= destination.size() && count <= destination.size() - to,
                 "copy of ", count, " floats from ", from, " of ", source.size(), " to ", to, " of ",
@@ -367,6 +384,7 @@ class CudaBackend final : public nn::Backend {
   }
 
   void fill(nn::Buffer& buffer, std::size_t offset, std::size_t count, float value) override {
+    context_.activate();
     MBKIT_CHECK(offset <= buffer.size() && count <= buffer.size() - offset, "fill of ", count,
                 " floats at ", offset, " in a buffer of ", buffer.size());
     if (count == 0) return;
@@ -374,6 +392,7 @@ class CudaBackend final : public nn::Backend {
   }
 
   void add(nn::Buffer& destination, const nn::Buffer& source, std::size_t count) override {
+    context_.activate();
     MBKIT_CHECK(count <= destination.size() && count <= source.size(), "add of ", count,
                 " floats to buffers of ", destination.size(), " and ", source.size());
     if (count == 0) return;
@@ -382,11 +401,13 @@ class CudaBackend final : public nn::Backend {
   }
 
   void optimizer_step(const nn::OptimizerUpdate& update) override {
+    context_.activate();
     cuda::optimizer_step(optimizer_args(update), context_.stream);
   }
 
  protected:
   void read_buffer(const nn::Buffer& source, std::size_t offset, std::span<float> host) override {
+    context_.activate();
     MBKIT_CUDA_CHECK(cudaMemcpyAsync(host.data(), source.data() + offset, host.size_bytes(),
                                      cudaMemcpyDeviceToHost, context_.stream));
     context_.synchronize();
@@ -394,6 +415,7 @@ class CudaBackend final : public nn::Backend {
 
   void write_buffer(std::span<const float> host, nn::Buffer& destination,
                     std::size_t offset) override {
+    context_.activate();
     MBKIT_CUDA_CHECK(cudaMemcpyAsync(destination.data() + offset, host.data(), host.size_bytes(),
                                      cudaMemcpyHostToDevice, context_.stream));
     context_.synchronize();  // `host` may go away when this returns

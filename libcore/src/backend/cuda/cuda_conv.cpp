@@ -136,7 +136,7 @@ class ConvKernel final : public CudaKernel {
                 "x", h, "x", w, " of a layer whose output is ", batch, "x", out.text());
     plan->y.set(batch, out.c, out.h, out.w);
     output.allocate();
-    key_base_ = ConvKey{ConvPass::kForward,
+    plan->key = ConvKey{ConvPass::kForward,
                         batch,
                         in.c,
                         g.padded_h,
@@ -207,6 +207,7 @@ class ConvKernel final : public CudaKernel {
 
  private:
   struct Plan {
+    ConvKey key;  ///< of the forward pass at this batch size (choose() sets the pass)
     PadGeometry geometry;
     TensorDesc x, y;  ///< x: the input as cuDNN reads it (padded when padding_ copies)
     DeviceMemory padded, padded_grad;
@@ -221,7 +222,7 @@ class ConvKernel final : public CudaKernel {
   }
 
   Choice choose(ConvPass pass, const Plan& plan) {
-    ConvKey key = key_base_;
+    ConvKey key = plan.key;
     key.pass = pass;
     AlgorithmCache& cache = AlgorithmCache::instance();
     if (const auto cached = cache.find(key)) return *cached;
@@ -292,7 +293,6 @@ class ConvKernel final : public CudaKernel {
   FilterDesc filter_;
   ConvDesc conv_;
   TensorDesc bias_;
-  ConvKey key_base_;
   std::map<int, std::unique_ptr<Plan>> plans_;
 };
 

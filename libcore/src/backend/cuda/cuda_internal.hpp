@@ -80,6 +80,9 @@ struct Context {
   cudnnHandle_t cudnn = nullptr;
   cublasHandle_t cublas = nullptr;
 
+  /// Makes the GPU current on the calling thread (CUDA's current device is per thread, and a
+  /// trainer may reach the backend from more than one: an exchange thread copying gradients).
+  void activate() const;
   /// At least `bytes` of workspace (the previous contents are not kept).
   void* workspace(std::size_t bytes);
   void synchronize() const;
