@@ -1,9 +1,8 @@
 // The CUDA backend's own kernels (declared in kernels.hpp): grid-stride loops, one thread per
 // output element unless said otherwise.
-#include <cfloat>
-
 #include "kernels.hpp"
 #include "mbkit/backend/cuda/check.hpp"
+#include "mbkit/backend/cuda/kernel_math.hpp"
 #include "mbkit/backend/cuda/launch.hpp"
 
 namespace mbkit::backend::cuda {
@@ -60,126 +59,26 @@ __global__ void crop_kernel(float* dst, const float* padded, PadGeometry g) {
   }
 }
 
-// The window of output (oy, ox): rows [y0, y0 + kernel_h) of the input, some outside it.
 __global__ void max_pool_forward_kernel(float* out, std::int32_t* argmax, const float* in,
                                         PoolGeometry g) {
-  const std::int64_t count = static_cast<std::int64_t>(g.batch) * g.channels * g.out_h * g.out_w;
-  MBKIT_GRID_LOOP(i, count) {
-    const int ox = static_cast<int>(i % g.out_w);
-    const int oy = static_cast<int>((i / g.out_w) % g.out_h);
-    const std::int64_t plane = i / (static_cast<std::int64_t>(g.out_w) * g.out_h);
-    const float* x = in + plane * g.in_h * g.in_w;
-    const int y0 = oy * g.stride_h - g.pad_top, x0 = ox * g.stride_w - g.pad_left;
-    float best = -FLT_MAX;
+  MBKIT_GRID_LOOP(i, g.outputs()) {
     int where = -1;
-    for (int ky = 0; ky < g.kernel_h; ++ky) {
-      const int y = y0 + ky;
-      if (y < 0 || y >= g.in_h) continue;
-      for (int kx = 0; kx < g.kernel_w; ++kx) {
-        const int xx = x0 + kx;
-        if (xx < 0 || xx >= g.in_w) continue;
-        const float value = x[y * g.in_w + xx];
-        if (where < 0 || value > best) {
-          best = value;
-          where = y * g.in_w + xx;
-        }
-      }
-    }
-    out[i] = best;
+    out[i] = max_pool_at(i, in, g, where);
     argmax[i] = where;
   }
 }
 
-/// The outputs whose windows hold input row y: [first, last] (empty when first > last).
-__device__ void windows_over(int y, int pad, int kernel, int stride, int outputs, int& first,
-                             int& last) {
-  const int shifted = y + pad;  // position in the padded input
-  first = shifted - kernel + 1 <= 0 ? 0 : (shifted - kernel + stride) / stride;
-  last = shifted / stride;
-  if (last > outputs - 1) last = outputs - 1;
-}
-
 __global__ void max_pool_backward_kernel(float* dx, const float* dy, const std::int32_t* argmax,
                                          PoolGeometry g) {
-  const std::int64_t count = static_cast<std::int64_t>(g.batch) * g.channels * g.in_h * g.in_w;
-  MBKIT_GRID_LOOP(i, count) {
-    const int x = static_cast<int>(i % g.in_w);
-    const int y = static_cast<int>((i / g.in_w) % g.in_h);
-    const std::int64_t plane = i / (static_cast<std::int64_t>(g.in_w) * g.in_h);
-    const std::int64_t base = plane * g.out_h * g.out_w;
-    int oy0, oy1, ox0, ox1;
-    windows_over(y, g.pad_top, g.kernel_h, g.stride_h, g.out_h, oy0, oy1);
-    windows_over(x, g.pad_left, g.kernel_w, g.stride_w, g.out_w, ox0, ox1);
-    const int self = y * g.in_w + x;
-    float sum = 0.0f;
-    for (int oy = oy0; oy <= oy1; ++oy) {
-      for (int ox = ox0; ox <= ox1; ++ox) {
-        const std::int64_t o = base + oy * g.out_w + ox;
-        if (argmax[o] == self) sum = __fadd_rn(sum, dy[o]);
-      }
-    }
-    dx[i] = sum;
-  }
-}
-
-/// Pixels of window (oy, ox) inside the image.
-__device__ int window_pixels(int oy, int ox, const PoolGeometry& g) {
-  const int y0 = oy * g.stride_h - g.pad_top, x0 = ox * g.stride_w - g.pad_left;
-  const int y_begin = max(y0, 0), y_end = min(y0 + g.kernel_h, g.in_h);
-  const int x_begin = max(x0, 0), x_end = min(x0 + g.kernel_w, g.in_w);
-  return max(y_end - y_begin, 0) * max(x_end - x_begin, 0);
+  MBKIT_GRID_LOOP(i, g.inputs()) dx[i] = max_pool_grad_at(i, dy, argmax, g);
 }
 
 __global__ void avg_pool_forward_kernel(float* out, const float* in, PoolGeometry g) {
-  const std::int64_t count = static_cast<std::int64_t>(g.batch) * g.channels * g.out_h * g.out_w;
-  MBKIT_GRID_LOOP(i, count) {
-    const int ox = static_cast<int>(i % g.out_w);
-    const int oy = static_cast<int>((i / g.out_w) % g.out_h);
-    const std::int64_t plane = i / (static_cast<std::int64_t>(g.out_w) * g.out_h);
-    const float* x = in + plane * g.in_h * g.in_w;
-    const int y0 = oy * g.stride_h - g.pad_top, x0 = ox * g.stride_w - g.pad_left;
-    float sum = 0.0f;
-    for (int y = max(y0, 0); y < min(y0 + g.kernel_h, g.in_h); ++y) {
-      for (int xx = max(x0, 0); xx < min(x0 + g.kernel_w, g.in_w); ++xx) {
-        sum = __fadd_rn(sum, x[y * g.in_w + xx]);
-      }
-    }
-    const int pixels = window_pixels(oy, ox, g);
-    out[i] = pixels > 0 ? __fdiv_rn(sum, static_cast<float>(pixels)) : 0.0f;
-  }
+  MBKIT_GRID_LOOP(i, g.outputs()) out[i] = avg_pool_at(i, in, g);
 }
 
 __global__ void avg_pool_backward_kernel(float* dx, const float* dy, PoolGeometry g) {
-  const std::int64_t count = static_cast<std::int64_t>(g.batch) * g.channels * g.in_h * g.in_w;
-  MBKIT_GRID_LOOP(i, count) {
-    const int x = static_cast<int>(i % g.in_w);
-    const int y = static_cast<int>((i / g.in_w) % g.in_h);
-    const std::int64_t plane = i / (static_cast<std::int64_t>(g.in_w) * g.in_h);
-    const std::int64_t base = plane * g.out_h * g.out_w;
-    int oy0, oy1, ox0, ox1;
-    windows_over(y, g.pad_top, g.kernel_h, g.stride_h, g.out_h, oy0, oy1);
-    windows_over(x, g.pad_left, g.kernel_w, g.stride_w, g.out_w, ox0, ox1);
-    float sum = 0.0f;
-    for (int oy = oy0; oy <= oy1; ++oy) {
-      for (int ox = ox0; ox <= ox1; ++ox) {
-        sum = __fadd_rn(sum, __fdiv_rn(dy[base + oy * g.out_w + ox],
-                                       static_cast<float>(window_pixels(oy, ox, g))));
-      }
-    }
-    dx[i] = sum;
-  }
-}
-
-// util/random.cpp's SplitMix64 and xoshiro256**, step for step.
-__device__ std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-__device__ std::uint64_t rotl(std::uint64_t x, int k) {
-  return (x << k) | (x >> (64 - k));
+  MBKIT_GRID_LOOP(i, g.inputs()) dx[i] = avg_pool_grad_at(i, dy, g);
 }
 
 /// One thread per block of kDropoutBlock elements, drawing its masks in order from
@@ -188,21 +87,10 @@ __global__ void dropout_forward_kernel(float* y, std::uint8_t* mask, const float
                                        std::int64_t count, std::int64_t streams, std::uint64_t seed,
                                        std::uint64_t threshold, float scale) {
   MBKIT_GRID_LOOP(block, streams) {
-    std::uint64_t mixer = static_cast<std::uint64_t>(block);
-    std::uint64_t state = seed ^ splitmix64(mixer);
-    std::uint64_t s[4];
-    for (auto& word : s) word = splitmix64(state);
+    DropoutStream rng(seed, static_cast<std::uint64_t>(block));
     const std::int64_t end = min(count, (block + 1) * kDropoutBlock);
     for (std::int64_t i = block * kDropoutBlock; i < end; ++i) {
-      const std::uint64_t result = rotl(s[1] * 5, 7) * 9;
-      const std::uint64_t t = s[1] << 17;
-      s[2] ^= s[0];
-      s[3] ^= s[1];
-      s[1] ^= s[2];
-      s[0] ^= s[3];
-      s[2] ^= t;
-      s[3] = rotl(s[3], 45);
-      const bool keep = (result >> 32) >= threshold;
+      const bool keep = rng.next_u32() >= threshold;
       mask[i] = keep;
       y[i] = keep ? __fmul_rn(x[i], scale) : 0.0f;
     }
@@ -302,34 +190,25 @@ void crop_copy(float* dst, const float* padded, const PadGeometry& g, cudaStream
   MBKIT_CUDA_CHECK_LAUNCH();
 }
 
-namespace {
-std::int64_t outputs(const PoolGeometry& g) {
-  return static_cast<std::int64_t>(g.batch) * g.channels * g.out_h * g.out_w;
-}
-std::int64_t inputs(const PoolGeometry& g) {
-  return static_cast<std::int64_t>(g.batch) * g.channels * g.in_h * g.in_w;
-}
-}  // namespace
-
 void max_pool_forward(float* y, std::int32_t* argmax, const float* x, const PoolGeometry& g,
                       cudaStream_t stream) {
-  max_pool_forward_kernel<<<blocks_for(outputs(g)), kThreads, 0, stream>>>(y, argmax, x, g);
+  max_pool_forward_kernel<<<blocks_for(g.outputs()), kThreads, 0, stream>>>(y, argmax, x, g);
   MBKIT_CUDA_CHECK_LAUNCH();
 }
 
 void max_pool_backward(float* dx, const float* dy, const std::int32_t* argmax,
                        const PoolGeometry& g, cudaStream_t stream) {
-  max_pool_backward_kernel<<<blocks_for(inputs(g)), kThreads, 0, stream>>>(dx, dy, argmax, g);
+  max_pool_backward_kernel<<<blocks_for(g.inputs()), kThreads, 0, stream>>>(dx, dy, argmax, g);
   MBKIT_CUDA_CHECK_LAUNCH();
 }
 
 void avg_pool_forward(float* y, const float* x, const PoolGeometry& g, cudaStream_t stream) {
-  avg_pool_forward_kernel<<<blocks_for(outputs(g)), kThreads, 0, stream>>>(y, x, g);
+  avg_pool_forward_kernel<<<blocks_for(g.outputs()), kThreads, 0, stream>>>(y, x, g);
   MBKIT_CUDA_CHECK_LAUNCH();
 }
 
 void avg_pool_backward(float* dx, const float* dy, const PoolGeometry& g, cudaStream_t stream) {
-  avg_pool_backward_kernel<<<blocks_for(inputs(g)), kThreads, 0, stream>>>(dx, dy, g);
+  avg_pool_backward_kernel<<<blocks_for(g.inputs()), kThreads, 0, stream>>>(dx, dy, g);
   MBKIT_CUDA_CHECK_LAUNCH();
 }
 

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "mbkit/backend/cuda/kernel_math.hpp"
+
 namespace mbkit::backend::cuda {
 
 // Elementwise.
@@ -22,27 +24,14 @@ void broadcast_rows(float* y, const float* bias, int rows, int columns, cudaStre
 /// sums[j] = sum over rows i, in row order, of x[i][j] (deterministic, as the CPU backend adds).
 void column_sums(float* sums, const float* x, int rows, int columns, cudaStream_t stream);
 
-// Convolution with asymmetric padding (see PaddingPlan).
-struct PadGeometry {
-  int batch = 0, channels = 0;
-  int h = 0, w = 0;                ///< the unpadded tensor
-  int padded_h = 0, padded_w = 0;  ///< the padded one
-  int top = 0, left = 0;           ///< where the unpadded tensor starts in it
-};
+// Convolution with asymmetric padding (see PaddingPlan and PadGeometry).
 /// padded = src placed at (top, left), zeros around it.
 void pad_copy(float* padded, const float* src, const PadGeometry& geometry, cudaStream_t stream);
 /// dst = the unpadded window of padded.
 void crop_copy(float* dst, const float* padded, const PadGeometry& geometry, cudaStream_t stream);
 
-// Pooling, with the CPU backend's rules: padded positions never win a max (the first maximum in
-// row-major window order does, as oneDNN's); an average divides by the window's pixels inside the
-// image. Backward passes gather (each input pixel sums the windows it is in): deterministic.
-struct PoolGeometry {
-  int batch = 0, channels = 0;
-  int in_h = 0, in_w = 0, out_h = 0, out_w = 0;
-  int kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1;
-  int pad_top = 0, pad_left = 0;
-};
+// Pooling (mbkit/backend/cuda/kernel_math.hpp gives the rules). Backward passes gather (each
+// input pixel sums the windows it is in): deterministic.
 /// argmax: per output, the winning input pixel's index in its (h, w) plane.
 void max_pool_forward(float* y, std::int32_t* argmax, const float* x, const PoolGeometry& geometry,
                       cudaStream_t stream);
