@@ -46,7 +46,7 @@ void train_step(benchmark::State& state, const Workload& workload) {
   mbkit::optim::OptimizerConfig optimizer_config;
   optimizer_config.name = "momentum";
   optimizer_config.momentum = 0.9;
-  auto optimizer = mbkit::optim::make_optimizer(optimizer_config, net.parameters().size());
+  auto optimizer = mbkit::optim::make_optimizer(optimizer_config, net.parameter_count(), *backend);
 
   // Eight batches of inputs cycled through, as torch_bench slices its tensors.
   mbkit::Rng rng(0);
@@ -60,7 +60,7 @@ void train_step(benchmark::State& state, const Workload& workload) {
     const std::size_t slot = i % 8;
     net.forward(images.data() + slot * batch * pixels, labels.data() + slot * batch, batch, true);
     net.backward(1.0 / batch);
-    optimizer->step(net.parameters(), net.gradients(), 0.01);
+    optimizer->step(net.parameter_buffer(), net.gradient_buffer(), 0.01);
   };
   for (std::size_t i = 0; i < 10; ++i) step(i);  // warm-up: primitives, caches, page faults
   std::size_t i = 0;

@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 
+#include "mbkit/backend/cpu.hpp"
 #include "mbkit/io/hdf5.hpp"
 #include "mbkit/optim/optimizer.hpp"
 #include "mbkit/util/random.hpp"
@@ -16,6 +17,13 @@
 
 namespace mbkit::optim {
 namespace {
+
+// The optimizers' arithmetic runs in a backend: the CPU one here (test_optimizer_backends.cpp
+// holds every backend to its bits).
+nn::Backend& cpu() {
+  static const auto backend = backend::make_cpu_backend(0);
+  return *backend;
+}
 
 OptimizerConfig config_for(const std::string& name) {
   OptimizerConfig config;
@@ -32,7 +40,10 @@ std::vector<float> random_values(std::size_t count, std::uint64_t seed, double s
 
 std::map<std::string, std::vector<float>> state_of(Optimizer& optimizer) {
   std::map<std::string, std::vector<float>> copy;
-  for (const auto& [name, values] : optimizer.state()) copy[name] = *values;
+  for (const auto& [name, values] : optimizer.state()) {
+    copy[name].resize(values->size());
+    optimizer.backend().copy_to_host(*values, 0, copy[name]);
+  }
   return copy;
 }
 
@@ -40,7 +51,7 @@ std::map<std::string, std::vector<float>> state_of(Optimizer& optimizer) {
 // One step by hand.
 
 TEST(Sgd, StepsAgainstTheGradient) {
-  auto sgd = make_optimizer(config_for("sgd"), 2);
+  auto sgd = make_optimizer(config_for("sgd"), 2, cpu());
   std::vector<float> params{1.0f, -2.0f};
   const std::vector<float> grads{0.5f, 0.25f};
   sgd->step(params, grads, 0.1);
@@ -53,7 +64,7 @@ TEST(Sgd, StepsAgainstTheGradient) {
 TEST(Sgd, WeightDecayAddsItsShareOfTheParameterToTheGradient) {
   auto config = config_for("sgd");
   config.weight_decay = 0.1;
-  auto sgd = make_optimizer(config, 1);
+  auto sgd = make_optimizer(config, 1, cpu());
   std::vector<float> params{2.0f};
   const std::vector<float> grads{0.5f};
   sgd->step(params, grads, 0.1);
@@ -64,7 +75,7 @@ TEST(Momentum, WeightDecayAddsItsShareOfTheParameterToTheGradient) {
   auto config = config_for("momentum");
   config.momentum = 0.9;
   config.weight_decay = 0.1;
-  auto momentum = make_optimizer(config, 1);
+  auto momentum = make_optimizer(config, 1, cpu());
   std::vector<float> params{2.0f};
   const std::vector<float> grads{0.5f};
   momentum->step(params, grads, 0.1);  // a = 0.5 + 0.1 * 2 = 0.7
@@ -72,7 +83,7 @@ TEST(Momentum, WeightDecayAddsItsShareOfTheParameterToTheGradient) {
   momentum->step(params, grads, 0.1);  // a = 0.9 * 0.7 + 0.5 + 0.1 * 1.93 = 1.323
   EXPECT_FLOAT_EQ(params[0], 1.7977f);
   config.nesterov = true;  // p -= lr * (g + m * a) with g = 0.7, a = 0.7
-  auto nesterov = make_optimizer(config, 1);
+  auto nesterov = make_optimizer(config, 1, cpu());
   params = {2.0f};
   nesterov->step(params, grads, 0.1);
   EXPECT_FLOAT_EQ(params[0], 1.867f);
@@ -81,7 +92,7 @@ TEST(Momentum, WeightDecayAddsItsShareOfTheParameterToTheGradient) {
 TEST(Momentum, AccumulatesGradients) {
   auto config = config_for("momentum");
   config.momentum = 0.9;
-  auto momentum = make_optimizer(config, 1);
+  auto momentum = make_optimizer(config, 1, cpu());
   std::vector<float> params{1.0f};
   const std::vector<float> grads{1.0f};
   momentum->step(params, grads, 0.1);  // a = 1
@@ -97,7 +108,7 @@ TEST(Momentum, NesterovLooksAhead) {
   auto config = config_for("momentum");
   config.momentum = 0.9;
   config.nesterov = true;
-  auto nesterov = make_optimizer(config, 1);
+  auto nesterov = make_optimizer(config, 1, cpu());
   std::vector<float> params{1.0f};
   const std::vector<float> grads{1.0f};
   nesterov->step(params, grads, 0.1);  // a = 1; p -= 0.1 (1 + 0.9 * 1)
@@ -110,7 +121,7 @@ TEST(RmsProp, MeanSquareStartsAtOneAndEpsilonIsInsideTheRoot) {
   auto config = config_for("rmsprop");
   config.rmsprop_decay = 0.9;
   config.rmsprop_epsilon = 0.2;  // large, to see where it goes
-  auto rmsprop = make_optimizer(config, 1);
+  auto rmsprop = make_optimizer(config, 1, cpu());
   ASSERT_EQ(state_of(*rmsprop).at("ms"), std::vector<float>{1.0f});
   std::vector<float> params{1.0f};
   const std::vector<float> grads{2.0f};
@@ -127,7 +138,7 @@ TEST(RmsProp, MomentumCarriesThePreviousStep) {
   config.rmsprop_decay = 0.5;
   config.rmsprop_momentum = 0.5;
   config.rmsprop_epsilon = 1e-10;
-  auto rmsprop = make_optimizer(config, 1);
+  auto rmsprop = make_optimizer(config, 1, cpu());
   std::vector<float> params{0.0f};
   const std::vector<float> grads{1.0f};
   rmsprop->step(params, grads, 0.1);  // ms = 1, mom = 0.1
@@ -138,7 +149,7 @@ TEST(RmsProp, MomentumCarriesThePreviousStep) {
 TEST(Adam, FirstStepMovesByAboutTheLearningRate) {
   // With TF1's step size lr sqrt(1 - b2) / (1 - b1), m = (1 - b1) g and v = (1 - b2) g^2, the
   // first update is lr g / |g| up to epsilon, whatever the gradient's scale.
-  auto adam = make_optimizer(config_for("adam"), 3);
+  auto adam = make_optimizer(config_for("adam"), 3, cpu());
   std::vector<float> params{0.0f, 0.0f, 0.0f};
   const std::vector<float> grads{0.5f, -20.0f, 0.01f};
   adam->step(params, grads, 0.001);
@@ -151,7 +162,7 @@ TEST(Adam, FirstStepMovesByAboutTheLearningRate) {
 TEST(Adam, EpsilonIsAddedToTheUncorrectedRoot) {
   auto config = config_for("adam");
   config.adam_epsilon = 1.0;  // large, to see where it goes
-  auto adam = make_optimizer(config, 1);
+  auto adam = make_optimizer(config, 1, cpu());
   std::vector<float> params{0.0f};
   const std::vector<float> grads{0.5f};
   adam->step(params, grads, 0.1);
@@ -193,7 +204,7 @@ TEST_P(Golden, FiveStepsMatchTheReference) {
   config.adam_beta1 = reference.double_attribute("adam_beta1");
   config.adam_beta2 = reference.double_attribute("adam_beta2");
   config.adam_epsilon = reference.double_attribute("adam_epsilon");
-  auto optimizer = make_optimizer(config, size);
+  auto optimizer = make_optimizer(config, size, cpu());
 
   std::vector<float> params = initial;
   for (std::size_t step = 0; step < steps; ++step) {
@@ -243,7 +254,7 @@ TEST(Optimizer, StateNamesAndSizes) {
   const std::map<std::string, std::vector<std::string>> names{
       {"sgd", {}}, {"momentum", {"momentum"}}, {"rmsprop", {"ms", "mom"}}, {"adam", {"m", "v"}}};
   for (const auto& [name, expected] : names) {
-    auto optimizer = make_optimizer(config_for(name), 11);
+    auto optimizer = make_optimizer(config_for(name), 11, cpu());
     std::vector<std::string> got;
     for (const auto& [slot, values] : optimizer->state()) {
       got.push_back(slot);
@@ -264,20 +275,22 @@ TEST(Optimizer, RestoredStateContinuesBitForBit) {
 
   for (const auto& variant : variants()) {
     SCOPED_TRACE(variant.label);
-    auto uninterrupted = make_optimizer(variant.config, kSize);
+    auto uninterrupted = make_optimizer(variant.config, kSize, cpu());
     auto straight = initial;
     for (std::size_t step = 0; step < 6; ++step)
       uninterrupted->step(straight, grads[step], lr(step));
 
-    auto first = make_optimizer(variant.config, kSize);
+    auto first = make_optimizer(variant.config, kSize, cpu());
     auto resumed = initial;
     for (std::size_t step = 0; step < 3; ++step) first->step(resumed, grads[step], lr(step));
     const auto saved = state_of(*first);
     const auto saved_steps = first->steps();
     first.reset();
 
-    auto second = make_optimizer(variant.config, kSize);
-    for (const auto& [name, values] : second->state()) *values = saved.at(name);
+    auto second = make_optimizer(variant.config, kSize, cpu());
+    for (const auto& [name, values] : second->state()) {
+      cpu().copy_from_host(saved.at(name), *values, 0);
+    }
     second->set_steps(saved_steps);
     for (std::size_t step = 3; step < 6; ++step) second->step(resumed, grads[step], lr(step));
 
@@ -296,11 +309,11 @@ TEST(Optimizer, ThreadedBuffersMatchElementByElementUpdates) {
   const auto grads = random_values(kSize, 3, 0.1);
   for (const auto& variant : variants()) {
     SCOPED_TRACE(variant.label);
-    auto whole = make_optimizer(variant.config, kSize);
+    auto whole = make_optimizer(variant.config, kSize, cpu());
     auto params = initial;
     for (int step = 0; step < 3; ++step) whole->step(params, grads, 0.05);
     for (std::size_t i = 0; i < kSize; i += kSize / kChecked) {
-      auto single = make_optimizer(variant.config, 1);
+      auto single = make_optimizer(variant.config, 1, cpu());
       std::vector<float> param{initial[i]};
       const std::vector<float> grad{grads[i]};
       for (int step = 0; step < 3; ++step) single->step(param, grad, 0.05);
@@ -310,15 +323,18 @@ TEST(Optimizer, ThreadedBuffersMatchElementByElementUpdates) {
 }
 
 TEST(Optimizer, SizeMismatchIsAnInternalError) {
-  auto adam = make_optimizer(config_for("adam"), 4);
+  auto adam = make_optimizer(config_for("adam"), 4, cpu());
   std::vector<float> params(4), grads(4), short_buffer(3);
   EXPECT_MBKIT_ERROR(adam->step(short_buffer, grads, 0.1), ExitCode::kFailure,
                      "optimizer made for 4 parameters got 3");
   EXPECT_MBKIT_ERROR(adam->step(params, short_buffer, 0.1), ExitCode::kFailure,
                      "optimizer made for 4 parameters got 3 gradients");
-  adam->state().front().second->resize(5);  // a checkpoint of another model
-  EXPECT_MBKIT_ERROR(adam->step(params, grads, 0.1), ExitCode::kFailure,
-                     "optimizer state 'm' holds 5 values for 4 parameters");
+  // Buffers: a range past the end (a shard's offset too far).
+  auto long_params = cpu().make_buffer(6);
+  auto long_grads = cpu().make_buffer(6);
+  adam->step(*long_params, *long_grads, 0.1, 2);
+  EXPECT_MBKIT_ERROR(adam->step(*long_params, *long_grads, 0.1, 3), ExitCode::kFailure,
+                     "optimizer made for 4 parameters got 6 from 3");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -327,51 +343,55 @@ TEST(Optimizer, SizeMismatchIsAnInternalError) {
 TEST(MakeOptimizer, NamesTheFlagOfABadSetting) {
   EXPECT_EQ(known_optimizers(), "sgd, momentum, rmsprop, adam");
   EXPECT_MBKIT_ERROR(
-      make_optimizer(config_for("adamw"), 1), ExitCode::kUsage,
+      make_optimizer(config_for("adamw"), 1, cpu()), ExitCode::kUsage,
       "--optimizer: unknown optimizer 'adamw' (known: sgd, momentum, rmsprop, adam)");
 
   auto config = config_for("momentum");
   config.momentum = 1.5;
-  EXPECT_MBKIT_ERROR(make_optimizer(config, 1), ExitCode::kUsage,
+  EXPECT_MBKIT_ERROR(make_optimizer(config, 1, cpu()), ExitCode::kUsage,
                      "--momentum 1.5 is not in [0, 1)");
   config.momentum = -0.1;
-  EXPECT_MBKIT_ERROR(make_optimizer(config, 1), ExitCode::kUsage,
+  EXPECT_MBKIT_ERROR(make_optimizer(config, 1, cpu()), ExitCode::kUsage,
                      "--momentum -0.1 is not in [0, 1)");
   config.momentum = 1.0;
-  EXPECT_MBKIT_ERROR(make_optimizer(config, 1), ExitCode::kUsage, "--momentum 1 is not in [0, 1)");
+  EXPECT_MBKIT_ERROR(make_optimizer(config, 1, cpu()), ExitCode::kUsage,
+                     "--momentum 1 is not in [0, 1)");
   config.momentum = std::nan("");
-  EXPECT_MBKIT_ERROR(make_optimizer(config, 1), ExitCode::kUsage, "--momentum nan is not in");
+  EXPECT_MBKIT_ERROR(make_optimizer(config, 1, cpu()), ExitCode::kUsage,
+                     "--momentum nan is not in");
 
   config = config_for("sgd");
   config.weight_decay = -1e-4;
-  EXPECT_MBKIT_ERROR(make_optimizer(config, 1), ExitCode::kUsage,
+  EXPECT_MBKIT_ERROR(make_optimizer(config, 1, cpu()), ExitCode::kUsage,
                      "--weight-decay must be non-negative and finite (got -0.0001)");
   config.weight_decay = std::numeric_limits<double>::infinity();
-  EXPECT_MBKIT_ERROR(make_optimizer(config, 1), ExitCode::kUsage,
+  EXPECT_MBKIT_ERROR(make_optimizer(config, 1, cpu()), ExitCode::kUsage,
                      "--weight-decay must be non-negative");
 
   config = config_for("rmsprop");
   config.rmsprop_decay = 1.0;
-  EXPECT_MBKIT_ERROR(make_optimizer(config, 1), ExitCode::kUsage,
+  EXPECT_MBKIT_ERROR(make_optimizer(config, 1, cpu()), ExitCode::kUsage,
                      "--rmsprop-decay 1 is not in [0, 1)");
   config = config_for("rmsprop");
   config.rmsprop_momentum = 2.0;
-  EXPECT_MBKIT_ERROR(make_optimizer(config, 1), ExitCode::kUsage, "--momentum 2 is not in [0, 1)");
+  EXPECT_MBKIT_ERROR(make_optimizer(config, 1, cpu()), ExitCode::kUsage,
+                     "--momentum 2 is not in [0, 1)");
   config = config_for("rmsprop");
   config.rmsprop_epsilon = 0.0;
-  EXPECT_MBKIT_ERROR(make_optimizer(config, 1), ExitCode::kUsage,
+  EXPECT_MBKIT_ERROR(make_optimizer(config, 1, cpu()), ExitCode::kUsage,
                      "--epsilon must be positive and finite (got 0)");
 
   config = config_for("adam");
   config.adam_beta1 = 1.0;
-  EXPECT_MBKIT_ERROR(make_optimizer(config, 1), ExitCode::kUsage, "--beta1 1 is not in [0, 1)");
+  EXPECT_MBKIT_ERROR(make_optimizer(config, 1, cpu()), ExitCode::kUsage,
+                     "--beta1 1 is not in [0, 1)");
   config = config_for("adam");
   config.adam_beta2 = 1.0000001;
-  EXPECT_MBKIT_ERROR(make_optimizer(config, 1), ExitCode::kUsage,
+  EXPECT_MBKIT_ERROR(make_optimizer(config, 1, cpu()), ExitCode::kUsage,
                      "--beta2 1.0000001 is not in [0, 1)");
   config = config_for("adam");
   config.adam_epsilon = -1e-8;
-  EXPECT_MBKIT_ERROR(make_optimizer(config, 1), ExitCode::kUsage,
+  EXPECT_MBKIT_ERROR(make_optimizer(config, 1, cpu()), ExitCode::kUsage,
                      "--epsilon must be positive and finite (got -1e-08)");
 }
 
@@ -380,10 +400,10 @@ TEST(MakeOptimizer, IgnoresSettingsOfOtherOptimizers) {
   config.momentum = 1.5;
   config.adam_beta1 = 2.0;
   config.rmsprop_epsilon = 0.0;
-  EXPECT_NO_THROW(make_optimizer(config, 1));
+  EXPECT_NO_THROW(make_optimizer(config, 1, cpu()));
   config.name = "adam";
   config.adam_beta1 = 0.9;
-  EXPECT_NO_THROW(make_optimizer(config, 1));
+  EXPECT_NO_THROW(make_optimizer(config, 1, cpu()));
 }
 
 }  // namespace

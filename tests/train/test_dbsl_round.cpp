@@ -51,13 +51,13 @@ TEST_F(DbslRoundTest, TrainsItsSamplesInBatchesWithAnUpdateAfterEach) {
   const emulation::Slowdown slowdown = emulation::parse_slowdown("1=2");
   WorkerRound round({net, loader, clock, slowdown, ComputeModel{0.001, 0.01}, std::nullopt, 1, 0, 1,
                      RoundRule{}});
-  const auto optimizer = optim::make_optimizer({}, net.parameters().size());
+  const auto optimizer = optim::make_optimizer({}, net.parameter_count(), *backend);
   const std::vector<float> before(net.parameters().begin(), net.parameters().end());
   int updates = 0;
   // 24 samples at batch 5: 5, 5, 5, 5 and 4.
   const WorkerReport report = round.run_samples(0, 24, [&] {
     ++updates;
-    optimizer->step(net.parameters(), net.gradients(), 0.1);
+    optimizer->step(net.parameter_buffer(), net.gradient_buffer(), 0.1);
   });
   EXPECT_EQ(report.samples, 24);
   EXPECT_EQ(report.micro_batches, 5);

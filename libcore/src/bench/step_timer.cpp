@@ -26,7 +26,7 @@ StepTimer::StepTimer(const StepTimerOptions& options)
   net_->initialize(options.seed);
   optim::OptimizerConfig optimizer;
   optimizer.name = options.optimizer;
-  optimizer_ = optim::make_optimizer(optimizer, net_->parameters().size());
+  optimizer_ = optim::make_optimizer(optimizer, net_->parameter_count(), *backend_);
 }
 
 StepTimer::~StepTimer() = default;
@@ -55,7 +55,7 @@ std::vector<double> StepTimer::time_steps(const Split& split, int warmup, int st
   for (int i = 0; i < warmup + steps; ++i) {
     const auto start = SteadyClock::now();
     const auto report = round.run(step_++, 0);
-    optimizer_->step(net_->parameters(), net_->gradients(), options_.lr);
+    optimizer_->step(net_->parameter_buffer(), net_->gradient_buffer(), options_.lr);
     const double elapsed = seconds_since(start);
     if (report.micro_batches != split.partitions) {
       fail(cat("a step of batch ", split.batch, " computed ", report.micro_batches,

@@ -208,6 +208,8 @@ void Network::backward(double loss_scale, bool accumulate,
 }
 
 std::span<float> Network::gradient_tail(std::size_t floats) {
+  MBKIT_CHECK(backend_.host_accessible(), "a gradient tail in ", backend_.description(),
+              " memory: the tail is for host exchanges");
   if (!gradients_moved_ && gradients_->size() != parameter_count_ + floats) {
     auto longer = backend_.make_buffer(parameter_count_ + floats);
     backend_.copy(*gradients_, 0, *longer, 0, parameter_count_);

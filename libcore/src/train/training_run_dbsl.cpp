@@ -65,7 +65,10 @@ double TrainingRun::time_batch(int size) {
   for (std::size_t i = 0; i < labels.size(); ++i) {
     labels[i] = static_cast<std::int32_t>(i % static_cast<std::size_t>(info_.num_classes));
   }
-  const std::vector<float> saved_state(net_->state().begin(), net_->state().end());
+  // Saved in backend memory: no host copy.
+  nn::Backend& backend = net_->backend();
+  const auto saved_state = backend.make_buffer(net_->state_count());
+  backend.copy(net_->state_buffer(), 0, *saved_state, 0, net_->state_count());
   std::vector<double> times;
   for (int round = 0; round < 4; ++round) {
     const auto start = SteadyClock::now();
@@ -77,7 +80,7 @@ double TrainingRun::time_batch(int size) {
     }
   }
   std::sort(times.begin(), times.end());
-  std::copy(saved_state.begin(), saved_state.end(), net_->state().begin());
+  backend.copy(*saved_state, 0, net_->state_buffer(), 0, net_->state_count());
   return slowdown * times[1];
 }
 
@@ -143,7 +146,7 @@ void TrainingRun::print_dbsl_rows() const {
 }
 
 void TrainingRun::run_dbsl_worker() {
-  DbslWorker worker(world_, net_->parameters().size(), net_->state().size());
+  DbslWorker worker(world_, net_->parameter_count(), net_->state_count());
   const DbslWorkerPlan& mine = dbsl_plan_.workers[static_cast<std::size_t>(role_.worker)];
   std::unique_ptr<optim::Optimizer> optimizer;
   DbslRound round;
@@ -151,13 +154,14 @@ void TrainingRun::run_dbsl_worker() {
   while (worker.pull(net_->parameters(), net_->state(), round)) {
     // A fresh optimizer each round, as the original compiles its model every round.
     if (!optimizer || !options_.dbsl.keep_optimizer_state) {
-      optimizer = optim::make_optimizer(optimizer_config_, net_->parameters().size());
+      optimizer =
+          optim::make_optimizer(optimizer_config_, net_->parameter_count(), net_->backend());
     }
     // The round's permutation: a function of the seed, the push count and the worker.
     train_loader_->seek(round.step * role_.workers + role_.worker, 0);
     round_->set_previous_exchange(0, worker.last_wait());
     auto report = round_->run_samples(round.step, mine.samples, [&] {
-      optimizer->step(net_->parameters(), net_->gradients(), round.lr);
+      optimizer->step(net_->parameter_buffer(), net_->gradient_buffer(), round.lr);
     });
     report.stop = stop_request_.requested() ? kSignalled : kContinue;
     report.based_on = round.step;
@@ -193,10 +197,10 @@ double timed_merge(bool timed, const RunClock& clock, F&& merge) {
 }  // namespace
 
 void TrainingRun::run_dbsl_server() {
-  const std::size_t parameters = net_->parameters().size();
-  DbslServer server(world_, parameters, net_->state().size());
+  const std::size_t parameters = net_->parameter_count();
+  DbslServer server(world_, parameters, net_->state_count());
   if (clock_.is_virtual()) {
-    server.use_virtual_clock(comm_model_.message((parameters + net_->state().size()) * 4),
+    server.use_virtual_clock(comm_model_.message((parameters + net_->state_count()) * 4),
                              clock_.virtual_now());
   }
   auto round_at = [&](std::int64_t step) {
@@ -204,7 +208,7 @@ void TrainingRun::run_dbsl_server() {
   };
   stop_ = std::max(stop_, rank0_stop());
   if (stop_ == kContinue) server.start(net_->parameters(), net_->state(), round_at(step_));
-  std::vector<float> model(parameters + net_->state().size());
+  std::vector<float> model(parameters + net_->state_count());
   const bool timed = clock_.is_virtual() && compute_models_.empty();
   while (stop_ == kContinue) {
     const auto step_start = SteadyClock::now();
@@ -239,10 +243,10 @@ void TrainingRun::run_dbsl_server() {
 }
 
 void TrainingRun::run_dbsl_sync_server() {
-  const std::size_t parameters = net_->parameters().size();
-  DbslServer server(world_, parameters, net_->state().size());
+  const std::size_t parameters = net_->parameter_count();
+  DbslServer server(world_, parameters, net_->state_count());
   if (clock_.is_virtual()) {
-    server.use_virtual_clock(comm_model_.message((parameters + net_->state().size()) * 4),
+    server.use_virtual_clock(comm_model_.message((parameters + net_->state_count()) * 4),
                              clock_.virtual_now());
   }
   const DbslRound first{step_, schedule_->at(step_, epoch_at(step_)), kContinue};

@@ -58,7 +58,7 @@ void TrainingRun::run_sync() {
   // shared memory, the backward pass writes the gradients into the shared window.
   std::span<float> tail;
   if (role_.distributed) {
-    const std::size_t tail_floats = exchange.tail_floats(net_->state().size());
+    const std::size_t tail_floats = exchange.tail_floats(net_->state_count());
     tail = net_->gradient_tail(tail_floats);
     if (exchange.shared_memory()) {
       net_->move_gradients_to(exchange.shared_buffer(net_->gradient_buffer().size()));
@@ -118,9 +118,7 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> tail) {
     if (decision == kContinue) {
       const bool timed = clock_.is_virtual() && compute_models_.empty();
       const double cpu_start = timed ? clock_.cpu_now() : 0;
-      const std::size_t size = shard_.second - shard_.first;
-      optimizer_->step(net_->parameters().subspan(shard_.first, size),
-                       net_->gradients().subspan(shard_.first, size), lr);
+      optimizer_->step(net_->parameter_buffer(), net_->gradient_buffer(), lr, shard_.first);
       if (timed) update_time = clock_.cpu_now() - cpu_start;
     } else if (decision == kDiverged) {
       verdict = kDiverged;
@@ -163,15 +161,15 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> tail) {
 }
 
 void TrainingRun::run_async_master() {
-  AsyncMaster master(world_, net_->parameters().size(), net_->state().size());
+  AsyncMaster master(world_, net_->parameter_count(), net_->state_count());
   if (clock_.is_virtual()) {
     master.use_virtual_clock(
-        comm_model_.message(gradient_bytes_ + net_->state().size() * sizeof(float)),
+        comm_model_.message(gradient_bytes_ + net_->state_count() * sizeof(float)),
         clock_.virtual_now());
   }
   master.use_time_window(options_.async_master_time_limit);
   master.start(net_->parameters(), net_->state(), step_);
-  std::vector<float> state(net_->state().size());
+  std::vector<float> state(net_->state_count());
   const double planned_samples = options_.epochs > 0
                                      ? options_.epochs * static_cast<double>(total_rows_)
                                      : std::numeric_limits<double>::infinity();
@@ -187,7 +185,7 @@ void TrainingRun::run_async_master() {
     if (decision == kContinue) {
       const bool timed = clock_.is_virtual() && compute_models_.empty();
       const double cpu_start = timed ? clock_.cpu_now() : 0;
-      optimizer_->step(net_->parameters(), net_->gradients(), lr);
+      optimizer_->step(net_->parameter_buffer(), net_->gradient_buffer(), lr);
       if (timed) master.advance(clock_.cpu_now() - cpu_start);
     }
     ++step_;
@@ -211,7 +209,7 @@ void TrainingRun::run_async_master() {
 }
 
 void TrainingRun::run_async_worker() {
-  AsyncWorker worker(world_, net_->parameters().size(), net_->state().size());
+  AsyncWorker worker(world_, net_->parameter_count(), net_->state_count());
   std::int64_t based_on = 0;
   std::int64_t rounds = 0;
   // AMB, as the original's async strategy: newer parameters are taken between micro-batches
@@ -236,7 +234,7 @@ void TrainingRun::run_async_worker() {
   };
   // On the virtual clock a parameter message costs what the master's model says.
   const double modelled_receive =
-      comm_model_.message(gradient_bytes_ + net_->state().size() * sizeof(float));
+      comm_model_.message(gradient_bytes_ + net_->state_count() * sizeof(float));
   double send_wait = 0;
   while (!master_stopped && refresh()) {
     round_->set_previous_exchange(0, send_wait, clock_.is_virtual() ? modelled_receive : received);

@@ -76,7 +76,7 @@ void TrainingRun::print_start_table() const {
             role_.servers > 1
                 ? cat(" with ", role_.servers, " servers, about ",
                       with_commas(static_cast<std::int64_t>(
-                          net_->parameters().size() / static_cast<std::size_t>(role_.servers))),
+                          net_->parameter_count() / static_cast<std::size_t>(role_.servers))),
                       " parameters each")
             : role_.parameter_server ? ""
             : role_.shared_memory    ? " through shared memory"
@@ -99,7 +99,7 @@ void TrainingRun::print_start_table() const {
                 : "",
             "), ranks ", describe_hosts(hosts_, role_)));
     if (options_.compression.enabled()) {
-      const std::size_t n = net_->parameters().size();
+      const std::size_t n = net_->parameter_count();
       const double sent = static_cast<double>(options_.compression.encoded_bytes(n));
       row("compress", cat(options_.compression.text(), ": ", human_bytes(sent),
                           " of gradient per worker and step instead of ",
@@ -149,17 +149,18 @@ void TrainingRun::print_start_table() const {
 void TrainingRun::checkpoint_now(double elapsed, const std::string& path) {
   std::vector<std::vector<float>> state;  // with several servers: the whole optimizer state
   if (role_.servers > 1 && role_.server) {
-    const std::size_t n = net_->parameters().size();
+    const std::size_t n = net_->parameter_count();
     constexpr int kStateTag = 14;  // beside exchange_internal.hpp's tags
     for (const auto& [name, values] : optimizer_->state()) {
+      std::vector<float> shard(values->size());  // host memory, also on a GPU
+      net_->backend().copy_to_host(*values, 0, shard);
       if (world_.rank() != 0) {
-        comm::Request sent =
-            world_.isend(values->data(), values->size() * sizeof(float), 0, kStateTag);
+        comm::Request sent = world_.isend(shard.data(), shard.size() * sizeof(float), 0, kStateTag);
         world_.wait(sent, cat("sending the optimizer state ", name, " to rank 0"));
         continue;
       }
       state.emplace_back(n);
-      std::copy(values->begin(), values->end(), state.back().begin());
+      std::copy(shard.begin(), shard.end(), state.back().begin());
       for (int server = 1; server < role_.servers; ++server) {
         const auto [first, last] = server_shard(n, server, role_.servers);
         comm::Request received = world_.irecv(state.back().data() + first,
@@ -178,14 +179,23 @@ void TrainingRun::save_checkpoint_to(const std::string& path, double elapsed,
   checkpoint.model_config = options_.model.to_map();
   checkpoint.input_shape = {shape_.channels, shape_.height, shape_.width};
   checkpoint.num_classes = info_.num_classes;
-  checkpoint.params = arrays_of(net_->graph().parameters(), net_->parameters());
-  checkpoint.state = arrays_of(net_->graph().state_arrays(), net_->state());
+  // Explicit copies out of the backend's buffers (counted: exactly parameters, state and
+  // optimizer state, on the CPU as on a GPU).
+  nn::Backend& backend = net_->backend();
+  const auto to_host = [&](const nn::Buffer& buffer) {
+    std::vector<float> values(buffer.size());
+    backend.copy_to_host(buffer, 0, values);
+    return values;
+  };
+  checkpoint.params = arrays_of(net_->graph().parameters(), to_host(net_->parameter_buffer()));
+  checkpoint.state = arrays_of(net_->graph().state_arrays(), to_host(net_->state_buffer()));
   checkpoint.optimizer = options_.optimizer.name;
   checkpoint.optimizer_config = optimizer_map(options_.optimizer);
   checkpoint.optimizer_steps = optimizer_->steps();
   std::size_t slot = 0;
   for (const auto& [name, values] : optimizer_->state()) {
-    const auto& whole = optimizer_state.empty() ? *values : optimizer_state[slot++];
+    const std::vector<float> whole =
+        optimizer_state.empty() ? to_host(*values) : optimizer_state[slot++];
     checkpoint.optimizer_state.push_back({name, {static_cast<std::int64_t>(whole.size())}, whole});
   }
   checkpoint.step = step_;

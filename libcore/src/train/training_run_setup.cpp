@@ -201,7 +201,7 @@ void TrainingRun::build_model() {
   // gradients and the per-step tail of state and reports).
   if (role_.time_allreduce) {
     allreduce_trial_ = comm::time_allreduce_sums(
-        world_, net_->parameters().size() + net_->state().size() + 8 * role_.workers + 8);
+        world_, net_->parameter_count() + net_->state_count() + 8 * role_.workers + 8);
     role_.shared_memory = allreduce_trial_->shared_memory();
   }
   allreduce_used_ = role_.comm != "allreduce" ? to_string(options_.allreduce)
@@ -222,12 +222,13 @@ void TrainingRun::build_model() {
     optimizer_config_.weight_decay /= static_cast<double>(micro_size_);
   }
   // A server keeps the optimizer of its shard (one server: the whole buffer).
-  shard_ = {0, net_->parameters().size()};
+  shard_ = {0, net_->parameter_count()};
   if (role_.server) shard_ = server_shard(shard_.second, world_.rank(), role_.servers);
   if (!role_.parameter_server || role_.server) {
-    optimizer_ = optim::make_optimizer(optimizer_config_, shard_.second - shard_.first);
+    optimizer_ =
+        optim::make_optimizer(optimizer_config_, shard_.second - shard_.first, net_->backend());
   } else {
-    optim::make_optimizer(optimizer_config_, 1);  // same validation everywhere
+    optim::make_optimizer(optimizer_config_, 1, net_->backend());  // same validation everywhere
   }
 }
 
@@ -261,7 +262,7 @@ void TrainingRun::check_ranks_agree() const {
   std::vector<std::string> lines = {
       cat("version=", MBKIT_VERSION, " ", MBKIT_GIT_COMMIT),
       cat("input=", shape_.text(), " classes=", info_.num_classes),
-      cat("parameters=", net_->graph().parameter_count(), " state=", net_->state().size()),
+      cat("parameters=", net_->graph().parameter_count(), " state=", net_->state_count()),
       cat("checkpoint=", options_.checkpoint, " every ", options_.checkpoint_every)};
   const std::string config =
       config_json(options_, net_->graph(), 0, world_.size(), role_.workers, 0,
@@ -291,7 +292,7 @@ void TrainingRun::set_up_emulation() {
   compute_models_ = options_.compute_model;
   compute_models_.check_ranks(world_.size(), role_.servers);
   compute_model_ = role_.computes ? compute_models_.for_rank(world_.rank()) : std::nullopt;
-  gradient_bytes_ = net_->parameters().size() * sizeof(float);
+  gradient_bytes_ = net_->parameter_count() * sizeof(float);
   if (clock_.is_virtual() && role_.distributed) {
     comm_model_ =
         options_.comm_model ? *options_.comm_model : measure_comm_model(world_, gradient_bytes_);
@@ -344,7 +345,10 @@ double TrainingRun::measure_full_batch() {
   for (float& x : images) x = static_cast<float>(rng.normal());
   for (std::size_t i = 0; i < labels.size(); ++i)
     labels[i] = static_cast<std::int32_t>(i % static_cast<std::size_t>(info_.num_classes));
-  const std::vector<float> saved_state(net_->state().begin(), net_->state().end());
+  // Saved in backend memory: no host copy.
+  nn::Backend& backend = net_->backend();
+  const auto saved_state = backend.make_buffer(net_->state_count());
+  backend.copy(net_->state_buffer(), 0, *saved_state, 0, net_->state_count());
   std::vector<double> times;
   for (int round = 0; round < 4; ++round) {  // one to warm up, the median of three
     const auto start = SteadyClock::now();
@@ -358,7 +362,7 @@ double TrainingRun::measure_full_batch() {
     }
   }
   std::sort(times.begin(), times.end());
-  std::copy(saved_state.begin(), saved_state.end(), net_->state().begin());
+  backend.copy(*saved_state, 0, net_->state_buffer(), 0, net_->state_count());
   return times[1];
 }
 
@@ -394,8 +398,13 @@ void TrainingRun::resume() {
       usage_error(cat(resume_path, " was trained with --optimizer ", checkpoint.optimizer,
                       "; this run asks for ", options_.optimizer.name));
     }
-    load_arrays(checkpoint.params, model.parameters(), net_->parameters(), resume_path);
-    load_arrays(checkpoint.state, model.state_arrays(), net_->state(), resume_path);
+    // Through host views (on a GPU, copied over once each) and explicit copies.
+    auto params = net_->host_parameters();
+    auto state = net_->host_state();
+    load_arrays(checkpoint.params, model.parameters(), params.values(), resume_path);
+    load_arrays(checkpoint.state, model.state_arrays(), state.values(), resume_path);
+    params.write_back();
+    state.write_back();
     auto slots = optimizer_->state();
     if (checkpoint.optimizer_state.size() != slots.size()) {
       data_error(cat(resume_path, ": optimizer state has ", checkpoint.optimizer_state.size(),
@@ -406,7 +415,7 @@ void TrainingRun::resume() {
       if (saved.name != slots[i].first || saved.values.size() != slots[i].second->size()) {
         data_error(cat(resume_path, ": optimizer state ", saved.name, " does not fit this model"));
       }
-      *slots[i].second = saved.values;
+      net_->backend().copy_from_host(saved.values, *slots[i].second, 0);
     }
     optimizer_->set_steps(checkpoint.optimizer_steps);
     resume_.resumed = 1;
@@ -429,10 +438,16 @@ void TrainingRun::resume() {
     world_.rendezvous("start-up");
     world_.broadcast(
         std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&resume_), sizeof resume_), 0);
-    world_.broadcast(net_->parameters(), 0);
-    world_.broadcast(net_->state(), 0);
+    const auto broadcast = [&](nn::HostView view) {
+      world_.broadcast(view.values(), 0);
+      view.write_back();
+    };
+    broadcast(net_->host_parameters());
+    broadcast(net_->host_state());
     if (!role_.parameter_server) {
-      for (auto& [name, values] : optimizer_->state()) world_.broadcast(*values, 0);
+      for (auto& [name, values] : optimizer_->state()) {
+        broadcast(nn::HostView(net_->backend(), *values, 0, values->size()));
+      }
       optimizer_->set_steps(static_cast<std::int64_t>(resume_.optimizer_steps));
     }
   }

@@ -9,7 +9,13 @@
 //             m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  p -= lr_t m / (sqrt(v) + eps)
 //
 // L2 weight decay adds wd * p to every gradient first (the gradient of wd/2 |p|^2), once per
-// update. The update is elementwise and parallel over the buffer (OpenMP).
+// update. The state arrays are Buffers of the backend the optimizer was made for, and the
+// update is that backend's operation (Backend::optimizer_step: OpenMP loops on the CPU, one
+// fused kernel on a GPU); the optimizer computes its scalars (Adam's corrected rate) once.
+//
+//   auto optimizer = make_optimizer(config, net.parameter_count(), net.backend());
+//   optimizer->step(net.parameter_buffer(), net.gradient_buffer(), lr);     // backend memory
+//   optimizer->step(host_params, host_grads, lr);   // host spans: host-accessible backends
 #pragma once
 
 #include <cstdint>
@@ -18,6 +24,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "mbkit/nn/backend.hpp"
 
 namespace mbkit::optim {
 
@@ -41,25 +49,49 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
   const OptimizerConfig& config() const { return config_; }
+  nn::Backend& backend() const { return backend_; }
+  /// The parameters it updates (a server's shard may be part of a network's).
+  std::size_t size() const { return parameters_; }
 
-  /// One update of `params` from `grads` (same size as the optimizer was made for).
-  virtual void step(std::span<float> params, std::span<const float> grads, double lr) = 0;
+  /// One update of params[offset, offset + size()) from grads[offset, offset + size()), in the
+  /// memory of the backend the optimizer was made for (gradient buffers may have a tail).
+  void step(nn::Buffer& params, const nn::Buffer& grads, double lr, std::size_t offset = 0);
+  /// The same over host memory (size() floats each): a host-accessible backend only.
+  void step(std::span<float> params, std::span<const float> grads, double lr);
 
-  /// Named state arrays (each the size of the parameter buffer), for checkpoints; restoring
-  /// them and the step count continues bit for bit.
-  virtual std::vector<std::pair<std::string, std::vector<float>*>> state() = 0;
+  /// Named state buffers (size() floats each, backend memory), for checkpoints: copying them
+  /// out and back (Backend::copy_to_host / copy_from_host) with the step count continues bit
+  /// for bit.
+  std::vector<std::pair<std::string, nn::Buffer*>> state();
   /// Updates done so far (Adam's t).
   std::int64_t steps() const { return steps_; }
   void set_steps(std::int64_t steps) { steps_ = steps; }
 
  protected:
-  explicit Optimizer(OptimizerConfig config) : config_(std::move(config)) {}
+  Optimizer(OptimizerConfig config, std::size_t parameters, nn::Backend& backend)
+      : config_(std::move(config)), parameters_(parameters), backend_(backend) {}
+  /// A state buffer of size() floats, each `initial`.
+  void add_state(std::string name, float initial);
+  /// The rule and its scalars for update number `t` (1 for the first) at `lr`; the caller fills
+  /// in the pointers and the count.
+  virtual nn::OptimizerUpdate update(double lr, std::int64_t t) const = 0;
+
   OptimizerConfig config_;
+
+ private:
+  void run(float* params, const float* grads, double lr);
+
+  std::size_t parameters_;
+  nn::Backend& backend_;
+  std::vector<std::pair<std::string, std::unique_ptr<nn::Buffer>>> state_;
   std::int64_t steps_ = 0;
 };
 
 /// Throws a usage error naming the known optimizers for an unknown name, or for out-of-range
 /// hyperparameters (negative weight decay, momentum outside [0, 1), ...).
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, std::size_t parameters);
+/// `parameters` floats, state in `backend`'s memory (kept by reference: it must outlive the
+/// optimizer).
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, std::size_t parameters,
+                                          nn::Backend& backend);
 
 }  // namespace mbkit::optim
