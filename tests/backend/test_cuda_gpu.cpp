@@ -13,6 +13,7 @@
 #include "mbkit/backend/cpu.hpp"
 #include "mbkit/backend/cuda_plugin.hpp"
 #include "mbkit/nn/backend.hpp"
+#include "mbkit/optim/optimizer.hpp"
 #include "mbkit/util/random.hpp"
 #include "mbkit/util/strings.hpp"
 
@@ -48,28 +49,6 @@ std::vector<float> random_values(std::size_t count, std::uint64_t seed, double s
   return values;
 }
 
-/// The buffers of one optimizer on one backend.
-struct OptimizerBuffers {
-  std::unique_ptr<nn::Buffer> params, grads, state0, state1;
-  OptimizerBuffers(nn::Backend& backend, const std::vector<float>& p, const std::vector<float>& g,
-                   float state0_start) {
-    params = backend.make_buffer(p.size());
-    grads = backend.make_buffer(p.size());
-    state0 = backend.make_buffer(p.size());
-    state1 = backend.make_buffer(p.size());
-    backend.copy_from_host(p, *params, 0);
-    backend.copy_from_host(g, *grads, 0);
-    backend.fill(*state0, 0, p.size(), state0_start);
-  }
-  nn::OptimizerUpdate update(nn::OptimizerUpdate update) const {
-    update.count = params->size();
-    update.params = params->data();
-    update.grads = grads->data();
-    update.state = {state0->data(), state1->data()};
-    return update;
-  }
-};
-
 std::vector<float> read(nn::Backend& backend, const nn::Buffer& buffer) {
   std::vector<float> host(buffer.size());
   backend.copy_to_host(buffer, 0, host);
@@ -89,43 +68,36 @@ std::string difference(const std::vector<float>& gpu, const std::vector<float>& 
              cpu[first]);
 }
 
-struct RuleCase {
-  std::string name;
-  nn::OptimizerUpdate update;  ///< the scalars; pointers and count are filled per backend
-  float state0_start = 0;      ///< rmsprop's mean square starts at 1 (TF1)
-  bool adam = false;           ///< lr gets the bias corrections of step t
+/// An optimizer (optim/) and the buffers it updates, on one backend.
+struct Training {
+  std::unique_ptr<nn::Buffer> params, grads;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  Training(nn::Backend& backend, const optim::OptimizerConfig& config, const std::vector<float>& p,
+           const std::vector<float>& g) {
+    params = backend.make_buffer(p.size());
+    grads = backend.make_buffer(p.size());
+    backend.copy_from_host(p, *params, 0);
+    backend.copy_from_host(g, *grads, 0);
+    optimizer = optim::make_optimizer(config, p.size(), backend);
+  }
 };
 
-std::vector<RuleCase> rule_cases() {
-  using Rule = nn::OptimizerUpdate::Rule;
-  std::vector<RuleCase> cases;
-  for (float decay : {0.0f, 5e-4f}) {
-    const std::string suffix = decay == 0.0f ? "" : " with weight decay";
-    nn::OptimizerUpdate u;
-    u.lr = 0.05f;
-    u.weight_decay = decay;
-    u.rule = Rule::kSgd;
-    cases.push_back({"sgd" + suffix, u});
-    u.rule = Rule::kMomentum;
-    u.momentum = 0.9f;
-    cases.push_back({"momentum" + suffix, u});
-    u.rule = Rule::kNesterov;
-    cases.push_back({"nesterov" + suffix, u});
-    u.rule = Rule::kRmsProp;
-    u.momentum = 0.1f;
-    u.beta2 = 0.9f;
-    u.one_minus_beta2 = static_cast<float>(1.0 - 0.9);
-    u.epsilon = 1e-10f;
-    cases.push_back({"rmsprop" + suffix, u, 1.0f});
-    u.rule = Rule::kAdam;
-    u.beta1 = 0.9f;
-    u.one_minus_beta1 = static_cast<float>(1.0 - 0.9);
-    u.beta2 = 0.999f;
-    u.one_minus_beta2 = static_cast<float>(1.0 - 0.999);
-    u.epsilon = 1e-8f;
-    cases.push_back({"adam" + suffix, u, 0.0f, true});
+std::vector<optim::OptimizerConfig> configs() {
+  std::vector<optim::OptimizerConfig> list;
+  for (const double decay : {0.0, 5e-4}) {
+    for (const char* name : {"sgd", "momentum", "nesterov", "rmsprop", "adam"}) {
+      optim::OptimizerConfig config;
+      config.name = name;
+      if (config.name == "nesterov") {
+        config.name = "momentum";
+        config.nesterov = true;
+      }
+      config.weight_decay = decay;
+      config.rmsprop_momentum = 0.1;
+      list.push_back(config);
+    }
   }
-  return cases;
+  return list;
 }
 
 // More than a grid of kMaxBlocks x kThreads elements, so that the grid-stride loop goes round.
@@ -134,24 +106,24 @@ constexpr std::size_t kCount = (std::size_t{1} << 24) + 4099;
 TEST_F(CudaGpu, FusedOptimizersEqualTheCpuBitForBit) {
   const std::vector<float> p = random_values(kCount, 1, 1.0);
   const std::vector<float> g = random_values(kCount, 2, 0.1);
-  for (const RuleCase& test : rule_cases()) {
-    SCOPED_TRACE(test.name);
-    OptimizerBuffers on_gpu(*gpu_, p, g, test.state0_start), on_cpu(*cpu_, p, g, test.state0_start);
-    for (int step = 1; step <= 3; ++step) {
-      nn::OptimizerUpdate scalars = test.update;
-      if (test.adam) {  // as optim/ folds them: in double, then rounded once
-        scalars.lr = static_cast<float>(0.05 * std::sqrt(1.0 - std::pow(0.999, step)) /
-                                        (1.0 - std::pow(0.9, step)));
-      }
-      gpu_->optimizer_step(on_gpu.update(scalars));
-      cpu_->optimizer_step(on_cpu.update(scalars));
+  for (const optim::OptimizerConfig& config : configs()) {
+    SCOPED_TRACE(cat(config.name, config.nesterov ? " (nesterov)" : "", " weight decay ",
+                     config.weight_decay));
+    Training on_gpu(*gpu_, config, p, g), on_cpu(*cpu_, config, p, g);
+    for (int step = 0; step < 3; ++step) {
+      on_gpu.optimizer->step(*on_gpu.params, *on_gpu.grads, 0.05);
+      on_cpu.optimizer->step(*on_cpu.params, *on_cpu.grads, 0.05);
     }
     EXPECT_EQ(difference(read(*gpu_, *on_gpu.params), read(*cpu_, *on_cpu.params)), "")
         << "parameters";
-    EXPECT_EQ(difference(read(*gpu_, *on_gpu.state0), read(*cpu_, *on_cpu.state0)), "")
-        << "first state array";
-    EXPECT_EQ(difference(read(*gpu_, *on_gpu.state1), read(*cpu_, *on_cpu.state1)), "")
-        << "second state array";
+    const auto gpu_state = on_gpu.optimizer->state();
+    const auto cpu_state = on_cpu.optimizer->state();
+    ASSERT_EQ(gpu_state.size(), cpu_state.size());
+    for (std::size_t k = 0; k < gpu_state.size(); ++k) {
+      EXPECT_EQ(difference(read(*gpu_, *gpu_state[k].second), read(*cpu_, *cpu_state[k].second)),
+                "")
+          << gpu_state[k].first;
+    }
   }
 }
 

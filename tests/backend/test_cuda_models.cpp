@@ -1,8 +1,8 @@
 // Every model of the zoo trained a few steps on the CUDA backend and on the CPU backend from the
 // same initial values, batches and dropout seeds: the losses, the first step's gradients, the
-// parameters and the batch-norm state must agree to a normalised error. The optimizer is the
-// backends' own update (sgd through Backend::optimizer_step, on the Network's flat buffers), so
-// the whole training step runs in GPU memory. Skips, saying why, without a GPU.
+// parameters and the batch-norm state must agree to a normalised error. The optimizer (momentum)
+// steps over the Network's flat buffers as the trainers do, so the whole training step runs in
+// GPU memory. Skips, saying why, without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +17,7 @@
 #include "mbkit/backend/cuda_plugin.hpp"
 #include "mbkit/models/zoo.hpp"
 #include "mbkit/nn/network.hpp"
+#include "mbkit/optim/optimizer.hpp"
 #include "mbkit/util/random.hpp"
 
 namespace mbkit::backend {
@@ -24,7 +25,7 @@ namespace {
 
 constexpr int kBatch = 4;
 constexpr int kSteps = 3;
-constexpr float kLearningRate = 0.01f;
+constexpr double kLearningRate = 0.01;
 
 struct Trace {
   std::vector<double> losses;
@@ -41,6 +42,9 @@ Trace train(const std::string& model, nn::Backend& backend) {
   config.name = model;
   nn::Network net(models::build_model(config, usual.input, usual.classes), backend);
   net.initialize(5);
+  optim::OptimizerConfig momentum;
+  momentum.name = "momentum";
+  const auto optimizer = optim::make_optimizer(momentum, net.graph().parameter_count(), backend);
   Rng rng(17);
   std::vector<float> images(static_cast<std::size_t>(kBatch * usual.input.size()));
   std::vector<std::int32_t> labels(kBatch);
@@ -52,13 +56,7 @@ Trace train(const std::string& model, nn::Backend& backend) {
         net.forward(images.data(), labels.data(), kBatch, true, 100 + step).loss_sum);
     net.backward(1.0 / kBatch);
     if (step == 0) trace.first_gradients = values(net.host_gradients());
-    nn::OptimizerUpdate update;
-    update.rule = nn::OptimizerUpdate::Rule::kSgd;
-    update.count = net.graph().parameter_count();
-    update.params = net.parameter_buffer().data();
-    update.grads = net.gradient_buffer().data();
-    update.lr = kLearningRate;
-    backend.optimizer_step(update);
+    optimizer->step(net.parameter_buffer(), net.gradient_buffer(), kLearningRate);
   }
   trace.parameters = values(net.host_parameters());
   trace.state = values(net.host_state());
