@@ -195,5 +195,36 @@ TEST(CudaKernelMath, DropoutMasksAreTheCpuBackends) {
   EXPECT_NEAR(static_cast<double>(kept) / count, 1.0 - kRate, 0.03);
 }
 
+TEST(CudaKernelMath, SoftmaxCrossEntropyIsTheCpuBackends) {
+  // Logits straight from the input (a 10-class "model" of its own flattened input), with a
+  // large offset on some rows (exp must not overflow) and ties (the first top class counts).
+  constexpr int kSamples = 6, kClasses = 10;
+  GraphBuilder b("loss", {kClasses, 1, 1}, kClasses);
+  auto cpu = make_cpu_backend(1);
+  nn::Network net(b.finish(b.flatten(b.input())), *cpu);
+  net.initialize(1);
+  std::vector<float> logits = random_values(kSamples * kClasses, 8);
+  for (int k = 0; k < kClasses; ++k) logits[kClasses + k] += 80.0f;
+  logits[2 * kClasses + 3] = logits[2 * kClasses + 7] = 9.0f;  // tie: class 3 is the top one
+  const std::vector<std::int32_t> labels = {0, 4, 3, 9, 7, 2};
+  const nn::Network::Result result = net.forward(logits.data(), labels.data(), kSamples, true, 0);
+  const std::vector<float> expected = net.probabilities();
+  double loss = 0.0;
+  std::int64_t correct = 0;
+  std::vector<float> p(kClasses);
+  for (int n = 0; n < kSamples; ++n) {
+    bool hit = false;
+    loss +=
+        softmax_cross_entropy_row(logits.data() + n * kClasses, kClasses, labels[n], p.data(), hit);
+    correct += hit;
+    for (int k = 0; k < kClasses; ++k) {
+      ASSERT_NEAR(p[k], expected[n * kClasses + k], 1e-6) << "sample " << n << " class " << k;
+    }
+  }
+  EXPECT_NEAR(loss, result.loss_sum, 1e-5 * result.loss_sum);
+  EXPECT_EQ(correct, result.correct);
+  EXPECT_GE(correct, 1);  // sample 2's tie, won by its label
+}
+
 }  // namespace
 }  // namespace mbkit::backend::cuda

@@ -107,18 +107,10 @@ __global__ void loss_forward_kernel(float* probabilities, double* losses, std::i
                                     const float* logits, const std::int32_t* labels, int batch,
                                     int classes) {
   MBKIT_GRID_LOOP(n, batch) {
-    const float* z = logits + n * classes;
-    float* p = probabilities + n * classes;
-    int best = 0;
-    for (int k = 1; k < classes; ++k) best = z[k] > z[best] ? k : best;
-    const float top = z[best];
-    float sum = 0.0f;
-    for (int k = 0; k < classes; ++k) sum += expf(z[k] - top);
-    const float log_sum = logf(sum);
-    for (int k = 0; k < classes; ++k) p[k] = expf(z[k] - top - log_sum);
-    const std::int32_t label = labels[n];
-    losses[n] = -static_cast<double>(z[label] - top - log_sum);
-    hits[n] = best == label;
+    bool hit = false;
+    losses[n] = softmax_cross_entropy_row(logits + n * classes, classes, labels[n],
+                                          probabilities + n * classes, hit);
+    hits[n] = hit;
   }
 }
 

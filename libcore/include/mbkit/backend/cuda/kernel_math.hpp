@@ -1,8 +1,10 @@
-// The per-element arithmetic of the CUDA backend's pooling and dropout kernels, as functions a
-// GPU thread and the host both run: the kernels (libcore/src/backend/cuda/kernels.cu) loop over
+// The per-element arithmetic of the CUDA backend's pooling, dropout and loss kernels, as functions
+// a GPU thread and the host both run: the kernels (libcore/src/backend/cuda/kernels.cu) loop over
 // elements calling them, and tests/backend/test_cuda_host.cpp runs them on the host against the
 // CPU backend, so the index arithmetic and the random masks are checked without a GPU.
 #pragma once
+
+#include <math.h>
 
 #include <cstdint>
 
@@ -138,6 +140,23 @@ MBKIT_HOST_DEVICE inline float avg_pool_grad_at(std::int64_t i, const float* dy,
     }
   }
   return sum;
+}
+
+/// Softmax cross-entropy of one row of `classes` logits: the probabilities into p, and the
+/// sample's loss -log p[label] returned; `hit` says whether the first largest logit is the
+/// label's (the CPU backend takes the top class from the logits too). Shifted by the largest
+/// logit, so exp never overflows.
+MBKIT_HOST_DEVICE inline double softmax_cross_entropy_row(const float* z, int classes, int label,
+                                                          float* p, bool& hit) {
+  int best = 0;
+  for (int k = 1; k < classes; ++k) best = z[k] > z[best] ? k : best;
+  const float top = z[best];
+  float sum = 0.0f;
+  for (int k = 0; k < classes; ++k) sum += expf(z[k] - top);
+  const float log_sum = logf(sum);
+  for (int k = 0; k < classes; ++k) p[k] = expf(z[k] - top - log_sum);
+  hit = best == label;
+  return -static_cast<double>(z[label] - top - log_sum);
 }
 
 /// The random numbers of mbkit::Rng(seed, stream) (util/random: xoshiro256** seeded through
