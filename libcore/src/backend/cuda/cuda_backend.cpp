@@ -49,6 +49,7 @@ Context::Context(int gpu_index) : gpu(gpu_index) {
   cudaDeviceProp properties{};
   MBKIT_CUDA_CHECK(cudaGetDeviceProperties(&properties, gpu));
   gpu_name = properties.name;
+  gpu_memory = properties.totalGlobalMem;
   MBKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   MBKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking));
   MBKIT_CUDNN_CHECK(cudnnCreate(&cudnn));
@@ -240,9 +241,10 @@ class CudaBackend final : public nn::Backend {
     const auto cudnn = cudnnGetVersion();
     int cublas_version = 0;
     cublasGetVersion(context_.cublas, &cublas_version);
-    return strprintf("cuda:%d: %s, cuDNN %zu.%zu.%zu, cuBLAS %d", context_.gpu,
-                     context_.gpu_name.c_str(), cudnn / 10000, (cudnn % 10000) / 100, cudnn % 100,
-                     cublas_version);
+    return strprintf("cuda:%d: %s (%.1f GiB), cuDNN %zu.%zu.%zu, cuBLAS %d", context_.gpu,
+                     context_.gpu_name.c_str(),
+                     static_cast<double>(context_.gpu_memory) / (1024.0 * 1024.0 * 1024.0),
+                     cudnn / 10000, (cudnn % 10000) / 100, cudnn % 100, cublas_version);
   }
 
   int threads() const override { return 1; }

@@ -75,6 +75,7 @@ struct Context {
 
   int gpu = 0;
   std::string gpu_name;
+  std::size_t gpu_memory = 0;          ///< bytes
   cudaStream_t stream = nullptr;       ///< compute
   cudaStream_t copy_stream = nullptr;  ///< host-to-device batches
   cudnnHandle_t cudnn = nullptr;
