@@ -150,41 +150,70 @@ void CudaKernel::backward(nn::KernelArgs& args) {
 
 namespace {
 
-/// Brings a batch of images to the GPU: the host copies them into pinned memory, the copy stream
-/// moves them to the input tensor, and the compute stream waits for that copy (an event), not
-/// for the host. The staging buffer is reused once the previous batch's copy is done.
+/// Brings each batch to the GPU on the copy stream while the compute stream may still be running
+/// the previous step: two device buffers (and two pinned host buffers) taken in turn, the input
+/// tensor pointed at the one that holds the current batch. A buffer is refilled only once the step
+/// that read it is done, and the compute stream waits for its copy: events, not the host.
 class InputStaging {
  public:
   explicit InputStaging(Context& context) : context_(context) {
-    MBKIT_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
-    MBKIT_CUDA_CHECK(cudaEventCreateWithFlags(&consumed_, cudaEventDisableTiming));
+    for (Slot& slot : slots_) {
+      MBKIT_CUDA_CHECK(cudaEventCreateWithFlags(&slot.copied, cudaEventDisableTiming));
+      MBKIT_CUDA_CHECK(cudaEventCreateWithFlags(&slot.consumed, cudaEventDisableTiming));
+    }
   }
   ~InputStaging() {
-    cudaEventDestroy(consumed_);
-    cudaEventDestroy(copied_);
+    // Queued copies and steps may still use the buffers freed after this (errors: nothing to do).
+    cudaStreamSynchronize(context_.copy_stream);
+    cudaStreamSynchronize(context_.stream);
+    for (Slot& slot : slots_) {
+      if (slot.consumed != nullptr) cudaEventDestroy(slot.consumed);
+      if (slot.copied != nullptr) cudaEventDestroy(slot.copied);
+    }
   }
   InputStaging(const InputStaging&) = delete;
   InputStaging& operator=(const InputStaging&) = delete;
 
   void copy(CudaTensor& input, const float* images) {
     const std::size_t bytes = input.bytes();
-    // The previous copy out of the staging buffer must be done before it is overwritten.
-    MBKIT_CUDA_CHECK(cudaEventSynchronize(copied_));
-    host_.reserve(bytes);
-    std::memcpy(host_.get(), images, bytes);
-    // The last batch's kernels may still read the input tensor: the copy waits for them.
-    MBKIT_CUDA_CHECK(cudaEventRecord(consumed_, context_.stream));
-    MBKIT_CUDA_CHECK(cudaStreamWaitEvent(context_.copy_stream, consumed_, 0));
-    MBKIT_CUDA_CHECK(cudaMemcpyAsync(input.data(), host_.get(), bytes, cudaMemcpyHostToDevice,
-                                     context_.copy_stream));
-    MBKIT_CUDA_CHECK(cudaEventRecord(copied_, context_.copy_stream));
-    MBKIT_CUDA_CHECK(cudaStreamWaitEvent(context_.stream, copied_, 0));
+    // Everything queued since the last batch (that step) reads the current slot: mark its end.
+    MBKIT_CUDA_CHECK(cudaEventRecord(slots_[current_].consumed, context_.stream));
+    current_ ^= 1;
+    Slot& slot = slots_[current_];
+    if (bytes > slot.device.bytes()) grow(bytes);
+    // The pinned buffer is free once its last copy is done; the device buffer once the step
+    // before last, which read it, is (an event never recorded is no wait).
+    MBKIT_CUDA_CHECK(cudaEventSynchronize(slot.copied));
+    std::memcpy(slot.host.get(), images, bytes);
+    MBKIT_CUDA_CHECK(cudaStreamWaitEvent(context_.copy_stream, slot.consumed, 0));
+    MBKIT_CUDA_CHECK(cudaMemcpyAsync(slot.device.get(), slot.host.get(), bytes,
+                                     cudaMemcpyHostToDevice, context_.copy_stream));
+    MBKIT_CUDA_CHECK(cudaEventRecord(slot.copied, context_.copy_stream));
+    MBKIT_CUDA_CHECK(cudaStreamWaitEvent(context_.stream, slot.copied, 0));
+    input.alias(slot.device.as<float>());
   }
 
  private:
+  struct Slot {
+    DeviceMemory device;
+    PinnedMemory host;
+    cudaEvent_t copied = nullptr, consumed = nullptr;
+  };
+
+  /// Both slots to at least `bytes` (a larger batch): when nothing queued uses them.
+  void grow(std::size_t bytes) {
+    MBKIT_CUDA_CHECK(cudaStreamSynchronize(context_.copy_stream));
+    context_.synchronize();
+    for (Slot& slot : slots_) {
+      slot.device = DeviceMemory();
+      slot.device = DeviceMemory(bytes);
+      slot.host.reserve(bytes);
+    }
+  }
+
   Context& context_;
-  cudaEvent_t copied_ = nullptr, consumed_ = nullptr;
-  PinnedMemory host_;
+  Slot slots_[2];
+  int current_ = 0;
 };
 
 /// A flat buffer in device memory.

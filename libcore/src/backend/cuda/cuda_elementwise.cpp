@@ -13,14 +13,15 @@ void copy_device(float* to, const float* from, std::size_t bytes, cudaStream_t s
   MBKIT_CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream));
 }
 
-/// The network's input: device memory the backend's set_input copies each batch into.
+/// The network's input: the backend's set_input points it at the device buffer each batch is
+/// copied into (two, taken in turn, so that a copy overlaps the step before).
 class InputKernel final : public CudaKernel {
  public:
   using CudaKernel::CudaKernel;
 
  protected:
   void do_prepare(int, std::span<nn::Tensor* const>, CudaTensor& output) override {
-    output.allocate();
+    output.alias(nullptr);  // until set_input
   }
   void do_forward(nn::KernelArgs&) override {}
   void do_backward(nn::KernelArgs&) override {}
