@@ -379,7 +379,6 @@ void TrainingRun::resume() {
   }
   if (logs_ && !resume_path.empty()) {
     const Checkpoint checkpoint = read_checkpoint(resume_path);
-    const nn::Graph& model = net_->graph();
     const std::vector<std::int64_t> input = {shape_.channels, shape_.height, shape_.width};
     if (checkpoint.model != options_.model.name ||
         checkpoint.model_config != options_.model.to_map() || checkpoint.input_shape != input ||
@@ -398,26 +397,7 @@ void TrainingRun::resume() {
       usage_error(cat(resume_path, " was trained with --optimizer ", checkpoint.optimizer,
                       "; this run asks for ", options_.optimizer.name));
     }
-    // Through host views (on a GPU, copied over once each) and explicit copies.
-    auto params = net_->host_parameters();
-    auto state = net_->host_state();
-    load_arrays(checkpoint.params, model.parameters(), params.values(), resume_path);
-    load_arrays(checkpoint.state, model.state_arrays(), state.values(), resume_path);
-    params.write_back();
-    state.write_back();
-    auto slots = optimizer_->state();
-    if (checkpoint.optimizer_state.size() != slots.size()) {
-      data_error(cat(resume_path, ": optimizer state has ", checkpoint.optimizer_state.size(),
-                     " arrays, ", options_.optimizer.name, " needs ", slots.size()));
-    }
-    for (std::size_t i = 0; i < slots.size(); ++i) {
-      const auto& saved = checkpoint.optimizer_state[i];
-      if (saved.name != slots[i].first || saved.values.size() != slots[i].second->size()) {
-        data_error(cat(resume_path, ": optimizer state ", saved.name, " does not fit this model"));
-      }
-      net_->backend().copy_from_host(saved.values, *slots[i].second, 0);
-    }
-    optimizer_->set_steps(checkpoint.optimizer_steps);
+    restore_model(checkpoint, *net_, *optimizer_, resume_path);
     resume_.resumed = 1;
     resume_.step = static_cast<double>(checkpoint.step);
     resume_.elapsed = checkpoint.elapsed;
