@@ -1,6 +1,8 @@
 #include "mbkit/backend/factory.hpp"
 
 #include <cstdlib>
+#include <map>
+#include <mutex>
 
 #include "mbkit/backend/cpu.hpp"
 #include "mbkit/backend/cuda_plugin.hpp"
@@ -20,8 +22,28 @@ std::vector<std::string> available_backends() {
   return names;
 }
 
+namespace {
+
+std::mutex registry_mutex;
+std::map<std::string, BackendFactory>& registry() {
+  static std::map<std::string, BackendFactory> factories;
+  return factories;
+}
+
+}  // namespace
+
+void register_backend(const std::string& name, BackendFactory factory) {
+  const std::lock_guard lock(registry_mutex);
+  registry()[name] = std::move(factory);
+}
+
 std::unique_ptr<nn::Backend> make_backend(const std::string& name, int threads) {
   if (threads < 0) usage_error(cat("--threads ", threads, " must not be negative"));
+  {
+    const std::lock_guard lock(registry_mutex);
+    const auto found = registry().find(name);
+    if (found != registry().end()) return found->second(threads);
+  }
   const Device device = parse_device(name);
   if (device.kind == Device::Kind::kCpu) return make_cpu_backend(threads);
   // A GPU was asked for: every check a GPU run will need, in the order a user can act on.
