@@ -23,6 +23,7 @@ constexpr std::size_t kMaxWorkspace = std::size_t{1} << 30;
 struct Choice {
   int algo = 0;
   std::size_t workspace = 0;
+  bool deterministic = true;
 };
 
 /// The process-wide algorithm cache (cudnnFind* costs about as much as running every algorithm).
@@ -49,19 +50,20 @@ class AlgorithmCache {
 };
 
 /// The first (fastest: cuDNN sorts them) usable result: it ran, it is deterministic (the same
-/// seed must give the same model), it does not use tensor cores (fp32 results, comparable with
-/// the CPU), and its workspace fits.
+/// seed must give the same model) unless `any_determinism`, it does not use tensor cores (fp32
+/// results, comparable with the CPU), and its workspace fits.
 template <class Perf>
-std::optional<Choice> first_usable(const Perf* results, int count) {
+std::optional<Choice> first_usable(const Perf* results, int count, bool any_determinism = false) {
   for (int i = 0; i < count; ++i) {
     const Perf& perf = results[i];
-    if (perf.status != CUDNN_STATUS_SUCCESS || perf.determinism != CUDNN_DETERMINISTIC) continue;
+    const bool deterministic = perf.determinism == CUDNN_DETERMINISTIC;
+    if (perf.status != CUDNN_STATUS_SUCCESS || !(deterministic || any_determinism)) continue;
     if (perf.mathType == CUDNN_TENSOR_OP_MATH ||
         perf.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) {
       continue;
     }
     if (perf.memory > kMaxWorkspace) continue;
-    return Choice{static_cast<int>(perf.algo), perf.memory};
+    return Choice{static_cast<int>(perf.algo), perf.memory, deterministic};
   }
   return std::nullopt;
 }
@@ -251,6 +253,7 @@ class ConvKernel final : public CudaKernel {
               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf));
           choice = first_usable(perf, returned);
         }
+        if (!choice) choice = first_usable(perf, returned, true);
         break;
       }
       case ConvPass::kBackwardData: {
@@ -265,6 +268,7 @@ class ConvKernel final : public CudaKernel {
               CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf));
           choice = first_usable(perf, returned);
         }
+        if (!choice) choice = first_usable(perf, returned, true);
         break;
       }
       case ConvPass::kBackwardFilter: {
@@ -279,12 +283,18 @@ class ConvKernel final : public CudaKernel {
               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, perf));
           choice = first_usable(perf, returned);
         }
+        if (!choice) choice = first_usable(perf, returned, true);
         break;
       }
     }
     if (!choice) {
-      fail(cat("cuDNN has no deterministic fp32 algorithm within ", kMaxWorkspace >> 20,
-               " MiB of workspace for ", key.text()));
+      fail(cat("cuDNN has no fp32 algorithm within ", kMaxWorkspace >> 20, " MiB of workspace for ",
+               key.text()));
+    }
+    if (!choice->deterministic) {
+      // Better a run than none; but the same seed may then give slightly different models.
+      log::warn(cat("layer ", node_.name, ": cuDNN has only a non-deterministic algorithm for ",
+                    key.text(), "; runs with the same seed may differ"));
     }
     return *choice;
   }
