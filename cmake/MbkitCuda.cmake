@@ -29,9 +29,16 @@ if(MBKIT_CUDA)
     set(CMAKE_CUDA_COMPILER ${CUDAToolkit_NVCC_EXECUTABLE})
   endif()
   enable_language(CUDA)
+  # C++20 for .cu files as for the rest. CMake 3.25 (Debian 12) does not know nvcc's flag for it
+  # (nvcc has had -std=c++20 since CUDA 12.0) and would refuse the standard at generation.
+  if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
   set(CMAKE_CUDA_STANDARD 20)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
-  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
+  # CMake fills the cache with nvcc's own default when none is given: 52 (CUDA 12), 75 (CUDA 13).
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES MATCHES "^(52|75)$")
     # Hopper first (the GPUs we measure on), plus PTX so newer devices JIT.
     set(CMAKE_CUDA_ARCHITECTURES 90)
   endif()

@@ -103,7 +103,12 @@ Outcome run_case(const OpCase& test, nn::Backend& backend) {
   nn::Network net(test.graph(), backend);
   net.initialize(11);
   Rng rng(23);
-  for (auto& value : net.state()) value = static_cast<float>(0.5 + rng.uniform());
+  {
+    // Through a host view: the state is device memory on a GPU backend.
+    nn::HostView state = net.host_state();
+    for (auto& value : state.values()) value = static_cast<float>(0.5 + rng.uniform());
+    state.write_back();
+  }
   std::vector<float> images(static_cast<std::size_t>(kBatch * net.graph().input().size()));
   for (auto& value : images) value = static_cast<float>(rng.normal());
   std::vector<std::int32_t> labels(kBatch);
@@ -114,8 +119,10 @@ Outcome run_case(const OpCase& test, nn::Backend& backend) {
   for (int node = 1; node < static_cast<int>(net.graph().nodes().size()); ++node) {
     outcome.activations.push_back(net.activation(node));
   }
-  outcome.gradients.assign(net.gradients().begin(), net.gradients().end());
-  outcome.state.assign(net.state().begin(), net.state().end());
+  const nn::HostView gradients = net.host_gradients();
+  const nn::HostView state = net.host_state();
+  outcome.gradients.assign(gradients.values().begin(), gradients.values().end());
+  outcome.state.assign(state.values().begin(), state.values().end());
   return outcome;
 }
 

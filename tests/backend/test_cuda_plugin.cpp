@@ -2,12 +2,15 @@
 // without CUDA says so instead of failing.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 
 #include "test_helpers.hpp"
 
 #include "mbkit/backend/cuda_plugin.hpp"
 #include "mbkit/config.hpp"
+#include "mbkit/nn/backend.hpp"
+#include "mbkit/util/error.hpp"
 #include "mbkit/util/version.hpp"
 
 namespace mbkit::backend {
@@ -32,6 +35,30 @@ TEST(CudaPlugin, LoadsWhenBuiltAndExplainsWhenNot) {
   EXPECT_NE(why_not.find("-DMBKIT_CUDA=ON"), std::string::npos) << why_not;
 #endif
 }
+
+#if MBKIT_HAVE_CUDA
+TEST(CudaPlugin, MakesABackendOnAGpuOrSaysWhichCallFailed) {
+  const CudaPluginApi* plugin = cuda_plugin();
+  ASSERT_NE(plugin, nullptr);
+  ASSERT_NE(plugin->make_backend, nullptr);
+  if (plugin->device_count() > 0) {
+    std::unique_ptr<nn::Backend> backend(plugin->make_backend(0));
+    EXPECT_EQ(backend->description().rfind("cuda:0: ", 0), 0u) << backend->description();
+    EXPECT_FALSE(backend->host_accessible());
+    for (nn::Op op : {nn::Op::kConv2d, nn::Op::kBatchNorm, nn::Op::kSoftmaxCrossEntropy}) {
+      EXPECT_TRUE(backend->supports(op)) << nn::op_name(op);
+    }
+    return;
+  }
+  // No GPU here: the first CUDA call fails, as one mbkit::Error naming it.
+  try {
+    std::unique_ptr<nn::Backend> backend(plugin->make_backend(0));
+    ADD_FAILURE() << "a CUDA backend without a GPU";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("cudaSetDevice"), std::string::npos) << error.what();
+  }
+}
+#endif
 
 TEST(CudaPlugin, VersionListingHasOneCudaLine) {
   int cuda_lines = 0;

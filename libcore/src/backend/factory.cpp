@@ -1,6 +1,8 @@
 #include "mbkit/backend/factory.hpp"
 
 #include <cstdlib>
+#include <map>
+#include <mutex>
 
 #include "mbkit/backend/cpu.hpp"
 #include "mbkit/backend/cuda_plugin.hpp"
@@ -12,13 +14,36 @@
 namespace mbkit::backend {
 
 std::vector<std::string> available_backends() {
-  // libmbkit-cuda (opened through cuda_plugin()) answers device queries only so far: "cuda" joins
-  // this list when it implements the operations.
-  return {"cpu"};
+  std::vector<std::string> names{"cpu"};
+  // "cuda" where libmbkit-cuda loads and sees a GPU. This opens the plugin: nothing on a CPU
+  // run's path calls it (only messages, tests and shell completion).
+  const CudaPluginApi* cuda = cuda_plugin();
+  if (cuda != nullptr && cuda->device_count() > 0) names.push_back("cuda");
+  return names;
+}
+
+namespace {
+
+std::mutex registry_mutex;
+std::map<std::string, BackendFactory>& registry() {
+  static std::map<std::string, BackendFactory> factories;
+  return factories;
+}
+
+}  // namespace
+
+void register_backend(const std::string& name, BackendFactory factory) {
+  const std::lock_guard lock(registry_mutex);
+  registry()[name] = std::move(factory);
 }
 
 std::unique_ptr<nn::Backend> make_backend(const std::string& name, int threads) {
   if (threads < 0) usage_error(cat("--threads ", threads, " must not be negative"));
+  {
+    const std::lock_guard lock(registry_mutex);
+    const auto found = registry().find(name);
+    if (found != registry().end()) return found->second(threads);
+  }
   const Device device = parse_device(name);
   if (device.kind == Device::Kind::kCpu) return make_cpu_backend(threads);
   // A GPU was asked for: every check a GPU run will need, in the order a user can act on.
@@ -27,10 +52,8 @@ std::unique_ptr<nn::Backend> make_backend(const std::string& name, int threads) 
   if (cuda == nullptr) usage_error(cat("--device ", device.text(), ": CUDA backend ", why_not));
   const int gpu = choose_gpu(device, local_rank_from_environment(), cuda->device_count(),
                              std::getenv("CUDA_VISIBLE_DEVICES"));
-  usage_error(cat("--device ", device.text(), ": GPU ", gpu,
-                  " is there, but this mbkit's CUDA backend has only device queries so far; "
-                  "train with --device cpu (available: ",
-                  join(available_backends(), ", "), ")"));
+  // --threads is the CPU backend's: a GPU backend runs its host side on the calling thread.
+  return std::unique_ptr<nn::Backend>(cuda->make_backend(gpu));
 }
 
 }  // namespace mbkit::backend

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "mbkit/backend/factory.hpp"
 #include "mbkit/bench/bandwidth.hpp"
+#include "mbkit/config.hpp"
 #include "mbkit/data/catalog.hpp"
 #include "mbkit/emulation/straggler.hpp"
 #include "mbkit/models/zoo.hpp"
@@ -141,7 +141,11 @@ ValueCompletion value_completion(const std::string& command, const std::string& 
   if (name == "--optimizer") return words(listed(optim::known_optimizers()));
   if (name == "--lr-schedule") return words(listed(optim::known_schedules()));
   if (name == "--induce") return words(listed(emulation::known_straggler_profiles()));
-  if (name == "--device") return words(backend::available_backends());
+  if (name == "--device") {
+    // What this build can run, whether or not the machine that generates the script has a GPU
+    // (available_backends() would ask the driver, and load CUDA to do so).
+    return words(MBKIT_HAVE_CUDA ? Words{"cpu", "cuda"} : Words{"cpu"});
+  }
   if (name == "name" && sub == "fetch") {
     Words names;
     for (const data::CatalogEntry& entry : data::catalog()) names.push_back(entry.name);

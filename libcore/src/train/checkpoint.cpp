@@ -277,6 +277,57 @@ std::vector<NamedArray> arrays_of(const std::vector<const nn::ParamSpec*>& specs
   return arrays;
 }
 
+void capture_model(Checkpoint& checkpoint, nn::Network& net, optim::Optimizer& optimizer,
+                   const std::vector<std::vector<float>>& whole_optimizer_state) {
+  nn::Backend& backend = net.backend();
+  const auto to_host = [&](const nn::Buffer& buffer) {
+    std::vector<float> values(buffer.size());
+    backend.copy_to_host(buffer, 0, values);
+    return values;
+  };
+  // The gradient tail is not part of the model: only the parameters' floats are read.
+  checkpoint.params = arrays_of(net.graph().parameters(), to_host(net.parameter_buffer()));
+  checkpoint.state = arrays_of(net.graph().state_arrays(), to_host(net.state_buffer()));
+  checkpoint.optimizer_steps = optimizer.steps();
+  checkpoint.optimizer_state.clear();
+  std::size_t slot = 0;
+  for (const auto& [name, values] : optimizer.state()) {
+    std::vector<float> whole =
+        whole_optimizer_state.empty() ? to_host(*values) : whole_optimizer_state.at(slot++);
+    const auto size = static_cast<std::int64_t>(whole.size());
+    checkpoint.optimizer_state.push_back({name, {size}, std::move(whole)});
+  }
+}
+
+void restore_model(const Checkpoint& checkpoint, nn::Network& net, optim::Optimizer& optimizer,
+                   const std::string& path, std::size_t shard_first) {
+  nn::Backend& backend = net.backend();
+  std::vector<float> params(net.parameter_count()), state(net.state_count());
+  load_arrays(checkpoint.params, net.graph().parameters(), params, path);
+  load_arrays(checkpoint.state, net.graph().state_arrays(), state, path);
+  const auto slots = optimizer.state();
+  if (checkpoint.optimizer_state.size() != slots.size()) {
+    data_error(cat(path, ": optimizer state has ", checkpoint.optimizer_state.size(), " arrays, ",
+                   optimizer.config().name, " needs ", slots.size()));
+  }
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    const auto& saved = checkpoint.optimizer_state[i];
+    if (saved.name != slots[i].first || saved.values.size() != net.parameter_count() ||
+        shard_first + slots[i].second->size() > saved.values.size()) {
+      data_error(cat(path, ": optimizer state ", saved.name, " does not fit this model"));
+    }
+  }
+  // Copied only once everything fits: a refused checkpoint leaves the model as it was.
+  backend.copy_from_host(params, net.parameter_buffer(), 0);
+  backend.copy_from_host(state, net.state_buffer(), 0);
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    backend.copy_from_host(std::span<const float>(checkpoint.optimizer_state[i].values)
+                               .subspan(shard_first, slots[i].second->size()),
+                           *slots[i].second, 0);
+  }
+  optimizer.set_steps(checkpoint.optimizer_steps);
+}
+
 void load_arrays(const std::vector<NamedArray>& arrays,
                  const std::vector<const nn::ParamSpec*>& specs, std::span<float> buffer,
                  const std::string& path) {

@@ -70,7 +70,7 @@ WorkerReport get_report(const float* slot, int rank, bool parameter_server) {
 }  // namespace
 
 void finish_gradient(std::span<float> gradients, std::int64_t nominal, std::int64_t total) {
-  if (total == nominal || total <= 0) return;
+  if (!gradient_rescaled(nominal, total)) return;
   const float factor =
       static_cast<float>(static_cast<double>(nominal) / static_cast<double>(total));
   for (float& g : gradients) g *= factor;

@@ -47,7 +47,10 @@ void TrainingRun::run_sync() {
         1, static_cast<std::size_t>(options_.bucket_mb * 1024.0 * 1024.0 / sizeof(float))));
   }
   exchange.set_compression(options_.compression);
-  if (exchange.buckets() && round_) {
+  // A host-accessible backend's gradient buffer is what the exchange sums (zero-copy); a device
+  // backend's gradients are copied to the host once per step (gradient_staging_).
+  const bool in_place = net_->backend().host_accessible();
+  if (exchange.buckets() && round_ && in_place) {
     // The backward pass hands finished gradients to the exchange.
     round_->gradients_ready = [&](std::size_t from) {
       exchange.gradients_ready(net_->gradients(), from);
@@ -57,18 +60,27 @@ void TrainingRun::run_sync() {
   // The small per-step values ride in the gradients' message (one collective per step); with
   // shared memory, the backward pass writes the gradients into the shared window.
   std::span<float> tail;
-  if (role_.distributed) {
-    const std::size_t tail_floats = exchange.tail_floats(net_->state_count());
+  const std::size_t tail_floats = role_.distributed ? exchange.tail_floats(net_->state_count()) : 0;
+  if (!in_place) {
+    if (role_.distributed) {
+      gradient_staging_.assign(net_->parameter_count() + tail_floats, 0.0f);
+      tail = std::span(gradient_staging_).subspan(net_->parameter_count());
+    }
+  } else if (role_.distributed) {
     tail = net_->gradient_tail(tail_floats);
     if (exchange.shared_memory()) {
       net_->move_gradients_to(exchange.shared_buffer(net_->gradient_buffer().size()));
       tail = net_->gradient_tail(tail_floats);
     }
   }
+  const std::span<float> gradients =
+      in_place                    ? net_->gradients()
+      : gradient_staging_.empty() ? std::span<float>()
+                                  : std::span(gradient_staging_).first(net_->parameter_count());
   stop_ = first_verdict(exchange);
   if (round_) round_->set_previous_exchange(0, 0, exchange.last_recv_time());
   while (stop_ == kContinue) {
-    stop_ = sync_step(exchange, tail);
+    stop_ = sync_step(exchange, gradients, tail);
     if (stop_ == kDiverged) break;
     after_step(clock_.now());
   }
@@ -79,8 +91,7 @@ int TrainingRun::first_verdict(SyncExchange& exchange) {
   int stop = stop_;
   if (role_.parameter_server) {
     // The master's verdict before the first step (the run may be complete already).
-    return exchange.distribute(net_->parameters(), net_->state(),
-                               logs_ ? std::max(stop, rank0_stop()) : 0, step_);
+    return distribute(exchange, logs_ ? std::max(stop, rank0_stop()) : 0);
   }
   if (logs_) stop = std::max(stop, rank0_stop());
   if (role_.distributed) {
@@ -92,7 +103,19 @@ int TrainingRun::first_verdict(SyncExchange& exchange) {
   return stop;
 }
 
-int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> tail) {
+int TrainingRun::distribute(SyncExchange& exchange, int stop) {
+  nn::HostView parameters = net_->host_parameters();
+  nn::HostView state = net_->host_state();
+  const int verdict = exchange.distribute(parameters.values(), state.values(), stop, step_);
+  parameters.write_back();
+  state.write_back();
+  return verdict;
+}
+
+int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
+                           std::span<float> tail) {
+  nn::Backend& backend = net_->backend();
+  const bool staged = !backend.host_accessible();
   const auto step_start = SteadyClock::now();
   const double lr = schedule_->at(step_, epoch_at(step_));
   const std::int64_t nominal = role_.distributed ? global_batch_ : 0;  // 0: the batch's size
@@ -108,8 +131,19 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> tail) {
     }
   }
   const std::int64_t step_nominal = nominal > 0 ? nominal : (round_ ? round_->last_drawn() : 0);
-  auto combined =
-      exchange.combine(net_->gradients(), net_->state(), report, step_, step_nominal, tail);
+  // A device backend's gradients go to the host only to be exchanged: alone, a rank copies
+  // them only when finish_gradient rescales them.
+  const bool exchanged = staged && role_.distributed;
+  if (exchanged && role_.computes) backend.copy_to_host(net_->gradient_buffer(), 0, gradients);
+  nn::HostView state = net_->host_state();
+  auto combined = exchange.combine(staged && !exchanged ? std::span<float>() : gradients,
+                                   state.values(), report, step_, step_nominal, tail);
+  state.write_back();
+  if (staged && !exchanged && gradient_rescaled(step_nominal, combined.samples)) {
+    nn::HostView rescaled = net_->host_gradients();
+    finish_gradient(rescaled.values(), step_nominal, combined.samples);
+    rescaled.write_back();
+  }
   if (role_.computes) worker_line(step_ + 1, report);
   int verdict = combined.stop;
   double update_time = 0;  // virtual clock: CPU seconds of the update (free with a model)
@@ -119,6 +153,10 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> tail) {
       const bool timed = clock_.is_virtual() && compute_models_.empty();
       const double cpu_start = timed ? clock_.cpu_now() : 0;
       const auto update_start = SteadyClock::now();
+      if (exchanged) {  // the combined gradients of the part this rank updates
+        backend.copy_from_host(gradients.subspan(shard_.first, optimizer_->size()),
+                               net_->gradient_buffer(), shard_.first);
+      }
       optimizer_->step(net_->parameter_buffer(), net_->gradient_buffer(), lr, shard_.first);
       if (timed) update_time = clock_.cpu_now() - cpu_start;
       if (role_.parameter_server) exchange.set_update_time(seconds_since(update_start));
@@ -132,9 +170,7 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> tail) {
     verdict = std::max(verdict, rank0_stop());
     if (step_ >= planned_) verdict = std::max(verdict, static_cast<int>(kFinished));
   }
-  if (role_.parameter_server) {
-    verdict = exchange.distribute(net_->parameters(), net_->state(), verdict, step_);
-  }
+  if (role_.parameter_server) verdict = distribute(exchange, verdict);
   if (round_) {
     round_->set_previous_exchange(exchange.last_send_time(), exchange.last_wait_time(),
                                   exchange.last_recv_time());
@@ -170,8 +206,12 @@ void TrainingRun::run_async_master() {
         clock_.virtual_now());
   }
   master.use_time_window(options_.async_master_time_limit);
-  master.start(net_->parameters(), net_->state(), step_);
+  // Host memory for the messages: views on a host-accessible backend, counted copies on a device.
+  nn::Backend& backend = net_->backend();
+  const bool in_place = backend.host_accessible();
+  master.start(net_->host_parameters().values(), net_->host_state().values(), step_);
   std::vector<float> state(net_->state_count());
+  if (!in_place) gradient_staging_.assign(net_->parameter_count(), 0.0f);
   const double planned_samples = options_.epochs > 0
                                      ? options_.epochs * static_cast<double>(total_rows_)
                                      : std::numeric_limits<double>::infinity();
@@ -181,8 +221,14 @@ void TrainingRun::run_async_master() {
     const auto step_start = SteadyClock::now();
     const double virtual_start = clock_.virtual_now();
     const double lr = schedule_->at(step_, epoch_at(step_));
-    const auto combined = master.collect(net_->gradients(), state, options_.async_min_grads, step_);
-    std::copy(state.begin(), state.end(), net_->state().begin());
+    const auto combined = master.collect(in_place ? net_->gradients() : gradient_staging_, state,
+                                         options_.async_min_grads, step_);
+    if (in_place) {
+      std::copy(state.begin(), state.end(), net_->state().begin());
+    } else {
+      backend.copy_from_host(gradient_staging_, net_->gradient_buffer(), 0);
+      backend.copy_from_host(state, net_->state_buffer(), 0);
+    }
     const int decision = accept_update(combined.mean_loss());
     if (decision == kContinue) {
       const bool timed = clock_.is_virtual() && compute_models_.empty();
@@ -201,13 +247,24 @@ void TrainingRun::run_async_master() {
     if (step_ >= planned_ || samples_seen_ >= planned_samples) {
       stop_ = std::max(stop_, static_cast<int>(kFinished));
     }
-    if (stop_ == kContinue) master.publish(net_->parameters(), net_->state(), step_);
+    if (stop_ == kContinue) {
+      master.publish(net_->host_parameters().values(), net_->host_state().values(), step_);
+    }
     if (stop_ != kDiverged) after_step(clock_.now());
   }
   master.finish(step_, stop_);
   if (master.discarded() > 0) {
     log::verbose(cat(master.discarded(), " gradients arrived after the end and were not used"));
   }
+}
+
+bool TrainingRun::refresh_from(AsyncWorker& worker, bool wait, std::int64_t& based_on) {
+  nn::HostView parameters = net_->host_parameters();
+  nn::HostView state = net_->host_state();
+  const bool go = worker.refresh(parameters.values(), state.values(), wait, based_on);
+  parameters.write_back();
+  state.write_back();
+  return go;
 }
 
 void TrainingRun::run_async_worker() {
@@ -219,9 +276,7 @@ void TrainingRun::run_async_worker() {
   bool master_stopped = false;
   if (amb_ && !clock_.is_virtual()) {
     round_->between_micro_batches = [&] {
-      if (!master_stopped && !worker.refresh(net_->parameters(), net_->state(), false, based_on)) {
-        master_stopped = true;
-      }
+      if (!master_stopped && !refresh_from(worker, false, based_on)) master_stopped = true;
     };
   }
   // Under the virtual clock the master decides which parameters each round starts from.
@@ -229,8 +284,7 @@ void TrainingRun::run_async_worker() {
   double received = 0;  // seconds of the refresh the round starts from
   const auto refresh = [&] {
     const auto start = SteadyClock::now();
-    const bool go = worker.refresh(net_->parameters(), net_->state(),
-                                   rounds == 0 || clock_.is_virtual(), based_on);
+    const bool go = refresh_from(worker, rounds == 0 || clock_.is_virtual(), based_on);
     received = seconds_since(start);
     return go;
   };
@@ -250,7 +304,7 @@ void TrainingRun::run_async_worker() {
                                                    worker_of_rank(world_.rank(), true), rounds);
     }
     const auto send_start = SteadyClock::now();
-    worker.send(net_->gradients(), net_->state(), report);
+    worker.send(net_->host_gradients().values(), net_->host_state().values(), report);
     send_wait = seconds_since(send_start);  // waiting for the previous send to finish
     ++rounds;
     worker_line(rounds, report);

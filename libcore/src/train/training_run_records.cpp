@@ -179,25 +179,10 @@ void TrainingRun::save_checkpoint_to(const std::string& path, double elapsed,
   checkpoint.model_config = options_.model.to_map();
   checkpoint.input_shape = {shape_.channels, shape_.height, shape_.width};
   checkpoint.num_classes = info_.num_classes;
-  // Explicit copies out of the backend's buffers (counted: exactly parameters, state and
-  // optimizer state, on the CPU as on a GPU).
-  nn::Backend& backend = net_->backend();
-  const auto to_host = [&](const nn::Buffer& buffer) {
-    std::vector<float> values(buffer.size());
-    backend.copy_to_host(buffer, 0, values);
-    return values;
-  };
-  checkpoint.params = arrays_of(net_->graph().parameters(), to_host(net_->parameter_buffer()));
-  checkpoint.state = arrays_of(net_->graph().state_arrays(), to_host(net_->state_buffer()));
+  // Explicit, counted copies out of the backend's buffers (checkpoint.hpp).
+  capture_model(checkpoint, *net_, *optimizer_, optimizer_state);
   checkpoint.optimizer = options_.optimizer.name;
   checkpoint.optimizer_config = optimizer_map(options_.optimizer);
-  checkpoint.optimizer_steps = optimizer_->steps();
-  std::size_t slot = 0;
-  for (const auto& [name, values] : optimizer_->state()) {
-    const std::vector<float> whole =
-        optimizer_state.empty() ? to_host(*values) : optimizer_state[slot++];
-    checkpoint.optimizer_state.push_back({name, {static_cast<std::int64_t>(whole.size())}, whole});
-  }
   checkpoint.step = step_;
   checkpoint.epoch = step_ / steps_per_epoch_;
   checkpoint.batch_in_epoch = step_ % steps_per_epoch_;

@@ -399,7 +399,6 @@ void TrainingRun::resume() {
   }
   if (logs_ && !resume_path.empty()) {
     const Checkpoint checkpoint = read_checkpoint(resume_path);
-    const nn::Graph& model = net_->graph();
     const std::vector<std::int64_t> input = {shape_.channels, shape_.height, shape_.width};
     if (checkpoint.model != options_.model.name ||
         checkpoint.model_config != options_.model.to_map() || checkpoint.input_shape != input ||
@@ -418,32 +417,14 @@ void TrainingRun::resume() {
       usage_error(cat(resume_path, " was trained with --optimizer ", checkpoint.optimizer,
                       "; this run asks for ", options_.optimizer.name));
     }
-    // Through host views (on a GPU, copied over once each) and explicit copies.
-    auto params = net_->host_parameters();
-    auto state = net_->host_state();
-    load_arrays(checkpoint.params, model.parameters(), params.values(), resume_path);
-    load_arrays(checkpoint.state, model.state_arrays(), state.values(), resume_path);
-    params.write_back();
-    state.write_back();
-    auto slots = optimizer_->state();
-    if (checkpoint.optimizer_state.size() != slots.size()) {
-      data_error(cat(resume_path, ": optimizer state has ", checkpoint.optimizer_state.size(),
-                     " arrays, ", options_.optimizer.name, " needs ", slots.size()));
-    }
-    // With several servers the checkpoint holds the whole state and rank 0 keeps shard 0 of
-    // it; the servers get theirs below.
-    const std::size_t whole = net_->parameter_count();
-    for (std::size_t i = 0; i < slots.size(); ++i) {
-      const auto& saved = checkpoint.optimizer_state[i];
-      if (saved.name != slots[i].first || saved.values.size() != whole) {
-        data_error(cat(resume_path, ": optimizer state ", saved.name, " does not fit this model"));
+    // With several servers rank 0 keeps shard 0 of the whole optimizer state the checkpoint
+    // holds; the servers get theirs in resume_server_shards().
+    restore_model(checkpoint, *net_, *optimizer_, resume_path, shard_.first);
+    if (role_.servers > 1) {
+      for (const auto& saved : checkpoint.optimizer_state) {
+        resumed_optimizer_state_.push_back(saved.values);
       }
-      nn::Buffer& slot = *slots[i].second;
-      net_->backend().copy_from_host(
-          std::span<const float>(saved.values).subspan(shard_.first, slot.size()), slot, 0);
-      if (role_.servers > 1) resumed_optimizer_state_.push_back(saved.values);
     }
-    optimizer_->set_steps(checkpoint.optimizer_steps);
     resume_.resumed = 1;
     resume_.step = static_cast<double>(checkpoint.step);
     resume_.elapsed = checkpoint.elapsed;

@@ -7,10 +7,15 @@
 #include <utility>
 #include <vector>
 
+namespace mbkit::nn {
+class Backend;
+}
+
 namespace mbkit::backend {
 
 /// Bumped whenever CudaPluginApi changes, so that a stale libmbkit-cuda is refused, not called.
-inline constexpr int kCudaPluginAbi = 1;
+/// 2: make_backend.
+inline constexpr int kCudaPluginAbi = 2;
 
 /// What libmbkit-cuda exports, through its one C entry point `mbkit_cuda_plugin`.
 struct CudaPluginApi {
@@ -19,6 +24,9 @@ struct CudaPluginApi {
   std::vector<std::pair<std::string, std::string>> (*library_versions)() = nullptr;
   /// Number of usable CUDA devices; 0 when there is no driver or no device.
   int (*device_count)() = nullptr;
+  /// A new CUDA backend on visible GPU `gpu` (checked by the caller against device_count()),
+  /// owned by the caller; throws mbkit::Error when the GPU cannot be set up.
+  nn::Backend* (*make_backend)(int gpu) = nullptr;
 };
 
 /// The loaded plugin, or nullptr with the reason in *why_not (a build without CUDA, a missing

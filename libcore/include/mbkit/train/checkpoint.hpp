@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "mbkit/nn/graph.hpp"
+#include "mbkit/nn/network.hpp"
+#include "mbkit/optim/optimizer.hpp"
 
 namespace mbkit::train {
 
@@ -80,5 +82,18 @@ std::vector<NamedArray> arrays_of(const std::vector<const nn::ParamSpec*>& specs
 void load_arrays(const std::vector<NamedArray>& arrays,
                  const std::vector<const nn::ParamSpec*>& specs, std::span<float> buffer,
                  const std::string& path);
+
+/// Fills the checkpoint's parameters, state, optimizer state and optimizer steps from their
+/// backend buffers, by explicit copies: exactly parameters + state + optimizer state bytes to
+/// the host, on the CPU as on a GPU. `whole_optimizer_state`, when not empty, stands for the
+/// optimizer's own arrays (several servers: every shard gathered).
+void capture_model(Checkpoint& checkpoint, nn::Network& net, optim::Optimizer& optimizer,
+                   const std::vector<std::vector<float>>& whole_optimizer_state = {});
+/// The reverse, for a resume: exactly as many bytes from the host. A data error naming `path`
+/// when the arrays are not this model's or this optimizer's. The checkpoint holds the whole
+/// optimizer state; an optimizer of a shard (a server of several) takes the part from
+/// `shard_first` on.
+void restore_model(const Checkpoint& checkpoint, nn::Network& net, optim::Optimizer& optimizer,
+                   const std::string& path, std::size_t shard_first = 0);
 
 }  // namespace mbkit::train

@@ -227,6 +227,10 @@ class SyncExchange {
 
 /// Multiplies by nominal / total when they differ (see above).
 void finish_gradient(std::span<float> gradients, std::int64_t nominal, std::int64_t total);
+/// Whether finish_gradient changes the gradients (a device run copies them only then).
+inline bool gradient_rescaled(std::int64_t nominal, std::int64_t total) {
+  return total != nominal && total > 0;
+}
 
 /// The master of ps --async. Report times of the workers' messages are theirs; under the
 /// virtual clock send_time is the message's cost and wait_time is 0 (workers never wait).

@@ -124,7 +124,13 @@ class TrainingRun {
   /// The first verdict of a synchronous run (ps: the master's; allreduce: rank 0's).
   int first_verdict(SyncExchange& exchange);
   /// Combines a step's reports, updates, and says whether to go on (sync).
-  int sync_step(SyncExchange& exchange, std::span<float> tail);
+  /// `gradients`: the host memory the exchange sums (the gradient buffer itself on a
+  /// host-accessible backend, else a staged copy), `tail` right after it.
+  int sync_step(SyncExchange& exchange, std::span<float> gradients, std::span<float> tail);
+  /// ps: the master's parameters and state to the workers, through host views.
+  int distribute(SyncExchange& exchange, int stop);
+  /// An async worker's refresh (AsyncWorker::refresh) into the network, through host views.
+  bool refresh_from(AsyncWorker& worker, bool wait, std::int64_t& based_on);
   void run_async_master();
   void run_async_worker();
   // DBSL (training_run_dbsl.cpp): the parameter server and a worker.
@@ -174,6 +180,9 @@ class TrainingRun {
   int micro_size_ = 0;
   optim::OptimizerConfig optimizer_config_;
   std::unique_ptr<optim::Optimizer> optimizer_;
+  /// A device backend's gradients (and the exchange's tail) in host memory for the exchanges;
+  /// empty on a host-accessible backend, whose gradient buffer is exchanged in place.
+  std::vector<float> gradient_staging_;
   /// The values this rank's optimizer updates: a server's shard, else the whole buffer.
   std::pair<std::size_t, std::size_t> shard_;
 

@@ -1,12 +1,22 @@
 // The entry point of libmbkit-cuda (see mbkit/backend/cuda_plugin.hpp).
+#include "mbkit/backend/cuda/backend.hpp"
 #include "mbkit/backend/cuda/info.hpp"
 #include "mbkit/backend/cuda_plugin.hpp"
+
+namespace {
+
+mbkit::nn::Backend* make_backend(int gpu) {
+  return mbkit::backend::cuda::make_cuda_backend(gpu).release();
+}
+
+}  // namespace
 
 extern "C" const mbkit::backend::CudaPluginApi* mbkit_cuda_plugin() {
   static const mbkit::backend::CudaPluginApi api{
       .abi = mbkit::backend::kCudaPluginAbi,
       .library_versions = &mbkit::backend::cuda_library_versions,
       .device_count = &mbkit::backend::cuda_device_count,
+      .make_backend = &make_backend,
   };
   return &api;
 }

@@ -1,0 +1,466 @@
+// The CUDA backend: one GPU, a compute stream every kernel, cuDNN and cuBLAS call is queued on,
+// and a copy stream that brings each batch from pinned host memory.
+#include <cstring>
+#include <utility>
+
+#include "cuda_internal.hpp"
+#include "mbkit/backend/cuda/backend.hpp"
+#include "mbkit/util/check.hpp"
+#include "mbkit/util/strings.hpp"
+
+namespace mbkit::backend::cuda {
+
+DeviceMemory::DeviceMemory(std::size_t bytes) : bytes_(bytes) {
+  if (bytes > 0) MBKIT_CUDA_CHECK(cudaMalloc(&data_, bytes));
+}
+
+DeviceMemory::~DeviceMemory() {
+  if (data_ != nullptr) cudaFree(data_);  // nothing to report from a destructor
+}
+
+DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) cudaFree(data_);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+TensorDesc::TensorDesc() {
+  MBKIT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&desc_));
+}
+
+TensorDesc::TensorDesc(int n, int c, int h, int w) : TensorDesc() {
+  set(n, c, h, w);
+}
+
+TensorDesc::~TensorDesc() {
+  cudnnDestroyTensorDescriptor(desc_);
+}
+
+void TensorDesc::set(int n, int c, int h, int w) {
+  MBKIT_CUDNN_CHECK(
+      cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+}
+
+Context::Context(int gpu_index) : gpu(gpu_index) {
+  MBKIT_CUDA_CHECK(cudaSetDevice(gpu));
+  cudaDeviceProp properties{};
+  MBKIT_CUDA_CHECK(cudaGetDeviceProperties(&properties, gpu));
+  gpu_name = properties.name;
+  gpu_memory = properties.totalGlobalMem;
+  MBKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  MBKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking));
+  MBKIT_CUDNN_CHECK(cudnnCreate(&cudnn));
+  MBKIT_CUDNN_CHECK(cudnnSetStream(cudnn, stream));
+  MBKIT_CUBLAS_CHECK(cublasCreate(&cublas));
+  MBKIT_CUBLAS_CHECK(cublasSetStream(cublas, stream));
+  // fp32 as fp32: no TF32 tensor cores (--precision will choose them explicitly).
+  MBKIT_CUBLAS_CHECK(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH));
+}
+
+Context::~Context() {
+  // Teardown errors (a lost device) are not worth a second exception: release what is there.
+  if (stream != nullptr) cudaStreamSynchronize(stream);
+  if (cublas != nullptr) cublasDestroy(cublas);
+  if (cudnn != nullptr) cudnnDestroy(cudnn);
+  if (copy_stream != nullptr) cudaStreamDestroy(copy_stream);
+  if (stream != nullptr) cudaStreamDestroy(stream);
+}
+
+void Context::activate() const {
+  MBKIT_CUDA_CHECK(cudaSetDevice(gpu));
+}
+
+void* Context::workspace(std::size_t bytes) {
+  if (bytes > workspace_.bytes()) {
+    // Work queued on the stream may still use the old workspace.
+    MBKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    workspace_ = DeviceMemory();
+    workspace_ = DeviceMemory(bytes);
+  }
+  return workspace_.get();
+}
+
+PinnedMemory::~PinnedMemory() {
+  if (data_ != nullptr) cudaFreeHost(data_);
+}
+
+void PinnedMemory::reserve(std::size_t bytes) {
+  if (bytes <= bytes_) return;
+  if (data_ != nullptr) MBKIT_CUDA_CHECK(cudaFreeHost(data_));
+  data_ = nullptr;
+  bytes_ = 0;
+  MBKIT_CUDA_CHECK(cudaMallocHost(&data_, bytes));
+  bytes_ = bytes;
+}
+
+void Context::synchronize() const {
+  MBKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void CudaTensor::allocate() {
+  memory_ = DeviceMemory(bytes());
+  data_ = memory_.as<float>();
+}
+
+CudaTensor& cuda(nn::Tensor& tensor) {
+  return static_cast<CudaTensor&>(tensor);
+}
+const CudaTensor& cuda(const nn::Tensor& tensor) {
+  return static_cast<const CudaTensor&>(tensor);
+}
+
+namespace {
+
+[[noreturn]] void rethrow(const nn::Node& node, const char* phase, const Error& error) {
+  throw Error(cat("layer ", node.name, " (", nn::op_name(node.op), ") ", phase, ": ", error.what()),
+              error.code(), error.where());
+}
+
+}  // namespace
+
+void CudaKernel::prepare(int batch, std::span<nn::Tensor* const> inputs, nn::Tensor& output) {
+  try {
+    context_.activate();
+    do_prepare(batch, inputs, cuda(output));
+  } catch (const Error& error) {
+    rethrow(node_, "setup", error);
+  }
+}
+
+void CudaKernel::forward(nn::KernelArgs& args) {
+  try {
+    context_.activate();
+    do_forward(args);
+  } catch (const Error& error) {
+    rethrow(node_, "forward", error);
+  }
+}
+
+void CudaKernel::backward(nn::KernelArgs& args) {
+  try {
+    context_.activate();
+    do_backward(args);
+  } catch (const Error& error) {
+    rethrow(node_, "backward", error);
+  }
+}
+
+namespace {
+
+/// Brings each batch to the GPU on the copy stream while the compute stream may still be running
+/// the previous step: two device buffers (and two pinned host buffers) taken in turn, the input
+/// tensor pointed at the one that holds the current batch. A buffer is refilled only once the step
+/// that read it is done, and the compute stream waits for its copy: events, not the host.
+class InputStaging {
+ public:
+  explicit InputStaging(Context& context) : context_(context) {
+    for (Slot& slot : slots_) {
+      MBKIT_CUDA_CHECK(cudaEventCreateWithFlags(&slot.copied, cudaEventDisableTiming));
+      MBKIT_CUDA_CHECK(cudaEventCreateWithFlags(&slot.consumed, cudaEventDisableTiming));
+    }
+  }
+  ~InputStaging() {
+    // Queued copies and steps may still use the buffers freed after this (errors: nothing to do).
+    cudaStreamSynchronize(context_.copy_stream);
+    cudaStreamSynchronize(context_.stream);
+    for (Slot& slot : slots_) {
+      if (slot.consumed != nullptr) cudaEventDestroy(slot.consumed);
+      if (slot.copied != nullptr) cudaEventDestroy(slot.copied);
+    }
+  }
+  InputStaging(const InputStaging&) = delete;
+  InputStaging& operator=(const InputStaging&) = delete;
+
+  void copy(CudaTensor& input, const float* images) {
+    const std::size_t bytes = input.bytes();
+    // Everything queued since the last batch (that step) reads the current slot: mark its end.
+    MBKIT_CUDA_CHECK(cudaEventRecord(slots_[current_].consumed, context_.stream));
+    current_ ^= 1;
+    Slot& slot = slots_[current_];
+    if (bytes > slot.device.bytes()) grow(bytes);
+    // The pinned buffer is free once its last copy is done; the device buffer once the step
+    // before last, which read it, is (an event never recorded is no wait).
+    MBKIT_CUDA_CHECK(cudaEventSynchronize(slot.copied));
+    std::memcpy(slot.host.get(), images, bytes);
+    MBKIT_CUDA_CHECK(cudaStreamWaitEvent(context_.copy_stream, slot.consumed, 0));
+    MBKIT_CUDA_CHECK(cudaMemcpyAsync(slot.device.get(), slot.host.get(), bytes,
+                                     cudaMemcpyHostToDevice, context_.copy_stream));
+    MBKIT_CUDA_CHECK(cudaEventRecord(slot.copied, context_.copy_stream));
+    MBKIT_CUDA_CHECK(cudaStreamWaitEvent(context_.stream, slot.copied, 0));
+    input.alias(slot.device.as<float>());
+  }
+
+ private:
+  struct Slot {
+    DeviceMemory device;
+    PinnedMemory host;
+    cudaEvent_t copied = nullptr, consumed = nullptr;
+  };
+
+  /// Both slots to at least `bytes` (a larger batch): when nothing queued uses them.
+  void grow(std::size_t bytes) {
+    MBKIT_CUDA_CHECK(cudaStreamSynchronize(context_.copy_stream));
+    context_.synchronize();
+    for (Slot& slot : slots_) {
+      slot.device = DeviceMemory();
+      slot.device = DeviceMemory(bytes);
+      slot.host.reserve(bytes);
+    }
+  }
+
+  Context& context_;
+  Slot slots_[2];
+  int current_ = 0;
+};
+
+/// A flat buffer in device memory.
+class DeviceBuffer final : public nn::Buffer {
+ public:
+  DeviceBuffer(DeviceMemory memory, std::size_t floats)
+      : Buffer(memory.as<float>(), floats), memory_(std::move(memory)) {}
+
+ private:
+  DeviceMemory memory_;
+};
+
+OptimizerArgs optimizer_args(const nn::OptimizerUpdate& update) {
+  using Rule = nn::OptimizerUpdate::Rule;
+  OptimizerArgs args;
+  switch (update.rule) {
+    case Rule::kSgd:
+      args.rule = OptimizerArgs::Rule::kSgd;
+      break;
+    case Rule::kMomentum:
+      args.rule = OptimizerArgs::Rule::kMomentum;
+      break;
+    case Rule::kNesterov:
+      args.rule = OptimizerArgs::Rule::kNesterov;
+      break;
+    case Rule::kRmsProp:
+      args.rule = OptimizerArgs::Rule::kRmsProp;
+      break;
+    case Rule::kAdam:
+      args.rule = OptimizerArgs::Rule::kAdam;
+      break;
+  }
+  args.count = static_cast<std::int64_t>(update.count);
+  args.params = update.params;
+  args.grads = update.grads;
+  args.state0 = update.state[0];
+  args.state1 = update.state[1];
+  args.lr = update.lr;
+  args.weight_decay = update.weight_decay;
+  args.momentum = update.momentum;
+  args.beta1 = update.beta1;
+  args.one_minus_beta1 = update.one_minus_beta1;
+  args.beta2 = update.beta2;
+  args.one_minus_beta2 = update.one_minus_beta2;
+  args.epsilon = update.epsilon;
+  return args;
+}
+
+class CudaBackend final : public nn::Backend {
+ public:
+  explicit CudaBackend(int gpu) : context_(gpu), staging_(context_) {}
+
+  std::string description() const override {
+    const auto cudnn = cudnnGetVersion();
+    int cublas_version = 0;
+    cublasGetVersion(context_.cublas, &cublas_version);
+    return strprintf("cuda:%d: %s (%.1f GiB), cuDNN %zu.%zu.%zu, cuBLAS %d", context_.gpu,
+                     context_.gpu_name.c_str(),
+                     static_cast<double>(context_.gpu_memory) / (1024.0 * 1024.0 * 1024.0),
+                     cudnn / 10000, (cudnn % 10000) / 100, cudnn % 100, cublas_version);
+  }
+
+  int threads() const override { return 1; }
+
+  bool supports(nn::Op op) const override {
+    switch (op) {  // every op, listed so that a new one is a compile warning here
+      case nn::Op::kInput:
+      case nn::Op::kDense:
+      case nn::Op::kConv2d:
+      case nn::Op::kMaxPool:
+      case nn::Op::kAvgPool:
+      case nn::Op::kGlobalAvgPool:
+      case nn::Op::kBatchNorm:
+      case nn::Op::kRelu:
+      case nn::Op::kSigmoid:
+      case nn::Op::kTanh:
+      case nn::Op::kDropout:
+      case nn::Op::kFlatten:
+      case nn::Op::kAdd:
+      case nn::Op::kSoftmaxCrossEntropy:
+        return true;
+    }
+    return false;
+  }
+
+  std::unique_ptr<nn::Kernel> make_kernel(const nn::Graph& graph, int index) override {
+    const nn::Node& node = graph.node(index);
+    switch (node.op) {
+      case nn::Op::kInput:
+        return make_input_kernel(context_, node);
+      case nn::Op::kDense:
+        return make_dense_kernel(context_, node);
+      case nn::Op::kConv2d:
+        return make_conv_kernel(context_, node);
+      case nn::Op::kMaxPool:
+      case nn::Op::kAvgPool:
+      case nn::Op::kGlobalAvgPool:
+        return make_pool_kernel(context_, node);
+      case nn::Op::kBatchNorm:
+        return make_batch_norm_kernel(context_, node);
+      case nn::Op::kRelu:
+      case nn::Op::kSigmoid:
+      case nn::Op::kTanh:
+        return make_activation_kernel(context_, node);
+      case nn::Op::kDropout:
+        return make_dropout_kernel(context_, node);
+      case nn::Op::kFlatten:
+        return make_flatten_kernel(context_, node);
+      case nn::Op::kAdd:
+        return make_add_kernel(context_, node);
+      case nn::Op::kSoftmaxCrossEntropy:
+        return make_loss_kernel(context_, node);
+    }
+    fail(cat("cuda backend: no kernel for ", nn::op_name(node.op)));
+  }
+
+  std::unique_ptr<nn::Tensor> make_tensor(int batch, nn::Dims dims) override {
+    return std::make_unique<CudaTensor>(batch, dims);
+  }
+
+  std::unique_ptr<nn::Tensor> make_tensor_like(const nn::Tensor& like) override {
+    context_.activate();
+    auto tensor = std::make_unique<CudaTensor>(like.batch(), like.dims());
+    tensor->allocate();
+    return tensor;
+  }
+
+  void set_input(nn::Tensor& input, const float* images) override {
+    context_.activate();
+    staging_.copy(cuda(input), images);
+  }
+
+  void read(const nn::Tensor& tensor, float* host) const override {
+    context_.activate();
+    const CudaTensor& source = cuda(tensor);
+    MBKIT_CUDA_CHECK(cudaMemcpyAsync(host, source.data(), source.bytes(), cudaMemcpyDeviceToHost,
+                                     context_.stream));
+    context_.synchronize();
+  }
+
+  void write(nn::Tensor& tensor, const float* host) override {
+    context_.activate();
+    CudaTensor& destination = cuda(tensor);
+    MBKIT_CUDA_CHECK(cudaMemcpyAsync(destination.data(), host, destination.bytes(),
+                                     cudaMemcpyHostToDevice, context_.stream));
+    context_.synchronize();  // `host` may go away when this returns
+  }
+
+  void accumulate(nn::Tensor& destination, const nn::Tensor& source) override {
+    context_.activate();
+    CudaTensor& to = cuda(destination);
+    const CudaTensor& from = cuda(source);
+    MBKIT_CHECK(to.count() == from.count(), "accumulate: ", to.count(), " and ", from.count(),
+                " elements");
+    cuda::accumulate(to.data(), from.data(), to.count(), context_.stream);
+  }
+
+  void synchronize() override {
+    context_.activate();
+    context_.synchronize();
+  }
+
+  // Flat buffers: device memory, every operation queued on the compute stream; only the copies
+  // to and from the host wait for it.
+  std::unique_ptr<nn::Buffer> make_buffer(std::size_t floats) override {
+    context_.activate();
+    DeviceMemory memory(floats * sizeof(float));
+    if (floats > 0) {
+      MBKIT_CUDA_CHECK(cudaMemsetAsync(memory.get(), 0, memory.bytes(), context_.stream));
+    }
+    return std::make_unique<DeviceBuffer>(std::move(memory), floats);
+  }
+
+  bool host_accessible() const override { return false; }
+
+  void copy(const nn::Buffer& source, std::size_t from, nn::Buffer& destination, std::size_t to,
+            std::size_t count) override {
+    context_.activate();
+    MBKIT_CHECK(from <= source.size() && count <= source.size() - from &&
+                    to <= destination.size() && count <= destination.size() - to,
+                "copy of ", count, " floats from ", from, " of ", source.size(), " to ", to, " of ",
+                destination.size());
+    if (count == 0) return;
+    const std::size_t bytes = count * sizeof(float);
+    const bool overlaps =
+        source.data() == destination.data() && (from < to ? to - from : from - to) < count;
+    if (overlaps) {
+      // cudaMemcpy's ranges must not overlap (the CPU's memmove allows it): through a copy.
+      DeviceMemory between(bytes);
+      MBKIT_CUDA_CHECK(cudaMemcpyAsync(between.get(), source.data() + from, bytes,
+                                       cudaMemcpyDeviceToDevice, context_.stream));
+      MBKIT_CUDA_CHECK(cudaMemcpyAsync(destination.data() + to, between.get(), bytes,
+                                       cudaMemcpyDeviceToDevice, context_.stream));
+      context_.synchronize();  // before `between` is freed
+      return;
+    }
+    MBKIT_CUDA_CHECK(cudaMemcpyAsync(destination.data() + to, source.data() + from, bytes,
+                                     cudaMemcpyDeviceToDevice, context_.stream));
+  }
+
+  void fill(nn::Buffer& buffer, std::size_t offset, std::size_t count, float value) override {
+    context_.activate();
+    MBKIT_CHECK(offset <= buffer.size() && count <= buffer.size() - offset, "fill of ", count,
+                " floats at ", offset, " in a buffer of ", buffer.size());
+    if (count == 0) return;
+    cuda::fill(buffer.data() + offset, static_cast<std::int64_t>(count), value, context_.stream);
+  }
+
+  void add(nn::Buffer& destination, const nn::Buffer& source, std::size_t count) override {
+    context_.activate();
+    MBKIT_CHECK(count <= destination.size() && count <= source.size(), "add of ", count,
+                " floats to buffers of ", destination.size(), " and ", source.size());
+    if (count == 0) return;
+    cuda::accumulate(destination.data(), source.data(), static_cast<std::int64_t>(count),
+                     context_.stream);
+  }
+
+  void optimizer_step(const nn::OptimizerUpdate& update) override {
+    context_.activate();
+    cuda::optimizer_step(optimizer_args(update), context_.stream);
+  }
+
+ protected:
+  void read_buffer(const nn::Buffer& source, std::size_t offset, std::span<float> host) override {
+    context_.activate();
+    MBKIT_CUDA_CHECK(cudaMemcpyAsync(host.data(), source.data() + offset, host.size_bytes(),
+                                     cudaMemcpyDeviceToHost, context_.stream));
+    context_.synchronize();
+  }
+
+  void write_buffer(std::span<const float> host, nn::Buffer& destination,
+                    std::size_t offset) override {
+    context_.activate();
+    MBKIT_CUDA_CHECK(cudaMemcpyAsync(destination.data() + offset, host.data(), host.size_bytes(),
+                                     cudaMemcpyHostToDevice, context_.stream));
+    context_.synchronize();  // `host` may go away when this returns
+  }
+
+ private:
+  Context context_;
+  InputStaging staging_;
+};
+
+}  // namespace
+
+std::unique_ptr<nn::Backend> make_cuda_backend(int gpu) {
+  return std::make_unique<CudaBackend>(gpu);
+}
+
+}  // namespace mbkit::backend::cuda

@@ -1,0 +1,266 @@
+// CUDA kernels of the layout-free layers: input, relu/sigmoid/tanh (cuDNN activations), dropout,
+// flatten, residual add, and the softmax cross-entropy loss.
+#include <cstring>
+
+#include "cuda_internal.hpp"
+#include "mbkit/backend/cuda/launch.hpp"
+#include "mbkit/util/check.hpp"
+
+namespace mbkit::backend::cuda {
+namespace {
+
+void copy_device(float* to, const float* from, std::size_t bytes, cudaStream_t stream) {
+  MBKIT_CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream));
+}
+
+/// The network's input: the backend's set_input points it at the device buffer each batch is
+/// copied into (two, taken in turn, so that a copy overlaps the step before).
+class InputKernel final : public CudaKernel {
+ public:
+  using CudaKernel::CudaKernel;
+
+ protected:
+  void do_prepare(int, std::span<nn::Tensor* const>, CudaTensor& output) override {
+    output.alias(nullptr);  // until set_input
+  }
+  void do_forward(nn::KernelArgs&) override {}
+  void do_backward(nn::KernelArgs&) override {}
+};
+
+// ---------------------------------------------------------------------------------------------
+
+/// relu, sigmoid, tanh with cuDNN. NaNs propagate, as on the CPU.
+class ActivationKernel final : public CudaKernel {
+ public:
+  ActivationKernel(Context& context, const nn::Node& node) : CudaKernel(context, node) {
+    cudnnActivationMode_t mode = CUDNN_ACTIVATION_RELU;
+    switch (node.op) {
+      case nn::Op::kRelu:
+        mode = CUDNN_ACTIVATION_RELU;
+        break;
+      case nn::Op::kSigmoid:
+        mode = CUDNN_ACTIVATION_SIGMOID;
+        break;
+      case nn::Op::kTanh:
+        mode = CUDNN_ACTIVATION_TANH;
+        break;
+      default:
+        fail(cat("activation kernel for ", nn::op_name(node.op)));
+    }
+    MBKIT_CUDNN_CHECK(cudnnCreateActivationDescriptor(&activation_));
+    MBKIT_CUDNN_CHECK(cudnnSetActivationDescriptor(activation_, mode, CUDNN_PROPAGATE_NAN, 0.0));
+  }
+  ~ActivationKernel() override { cudnnDestroyActivationDescriptor(activation_); }
+  ActivationKernel(const ActivationKernel&) = delete;
+  ActivationKernel& operator=(const ActivationKernel&) = delete;
+
+ protected:
+  void do_prepare(int batch, std::span<nn::Tensor* const>, CudaTensor& output) override {
+    const nn::Dims dims = node_.output;
+    descs_[batch] = std::make_unique<TensorDesc>(batch, dims.c, dims.h, dims.w);
+    output.allocate();
+  }
+
+  void do_forward(nn::KernelArgs& args) override {
+    const TensorDesc& desc = *descs_.at(args.batch);
+    const float one = 1.0f, zero = 0.0f;
+    MBKIT_CUDNN_CHECK(cudnnActivationForward(context_.cudnn, activation_, &one, desc.get(),
+                                             cuda(*args.inputs[0]).data(), &zero, desc.get(),
+                                             cuda(*args.output).data()));
+  }
+
+  void do_backward(nn::KernelArgs& args) override {
+    if (args.input_grads[0] == nullptr) return;
+    const TensorDesc& desc = *descs_.at(args.batch);
+    const float one = 1.0f, zero = 0.0f;
+    MBKIT_CUDNN_CHECK(cudnnActivationBackward(
+        context_.cudnn, activation_, &one, desc.get(), cuda(*args.output).data(), desc.get(),
+        cuda(*args.output_grad).data(), desc.get(), cuda(*args.inputs[0]).data(), &zero, desc.get(),
+        cuda(*args.input_grads[0]).data()));
+  }
+
+ private:
+  cudnnActivationDescriptor_t activation_ = nullptr;
+  std::map<int, std::unique_ptr<TensorDesc>> descs_;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+/// Inverted dropout with the CPU backend's masks (see dropout_forward in kernels.hpp): kept units
+/// are scaled by 1 / (1 - rate) in training, evaluation is the identity.
+class DropoutKernel final : public CudaKernel {
+ public:
+  using CudaKernel::CudaKernel;
+
+ protected:
+  void do_prepare(int batch, std::span<nn::Tensor* const>, CudaTensor& output) override {
+    output.allocate();
+    masks_[batch] = DeviceMemory(static_cast<std::size_t>(output.count()));
+  }
+
+  void do_forward(nn::KernelArgs& args) override {
+    const CudaTensor& input = cuda(*args.inputs[0]);
+    CudaTensor& output = cuda(*args.output);
+    if (!args.training || node_.rate == 0.0) {
+      copy_device(output.data(), input.data(), output.bytes(), stream());
+      return;
+    }
+    const auto threshold = static_cast<std::uint64_t>(node_.rate * 4294967296.0);
+    dropout_forward(output.data(), masks_.at(args.batch).as<std::uint8_t>(), input.data(),
+                    output.count(), args.seed, threshold, scale(), stream());
+  }
+
+  void do_backward(nn::KernelArgs& args) override {
+    if (args.input_grads[0] == nullptr) return;
+    const CudaTensor& grad_out = cuda(*args.output_grad);
+    CudaTensor& grad_in = cuda(*args.input_grads[0]);
+    if (node_.rate == 0.0) {
+      copy_device(grad_in.data(), grad_out.data(), grad_in.bytes(), stream());
+      return;
+    }
+    dropout_backward(grad_in.data(), grad_out.data(), masks_.at(args.batch).as<std::uint8_t>(),
+                     grad_in.count(), scale(), stream());
+  }
+
+ private:
+  float scale() const { return static_cast<float>(1.0 / (1.0 - node_.rate)); }
+  std::map<int, DeviceMemory> masks_;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+/// NCHW rows are already (N, C*H*W) in C, H, W order: the output is a view of the input.
+class FlattenKernel final : public CudaKernel {
+ public:
+  using CudaKernel::CudaKernel;
+
+ protected:
+  void do_prepare(int, std::span<nn::Tensor* const> inputs, CudaTensor& output) override {
+    output.alias(cuda(*inputs[0]).data());
+  }
+
+  void do_forward(nn::KernelArgs& args) override {
+    cuda(*args.output).alias(cuda(*args.inputs[0]).data());
+  }
+
+  void do_backward(nn::KernelArgs& args) override {
+    if (args.input_grads[0] == nullptr) return;
+    CudaTensor& grad_in = cuda(*args.input_grads[0]);
+    copy_device(grad_in.data(), cuda(*args.output_grad).data(), grad_in.bytes(), stream());
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+
+/// Residual add: out = a + b; both inputs' gradients are the output's.
+class AddKernel final : public CudaKernel {
+ public:
+  using CudaKernel::CudaKernel;
+
+ protected:
+  void do_prepare(int, std::span<nn::Tensor* const>, CudaTensor& output) override {
+    output.allocate();
+  }
+
+  void do_forward(nn::KernelArgs& args) override {
+    CudaTensor& output = cuda(*args.output);
+    add(output.data(), cuda(*args.inputs[0]).data(), cuda(*args.inputs[1]).data(), output.count(),
+        stream());
+  }
+
+  void do_backward(nn::KernelArgs& args) override {
+    const CudaTensor& grad_out = cuda(*args.output_grad);
+    for (nn::Tensor* grad : args.input_grads) {
+      if (grad != nullptr)
+        copy_device(cuda(*grad).data(), grad_out.data(), grad_out.bytes(), stream());
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+
+/// Softmax cross-entropy on (N, classes) logits: the output holds the probabilities; forward
+/// reports the summed loss and the top-1 hits (the one synchronisation of a training step: the
+/// Network hands them back at once); backward writes loss_scale * (p - onehot(label)).
+class LossKernel final : public CudaKernel {
+ public:
+  using CudaKernel::CudaKernel;
+
+ protected:
+  void do_prepare(int batch, std::span<nn::Tensor* const>, CudaTensor& output) override {
+    output.allocate();
+    Plan plan;
+    const auto n = static_cast<std::size_t>(batch);
+    plan.labels = DeviceMemory(n * sizeof(std::int32_t));
+    plan.losses = DeviceMemory(n * sizeof(double));
+    plan.hits = DeviceMemory(n * sizeof(std::int32_t));
+    plan.totals = DeviceMemory(sizeof(LossTotals));
+    plans_[batch] = std::move(plan);
+    host_.reserve(std::max(n * sizeof(std::int32_t), sizeof(LossTotals)));
+  }
+
+  void do_forward(nn::KernelArgs& args) override {
+    Plan& plan = plans_.at(args.batch);
+    const int classes = node_.output.c;
+    const int batch = args.batch;
+    for (int i = 0; i < batch; ++i) {
+      const std::int32_t label = args.labels[i];
+      if (label < 0 || label >= classes) {
+        data_error(cat("label ", label, " is outside [0, ", classes, ") for the model's output"));
+      }
+    }
+    const std::size_t label_bytes = static_cast<std::size_t>(batch) * sizeof(std::int32_t);
+    std::memcpy(host_.get(), args.labels, label_bytes);
+    MBKIT_CUDA_CHECK(cudaMemcpyAsync(plan.labels.get(), host_.get(), label_bytes,
+                                     cudaMemcpyHostToDevice, stream()));
+    softmax_cross_entropy_forward(cuda(*args.output).data(), plan.losses.as<double>(),
+                                  plan.hits.as<std::int32_t>(), plan.totals.as<LossTotals>(),
+                                  cuda(*args.inputs[0]).data(), plan.labels.as<std::int32_t>(),
+                                  batch, classes, stream());
+    MBKIT_CUDA_CHECK(cudaMemcpyAsync(host_.get(), plan.totals.get(), sizeof(LossTotals),
+                                     cudaMemcpyDeviceToHost, stream()));
+    context_.synchronize();
+    LossTotals totals;
+    std::memcpy(&totals, host_.get(), sizeof totals);
+    args.loss_sum = totals.loss_sum;
+    args.correct = totals.correct;
+  }
+
+  void do_backward(nn::KernelArgs& args) override {
+    if (args.input_grads[0] == nullptr) return;
+    // The labels the forward pass copied (backward follows the forward of the same batch).
+    softmax_cross_entropy_backward(cuda(*args.input_grads[0]).data(), cuda(*args.output).data(),
+                                   plans_.at(args.batch).labels.as<std::int32_t>(), args.batch,
+                                   node_.output.c, static_cast<float>(args.loss_scale), stream());
+  }
+
+ private:
+  struct Plan {
+    DeviceMemory labels, losses, hits, totals;
+  };
+  std::map<int, Plan> plans_;
+  PinnedMemory host_;  ///< labels in, totals out
+};
+
+}  // namespace
+
+std::unique_ptr<nn::Kernel> make_input_kernel(Context& context, const nn::Node& node) {
+  return std::make_unique<InputKernel>(context, node);
+}
+std::unique_ptr<nn::Kernel> make_activation_kernel(Context& context, const nn::Node& node) {
+  return std::make_unique<ActivationKernel>(context, node);
+}
+std::unique_ptr<nn::Kernel> make_dropout_kernel(Context& context, const nn::Node& node) {
+  return std::make_unique<DropoutKernel>(context, node);
+}
+std::unique_ptr<nn::Kernel> make_flatten_kernel(Context& context, const nn::Node& node) {
+  return std::make_unique<FlattenKernel>(context, node);
+}
+std::unique_ptr<nn::Kernel> make_add_kernel(Context& context, const nn::Node& node) {
+  return std::make_unique<AddKernel>(context, node);
+}
+std::unique_ptr<nn::Kernel> make_loss_kernel(Context& context, const nn::Node& node) {
+  return std::make_unique<LossKernel>(context, node);
+}
+
+}  // namespace mbkit::backend::cuda

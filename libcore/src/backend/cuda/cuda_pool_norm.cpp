@@ -1,0 +1,152 @@
+// Pooling (max, average, global average) on mbkit's own kernels, and batch normalisation on
+// cuDNN. Pooling is not cuDNN's because its descriptor pads both sides alike, and TensorFlow's
+// SAME pooling of the AMB models pads one row more below than above (cifar10-cnn's 3x3 stride-2
+// pools): the kernels take the CPU backend's rules for any padding, and their backward passes
+// gather rather than scatter, so they are deterministic.
+#include "cuda_internal.hpp"
+#include "mbkit/util/check.hpp"
+
+namespace mbkit::backend::cuda {
+namespace {
+
+class PoolKernel final : public CudaKernel {
+ public:
+  using CudaKernel::CudaKernel;
+
+ protected:
+  void do_prepare(int batch, std::span<nn::Tensor* const> inputs, CudaTensor& output) override {
+    const nn::Dims in = inputs[0]->dims();
+    const nn::Dims out = node_.output;
+    Plan plan;
+    plan.geometry = {batch,          in.c,           in.h,           in.w,
+                     out.h,          out.w,          node_.kernel_h, node_.kernel_w,
+                     node_.stride_h, node_.stride_w, node_.pad_top,  node_.pad_left};
+    if (node_.op == nn::Op::kMaxPool) {
+      plan.argmax =
+          DeviceMemory(static_cast<std::size_t>(batch) * out.size() * sizeof(std::int32_t));
+    }
+    output.allocate();
+    plans_[batch] = std::move(plan);
+  }
+
+  void do_forward(nn::KernelArgs& args) override {
+    Plan& plan = plans_.at(args.batch);
+    const float* x = cuda(*args.inputs[0]).data();
+    float* y = cuda(*args.output).data();
+    if (node_.op == nn::Op::kMaxPool) {
+      max_pool_forward(y, plan.argmax.as<std::int32_t>(), x, plan.geometry, stream());
+    } else {
+      avg_pool_forward(y, x, plan.geometry, stream());
+    }
+  }
+
+  void do_backward(nn::KernelArgs& args) override {
+    if (args.input_grads[0] == nullptr) return;
+    Plan& plan = plans_.at(args.batch);
+    const float* dy = cuda(*args.output_grad).data();
+    float* dx = cuda(*args.input_grads[0]).data();
+    if (node_.op == nn::Op::kMaxPool) {
+      max_pool_backward(dx, dy, plan.argmax.as<std::int32_t>(), plan.geometry, stream());
+    } else {
+      avg_pool_backward(dx, dy, plan.geometry, stream());
+    }
+  }
+
+ private:
+  struct Plan {
+    PoolGeometry geometry;
+    DeviceMemory argmax;  ///< max pooling: the winner of each window
+  };
+  std::map<int, Plan> plans_;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+/// Batch normalisation per channel (cuDNN's spatial mode; flat inputs are (N, C, 1, 1)). Training
+/// normalises with the batch's statistics and updates the running ones in the state buffer as
+/// the CPU backend does: running = (1 - momentum) running + momentum batch, the variance unbiased
+/// (cuDNN's exponential average factor is that momentum). Evaluation uses the running ones.
+class BatchNormKernel final : public CudaKernel {
+ public:
+  BatchNormKernel(Context& context, const nn::Node& node)
+      : CudaKernel(context, node), channels_(1, node.output.c, 1, 1) {
+    if (node.epsilon < CUDNN_BN_MIN_EPSILON) {
+      fail(cat("batch norm epsilon ", node.epsilon, " is below cuDNN's minimum ",
+               CUDNN_BN_MIN_EPSILON));
+    }
+  }
+
+ protected:
+  void do_prepare(int batch, std::span<nn::Tensor* const>, CudaTensor& output) override {
+    const nn::Dims dims = node_.output;
+    auto plan = std::make_unique<Plan>();
+    plan->x.set(batch, dims.c, dims.h, dims.w);
+    const auto channels = static_cast<std::size_t>(dims.c);
+    plan->saved = DeviceMemory(2 * channels * sizeof(float));  // mean, 1 / sqrt(var + eps)
+    output.allocate();
+    plans_[batch] = std::move(plan);
+  }
+
+  void do_forward(nn::KernelArgs& args) override {
+    Plan& plan = *plans_.at(args.batch);
+    const float one = 1.0f, zero = 0.0f;
+    const float* x = cuda(*args.inputs[0]).data();
+    float* y = cuda(*args.output).data();
+    if (!args.training) {
+      MBKIT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
+          context_.cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, plan.x.get(), x, plan.x.get(), y,
+          channels_.get(), args.params[0], args.params[1], args.state[0], args.state[1],
+          node_.epsilon));
+      return;
+    }
+    MBKIT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
+        context_.cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, plan.x.get(), x, plan.x.get(), y,
+        channels_.get(), args.params[0], args.params[1], node_.momentum, args.state[0],
+        args.state[1], node_.epsilon, saved_mean(plan), saved_inverse_deviation(plan)));
+  }
+
+  void do_backward(nn::KernelArgs& args) override {
+    Plan& plan = *plans_.at(args.batch);
+    const float one = 1.0f, zero = 0.0f;
+    // The parameter gradients are always needed; the input's may not be (cuDNN still writes it).
+    float* dx = nullptr;
+    if (args.input_grads[0] != nullptr) {
+      dx = cuda(*args.input_grads[0]).data();
+    } else {
+      if (plan.scratch_grad.bytes() == 0)
+        plan.scratch_grad = DeviceMemory(cuda(*args.output).bytes());
+      dx = plan.scratch_grad.as<float>();
+    }
+    MBKIT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
+        context_.cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, plan.x.get(),
+        cuda(*args.inputs[0]).data(), plan.x.get(), cuda(*args.output_grad).data(), plan.x.get(),
+        dx, channels_.get(), args.params[0], args.param_grads[0], args.param_grads[1],
+        node_.epsilon, saved_mean(plan), saved_inverse_deviation(plan)));
+  }
+
+ private:
+  struct Plan {
+    TensorDesc x;  ///< input, output and their gradients alike
+    DeviceMemory saved, scratch_grad;
+  };
+
+  float* saved_mean(Plan& plan) const { return plan.saved.as<float>(); }
+  float* saved_inverse_deviation(Plan& plan) const {
+    return plan.saved.as<float>() + node_.output.c;
+  }
+
+  TensorDesc channels_;  ///< (1, C, 1, 1): scale, shift, means and variances
+  std::map<int, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace
+
+std::unique_ptr<nn::Kernel> make_pool_kernel(Context& context, const nn::Node& node) {
+  return std::make_unique<PoolKernel>(context, node);
+}
+
+std::unique_ptr<nn::Kernel> make_batch_norm_kernel(Context& context, const nn::Node& node) {
+  return std::make_unique<BatchNormKernel>(context, node);
+}
+
+}  // namespace mbkit::backend::cuda
