@@ -56,6 +56,7 @@ std::vector<double> StepTimer::time_steps(const Split& split, int warmup, int st
     const auto start = SteadyClock::now();
     const auto report = round.run(step_++, 0);
     optimizer_->step(net_->parameter_buffer(), net_->gradient_buffer(), options_.lr);
+    net_->backend().synchronize();  // a GPU step ends when its queued work does
     const double elapsed = seconds_since(start);
     if (report.micro_batches != split.partitions) {
       fail(cat("a step of batch ", split.batch, " computed ", report.micro_batches,

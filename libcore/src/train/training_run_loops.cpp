@@ -158,6 +158,7 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
                                net_->gradient_buffer(), shard_.first);
       }
       optimizer_->step(net_->parameter_buffer(), net_->gradient_buffer(), lr, shard_.first);
+      backend.synchronize();  // a GPU's update ends when its kernel does
       if (timed) update_time = clock_.cpu_now() - cpu_start;
       if (role_.parameter_server) exchange.set_update_time(seconds_since(update_start));
     } else if (decision == kDiverged) {

@@ -63,6 +63,7 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
         step_seed + static_cast<std::uint64_t>(k) * 0x9e3779b97f4a7c15ULL);
     exchange_in_backward = 0;
     parts_.net.backward(scale, k > 0, ready);
+    parts_.net.backend().synchronize();  // a GPU's queued work belongs to this micro-batch
     const double cost = !virtual_clock ? seconds_since(compute_start) - exchange_in_backward
                         : parts_.compute_model
                             ? parts_.compute_model->cost(plan.size)
@@ -110,6 +111,7 @@ WorkerReport WorkerRound::run_samples(std::int64_t at_step, std::int64_t samples
         round_seed + static_cast<std::uint64_t>(report.micro_batches) * 0x9e3779b97f4a7c15ULL);
     parts_.net.backward(1.0 / size, false);
     update();
+    parts_.net.backend().synchronize();  // a GPU's queued work belongs to this round
     const double cost = !virtual_clock         ? seconds_since(compute_start)
                         : parts_.compute_model ? parts_.compute_model->cost(size)
                                                : parts_.clock.cpu_now() - cpu_start;
