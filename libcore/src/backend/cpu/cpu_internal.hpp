@@ -149,5 +149,7 @@ std::unique_ptr<nn::Kernel> make_dropout_kernel(Context& context, const nn::Node
 std::unique_ptr<nn::Kernel> make_flatten_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_add_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_loss_kernel(Context& context, const nn::Node& node);
+std::unique_ptr<nn::Kernel> make_concat_kernel(Context& context, const nn::Node& node);
+std::unique_ptr<nn::Kernel> make_lrn_kernel(Context& context, const nn::Node& node);
 
 }  // namespace mbkit::backend::cpu
