@@ -96,6 +96,9 @@ void fill(std::span<float> values, const ParamSpec& spec, Rng& rng) {
       for (auto& v : values) v = static_cast<float>((2.0 * rng.uniform() - 1.0) * bound);
       break;
     }
+    case InitKind::kConstant:
+      std::fill(values.begin(), values.end(), static_cast<float>(spec.init.value));
+      break;
     case InitKind::kTruncatedNormal:
       for (auto& v : values) {
         double x = 0;

@@ -46,8 +46,10 @@ Layout:
         grad_sum, grad_sum_abs, grad_sum_squares   float64 (T,): of the gradient of the mean
                                    training loss, per parameter tensor
         grad_head                  float32 (T, 8): its first 8 entries
-        grad_compared              int8 (T,), resnet18 and resnet50 only: 1 where the gradient of
-                                   a tensor is conditioned for float32 (conditioned_gradients)
+        grad_compared              int8 (T,), resnet18, resnet50 and densenet40 only: 1 where the
+                                   gradient of a tensor is conditioned for float32
+                                   (conditioned_gradients) and not 0 in exact arithmetic (a
+                                   bias that a batch norm follows on every path to the loss)
         input_seed, kink_clearance attributes: the seed of the input images (see
                                    kink_clearance; 0 where not training) and how far from the
                                    kinks its training pass stays, in float32 errors
@@ -541,9 +543,9 @@ CASES = [
     ("resnet20", "resnet20", {}, (3, 16, 16), 10, 4, True),
     ("resnet18", "resnet18", {}, (3, 32, 32), 100, 2, True),
     ("resnet50", "resnet50", {}, (3, 64, 64), 10, 2, True),
-    ("alexnet", "alexnet", {}, (3, 32, 32), 10, 2, True),
+    ("alexnet", "alexnet", {}, (3, 12, 12), 10, 2, True),
     ("vgg16", "vgg16", {}, (3, 32, 32), 10, 2, False),
-    ("densenet40", "densenet40", {}, (3, 8, 8), 10, 2, True),
+    ("densenet40", "densenet40", {}, (3, 4, 4), 10, 2, True),
 ]
 
 # Parameter counts on each model's usual input. The published ones are asserted: torchvision's
@@ -830,6 +832,15 @@ def main():
                 seed, clearance = pick_seed(model, settings, chw, classes, batch)
             graph, exact = run_case(model, settings, chw, classes, batch, training, torch.float64,
                                     seed)
+            if training:
+                # A gradient that is 0 in exact arithmetic (a bias whose every path to the loss
+                # passes a batch norm, which undoes shifts: densenet's convolutions) is float64
+                # rounding noise here and float32 noise in the engine: not compared.
+                sizes = np.array([tensor.numel() for _, tensor, _ in graph.params])
+                rms = np.sqrt(exact["grad_sum_squares"] / sizes)
+                nonzero = (rms > 1e-9 * rms.max()).astype(np.int8)
+                if not nonzero.all():
+                    group_extra["grad_compared"] = group_extra.get("grad_compared", 1) * nonzero
             _, single = run_case(model, settings, chw, classes, batch, training, torch.float32,
                                  seed)
             sizes = np.array([tensor.numel() for _, tensor, _ in graph.params])

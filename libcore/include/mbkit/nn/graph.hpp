@@ -60,17 +60,20 @@ enum class InitKind {
   kHeNormal,         ///< N(0, 2/fan_in)
   kGlorotUniform,    ///< U(-a, a), a = sqrt(6 / (fan_in + fan_out)): Keras/TF layers' default
   kTruncatedNormal,  ///< N(0, stddev^2) redrawn beyond 2 stddev (tf.truncated_normal)
+  kConstant,         ///< every entry `value` (tf.constant_initializer)
 };
 
 struct Init {
   InitKind kind = InitKind::kZeros;
   double stddev = 0.0;  ///< for kTruncatedNormal
+  double value = 0.0;   ///< for kConstant
   static Init zeros() { return {InitKind::kZeros, 0}; }
   static Init ones() { return {InitKind::kOnes, 0}; }
   static Init uniform_fan_in() { return {InitKind::kUniformFanIn, 0}; }
   static Init he_normal() { return {InitKind::kHeNormal, 0}; }
   static Init glorot_uniform() { return {InitKind::kGlorotUniform, 0}; }
   static Init truncated_normal(double stddev) { return {InitKind::kTruncatedNormal, stddev}; }
+  static Init constant(double value) { return {InitKind::kConstant, 0, value}; }
 };
 
 struct ParamSpec {
