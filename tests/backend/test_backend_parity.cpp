@@ -82,6 +82,23 @@ std::vector<OpCase> op_cases() {
          const int c = b.conv2d(b.relu(a), 4, 3, 1, 1, "conv2");
          return b.finish(b.dense(b.flatten(b.relu(b.add(a, c, "add"))), 3, "fc"));
        }},
+      {"concat", nn::Op::kConcat,
+       [] {
+         // Densenet's block (the input beside a convolution of it) and an unaligned three-way.
+         GraphBuilder b("parity", {5, 6, 6}, 3);
+         const int a = b.relu(b.batch_norm(b.conv2d(b.input(), 16, 3, 1, 1, "conv1"), "bn"));
+         const int c = b.conv2d(a, 12, 3, 1, 1, "conv2");
+         const int d = b.concat({a, c}, "cat1");
+         const int e = b.concat({b.input(), d, b.conv2d(d, 3, 1, 1, 0, "conv3")}, "cat2");
+         return b.finish(b.dense(b.flatten(b.relu(e)), 3, "fc"));
+       }},
+      {"lrn", nn::Op::kLrn,
+       [] {
+         GraphBuilder b("parity", {3, 6, 6}, 3);
+         const int x =
+             b.lrn(b.relu(b.conv2d(b.input(), 12, 3, 1, 1, "conv")), 9, 0.009, 0.75, 1.0, "lrn");
+         return b.finish(b.dense(b.flatten(x), 3, "fc"));
+       }},
       {"dropout", nn::Op::kDropout,
        [] {
          // The masks come from the forward's seed, so every backend must draw the same ones.

@@ -16,7 +16,8 @@
 namespace mbkit::test {
 
 UsualInput usual_input(const std::string& model) {
-  if (model == "resnet50") return {{3, 224, 224}, 1000};
+  if (model == "resnet50" || model == "vgg16") return {{3, 224, 224}, 1000};
+  if (model == "alexnet" || starts_with(model, "densenet")) return {{3, 32, 32}, 10};
   if (model == "resnet18") return {{3, 32, 32}, 100};
   if (starts_with(model, "resnet") || model == "cifar10-cnn") return {{3, 32, 32}, 10};
   if (starts_with(model, "toy")) return {{1, 10, 10}, 10};

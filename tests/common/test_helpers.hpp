@@ -18,7 +18,8 @@ namespace mbkit::test {
 /// process, because MPI starts once and ends at exit.
 const comm::World& world_of_ranks();
 
-/// The input and class count a zoo model is made for (resnet50: ImageNet; the CIFAR models;
+/// The input and class count a zoo model is made for (resnet50, vgg16: ImageNet; the CIFAR
+/// models (alexnet: its CIFAR-10 variant);
 /// the toy models; the MNIST-shaped rest).
 struct UsualInput {
   nn::Dims input;

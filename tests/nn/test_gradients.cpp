@@ -163,6 +163,44 @@ TEST(Gradients, DropoutFlattenAdd) {
                    }});
 }
 
+// Concat's backward hands each input its channel range of the gradient in the input's own
+// layout: inputs that start on a channel block (16 + 16 after convolutions: the blocked output
+// layout) and inputs that do not (5 + 17 + 3, the network's plain input among them:
+// channels-last), each read by two layers so that a wrong range shows in the pre-layer.
+TEST(Gradients, Concat) {
+  check_gradients({"concat-aligned", {3, 5, 5}, 2, [](GraphBuilder& b, int x) {
+                     const int left = b.conv2d(x, 16, 3, 1, 1, "left");
+                     const int right = b.conv2d(x, 16, 1, 1, 0, "right");
+                     return b.relu(b.concat({left, right}, "cat"));
+                   }});
+  check_gradients({"concat-misaligned", {3, 4, 4}, 2, [](GraphBuilder& b, int x) {
+                     const int wide = b.conv2d(x, 17, 3, 1, 1, "wide");
+                     const int narrow = b.conv2d(x, 3, 1, 1, 0, "narrow");
+                     return b.tanh(b.concat({x, wide, narrow}, "cat"));
+                   }});
+  // Densenet's pattern: the block's input beside what it made of it.
+  check_gradients({"concat-dense-block", {12, 4, 4}, 2, [](GraphBuilder& b, int x) {
+                     const int bn = b.relu(b.batch_norm(x, "bn"));
+                     const int grown = b.conv2d(bn, 12, 3, 1, 1, "grow");
+                     return b.concat({x, grown}, "cat");
+                   }});
+}
+
+// TensorFlow's alexnet LRN (depth radius 4: 9 channels) on fewer and more channels than its
+// window, and non-square convolution kernels (inception's 1x7 and 7x1, SAME).
+TEST(Gradients, LrnAndRectangularKernels) {
+  check_gradients({"lrn-9-of-5", {4, 3, 3}, 2, [](GraphBuilder& b, int x) {
+                     return b.lrn(x, 9, 0.5, 0.75, 1.0, "lrn");
+                   }});
+  check_gradients({"lrn-5-of-16", {15, 3, 3}, 2, [](GraphBuilder& b, int x) {
+                     return b.lrn(x, 5, 2.0, 0.75, 2.0, "lrn");
+                   }});
+  check_gradients({"conv1x7-7x1", {3, 7, 8}, 2, [](GraphBuilder& b, int x) {
+                     const int wide = b.conv2d(x, 5, 1, 7, 1, Padding::kSame, "wide");
+                     return b.conv2d(wide, 4, 7, 1, 2, Padding::kSame, "tall");
+                   }});
+}
+
 // Two copies of a small network on the same batch: one left as it is, one whose gradient
 // buffer a test rearranges (a tail after it, or storage elsewhere).
 class GradientBuffer : public ::testing::Test {

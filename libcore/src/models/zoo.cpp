@@ -6,6 +6,7 @@
 
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/strings.hpp"
+#include "tf_models.hpp"
 
 namespace mbkit::models {
 
@@ -216,6 +217,12 @@ const std::vector<Entry>& registry() {
       {"toy-conv", [](const ModelConfig&, nn::Dims in, int k) { return toy_conv(in, k); }},
       {"resnet18", [](const ModelConfig&, nn::Dims in, int k) { return resnet18(in, k); }},
       {"resnet50", [](const ModelConfig&, nn::Dims in, int k) { return resnet50(in, k); }},
+      {"alexnet", [](const ModelConfig&, nn::Dims in, int k) { return alexnet(in, k); }},
+      {"vgg16", [](const ModelConfig&, nn::Dims in, int k) { return vgg16(in, k); }},
+      {"densenet40", [](const ModelConfig&, nn::Dims in,
+                        int k) { return densenet("densenet40", 12, 12, in, k); }},
+      {"densenet100", [](const ModelConfig&, nn::Dims in,
+                         int k) { return densenet("densenet100", 32, 12, in, k); }},
   };
   return entries;
 }

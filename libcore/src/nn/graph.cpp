@@ -41,6 +41,10 @@ const char* op_name(Op op) {
       return "add";
     case Op::kSoftmaxCrossEntropy:
       return "softmax_cross_entropy";
+    case Op::kConcat:
+      return "concat";
+    case Op::kLrn:
+      return "lrn";
   }
   return "?";
 }
@@ -92,6 +96,9 @@ void fill(std::span<float> values, const ParamSpec& spec, Rng& rng) {
       for (auto& v : values) v = static_cast<float>((2.0 * rng.uniform() - 1.0) * bound);
       break;
     }
+    case InitKind::kConstant:
+      std::fill(values.begin(), values.end(), static_cast<float>(spec.init.value));
+      break;
     case InitKind::kTruncatedNormal:
       for (auto& v : values) {
         double x = 0;
@@ -220,54 +227,65 @@ int GraphBuilder::dense(int x, int units, const std::string& name, bool bias, In
   return push(std::move(node));
 }
 
-int GraphBuilder::make_conv(int x, int channels, int kernel, int stride, int pad_top,
-                            int pad_bottom, int pad_left, int pad_right, const std::string& name,
-                            bool bias, Init weight, Init bias_init) {
+int GraphBuilder::make_conv(int x, int channels, int kernel_h, int kernel_w, int stride,
+                            int pad_top, int pad_bottom, int pad_left, int pad_right,
+                            const std::string& name, bool bias, Init weight, Init bias_init) {
   const Dims in = dims(x);
-  if (channels < 1 || kernel < 1 || stride < 1) cannot(name, "has an invalid configuration");
+  if (channels < 1 || kernel_h < 1 || kernel_w < 1 || stride < 1) {
+    cannot(name, "has an invalid configuration");
+  }
   require_room_to_downsample(name, in, stride);
   const int padded_h = in.h + pad_top + pad_bottom, padded_w = in.w + pad_left + pad_right;
-  if (padded_h < kernel || padded_w < kernel) {
-    cannot(name, cat("needs at least ", kernel, "x", kernel, " pixels with its padding, got ", in.h,
-                     "x", in.w));
+  if (padded_h < kernel_h || padded_w < kernel_w) {
+    cannot(name, cat("needs at least ", kernel_h, "x", kernel_w, " pixels with its padding, got ",
+                     in.h, "x", in.w));
   }
   Node node;
   node.op = Op::kConv2d;
   node.name = name;
   node.inputs = {x};
   node.units = channels;
-  node.kernel_h = node.kernel_w = kernel;
+  node.kernel_h = kernel_h;
+  node.kernel_w = kernel_w;
   node.stride_h = node.stride_w = stride;
   node.pad_top = pad_top;
   node.pad_bottom = pad_bottom;
   node.pad_left = pad_left;
   node.pad_right = pad_right;
   node.bias = bias;
-  node.output = {channels, (padded_h - kernel) / stride + 1, (padded_w - kernel) / stride + 1};
-  const std::int64_t fan_in = static_cast<std::int64_t>(in.c) * kernel * kernel;
-  const std::int64_t fan_out = static_cast<std::int64_t>(channels) * kernel * kernel;
+  node.output = {channels, (padded_h - kernel_h) / stride + 1, (padded_w - kernel_w) / stride + 1};
+  const std::int64_t area = static_cast<std::int64_t>(kernel_h) * kernel_w;
+  const std::int64_t fan_in = in.c * area;
+  const std::int64_t fan_out = channels * area;
   node.params.push_back(
-      param(name + ".weight", {channels, in.c, kernel, kernel}, weight, fan_in, fan_out));
+      param(name + ".weight", {channels, in.c, kernel_h, kernel_w}, weight, fan_in, fan_out));
   if (bias) node.params.push_back(param(name + ".bias", {channels}, bias_init, fan_in, fan_out));
   return push(std::move(node));
 }
 
 int GraphBuilder::conv2d(int x, int channels, int kernel, int stride, Padding padding,
                          const std::string& name, bool bias, Init weight, Init bias_init) {
+  return conv2d(x, channels, kernel, kernel, stride, padding, name, bias, weight, bias_init);
+}
+
+int GraphBuilder::conv2d(int x, int channels, int kernel_h, int kernel_w, int stride,
+                         Padding padding, const std::string& name, bool bias, Init weight,
+                         Init bias_init) {
   const Dims in = dims(x);
   int top = 0, bottom = 0, left = 0, right = 0, out = 0;
   if (padding == Padding::kSame) {
-    same_padding(in.h, kernel, stride, top, bottom, out);
-    same_padding(in.w, kernel, stride, left, right, out);
+    same_padding(in.h, kernel_h, stride, top, bottom, out);
+    same_padding(in.w, kernel_w, stride, left, right, out);
   }
-  return make_conv(x, channels, kernel, stride, top, bottom, left, right, name, bias, weight,
-                   bias_init);
+  return make_conv(x, channels, kernel_h, kernel_w, stride, top, bottom, left, right, name, bias,
+                   weight, bias_init);
 }
 
 int GraphBuilder::conv2d(int x, int channels, int kernel, int stride, int pad,
                          const std::string& name, bool bias, Init weight, Init bias_init) {
   if (pad < 0) cannot(name, "has negative padding");
-  return make_conv(x, channels, kernel, stride, pad, pad, pad, pad, name, bias, weight, bias_init);
+  return make_conv(x, channels, kernel, kernel, stride, pad, pad, pad, pad, name, bias, weight,
+                   bias_init);
 }
 
 void GraphBuilder::require_room_to_downsample(const std::string& layer, Dims in, int stride) const {
@@ -404,6 +422,35 @@ int GraphBuilder::add(int a, int b, const std::string& name) {
   }
   Node node = elementwise(Op::kAdd, node_name, a, dims(a));
   node.inputs = {a, b};
+  return push(std::move(node));
+}
+
+int GraphBuilder::concat(const std::vector<int>& xs, const std::string& name) {
+  if (xs.size() < 2) cannot(name, "needs at least two inputs");
+  const Dims first = dims(xs.front());
+  Node node = elementwise(Op::kConcat, name, xs.front(), first);
+  node.inputs = xs;
+  node.output.c = 0;
+  for (const int x : xs) {
+    const Dims in = dims(x);
+    if (in.h != first.h || in.w != first.w) {
+      cannot(name, cat("joins ", first.text(), " and ", in.text(), ": their pixels differ"));
+    }
+    node.output.c += in.c;
+  }
+  return push(std::move(node));
+}
+
+int GraphBuilder::lrn(int x, int size, double alpha, double beta, double k,
+                      const std::string& name) {
+  Node node = elementwise(Op::kLrn, name, x, dims(x));
+  if (size < 1 || !(alpha >= 0.0) || !(beta >= 0.0) || !(k > 0.0)) {
+    cannot(name, "has an invalid configuration");
+  }
+  node.lrn_size = size;
+  node.lrn_alpha = alpha;
+  node.lrn_beta = beta;
+  node.lrn_k = k;
   return push(std::move(node));
 }
 

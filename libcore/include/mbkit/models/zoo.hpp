@@ -23,6 +23,18 @@
 //   resnet50     ImageNet-shaped ResNet-50 as torchvision builds it: 7x7/2 stem, 3x3/2 max
 //                pool (padding 1), bottlenecks 3-4-6-3; 25.6 M parameters on 1000 classes
 //                (for GPU runs)
+//   alexnet      tf_cnn_benchmarks' AlexNet: on inputs up to 32x32 its CIFAR-10 model (conv
+//                5x5x64, max pool 3/2, LRN, conv 5x5x64, LRN, max pool 3/2, dense 384, 192;
+//                1,756,426 parameters on 3x32x32), on larger ones its ImageNet model (conv
+//                11x11/4 VALID 64, 5x5 192, 3x3 384, 384, 256, three 3/2 max pools, dense 4096,
+//                4096 with dropout 0.5; 61,838,248 parameters on 3x227x227, 1000 classes)
+//   vgg16        tf_cnn_benchmarks' VGG-16 (configuration D, dense 4096, 4096 with dropout);
+//                138,357,544 parameters on 3x224x224, 1000 classes; the dense layers read the
+//                last pool's map, so 32x32 images give 33,638,218 on 10 classes
+//   densenet40, densenet100
+//                tf_cnn_benchmarks' densenet40_k12 and densenet100_k12 (CIFAR; 12 and 32 dense
+//                layers per block, growth 12, transitions to 24 channels as it builds them);
+//                357,322 and 2,217,002 parameters on 3x32x32, 10 classes
 //
 // Layers that downsample need at least as many pixels as their stride, so a model can be too
 // deep for small images (resnet50 on 8x8): GraphBuilder then names the model and the layer.

@@ -47,6 +47,8 @@ enum class Op {
   kFlatten,
   kAdd,
   kSoftmaxCrossEntropy,
+  kConcat,  ///< inputs side by side along the channels, in input order
+  kLrn,     ///< local response normalisation across channels
 };
 const char* op_name(Op op);
 
@@ -58,17 +60,20 @@ enum class InitKind {
   kHeNormal,         ///< N(0, 2/fan_in)
   kGlorotUniform,    ///< U(-a, a), a = sqrt(6 / (fan_in + fan_out)): Keras/TF layers' default
   kTruncatedNormal,  ///< N(0, stddev^2) redrawn beyond 2 stddev (tf.truncated_normal)
+  kConstant,         ///< every entry `value` (tf.constant_initializer)
 };
 
 struct Init {
   InitKind kind = InitKind::kZeros;
   double stddev = 0.0;  ///< for kTruncatedNormal
+  double value = 0.0;   ///< for kConstant
   static Init zeros() { return {InitKind::kZeros, 0}; }
   static Init ones() { return {InitKind::kOnes, 0}; }
   static Init uniform_fan_in() { return {InitKind::kUniformFanIn, 0}; }
   static Init he_normal() { return {InitKind::kHeNormal, 0}; }
   static Init glorot_uniform() { return {InitKind::kGlorotUniform, 0}; }
   static Init truncated_normal(double stddev) { return {InitKind::kTruncatedNormal, stddev}; }
+  static Init constant(double value) { return {InitKind::kConstant, 0, value}; }
 };
 
 struct ParamSpec {
@@ -94,9 +99,13 @@ struct Node {
   int stride_h = 1, stride_w = 1;
   int pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
   bool bias = false;
-  double rate = 0.0;              ///< dropout: probability of dropping a unit
-  double epsilon = 1e-5;          ///< batch norm
-  double momentum = 0.1;          ///< batch norm: running = (1 - momentum) running + momentum batch
+  double rate = 0.0;      ///< dropout: probability of dropping a unit
+  double epsilon = 1e-5;  ///< batch norm
+  double momentum = 0.1;  ///< batch norm: running = (1 - momentum) running + momentum batch
+  /// LRN: x / (lrn_k + lrn_alpha / lrn_size * sum of x^2 over lrn_size channels)^lrn_beta,
+  /// PyTorch's and oneDNN's convention (TensorFlow's alpha is lrn_alpha / lrn_size).
+  int lrn_size = 0;
+  double lrn_alpha = 0.0, lrn_beta = 0.0, lrn_k = 1.0;
   std::vector<ParamSpec> params;  ///< trainable, in the flat parameter buffer
   std::vector<ParamSpec> state;   ///< non-trainable, in the flat state buffer
 };
@@ -155,6 +164,10 @@ class GraphBuilder {
   int conv2d(int x, int channels, int kernel, int stride, int pad, const std::string& name,
              bool bias = true, Init weight = Init::uniform_fan_in(),
              Init bias_init = Init::uniform_fan_in());
+  /// A kernel_h x kernel_w kernel (inception's 1x7 and 7x1), TensorFlow's SAME or VALID.
+  int conv2d(int x, int channels, int kernel_h, int kernel_w, int stride, Padding padding,
+             const std::string& name, bool bias = true, Init weight = Init::uniform_fan_in(),
+             Init bias_init = Init::uniform_fan_in());
   int max_pool(int x, int kernel, int stride, Padding padding, const std::string& name);
   /// Explicit symmetric padding (padded positions never win: they count as -infinity).
   int max_pool(int x, int kernel, int stride, int pad, const std::string& name);
@@ -167,6 +180,11 @@ class GraphBuilder {
   int dropout(int x, double rate);
   int flatten(int x);
   int add(int a, int b, const std::string& name = "");
+  /// The inputs' channels side by side, in order; every input must have the same height and
+  /// width.
+  int concat(const std::vector<int>& xs, const std::string& name);
+  /// Local response normalisation across `size` channels (see Node::lrn_alpha).
+  int lrn(int x, int size, double alpha, double beta, double k, const std::string& name);
 
   /// Adds the softmax cross-entropy loss on `logits`, which must be flat with num_classes
   /// features, lays out the flat buffers, and returns the graph.
@@ -178,9 +196,9 @@ class GraphBuilder {
   [[noreturn]] void cannot(const std::string& layer, const std::string& why) const;
   void require_room_to_downsample(const std::string& layer, Dims in, int stride) const;
   std::string auto_name(const char* prefix);
-  int make_conv(int x, int channels, int kernel, int stride, int pad_top, int pad_bottom,
-                int pad_left, int pad_right, const std::string& name, bool bias, Init weight,
-                Init bias_init);
+  int make_conv(int x, int channels, int kernel_h, int kernel_w, int stride, int pad_top,
+                int pad_bottom, int pad_left, int pad_right, const std::string& name, bool bias,
+                Init weight, Init bias_init);
   Graph graph_;
   int counter_ = 0;
 };

@@ -204,6 +204,8 @@ class CpuBackend final : public nn::Backend {
       case nn::Op::kFlatten:
       case nn::Op::kAdd:
       case nn::Op::kSoftmaxCrossEntropy:
+      case nn::Op::kConcat:
+      case nn::Op::kLrn:
         return true;
     }
     return false;
@@ -238,6 +240,10 @@ class CpuBackend final : public nn::Backend {
         return make_add_kernel(context_, node);
       case nn::Op::kSoftmaxCrossEntropy:
         return make_loss_kernel(context_, node);
+      case nn::Op::kConcat:
+        return make_concat_kernel(context_, node);
+      case nn::Op::kLrn:
+        return make_lrn_kernel(context_, node);
     }
     fail(cat("cpu backend: no kernel for ", nn::op_name(node.op)));
   }

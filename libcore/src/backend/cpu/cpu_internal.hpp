@@ -149,6 +149,8 @@ std::unique_ptr<nn::Kernel> make_dropout_kernel(Context& context, const nn::Node
 std::unique_ptr<nn::Kernel> make_flatten_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_add_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_loss_kernel(Context& context, const nn::Node& node);
+std::unique_ptr<nn::Kernel> make_concat_kernel(Context& context, const nn::Node& node);
+std::unique_ptr<nn::Kernel> make_lrn_kernel(Context& context, const nn::Node& node);
 
 // Flat-buffer operations on host memory (cpu_buffers.cpp).
 void optimizer_step(const nn::OptimizerUpdate& update);
