@@ -116,5 +116,28 @@ TEST(Hdf5VariableStrings, ADamagedGlobalHeapIsRefusedBeforeHdf5ReadsIt) {
                      "labels: a string of 14 bytes is stored as 13 bytes");
 }
 
+TEST(Hdf5VariableStrings, AreRefusedInFilesWrittenWithFixedLengthOnes) {
+  test::TempDir dir;
+  const std::string path = dir.file("new.h5");
+  {
+    File file = File::create(path);
+    file.set_attribute("format", "mbkit-dataset");  // fixed-length, as every string we write
+    const hid_t type = variable_string_type();
+    const hid_t scalar = H5Screate(H5S_SCALAR);
+    const hid_t name = H5Acreate2(file.id(), "name", type, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    const char* text = "fmnist";
+    H5Awrite(name, type, &text);
+    H5Aclose(name);
+    H5Sclose(scalar);
+    H5Tclose(type);
+    file.close();
+  }
+  const File file = File::open(path);
+  EXPECT_EQ(file.string_attribute("format"), "mbkit-dataset");
+  EXPECT_MBKIT_ERROR(file.string_attribute("name"), ExitCode::kBadData,
+                     "attribute 'name': a variable-length string in a file written with "
+                     "fixed-length ones");
+}
+
 }  // namespace
 }  // namespace mbkit::io

@@ -81,6 +81,7 @@ class HeapCheck {
     file_size_ = static_cast<std::uint64_t>(status.st_size);
   }
 
+  hid_t file() const { return file_.id(); }
   std::size_t reference_size() const { return 4 + address_size_ + 4; }
 
   // One stored reference: the string's length, the collection's address, the object's index.
@@ -172,12 +173,26 @@ class HeapCheck {
   std::map<std::uint64_t, std::map<std::uint64_t, std::uint64_t>> collections_;
 };
 
+// mbkit writes fixed-length strings only since it writes checksummed files; a file whose root
+// "format" is one was written so, and a variable-length string in it is damage.
+void refuse_in_fixed_string_file(hid_t file, const std::string& what) {
+  if (H5Aexists_by_name(file, "/", "format", H5P_DEFAULT) <= 0) return;
+  Handle format(MBKIT_H5_CHECK(H5Aopen_by_name(file, "/", "format", H5P_DEFAULT, H5P_DEFAULT)),
+                H5Aclose);
+  Handle type(MBKIT_H5_CHECK(H5Aget_type(format.id())), H5Tclose);
+  if (H5Tget_class(type.id()) == H5T_STRING && H5Tis_variable_str(type.id()) == 0) {
+    data_error(cat(what, ": a variable-length string in a file written with fixed-length ones",
+                   " (damaged file)"));
+  }
+}
+
 }  // namespace
 
 void check_variable_strings(hid_t object, hsize_t count, const std::string& what,
                             const std::function<void(hid_t, void*)>& read) {
   register_raw_conversion();
   HeapCheck heap(object, what);
+  refuse_in_fixed_string_file(heap.file(), what);
   const std::size_t size = heap.reference_size();
   Handle raw_type(MBKIT_H5_CHECK(H5Tcreate(H5T_OPAQUE, size)), H5Tclose);
   MBKIT_H5_CHECK(H5Tset_tag(raw_type.id(), kRawReferenceTag));
