@@ -58,7 +58,14 @@ run_part() {
   fi
   part_done "$name"
 }
-run_part "unit tests" ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -L unit -LE isa
+# Open MPI's error path leaks inside a component that MPI_Finalize unloads, so LeakSanitizer
+# cannot name its library (<unknown module>) and lsan.supp cannot match it: the one test that
+# makes MPI fail runs with every check but the leak check.
+mpi_failure='^util\.Check\.MpiFailureIsACommunicationErrorWithMpisOwnText$'
+run_part "unit tests" ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -L unit -LE isa \
+  -E "$mpi_failure"
+run_part "unit test of an MPI failure" env ASAN_OPTIONS="${ASAN_OPTIONS}:detect_leaks=0" \
+  ctest --test-dir "$build" --output-on-failure -R "$mpi_failure"
 run_part "fuzz targets" ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -L fuzz
 run_part "end-to-end tests" ctest --test-dir "$build" --output-on-failure -j"$(nproc)" \
   -R "$(cat tests/sanitizers/e2e-tests)"
