@@ -388,9 +388,9 @@ TEST(MetricLog, CreateWritesRunInfoAndEveryColumn) {
     for (const auto& name : names) {
       const io::Dataset dataset = file.open_dataset(group + "/" + name);
       const auto& integers =
-          std::find_if(integer_columns.begin(), integer_columns.end(), [&](const auto& entry) {
-            return entry.first == group;
-          })->second;
+          std::find_if(integer_columns.begin(), integer_columns.end(),
+                       [&group = group](const auto& entry) { return entry.first == group; })
+              ->second;  // captured by name: Clang 14 cannot capture a structured binding
       const bool integer = std::find(integers.begin(), integers.end(), name) != integers.end();
       EXPECT_EQ(dataset.type_class(), integer ? H5T_INTEGER : H5T_FLOAT) << group << "/" << name;
       EXPECT_EQ(dataset.type_size(), 8u);

@@ -67,7 +67,9 @@ Checkpoint sample_checkpoint() {
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  // memcmp of an empty vector's null data() is undefined (UBSan's nonnull check), even for 0 bytes.
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 void expect_same_arrays(const std::vector<NamedArray>& read, const std::vector<NamedArray>& written,

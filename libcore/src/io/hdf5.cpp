@@ -368,15 +368,16 @@ std::vector<std::string> Dataset::read_strings() const {
   Handle space(MBKIT_H5_CHECK(H5Dget_space(id())), H5Sclose);
   const hsize_t count =
       internal::checked_element_count(space.id(), 1, hsize_t{1} << 24, cat(what, ":"));
-  return internal::read_string_values(type.id(), count, what, [&](hid_t memory_type, void* buffer) {
-    if (H5Dread(id(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer) < 0) {
-      try {
-        detail::h5_failed("H5Dread", MBKIT_HERE);
-      } catch (const Error& error) {
-        data_error(cat(what, ": cannot read: ", error.what()));
-      }
-    }
-  });
+  return internal::read_string_values(
+      id(), type.id(), count, what, [&](hid_t memory_type, void* buffer) {
+        if (H5Dread(id(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer) < 0) {
+          try {
+            detail::h5_failed("H5Dread", MBKIT_HERE);
+          } catch (const Error& error) {
+            data_error(cat(what, ": cannot read: ", error.what()));
+          }
+        }
+      });
 }
 
 namespace {

@@ -25,11 +25,16 @@ hsize_t element_count(hid_t space);
 /// `max_rank` dimensions and at most `max_elements` elements. Returns the element count.
 hsize_t checked_element_count(hid_t space, int max_rank, hsize_t max_elements,
                               const std::string& what);
-/// Strings of an attribute or dataset stored variable- or fixed-length; `read` fills a buffer
-/// of the memory type it is given. `what` names the object for messages.
-std::vector<std::string> read_string_values(hid_t stored_type, hsize_t count,
+/// Strings of an attribute or dataset `object` stored variable- or fixed-length; `read` fills a
+/// buffer of the memory type it is given. `what` names the object for messages.
+std::vector<std::string> read_string_values(hid_t object, hid_t stored_type, hsize_t count,
                                             const std::string& what,
                                             const std::function<void(hid_t, void*)>& read);
+/// Throws a data error naming `what` unless every variable-length string of `object` (`count`
+/// of them, read as stored through `read`) lies where the file's global heap says it does:
+/// HDF5 copies them out trusting the heap, which no checksum protects (hdf5_heap.cpp).
+void check_variable_strings(hid_t object, hsize_t count, const std::string& what,
+                            const std::function<void(hid_t, void*)>& read);
 
 /// The longest string we write or read (an attribute holding a run's whole configuration is a
 /// few KiB); a larger declared size is damage.

@@ -1,13 +1,7 @@
 // Objects' names and attributes, and the helpers for spaces and strings that the rest of the
 // HDF5 layer shares. Readers check an attribute's type class, rank, extent and sizes before
 // reading it: a damaged file must give a data error, never a huge allocation or a crash.
-#include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <array>
-#include <cerrno>
 #include <cstring>
 
 #include "hdf5_internal.hpp"
@@ -16,21 +10,6 @@
 
 namespace mbkit::io {
 namespace internal {
-namespace {
-
-bool write_all(int fd, const void* data, std::size_t size) {
-  const char* at = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t written = ::write(fd, at, size);
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) return false;
-    at += written;
-    size -= static_cast<std::size_t>(written);
-  }
-  return true;
-}
-
-}  // namespace
 
 Handle make_plist(hid_t plist_class) {
   return Handle(MBKIT_H5_CHECK(H5Pcreate(plist_class)), H5Pclose);
@@ -84,78 +63,7 @@ hsize_t checked_element_count(hid_t space, int max_rank, hsize_t max_elements,
   return count;
 }
 
-namespace {
-
-// Reads variable-length strings (what mbkit wrote before fixed-length strings, and h5py
-// writes) in this process, sending them as (length, bytes) records to `fd`.
-void send_variable_strings(int fd, hsize_t count, H5T_cset_t cset,
-                           const std::function<void(hid_t, void*)>& read) {
-  Handle memory_type = make_variable_string_type();
-  MBKIT_H5_CHECK(H5Tset_cset(memory_type.id(), cset));
-  std::vector<char*> raw(count, nullptr);
-  read(memory_type.id(), raw.data());
-  for (const char* text : raw) {
-    const std::uint64_t size = text != nullptr ? std::strlen(text) : 0;
-    if (!write_all(fd, &size, sizeof size) || !write_all(fd, text, size)) return;
-  }
-}
-
-// HDF5 1.10 copies a variable-length string out of the global heap trusting the record's size:
-// a damaged heap (files of older mbkit had no metadata checksums) crashes it (H5HG_read). So
-// such strings are read in a child process: a crash there is a damaged file, not ours.
-std::vector<std::string> read_variable_strings_isolated(
-    hsize_t count, H5T_cset_t cset, const std::string& what,
-    const std::function<void(hid_t, void*)>& read) {
-  int fds[2];
-  MBKIT_SYS_CHECK(::pipe2(fds, O_CLOEXEC), "pipe");
-  const pid_t child = ::fork();
-  if (child < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    MBKIT_SYS_CHECK(-1, "fork");
-  }
-  if (child == 0) {
-    ::close(fds[0]);
-    int status = 0;
-    try {
-      send_variable_strings(fds[1], count, cset, read);
-    } catch (...) {
-      status = 2;
-    }
-    ::_exit(status);  // no atexit handlers: the parent owns HDF5's state and the files
-  }
-  ::close(fds[1]);
-  std::string received;
-  std::array<char, 4096> block{};
-  for (;;) {
-    const ssize_t got = ::read(fds[0], block.data(), block.size());
-    if (got > 0) received.append(block.data(), static_cast<std::size_t>(got));
-    if (got == 0 || (got < 0 && errno != EINTR)) break;
-  }
-  ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    data_error(cat(what, ": its variable-length strings cannot be read (damaged global heap)"));
-  }
-  std::vector<std::string> values;
-  std::size_t at = 0;
-  while (values.size() < count && at + sizeof(std::uint64_t) <= received.size()) {
-    std::uint64_t size = 0;
-    std::memcpy(&size, received.data() + at, sizeof size);
-    at += sizeof size;
-    if (size > received.size() - at) break;
-    values.emplace_back(received.data() + at, size);
-    at += size;
-  }
-  if (values.size() != count) data_error(cat(what, ": its strings cannot be read"));
-  return values;
-}
-
-}  // namespace
-
-std::vector<std::string> read_string_values(hid_t stored_type, hsize_t count,
+std::vector<std::string> read_string_values(hid_t object, hid_t stored_type, hsize_t count,
                                             const std::string& what,
                                             const std::function<void(hid_t, void*)>& read) {
   std::vector<std::string> values;
@@ -167,7 +75,27 @@ std::vector<std::string> read_string_values(hid_t stored_type, hsize_t count,
     data_error(cat(what, " has strings of an unknown character set"));
   }
   const htri_t variable = MBKIT_H5_CHECK(H5Tis_variable_str(stored_type));
-  if (variable > 0) return read_variable_strings_isolated(count, cset, what, read);
+  if (variable > 0) {
+    check_variable_strings(object, count, what, read);
+    Handle memory_type = make_variable_string_type();
+    MBKIT_H5_CHECK(H5Tset_cset(memory_type.id(), cset));
+    std::vector<char*> raw(count, nullptr);
+    const auto free_all = [&raw] {
+      for (char*& text : raw) {
+        H5free_memory(text);  // allocated by HDF5
+        text = nullptr;
+      }
+    };
+    try {
+      read(memory_type.id(), raw.data());
+      for (const char* text : raw) values.emplace_back(text != nullptr ? text : "");
+    } catch (...) {
+      free_all();
+      throw;
+    }
+    free_all();
+    return values;
+  }
   const std::size_t size = MBKIT_H5_CHECK(H5Tget_size(stored_type));
   if (size == 0 || size > kMaxStringBytes || count > kMaxStringBytes / size) {
     data_error(cat(what, " declares ", count, " strings of ", size, " bytes, too large"));
@@ -341,7 +269,7 @@ std::vector<std::string> Object::string_array_attribute(const std::string& name)
   const CheckedAttribute checked = check_attribute(open_attribute(name), what);
   if (checked.type_class != H5T_STRING) data_error(cat(what, " is not a string"));
   return internal::read_string_values(
-      checked.type.id(), checked.count, what, [&](hid_t memory_type, void* buffer) {
+      id(), checked.type.id(), checked.count, what, [&](hid_t memory_type, void* buffer) {
         MBKIT_H5_CHECK(H5Aread(checked.attribute.id(), memory_type, buffer));
       });
 }
