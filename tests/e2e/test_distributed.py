@@ -282,8 +282,8 @@ class Distributed(mbtest.ToolTestCase):
 
     # -- failures ------------------------------------------------------------------------------
 
-    def start(self, ranks, *args):
-        command = [MPIRUN, "--oversubscribe", "-n", str(ranks), mbtest.tool("mb-train-fmb"),
+    def start(self, ranks, *args, tool="mb-train-fmb"):
+        command = [MPIRUN, "--oversubscribe", "-n", str(ranks), mbtest.tool(tool),
                    "--model", "mlp", "--hidden", "16", "--threads", "1", "--print-every",
                    "1000000", *args]
         return subprocess.Popen(command, cwd=self.dir, env=self.env, stdout=subprocess.PIPE,
@@ -311,7 +311,7 @@ class Distributed(mbtest.ToolTestCase):
                 try:
                     with open(f"/proc/{entry}/cmdline", "rb") as f:
                         argv = f.read().split(b"\0")
-                    if not (argv and argv[0].endswith(b"mb-train-fmb")
+                    if not (argv and re.search(rb"/mb-train-(fmb|dbsl)$", argv[0])
                             and marker.encode() in b" ".join(argv)):
                         continue
                     with open(f"/proc/{entry}/environ", "rb") as f:
@@ -383,6 +383,25 @@ class Distributed(mbtest.ToolTestCase):
                 for ranks in named:
                     self.assertEqual(ranks, ["2"], msg=err)
                 self.assertNotIn("did not complete", err)
+
+    def test_stuck_dbsl_worker_is_named(self):
+        # DBSL's server merges each push as it comes (as --async): the other worker goes on
+        # until the end of the run waits for every rank.
+        data = self.toy(3000)
+        log = self.path("stuck-dbsl.h5")
+        job = self.start(3, "--data", data, "--epochs", "2000", "--log", log, "--flush-interval",
+                         "0.2", "--base-batch", "16", "--extra-time", "1.25", "--small-workers",
+                         "1", "--time-model-ab", "0.001,0.01", "--comm-timeout", "2",
+                         tool="mb-train-dbsl")
+        pids = self.rank_pids(log, 3)
+        self.wait_for_steps(log, 20)
+        os.kill(pids[2], signal.SIGSTOP)
+        err = self.stderr_then_kill(job, pids[2], timeout=60)
+        self.assertEqual(job.returncode, 4, msg=err)
+        named = re.findall(r"\(--comm-timeout\); ranks? ([0-9, and]+) do(?:es)? not answer", err)
+        self.assertTrue(named, msg=err)
+        for ranks in named:
+            self.assertEqual(re.split(r", | and ", ranks), ["2"], msg=err)
 
     def test_stop_signal_with_a_stuck_rank_ends_within_the_grace(self):
         # srun --kill-on-bad-exit, when a rank dies, sends SIGTERM to the others and SIGKILLs
