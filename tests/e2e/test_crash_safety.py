@@ -94,10 +94,8 @@ class CrashSafety(mbtest.ToolTestCase):
                                  "auto")
         checkpoint_step, kills, finished, checkpoints = 0, 0, 0, set()
         while kills < KILLS:
-            if not os.path.exists(self.path("ck.h5")) and os.path.exists(self.path("run.h5")):
-                # Killed before its first checkpoint: nothing to resume, and a new run refuses
-                # to replace the log it would start afresh (as a user would, remove it).
-                os.remove(self.path("run.h5"))
+            # Killed before its first checkpoint, a run leaves a log and nothing to resume: the
+            # next one starts over (test_resume_auto_without_a_checkpoint_starts_over).
             process = subprocess.Popen(run, cwd=self.dir, env=self.env,
                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             # Moments from start-up to well into training: each run gets a random share of
@@ -130,6 +128,57 @@ class CrashSafety(mbtest.ToolTestCase):
         print(f"\ncrash safety: {kills} kills with SIGKILL, {len(checkpoints)} distinct "
               f"checkpoints seen (last step {checkpoint_step}), {finished} runs ended before "
               f"their kill; the uninterrupted run took {straight_seconds:.1f} s", file=sys.stderr)
+
+    def test_resume_auto_without_a_checkpoint_starts_over(self):
+        # A job killed before its first checkpoint and submitted again with the same command:
+        # there is a log and nothing to resume from, so the run starts over, replacing the log.
+        common = ["--checkpoint", "ck.h5", "--log", "run.h5", "--resume", "auto",
+                  "--flush-interval", "0.01", "--hidden", "8"]
+        process = subprocess.Popen(self.train_command(*common, "--steps", "100000000"),
+                                   cwd=self.dir, env=self.env, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        rows = 0
+        while rows < 5 and time.monotonic() < deadline:
+            try:
+                with h5py.File(self.path("run.h5"), "r", libver="latest", swmr=True) as f:
+                    rows = len(f["steps/step"])
+            except (OSError, KeyError):
+                pass
+            time.sleep(0.05)
+        process.kill()
+        process.communicate()
+        self.assertGreaterEqual(rows, 5)
+        self.assertFalse(os.path.exists(self.path("ck.h5")))
+        # Without -q, to see the line that says so.
+        loud = [a for a in self.train_command(*common, "--steps", "3") if a != "-q"]
+        again = mbtest.run(loud, cwd=self.dir, env=self.env)
+        self.assertSucceeded(again)
+        self.assertIn("--resume auto: no checkpoint ck.h5 to resume from; starting over, "
+                      "replacing the log run.h5", again.err)
+        with h5py.File(self.path("run.h5"), "r") as f:
+            np.testing.assert_array_equal(f["steps/step"][()], [1, 2, 3])
+            losses = f["steps/loss"][()]
+        # The same as a run that never had a log before it.
+        fresh = mbtest.run(self.train_command("--checkpoint", "fresh-ck.h5", "--log", "fresh.h5",
+                                              "--hidden", "8", "--steps", "3"),
+                           cwd=self.dir, env=self.env)
+        self.assertSucceeded(fresh)
+        with h5py.File(self.path("fresh.h5"), "r") as f:
+            np.testing.assert_array_equal(f["steps/loss"][()], losses)
+        self.assertNoStrayFiles()
+        # Only a metric log is replaced that way: anything else --log names needs --force.
+        os.remove(self.path("ck.h5"))
+        with open(self.path("notes.h5"), "w") as f:
+            f.write("not a log\n")
+        refused = mbtest.run(self.train_command(
+            "--checkpoint", "ck.h5", "--log", "notes.h5", "--resume", "auto", "--steps", "3"),
+            cwd=self.dir, env=self.env)
+        self.assertFailsWith(refused, 3, "notes.h5")
+        self.assertIn("--force", refused.err)
+        with open(self.path("notes.h5")) as f:
+            self.assertEqual(f.read(), "not a log\n")
+        self.assertFalse(os.path.exists(self.path("ck.h5")))
 
     # -- full disks -------------------------------------------------------------------------
 

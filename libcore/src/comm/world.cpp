@@ -30,6 +30,8 @@ constexpr int kPingTag = 1;
 constexpr int kPongTag = 2;
 // How long a rank that timed out waits for the others' answers before naming the silent ones.
 constexpr double kPingGrace = 2.0;
+// A gap this long between two polls of a wait means this process did not run (it was stopped).
+constexpr auto kSuspended = std::chrono::milliseconds(500);
 
 static_assert(sizeof(MPI_Request) <= sizeof(std::uintptr_t));
 static_assert(sizeof(MPI_Comm) <= sizeof(std::uintptr_t));
@@ -89,22 +91,28 @@ std::string rank_list(const std::vector<int>& ranks) {
   return text;
 }
 
-// Ends the process when a blocking collective outlives the deadline. It makes no MPI call (only
-// the main thread may), so it cannot name the rank that is missing; the launcher sees this rank
-// exit and ends the job.
+// Watches the blocking collectives (world.hpp). With MPI_THREAD_MULTIPLE it answers pings while
+// the main thread is blocked in one, so a rank waiting for the others is not taken for a stuck
+// one, and past the deadline pings every rank itself and names the silent ones. Without it (an
+// MPI that lacks the level) it makes no MPI call and cannot name anyone. Either way it then ends
+// the process with exit code 4, and the launcher ends the job.
 struct World::Watchdog {
-  std::mutex mutex;
+  // A collective that lasts longer than this is a wait for others: pings are answered from here.
+  static constexpr double kServeAfter = 0.2;
+
+  std::mutex mutex;  // also serialises this thread's MPI calls with arming (see guarded())
   std::condition_variable changed;
   bool armed = false;
   bool quit = false;
   Clock::time_point armed_at;
-  std::string what;
-  double timeout = 0;
-  int rank = 0;
-  std::string host;
+  const char* call = "";  // the MPI call
+  std::string after;      // the last wait before it: where in the run it is
+  const World* world = nullptr;
+  bool pings = false;  // MPI_THREAD_MULTIPLE: this thread may call MPI
   std::thread thread;
 
-  Watchdog() : thread([this] { watch(); }) {}
+  Watchdog(const World* owner, bool may_ping)
+      : world(owner), pings(may_ping), thread([this] { watch(); }) {}
   ~Watchdog() {
     {
       const std::lock_guard lock(mutex);
@@ -113,23 +121,32 @@ struct World::Watchdog {
     changed.notify_all();
     thread.join();
   }
-  // Polls the deadline a few times a second: arming then costs the computing thread only an
-  // uncontended lock, no wake-up.
+  // Polls a few times a second: arming then costs the computing thread only an uncontended
+  // lock, no wake-up.
   void watch() {
     std::unique_lock lock(mutex);
+    auto last_wake = Clock::now();
     while (!quit) {
-      changed.wait_for(lock, std::chrono::milliseconds(200));
+      changed.wait_for(lock, std::chrono::milliseconds(50));
+      const auto now = Clock::now();
+      if (armed && now - last_wake > kSuspended) armed_at += now - last_wake;  // as wait_until
+      last_wake = now;
       if (!armed) continue;
-      const double limit = wait_limit(timeout);
-      if (seconds_since(armed_at) >= limit) {
-        std::fprintf(stderr,
-                     "%s: error: rank %d (%s): %s did not complete within %g s (%s): a rank "
-                     "stopped or died during it\n",
-                     log::program().c_str(), rank, host.c_str(), what.c_str(), limit,
-                     limit < timeout ? "after a stop signal" : "--comm-timeout");
-        std::fflush(stderr);
-        std::_Exit(static_cast<int>(ExitCode::kCommunication));
+      const double waited = seconds_since(armed_at);
+      if (pings && waited >= kServeAfter) world->serve_pings();
+      if (waited < wait_limit(world->timeout())) continue;
+      const std::string what = cat(call, after.empty() ? "" : " after ", after);
+      std::string message;
+      if (pings) {
+        message = world->timeout_message(what, world->unresponsive_ranks(), waited);
+      } else {
+        message = cat(what, " did not complete within ", short_duration(waited),
+                      " (--comm-timeout or a stop signal): a rank stopped or died during it");
       }
+      std::fprintf(stderr, "%s: error: rank %d (%s): %s\n", log::program().c_str(), world->rank(),
+                   world->host().c_str(), message.c_str());
+      std::fflush(stderr);
+      std::_Exit(static_cast<int>(ExitCode::kCommunication));
     }
   }
 };
@@ -138,8 +155,8 @@ void World::guarded(const char* what, const std::function<void()>& collective) c
   if (watchdog_) {
     const std::lock_guard lock(watchdog_->mutex);
     watchdog_->armed = true;
-    watchdog_->what = what;
-    watchdog_->timeout = timeout_;
+    watchdog_->call = what;
+    watchdog_->after = last_wait_;
     watchdog_->armed_at = Clock::now();
   }
   collective();
@@ -155,10 +172,13 @@ World::World() : host_(host_name()) {
   MBKIT_MPI_CHECK(MPI_Initialized(&initialized));
   if (!initialized) {
     int provided = 0;
-    // Only the main thread calls MPI (background threads prepare data).
-    MBKIT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+    // The main thread makes every MPI call but the watchdog's (background threads prepare
+    // data); the watchdog pings only when the library allows it.
+    MBKIT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
     initialized_here_ = true;
   }
+  int level = MPI_THREAD_SINGLE;
+  MBKIT_MPI_CHECK(MPI_Query_thread(&level));
   MBKIT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   MBKIT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   MBKIT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
@@ -172,11 +192,7 @@ World::World() : host_(host_name()) {
   MBKIT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &diagnosis));
   MBKIT_MPI_CHECK(MPI_Comm_set_errhandler(diagnosis, MPI_ERRORS_RETURN));
   std::memcpy(&diagnosis_comm_, &diagnosis, sizeof diagnosis);
-  if (size_ > 1) {
-    watchdog_ = std::make_unique<Watchdog>();
-    watchdog_->rank = rank_;
-    watchdog_->host = host_;
-  }
+  if (size_ > 1) watchdog_ = std::make_unique<Watchdog>(this, level == MPI_THREAD_MULTIPLE);
 }
 
 World::~World() {
@@ -378,8 +394,10 @@ void World::cancel(Request& request) const {
 
 void World::wait_until(const std::function<bool()>& done, const std::string& what,
                        const std::function<std::vector<int>()>& missing) const {
+  last_wait_ = what;  // names the place of a collective that follows (the watchdog's message)
   if (done()) return;
-  const auto start = Clock::now();
+  auto start = Clock::now();
+  auto last_poll = start;
   // Three phases. Spin first: most waits of a balanced run are short. Then sched_yield: the
   // core goes to any rank that has work on it, and the wait still ends within microseconds of
   // the event. Past a few milliseconds (a straggler, a master waiting for its workers), sleep
@@ -389,6 +407,11 @@ void World::wait_until(const std::function<bool()>& done, const std::string& wha
   auto delay = std::chrono::microseconds(50);
   std::int64_t polls = 0;
   while (!done()) {
+    // A poll loop that did not run for long was stopped itself (SIGSTOP; mpirun sends SIGCONT
+    // before it ends a job): that time is not waiting for the others, who must not be blamed.
+    const auto now = Clock::now();
+    if (now - last_poll > kSuspended) start += now - last_poll;
+    last_poll = now;
     const double waited = seconds_since(start);
     if (++polls % 64 == 0 || waited > kYieldSeconds) serve_pings();
     if (waited > wait_limit(timeout_))
@@ -463,6 +486,11 @@ std::vector<int> World::unresponsive_ranks() const {
 
 void World::timed_out(const std::string& what, std::vector<int> missing, double waited) const {
   if (missing.empty() && size_ > 1) missing = unresponsive_ranks();
+  throw Error(timeout_message(what, missing, waited), ExitCode::kCommunication);
+}
+
+std::string World::timeout_message(const std::string& what, const std::vector<int>& missing,
+                                   double waited) const {
   const bool stopping = wait_limit(timeout_) < timeout_;
   std::string message =
       stopping ? cat(what, ": nothing for ", short_duration(waited), ", stopping after a signal")
@@ -472,7 +500,7 @@ void World::timed_out(const std::string& what, std::vector<int> missing, double 
                    missing.size() > 1 ? " do" : " does",
                    " not answer (stuck, dead, much slower, or blocked by one that is)");
   }
-  throw Error(message, ExitCode::kCommunication);
+  return message;
 }
 
 void World::abort(int code) const {

@@ -147,12 +147,19 @@ void check_agreement(const comm::World& world, const std::vector<std::string>& l
     if (all[static_cast<std::size_t>(rank)] == all[0]) continue;
     const auto theirs = split(all[static_cast<std::size_t>(rank)], '\n');
     std::string difference = "their settings";
+    std::string advice = "every rank must get the same options and data of the same shape";
     for (std::size_t i = 0; i < std::max(lines.size(), theirs.size()); ++i) {
       const std::string a = i < lines.size() ? lines[i] : "";
       const std::string b = i < theirs.size() ? theirs[i] : "";
       if (a != b) {
         difference =
             cat(a.empty() ? "(nothing)" : a, " on rank 0 but ", b.empty() ? "(nothing)" : b);
+        // Per-rank log paths look like a request for per-rank logs, which do not exist.
+        if (a.starts_with("--log ")) {
+          advice =
+              "rank 0 alone writes the metric log, with every rank's rows: give every rank the "
+              "same --log";
+        }
         break;
       }
     }
@@ -161,8 +168,7 @@ void check_agreement(const comm::World& world, const std::vector<std::string>& l
       if (all[static_cast<std::size_t>(r)] != all[0]) differing.push_back(r);
     }
     usage_error(cat("the ranks do not run the same training: ", difference, " on rank",
-                    differing.size() > 1 ? "s " : " ", comm::rank_list(differing),
-                    "; every rank must get the same options and data of the same shape"));
+                    differing.size() > 1 ? "s " : " ", comm::rank_list(differing), "; ", advice));
   }
 }
 

@@ -279,6 +279,12 @@ void TrainingRun::check_ranks_agree() const {
       lines.emplace_back(key_value);
     }
   }
+  // Not in the recorded configuration, compared all the same: the thread count changes the
+  // order of the sums inside a rank, hence its gradients' bits (a run is reproducible only with
+  // the same --threads on every rank), and rank 0 alone writes the log that --log names.
+  lines.push_back(cat("--threads ", options_.threads == 0 ? std::string("not given (all cores)")
+                                                          : std::to_string(options_.threads)));
+  lines.push_back(cat("--log ", options_.log.empty() ? std::string("not given") : options_.log));
   const DbslOptions& d = options_.dbsl;
   lines.push_back(cat("dbsl=", d.enabled, " ", d.time_model, " ", d.time_model_ab,
                       " calibrate=", d.calibrate, " B_L=", d.base_batch, " k=", d.extra_time,
@@ -549,8 +555,24 @@ void TrainingRun::open_log() {
   run.clock = options_.clock;
   run.comm_model = clock_.is_virtual() && role_.distributed ? comm_model_.spec() : "";
   run.compute_model = compute_models_.spec();
+  bool replace = options_.force;
+  if (!replace && options_.resume == "auto" && fs::exists(options_.log)) {
+    // A run killed before its first checkpoint left a log and nothing to resume from: a
+    // resubmitted job starts over, as it would have with no log. Only a metric log is replaced
+    // that way (anything else named by --log needs --force).
+    try {
+      metrics::open_metric_log(options_.log);
+    } catch (const Error& error) {
+      throw Error(cat(error.what(), "; --resume auto replaces only a metric log (--force replaces ",
+                      options_.log, " whatever it holds)"),
+                  error.code());
+    }
+    log::warn(cat("--resume auto: no checkpoint ", options_.checkpoint, " to resume from; ",
+                  "starting over, replacing the log ", options_.log));
+    replace = true;
+  }
   metric_log_.emplace(
-      metrics::MetricLog::create(options_.log, run, options_.force, options_.flush_interval));
+      metrics::MetricLog::create(options_.log, run, replace, options_.flush_interval));
 }
 
 }  // namespace mbkit::train

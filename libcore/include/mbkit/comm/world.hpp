@@ -16,9 +16,15 @@
 // workers), otherwise by pinging every rank on a communicator of its own: ranks that wait answer
 // from inside wait(), a stuck or dead rank does not. The error (exit code 4) ends the job: a
 // distributed tool calls abort() on any error, which makes mpirun/srun end every rank. A
-// blocking collective cannot be polled: a watchdog thread (which makes no MPI call) ends the
-// process with exit code 4 when one has not completed within the deadline, e.g. when a rank
-// stopped in the middle of it, and the launcher then ends the job.
+// blocking collective cannot be polled: a watchdog thread watches it instead. While the main
+// thread is blocked in one (a rank stopped in the middle of it, after the rendezvous) the
+// watchdog answers pings for it, and past the deadline it pings every rank itself, names the
+// silent ones and ends the process with exit code 4; the launcher then ends the job. This needs
+// MPI_THREAD_MULTIPLE, asked for at start (Open MPI 4.1 here: a send/receive pair took 0.52-0.61
+// us at either level, no difference above the noise); under an MPI that lacks it the watchdog
+// makes no MPI call and its message names the call, not the rank. A wait (or watchdog) whose
+// polls stopped for a while was stopped itself (SIGSTOP; mpirun sends SIGCONT before it ends a
+// job) and does not count that time, so a rank that was frozen blames no one when it resumes.
 //
 // After a stop signal (SIGINT, SIGTERM: a graceful stop, mbkit/util/signals.hpp) the deadline
 // is at most kStopGrace: the ranks then only finish their step and agree to stop, and a launcher
@@ -143,6 +149,8 @@ class World {
   void serve_pings() const;
   [[noreturn]] void timed_out(const std::string& what, std::vector<int> missing,
                               double waited) const;
+  std::string timeout_message(const std::string& what, const std::vector<int>& missing,
+                              double waited) const;
   std::vector<int> unresponsive_ranks() const;
 
   struct Watchdog;
@@ -159,6 +167,7 @@ class World {
   double timeout_ = 60.0;
   WaitMode wait_mode_ = WaitMode::kYield;
   std::uintptr_t diagnosis_comm_ = 0;  ///< MPI_Comm bits of the ping communicator
+  mutable std::string last_wait_;      ///< what the last wait_until() waited for
 };
 
 /// "1, 2 and 5"
