@@ -71,6 +71,45 @@ class BenchBandwidth(mbtest.ToolTestCase):
         self.assertEqual(len(plot.out.splitlines()) - 1, len(rows))  # a point per row
         self.assertNoStrayFiles()
 
+    def test_servers_and_compression_are_timed_beside_the_plain_exchange(self):
+        self.assertIsNotNone(MPIRUN, "mpirun (openmpi-bin) is required")
+        # 2bit:3 sends 0 for the values below 3 and 3 for the rest: the check follows the codec.
+        result = self.bench(4, "--op", "exchange", "-b", "4K", "-e", "64K", "-f", "16",
+                            "--iters", "2", "--warmup-iters", "1", "--servers", "1,3",
+                            "--compress", "none,fp16,bf16,2bit:3")
+        self.assertSucceeded(result)
+        _, rows = parse_table(result.out)
+        ps = [f"exchange-ps{s}{c}" for s in ["", "-3s"] for c in ["", "+fp16", "+bf16", "+2bit:3"]]
+        allreduce = [f"exchange-allreduce-mpi{c}" for c in ["", "+fp16", "+bf16", "+2bit:3"]]
+        modes = ps + allreduce + ["exchange-allreduce-shm", "exchange-allreduce-auto",
+                                  "exchange-async"]
+        self.assertEqual([r["op"] for r in rows[::2]], modes)
+        self.assertEqual(len(rows), 2 * len(modes))
+        for row in rows:
+            self.assertEqual(row["wrong"], "0", msg=row)
+            self.assertEqual(row["size"], "4096" if row in rows[::2] else "65536", msg=row)
+        # A wrong sum is found in the sharded and encoded modes too.
+        env = mbtest.clean_env({"TMPDIR": self.dir, "MBKIT_BENCH_CORRUPT": "1"})
+        result = self.bench(3, "--op", "exchange", "-b", "4K", "-e", "4K", "--iters", "1",
+                            "--servers", "2", "--compress", "2bit:3", env=env)
+        self.assertEqual(result.rc, 1, msg=repr(result))
+        _, rows = parse_table(result.out)
+        self.assertTrue(all(int(r["wrong"]) >= 1 for r in rows), msg=repr(result))
+
+    def test_bad_server_counts_and_encodings_give_one_line(self):
+        self.assertIsNotNone(MPIRUN, "mpirun (openmpi-bin) is required")
+        cases = [
+            (["--servers", "3"], "--servers 3: needs 1 to 2 servers"),
+            (["--servers", "0"], "--servers 0: needs 1 to 2 servers"),
+            (["--servers", "1,x"], "--servers: 'x' is not an integer"),
+            (["--compress", "3bit"], "--compress: '3bit'"),
+        ]
+        for args, text in cases:
+            result = self.bench(3, "--op", "exchange", "-b", "4K", "-e", "4K", *args)
+            self.assertUsageError(result, text, tool="mb-bench-bandwidth")
+        self.assertFailsWith(self.bench(0, "--op", "allreduce", "--compress", "fp16"), 2,
+                             "--servers and --compress apply to --op exchange only")
+
     def test_a_corrupted_result_is_detected(self):
         self.assertIsNotNone(MPIRUN, "mpirun (openmpi-bin) is required")
         env = mbtest.clean_env({"TMPDIR": self.dir, "MBKIT_BENCH_CORRUPT": "1"})

@@ -65,6 +65,9 @@ WALL_COLUMNS = {"wall_time", "wait_time", "throughput"}
 # the training, so they are left out here rather than recorded again; their values are checked
 # by hand in test_original_settings.py.
 ADDED_COLUMNS = {"recv_time", "exit_time", "queued_updates", "comm_delay"}
+# Tables added after the digests were recorded, for the same reason (issue O: the ps servers'
+# rows, wall times and sizes; checked in test_servers.py).
+ADDED_GROUPS = {"servers"}
 TIME_COLUMNS = {"time", "step_time", "compute_time", "send_time", "sleep_time"}
 
 
@@ -111,7 +114,7 @@ def log_digests(path, virtual):
         config.pop("allreduce_trial", None)
         out["config"] = {"sha": hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:24],
                          "n": 1}
-        for group in sorted(log):
+        for group in sorted(set(log) - ADDED_GROUPS):
             for name in sorted(log[group]):
                 column = name.split("/")[-1]
                 if column in WALL_COLUMNS or column in ADDED_COLUMNS or (

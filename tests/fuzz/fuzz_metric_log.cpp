@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)log.workers();
     (void)log.straggler_profile();
     (void)mbkit::report::summarize_run(log, 0.5);
-    for (const char* table : {"steps", "eval", "workers", "collect"}) {
+    for (const char* table : {"steps", "eval", "workers", "collect", "servers"}) {
       if (log.has_column(table, "step")) (void)log.column(table, "step");
     }
   });

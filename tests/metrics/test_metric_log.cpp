@@ -71,6 +71,16 @@ CollectRecord collect_record(std::int64_t step) {
   return {step, 3 + step % 2, 48 + step, 0.001 * static_cast<double>(step)};
 }
 
+ServerRecord server_record(std::int64_t step, std::int64_t rank) {
+  return {step,
+          rank,
+          1000 + rank,
+          4000 * (rank + 1),
+          0.01 * static_cast<double>(step),
+          0.002 * static_cast<double>(rank),
+          0.003 * static_cast<double>(step + rank)};
+}
+
 // Reads tables column by column, by the names the format documents. The refresh makes a
 // reader following a live writer see what it flushed since the reader last looked.
 template <class T>
@@ -152,6 +162,32 @@ std::vector<CollectRecord> read_collects(const io::File& log) {
   return records;
 }
 
+std::vector<ServerRecord> read_servers(const io::File& log) {
+  const auto step = column<std::int64_t>(log, "servers/step");
+  const auto rank = column<std::int64_t>(log, "servers/rank");
+  const auto floats = column<std::int64_t>(log, "servers/floats");
+  const auto bytes = column<std::int64_t>(log, "servers/bytes_received");
+  const auto recv_time = column<double>(log, "servers/recv_time");
+  const auto update_time = column<double>(log, "servers/update_time");
+  const auto send_time = column<double>(log, "servers/send_time");
+  std::vector<ServerRecord> records;
+  for (std::size_t i = 0; i < step.size(); ++i) {
+    records.push_back({step.at(i), rank.at(i), floats.at(i), bytes.at(i), recv_time.at(i),
+                       update_time.at(i), send_time.at(i)});
+  }
+  return records;
+}
+
+void expect_same(const ServerRecord& a, const ServerRecord& b) {
+  EXPECT_EQ(a.step, b.step);
+  EXPECT_EQ(a.rank, b.rank);
+  EXPECT_EQ(a.floats, b.floats);
+  EXPECT_EQ(a.bytes_received, b.bytes_received);
+  EXPECT_EQ(a.recv_time, b.recv_time);
+  EXPECT_EQ(a.update_time, b.update_time);
+  EXPECT_EQ(a.send_time, b.send_time);
+}
+
 // Field-by-field, exact: the values are written and read as the same float64 type.
 void expect_same(const StepRecord& a, const StepRecord& b) {
   EXPECT_EQ(a.step, b.step);
@@ -221,6 +257,7 @@ void add_steps(MetricLog& log, std::int64_t first, std::int64_t last, int worker
   for (std::int64_t step = first; step <= last; ++step) {
     for (int rank = 0; rank < workers; ++rank) log.add(worker_record(step, rank));
     log.add(collect_record(step));
+    for (int server = 0; server < 2; ++server) log.add(server_record(step, server));
     log.add(step_record(step));
     if (step % 5 == 0) log.add(eval_record(step));
   }
@@ -323,7 +360,8 @@ TEST(MetricLog, CreateWritesRunInfoAndEveryColumn) {
   EXPECT_EQ(file.uint_attribute("seed"), sample_info().seed);
   EXPECT_EQ(file.int_attribute("world_size"), 4);
   expect_same(read_run_info(file), sample_info());
-  EXPECT_EQ(file.member_names(), (std::vector<std::string>{"collect", "eval", "steps", "workers"}));
+  EXPECT_EQ(file.member_names(),
+            (std::vector<std::string>{"collect", "eval", "servers", "steps", "workers"}));
 
   const std::vector<std::pair<std::string, std::vector<std::string>>> integer_columns = {
       {"steps", {"step", "samples"}},
@@ -331,7 +369,8 @@ TEST(MetricLog, CreateWritesRunInfoAndEveryColumn) {
       {"workers",
        {"step", "rank", "samples", "staleness", "micro_batches", "finished_early",
         "queued_updates"}},
-      {"collect", {"step", "gradients", "samples"}}};
+      {"collect", {"step", "gradients", "samples"}},
+      {"servers", {"step", "rank", "floats", "bytes_received"}}};
   const std::vector<std::pair<std::string, std::vector<std::string>>> all_columns = {
       {"steps",
        {"accuracy", "epoch", "loss", "lr", "samples", "step", "step_time", "throughput", "time",
@@ -341,7 +380,9 @@ TEST(MetricLog, CreateWritesRunInfoAndEveryColumn) {
        {"comm_delay", "compute_time", "exit_time", "finished_early", "micro_batches",
         "queued_updates", "rank", "recv_time", "samples", "send_time", "sleep_time", "staleness",
         "step", "wait_time"}},
-      {"collect", {"gradients", "samples", "step", "wait_time"}}};
+      {"collect", {"gradients", "samples", "step", "wait_time"}},
+      {"servers",
+       {"bytes_received", "floats", "rank", "recv_time", "send_time", "step", "update_time"}}};
   for (const auto& [group, names] : all_columns) {
     EXPECT_EQ(file.open_group(group).member_names(), names) << group;
     for (const auto& name : names) {
@@ -395,6 +436,10 @@ TEST(MetricLog, RowsOfEveryTableRoundTrip) {
   const auto collects = read_collects(file);
   ASSERT_EQ(collects.size(), 2500u);
   expect_same(collects.back(), collect_record(2500));
+  const auto servers = read_servers(file);
+  ASSERT_EQ(servers.size(), 5000u);
+  expect_same(servers[0], server_record(1, 0));
+  expect_same(servers.back(), server_record(2500, 1));
 }
 
 TEST(MetricLog, RefusesToReplaceAFileUnlessAskedTo) {
@@ -441,6 +486,7 @@ TEST(MetricLog, AppendDropsRowsAfterTheResumeStepAndContinues) {
   expect_same(workers[13], worker_record(7, 1));
   expect_same(workers[14], worker_record(8, 0));
   EXPECT_EQ(read_collects(file).size(), 10u);
+  EXPECT_EQ(read_servers(file).size(), 20u);
 
   // Resuming from step 0 keeps nothing; resuming past the end keeps everything.
   MetricLog::append(path, 1000).close();
@@ -465,7 +511,7 @@ TEST(MetricLog, OlderLogsWithoutTheLaterColumnsReadAndUpgradeOnAppend) {
     io::File file = io::File::open(path, io::File::Mode::kReadWrite);
     for (const char* name : {"steps/wall_time", "eval/wall_time", "workers/micro_batches",
                              "workers/finished_early", "workers/recv_time", "workers/exit_time",
-                             "workers/queued_updates", "workers/comm_delay"}) {
+                             "workers/queued_updates", "workers/comm_delay", "servers"}) {
       ASSERT_EQ(H5Ldelete(file.id(), name, H5P_DEFAULT), 0);
     }
     for (const char* name : {"clock", "comm_model", "compute_model"}) {
@@ -475,6 +521,7 @@ TEST(MetricLog, OlderLogsWithoutTheLaterColumnsReadAndUpgradeOnAppend) {
   {
     const io::File file = open_metric_log(path);
     EXPECT_FALSE(file.has("steps/wall_time"));
+    EXPECT_FALSE(file.has("servers"));  // a table added later: readers go without it
     EXPECT_EQ(read_run_info(file).clock, "wall");
     EXPECT_EQ(read_run_info(file).comm_model, "");
   }
@@ -500,6 +547,9 @@ TEST(MetricLog, OlderLogsWithoutTheLaterColumnsReadAndUpgradeOnAppend) {
   EXPECT_EQ(workers[9].queued_updates, worker_record(5, 1).queued_updates);
   EXPECT_EQ(workers[9].finished_early, worker_record(5, 1).finished_early);
   EXPECT_EQ(workers[9].micro_batches, worker_record(5, 1).micro_batches);
+  const auto servers = read_servers(file);  // added by the append, with the new rows only
+  ASSERT_EQ(servers.size(), 4u);
+  expect_same(servers[0], server_record(4, 0));
 }
 
 TEST(MetricLog, AppendRefusesWhatIsNotALog) {
@@ -625,6 +675,7 @@ TEST(MetricLog, KilledWriterLeavesTheFlushedRowsAndAppendResumesFromThem) {
     EXPECT_EQ(read_evals(file).size(), 2u);
     EXPECT_EQ(read_workers(file).size(), 20u);
     EXPECT_EQ(read_collects(file).size(), 10u);
+    EXPECT_EQ(read_servers(file).size(), 20u);
   }
 
   // Resuming from a checkpoint at step 8 takes over the log the dead writer left marked open.

@@ -31,6 +31,14 @@ int main(int argc, char** argv) {
   app.add_flag("--check,!--no-check", options.check,
                "Check every result against the exact expected values (column wrong; the "
                "default)");
+  app.add_option("--servers", options.servers,
+                 "--op exchange: ps with each of these numbers of server ranks (a comma-separated "
+                 "list, as the trainers' --servers)")
+      ->capture_default_str();
+  app.add_option("--compress", options.compress,
+                 "--op exchange: ps and allreduce with each of these gradient encodings (none, "
+                 "fp16, bf16, 2bit:THRESHOLD; a comma-separated list, as the trainers' --compress)")
+      ->capture_default_str();
   app.add_option("--append", options.append,
                  "Add the run to this HDF5 results file, keyed by ranks and operation");
   app.add_option("--comm-timeout", options.comm_timeout,

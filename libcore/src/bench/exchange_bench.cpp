@@ -6,12 +6,18 @@
 // The combined gradient must be the plain sum to be checked exactly: the first worker reports
 // the step's one sample and the others none, so neither the sync scaling (nominal / total) nor
 // the async master's division (1 / samples) changes a value.
+//
+// Modes beyond the trainers' defaults (--servers, --compress): "ps-2s" is ps with 2 server
+// ranks, "+fp16" (or +bf16, +2bit:T) sends the gradients encoded. The check then expects the sum
+// of each worker's values as the codec delivers them from a fresh residual (fp16 and bf16 carry
+// the small integers sent here exactly; 2bit sends +-T or 0).
 #include <algorithm>
 #include <optional>
 #include <span>
 
 #include "mbkit/bench/measure.hpp"
 #include "mbkit/comm/allreduce_trial.hpp"
+#include "mbkit/comm/compression.hpp"
 #include "mbkit/comm/shared_sum.hpp"
 #include "mbkit/train/exchange.hpp"
 #include "mbkit/train/options.hpp"
@@ -30,19 +36,61 @@ float value(int rank, std::size_t i) {
   return static_cast<float>(rank + 1 + (i % 13));
 }
 
-// The sum over the computing ranks (ps and async: all but the master) of element i.
-float expected_sum(const comm::World& world, bool has_master, std::size_t i) {
+// An exchange mode parsed: "ps", "ps-2s", "allreduce-mpi+fp16", ...
+struct Mode {
+  std::string base;  ///< ps, allreduce-mpi, allreduce-shm, allreduce-auto, async
+  int servers = 1;   ///< ps only
+  comm::CompressionSpec compression;
+
+  explicit Mode(const std::string& text) {
+    std::string rest = text;
+    const auto plus = rest.find('+');
+    if (plus != std::string::npos) {
+      compression = comm::parse_compression(rest.substr(plus + 1));
+      rest = rest.substr(0, plus);
+    }
+    const auto dash = rest.rfind('-');
+    if (starts_with(rest, "ps-") && dash != std::string::npos && ends_with(rest, "s")) {
+      servers = std::stoi(rest.substr(dash + 1, rest.size() - dash - 2));
+      rest = rest.substr(0, dash);
+    }
+    base = rest;
+  }
+  bool ps() const { return base == "ps"; }
+  /// The first rank that computes (sends gradients): after the servers, or the async master.
+  int first_worker() const { return ps() ? servers : base == "async" ? 1 : 0; }
+};
+
+// The sum over the computing ranks of element i, each rank's value as the codec delivers it.
+float expected_sum(const comm::World& world, const Mode& mode, std::size_t i) {
   float sum = 0;
-  for (int r = has_master ? 1 : 0; r < world.size(); ++r) sum += value(r, i);
+  for (int r = mode.first_worker(); r < world.size(); ++r) {
+    if (!mode.compression.enabled()) {
+      sum += value(r, i);
+      continue;
+    }
+    const float sent = value(r, i);
+    float residual = 0;
+    std::vector<std::uint8_t> encoded(mode.compression.encoded_bytes(1));
+    comm::encode(mode.compression, std::span<const float>(&sent, 1), std::span<float>(&residual, 1),
+                 encoded);
+    float decoded = 0;
+    comm::add_decoded(mode.compression, encoded, std::span<float>(&decoded, 1));
+    sum += decoded;
+  }
   return sum;
 }
 
-std::int64_t count_wrong(const comm::World& world, bool has_master, std::span<float> result,
-                         const MeasureOptions& options) {
+// Elements [first, first + result.size()) of the sum.
+std::int64_t count_wrong(const comm::World& world, const Mode& mode, std::span<float> result,
+                         const MeasureOptions& options, std::size_t first = 0) {
   if (options.corrupt && world.rank() == 0 && !result.empty()) result[0] += 1.0f;
+  // The values repeat every 13 elements: the 13 sums, computed once.
+  std::vector<float> sums(13);
+  for (std::size_t k = 0; k < sums.size(); ++k) sums[k] = expected_sum(world, mode, k);
   std::int64_t wrong = 0;
   for (std::size_t i = 0; i < result.size(); ++i) {
-    if (result[i] != expected_sum(world, has_master, i)) ++wrong;
+    if (result[i] != sums[(first + i) % 13]) ++wrong;
   }
   return wrong;
 }
@@ -67,8 +115,9 @@ struct SyncStep {
   std::vector<float> parameters;  ///< ps: what the master distributes
   train::WorkerReport report;
 
-  SyncStep(const comm::World& world, bool ps, AllreduceVia via, std::size_t count)
-      : exchange(world, ps, via) {
+  SyncStep(const comm::World& world, const Mode& mode, AllreduceVia via, std::size_t count)
+      : exchange(world, mode.ps(), via, mode.servers) {
+    if (mode.compression.enabled()) exchange.set_compression(mode.compression);
     const std::size_t floats = count + exchange.tail_floats(0);
     std::span<float> buffer;
     if (exchange.shared_memory()) {
@@ -79,9 +128,9 @@ struct SyncStep {
     }
     gradients = buffer.first(count);
     tail = buffer.subspan(count);
-    if (ps) parameters.resize(count);
+    if (mode.ps()) parameters.resize(count);
     report.rank = world.rank();
-    report.samples = world.rank() == (ps ? 1 : 0) ? 1 : 0;
+    report.samples = world.rank() == mode.first_worker() ? 1 : 0;
   }
   void run(std::int64_t step) {
     exchange.combine(gradients, {}, report, step, 1, tail);
@@ -89,41 +138,55 @@ struct SyncStep {
   }
 };
 
-std::int64_t check_sync(const comm::World& world, SyncStep& s, bool ps,
+// With servers, server s holds shard s of the sum after combine() and sends it back as the
+// parameters; every worker then holds all of them.
+std::int64_t check_sync(const comm::World& world, SyncStep& s, const Mode& mode,
                         const MeasureOptions& options) {
   for (std::size_t i = 0; i < s.gradients.size(); ++i) s.gradients[i] = value(world.rank(), i);
   std::fill(s.parameters.begin(), s.parameters.end(), -1.0f);
   world.barrier();
   s.exchange.combine(s.gradients, {}, s.report, 0, 1, s.tail);
   std::int64_t wrong = 0;
-  if (!ps || world.rank() == 0) wrong = count_wrong(world, ps, s.gradients, options);
-  if (ps && world.rank() == 0) {
-    std::copy(s.gradients.begin(), s.gradients.end(), s.parameters.begin());
+  const bool server = mode.ps() && world.rank() < mode.servers;
+  if (!mode.ps()) wrong = count_wrong(world, mode, s.gradients, options);
+  if (server) {
+    const auto [first, last] = train::server_shard(s.gradients.size(), world.rank(), mode.servers);
+    const auto shard = s.gradients.subspan(first, last - first);
+    wrong = count_wrong(world, mode, shard, options, first);
+    std::copy(shard.begin(), shard.end(),
+              s.parameters.begin() + static_cast<std::ptrdiff_t>(first));
   }
   s.exchange.distribute(s.parameters, {}, train::kContinue, 0);
-  if (ps && world.rank() != 0) wrong = count_wrong(world, ps, s.parameters, options);
+  if (mode.ps() && !server) wrong = count_wrong(world, mode, s.parameters, options);
   return wrong;
 }
 
 // This rank's seconds per step.
-double measure_sync(const comm::World& world, const std::string& mode, std::size_t count,
+double measure_sync(const comm::World& world, const Mode& mode, std::size_t count,
                     const MeasureOptions& options, std::int64_t& wrong) {
-  const bool ps = mode == "ps";
   AllreduceVia via = AllreduceVia::kMpi;
-  if (mode == "allreduce-shm") via = AllreduceVia::kSharedMemory;
-  if (mode == "allreduce-auto") via = auto_choice(world, count);
-  SyncStep s(world, ps, via, count);
-  std::fill(s.gradients.begin(), s.gradients.end(), 1.0f);
-  std::int64_t step = 0;
-  for (int i = 0; i < options.warmup_iters; ++i) s.run(step++);
-  world.barrier();
-  const auto start = SteadyClock::now();
-  for (int i = 0; i < options.iters; ++i) s.run(step++);
-  const double seconds = seconds_since(start) / options.iters;
-  if (options.check) wrong = check_sync(world, s, ps, options);
-  if (mode == "allreduce-auto") {
-    log::verbose(cat("allreduce-auto chose ", s.exchange.shared_memory() ? "shm" : "mpi", " for ",
-                     count, " floats"));
+  if (mode.base == "allreduce-shm") via = AllreduceVia::kSharedMemory;
+  if (mode.base == "allreduce-auto") via = auto_choice(world, count);
+  double seconds = 0;
+  {
+    SyncStep s(world, mode, via, count);
+    std::fill(s.gradients.begin(), s.gradients.end(), 1.0f);
+    std::int64_t step = 0;
+    for (int i = 0; i < options.warmup_iters; ++i) s.run(step++);
+    world.barrier();
+    const auto start = SteadyClock::now();
+    for (int i = 0; i < options.iters; ++i) s.run(step++);
+    seconds = seconds_since(start) / options.iters;
+    if (mode.base == "allreduce-auto") {
+      log::verbose(cat("allreduce-auto chose ", s.exchange.shared_memory() ? "shm" : "mpi", " for ",
+                       count, " floats"));
+    }
+    // 2bit's residuals now hold the timed steps' remainders: checked below from fresh ones.
+    if (options.check && !mode.compression.enabled()) wrong = check_sync(world, s, mode, options);
+  }
+  if (options.check && mode.compression.enabled()) {
+    SyncStep fresh(world, mode, via, count);
+    wrong = check_sync(world, fresh, mode, options);
   }
   return seconds;
 }
@@ -144,7 +207,7 @@ double async_session(const comm::World& world, std::size_t count, int rounds, in
       if (r == first_timed) start = SteadyClock::now();
       master.collect(gradients, {}, workers, r);
       if (wrong != nullptr && r == 0) {
-        *wrong = count_wrong(world, true, gradients, options);
+        *wrong = count_wrong(world, Mode("async"), gradients, options);
         std::copy(gradients.begin(), gradients.end(), parameters.begin());
       }
       if (r + 1 < rounds) master.publish(parameters, {}, r + 1);
@@ -162,7 +225,9 @@ double async_session(const comm::World& world, std::size_t count, int rounds, in
   int r = 0;
   while (worker.refresh(parameters, {}, true, based_on)) {
     if (r == first_timed) start = SteadyClock::now();
-    if (wrong != nullptr && r == 1) *wrong = count_wrong(world, true, parameters, options);
+    if (wrong != nullptr && r == 1) {
+      *wrong = count_wrong(world, Mode("async"), parameters, options);
+    }
     report.based_on = based_on;
     worker.send(gradients, {}, report);
     ++r;
@@ -174,17 +239,28 @@ double async_session(const comm::World& world, std::size_t count, int rounds, in
 
 }  // namespace
 
-std::vector<std::string> exchange_modes(const comm::World& world) {
-  std::vector<std::string> modes = {"ps", "allreduce-mpi"};
+std::vector<std::string> exchange_modes(const comm::World& world, const std::vector<int>& servers,
+                                        const std::vector<std::string>& compressions) {
+  const auto suffix = [](const std::string& compression) {
+    return comm::parse_compression(compression).enabled() ? "+" + compression : std::string();
+  };
+  std::vector<std::string> modes;
+  for (const int s : servers) {
+    MBKIT_CHECK(s >= 1 && s < world.size(), "--servers ", s, " on ", world.size(), " ranks");
+    for (const auto& c : compressions)
+      modes.push_back(cat(s == 1 ? "ps" : cat("ps-", s, "s"), suffix(c)));
+  }
+  for (const auto& c : compressions) modes.push_back("allreduce-mpi" + suffix(c));
   if (comm::SharedSum::possible(world)) modes.push_back("allreduce-shm");
   modes.push_back("allreduce-auto");
   modes.push_back("async");
   return modes;
 }
 
-std::vector<Row> measure_exchange(const comm::World& world, const std::string& mode,
+std::vector<Row> measure_exchange(const comm::World& world, const std::string& mode_name,
                                   const std::vector<std::size_t>& sizes,
                                   const MeasureOptions& options) {
+  const Mode mode(mode_name);
   MBKIT_CHECK(world.size() >= 2, "the exchange needs 2 ranks");
   MBKIT_CHECK(options.dtype == Dtype::kFloat, "the exchange sends float gradients");
   std::vector<Row> rows;
@@ -192,7 +268,7 @@ std::vector<Row> measure_exchange(const comm::World& world, const std::string& m
     const std::size_t count = element_count(Op::kExchange, bytes, sizeof(float), world.size());
     std::int64_t wrong = 0;
     double seconds = 0;
-    if (mode == "async") {
+    if (mode.base == "async") {
       seconds = async_session(world, count, options.warmup_iters + options.iters,
                               options.warmup_iters, options, nullptr);
       if (options.check) async_session(world, count, 2, 0, options, &wrong);
@@ -200,11 +276,12 @@ std::vector<Row> measure_exchange(const comm::World& world, const std::string& m
       seconds = measure_sync(world, mode, count, options, wrong);
     }
     Row row;
-    row.op = cat("exchange-", mode);
+    row.op = cat("exchange-", mode_name);
     row.count = count;
     row.bytes = count * sizeof(float);
     row.type = "float";
-    set_times(row, gather_seconds(world, seconds), bus_factor(Op::kExchange, world.size(), mode));
+    set_times(row, gather_seconds(world, seconds),
+              bus_factor(Op::kExchange, world.size(), mode_name));
     world.allreduce_sum(std::span<std::int64_t>(&wrong, 1));
     row.wrong = wrong;
     rows.push_back(row);

@@ -55,6 +55,7 @@ struct Schema;
 template <>
 struct Schema<StepRecord> {
   static constexpr const char* kGroup = "steps";
+  static constexpr bool kAddedLater = false;
   static constexpr std::array<Field<StepRecord>, 10> kFields{{
       {"step", &StepRecord::step},
       {"time", &StepRecord::time},
@@ -72,6 +73,7 @@ struct Schema<StepRecord> {
 template <>
 struct Schema<EvalRecord> {
   static constexpr const char* kGroup = "eval";
+  static constexpr bool kAddedLater = false;
   static constexpr std::array<Field<EvalRecord>, 7> kFields{{
       {"step", &EvalRecord::step},
       {"time", &EvalRecord::time},
@@ -86,6 +88,7 @@ struct Schema<EvalRecord> {
 template <>
 struct Schema<WorkerRecord> {
   static constexpr const char* kGroup = "workers";
+  static constexpr bool kAddedLater = false;
   static constexpr std::array<Field<WorkerRecord>, 14> kFields{{
       {"step", &WorkerRecord::step},
       {"rank", &WorkerRecord::rank},
@@ -107,11 +110,27 @@ struct Schema<WorkerRecord> {
 template <>
 struct Schema<CollectRecord> {
   static constexpr const char* kGroup = "collect";
+  static constexpr bool kAddedLater = false;
   static constexpr std::array<Field<CollectRecord>, 4> kFields{{
       {"step", &CollectRecord::step},
       {"gradients", &CollectRecord::gradients},
       {"samples", &CollectRecord::samples},
       {"wait_time", &CollectRecord::wait_time},
+  }};
+};
+
+template <>
+struct Schema<ServerRecord> {
+  static constexpr const char* kGroup = "servers";
+  static constexpr bool kAddedLater = true;  // logs from before it lack the table
+  static constexpr std::array<Field<ServerRecord>, 7> kFields{{
+      {"step", &ServerRecord::step},
+      {"rank", &ServerRecord::rank},
+      {"floats", &ServerRecord::floats},
+      {"bytes_received", &ServerRecord::bytes_received},
+      {"recv_time", &ServerRecord::recv_time},
+      {"update_time", &ServerRecord::update_time},
+      {"send_time", &ServerRecord::send_time},
   }};
 };
 
@@ -155,6 +174,7 @@ class Table {
   /// Checks the group and every column. Returns the number of rows that every column holds
   /// (columns may differ after a crash: each is flushed on its own).
   static hsize_t check(const io::Location& file) {
+    if (Schema<Record>::kAddedLater && !file.has(kGroup)) return 0;
     const io::Group group = file.open_group(kGroup);
     hsize_t rows = std::numeric_limits<hsize_t>::max();
     for (const auto& field : kFields) {
@@ -190,6 +210,7 @@ class Table {
   /// Drops the rows from the first one whose step is after `resume_step`, and any rows that
   /// not every column holds.
   static void truncate(io::Location& file, std::int64_t resume_step) {
+    if (Schema<Record>::kAddedLater && !file.has(kGroup)) return;
     const hsize_t common_rows = check(file);
     io::Group group = file.open_group(kGroup);
     const auto steps = group.open_dataset("step").read<std::int64_t>();
@@ -204,6 +225,7 @@ class Table {
 
   /// Copies the rows that every column of `from` holds into the (empty) table of `to`.
   static void copy(const io::Location& from, io::Location& to) {
+    if (Schema<Record>::kAddedLater && !from.has(kGroup)) return;  // stays empty
     const hsize_t rows = check(from);
     const io::Group source = from.open_group(kGroup);
     io::Group target = to.open_group(kGroup);
@@ -261,6 +283,7 @@ void for_each_table(Function&& function) {
   function(Table<EvalRecord>{});
   function(Table<WorkerRecord>{});
   function(Table<CollectRecord>{});
+  function(Table<ServerRecord>{});
 }
 
 void check_flush_interval(double flush_interval) {
@@ -373,6 +396,7 @@ struct MetricLog::Impl {
   Table<EvalRecord> eval;
   Table<WorkerRecord> workers;
   Table<CollectRecord> collect;
+  Table<ServerRecord> servers;
   std::chrono::steady_clock::duration flush_interval{};
   std::chrono::steady_clock::time_point last_flush;
   bool closed = false;
@@ -384,6 +408,7 @@ struct MetricLog::Impl {
     eval = Table<EvalRecord>::open(file);
     workers = Table<WorkerRecord>::open(file);
     collect = Table<CollectRecord>::open(file);
+    servers = Table<ServerRecord>::open(file);
     // Capped so that the conversion to clock ticks cannot overflow ("never" is a century).
     constexpr double kCentury = 100 * 365.25 * 24 * 3600;
     flush_interval = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -448,6 +473,11 @@ void MetricLog::add(const CollectRecord& record) {
   impl_->collect.append(record);
 }
 
+void MetricLog::add(const ServerRecord& record) {
+  impl_->require_open();
+  impl_->servers.append(record);
+}
+
 void MetricLog::flush_if_due() {
   impl_->require_open();
   if (std::chrono::steady_clock::now() - impl_->last_flush >= impl_->flush_interval) flush();
@@ -459,6 +489,7 @@ void MetricLog::flush() {
   impl_->eval.flush();
   impl_->workers.flush();
   impl_->collect.flush();
+  impl_->servers.flush();
   impl_->file.flush();
   impl_->last_flush = std::chrono::steady_clock::now();
 }
@@ -471,6 +502,7 @@ void MetricLog::close() {
   impl_->eval.close();
   impl_->workers.close();
   impl_->collect.close();
+  impl_->servers.close();
   impl_->file.close();
 }
 

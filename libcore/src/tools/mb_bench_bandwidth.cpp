@@ -8,6 +8,7 @@
 
 #include "mbkit/bench/bandwidth.hpp"
 #include "mbkit/bench/measure.hpp"
+#include "mbkit/comm/compression.hpp"
 #include "mbkit/comm/world.hpp"
 #include "mbkit/config.hpp"
 #include "mbkit/util/error.hpp"
@@ -64,6 +65,35 @@ void print_header(std::ostream& out, const BandwidthOptions& o, int ranks,
       << mbkit::bench::column_header() << "\n";
 }
 
+// --servers "1,2": each a whole number of server ranks that leaves a worker on `ranks` ranks.
+std::vector<int> parse_servers(const std::vector<std::string>& given, int ranks) {
+  std::vector<int> servers;
+  for (const auto& text : given) {
+    for (const auto& item : split(text, ',')) {
+      const long long s = parse_int(item, "--servers");
+      if (s < 1 || s >= ranks) {
+        usage_error(cat("--servers ", item, ": needs 1 to ", ranks - 1,
+                        " servers so that a worker is left on ", ranks, " ranks"));
+      }
+      servers.push_back(static_cast<int>(s));
+    }
+  }
+  if (servers.empty()) usage_error("--servers: no server count given");
+  return servers;
+}
+
+// --compress "none,fp16": each checked as the trainers' --compress.
+std::vector<std::string> parse_compressions(const std::vector<std::string>& given) {
+  std::vector<std::string> compressions;
+  for (const auto& text : given) {
+    for (const auto& item : split(text, ',')) {
+      compressions.push_back(comm::parse_compression(item).text());
+    }
+  }
+  if (compressions.empty()) usage_error("--compress: no encoding given");
+  return compressions;
+}
+
 bool corrupt_for_tests() {
   const char* value = std::getenv("MBKIT_BENCH_CORRUPT");
   return value != nullptr && std::strcmp(value, "1") == 0;
@@ -83,17 +113,22 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
     usage_error(cat("--max-bytes: ", sizes.back(), " bytes are more ", options.dtype,
                     " elements than an MPI count holds"));
   }
-  for (const Op op : ops) {
-    if (op == Op::kExchange && dtype != mbkit::bench::Dtype::kFloat) {
-      usage_error("--dtype double: the exchange sends the trainers' float gradients");
-    }
+  const bool exchange = std::find(ops.begin(), ops.end(), Op::kExchange) != ops.end();
+  if (exchange && dtype != mbkit::bench::Dtype::kFloat) {
+    usage_error("--dtype double: the exchange sends the trainers' float gradients");
   }
+  const auto compressions = parse_compressions(options.compress);
+  const bool more_modes = options.servers != std::vector<std::string>{"1"} ||
+                          compressions != std::vector<std::string>{"none"};
+  if (more_modes && !exchange) usage_error("--servers and --compress apply to --op exchange only");
   comm::World world;
   world.set_timeout(options.comm_timeout);
   return world.run_collectively([&] {
-    if (world.size() < 2 && std::find(ops.begin(), ops.end(), Op::kExchange) != ops.end()) {
+    if (world.size() < 2 && exchange) {
       usage_error("--op exchange needs at least 2 ranks (mpirun -n 2 or more)");
     }
+    const auto servers =
+        exchange ? parse_servers(options.servers, world.size()) : std::vector<int>{};
     const std::string hosts = describe_hosts(world.all_gather(world.host()));
     mbkit::bench::MeasureOptions measure;
     measure.dtype = dtype;
@@ -121,7 +156,7 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
         }
       };
       if (op == Op::kExchange) {
-        for (const auto& mode : mbkit::bench::exchange_modes(world)) {
+        for (const auto& mode : mbkit::bench::exchange_modes(world, servers, compressions)) {
           print(mbkit::bench::measure_exchange(world, mode, sizes, measure));
         }
       } else {

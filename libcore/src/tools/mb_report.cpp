@@ -28,8 +28,28 @@ void write_file(const std::string& path, const std::function<void(std::ostream&)
   output.commit();
 }
 
-void write_output(const ReportOptions& options, const std::function<void(std::ostream&)>& write) {
+// A report in the format asked for (--json, --csv, else the table), to standard output or to
+// -o FILE (atomically, with `written` said on stderr).
+template <class Json, class Csv, class Table>
+void emit(const ReportOptions& options, std::ostream& out, const std::string& written, Json json,
+          Csv csv, Table table) {
+  const auto write = [&](std::ostream& stream) {
+    if (options.json) {
+      json(stream);
+    } else if (options.csv) {
+      csv(stream);
+    } else {
+      table(stream);
+    }
+  };
+  if (options.output.empty()) {
+    write(out);
+    out.flush();
+    if (!out) fail("cannot write the report to standard output");
+    return;
+  }
   write_file(options.output, write);
+  log::info(cat("wrote ", options.output, ": ", written));
 }
 
 int report_trace(const ReportOptions& options) {
@@ -63,23 +83,11 @@ int report_bandwidth(const ReportOptions& options, std::ostream& out, std::ptrdi
   }
   if (options.has_target) usage_error("--target: bandwidth results have no accuracy");
   const auto runs = mbkit::report::read_bandwidth_runs(options.logs);
-  const auto write = [&](std::ostream& stream) {
-    if (options.json) {
-      mbkit::report::write_bandwidth_json(runs, stream);
-    } else if (options.csv) {
-      mbkit::report::write_bandwidth_csv(runs, stream);
-    } else {
-      mbkit::report::write_bandwidth_table(runs, stream);
-    }
-  };
-  if (options.output.empty()) {
-    write(out);
-    out.flush();
-    if (!out) fail("cannot write the report to standard output");
-  } else {
-    write_output(options, write);
-    log::info(cat("wrote ", options.output, ": ", runs.size(), " bandwidth runs"));
-  }
+  emit(
+      options, out, cat(runs.size(), " bandwidth runs"),
+      [&](std::ostream& stream) { mbkit::report::write_bandwidth_json(runs, stream); },
+      [&](std::ostream& stream) { mbkit::report::write_bandwidth_csv(runs, stream); },
+      [&](std::ostream& stream) { mbkit::report::write_bandwidth_table(runs, stream); });
   return 0;
 }
 
@@ -89,23 +97,11 @@ int report_scaling(const ReportOptions& options, std::ostream& out) {
     usage_error("--scaling: bandwidth results (mb-bench-bandwidth --append) are not metric logs");
   }
   const auto report = mbkit::report::build_scaling(options.logs, options.warmup_steps);
-  const auto write = [&](std::ostream& stream) {
-    if (options.json) {
-      mbkit::report::write_scaling_json(report, stream);
-    } else if (options.csv) {
-      mbkit::report::write_scaling_csv(report, stream);
-    } else {
-      mbkit::report::write_scaling_table(report, stream);
-    }
-  };
-  if (options.output.empty()) {
-    write(out);
-    out.flush();
-    if (!out) fail("cannot write the report to standard output");
-  } else {
-    write_output(options, write);
-    log::info(cat("wrote ", options.output, ": ", report.rows.size(), " worker counts"));
-  }
+  emit(
+      options, out, cat(report.rows.size(), " worker counts"),
+      [&](std::ostream& stream) { mbkit::report::write_scaling_json(report, stream); },
+      [&](std::ostream& stream) { mbkit::report::write_scaling_csv(report, stream); },
+      [&](std::ostream& stream) { mbkit::report::write_scaling_table(report, stream); });
   return 0;
 }
 
@@ -129,24 +125,11 @@ int run_report(const ReportOptions& options, std::ostream& out) {
   if (bandwidth_files > 0) return report_bandwidth(options, out, bandwidth_files);
   const auto target = options.has_target ? std::optional<double>(options.target) : std::nullopt;
   const mbkit::report::Report report = mbkit::report::build_report(options.logs, target);
-  const auto write = [&](std::ostream& stream) {
-    if (options.json) {
-      mbkit::report::write_json(report, stream);
-    } else if (options.csv) {
-      mbkit::report::write_csv(report, stream);
-    } else {
-      mbkit::report::write_table(report, stream);
-    }
-  };
-  if (options.output.empty()) {
-    write(out);
-    out.flush();
-    if (!out) fail("cannot write the report to standard output");
-    return 0;
-  }
-  write_output(options, write);
-  log::info(cat("wrote ", options.output, ": ", report.runs.size(),
-                report.runs.size() == 1 ? " run" : " runs"));
+  emit(
+      options, out, cat(report.runs.size(), report.runs.size() == 1 ? " run" : " runs"),
+      [&](std::ostream& stream) { mbkit::report::write_json(report, stream); },
+      [&](std::ostream& stream) { mbkit::report::write_csv(report, stream); },
+      [&](std::ostream& stream) { mbkit::report::write_table(report, stream); });
   return 0;
 }
 

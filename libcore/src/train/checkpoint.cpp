@@ -300,7 +300,7 @@ void capture_model(Checkpoint& checkpoint, nn::Network& net, optim::Optimizer& o
 }
 
 void restore_model(const Checkpoint& checkpoint, nn::Network& net, optim::Optimizer& optimizer,
-                   const std::string& path) {
+                   const std::string& path, std::size_t shard_first) {
   nn::Backend& backend = net.backend();
   std::vector<float> params(net.parameter_count()), state(net.state_count());
   load_arrays(checkpoint.params, net.graph().parameters(), params, path);
@@ -312,7 +312,8 @@ void restore_model(const Checkpoint& checkpoint, nn::Network& net, optim::Optimi
   }
   for (std::size_t i = 0; i < slots.size(); ++i) {
     const auto& saved = checkpoint.optimizer_state[i];
-    if (saved.name != slots[i].first || saved.values.size() != slots[i].second->size()) {
+    if (saved.name != slots[i].first || saved.values.size() != net.parameter_count() ||
+        shard_first + slots[i].second->size() > saved.values.size()) {
       data_error(cat(path, ": optimizer state ", saved.name, " does not fit this model"));
     }
   }
@@ -320,7 +321,9 @@ void restore_model(const Checkpoint& checkpoint, nn::Network& net, optim::Optimi
   backend.copy_from_host(params, net.parameter_buffer(), 0);
   backend.copy_from_host(state, net.state_buffer(), 0);
   for (std::size_t i = 0; i < slots.size(); ++i) {
-    backend.copy_from_host(checkpoint.optimizer_state[i].values, *slots[i].second, 0);
+    const std::span<const float> whole = checkpoint.optimizer_state[i].values;
+    backend.copy_from_host(whole.subspan(shard_first, slots[i].second->size()), *slots[i].second,
+                           0);
   }
   optimizer.set_steps(checkpoint.optimizer_steps);
 }

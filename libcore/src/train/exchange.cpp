@@ -123,6 +123,41 @@ void SyncExchange::set_compression(const comm::CompressionSpec& spec) {
   compression_ = spec;
 }
 
+// A server's report in the small values: its gather, update and send seconds.
+constexpr std::size_t kServerSlots = 3;
+
+std::size_t SyncExchange::server_slots() const {
+  return parameter_server_ && servers_ > 1 ? kServerSlots * static_cast<std::size_t>(servers_) : 0;
+}
+
+// Rank 0 of ps: every server's report (its own, with one server; from the small values'
+// server slots, summed over the ranks, with several).
+std::vector<ServerReport> SyncExchange::server_reports(std::span<const float> small,
+                                                       std::size_t gradients) const {
+  std::vector<ServerReport> reports;
+  const float* slots = small.data() + small.size() - server_slots();
+  for (int s = 0; s < servers_; ++s) {
+    const auto [first, last] = server_shard(gradients, s, servers_);
+    ServerReport r;
+    r.rank = s;
+    r.floats = static_cast<std::int64_t>(last - first);
+    r.bytes_received =
+        static_cast<std::int64_t>(compression_.encoded_bytes(last - first)) * workers();
+    if (servers_ == 1) {
+      r.recv_time = gather_time_;
+      r.update_time = update_time_;
+      r.send_time = shard_send_time_;
+    } else {
+      const float* slot = slots + kServerSlots * static_cast<std::size_t>(s);
+      r.recv_time = slot[0];
+      r.update_time = slot[1];
+      r.send_time = slot[2];
+    }
+    reports.push_back(r);
+  }
+  return reports;
+}
+
 std::pair<std::size_t, std::size_t> server_shard(std::size_t floats, int server, int servers) {
   const auto at = [&](int s) {
     return floats * static_cast<std::size_t>(s) / static_cast<std::size_t>(servers);
@@ -179,6 +214,7 @@ void SyncExchange::message_sum(std::span<float> gradients, std::span<float> smal
       comm::encode(compression_, gradients.subspan(first, last - first),
                    std::span<float>(residual_).subspan(first, last - first), encoded_);
     }
+    const auto gather_start = Clock::now();
     world_.gather_blocks(
         computes() ? std::span<const std::uint8_t>(encoded_) : std::span<const std::uint8_t>(),
         encoded_, bytes, s, servers_);
@@ -188,7 +224,15 @@ void SyncExchange::message_sum(std::span<float> gradients, std::span<float> smal
         comm::add_decoded(compression_, block(static_cast<std::size_t>(w)),
                           gradients.subspan(first, last - first));
       }
+      gather_time_ = seconds_since(gather_start);
     }
+  }
+  if (server_slots() > 0 && world_.rank() < servers_) {  // the other ranks' slots are zero
+    float* slot = small.data() + small.size() - server_slots() +
+                  kServerSlots * static_cast<std::size_t>(world_.rank());
+    slot[0] = static_cast<float>(gather_time_);
+    slot[1] = static_cast<float>(update_time_);
+    slot[2] = static_cast<float>(shard_send_time_);
   }
   sum_small();
 }
@@ -234,7 +278,8 @@ void SyncExchange::finish_buckets(std::span<float> gradients, std::span<float> s
 }
 
 std::size_t SyncExchange::tail_floats(std::size_t state_size) const {
-  return state_size + static_cast<std::size_t>(workers()) * report_slots(parameter_server_);
+  return state_size + static_cast<std::size_t>(workers()) * report_slots(parameter_server_) +
+         server_slots();
 }
 
 CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> state,
@@ -337,6 +382,7 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
       reduce([&](std::span<float> values) { world_.reduce_sum(values, 0); });
     }
     send_time_ = seconds_since(send_start);
+    if (servers_ == 1) gather_time_ = send_time_;
   } else {
     comm::Request arrival;
     if (parameter_server_ && computes()) {
@@ -368,6 +414,9 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
                                   static_cast<std::size_t>(w) * report_slots(parameter_server_),
                               rank_of(w), parameter_server_));
   }
+  if (parameter_server_ && world_.rank() == 0) {
+    result.servers = server_reports(small, gradients.size());
+  }
   const float inverse = 1.0f / static_cast<float>(workers);
   for (std::size_t i = 0; i < state_size; ++i) state[i] = small[i] * inverse;
   finish_gradient(gradients, nominal, result.samples);
@@ -389,7 +438,9 @@ int SyncExchange::distribute(std::span<float> parameters, std::span<float> state
   const auto send_start = Clock::now();
   for (int server = 0; server < servers_; ++server) {  // each its shard; one server: all
     const auto [first, last] = server_shard(parameters.size(), server, servers_);
+    const auto shard_start = Clock::now();
     world_.broadcast(parameters.subspan(first, last - first), server);
+    if (world_.rank() == server) shard_send_time_ = seconds_since(shard_start);
   }
   world_.broadcast(small_, 0);
   if (world_.rank() != 0) {

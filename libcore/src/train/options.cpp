@@ -211,10 +211,6 @@ void validate(const TrainOptions& o) {
                                    : "not DBSL",
                     ")"));
   }
-  if (o.servers > 1 && !o.resume.empty()) {
-    usage_error(cat("--resume with --servers ", o.servers,
-                    ": continue the checkpoint with --servers 1 (it holds the whole state)"));
-  }
   if (o.compression.enabled() && (o.async || o.dbsl.enabled)) {
     usage_error(cat("--compress: the ", o.async ? "asynchronous" : "DBSL",
                     " exchange sends full-precision gradients; use it with synchronous ps or "

@@ -152,12 +152,14 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
     if (decision == kContinue) {
       const bool timed = clock_.is_virtual() && compute_models_.empty();
       const double cpu_start = timed ? clock_.cpu_now() : 0;
+      const auto update_start = SteadyClock::now();
       if (exchanged) {  // the combined gradients of the part this rank updates
         backend.copy_from_host(gradients.subspan(shard_.first, optimizer_->size()),
                                net_->gradient_buffer(), shard_.first);
       }
       optimizer_->step(net_->parameter_buffer(), net_->gradient_buffer(), lr, shard_.first);
       if (timed) update_time = clock_.cpu_now() - cpu_start;
+      if (role_.parameter_server) exchange.set_update_time(seconds_since(update_start));
     } else if (decision == kDiverged) {
       verdict = kDiverged;
     }

@@ -325,6 +325,10 @@ void TrainingRun::record_step_rows(const CombinedStep& combined, double step_tim
                                               static_cast<std::int64_t>(combined.workers.size()),
                                               combined.samples, combined.wait_time});
     }
+    for (const auto& r : combined.servers) {
+      metric_log_->add(metrics::ServerRecord{step_, r.rank, r.floats, r.bytes_received, r.recv_time,
+                                             r.update_time, r.send_time});
+    }
     metric_log_->flush_if_due();
   }
 }

@@ -367,6 +367,26 @@ double TrainingRun::measure_full_batch() {
 }
 
 // Resume: rank 0 reads the checkpoint and hands the state to every rank.
+// Several servers resuming: each takes its shard of the optimizer state, which rank 0 read
+// whole from the checkpoint, and the update count.
+void TrainingRun::resume_server_shards() {
+  std::int64_t arrays = static_cast<std::int64_t>(resumed_optimizer_state_.size());
+  world_.broadcast(std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&arrays), sizeof arrays),
+                   0);
+  std::vector<float> values(net_->parameter_count());
+  for (std::int64_t i = 0; i < arrays; ++i) {
+    if (world_.rank() == 0) values = resumed_optimizer_state_[static_cast<std::size_t>(i)];
+    world_.broadcast(values, 0);
+    if (role_.server && world_.rank() > 0) {
+      nn::Buffer& mine = *optimizer_->state().at(static_cast<std::size_t>(i)).second;
+      net_->backend().copy_from_host(
+          std::span<const float>(values).subspan(shard_.first, mine.size()), mine, 0);
+    }
+  }
+  if (role_.server) optimizer_->set_steps(static_cast<std::int64_t>(resume_.optimizer_steps));
+  resumed_optimizer_state_.clear();
+}
+
 void TrainingRun::resume() {
   const std::string resume_path = options_.resume == "auto"
                                       ? (fs::exists(options_.checkpoint) ? options_.checkpoint : "")
@@ -397,7 +417,14 @@ void TrainingRun::resume() {
       usage_error(cat(resume_path, " was trained with --optimizer ", checkpoint.optimizer,
                       "; this run asks for ", options_.optimizer.name));
     }
-    restore_model(checkpoint, *net_, *optimizer_, resume_path);
+    // With several servers the checkpoint holds the whole optimizer state and rank 0 keeps
+    // shard 0 of it; the servers get theirs below.
+    restore_model(checkpoint, *net_, *optimizer_, resume_path, shard_.first);
+    if (role_.servers > 1) {
+      for (const auto& saved : checkpoint.optimizer_state) {
+        resumed_optimizer_state_.push_back(saved.values);
+      }
+    }
     resume_.resumed = 1;
     resume_.step = static_cast<double>(checkpoint.step);
     resume_.elapsed = checkpoint.elapsed;
@@ -430,6 +457,7 @@ void TrainingRun::resume() {
       }
       optimizer_->set_steps(static_cast<std::int64_t>(resume_.optimizer_steps));
     }
+    if (role_.servers > 1 && resume_.resumed != 0) resume_server_shards();
   }
   step_ = static_cast<std::int64_t>(resume_.step);
   step_base_ = step_;

@@ -20,9 +20,13 @@ struct MeasureOptions {
   bool corrupt = false;
 };
 
-/// The modes of --op exchange: every --comm of the trainers, through their own exchange code.
-/// allreduce-shm is left out when the ranks span hosts (it needs shared memory).
-std::vector<std::string> exchange_modes(const comm::World& world);
+/// The modes of --op exchange: every --comm of the trainers, through their own exchange code:
+/// ps with each server count of `servers` ("ps", "ps-2s", ...) and ps and allreduce-mpi with
+/// each of `compressions` ("none", or "+fp16" ... appended); allreduce-shm (left out when the
+/// ranks span hosts: it needs shared memory), allreduce-auto and async uncompressed. Each
+/// server count must leave a worker (1 <= S < ranks).
+std::vector<std::string> exchange_modes(const comm::World& world, const std::vector<int>& servers,
+                                        const std::vector<std::string>& compressions);
 
 /// A row per size of a collective (every Op but kExchange). On a single process a collective
 /// is the copy it amounts to on one rank.
@@ -30,7 +34,8 @@ std::vector<Row> measure_collective(const comm::World& world, Op op,
                                     const std::vector<std::size_t>& sizes,
                                     const MeasureOptions& options);
 
-/// A row per size of one exchange mode (float gradients of count = bytes / 4 floats).
+/// A row per size of one exchange mode (float gradients of count = bytes / 4 floats; with
+/// compression, fewer bytes travel, and size, algbw and busbw still count the floats).
 std::vector<Row> measure_exchange(const comm::World& world, const std::string& mode,
                                   const std::vector<std::size_t>& sizes,
                                   const MeasureOptions& options);

@@ -11,6 +11,9 @@
 // real seconds. Logs written before wall_time and micro_batches existed read without them;
 // appending to one adds them (wall_time = time, micro_batches = 1, finished_early = 0).
 //   /collect  one row per master step (parameter server): step, gradients, samples, wait_time
+//   /servers  one row per server per step (synchronous ps, --servers S): step, rank, floats
+//             (its shard), bytes_received, recv_time, update_time, send_time (wall seconds;
+//             update and send of the server's previous step). Logs from before it have none.
 // Each column is an extendible 1-D dataset. Root attributes describe the run (RunInfo).
 //
 // The file is opened for single-writer/multiple-reader access (HDF5 SWMR) once its layout is
@@ -104,6 +107,16 @@ struct CollectRecord {
   double wait_time = 0;
 };
 
+struct ServerRecord {
+  std::int64_t step = 0;
+  std::int64_t rank = 0;
+  std::int64_t floats = 0;          ///< the shard of the parameters this server keeps
+  std::int64_t bytes_received = 0;  ///< gradient bytes from all workers (encoded if compressed)
+  double recv_time = 0;             ///< seconds receiving and summing this step's gradients
+  double update_time = 0;           ///< seconds updating its shard, of its previous step
+  double send_time = 0;             ///< seconds sending its shard back, of its previous step
+};
+
 /// Opens a log for reading (finished, still being written, or left by a killed writer) and
 /// checks its format, version and tables; problems are data errors naming the file. Datasets
 /// opened from it see rows flushed later after Dataset::refresh().
@@ -130,6 +143,7 @@ class MetricLog {
   void add(const EvalRecord& record);  ///< also flushes
   void add(const WorkerRecord& record);
   void add(const CollectRecord& record);
+  void add(const ServerRecord& record);
   /// Flushes when flush_interval has passed since the last flush.
   void flush_if_due();
   void flush();

@@ -18,6 +18,10 @@ struct BandwidthOptions {
   std::string dtype = "float";
   bool check = true;
   std::string append;  ///< results file to add the run to
+  /// --op exchange: ps with each of these server counts ("1,2"), and ps and allreduce with
+  /// each gradient encoding ("none,fp16,bf16,2bit:0.5"), as the trainers' --servers, --compress.
+  std::vector<std::string> servers = {"1"};
+  std::vector<std::string> compress = {"none"};
   double comm_timeout = 60;
 };
 

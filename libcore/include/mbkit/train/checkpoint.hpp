@@ -89,9 +89,10 @@ void load_arrays(const std::vector<NamedArray>& arrays,
 /// optimizer's own arrays (several servers: every shard gathered).
 void capture_model(Checkpoint& checkpoint, nn::Network& net, optim::Optimizer& optimizer,
                    const std::vector<std::vector<float>>& whole_optimizer_state = {});
-/// The reverse, for a resume: exactly as many bytes from the host. A data error naming `path`
-/// when the arrays are not this model's or this optimizer's.
+/// The reverse, for a resume: exactly as many bytes from the host. The checkpoint holds the
+/// whole optimizer state; an optimizer of a server's shard takes its part from `shard_first`.
+/// A data error naming `path` when the arrays are not this model's or this optimizer's.
 void restore_model(const Checkpoint& checkpoint, nn::Network& net, optim::Optimizer& optimizer,
-                   const std::string& path);
+                   const std::string& path, std::size_t shard_first = 0);
 
 }  // namespace mbkit::train

@@ -93,9 +93,22 @@ struct WorkerReport {
   double comm_delay = 0;
 };
 
+/// What one ps server reports about a step (a row of the log's /servers table), in wall
+/// seconds: receiving (and summing) the step's gradients of its shard, and, of its previous
+/// step, updating the shard and sending it back (they end after the report left).
+struct ServerReport {
+  int rank = 0;
+  std::int64_t floats = 0;          ///< its shard of the parameters
+  std::int64_t bytes_received = 0;  ///< what the workers send it per step (encoded if so)
+  double recv_time = 0;
+  double update_time = 0;
+  double send_time = 0;
+};
+
 /// A combined step as rank 0 sees it (other ranks get the totals).
 struct CombinedStep {
   std::vector<WorkerReport> workers;  ///< rank 0 only: one per contributing worker
+  std::vector<ServerReport> servers;  ///< rank 0 only, synchronous ps: one per server
   std::int64_t samples = 0;
   double loss_sum = 0;
   std::int64_t correct = 0;
@@ -172,6 +185,9 @@ class SyncExchange {
   double last_wait_time() const { return wait_time_; }
   /// ps worker: seconds of the last distribute's broadcast (receiving the parameters).
   double last_recv_time() const { return recv_time_; }
+  /// ps server: wall seconds its update of the step just combined took (reported with the
+  /// next step, in the log's /servers table).
+  void set_update_time(double seconds) { update_time_ = seconds; }
 
  private:
   // Worker indices within the exchange's messages, by train/roles.hpp's rule.
@@ -186,6 +202,12 @@ class SyncExchange {
   std::vector<float> small_;  ///< state | per-worker report slots (when no tail is given)
   std::vector<std::int32_t> arrivals_;
   double send_time_ = 0, wait_time_ = 0, recv_time_ = 0;
+  /// ps server: receiving this step's shard, updating and sending back the previous one.
+  double gather_time_ = 0, update_time_ = 0, shard_send_time_ = 0;
+  /// Floats at the end of the small values for the servers' reports (several servers).
+  std::size_t server_slots() const;
+  std::vector<ServerReport> server_reports(std::span<const float> small,
+                                           std::size_t gradients) const;
   bool shared_memory_ = false;
   std::unique_ptr<comm::SharedSum> shared_;
   std::size_t bucket_floats_ = 0;

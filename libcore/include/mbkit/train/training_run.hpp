@@ -87,6 +87,7 @@ class TrainingRun {
   void decide_time_limit();
   double measure_full_batch();
   void resume();
+  void resume_server_shards();
   void plan_length();
   void open_log();
   void print_start_table() const;
@@ -200,6 +201,9 @@ class TrainingRun {
 
   // The run's length and progress.
   ResumeHeader resume_;
+  /// Rank 0, resuming with several servers: the checkpoint's whole optimizer state, until
+  /// resume_server_shards() hands the servers their shards.
+  std::vector<std::vector<float>> resumed_optimizer_state_;
   std::int64_t step_ = 0;
   std::int64_t step_base_ = 0;
   double epoch_base_ = 0;
