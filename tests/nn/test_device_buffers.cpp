@@ -6,6 +6,7 @@
 // access on these paths goes through a HostView or a counted copy.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -163,7 +164,11 @@ TEST_P(DeviceBuffers, AllreduceOnTheDeviceGivesTheCpuBitsCopyingOnlyTheGradients
   const Outcome device = allreduce("device", GetParam(), 4);
   EXPECT_EQ(device.parameters, cpu.parameters);
   EXPECT_EQ(cpu.parameters[0], cpu.parameters[1]);
-  const std::size_t bytes = mlp(*make("cpu"))->parameter_count() * sizeof(float);
+  const auto cpu_backend = make("cpu");
+  const auto initial = mlp(*cpu_backend);
+  EXPECT_FALSE(std::equal(initial->parameters().begin(), initial->parameters().end(),
+                          cpu.parameters[0].begin()));  // it trained
+  const std::size_t bytes = initial->parameter_count() * sizeof(float);
   for (std::size_t step = 0; step < cpu.step_copies.size(); ++step) {
     EXPECT_EQ(cpu.step_copies[step].total(), 0u) << "step " << step;  // views, no copies
     // Each worker: its gradients out twice (summing, then the view it overwrites), in once.

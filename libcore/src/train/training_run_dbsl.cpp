@@ -151,7 +151,17 @@ void TrainingRun::run_dbsl_worker() {
   std::unique_ptr<optim::Optimizer> optimizer;
   DbslRound round;
   std::int64_t rounds = 0;
-  while (worker.pull(net_->parameters(), net_->state(), round)) {
+  // The model travels through host views: the buffers themselves on the CPU, counted copies on
+  // a device.
+  const auto pull = [&] {
+    nn::HostView parameters = net_->host_parameters();
+    nn::HostView state = net_->host_state();
+    const bool go = worker.pull(parameters.values(), state.values(), round);
+    parameters.write_back();
+    state.write_back();
+    return go;
+  };
+  while (pull()) {
     // A fresh optimizer each round, as the original compiles its model every round.
     if (!optimizer || !options_.dbsl.keep_optimizer_state) {
       optimizer =
@@ -165,7 +175,7 @@ void TrainingRun::run_dbsl_worker() {
     });
     report.stop = stop_request_.requested() ? kSignalled : kContinue;
     report.based_on = round.step;
-    worker.push(net_->parameters(), net_->state(), report);
+    worker.push(net_->host_parameters().values(), net_->host_state().values(), report);
     worker_line(++rounds, report);
   }
   stop_ = round.stop;
@@ -207,7 +217,9 @@ void TrainingRun::run_dbsl_server() {
     return DbslRound{step, schedule_->at(step, epoch_at(step)), kContinue};
   };
   stop_ = std::max(stop_, rank0_stop());
-  if (stop_ == kContinue) server.start(net_->parameters(), net_->state(), round_at(step_));
+  if (stop_ == kContinue) {
+    server.start(net_->host_parameters().values(), net_->host_state().values(), round_at(step_));
+  }
   std::vector<float> model(parameters + net_->state_count());
   const bool timed = clock_.is_virtual() && compute_models_.empty();
   while (stop_ == kContinue) {
@@ -219,8 +231,12 @@ void TrainingRun::run_dbsl_server() {
         report.loss_sum / static_cast<double>(std::max<std::int64_t>(report.samples, 1)));
     if (decision == kContinue) {
       server.advance(timed_merge(timed, clock_, [&] {
-        merge_push(net_->parameters(), std::span(model).first(parameters), f);
-        merge_push(net_->state(), std::span(model).subspan(parameters), f);
+        nn::HostView merged = net_->host_parameters();
+        nn::HostView state = net_->host_state();
+        merge_push(merged.values(), std::span(model).first(parameters), f);
+        merge_push(state.values(), std::span(model).subspan(parameters), f);
+        merged.write_back();
+        state.write_back();
       }));
     }
     ++step_;
@@ -232,7 +248,8 @@ void TrainingRun::run_dbsl_server() {
     if (decision == kDiverged) stop_ = kDiverged;
     if (step_ >= planned_) stop_ = std::max(stop_, static_cast<int>(kFinished));
     if (stop_ == kContinue) {
-      server.reply(report.rank, net_->parameters(), net_->state(), round_at(step_));
+      server.reply(report.rank, net_->host_parameters().values(), net_->host_state().values(),
+                   round_at(step_));
     }
     if (stop_ != kDiverged) after_step(clock_.now());
   }
@@ -251,7 +268,9 @@ void TrainingRun::run_dbsl_sync_server() {
   }
   const DbslRound first{step_, schedule_->at(step_, epoch_at(step_)), kContinue};
   stop_ = std::max(stop_, rank0_stop());
-  if (stop_ == kContinue) server.start(net_->parameters(), net_->state(), first);
+  if (stop_ == kContinue) {
+    server.start(net_->host_parameters().values(), net_->host_state().values(), first);
+  }
   std::vector<std::vector<float>> models;
   const bool timed = clock_.is_virtual() && compute_models_.empty();
   while (stop_ == kContinue) {
@@ -275,8 +294,12 @@ void TrainingRun::run_dbsl_sync_server() {
           params.push_back(std::span<const float>(m).first(parameters));
           states.push_back(std::span<const float>(m).subspan(parameters));
         }
-        merge_sync(net_->parameters(), params, dbsl_factors_);
-        merge_sync(net_->state(), states, dbsl_factors_);
+        nn::HostView merged = net_->host_parameters();
+        nn::HostView state = net_->host_state();
+        merge_sync(merged.values(), params, dbsl_factors_);
+        merge_sync(state.values(), states, dbsl_factors_);
+        merged.write_back();
+        state.write_back();
       }));
     }
     // Every worker's push counts: a round of all of them is `workers` steps.
@@ -290,7 +313,9 @@ void TrainingRun::run_dbsl_sync_server() {
     if (step_ >= planned_) stop_ = std::max(stop_, static_cast<int>(kFinished));
     if (stop_ == kContinue) {
       const DbslRound next{step_, schedule_->at(step_, epoch_at(step_)), kContinue};
-      for (const auto& r : reports) server.reply(r.rank, net_->parameters(), net_->state(), next);
+      const nn::HostView merged = net_->host_parameters();
+      const nn::HostView state = net_->host_state();
+      for (const auto& r : reports) server.reply(r.rank, merged.values(), state.values(), next);
     }
     if (stop_ != kDiverged) after_step(clock_.now());
   }
