@@ -293,8 +293,11 @@ class CudaBackend final : public nn::Backend {
       case nn::Op::kDropout:
       case nn::Op::kFlatten:
       case nn::Op::kAdd:
+      case nn::Op::kConcat:
       case nn::Op::kSoftmaxCrossEntropy:
         return true;
+      case nn::Op::kLrn:  // not yet: cuDNN's cross-channel LRN would do it
+        return false;
     }
     return false;
   }
@@ -324,8 +327,12 @@ class CudaBackend final : public nn::Backend {
         return make_flatten_kernel(context_, node);
       case nn::Op::kAdd:
         return make_add_kernel(context_, node);
+      case nn::Op::kConcat:
+        return make_concat_kernel(context_, node);
       case nn::Op::kSoftmaxCrossEntropy:
         return make_loss_kernel(context_, node);
+      case nn::Op::kLrn:
+        break;
     }
     fail(cat("cuda backend: no kernel for ", nn::op_name(node.op)));
   }

@@ -179,6 +179,55 @@ class AddKernel final : public CudaKernel {
 
 // ---------------------------------------------------------------------------------------------
 
+/// Channel concatenation in NCHW: each sample's block of input k lands after the blocks of the
+/// inputs before it, one strided 2-D copy per input (rows = samples); backward the reverse.
+class ConcatKernel final : public CudaKernel {
+ public:
+  using CudaKernel::CudaKernel;
+
+ protected:
+  void do_prepare(int, std::span<nn::Tensor* const>, CudaTensor& output) override {
+    output.allocate();
+  }
+
+  void do_forward(nn::KernelArgs& args) override {
+    const CudaTensor& output = cuda(*args.output);
+    const std::size_t row = sample_bytes(output);
+    std::size_t offset = 0;
+    for (nn::Tensor* input : args.inputs) {
+      const CudaTensor& in = cuda(*input);
+      const std::size_t width = sample_bytes(in);
+      MBKIT_CUDA_CHECK(cudaMemcpy2DAsync(
+          reinterpret_cast<char*>(output.data()) + offset, row, in.data(), width, width,
+          static_cast<std::size_t>(output.batch()), cudaMemcpyDeviceToDevice, stream()));
+      offset += width;
+    }
+  }
+
+  void do_backward(nn::KernelArgs& args) override {
+    const CudaTensor& grad_out = cuda(*args.output_grad);
+    const std::size_t row = sample_bytes(grad_out);
+    std::size_t offset = 0;
+    for (std::size_t k = 0; k < args.inputs.size(); ++k) {
+      const std::size_t width = sample_bytes(cuda(*args.inputs[k]));
+      if (args.input_grads[k] != nullptr) {
+        MBKIT_CUDA_CHECK(cudaMemcpy2DAsync(cuda(*args.input_grads[k]).data(), width,
+                                           reinterpret_cast<const char*>(grad_out.data()) + offset,
+                                           row, width, static_cast<std::size_t>(grad_out.batch()),
+                                           cudaMemcpyDeviceToDevice, stream()));
+      }
+      offset += width;
+    }
+  }
+
+ private:
+  static std::size_t sample_bytes(const CudaTensor& tensor) {
+    return static_cast<std::size_t>(tensor.dims().size()) * sizeof(float);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+
 /// Softmax cross-entropy on (N, classes) logits: the output holds the probabilities; forward
 /// reports the summed loss and the top-1 hits (the one synchronisation of a training step: the
 /// Network hands them back at once); backward writes loss_scale * (p - onehot(label)).
@@ -258,6 +307,9 @@ std::unique_ptr<nn::Kernel> make_flatten_kernel(Context& context, const nn::Node
 }
 std::unique_ptr<nn::Kernel> make_add_kernel(Context& context, const nn::Node& node) {
   return std::make_unique<AddKernel>(context, node);
+}
+std::unique_ptr<nn::Kernel> make_concat_kernel(Context& context, const nn::Node& node) {
+  return std::make_unique<ConcatKernel>(context, node);
 }
 std::unique_ptr<nn::Kernel> make_loss_kernel(Context& context, const nn::Node& node) {
   return std::make_unique<LossKernel>(context, node);

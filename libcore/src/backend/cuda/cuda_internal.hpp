@@ -159,6 +159,7 @@ std::unique_ptr<nn::Kernel> make_activation_kernel(Context& context, const nn::N
 std::unique_ptr<nn::Kernel> make_dropout_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_flatten_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_add_kernel(Context& context, const nn::Node& node);
+std::unique_ptr<nn::Kernel> make_concat_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_loss_kernel(Context& context, const nn::Node& node);
 
 }  // namespace mbkit::backend::cuda
