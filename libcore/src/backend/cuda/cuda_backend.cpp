@@ -295,6 +295,9 @@ class CudaBackend final : public nn::Backend {
       case nn::Op::kAdd:
       case nn::Op::kSoftmaxCrossEntropy:
         return true;
+      case nn::Op::kConcat:  // densenet's and inception's; no CUDA kernel yet
+      case nn::Op::kLrn:     // the CIFAR alexnet's; no CUDA kernel yet
+        return false;
     }
     return false;
   }
@@ -326,6 +329,9 @@ class CudaBackend final : public nn::Backend {
         return make_add_kernel(context_, node);
       case nn::Op::kSoftmaxCrossEntropy:
         return make_loss_kernel(context_, node);
+      case nn::Op::kConcat:
+      case nn::Op::kLrn:
+        break;  // supports() says no: a Network refuses the graph before asking
     }
     fail(cat("cuda backend: no kernel for ", nn::op_name(node.op)));
   }
