@@ -63,9 +63,12 @@ def raw_time_at(times, size):
 
 
 def ours(tool, sizes, iters):
-    """(op, bytes) -> seconds (mean over ranks) from the tool's table."""
-    text = mpirun(2, [tool, "--op", "allreduce,exchange", "-b", str(min(sizes)), "-e",
-                      str(max(sizes)), "-f", "2", "--iters", str(iters), "-q"])
+    """(op, bytes) -> seconds (mean over ranks) from the tool's table. The sweep steps as the
+    sizes asked for do (--sizes 1M,4M,16M: the anchor's own sizes, in its order, with -f 4)."""
+    ordered = sorted(sizes)
+    factor = ordered[1] // ordered[0] if len(ordered) > 1 else 2
+    text = mpirun(2, [tool, "--op", "allreduce,exchange", "-b", str(ordered[0]), "-e",
+                      str(ordered[-1]), "-f", str(factor), "--iters", str(iters), "-q"])
     columns, rows = None, {}
     for line in text.splitlines():
         if line.startswith("#"):
