@@ -4,6 +4,8 @@
 // random numbers. What the GPU adds (launching the loops) is tests/gpu/run-all's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -218,7 +220,11 @@ TEST(CudaKernelMath, SoftmaxCrossEntropyIsTheCpuBackends) {
         softmax_cross_entropy_row(logits.data() + n * kClasses, kClasses, labels[n], p.data(), hit);
     correct += hit;
     for (int k = 0; k < kClasses; ++k) {
-      ASSERT_NEAR(p[k], expected[n * kClasses + k], 1e-6) << "sample " << n << " class " << k;
+      // The CPU backend's exp differs by instruction set (ONEDNN_MAX_CPU_ISA=SSE41: 1.2e-6 on a
+      // probability of 0.32): 1e-5 relative (1e-6 at least) holds at every level.
+      ASSERT_NEAR(p[k], expected[n * kClasses + k],
+                  std::max(1e-6f, 1e-5f * expected[n * kClasses + k]))
+          << "sample " << n << " class " << k;
     }
   }
   EXPECT_NEAR(loss, result.loss_sum, 1e-5 * result.loss_sum);

@@ -372,7 +372,6 @@ double TrainingRun::measure_full_batch() {
   return times[1];
 }
 
-// Resume: rank 0 reads the checkpoint and hands the state to every rank.
 // Several servers resuming: each takes its shard of the optimizer state, which rank 0 read
 // whole from the checkpoint, and the update count.
 void TrainingRun::resume_server_shards() {
@@ -393,6 +392,7 @@ void TrainingRun::resume_server_shards() {
   resumed_optimizer_state_.clear();
 }
 
+// Resume: rank 0 reads the checkpoint and hands the state to every rank.
 void TrainingRun::resume() {
   const std::string resume_path = options_.resume == "auto"
                                       ? (fs::exists(options_.checkpoint) ? options_.checkpoint : "")
