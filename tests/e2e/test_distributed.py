@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 import unittest
@@ -382,6 +383,10 @@ class Distributed(mbtest.ToolTestCase):
                 self.assertTrue(named, msg=err)
                 for ranks in named:
                     self.assertEqual(ranks, ["2"], msg=err)
+                # ... and where it runs (one host here: every rank's is gathered at start).
+                self.assertEqual(len(re.findall(r"does not answer \([^)]*\); it runs on host " +
+                                                re.escape(socket.gethostname()), err)),
+                                 len(named), msg=err)
                 self.assertNotIn("did not complete", err)
 
     def test_stuck_dbsl_worker_is_named(self):

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "mbkit/util/check.hpp"
@@ -188,6 +189,13 @@ World::World() : host_(host_name()) {
   MBKIT_MPI_CHECK(MPI_Comm_rank(local, &local_rank_));
   MBKIT_MPI_CHECK(MPI_Comm_size(local, &local_size_));
   MBKIT_MPI_CHECK(MPI_Comm_free(&local));
+  // Every rank's host, for messages that name a silent rank: 256 bytes each, once.
+  constexpr int kHostBytes = 256;
+  std::vector<char> own(kHostBytes, '\0'), all(static_cast<std::size_t>(size_) * kHostBytes);
+  host_.copy(own.data(), kHostBytes - 1);
+  MBKIT_MPI_CHECK(MPI_Allgather(own.data(), kHostBytes, MPI_CHAR, all.data(), kHostBytes, MPI_CHAR,
+                                MPI_COMM_WORLD));
+  for (int r = 0; r < size_; ++r) hosts_.emplace_back(all.data() + std::size_t(r) * kHostBytes);
   MPI_Comm diagnosis = MPI_COMM_NULL;
   MBKIT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &diagnosis));
   MBKIT_MPI_CHECK(MPI_Comm_set_errhandler(diagnosis, MPI_ERRORS_RETURN));
@@ -489,6 +497,20 @@ void World::timed_out(const std::string& what, std::vector<int> missing, double 
   throw Error(timeout_message(what, missing, waited), ExitCode::kCommunication);
 }
 
+std::string World::where_ranks_run(const std::vector<int>& ranks) const {
+  std::set<std::string> hosts;
+  std::string each;
+  for (const int rank : ranks) {
+    if (rank < 0 || static_cast<std::size_t>(rank) >= hosts_.size()) return "";
+    const std::string& host = hosts_[static_cast<std::size_t>(rank)];
+    hosts.insert(host);
+    each += cat(each.empty() ? "" : ", ", rank, " on ", host);
+  }
+  if (hosts.empty()) return "";
+  const char* subject = ranks.size() > 1 ? "; they run on " : "; it runs on ";
+  return hosts.size() == 1 ? cat(subject, "host ", *hosts.begin()) : cat("; they run: ", each);
+}
+
 std::string World::timeout_message(const std::string& what, const std::vector<int>& missing,
                                    double waited) const {
   const bool stopping = wait_limit(timeout_) < timeout_;
@@ -498,7 +520,8 @@ std::string World::timeout_message(const std::string& what, const std::vector<in
   if (!missing.empty()) {
     message += cat("; rank", missing.size() > 1 ? "s " : " ", rank_list(missing),
                    missing.size() > 1 ? " do" : " does",
-                   " not answer (stuck, dead, much slower, or blocked by one that is)");
+                   " not answer (stuck, dead, much slower, or blocked by one that is)",
+                   where_ranks_run(missing));
   }
   return message;
 }

@@ -78,6 +78,8 @@ class World {
   bool distributed() const { return size_ > 1; }
   /// This host's name.
   const std::string& host() const { return host_; }
+  /// The host of every rank (gathered at start): messages name where a silent rank runs.
+  const std::vector<std::string>& hosts() const { return hosts_; }
 
   /// Deadline of every wait, in seconds (default 60).
   void set_timeout(double seconds) { timeout_ = seconds; }
@@ -149,6 +151,8 @@ class World {
   void serve_pings() const;
   [[noreturn]] void timed_out(const std::string& what, std::vector<int> missing,
                               double waited) const;
+  /// "; it runs on host node3", "; they run: 2 on node3, 5 on node4" (empty before MPI).
+  std::string where_ranks_run(const std::vector<int>& ranks) const;
   std::string timeout_message(const std::string& what, const std::vector<int>& missing,
                               double waited) const;
   std::vector<int> unresponsive_ranks() const;
@@ -164,6 +168,7 @@ class World {
   int local_rank_ = 0;
   int local_size_ = 1;
   std::string host_;
+  std::vector<std::string> hosts_;
   double timeout_ = 60.0;
   WaitMode wait_mode_ = WaitMode::kYield;
   std::uintptr_t diagnosis_comm_ = 0;  ///< MPI_Comm bits of the ping communicator
