@@ -159,11 +159,21 @@ class Servers(mbtest.ToolTestCase):
     def test_async_two_servers_give_the_bits_of_one_for_one_worker(self):
         # One worker on the virtual clock: the servers take its gradients in the same order and
         # its rounds start from the same parameters when messages cost the same whatever their
-        # bytes and updates are free (a compute model).
-        virtual = ["--steps", "12", "--clock", "virtual", "--compute-model", "0.001,0.0001",
-                   "--comm-model", "0.0005,0"]
-        self.assertSucceeded(self.train_async(2, *virtual, "--log", "one.h5"))
-        self.assertSucceeded(self.train_async(3, "--servers", "2", *virtual, "--log", "two.h5"))
+        # bytes and updates are free (a compute model). The checkpoint of the end holds the
+        # shards put together, and a run resumed from it goes on with the bits of one server.
+        virtual = ["--clock", "virtual", "--compute-model", "0.001,0.0001", "--comm-model",
+                   "0.0005,0"]
+        self.assertSucceeded(self.train_async(2, "--steps", "12", *virtual, "--log", "one.h5",
+                                              "--checkpoint", "one-12.h5"))
+        self.assertSucceeded(self.train_async(3, "--servers", "2", "--steps", "12", *virtual,
+                                              "--log", "two.h5", "--checkpoint", "two-12.h5"))
+        self.assertSameBits("one-12.h5", "two-12.h5")
+        self.assertSucceeded(self.train_async(2, "--steps", "18", *virtual, "--resume",
+                                              "one-12.h5", "--checkpoint", "one-18.h5"))
+        self.assertSucceeded(self.train_async(3, "--servers", "2", "--steps", "18", *virtual,
+                                              "--resume", "two-12.h5", "--checkpoint",
+                                              "two-18.h5"))
+        self.assertSameBits("one-18.h5", "two-18.h5")
         one, two = self.async_log("one.h5"), self.async_log("two.h5")
         self.assertEqual(len(one["servers/step"]), 0)  # one asynchronous server: no rows
         for name in ("steps/loss", "steps/accuracy", "steps/time", "workers/staleness",
@@ -194,8 +204,8 @@ class Servers(mbtest.ToolTestCase):
         # Several asynchronous servers hold the whole model only at the end.
         self.assertUsageError(self.train(3, "--servers", "2", "--async"), "--eval-every")
         self.assertUsageError(self.train_async(3, "--servers", "2", "--steps", "2", "--checkpoint",
-                                                "c.h5"),
-                             "--checkpoint")
+                                                "c.h5", "--checkpoint-every", "1"),
+                             "--checkpoint-every")
         self.assertUsageError(self.train_async(3, "--servers", "2", "--steps", "2", "--compress",
                                                 "fp16"),
                              "--compress")

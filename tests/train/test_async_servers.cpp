@@ -1,5 +1,6 @@
 // --servers S --async: what needs the whole model of one step during the run is refused, naming
-// the flag (each server updates its shard on its own); with one server it is not.
+// the flag (each server updates its shard on its own); with one server it is not. The end's
+// checkpoint and resuming from it are not refused.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -24,15 +25,20 @@ TrainOptions async_options(int servers) {
   return o;
 }
 
-TEST(AsyncServers, SeveralServeAnAsynchronousRun) {
+TEST(AsyncServers, SeveralServeAnAsynchronousRunSavedAtItsEnd) {
   EXPECT_NO_THROW(validate(async_options(2)));
-  EXPECT_NO_THROW(validate(async_options(5)));
+  TrainOptions saved = async_options(5);
+  saved.checkpoint = "c.h5";
+  saved.resume = "auto";
+  EXPECT_NO_THROW(validate(saved));
 }
 
 TEST(AsyncServers, WhatNeedsTheWholeModelDuringTheRunIsRefused) {
   const std::vector<std::pair<std::string, std::function<void(TrainOptions&)>>> uses = {
-      {"--checkpoint", [](TrainOptions& o) { o.checkpoint = "c.h5"; }},
-      {"--resume", [](TrainOptions& o) { o.resume = "c.h5"; }},
+      {"--checkpoint-every",
+       [](TrainOptions& o) { o.checkpoint = "c.h5", o.checkpoint_every = 5; }},
+      {"--checkpoint-every-epoch",
+       [](TrainOptions& o) { o.checkpoint = "c.h5", o.checkpoint_every_epoch = true; }},
       {"--eval-every", [](TrainOptions& o) { o.eval_every = 10; }},
       {"--eval-every-epoch", [](TrainOptions& o) { o.eval_every_epoch = true; }},
       {"--train-loss master", [](TrainOptions& o) { o.train_loss = "master"; }},

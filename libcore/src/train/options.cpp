@@ -210,9 +210,9 @@ void validate(const TrainOptions& o) {
   }
   if (o.servers > 1 && o.async) {
     // Each asynchronous server updates its shard on its own: no rank holds the whole model of
-    // one step until the run's end, where server 0 gathers it for the evaluation.
-    const char* refused = !o.checkpoint.empty()      ? "--checkpoint"
-                          : !o.resume.empty()        ? "--resume"
+    // one step until the run's end, where server 0 gathers it (evaluation, checkpoint).
+    const char* refused = o.checkpoint_every > 0     ? "--checkpoint-every"
+                          : o.checkpoint_every_epoch ? "--checkpoint-every-epoch"
                           : o.eval_every > 0         ? "--eval-every"
                           : o.eval_every_epoch       ? "--eval-every-epoch"
                           : o.train_loss == "master" ? "--train-loss master"
@@ -220,7 +220,7 @@ void validate(const TrainOptions& o) {
     if (refused != nullptr) {
       usage_error(cat(refused, ": with --servers ", o.servers,
                       " --async each server updates its shard on its own and the whole model "
-                      "exists only at the end (evaluated there); use one server"));
+                      "exists only at the end (evaluated and saved there); use one server"));
     }
   }
   if (o.compression.enabled() && (o.async || o.dbsl.enabled)) {

@@ -297,7 +297,8 @@ void TrainingRun::run_async_master() {
 }
 
 void TrainingRun::gather_async_servers(std::vector<metrics::ServerRecord> rows) {
-  constexpr int kCountTag = 15, kRowsTag = 16, kShardTag = 17;  // beside the exchanges' tags
+  // Beside the exchanges' tags and checkpoint_now's.
+  constexpr int kCountTag = 15, kRowsTag = 16, kShardTag = 17, kStopTag = 18;
   constexpr std::size_t kFields = 7;
   if (world_.rank() != 0) {
     std::vector<double> packed;
@@ -307,24 +308,28 @@ void TrainingRun::gather_async_servers(std::vector<metrics::ServerRecord> rows) 
           {static_cast<double>(r.step), static_cast<double>(r.rank), static_cast<double>(r.floats),
            static_cast<double>(r.bytes_received), r.recv_time, r.update_time, r.send_time});
     }
-    const auto count = static_cast<std::int64_t>(rows.size());
+    const std::int64_t count[2] = {static_cast<std::int64_t>(rows.size()), stop_};
     nn::HostView parameters = net_->host_parameters();
     const auto shard = parameters.values().subspan(shard_.first, shard_.second - shard_.first);
-    comm::Request sent = world_.isend(&count, sizeof count, 0, kCountTag);
+    comm::Request sent = world_.isend(count, sizeof count, 0, kCountTag);
     world_.wait(sent, "sending the server's step count to rank 0");
     sent = world_.isend(packed.data(), packed.size() * sizeof(double), 0, kRowsTag);
     world_.wait(sent, "sending the server's log rows to rank 0");
     sent = world_.isend(shard.data(), shard.size_bytes(), 0, kShardTag);
     world_.wait(sent, "sending the server's shard of the parameters to rank 0");
+    // The servers end the run alike (a checkpoint is their collective), as rank 0 decides.
+    comm::Request verdict = world_.irecv(&stop_, sizeof stop_, 0, kStopTag);
+    world_.wait(verdict, "the end of the run from rank 0");
     return;
   }
   // Rank 0: the whole model for the evaluation, and every server's rows in step order.
   nn::HostView parameters = net_->host_parameters();
   for (int server = 1; server < role_.servers; ++server) {
-    std::int64_t count = 0;
-    comm::Request received = world_.irecv(&count, sizeof count, server, kCountTag);
+    std::int64_t count[2] = {0, 0};  // rows, its StopCode
+    comm::Request received = world_.irecv(count, sizeof count, server, kCountTag);
     world_.wait(received, cat("the step count of server ", server));
-    std::vector<double> packed(static_cast<std::size_t>(count) * kFields);
+    stop_ = std::max(stop_, static_cast<int>(count[1]));
+    std::vector<double> packed(static_cast<std::size_t>(count[0]) * kFields);
     received = world_.irecv(packed.data(), packed.size() * sizeof(double), server, kRowsTag);
     world_.wait(received, cat("the log rows of server ", server));
     for (std::size_t i = 0; i < packed.size(); i += kFields) {
@@ -339,6 +344,10 @@ void TrainingRun::gather_async_servers(std::vector<metrics::ServerRecord> rows) 
     world_.wait(received, cat("the shard of the parameters of server ", server));
   }
   parameters.write_back();
+  for (int server = 1; server < role_.servers; ++server) {
+    comm::Request sent = world_.isend(&stop_, sizeof stop_, server, kStopTag);
+    world_.wait(sent, cat("telling server ", server, " how the run ended"));
+  }
   std::stable_sort(rows.begin(), rows.end(),
                    [](const auto& a, const auto& b) { return a.step < b.step; });
   if (metric_log_ && metric_log_->is_open()) {
