@@ -340,7 +340,8 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
         }
         return silent;
       });
-  m.ended = timed ? count == 0 : count < min_gradients;  // else: a step, though all are done
+  // Every worker done with too few gradients for a step (enough: a step, though all are done).
+  m.ended = m.all_done() && (timed ? count == 0 : count < min_gradients);
   if (m.ended) {
     discarded_ += count;
     return result;
@@ -533,7 +534,6 @@ void AsyncWorker::finish() {
   // The other servers go on until every worker is done: their parameters are drained (unused)
   // until each one's stop comes, so that none waits on a send this worker never takes.
   const auto settled = [&](Impl::Server& from) {
-    if (from.send.pending() && !k.world.test(from.send)) return false;
     while (!from.stopped && k.world.test(from.receive)) {
       ParametersHeader last;
       std::memcpy(&last, from.incoming[from.current].data(), sizeof last);
@@ -544,7 +544,7 @@ void AsyncWorker::finish() {
         k.post(static_cast<int>(&from - k.servers.data()));
       }
     }
-    return from.stopped;
+    return k.world.test(from.send) && from.stopped;
   };
   k.world.wait_until(
       [&] {
