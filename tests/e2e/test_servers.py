@@ -139,6 +139,10 @@ class Servers(mbtest.ToolTestCase):
         floats = [int(log["servers/floats"][ranks == r][0]) for r in range(servers)]
         self.assertEqual(sum(floats), log["parameters"])
         self.assertTrue(np.all(log["servers/recv_time"] > 0))
+        self.assertTrue(np.all(log["servers/send_time"] > 0))  # the first: the start's sends
+        first = log["servers/step"] == 1
+        self.assertTrue(np.all(log["servers/update_time"][first] == 0))
+        self.assertTrue(np.all(log["servers/update_time"][~first] > 0))
 
     def test_async_servers_update_their_shards_as_gradients_come(self):
         # 2 servers + 2 workers on the wall clock: no order between them (a loaded machine may

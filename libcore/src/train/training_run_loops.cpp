@@ -217,6 +217,7 @@ void TrainingRun::run_async_master() {
   // Host memory for the messages: views on a host-accessible backend, counted copies on a device.
   nn::Backend& backend = net_->backend();
   const bool in_place = backend.host_accessible();
+  const auto start = SteadyClock::now();
   master.start(net_->host_parameters().values().subspan(first, length),
                net_->host_state().values().first(state_floats), step_);
   std::vector<float> state(state_floats);
@@ -225,9 +226,10 @@ void TrainingRun::run_async_master() {
                                      ? options_.epochs * static_cast<double>(total_rows_)
                                      : std::numeric_limits<double>::infinity();
   // Several servers: this server's /servers rows (server 0 writes everyone's at the end), with
-  // its update and send times of the previous step, as the synchronous servers report them.
+  // its update and send times of the previous step, as the synchronous servers report them (the
+  // first row: no update, and the start's sends).
   std::vector<metrics::ServerRecord> server_rows;
-  double update_seconds = 0, send_seconds = 0;
+  double update_seconds = 0, send_seconds = seconds_since(start);
   if (samples_seen_ >= planned_samples) stop_ = kFinished;
   stop_ = std::max(stop_, rank0_stop());
   while (stop_ == kContinue) {
