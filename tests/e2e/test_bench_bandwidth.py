@@ -82,7 +82,7 @@ class BenchBandwidth(mbtest.ToolTestCase):
         ps = [f"exchange-ps{s}{c}" for s in ["", "-3s"] for c in ["", "+fp16", "+bf16", "+2bit:3"]]
         allreduce = [f"exchange-allreduce-mpi{c}" for c in ["", "+fp16", "+bf16", "+2bit:3"]]
         modes = ps + allreduce + ["exchange-allreduce-shm", "exchange-allreduce-auto",
-                                  "exchange-async"]
+                                  "exchange-async", "exchange-async-3s"]
         self.assertEqual([r["op"] for r in rows[::2]], modes)
         self.assertEqual(len(rows), 2 * len(modes))
         for row in rows:

@@ -2,7 +2,9 @@
 parameters (MXNet's key sharding) and the other ranks are workers. S servers give the bits of
 one (parameters and the optimizer state the checkpoint gathers from the servers), with and
 without --compress; the log names the workers and has a row per server and step (its shard,
-the bytes it receives, its times); bad uses exit 2."""
+the bytes it receives, its times). With --async each server is the asynchronous master of its
+shard (dist_async -s): one worker on the virtual clock gives the bits of one server; bad uses
+exit 2."""
 
 import json
 import shutil
@@ -108,11 +110,109 @@ class Servers(mbtest.ToolTestCase):
                                         "--checkpoint", "resumed.h5"))
         self.assertSameBits("whole.h5", "resumed.h5")
 
+    def train_async(self, ranks, *args):
+        command = [MPIRUN, "--oversubscribe", "-n", str(ranks), mbtest.tool("mb-train-fmb"),
+                   "--data", "toy.h5", "--model", "mlp", "--hidden", "16", "--optimizer",
+                   "momentum", "--lr", "0.05", "--threads", "1", "--batch-size", "16",
+                   "--comm", "ps", "--async", "-q", "-f", *args]
+        return mbtest.run(command, cwd=self.dir, env=self.env, timeout=300)
+
+    def async_log(self, name):
+        with h5py.File(self.path(name), "r") as log:
+            tables = {f"{group}/{column}": log[group][column][...]
+                      for group in ("steps", "workers", "eval", "servers")
+                      for column in log[group]}
+            tables["parameters"] = int(json.loads(mbtest.text_attrs(log)["config"])["parameters"])
+        return tables
+
+    def assertAsyncServerRows(self, log, servers, last_step):
+        """Each server's rows are its own updates 1..k in order, k at most the run's length and
+        the server that stopped the run at it; the shards tile the parameters."""
+        steps, ranks = log["servers/step"], log["servers/rank"]
+        self.assertTrue(np.all(np.diff(steps) >= 0), steps)
+        made = []
+        for rank in range(servers):
+            mine = steps[ranks == rank]
+            self.assertEqual(list(mine), list(range(1, len(mine) + 1)), msg=f"rank {rank}")
+            made.append(len(mine))
+        self.assertEqual(max(made), last_step, made)
+        floats = [int(log["servers/floats"][ranks == r][0]) for r in range(servers)]
+        self.assertEqual(sum(floats), log["parameters"])
+        self.assertTrue(np.all(log["servers/recv_time"] > 0))
+        self.assertTrue(np.all(log["servers/send_time"] > 0))  # the first: the start's sends
+        first = log["servers/step"] == 1
+        self.assertTrue(np.all(log["servers/update_time"][first] == 0))
+        self.assertTrue(np.all(log["servers/update_time"][~first] > 0))
+
+    def test_async_servers_update_their_shards_as_gradients_come(self):
+        # 2 servers + 2 workers on the wall clock: no order between them (a loaded machine may
+        # even starve a worker), so only what holds whatever the order is checked.
+        self.assertSucceeded(self.train_async(4, "--servers", "2", "--steps", "24", "--log",
+                                              "log.h5"))
+        log = self.async_log("log.h5")
+        self.assertLessEqual(set(log["workers/rank"]), {2, 3})
+        self.assertAsyncServerRows(log, servers=2, last_step=24)
+        loss = log["steps/loss"]
+        self.assertLessEqual(len(loss), 24)
+        self.assertLess(loss[-4:].mean(), loss[:4].mean() - 0.1, loss)
+        # The model of the end, put together from both shards, evaluated once on rank 0.
+        self.assertEqual(len(log["eval/loss"]), 1)
+        self.assertTrue(np.isfinite(log["eval/loss"][0]))
+        self.assertLess(log["eval/loss"][0], loss[:4].mean())
+
+    def test_async_two_servers_give_the_bits_of_one_for_one_worker(self):
+        # One worker on the virtual clock: the servers take its gradients in the same order and
+        # its rounds start from the same parameters when messages cost the same whatever their
+        # bytes and updates are free (a compute model). The checkpoint of the end holds the
+        # shards put together, and a run resumed from it goes on with the bits of one server.
+        virtual = ["--clock", "virtual", "--compute-model", "0.001,0.0001", "--comm-model",
+                   "0.0005,0"]
+        self.assertSucceeded(self.train_async(2, "--steps", "12", *virtual, "--log", "one.h5",
+                                              "--checkpoint", "one-12.h5"))
+        self.assertSucceeded(self.train_async(3, "--servers", "2", "--steps", "12", *virtual,
+                                              "--log", "two.h5", "--checkpoint", "two-12.h5"))
+        self.assertSameBits("one-12.h5", "two-12.h5")
+        self.assertSucceeded(self.train_async(2, "--steps", "18", *virtual, "--resume",
+                                              "one-12.h5", "--checkpoint", "one-18.h5"))
+        self.assertSucceeded(self.train_async(3, "--servers", "2", "--steps", "18", *virtual,
+                                              "--resume", "two-12.h5", "--checkpoint",
+                                              "two-18.h5"))
+        self.assertSameBits("one-18.h5", "two-18.h5")
+        one, two = self.async_log("one.h5"), self.async_log("two.h5")
+        self.assertEqual(len(one["servers/step"]), 0)  # one asynchronous server: no rows
+        for name in ("steps/loss", "steps/accuracy", "steps/time", "workers/staleness",
+                     "eval/loss", "eval/accuracy"):
+            np.testing.assert_array_equal(one[name], two[name], err_msg=name)
+        self.assertEqual(len(one["steps/loss"]), 12)
+        self.assertTrue(np.any(one["workers/staleness"] > 0))  # asynchronous, not lockstep
+        self.assertAsyncServerRows(two, servers=2, last_step=12)
+        self.assertEqual(list(two["servers/rank"]), [0, 1] * 12)
+
+    def test_async_servers_on_the_virtual_clock_take_every_worker(self):
+        # The emulated cluster orders the gradients the same way on both servers: each makes
+        # the run's 12 updates, from both workers, some on stale parameters.
+        self.assertSucceeded(self.train_async(4, "--servers", "2", "--steps", "12", "--clock",
+                                              "virtual", "--compute-model", "0.001,0.0001",
+                                              "--log", "log.h5"))
+        log = self.async_log("log.h5")
+        self.assertEqual(sorted(set(log["workers/rank"])), [2, 3])
+        self.assertTrue(np.any(log["workers/staleness"] > 0))
+        self.assertAsyncServerRows(log, servers=2, last_step=12)
+        self.assertEqual(list(log["servers/rank"]), [0, 1] * 12)
+        self.assertTrue(np.isfinite(log["eval/loss"][0]))
+
     def test_bad_uses_exit_2_naming_the_flag(self):
         self.assertUsageError(self.train(3, "--servers", "3"), "leaves no worker")
         self.assertUsageError(self.train(3, "--servers", "2", "--comm", "allreduce"),
                              "--servers 2")
-        self.assertUsageError(self.train(3, "--servers", "2", "--async"), "--servers 2")
+        # Several asynchronous servers hold the whole model only at the end.
+        self.assertUsageError(self.train(3, "--servers", "2", "--async"), "--eval-every")
+        self.assertUsageError(self.train_async(3, "--servers", "2", "--steps", "2", "--checkpoint",
+                                                "c.h5", "--checkpoint-every", "1"),
+                             "--checkpoint-every")
+        self.assertUsageError(self.train_async(3, "--servers", "2", "--steps", "2", "--compress",
+                                                "fp16"),
+                             "--compress")
         self.assertUsageError(self.train(3, "--servers", "0"), "--servers 0")
         self.assertUsageError(self.train(3, "--servers", "2", "--slowdown", "1=2"),
                              "rank 1 is a server")

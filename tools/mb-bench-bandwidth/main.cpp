@@ -32,8 +32,8 @@ int main(int argc, char** argv) {
                "Check every result against the exact expected values (column wrong; the "
                "default)");
   app.add_option("--servers", options.servers,
-                 "--op exchange: ps with each of these numbers of server ranks (a comma-separated "
-                 "list, as the trainers' --servers)")
+                 "--op exchange: ps and ps --async with each of these numbers of server ranks (a "
+                 "comma-separated list, as the trainers' --servers)")
       ->capture_default_str();
   app.add_option("--compress", options.compress,
                  "--op exchange: ps and allreduce with each of these gradient encodings (none, "

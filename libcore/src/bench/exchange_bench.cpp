@@ -8,9 +8,10 @@
 // the async master's division (1 / samples) changes a value.
 //
 // Modes beyond the trainers' defaults (--servers, --compress): "ps-2s" is ps with 2 server
-// ranks, "+fp16" (or +bf16, +2bit:T) sends the gradients encoded. The check then expects the sum
-// of each worker's values as the codec delivers them from a fresh residual (fp16 and bf16 carry
-// the small integers sent here exactly; 2bit sends +-T or 0).
+// ranks, "async-2s" ps --async with 2 servers (each the master of its shard), "+fp16" (or +bf16,
+// +2bit:T) sends the gradients encoded. The check then expects the sum of each worker's values as
+// the codec delivers them from a fresh residual (fp16 and bf16 carry the small integers sent here
+// exactly; 2bit sends +-T or 0).
 #include <algorithm>
 #include <optional>
 #include <span>
@@ -39,7 +40,7 @@ float value(int rank, std::size_t i) {
 // An exchange mode parsed: "ps", "ps-2s", "allreduce-mpi+fp16", ...
 struct Mode {
   std::string base;  ///< ps, allreduce-mpi, allreduce-shm, allreduce-auto, async
-  int servers = 1;   ///< ps only
+  int servers = 1;   ///< ps and async
   comm::CompressionSpec compression;
 
   explicit Mode(const std::string& text) {
@@ -50,15 +51,16 @@ struct Mode {
       rest = rest.substr(0, plus);
     }
     const auto dash = rest.rfind('-');
-    if (starts_with(rest, "ps-") && dash != std::string::npos && ends_with(rest, "s")) {
+    if ((starts_with(rest, "ps-") || starts_with(rest, "async-")) && dash != std::string::npos &&
+        ends_with(rest, "s")) {
       servers = std::stoi(rest.substr(dash + 1, rest.size() - dash - 2));
       rest = rest.substr(0, dash);
     }
     base = rest;
   }
   bool ps() const { return base == "ps"; }
-  /// The first rank that computes (sends gradients): after the servers, or the async master.
-  int first_worker() const { return ps() ? servers : base == "async" ? 1 : 0; }
+  /// The first rank that computes (sends gradients): after the servers (async: masters).
+  int first_worker() const { return ps() || base == "async" ? servers : 0; }
 };
 
 // The sum over the computing ranks of element i, each rank's value as the codec delivers it.
@@ -191,23 +193,24 @@ double measure_sync(const comm::World& world, const Mode& mode, std::size_t coun
   return seconds;
 }
 
-// One session of the async protocol with `rounds` rounds (the master waiting for every
+// One session of the async protocol with `rounds` rounds (each master waiting for every
 // worker, so a round is what a step sends); returns this rank's seconds per round from round
-// `first_timed` on. With `check`, the first round's sum is checked on the master and, as the
-// parameters of the second round, on the workers.
-double async_session(const comm::World& world, std::size_t count, int rounds, int first_timed,
-                     const MeasureOptions& options, std::int64_t* wrong) {
-  std::vector<float> gradients(count), parameters(count, 0.0f);
-  const int workers = world.size() - 1;
+// `first_timed` on. With `check`, the first round's sum is checked on each master (its shard)
+// and, as the parameters of the second round, on the workers.
+double async_session(const comm::World& world, const Mode& mode, std::size_t count, int rounds,
+                     int first_timed, const MeasureOptions& options, std::int64_t* wrong) {
   std::optional<SteadyClock::time_point> start;
-  if (world.rank() == 0) {
-    train::AsyncMaster master(world, count, 0);
+  if (world.rank() < mode.servers) {
+    const auto [first, last] = train::server_shard(count, world.rank(), mode.servers);
+    std::vector<float> gradients(last - first), parameters(last - first, 0.0f);
+    const int workers = world.size() - mode.servers;
+    train::AsyncMaster master(world, gradients.size(), 0, mode.servers);
     master.start(parameters, {}, 0);
     for (int r = 0; r < rounds; ++r) {
       if (r == first_timed) start = SteadyClock::now();
       master.collect(gradients, {}, workers, r);
       if (wrong != nullptr && r == 0) {
-        *wrong = count_wrong(world, Mode("async"), gradients, options);
+        *wrong = count_wrong(world, mode, gradients, options, first);
         std::copy(gradients.begin(), gradients.end(), parameters.begin());
       }
       if (r + 1 < rounds) master.publish(parameters, {}, r + 1);
@@ -216,17 +219,18 @@ double async_session(const comm::World& world, std::size_t count, int rounds, in
     master.finish(rounds, train::kFinished);
     return seconds;
   }
-  train::AsyncWorker worker(world, count, 0);
+  std::vector<float> gradients(count), parameters(count, 0.0f);
+  train::AsyncWorker worker(world, count, 0, mode.servers);
   train::WorkerReport report;
   report.rank = world.rank();
-  report.samples = world.rank() == 1 ? 1 : 0;
+  report.samples = world.rank() == mode.first_worker() ? 1 : 0;
   std::int64_t based_on = 0;
   for (std::size_t i = 0; i < count; ++i) gradients[i] = value(world.rank(), i);
   int r = 0;
   while (worker.refresh(parameters, {}, true, based_on)) {
     if (r == first_timed) start = SteadyClock::now();
     if (wrong != nullptr && r == 1) {
-      *wrong = count_wrong(world, Mode("async"), parameters, options);
+      *wrong = count_wrong(world, mode, parameters, options);
     }
     report.based_on = based_on;
     worker.send(gradients, {}, report);
@@ -253,7 +257,7 @@ std::vector<std::string> exchange_modes(const comm::World& world, const std::vec
   for (const auto& c : compressions) modes.push_back("allreduce-mpi" + suffix(c));
   if (comm::SharedSum::possible(world)) modes.push_back("allreduce-shm");
   modes.push_back("allreduce-auto");
-  modes.push_back("async");
+  for (const int s : servers) modes.push_back(s == 1 ? "async" : cat("async-", s, "s"));
   return modes;
 }
 
@@ -269,9 +273,9 @@ std::vector<Row> measure_exchange(const comm::World& world, const std::string& m
     std::int64_t wrong = 0;
     double seconds = 0;
     if (mode.base == "async") {
-      seconds = async_session(world, count, options.warmup_iters + options.iters,
+      seconds = async_session(world, mode, count, options.warmup_iters + options.iters,
                               options.warmup_iters, options, nullptr);
-      if (options.check) async_session(world, count, 2, 0, options, &wrong);
+      if (options.check) async_session(world, mode, count, 2, 0, options, &wrong);
     } else {
       seconds = measure_sync(world, mode, count, options, wrong);
     }

@@ -1,9 +1,11 @@
-// The asynchronous parameter server (AsyncMaster, AsyncWorker in mbkit/train/exchange.hpp).
+// The asynchronous parameter server (AsyncMaster, AsyncWorker in mbkit/train/exchange.hpp), one
+// server or several, each with its shard: the same engine, one shard being the whole buffer.
 #include <algorithm>
 #include <cstring>
 #include <deque>
 #include <memory>
 #include <optional>
+#include <tuple>
 
 #include "exchange_internal.hpp"
 #include "mbkit/train/exchange.hpp"
@@ -21,7 +23,8 @@ using Clock = SteadyClock;
 namespace {
 
 // Header of a worker's message: what it did, then its gradient (sum over its samples) and
-// state. A message of kind kDone carries the header only.
+// state. A message of kind kDone carries the header only, with the StopCode it was stopped with
+// (a server that did not stop the run itself learns from it why the run ended).
 struct GradientHeader {
   double kind = 0;  // kGradient or kDone
   double samples = 0, loss_sum = 0, correct = 0;
@@ -47,13 +50,15 @@ using Bytes = std::vector<unsigned char>;
 struct AsyncMaster::Impl {
   const comm::World& world;
   std::size_t parameters, state;
+  int servers;
   struct Worker {
     Bytes received;
     comm::Request receive;
     std::shared_ptr<const Bytes> sending;  // the snapshot a pending send reads
     comm::Request send;
     std::int64_t sent_step = -1;
-    bool done = false;  // its kDone message arrived
+    bool done = false;          // its kDone message arrived
+    int done_code = kContinue;  // the StopCode its kDone carried
     bool told_to_stop = false;
     // Wall clock, --async-delay-std: when the master first saw the received message it holds.
     std::optional<SteadyClock::time_point> seen;
@@ -64,19 +69,21 @@ struct AsyncMaster::Impl {
   std::vector<std::shared_ptr<Bytes>> spare;  // snapshots no send reads any more
   bool stopping = false;
   ParametersHeader stop_header;
-  double window = 0;  // --async-master-time-limit (0: the count rule)
+  double window = 0;   // --async-master-time-limit (0: the count rule)
+  bool ended = false;  // the last collect() ended because every worker was done
   // Virtual clock: the event order, the master's time and the parameter sets a worker may
   // still be given (history[i] is publication arrivals->first_kept() + i).
   std::optional<VirtualArrivals> arrivals;
   double now = 0;
   std::deque<std::shared_ptr<const Bytes>> history;
 
-  Impl(const comm::World& w, std::size_t p, std::size_t s) : world(w), parameters(p), state(s) {}
+  Impl(const comm::World& w, std::size_t p, std::size_t s, int n)
+      : world(w), parameters(p), state(s), servers(n) {}
 
   std::size_t gradient_bytes() const {
     return sizeof(GradientHeader) + (parameters + state) * sizeof(float);
   }
-  int rank_of(std::size_t w) const { return worker_rank(static_cast<int>(w), true); }
+  int rank_of(std::size_t w) const { return worker_rank(static_cast<int>(w), servers); }
 
   void post_receive(std::size_t w) {
     Worker& worker = workers[w];
@@ -119,6 +126,15 @@ struct AsyncMaster::Impl {
     return header;
   }
 
+  void mark_done(Worker& worker, const GradientHeader& header) {
+    worker.done = true;
+    worker.done_code = static_cast<int>(header.stop);
+  }
+
+  bool all_done() const {
+    return std::all_of(workers.begin(), workers.end(), [](const Worker& w) { return w.done; });
+  }
+
   std::vector<int> silent_workers() const {
     std::vector<int> ranks;
     for (std::size_t w = 0; w < workers.size(); ++w) {
@@ -128,10 +144,12 @@ struct AsyncMaster::Impl {
   }
 };
 
-AsyncMaster::AsyncMaster(const comm::World& world, std::size_t parameters, std::size_t state)
-    : impl_(new Impl(world, parameters, state)) {
+AsyncMaster::AsyncMaster(const comm::World& world, std::size_t parameters, std::size_t state,
+                         int servers)
+    : impl_(new Impl(world, parameters, state, servers)) {
   if (world.size() < 2) usage_error("--comm ps --async needs at least 2 ranks");
-  impl_->workers.resize(static_cast<std::size_t>(world.size() - 1));
+  MBKIT_CHECK(servers >= 1 && servers < world.size(), "servers ", servers, " of ", world.size());
+  impl_->workers.resize(static_cast<std::size_t>(worker_count(world.size(), servers)));
   for (std::size_t w = 0; w < impl_->workers.size(); ++w) impl_->post_receive(w);
 }
 
@@ -150,6 +168,18 @@ void AsyncMaster::start(std::span<const float> parameters, std::span<const float
     m.arrivals->start(static_cast<int>(w), start);
     m.send_held(w, start);
   }
+}
+
+bool AsyncMaster::workers_done() const {
+  return impl_->ended;
+}
+
+int AsyncMaster::workers_stop() const {
+  int code = kContinue;
+  for (const auto& worker : impl_->workers) {
+    if (worker.done) code = std::max(code, worker.done_code);
+  }
+  return code;
 }
 
 void AsyncMaster::use_time_window(double seconds) {
@@ -272,7 +302,7 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
           if (!m.world.test(worker.receive)) continue;
           const GradientHeader header = Impl::header_of(worker);
           if (header.kind == kDone) {
-            worker.done = true;
+            m.mark_done(worker, header);
             if (m.arrivals) m.arrivals->retire(static_cast<int>(w));
             continue;
           }
@@ -292,11 +322,12 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
         }
         if (m.arrivals) {
           take_in_virtual_order();
-          if (timed) return count >= 1 && m.arrivals->none_until(deadline);
+          if (timed) return (count >= 1 && m.arrivals->none_until(deadline)) || m.all_done();
         } else if (timed) {
-          return count >= 1 && seconds_since(start) >= m.window;
+          return (count >= 1 && seconds_since(start) >= m.window) || m.all_done();
         }
-        return count >= min_gradients;
+        // Only another server's stop ends the workers while a master collects.
+        return count >= min_gradients || m.all_done();
       },
       timed ? cat("master waiting for a gradient for step ", step + 1)
             : cat("master waiting for ", min_gradients, " gradient", min_gradients > 1 ? "s" : "",
@@ -309,6 +340,12 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
         }
         return silent;
       });
+  // Every worker done with too few gradients for a step (enough: a step, though all are done).
+  m.ended = m.all_done() && (timed ? count == 0 : count < min_gradients);
+  if (m.ended) {
+    discarded_ += count;
+    return result;
+  }
   // The time rule's master waits out its window.
   if (m.arrivals && timed) m.now = std::max(m.now, deadline);
   result.wait_time = m.arrivals ? m.now - virtual_start : seconds_since(start);
@@ -332,8 +369,9 @@ void AsyncMaster::finish(std::int64_t step, int code) {
         for (std::size_t w = 0; w < m.workers.size(); ++w) {
           Impl::Worker& worker = m.workers[w];
           if (!worker.done && m.world.test(worker.receive)) {
-            if (Impl::header_of(worker).kind == kDone) {
-              worker.done = true;
+            const GradientHeader header = Impl::header_of(worker);
+            if (header.kind == kDone) {
+              m.mark_done(worker, header);
             } else {
               ++discarded_;
               m.post_receive(w);
@@ -349,27 +387,48 @@ void AsyncMaster::finish(std::int64_t step, int code) {
 struct AsyncWorker::Impl {
   const comm::World& world;
   std::size_t parameters, state;
-  Bytes incoming[2];
-  int current = 0;  // the buffer with the posted receive
-  comm::Request receive;
-  Bytes outgoing;
-  comm::Request send;
-  bool received_any = false;
+  // One stream of parameters from each server, and one of gradients to it.
+  struct Server {
+    std::size_t first = 0, last = 0;  // its shard
+    std::size_t state = 0;            // state floats it carries (server 0's)
+    Bytes incoming[2];
+    int current = 0;  // the buffer with the posted receive
+    comm::Request receive;
+    Bytes outgoing;
+    comm::Request send;
+    bool received_any = false;
+    bool stopped = false;  // its stop arrived
+  };
+  std::vector<Server> servers;
   bool stopped = false;
 
-  Impl(const comm::World& w, std::size_t p, std::size_t s) : world(w), parameters(p), state(s) {
-    for (auto& buffer : incoming) {
-      buffer.resize(sizeof(ParametersHeader) + (p + s) * sizeof(float));
+  Impl(const comm::World& w, std::size_t p, std::size_t s, int n)
+      : world(w), parameters(p), state(s), servers(static_cast<std::size_t>(n)) {
+    for (int server = 0; server < n; ++server) {
+      Server& from = servers[static_cast<std::size_t>(server)];
+      std::tie(from.first, from.last) = server_shard(p, server, n);
+      from.state = server == 0 ? s : 0;
+      for (auto& buffer : from.incoming) {
+        buffer.resize(sizeof(ParametersHeader) +
+                      (from.last - from.first + from.state) * sizeof(float));
+      }
+      post(server);
     }
-    post();
   }
-  void post() {
-    receive = world.irecv(incoming[current].data(), incoming[current].size(), 0, kParametersTag);
+  void post(int server) {
+    Server& from = servers[static_cast<std::size_t>(server)];
+    from.receive = world.irecv(from.incoming[from.current].data(),
+                               from.incoming[from.current].size(), server, kParametersTag);
+  }
+  // The watchdog's words for server s: "the master" when it is the only one.
+  std::string name(int server) const {
+    return servers.size() == 1 ? std::string("the master") : cat("server ", server);
   }
 };
 
-AsyncWorker::AsyncWorker(const comm::World& world, std::size_t parameters, std::size_t state)
-    : impl_(new Impl(world, parameters, state)) {}
+AsyncWorker::AsyncWorker(const comm::World& world, std::size_t parameters, std::size_t state,
+                         int servers)
+    : impl_(new Impl(world, parameters, state, servers)) {}
 
 AsyncWorker::~AsyncWorker() {
   delete impl_;
@@ -379,41 +438,48 @@ bool AsyncWorker::refresh(std::span<float> parameters, std::span<float> state, b
                           std::int64_t& based_on) {
   Impl& k = *impl_;
   if (k.stopped) return false;
-  if (wait || !k.received_any) {
-    k.world.wait_until([&] { return !k.receive.pending() || k.world.test(k.receive); },
-                       "waiting for parameters from the master",
-                       [] { return std::vector<int>{0}; });
-  }
-  // Take the newest that arrived: drain the stream, alternating between two buffers.
-  const Bytes* newest = nullptr;
-  while (k.world.test(k.receive)) {
-    if (newest != nullptr) ++skipped_;
-    newest = &k.incoming[k.current];
+  for (int s = 0; s < static_cast<int>(k.servers.size()); ++s) {
+    Impl::Server& from = k.servers[static_cast<std::size_t>(s)];
+    if (wait || !from.received_any) {
+      k.world.wait_until([&] { return !from.receive.pending() || k.world.test(from.receive); },
+                         cat("waiting for parameters from ", k.name(s)),
+                         [s] { return std::vector<int>{s}; });
+    }
+    // Take the newest that arrived: drain the stream, alternating between two buffers.
+    const Bytes* newest = nullptr;
+    while (k.world.test(from.receive)) {
+      if (newest != nullptr) ++skipped_;
+      newest = &from.incoming[from.current];
+      ParametersHeader header;
+      std::memcpy(&header, newest->data(), sizeof header);
+      if (header.stop != 0) {
+        k.stopped = from.stopped = true;
+        stop_code_ = static_cast<int>(header.stop);
+        return false;
+      }
+      from.current = 1 - from.current;
+      k.post(s);
+    }
+    if (newest == nullptr) continue;
     ParametersHeader header;
     std::memcpy(&header, newest->data(), sizeof header);
-    if (header.stop != 0) {
-      k.stopped = true;
-      stop_code_ = static_cast<int>(header.stop);
-      return false;
-    }
-    k.current = 1 - k.current;
-    k.post();
+    const float* values = reinterpret_cast<const float*>(newest->data() + sizeof header);
+    const std::size_t shard = from.last - from.first;
+    std::copy(values, values + shard, parameters.begin() + static_cast<std::ptrdiff_t>(from.first));
+    std::copy(values + shard, values + shard + from.state, state.begin());
+    if (s == 0) based_on = static_cast<std::int64_t>(header.step);
+    from.received_any = true;
   }
-  if (newest == nullptr) return true;
-  ParametersHeader header;
-  std::memcpy(&header, newest->data(), sizeof header);
-  const float* values = reinterpret_cast<const float*>(newest->data() + sizeof header);
-  std::copy(values, values + parameters.size(), parameters.begin());
-  std::copy(values + parameters.size(), values + parameters.size() + state.size(), state.begin());
-  based_on = static_cast<std::int64_t>(header.step);
-  k.received_any = true;
   return true;
 }
 
 void AsyncWorker::send(std::span<const float> gradients, std::span<const float> state,
                        const WorkerReport& report) {
   Impl& k = *impl_;
-  k.world.wait(k.send, "sending a gradient to the master");
+  for (int s = 0; s < static_cast<int>(k.servers.size()); ++s) {
+    k.world.wait(k.servers[static_cast<std::size_t>(s)].send,
+                 cat("sending a gradient to ", k.name(s)));
+  }
   GradientHeader header;
   header.kind = kGradient;
   header.samples = static_cast<double>(report.samples);
@@ -431,23 +497,69 @@ void AsyncWorker::send(std::span<const float> gradients, std::span<const float> 
   header.exit_time = report.exit_time;
   header.queued_updates = static_cast<double>(report.queued_updates);
   header.comm_delay = report.comm_delay;
-  k.outgoing.resize(sizeof header + gradients.size_bytes() + state.size_bytes());
-  std::memcpy(k.outgoing.data(), &header, sizeof header);
-  std::memcpy(k.outgoing.data() + sizeof header, gradients.data(), gradients.size_bytes());
-  std::memcpy(k.outgoing.data() + sizeof header + gradients.size_bytes(), state.data(),
-              state.size_bytes());
-  k.send = k.world.isend(k.outgoing.data(), k.outgoing.size(), 0, kGradientTag);
+  for (int s = 0; s < static_cast<int>(k.servers.size()); ++s) {
+    Impl::Server& to = k.servers[static_cast<std::size_t>(s)];
+    const auto shard = gradients.subspan(to.first, to.last - to.first);
+    const auto tail = state.first(to.state);
+    to.outgoing.resize(sizeof header + shard.size_bytes() + tail.size_bytes());
+    std::memcpy(to.outgoing.data(), &header, sizeof header);
+    std::memcpy(to.outgoing.data() + sizeof header, shard.data(), shard.size_bytes());
+    std::memcpy(to.outgoing.data() + sizeof header + shard.size_bytes(), tail.data(),
+                tail.size_bytes());
+    to.send = k.world.isend(to.outgoing.data(), to.outgoing.size(), s, kGradientTag);
+  }
 }
 
 void AsyncWorker::finish() {
   Impl& k = *impl_;
-  k.world.wait(k.send, "sending the last gradient");
+  const int servers = static_cast<int>(k.servers.size());
+  for (int s = 0; s < servers; ++s) {
+    k.world.wait(k.servers[static_cast<std::size_t>(s)].send,
+                 servers == 1 ? std::string("sending the last gradient")
+                              : cat("sending the last gradient to server ", s));
+  }
   GradientHeader header;
   header.kind = kDone;
-  k.outgoing.assign(reinterpret_cast<const unsigned char*>(&header),
-                    reinterpret_cast<const unsigned char*>(&header) + sizeof header);
-  k.send = k.world.isend(k.outgoing.data(), k.outgoing.size(), 0, kGradientTag);
-  k.world.wait(k.send, "telling the master it is done");
+  header.stop = stop_code_;
+  for (int s = 0; s < servers; ++s) {
+    Impl::Server& to = k.servers[static_cast<std::size_t>(s)];
+    to.outgoing.assign(reinterpret_cast<const unsigned char*>(&header),
+                       reinterpret_cast<const unsigned char*>(&header) + sizeof header);
+    to.send = k.world.isend(to.outgoing.data(), to.outgoing.size(), s, kGradientTag);
+  }
+  if (servers == 1) {
+    k.world.wait(k.servers[0].send, "telling the master it is done");
+    return;
+  }
+  // The other servers go on until every worker is done: their parameters are drained (unused)
+  // until each one's stop comes, so that none waits on a send this worker never takes.
+  const auto settled = [&](Impl::Server& from) {
+    while (!from.stopped && k.world.test(from.receive)) {
+      ParametersHeader last;
+      std::memcpy(&last, from.incoming[from.current].data(), sizeof last);
+      if (last.stop != 0) {
+        from.stopped = true;
+      } else {
+        from.current = 1 - from.current;
+        k.post(static_cast<int>(&from - k.servers.data()));
+      }
+    }
+    return k.world.test(from.send) && from.stopped;
+  };
+  k.world.wait_until(
+      [&] {
+        bool all = true;
+        for (auto& server : k.servers) all = settled(server) && all;
+        return all;
+      },
+      "telling the servers this worker is done and taking their stop",
+      [&] {
+        std::vector<int> waiting;
+        for (int s = 0; s < servers; ++s) {
+          if (!k.servers[static_cast<std::size_t>(s)].stopped) waiting.push_back(s);
+        }
+        return waiting;
+      });
 }
 
 }  // namespace mbkit::train

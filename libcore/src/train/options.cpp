@@ -204,12 +204,24 @@ void validate(const TrainOptions& o) {
         "micro-batch, so it cannot be summed in buckets");
   }
   if (o.servers < 1) usage_error(cat("--servers ", o.servers, " must be at least 1"));
-  if (o.servers > 1 && (o.comm != "ps" || o.async || o.dbsl.enabled)) {
-    usage_error(cat("--servers ", o.servers, ": several servers serve synchronous ps (",
-                    o.comm != "ps" ? "--comm allreduce has none"
-                    : o.async      ? "not --async"
-                                   : "not DBSL",
-                    ")"));
+  if (o.servers > 1 && (o.comm != "ps" || o.dbsl.enabled)) {
+    usage_error(cat("--servers ", o.servers, ": several servers serve ps, synchronous or --async (",
+                    o.comm != "ps" ? "--comm allreduce has none" : "not DBSL", ")"));
+  }
+  if (o.servers > 1 && o.async) {
+    // Each asynchronous server updates its shard on its own: no rank holds the whole model of
+    // one step until the run's end, where server 0 gathers it (evaluation, checkpoint).
+    const char* refused = o.checkpoint_every > 0     ? "--checkpoint-every"
+                          : o.checkpoint_every_epoch ? "--checkpoint-every-epoch"
+                          : o.eval_every > 0         ? "--eval-every"
+                          : o.eval_every_epoch       ? "--eval-every-epoch"
+                          : o.train_loss == "master" ? "--train-loss master"
+                                                     : nullptr;
+    if (refused != nullptr) {
+      usage_error(cat(refused, ": with --servers ", o.servers,
+                      " --async each server updates its shard on its own and the whole model "
+                      "exists only at the end (evaluated and saved there); use one server"));
+    }
   }
   if (o.compression.enabled() && (o.async || o.dbsl.enabled)) {
     usage_error(cat("--compress: the ", o.async ? "asynchronous" : "DBSL",

@@ -30,7 +30,7 @@ int TrainingRun::train() {
     }
   } else if (!role_.async) {
     run_sync();
-  } else if (role_.master) {
+  } else if (role_.server) {  // the master, or one of several servers
     run_async_master();
   } else {
     run_async_worker();
@@ -199,63 +199,161 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
   return verdict;
 }
 
+// Each server of --servers S is an asynchronous master for its shard (shard_: the whole buffer
+// with one server), on its own: it stops by the run's rules applied to its own updates, or when
+// every worker is done because another server stopped the run. Server 0 keeps the state, logs
+// the steps and, with several servers, gets the others' shards and /servers rows at the end.
 void TrainingRun::run_async_master() {
-  AsyncMaster master(world_, net_->parameter_count(), net_->state_count());
+  const int servers = std::max(1, role_.servers);
+  const std::size_t first = shard_.first;
+  const std::size_t length = shard_.second - shard_.first;
+  const std::size_t state_floats = world_.rank() == 0 ? net_->state_count() : 0;
+  AsyncMaster master(world_, length, state_floats, servers);
   if (clock_.is_virtual()) {
-    master.use_virtual_clock(
-        comm_model_.message(gradient_bytes_ + net_->state_count() * sizeof(float)),
-        clock_.virtual_now());
+    master.use_virtual_clock(comm_model_.message((length + state_floats) * sizeof(float)),
+                             clock_.virtual_now());
   }
   master.use_time_window(options_.async_master_time_limit);
   // Host memory for the messages: views on a host-accessible backend, counted copies on a device.
   nn::Backend& backend = net_->backend();
   const bool in_place = backend.host_accessible();
-  master.start(net_->host_parameters().values(), net_->host_state().values(), step_);
-  std::vector<float> state(net_->state_count());
-  if (!in_place) gradient_staging_.assign(net_->parameter_count(), 0.0f);
+  const auto start = SteadyClock::now();
+  master.start(net_->host_parameters().values().subspan(first, length),
+               net_->host_state().values().first(state_floats), step_);
+  std::vector<float> state(state_floats);
+  if (!in_place) gradient_staging_.assign(length, 0.0f);
   const double planned_samples = options_.epochs > 0
                                      ? options_.epochs * static_cast<double>(total_rows_)
                                      : std::numeric_limits<double>::infinity();
+  // Several servers: this server's /servers rows (server 0 writes everyone's at the end), with
+  // its update and send times of the previous step, as the synchronous servers report them (the
+  // first row: no update, and the start's sends).
+  std::vector<metrics::ServerRecord> server_rows;
+  double update_seconds = 0, send_seconds = seconds_since(start);
   if (samples_seen_ >= planned_samples) stop_ = kFinished;
   stop_ = std::max(stop_, rank0_stop());
   while (stop_ == kContinue) {
     const auto step_start = SteadyClock::now();
     const double virtual_start = clock_.virtual_now();
     const double lr = schedule_->at(step_, epoch_at(step_));
-    const auto combined = master.collect(in_place ? net_->gradients() : gradient_staging_, state,
-                                         options_.async_min_grads, step_);
+    auto combined =
+        master.collect(in_place ? net_->gradients().subspan(first, length) : gradient_staging_,
+                       state, options_.async_min_grads, step_);
+    if (master.workers_done()) {  // another server stopped the run: no update to make
+      stop_ = std::max({stop_, master.workers_stop(), static_cast<int>(kFinished)});
+      break;
+    }
+    const double receive_seconds = seconds_since(step_start);
     if (in_place) {
       std::copy(state.begin(), state.end(), net_->state().begin());
     } else {
-      backend.copy_from_host(gradient_staging_, net_->gradient_buffer(), 0);
-      backend.copy_from_host(state, net_->state_buffer(), 0);
+      backend.copy_from_host(gradient_staging_, net_->gradient_buffer(), first);
+      if (!state.empty()) backend.copy_from_host(state, net_->state_buffer(), 0);
     }
     const int decision = accept_update(combined.mean_loss());
+    if (servers > 1) {
+      server_rows.push_back(
+          {step_ + 1, world_.rank(), static_cast<std::int64_t>(length),
+           static_cast<std::int64_t>(combined.workers.size() * length * sizeof(float)),
+           receive_seconds, update_seconds, send_seconds});
+    }
     if (decision == kContinue) {
       const bool timed = clock_.is_virtual() && compute_models_.empty();
       const double cpu_start = timed ? clock_.cpu_now() : 0;
-      optimizer_->step(net_->parameter_buffer(), net_->gradient_buffer(), lr);
+      const auto update_start = SteadyClock::now();
+      optimizer_->step(net_->parameter_buffer(), net_->gradient_buffer(), lr, first);
       if (timed) master.advance(clock_.cpu_now() - cpu_start);
+      if (servers > 1) {
+        backend.synchronize();  // a GPU's update ends when its kernel does
+        update_seconds = seconds_since(update_start);
+      }
     }
     ++step_;
     samples_seen_ += static_cast<double>(combined.samples);
     if (clock_.is_virtual()) clock_.set_virtual_now(master.virtual_now());
-    record_step(
-        combined,
-        clock_.is_virtual() ? clock_.virtual_now() - virtual_start : seconds_since(step_start), lr);
+    if (logs_) {
+      record_step(
+          combined,
+          clock_.is_virtual() ? clock_.virtual_now() - virtual_start : seconds_since(step_start),
+          lr);
+    }
     stop_ = std::max(combined.stop, rank0_stop());
     if (decision == kDiverged) stop_ = kDiverged;
     if (step_ >= planned_ || samples_seen_ >= planned_samples) {
       stop_ = std::max(stop_, static_cast<int>(kFinished));
     }
     if (stop_ == kContinue) {
-      master.publish(net_->host_parameters().values(), net_->host_state().values(), step_);
+      const auto send_start = SteadyClock::now();
+      master.publish(net_->host_parameters().values().subspan(first, length),
+                     net_->host_state().values().first(state_floats), step_);
+      send_seconds = seconds_since(send_start);
     }
     if (stop_ != kDiverged) after_step(clock_.now());
   }
   master.finish(step_, stop_);
+  stop_ = std::max(stop_, master.workers_stop());  // a worker's stop from another server
   if (master.discarded() > 0) {
     log::verbose(cat(master.discarded(), " gradients arrived after the end and were not used"));
+  }
+  if (servers > 1) gather_async_servers(server_rows);
+}
+
+void TrainingRun::gather_async_servers(std::vector<metrics::ServerRecord> rows) {
+  // Beside the exchanges' tags and checkpoint_now's.
+  constexpr int kCountTag = 15, kRowsTag = 16, kShardTag = 17, kStopTag = 18;
+  constexpr std::size_t kFields = 7;
+  if (world_.rank() != 0) {
+    std::vector<double> packed;
+    for (const auto& r : rows) {
+      packed.insert(
+          packed.end(),
+          {static_cast<double>(r.step), static_cast<double>(r.rank), static_cast<double>(r.floats),
+           static_cast<double>(r.bytes_received), r.recv_time, r.update_time, r.send_time});
+    }
+    const std::int64_t count[2] = {static_cast<std::int64_t>(rows.size()), stop_};
+    nn::HostView parameters = net_->host_parameters();
+    const auto shard = parameters.values().subspan(shard_.first, shard_.second - shard_.first);
+    comm::Request sent = world_.isend(count, sizeof count, 0, kCountTag);
+    world_.wait(sent, "sending the server's step count to rank 0");
+    sent = world_.isend(packed.data(), packed.size() * sizeof(double), 0, kRowsTag);
+    world_.wait(sent, "sending the server's log rows to rank 0");
+    sent = world_.isend(shard.data(), shard.size_bytes(), 0, kShardTag);
+    world_.wait(sent, "sending the server's shard of the parameters to rank 0");
+    // The servers end the run alike (a checkpoint is their collective), as rank 0 decides.
+    comm::Request verdict = world_.irecv(&stop_, sizeof stop_, 0, kStopTag);
+    world_.wait(verdict, "the end of the run from rank 0");
+    return;
+  }
+  // Rank 0: the whole model for the evaluation, and every server's rows in step order.
+  nn::HostView parameters = net_->host_parameters();
+  for (int server = 1; server < role_.servers; ++server) {
+    std::int64_t count[2] = {0, 0};  // rows, its StopCode
+    comm::Request received = world_.irecv(count, sizeof count, server, kCountTag);
+    world_.wait(received, cat("the step count of server ", server));
+    stop_ = std::max(stop_, static_cast<int>(count[1]));
+    std::vector<double> packed(static_cast<std::size_t>(count[0]) * kFields);
+    received = world_.irecv(packed.data(), packed.size() * sizeof(double), server, kRowsTag);
+    world_.wait(received, cat("the log rows of server ", server));
+    for (std::size_t i = 0; i < packed.size(); i += kFields) {
+      rows.push_back(
+          {static_cast<std::int64_t>(packed[i]), static_cast<std::int64_t>(packed[i + 1]),
+           static_cast<std::int64_t>(packed[i + 2]), static_cast<std::int64_t>(packed[i + 3]),
+           packed[i + 4], packed[i + 5], packed[i + 6]});
+    }
+    const auto [begin, end] = server_shard(parameters.values().size(), server, role_.servers);
+    received = world_.irecv(parameters.values().data() + begin, (end - begin) * sizeof(float),
+                            server, kShardTag);
+    world_.wait(received, cat("the shard of the parameters of server ", server));
+  }
+  parameters.write_back();
+  for (int server = 1; server < role_.servers; ++server) {
+    comm::Request sent = world_.isend(&stop_, sizeof stop_, server, kStopTag);
+    world_.wait(sent, cat("telling server ", server, " how the run ended"));
+  }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.step < b.step; });
+  if (metric_log_ && metric_log_->is_open()) {
+    for (const auto& row : rows) metric_log_->add(row);
   }
 }
 
@@ -269,7 +367,8 @@ bool TrainingRun::refresh_from(AsyncWorker& worker, bool wait, std::int64_t& bas
 }
 
 void TrainingRun::run_async_worker() {
-  AsyncWorker worker(world_, net_->parameter_count(), net_->state_count());
+  const int servers = std::max(1, role_.servers);
+  AsyncWorker worker(world_, net_->parameter_count(), net_->state_count(), servers);
   std::int64_t based_on = 0;
   std::int64_t rounds = 0;
   // AMB, as the original's async strategy: newer parameters are taken between micro-batches
@@ -290,8 +389,13 @@ void TrainingRun::run_async_worker() {
     return go;
   };
   // On the virtual clock a parameter message costs what the master's model says.
-  const double modelled_receive =
-      comm_model_.message(gradient_bytes_ + net_->state_count() * sizeof(float));
+  // With several servers, the largest of the shards arriving side by side.
+  double modelled_receive = 0;
+  for (int server = 0; server < servers; ++server) {
+    const auto [first, last] = server_shard(net_->parameter_count(), server, servers);
+    const std::size_t floats = last - first + (server == 0 ? net_->state_count() : 0);
+    modelled_receive = std::max(modelled_receive, comm_model_.message(floats * sizeof(float)));
+  }
   double send_wait = 0;
   while (!master_stopped && refresh()) {
     round_->set_previous_exchange(0, send_wait, clock_.is_virtual() ? modelled_receive : received);
@@ -301,8 +405,8 @@ void TrainingRun::run_async_worker() {
     report.stop = stop_request_.requested() ? kSignalled : kContinue;
     report.based_on = based_on;
     if (options_.async_delay_std > 0) {
-      report.comm_delay = emulation::message_delay(options_.async_delay_std, options_.seed,
-                                                   worker_of_rank(world_.rank(), true), rounds);
+      report.comm_delay =
+          emulation::message_delay(options_.async_delay_std, options_.seed, role_.worker, rounds);
     }
     const auto send_start = SteadyClock::now();
     worker.send(net_->host_gradients().values(), net_->host_state().values(), report);

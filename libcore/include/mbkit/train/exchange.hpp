@@ -19,7 +19,11 @@
 //               where a transfer is the receiving core's own work (mb-train-fmb.1).
 //   ps --async  the master applies an update as soon as --async-min-grads gradients arrived and
 //               sends the new parameters to every worker; workers never wait for parameters:
-//               they compute on the newest they have (AsyncMaster/AsyncWorker below).
+//               they compute on the newest they have (AsyncMaster/AsyncWorker below). With
+//               --servers S (MXNet's dist_async with several servers) each of ranks 0..S-1 is
+//               such a master for its shard (server_shard), on its own: a worker sends every
+//               server its shard of each gradient (server 0 the state too) and takes each
+//               server's newest shard of the parameters.
 //
 // Scaling. Workers compute gradients of loss_scale * (sum of their per-sample losses) with
 // loss_scale = 1 / nominal, nominal being the samples the step was planned for (workers x
@@ -232,17 +236,25 @@ inline bool gradient_rescaled(std::int64_t nominal, std::int64_t total) {
   return total != nominal && total > 0;
 }
 
-/// The master of ps --async. Report times of the workers' messages are theirs; under the
-/// virtual clock send_time is the message's cost and wait_time is 0 (workers never wait).
+/// The master of ps --async, or one of its `servers` servers (rank s < servers keeps shard s:
+/// `parameters` is the shard's size, `state` the state's on server 0 and 0 on the others).
+/// Report times of the workers' messages are theirs; under the virtual clock send_time is the
+/// message's cost and wait_time is 0 (workers never wait).
+///
+/// The end of a run: a master that stops (finish()) tells every worker; a worker told by any
+/// server tells every server it is done and takes every server's stop; a server whose workers
+/// are all done ends its collect() (workers_done()) and then calls finish() too, so every
+/// server learns that every worker is done and no rank waits on one that left.
 class AsyncMaster {
  public:
-  AsyncMaster(const comm::World& world, std::size_t parameters, std::size_t state);
+  AsyncMaster(const comm::World& world, std::size_t parameters, std::size_t state, int servers = 1);
   ~AsyncMaster();
   /// Sends the starting parameters to every worker.
   void start(std::span<const float> parameters, std::span<const float> state, std::int64_t step);
   /// Waits until at least `min_gradients` gradients arrived and combines them: `gradients`
   /// gets sum / total, `state` the mean of their states. With a time window (use_time_window)
-  /// `min_gradients` is not used: see there.
+  /// `min_gradients` is not used: see there. Returns early, with no update to make, once
+  /// every worker is done (workers_done()); what it had taken is then counted in discarded().
   CombinedStep collect(std::span<float> gradients, std::span<float> state, int min_gradients,
                        std::int64_t step);
   /// Sends the parameters of master step `step` to every worker (as soon as each can take
@@ -252,6 +264,10 @@ class AsyncMaster {
   void finish(std::int64_t step, int code);
   /// Gradients that arrived after the master had decided to stop (not applied).
   std::int64_t discarded() const { return discarded_; }
+  /// Every worker said it is done (another server stopped the run).
+  bool workers_done() const;
+  /// The largest StopCode the workers were stopped with (kContinue when none is done).
+  int workers_stop() const;
 
   /// The AMB original's time rule (--async-master-time-limit): collect() takes the gradients
   /// that arrive within `seconds` of its start (on the run's clock), and when none did, waits
@@ -275,23 +291,23 @@ class AsyncMaster {
   std::int64_t discarded_ = 0;
 };
 
-/// A worker of ps --async.
+/// A worker of ps --async, talking to `servers` servers (AsyncMaster).
 class AsyncWorker {
  public:
-  AsyncWorker(const comm::World& world, std::size_t parameters, std::size_t state);
+  AsyncWorker(const comm::World& world, std::size_t parameters, std::size_t state, int servers = 1);
   ~AsyncWorker();
-  /// Takes the newest parameters that arrived (waiting only when `wait` or none came yet):
-  /// returns false when the master said stop. `based_on` gets their master step.
+  /// Takes the newest parameters that arrived from each server (waiting only when `wait` or
+  /// none came yet): returns false when a server said stop. `based_on` gets server 0's step.
   bool refresh(std::span<float> parameters, std::span<float> state, bool wait,
                std::int64_t& based_on);
   /// Sends a gradient (scaled to the sum of the per-sample losses) with the report; waits
   /// first for the previous send to complete (at most one in flight).
   void send(std::span<const float> gradients, std::span<const float> state,
             const WorkerReport& report);
-  /// After refresh() returned false: completes the last send and tells the master this worker
-  /// is done.
+  /// After refresh() returned false: completes the last send, tells every server this worker
+  /// is done and takes the stop of each server that had not sent it yet.
   void finish();
-  /// The master's StopCode once refresh() returned false.
+  /// The StopCode of the server that stopped it, once refresh() returned false.
   int stop_code() const { return stop_code_; }
   /// Parameter sets that arrived but were overtaken by newer ones before being used.
   std::int64_t skipped() const { return skipped_; }

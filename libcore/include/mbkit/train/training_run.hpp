@@ -132,6 +132,11 @@ class TrainingRun {
   /// An async worker's refresh (AsyncWorker::refresh) into the network, through host views.
   bool refresh_from(AsyncWorker& worker, bool wait, std::int64_t& based_on);
   void run_async_master();
+  /// --servers S --async, at the end: the servers send rank 0 their shards of the parameters
+  /// (for the evaluation and the checkpoint), their /servers rows and StopCodes; rank 0 writes
+  /// all rows (its own `rows` too) in step order and sends every server the largest code, so
+  /// that all end the run the same way.
+  void gather_async_servers(std::vector<metrics::ServerRecord> rows);
   void run_async_worker();
   // DBSL (training_run_dbsl.cpp): the parameter server and a worker.
   void run_dbsl_server();
