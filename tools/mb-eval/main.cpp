@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   app.add_option("--top-k", options.top_k, "k of the top-k accuracy")->capture_default_str();
   app.add_option("--batch-size", options.batch_size, "Samples per forward pass")
       ->capture_default_str();
-  app.add_option("--limit", options.limit, "Evaluate only the first N samples");
+  app.add_option("--limit", options.limit, "Evaluate only the first N samples")->type_name("N");
   app.add_option("--threads", options.threads, "Threads (default: all cores)");
   app.add_option("--device", options.device,
                  "Backend: cpu, or cuda / cuda:N (the GPU of the local rank, or GPU N) where built")

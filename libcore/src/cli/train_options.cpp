@@ -24,7 +24,8 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
   data->add_option("--global-batch-size", o.global_batch_size,
                    "Samples per step over all workers, split among them (the first G mod W "
                    "workers take one more); instead of --batch-size")
-      ->check(whole_number<std::int64_t>());
+      ->check(whole_number<std::int64_t>())
+      ->type_name("G");
   data->add_option_function<std::vector<std::string>>(
           "--augment",
           [&o](const std::vector<std::string>& given) {
@@ -136,7 +137,8 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
   evaluation
       ->add_option("--eval-every", o.eval_every,
                    "Evaluate on the test split every N steps (and at the end)")
-      ->check(whole_number<std::int64_t>());
+      ->check(whole_number<std::int64_t>())
+      ->type_name("N");
   evaluation->add_flag("--eval-every-epoch", o.eval_every_epoch,
                        "Also evaluate at the end of every epoch");
   evaluation->add_option("--test-size", o.test_size, "Test samples per evaluation (default: all)")
@@ -179,7 +181,8 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
       ->type_name("FILE");
   run->add_option("--checkpoint-every", o.checkpoint_every,
                   "Also write the checkpoint every N steps")
-      ->check(whole_number<std::int64_t>());
+      ->check(whole_number<std::int64_t>())
+      ->type_name("N");
   run->add_flag("--checkpoint-every-epoch", o.checkpoint_every_epoch,
                 "Also keep a checkpoint of every epoch's end, NAME-epochNNNN.h5 beside "
                 "--checkpoint NAME.h5");
@@ -191,7 +194,8 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
       ->type_name("stop|skip");
   run->add_option("--print-every", o.print_every,
                   "Progress line every N steps when stderr is not a terminal (default: every 10 s)")
-      ->check(whole_number<std::int64_t>());
+      ->check(whole_number<std::int64_t>())
+      ->type_name("N");
 }
 
 void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
@@ -209,12 +213,14 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
   dist->add_option("--bucket-mb", o.bucket_mb,
                    "--allreduce mpi: sum the gradients in buckets of MB MiB, each started as soon "
                    "as the backward pass finished it (0: one sum after the pass)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("MB");
   dist->add_option("--servers", o.servers,
                    "ps: ranks 0..S-1 are servers, each keeping and updating a contiguous shard "
                    "of the parameters; the other ranks are workers (MXNet's key sharding)")
       ->capture_default_str()
-      ->check(whole_number<int>());
+      ->check(whole_number<int>())
+      ->type_name("S");
   dist->add_option("--compress", o.given.compress,
                    "Gradients on the wire: 2bit:THRESHOLD (MXNet's, with error feedback), fp16, "
                    "bf16 or none (synchronous ps and allreduce)")
@@ -227,10 +233,12 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
   dist->add_option("--async-master-time-limit", o.async_master_time_limit,
                    "--async: each update applies the gradients that arrived within SECONDS of "
                    "the master's step start (at least one: else the first to arrive); the "
-                   "AMB original's time rule, instead of --async-min-grads (0: off)");
+                   "AMB original's time rule, instead of --async-min-grads (0: off)")
+      ->type_name("SECONDS");
   dist->add_option("--async-delay-std", o.async_delay_std,
                    "--async: delay each worker->master message by SECONDS x |N(0,1)|, seeded "
-                   "per worker and round (the AMB original's communication stragglers; 0: off)");
+                   "per worker and round (the AMB original's communication stragglers; 0: off)")
+      ->type_name("SECONDS");
   dist->add_option("--induce", o.given.induce,
                    "Induced stragglers: niagara, cedar, or MEAN:STD:WEIGHT,... (seconds)")
       ->type_name("PROFILE");
@@ -290,7 +298,8 @@ void add_dbsl_options(CLI::App& app, train::TrainOptions& o) {
   dbsl->add_flag("--json", o.dbsl.json, "--plan: as JSON");
   dbsl->add_option("--workers", o.dbsl.workers, "--plan: workers (a run: the ranks but rank 0)");
   dbsl->add_option("--train-samples", o.dbsl.train_samples,
-                   "--plan: training samples N (a run: --data's train split)");
+                   "--plan: training samples N (a run: --data's train split)")
+      ->type_name("N");
   dbsl->add_option("--time-model", o.dbsl.time_model,
                    "Time model file (HDF5, mbkit-formats(5)): a fit per rank, or one for all")
       ->type_name("FILE");
