@@ -18,14 +18,7 @@
 namespace mbkit::bench {
 namespace {
 
-ExitCode code_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.code();
-  }
-  return ExitCode::kSuccess;
-}
+using test::code_of;
 
 TEST(BusFactor, IsNcclTestsFactorOfEveryOperation) {
   for (const int n : {1, 2, 3, 4, 8}) {

@@ -19,14 +19,7 @@
 namespace mbkit::bench {
 namespace {
 
-ExitCode code_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.code();
-  }
-  return ExitCode::kSuccess;
-}
+using test::code_of;
 
 TEST(Splits, ListsAndTheirErrors) {
   EXPECT_EQ(parse_int_list("16,32, 64", "--batch-sizes"), (std::vector<int>{16, 32, 64}));

@@ -74,6 +74,15 @@ std::string mapped_files() {
   return text;
 }
 
+ExitCode code_of(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const Error& error) {
+    return error.code();
+  }
+  return ExitCode::kSuccess;
+}
+
 std::vector<std::uint8_t> gzip(const std::vector<std::uint8_t>& bytes) {
   z_stream stream{};
   if (deflateInit2(&stream, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK) {

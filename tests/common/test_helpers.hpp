@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,10 @@ std::vector<std::uint8_t> make_idx(const std::vector<std::uint32_t>& dims,
 /// A tar.gz holding the given members (path inside the archive, content), via libarchive.
 void write_tar_gz(const std::string& path,
                   const std::vector<std::pair<std::string, std::vector<std::uint8_t>>>& members);
+
+/// The exit code of the mbkit::Error `body` throws (kSuccess when it throws none): for loops
+/// over bad inputs that only check the code.
+ExitCode code_of(const std::function<void()>& body);
 
 /// Runs `statement`, which must throw mbkit::Error with `code` and a message containing `text`.
 #define EXPECT_MBKIT_ERROR(statement, expected_code, text)                        \

@@ -16,6 +16,7 @@ import subprocess
 import tarfile
 import tempfile
 import threading
+import time
 import unittest
 
 import numpy as np
@@ -288,6 +289,21 @@ class ToolTestCase(unittest.TestCase):
         self.assertTrue(lines, msg=repr(result))
         self.assertIn("error:", lines[0], msg=repr(result))
         self.assertIn(text, lines[0], msg=repr(result))
+
+    def wait_for_steps(self, log, steps, timeout=60):
+        """Waits until a running job's metric log holds `steps` steps (read as SWMR, as the job
+        writes it); fails the test after `timeout` seconds."""
+        import h5py  # here, so that the tests that read no logs do not pay for the import
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                with h5py.File(log, "r", libver="latest", swmr=True) as f:
+                    if len(f["steps/step"]) >= steps:
+                        return
+            except (OSError, KeyError):
+                pass
+            time.sleep(0.2)
+        self.fail(f"{log} did not reach {steps} steps")
 
     def assertNoStrayFiles(self, directory=None):
         """No temporaries (.NAME.tmp-XXXXXX) left anywhere below `directory`."""

@@ -326,18 +326,6 @@ class Distributed(mbtest.ToolTestCase):
             time.sleep(0.1)
         self.fail(f"{count} training processes did not start")
 
-    def wait_for_steps(self, log, steps, timeout=60):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            try:
-                with h5py.File(log, "r", libver="latest", swmr=True) as f:
-                    if len(f["steps/step"]) >= steps:
-                        return
-            except (OSError, KeyError):
-                pass
-            time.sleep(0.2)
-        self.fail(f"{log} did not reach {steps} steps")
-
     def test_killed_worker_ends_the_job_quickly(self):
         data = self.toy(3000)
         job = self.start(3, "--data", data, "--epochs", "1000", "--log", self.path("kill.h5"),

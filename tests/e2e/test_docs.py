@@ -111,6 +111,21 @@ class Documentation(unittest.TestCase):
                     self.assertIn(option, listed,
                                   f"{tool}(1) documents {option}, which --help does not list")
 
+    def test_every_option_names_what_it_takes(self):
+        """--help shows a word for each option's value (FILE, NAME, auto|N), not CLI11's name
+        of the C++ type: TEXT says nothing, and a validator's description appended to the
+        type (INT:INT) is noise."""
+        for tool in tools_built():
+            with self.subTest(tool=tool):
+                for help_text in help_texts(tool)[2]:
+                    # An option's or positional's line (indented 2, or 4 in an option group;
+                    # a wrapped description is indented 30): its names, then its value's type.
+                    for line in re.findall(r"^ {2,4}([-a-z].*)$", help_text, re.M):
+                        words = line.split()
+                        value = words[1] if len(words) > 1 else ""
+                        self.assertNotRegex(value, r"^TEXT\b", f"{tool} --help: {line}")
+                        self.assertNotRegex(value, r"^(U?INT|FLOAT):", f"{tool} --help: {line}")
+
     def test_every_file_format_is_documented_with_its_version(self):
         """Each format name the library writes or checks ("mbkit-log"...) has its section in
         mbkit-formats(5), with the version the same source file declares."""

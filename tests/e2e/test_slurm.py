@@ -160,18 +160,6 @@ class SlurmSingleNode(mbtest.ToolTestCase):
             time.sleep(0.2)
         self.fail(f"rank {rank} of job {job} did not start")
 
-    def wait_for_steps(self, log, steps, timeout=60):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            try:
-                with h5py.File(log, "r", libver="latest", swmr=True) as f:
-                    if len(f["steps/step"]) >= steps:
-                        return
-            except (OSError, KeyError):
-                pass
-            time.sleep(0.2)
-        self.fail(f"{log} did not reach {steps} steps")
-
     def test_killed_worker_ends_the_job_naming_it(self):
         data = self.toy(3000)
         job = self.submit("fmb.sbatch", 3, NAME="kill", DATA=data, BATCH="8",

@@ -6,50 +6,23 @@
 
 #include "mbkit/backend/factory.hpp"
 #include "mbkit/data/dataset_file.hpp"
-#include "mbkit/data/synth.hpp"
 #include "mbkit/models/zoo.hpp"
 #include "mbkit/nn/network.hpp"
 #include "mbkit/tools/mb_train.hpp"
-#include "mbkit/train/checkpoint.hpp"
-#include "mbkit/util/log.hpp"
 #include "test_helpers.hpp"
+#include "train_fixture.hpp"
 
 namespace mbkit::train {
 namespace {
 
-class OriginalSettingsTest : public ::testing::Test {
+class OriginalSettingsTest : public test::TrainFixture {
  protected:
-  void SetUp() override {
-    test::world_of_ranks();
-    log::set_level(log::Level::kQuiet);
-    data::ToySynthOptions toy;
-    toy.train = 96;
-    toy.test = 20;
-    toy.learnable = true;
-    data::write_synth_toy(dir_.file("toy.h5"), toy, 0);
-  }
-  void TearDown() override { log::set_level(log::Level::kNormal); }
-
   TrainOptions options(const std::string& checkpoint) const {
-    TrainOptions o;
-    o.data = dir_.file("toy.h5");
-    o.model.name = "mlp";
-    o.model.hidden = {8};
+    TrainOptions o = short_run(checkpoint);
     o.optimizer.name = "sgd";
     o.schedule.lr = 0.1;
-    o.batch_size = 16;
     o.steps = 1;
-    o.threads = 1;
-    o.checkpoint = dir_.file(checkpoint);
     return o;
-  }
-
-  std::vector<float> parameters(const std::string& checkpoint) const {
-    std::vector<float> all;
-    for (const auto& array : read_checkpoint(dir_.file(checkpoint)).params) {
-      all.insert(all.end(), array.values.begin(), array.values.end());
-    }
-    return all;
   }
 
   // The parameters a run starts from (the engine initialises the same network the same way).
@@ -63,8 +36,6 @@ class OriginalSettingsTest : public ::testing::Test {
     net.initialize(o.seed);
     return {net.parameters().begin(), net.parameters().end()};
   }
-
-  test::TempDir dir_;
 };
 
 // --weight-decay-on sum: the original adds wd w to the gradient of the summed loss of each

@@ -7,57 +7,35 @@
 
 #include "fake_device.hpp"
 #include "mbkit/backend/factory.hpp"
-#include "mbkit/data/synth.hpp"
 #include "mbkit/tools/mb_train.hpp"
 #include "mbkit/train/checkpoint.hpp"
-#include "mbkit/util/log.hpp"
-#include "test_helpers.hpp"
+#include "train_fixture.hpp"
 
 namespace mbkit::train {
 namespace {
 
-class TrainingOnDevice : public ::testing::Test {
+class TrainingOnDevice : public test::TrainFixture {
  protected:
   void SetUp() override {
-    test::world_of_ranks();
-    log::set_level(log::Level::kQuiet);
+    test::TrainFixture::SetUp();
     backend::register_backend("fake-device", test::make_fake_device_backend);
-    data::ToySynthOptions toy;
-    toy.train = 96;
-    toy.test = 20;
-    toy.learnable = true;
-    data::write_synth_toy(dir_.file("toy.h5"), toy, 0);
   }
-  void TearDown() override { log::set_level(log::Level::kNormal); }
 
   TrainOptions options(const std::string& checkpoint, const std::string& device) const {
-    TrainOptions o;
-    o.data = dir_.file("toy.h5");
+    TrainOptions o = short_run(checkpoint);
     o.device = device;
-    o.model.name = "mlp";
-    o.model.hidden = {8};
     o.optimizer.name = "adam";
     o.schedule.lr = 0.01;
     o.optimizer.weight_decay = 0.001;
-    o.batch_size = 16;
     o.steps = 6;
-    o.threads = 1;
-    o.checkpoint = dir_.file(checkpoint);
     return o;
   }
 
-  /// Every array of a checkpoint that training changes, in order.
+  /// Every array of a checkpoint that training changes, in order, after the six steps.
   std::vector<std::vector<float>> arrays(const std::string& checkpoint) const {
-    const Checkpoint saved = read_checkpoint(dir_.file(checkpoint));
-    std::vector<std::vector<float>> all;
-    for (const auto* list : {&saved.params, &saved.state, &saved.optimizer_state}) {
-      for (const auto& array : *list) all.push_back(array.values);
-    }
-    EXPECT_EQ(saved.optimizer_steps, 6);
-    return all;
+    EXPECT_EQ(read_checkpoint(dir_.file(checkpoint)).optimizer_steps, 6);
+    return test::TrainFixture::arrays(checkpoint);
   }
-
-  test::TempDir dir_;
 };
 
 TEST_F(TrainingOnDevice, FixedMiniBatchGivesTheCpuBits) {

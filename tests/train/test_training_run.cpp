@@ -5,12 +5,11 @@
 #include <cmath>
 #include <thread>
 
-#include "mbkit/data/synth.hpp"
 #include "mbkit/tools/mb_train.hpp"
 #include "mbkit/train/checkpoint.hpp"
 #include "mbkit/train/run_clock.hpp"
-#include "mbkit/util/log.hpp"
 #include "test_helpers.hpp"
+#include "train_fixture.hpp"
 
 namespace mbkit::train {
 namespace {
@@ -37,43 +36,16 @@ TEST(RunClock, VirtualClockMovesOnlyWhenAdvanced) {
   EXPECT_GT(clock.wall_now(), 1.0);  // real seconds go on regardless
 }
 
-class TrainingRunTest : public ::testing::Test {
+class TrainingRunTest : public test::TrainFixture {
  protected:
-  void SetUp() override {
-    test::world_of_ranks();  // MPI starts once per process and ends at exit
-    log::set_level(log::Level::kQuiet);
-    data::ToySynthOptions toy;
-    toy.train = 96;
-    toy.test = 20;
-    toy.learnable = true;
-    data::write_synth_toy(dir_.file("toy.h5"), toy, 0);
-  }
-  void TearDown() override { log::set_level(log::Level::kNormal); }
-
   TrainOptions options(const std::string& checkpoint) const {
-    TrainOptions o;
-    o.data = dir_.file("toy.h5");
-    o.model.name = "mlp";
-    o.model.hidden = {8};
+    TrainOptions o = short_run(checkpoint);
     o.optimizer.name = "momentum";
     o.optimizer.momentum = 0.9;
     o.schedule.lr = 0.05;
-    o.batch_size = 16;
     o.steps = 8;
-    o.threads = 1;
-    o.checkpoint = dir_.file(checkpoint);
     return o;
   }
-
-  std::vector<float> parameters(const std::string& checkpoint) const {
-    std::vector<float> all;
-    for (const auto& array : read_checkpoint(dir_.file(checkpoint)).params) {
-      all.insert(all.end(), array.values.begin(), array.values.end());
-    }
-    return all;
-  }
-
-  test::TempDir dir_;
 };
 
 TEST_F(TrainingRunTest, SameSeedSameParameters) {

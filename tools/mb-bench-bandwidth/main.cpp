@@ -18,29 +18,38 @@ int main(int argc, char** argv) {
   app.add_option("--op", options.ops,
                  "reduce-bcast, allreduce, reduce, bcast, gather, allgather, reduce-scatter, "
                  "exchange (every --comm mode of the trainers), a comma-separated list, or all")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("OP");
   app.add_option("-b,--min-bytes", options.min_bytes, "Smallest size: bytes, or with K, M, G")
-      ->capture_default_str();
-  app.add_option("-e,--max-bytes", options.max_bytes, "Largest size")->capture_default_str();
+      ->capture_default_str()
+      ->type_name("SIZE");
+  app.add_option("-e,--max-bytes", options.max_bytes, "Largest size")
+      ->capture_default_str()
+      ->type_name("SIZE");
   app.add_option("-f,--step-factor", options.step_factor, "Multiply the size by this each step")
       ->capture_default_str();
   app.add_option("-n,--iters", options.iters, "Timed iterations per size")->capture_default_str();
   app.add_option("-w,--warmup-iters", options.warmup_iters, "Untimed iterations before them")
       ->capture_default_str();
-  app.add_option("--dtype", options.dtype, "float or double")->capture_default_str();
+  app.add_option("--dtype", options.dtype, "float or double")
+      ->capture_default_str()
+      ->type_name("float|double");
   app.add_flag("--check,!--no-check", options.check,
                "Check every result against the exact expected values (column wrong; the "
                "default)");
   app.add_option("--servers", options.servers,
                  "--op exchange: ps and ps --async with each of these numbers of server ranks (a "
                  "comma-separated list, as the trainers' --servers)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("LIST");
   app.add_option("--compress", options.compress,
                  "--op exchange: ps and allreduce with each of these gradient encodings (none, "
                  "fp16, bf16, 2bit:THRESHOLD; a comma-separated list, as the trainers' --compress)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("LIST");
   app.add_option("--append", options.append,
-                 "Add the run to this HDF5 results file, keyed by ranks and operation");
+                 "Add the run to this HDF5 results file, keyed by ranks and operation")
+      ->type_name("FILE");
   app.add_option("--comm-timeout", options.comm_timeout,
                  "Seconds a rank waits for the others before the job ends")
       ->capture_default_str();

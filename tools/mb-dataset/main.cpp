@@ -20,17 +20,27 @@ int main(int argc, char** argv) {
       "Download (or read locally) a known dataset, check its published checksums and "
       "write it as one dataset file");
   fetch_cmd->add_option("name", fetch.name, "mnist, fashion-mnist, cifar10 or cifar100")
-      ->required();
-  fetch_cmd->add_option("-o,--output", fetch.output, "Dataset file to write")->required();
-  fetch_cmd->add_option("--from", fetch.from,
-                        "Read the published files from this directory (or archive) instead of "
-                        "downloading");
-  fetch_cmd->add_option("--mirror", fetch.mirror, "Base URL to download the published files from");
-  fetch_cmd->add_option("--cache-dir", fetch.cache_dir,
-                        "Download cache (default $XDG_CACHE_HOME/mbkit or ~/.cache/mbkit)");
-  fetch_cmd->add_option("--checksums", fetch.checksums_file,
-                        "md5sum/sha256sum-style list to check the files against instead of the "
-                        "published checksums");
+      ->required()
+      ->type_name("NAME");
+  fetch_cmd->add_option("-o,--output", fetch.output, "Dataset file to write")
+      ->required()
+      ->type_name("FILE");
+  fetch_cmd
+      ->add_option("--from", fetch.from,
+                   "Read the published files from this directory (or archive) instead of "
+                   "downloading")
+      ->type_name("PATH");
+  fetch_cmd->add_option("--mirror", fetch.mirror, "Base URL to download the published files from")
+      ->type_name("URL");
+  fetch_cmd
+      ->add_option("--cache-dir", fetch.cache_dir,
+                   "Download cache (default $XDG_CACHE_HOME/mbkit or ~/.cache/mbkit)")
+      ->type_name("DIR");
+  fetch_cmd
+      ->add_option("--checksums", fetch.checksums_file,
+                   "md5sum/sha256sum-style list to check the files against instead of the "
+                   "published checksums")
+      ->type_name("FILE");
   fetch_cmd->add_flag(
       "--no-checksum", fetch.no_checksum,
       "Accept files whose checksum differs from the published one (with a warning)");
@@ -49,19 +59,31 @@ int main(int argc, char** argv) {
   auto* import_cmd = app.add_subcommand(
       "import",
       "Convert local files of a supported format (IDX, CIFAR binary) into a dataset file");
-  import_cmd->add_option("format", import.format, "idx, cifar10 or cifar100")->required();
-  import_cmd->add_option("-o,--output", import.output, "Dataset file to write")->required();
-  import_cmd->add_option("--name", import.name, "Dataset name recorded in the file");
-  import_cmd->add_option("--train-images", import.idx_files[0], "idx: training images");
-  import_cmd->add_option("--train-labels", import.idx_files[1], "idx: training labels");
-  import_cmd->add_option("--test-images", import.idx_files[2], "idx: test images");
-  import_cmd->add_option("--test-labels", import.idx_files[3], "idx: test labels");
-  import_cmd->add_option("--from", import.from,
-                         "cifar: the binary archive or its extracted directory");
+  import_cmd->add_option("format", import.format, "idx, cifar10 or cifar100")
+      ->required()
+      ->type_name("FORMAT");
+  import_cmd->add_option("-o,--output", import.output, "Dataset file to write")
+      ->required()
+      ->type_name("FILE");
+  import_cmd->add_option("--name", import.name, "Dataset name recorded in the file")
+      ->type_name("NAME");
+  import_cmd->add_option("--train-images", import.idx_files[0], "idx: training images")
+      ->type_name("FILE");
+  import_cmd->add_option("--train-labels", import.idx_files[1], "idx: training labels")
+      ->type_name("FILE");
+  import_cmd->add_option("--test-images", import.idx_files[2], "idx: test images")
+      ->type_name("FILE");
+  import_cmd->add_option("--test-labels", import.idx_files[3], "idx: test labels")
+      ->type_name("FILE");
+  import_cmd
+      ->add_option("--from", import.from, "cifar: the binary archive or its extracted directory")
+      ->type_name("PATH");
   import_cmd->add_option("--num-classes", import.num_classes,
                          "idx: number of classes (default: largest label + 1)");
-  import_cmd->add_option("--class-names", import.class_names,
-                         "Class names, comma-separated, or @FILE with one per line");
+  import_cmd
+      ->add_option("--class-names", import.class_names,
+                   "Class names, comma-separated, or @FILE with one per line")
+      ->type_name("NAMES|@FILE");
   import_cmd->add_flag("-f,--force", import.force, "Replace an existing output file");
   import_cmd->add_option("--compression", import.deflate_level, "Deflate level 0-9")
       ->capture_default_str();
@@ -71,8 +93,11 @@ int main(int argc, char** argv) {
   synth_cmd
       ->add_option("kind", synth.kind,
                    "toy (the AMB toy problem, 100 features) or images (random C,H,W images)")
-      ->required();
-  synth_cmd->add_option("-o,--output", synth.output, "Dataset file to write")->required();
+      ->required()
+      ->type_name("KIND");
+  synth_cmd->add_option("-o,--output", synth.output, "Dataset file to write")
+      ->required()
+      ->type_name("FILE");
   synth_cmd->add_option("--train", synth.toy.train,
                         "Training samples (toy default 10000, images 1024)");
   synth_cmd->add_option("--test", synth.toy.test, "Test samples (toy default 1000, images 256)");
@@ -85,7 +110,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   synth_cmd->add_option("--classes", synth.images.classes,
                         "Number of classes (toy 10, images 1000)");
-  synth_cmd->add_option("--shape", synth.shape, "images: C,H,W (default 3,224,224)");
+  synth_cmd->add_option("--shape", synth.shape, "images: C,H,W (default 3,224,224)")
+      ->type_name("C,H,W");
   synth_cmd->add_flag("-f,--force", synth.force, "Replace an existing output file");
   synth_cmd->add_option("--compression", synth.deflate_level, "Deflate level 0-9")
       ->capture_default_str();
@@ -97,27 +123,32 @@ int main(int argc, char** argv) {
       "shard",
       "Split a dataset's training split into N shard files PREFIX-0000i-of-0000N.h5 "
       "(each with the whole test split); prints their paths");
-  shard_cmd->add_option("file", shard.input, "Dataset file to split")->required();
+  shard_cmd->add_option("file", shard.input, "Dataset file to split")
+      ->required()
+      ->type_name("FILE");
   shard_cmd->add_option("-n,--count", shard.count, "Number of shards")->required();
   shard_cmd
       ->add_option("--by", shard_method,
                    "contiguous, strided (as tf.data shard()) or random (class-balanced)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("contiguous|strided|random");
   shard_cmd->add_option("--seed", shard.seed, "Seed of the random method")->capture_default_str();
-  shard_cmd->add_option("-o,--output", shard.prefix, "Prefix of the shard files")->required();
+  shard_cmd->add_option("-o,--output", shard.prefix, "Prefix of the shard files")
+      ->required()
+      ->type_name("PREFIX");
   shard_cmd->add_option("--compression", shard.deflate_level, "Deflate level 0-9")
       ->capture_default_str();
 
   ds::InfoOptions info;
   auto* info_cmd = app.add_subcommand("info", "Summarise a dataset file");
-  info_cmd->add_option("file", info.path, "Dataset file")->required();
+  info_cmd->add_option("file", info.path, "Dataset file")->required()->type_name("FILE");
   info_cmd->add_flag("--json", info.json, "Print JSON instead of a table");
 
   ds::VerifyOptions verify;
   auto* verify_cmd = app.add_subcommand(
       "verify",
       "Check dataset files against the format, reading every byte; exit 3 if one is invalid");
-  verify_cmd->add_option("files", verify.paths, "Dataset files")->required();
+  verify_cmd->add_option("files", verify.paths, "Dataset files")->required()->type_name("FILE");
   verify_cmd->add_flag("--json", verify.json, "Print JSON results");
 
   return mbkit::cli::run_tool(app, argc, argv, common, [&]() -> int {

@@ -13,19 +13,25 @@ int main(int argc, char** argv) {
   mbkit::cli::CommonOptions common;
   mbkit::cli::add_common_options(app, common);
   mbkit::tools::eval::EvalOptions options;
-  app.add_option("checkpoint", options.checkpoint, "Checkpoint file (from mb-train-*)")->required();
-  app.add_option("--data", options.data, "Dataset or shard file")->required();
-  app.add_option("--split", options.split, "test or train")->capture_default_str();
+  app.add_option("checkpoint", options.checkpoint, "Checkpoint file (from mb-train-*)")
+      ->required()
+      ->type_name("FILE");
+  app.add_option("--data", options.data, "Dataset or shard file")->required()->type_name("FILE");
+  app.add_option("--split", options.split, "test or train")
+      ->capture_default_str()
+      ->type_name("test|train");
   app.add_option("--top-k", options.top_k, "k of the top-k accuracy")->capture_default_str();
   app.add_option("--batch-size", options.batch_size, "Samples per forward pass")
       ->capture_default_str();
-  app.add_option("--limit", options.limit, "Evaluate only the first N samples");
+  app.add_option("--limit", options.limit, "Evaluate only the first N samples")->type_name("N");
   app.add_option("--threads", options.threads, "Threads (default: all cores)");
   app.add_option("--device", options.device,
                  "Backend: cpu, or cuda / cuda:N (the GPU of the local rank, or GPU N) where built")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("NAME");
   app.add_flag("--json", options.json, "Print JSON instead of tables");
-  app.add_option("-o,--output", options.output, "Also write the result to this HDF5 file");
+  app.add_option("-o,--output", options.output, "Also write the result to this HDF5 file")
+      ->type_name("FILE");
   app.add_flag("-f,--force", options.force, "Replace an existing output file");
   return mbkit::cli::run_tool(app, argc, argv, common,
                               [&] { return mbkit::tools::eval::run_eval(options, std::cout); });

@@ -15,15 +15,17 @@ int main(int argc, char** argv) {
   mbkit::cli::CommonOptions common;
   mbkit::cli::add_common_options(app, common);
   mbkit::tools::report::ReportOptions options;
-  app.add_option("logs", options.logs, "Metric logs (--log of mb-train-*)");
+  app.add_option("logs", options.logs, "Metric logs (--log of mb-train-*)")->type_name("FILE");
   auto* target = app.add_option("--target", options.target,
                                 "Test accuracy, 0 to 1: report the time each run took to reach it");
   app.add_flag("--json", options.json, "Print JSON instead of a table");
   app.add_flag("--csv", options.csv, "Print CSV instead of a table");
-  app.add_option("-o,--output", options.output, "Write the report to this file instead");
+  app.add_option("-o,--output", options.output, "Write the report to this file instead")
+      ->type_name("FILE");
   app.add_option("--trace", options.trace,
                  "Write the run's timeline to this file as a Chrome trace (Perfetto, "
-                 "chrome://tracing): a track per rank, one log");
+                 "chrome://tracing): a track per rank, one log")
+      ->type_name("FILE");
   app.add_flag("--scaling", options.scaling,
                "Throughput against the number of workers: samples/s, speedup, efficiency, "
                "images/sec +/- jitter");

@@ -13,16 +13,19 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
                    "Dataset to train on (its train split); distributed: one file sliced by "
                    "worker, a shard pattern 'sh-%05d-of-%05d.h5', or one file per worker, "
                    "comma-separated")
-      ->required();
+      ->required()
+      ->type_name("FILE");
   data->add_option("--test-data", o.test_data,
-                   "File whose test split evaluations use (default: --data)");
+                   "File whose test split evaluations use (default: --data)")
+      ->type_name("FILE");
   data->add_option("--batch-size", o.batch_size, "Samples per step and worker")
       ->capture_default_str()
       ->check(whole_number<int>());
   data->add_option("--global-batch-size", o.global_batch_size,
                    "Samples per step over all workers, split among them (the first G mod W "
                    "workers take one more); instead of --batch-size")
-      ->check(whole_number<std::int64_t>());
+      ->check(whole_number<std::int64_t>())
+      ->type_name("G");
   data->add_option_function<std::vector<std::string>>(
           "--augment",
           [&o](const std::vector<std::string>& given) {
@@ -40,23 +43,27 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
   data->add_option("--prefetch", o.given.prefetch,
                    "Batches prepared ahead by a background thread, or auto: 2, but 0 (the "
                    "computing thread loads) when the process is pinned to one core")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("auto|N");
 
   auto* model = app.add_option_group("Model");
   model
       ->add_option("--model", o.model.name,
                    "Model: mlp, mnist-cnn, cifar10-cnn, toy-fc, toy-conv, resnet<6n+2> (resnet8 .. "
                    "resnet110), resnet18, resnet50, alexnet, vgg16, densenet40, densenet100")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("NAME");
   model->add_option("--hidden", o.model.hidden, "mlp: hidden layer sizes, comma-separated")
       ->delimiter(',')
       ->capture_default_str();
   model->add_option("--activation", o.model.activation, "mlp: relu, sigmoid or tanh")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("NAME");
 
   auto* optimizer = app.add_option_group("Optimizer (TensorFlow 1 semantics)");
   optimizer->add_option("--optimizer", o.optimizer.name, "sgd, momentum, rmsprop or adam")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("NAME");
   optimizer->add_option("--lr", o.schedule.lr, "Learning rate")->capture_default_str();
   optimizer->add_option("--weight-decay", o.optimizer.weight_decay, "L2 weight decay")
       ->capture_default_str();
@@ -65,7 +72,8 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
                    "mean (the default, mbkit's): --weight-decay is added to the mean gradient; "
                    "sum (the AMB original's --weight_decay): added to the summed loss's "
                    "gradient per batch (AMB: per micro-batch), so W at batch B is W/B on mean")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("mean|sum");
   optimizer->add_option("--momentum", o.optimizer.momentum,
                         "momentum: m (default 0.9); rmsprop: momentum (default 0)");
   optimizer->add_flag("--nesterov", o.optimizer.nesterov, "Nesterov momentum");
@@ -75,13 +83,16 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
       ->capture_default_str();
   optimizer->add_option("--beta1", o.optimizer.adam_beta1, "adam: beta1")->capture_default_str();
   optimizer->add_option("--beta2", o.optimizer.adam_beta2, "adam: beta2")->capture_default_str();
-  optimizer->add_option("--epsilon", "rmsprop (default 1e-10) and adam (default 1e-8): epsilon");
+  // Read after parsing (the default depends on the optimizer), so CLI11 knows no type to show.
+  optimizer->add_option("--epsilon", "rmsprop (default 1e-10) and adam (default 1e-8): epsilon")
+      ->type_name("FLOAT");
 
   auto* schedule = app.add_option_group("Learning-rate schedule");
   schedule
       ->add_option("--lr-schedule", o.schedule.kind,
                    "constant, exponential, multistep, linear or epochs")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("KIND");
   schedule->add_option("--decay-steps", o.schedule.decay_steps, "exponential: steps per decay")
       ->capture_default_str();
   schedule->add_option("--decay-rate", o.schedule.decay_rate, "exponential: factor per decay_steps")
@@ -109,7 +120,8 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
       ->add_option("--lr-scaling", o.lr_scaling,
                    "Scale --lr (and the schedule) by global batch / --lr-base-batch: none, "
                    "linear or sqrt")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("none|linear|sqrt");
   schedule
       ->add_option("--lr-base-batch", o.lr_base_batch,
                    "--lr-scaling: the batch --lr is meant for (default: --batch-size)")
@@ -125,7 +137,8 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
   evaluation
       ->add_option("--eval-every", o.eval_every,
                    "Evaluate on the test split every N steps (and at the end)")
-      ->check(whole_number<std::int64_t>());
+      ->check(whole_number<std::int64_t>())
+      ->type_name("N");
   evaluation->add_flag("--eval-every-epoch", o.eval_every_epoch,
                        "Also evaluate at the end of every epoch");
   evaluation->add_option("--test-size", o.test_size, "Test samples per evaluation (default: all)")
@@ -134,13 +147,15 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
       ->add_option("--test-sample", o.test_sample,
                    "--test-size N: fixed (the first N test images every time) or random (a fresh "
                    "random batch of N per evaluation, as the AMB original)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("fixed|random");
   evaluation
       ->add_option("--train-loss", o.train_loss,
                    "The steps' training loss: workers (their mean over the step's samples) or "
                    "master (rank 0 evaluates the updated model on a training batch of its own, as "
                    "the AMB original)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("workers|master");
   evaluation->add_option("--eval-batch-size", o.eval_batch_size, "Batch size of evaluations")
       ->capture_default_str()
       ->check(whole_number<int>());
@@ -154,26 +169,33 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
   run->add_option(
          "--device", o.device,
          "Backend: cpu, or cuda / cuda:N (the GPU of the local rank, or GPU N) where built")
-      ->capture_default_str();
-  run->add_option("--log", o.log, "Metric log to write (HDF5, see mbkit-formats(5))");
+      ->capture_default_str()
+      ->type_name("NAME");
+  run->add_option("--log", o.log, "Metric log to write (HDF5, see mbkit-formats(5))")
+      ->type_name("FILE");
   run->add_flag("-f,--force", o.force, "Replace an existing log or checkpoint");
   run->add_option("--flush-interval", o.flush_interval, "Seconds between flushes of the log")
       ->capture_default_str();
   run->add_option("--checkpoint", o.checkpoint,
-                  "Checkpoint file, written at the end (and on SIGINT/SIGTERM)");
+                  "Checkpoint file, written at the end (and on SIGINT/SIGTERM)")
+      ->type_name("FILE");
   run->add_option("--checkpoint-every", o.checkpoint_every,
                   "Also write the checkpoint every N steps")
-      ->check(whole_number<std::int64_t>());
+      ->check(whole_number<std::int64_t>())
+      ->type_name("N");
   run->add_flag("--checkpoint-every-epoch", o.checkpoint_every_epoch,
                 "Also keep a checkpoint of every epoch's end, NAME-epochNNNN.h5 beside "
                 "--checkpoint NAME.h5");
   run->add_option("--resume", o.resume,
-                  "Continue from this checkpoint, or 'auto': from --checkpoint if it exists");
+                  "Continue from this checkpoint, or 'auto': from --checkpoint if it exists")
+      ->type_name("FILE|auto");
   run->add_option("--nan-policy", o.nan_policy, "On a non-finite loss: stop, or skip the step")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("stop|skip");
   run->add_option("--print-every", o.print_every,
                   "Progress line every N steps when stderr is not a terminal (default: every 10 s)")
-      ->check(whole_number<std::int64_t>());
+      ->check(whole_number<std::int64_t>())
+      ->type_name("N");
 }
 
 void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
@@ -181,24 +203,29 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
   dist->add_option("--comm", o.comm,
                    "Gradient exchange: ps (rank 0 is the master) or allreduce (every rank "
                    "computes)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("ps|allreduce");
   dist->add_option("--allreduce", o.given.allreduce,
                    "How --comm allreduce sums: shm (memory shared by ranks on one host), mpi "
                    "(MPI_Allreduce) or auto (shm when every rank is on one host)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("auto|shm|mpi");
   dist->add_option("--bucket-mb", o.bucket_mb,
                    "--allreduce mpi: sum the gradients in buckets of MB MiB, each started as soon "
                    "as the backward pass finished it (0: one sum after the pass)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("MB");
   dist->add_option("--servers", o.servers,
                    "ps: ranks 0..S-1 are servers, each keeping and updating a contiguous shard "
                    "of the parameters; the other ranks are workers (MXNet's key sharding)")
       ->capture_default_str()
-      ->check(whole_number<int>());
+      ->check(whole_number<int>())
+      ->type_name("S");
   dist->add_option("--compress", o.given.compress,
                    "Gradients on the wire: 2bit:THRESHOLD (MXNet's, with error feedback), fp16, "
                    "bf16 or none (synchronous ps and allreduce)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("ENCODING");
   dist->add_flag("--async", o.async, "ps: the master updates as soon as gradients arrive");
   dist->add_option("--async-min-grads", o.async_min_grads, "--async: gradients combined per update")
       ->capture_default_str()
@@ -206,20 +233,25 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
   dist->add_option("--async-master-time-limit", o.async_master_time_limit,
                    "--async: each update applies the gradients that arrived within SECONDS of "
                    "the master's step start (at least one: else the first to arrive); the "
-                   "AMB original's time rule, instead of --async-min-grads (0: off)");
+                   "AMB original's time rule, instead of --async-min-grads (0: off)")
+      ->type_name("SECONDS");
   dist->add_option("--async-delay-std", o.async_delay_std,
                    "--async: delay each worker->master message by SECONDS x |N(0,1)|, seeded "
-                   "per worker and round (the AMB original's communication stragglers; 0: off)");
+                   "per worker and round (the AMB original's communication stragglers; 0: off)")
+      ->type_name("SECONDS");
   dist->add_option("--induce", o.given.induce,
-                   "Induced stragglers: niagara, cedar, or MEAN:STD:WEIGHT,... (seconds)");
+                   "Induced stragglers: niagara, cedar, or MEAN:STD:WEIGHT,... (seconds)")
+      ->type_name("PROFILE");
   dist->add_option("--slowdown", o.given.slowdown,
-                   "Persistently slower workers: RANK=FACTOR,... (sleep (FACTOR-1) x compute)");
+                   "Persistently slower workers: RANK=FACTOR,... (sleep (FACTOR-1) x compute)")
+      ->type_name("RANK=FACTOR,...");
   dist->add_option("--comm-timeout", o.comm_timeout,
                    "Seconds a rank waits for another before the job fails")
       ->capture_default_str();
   dist->add_option("--comm-wait", o.comm_wait,
                    "Waiting ranks: yield (sleep between polls) or spin (busy-poll)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("yield|spin");
   dist->add_flag("--worker-log", o.worker_log, "A line per worker per step on stderr");
 
   auto* emulation = app.add_option_group("Cluster emulation (--clock virtual)");
@@ -227,15 +259,19 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
       ->add_option("--clock", o.clock,
                    "wall (real time) or virtual (emulate a cluster with a core per worker: CPU "
                    "time, induced delays without sleeping, modelled messages)")
-      ->capture_default_str();
-  emulation->add_option("--comm-model", o.given.comm_model,
-                        "virtual: ALPHA,BETA seconds per message and per byte (default: "
-                        "measured at start)");
+      ->capture_default_str()
+      ->type_name("wall|virtual");
+  emulation
+      ->add_option("--comm-model", o.given.comm_model,
+                   "virtual: ALPHA,BETA seconds per message and per byte (default: "
+                   "measured at start)")
+      ->type_name("ALPHA,BETA");
   emulation
       ->add_option("--compute-model", o.given.compute_model,
                    "virtual: [RANKS=]A,B seconds per sample and per micro-batch instead of CPU "
                    "time (repeat for ranks: 3=A,B or 2-5=A,B)")
-      ->allow_extra_args(false);
+      ->allow_extra_args(false)
+      ->type_name("[RANKS=]A,B");
 }
 
 void add_amb_options(CLI::App& app, train::TrainOptions& o) {
@@ -243,7 +279,8 @@ void add_amb_options(CLI::App& app, train::TrainOptions& o) {
   amb->add_option("--time-limit", o.given.time_limit,
                   "Seconds a worker computes per step (induced delays included), or auto: the "
                   "time of a full batch without delays, measured at start")
-      ->required();
+      ->required()
+      ->type_name("SECONDS|auto");
   amb->add_option("--partitions", o.amb.partitions,
                   "Micro-batches per batch (of floor(batch / partitions) samples each)")
       ->required()
@@ -261,11 +298,14 @@ void add_dbsl_options(CLI::App& app, train::TrainOptions& o) {
   dbsl->add_flag("--json", o.dbsl.json, "--plan: as JSON");
   dbsl->add_option("--workers", o.dbsl.workers, "--plan: workers (a run: the ranks but rank 0)");
   dbsl->add_option("--train-samples", o.dbsl.train_samples,
-                   "--plan: training samples N (a run: --data's train split)");
+                   "--plan: training samples N (a run: --data's train split)")
+      ->type_name("N");
   dbsl->add_option("--time-model", o.dbsl.time_model,
-                   "Time model file (HDF5, mbkit-formats(5)): a fit per rank, or one for all");
+                   "Time model file (HDF5, mbkit-formats(5)): a fit per rank, or one for all")
+      ->type_name("FILE");
   dbsl->add_option("--time-model-ab", o.dbsl.time_model_ab,
-                   "Time model of every worker: A,B seconds per sample and per batch");
+                   "Time model of every worker: A,B seconds per sample and per batch")
+      ->type_name("A,B");
   dbsl->add_flag("--calibrate", o.dbsl.calibrate,
                  "Each worker times a sweep of batch sizes on itself and fits the model");
   dbsl->add_option("--base-batch", o.dbsl.base_batch, "B_L: the large workers' batch")->required();
@@ -276,7 +316,8 @@ void add_dbsl_options(CLI::App& app, train::TrainOptions& o) {
       ->capture_default_str();
   dbsl->add_option("--update-factor", o.dbsl.update_factor,
                    "Weight of a small worker's model: linear (d_S/d_L), sqrt or none")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("linear|sqrt|none");
   dbsl->add_flag("--sync", o.dbsl.sync,
                  "Wait for every worker and take the factor-weighted mean (BSP)");
   dbsl->add_flag("--keep-optimizer-state", o.dbsl.keep_optimizer_state,

@@ -40,7 +40,8 @@ CLI::Validator whole_number() {
         if (error != std::errc() || stop != end) return "'" + text + "' is not a whole number";
         return {};
       },
-      "INT");
+      // No description: CLI11 appends it to the option's type name in --help ("INT:INT").
+      "");
 }
 
 /// Adds -q/--quiet, -v/--verbose and --version to a tool's top-level app.

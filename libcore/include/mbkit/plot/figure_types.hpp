@@ -1,8 +1,8 @@
 // The figure types of mb-plot, in one registry: each declares the datasets it reads (so that a
 // log lacking them is refused with a message naming the dataset, before anything is written)
 // and builds its pane from the runs. A panel is a list of other types. Adding a figure type
-// (the benchmark tools' figures, later) is one entry here and, if it reads new data, one
-// builder.
+// is one entry in the registry (src/plot/figure_types.cpp) and, if it reads new data, one
+// builder in its family's file (src/plot/figure_builders.hpp lists them).
 #pragma once
 
 #include <functional>
