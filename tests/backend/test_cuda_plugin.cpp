@@ -2,12 +2,15 @@
 // without CUDA says so instead of failing.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "test_helpers.hpp"
 
 #include "mbkit/backend/cuda_plugin.hpp"
+#include "mbkit/backend/factory.hpp"
 #include "mbkit/config.hpp"
 #include "mbkit/nn/backend.hpp"
 #include "mbkit/util/error.hpp"
@@ -15,6 +18,24 @@
 
 namespace mbkit::backend {
 namespace {
+
+TEST(CudaPluginDeathTest, ListingBackendsWithoutADriverMapsNoCudaLibrary) {
+  // Every test program lists its backends as it starts (the parity suites' parameters): where
+  // no driver is installed that must not map cuDNN and cuBLAS (seconds of page faults). The
+  // check runs in a fresh run of this program ("threadsafe" death tests start it again), as it
+  // is after start-up, before any test loads the plugin on purpose.
+  if (gpu_driver_present()) GTEST_SKIP() << "the NVIDIA driver is installed here";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        const bool only_cpu = available_backends() == std::vector<std::string>{"cpu"};
+        const std::string mapped = test::mapped_files();
+        const bool mapped_cuda = mapped.find("libmbkit-cuda") != std::string::npos ||
+                                 mapped.find("libcudnn") != std::string::npos;
+        std::exit(only_cpu && !mapped_cuda ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "");
+}
 
 TEST(CudaPlugin, LoadsWhenBuiltAndExplainsWhenNot) {
   std::string why_not;

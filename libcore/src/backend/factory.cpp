@@ -17,6 +17,7 @@ std::vector<std::string> available_backends() {
   std::vector<std::string> names{"cpu"};
   // "cuda" where libmbkit-cuda loads and sees a GPU. This opens the plugin: nothing on a CPU
   // run's path calls it (only messages, tests and shell completion).
+  if (!gpu_driver_present()) return names;
   const CudaPluginApi* cuda = cuda_plugin();
   if (cuda != nullptr && cuda->device_count() > 0) names.push_back("cuda");
   return names;

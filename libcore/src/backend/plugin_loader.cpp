@@ -63,6 +63,16 @@ LoadResult load() {
 
 }  // namespace
 
+bool gpu_driver_present() {
+#if MBKIT_HAVE_CUDA
+  // Kept open where it opens: the plugin's CUDA runtime loads it anyway.
+  static const bool present = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) != nullptr;
+  return present;
+#else
+  return false;
+#endif
+}
+
 const CudaPluginApi* cuda_plugin(std::string* why_not) {
   static std::once_flag once;
   static LoadResult result;

@@ -121,6 +121,15 @@ Network::Plan& Network::plan(int batch) {
       written[producer] = written[producer] || needs_gradient_[producer];
     }
   }
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (!needs_gradient_[i]) continue;
+    std::vector<Tensor*> input_grads;
+    for (int input : nodes[i].inputs) {
+      const auto producer = static_cast<std::size_t>(input);
+      input_grads.push_back(needs_gradient_[producer] ? plan.gradients[producer].get() : nullptr);
+    }
+    kernels_[i]->prepare_backward(batch, input_grads);
+  }
   plans_[batch] = std::move(made);
   return plan;
 }

@@ -33,6 +33,11 @@ struct CudaPluginApi {
 /// libmbkit-cuda, a CUDA library it cannot load). Loads once; later calls return the same.
 const CudaPluginApi* cuda_plugin(std::string* why_not = nullptr);
 
+/// Whether the NVIDIA driver's library (libcuda.so.1) opens: without it no GPU can be used, and
+/// loading the plugin only to learn that maps cuDNN and cuBLAS (seconds of page faults in each
+/// process that asks, such as every test program listing its backends). Checked once.
+bool gpu_driver_present();
+
 }  // namespace mbkit::backend
 
 /// The entry point libmbkit-cuda defines.

@@ -69,6 +69,10 @@ class Kernel {
   /// Called once for each batch size before that size is run: chooses the output's layout and
   /// allocates it, and builds whatever the kernel needs for that size (oneDNN primitives).
   virtual void prepare(int batch, std::span<Tensor* const> inputs, Tensor& output) = 0;
+  /// Called after prepare() for the same batch size with the gradient tensors of the inputs
+  /// (null where an input needs none): builds what backward() will need, so that nothing is
+  /// left to build at the first step (and what was picked can be inspected before any runs).
+  virtual void prepare_backward(int /*batch*/, std::span<Tensor* const> /*input_grads*/) {}
   virtual void forward(KernelArgs& args) = 0;
   virtual void backward(KernelArgs& args) = 0;
 };

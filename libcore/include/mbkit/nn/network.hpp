@@ -92,6 +92,11 @@ class Network {
   void backward(double loss_scale, bool accumulate = false,
                 const std::function<void(std::size_t)>& gradients_ready = {});
 
+  /// Builds every kernel for `batch` samples (oneDNN primitives, layouts, activation memory)
+  /// without running anything: what the first forward pass at that size would do. Lets a caller
+  /// see what the backend picked (tests check no reference kernel is chosen) at no compute cost.
+  void prepare(int batch) { plan(batch); }
+
   /// Class probabilities of the last forward pass (batch x classes, host memory).
   std::vector<float> probabilities() const;
   /// The output of any node after the last forward pass, (N, C, H, W) in host memory.

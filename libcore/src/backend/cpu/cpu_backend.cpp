@@ -148,6 +148,15 @@ void CpuKernel::prepare(int batch, std::span<nn::Tensor* const> inputs, nn::Tens
   }
 }
 
+void CpuKernel::prepare_backward(int batch, std::span<nn::Tensor* const> input_grads) {
+  const CurrentLayer current(context_, node_, batch);
+  try {
+    do_prepare_backward(batch, input_grads);
+  } catch (const dnnl::error& error) {
+    rethrow(node_, "setup", error);
+  }
+}
+
 void CpuKernel::forward(nn::KernelArgs& args) {
   const CurrentLayer current(context_, node_, args.batch);
   try {

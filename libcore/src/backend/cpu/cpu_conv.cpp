@@ -113,8 +113,14 @@ class ConvKernel final : public CpuKernel {
           Reorder(context_, plan.weights_pd.diff_weights_desc(), weights_user_);
     }
     plans_[batch] = std::move(plan);
-    // The input gradient's primitive is built at the first backward pass that needs it (the
-    // first layer's never does).
+  }
+
+  void do_prepare_backward(int batch, std::span<nn::Tensor* const> input_grads) override {
+    // The input gradient's primitive, where the input needs one (the first layer's never does).
+    Plan& plan = plans_.at(batch);
+    if (input_grads[0] != nullptr && !plan.data) {
+      plan.data = make_data_plan(plan, cpu(*input_grads[0]).desc());
+    }
   }
 
   void do_forward(nn::KernelArgs& args) override {

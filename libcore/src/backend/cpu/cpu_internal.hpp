@@ -123,11 +123,13 @@ class CpuKernel : public nn::Kernel {
  public:
   CpuKernel(Context& context, const nn::Node& node) : context_(context), node_(node) {}
   void prepare(int batch, std::span<nn::Tensor* const> inputs, nn::Tensor& output) final;
+  void prepare_backward(int batch, std::span<nn::Tensor* const> input_grads) final;
   void forward(nn::KernelArgs& args) final;
   void backward(nn::KernelArgs& args) final;
 
  protected:
   virtual void do_prepare(int batch, std::span<nn::Tensor* const> inputs, CpuTensor& output) = 0;
+  virtual void do_prepare_backward(int /*batch*/, std::span<nn::Tensor* const> /*input_grads*/) {}
   virtual void do_forward(nn::KernelArgs& args) = 0;
   virtual void do_backward(nn::KernelArgs& args) = 0;
   void execute(const dnnl::primitive& primitive, const std::unordered_map<int, memory>& args);
