@@ -75,6 +75,28 @@ std::vector<OpCase> op_cases() {
          const int x = b.relu(b.batch_norm(b.conv2d(b.input(), 8, 3, 1, 1, "conv"), "bn"));
          return b.finish(b.dense(b.flatten(x), 3, "fc"));
        }},
+      {"batch_norm_no_scale", nn::Op::kBatchNorm,
+       [] {
+         // tf_cnn_benchmarks' batch norm (inception3's): a shift alone, after a bias-free
+         // convolution; cuDNN gets a constant scale of 1.
+         GraphBuilder b("parity", {3, 6, 6}, 3);
+         const int conv = b.conv2d(b.input(), 8, 3, 1, Padding::kSame, "conv", false);
+         const int x = b.relu(b.batch_norm(conv, "bn", 1e-3, 1e-3, false));
+         return b.finish(b.dense(b.flatten(x), 3, "fc"));
+       }},
+      {"inception_branches", nn::Op::kAvgPool,
+       [] {
+         // An inception3 block in small: a 3x3 stride-1 SAME average pool (border windows
+         // divide by the pixels inside), 1x3 and 3x1 kernels, a VALID 3x3/2 reduction, joined.
+         GraphBuilder b("parity", {4, 7, 7}, 3);
+         const int pool = b.avg_pool(b.input(), 3, 1, Padding::kSame, "pool");
+         const int a = b.conv2d(pool, 5, 1, 1, Padding::kSame, "conv_a", false);
+         const int wide = b.conv2d(b.input(), 6, 1, 3, 1, Padding::kSame, "conv_wide", false);
+         const int tall = b.conv2d(wide, 6, 3, 1, 1, Padding::kSame, "conv_tall", false);
+         const int joined = b.relu(b.concat({a, wide, tall}, "cat"));
+         const int reduced = b.conv2d(joined, 4, 3, 2, Padding::kValid, "reduce", false);
+         return b.finish(b.dense(b.flatten(b.relu(reduced)), 3, "fc"));
+       }},
       {"residual_add", nn::Op::kAdd,
        [] {
          GraphBuilder b("parity", {4, 6, 6}, 3);

@@ -72,7 +72,7 @@ class Completion(mbtest.ToolTestCase):
         self.assertEqual(self.complete("mb-dataset", "shard", "x.h5", "--by", "s"), ["strided"])
         models = self.complete("mb-train-fmb", "--data", "f.h5", "--model", "")
         for model in ("mlp", "mnist-cnn", "toy-conv", "resnet20", "resnet110", "resnet18",
-                      "alexnet", "vgg16", "densenet40", "densenet100"):
+                      "alexnet", "vgg16", "inception3", "densenet40", "densenet100"):
             self.assertIn(model, models)
         self.assertEqual(self.complete("mb-train-amb", "--optimizer", ""),
                          ["sgd", "momentum", "rmsprop", "adam"])

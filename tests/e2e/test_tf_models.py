@@ -2,7 +2,8 @@
 steps of each on CIFAR-shaped images (alexnet and densenet40 also under mpirun -n 3) write a
 checkpoint of the model's parameter count with finite values, which the second step moved
 (alexnet and densenet40: the models of the LRN and concat layers); a model that cannot
-take the images is refused with one line naming the model and the layer, exit status 2."""
+take the images is refused with one line naming the model and the layer (inception3: the
+smallest size it takes), exit status 2."""
 import shutil
 import unittest
 
@@ -71,6 +72,9 @@ class TfModels(mbtest.ToolTestCase):
                                              self.path("small.h5")))
         result = self.train("alexnet", "--checkpoint", "no.h5", data="small.h5")
         self.assertFailsWith(result, 2, "model alexnet cannot take 3x64x64 inputs: pool3")
+        result = self.train("inception3", "--checkpoint", "no.h5", data="small.h5")
+        self.assertFailsWith(result, 2, "model inception3 cannot take 3x64x64 inputs: it needs "
+                             "at least 75x75 pixels")
         self.assertSucceeded(self.mb_dataset("synth", "images", "--shape", "3,16,16", "--classes",
                                              "4", "--train", "8", "--test", "4", "-o",
                                              self.path("tiny.h5")))

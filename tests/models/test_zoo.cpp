@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <ostream>
 #include <set>
 #include <string>
@@ -94,7 +95,7 @@ std::vector<float> input_images(int batch, nn::Dims input, std::int64_t seed) {
 // Reference values.
 //
 // The reference is PyTorch in float64 on the same float32 parameters and inputs, so what
-// differs is the engine's float32 rounding (and any bug). Float32 PyTorch is within 1.2e-6 of it
+// differs is the engine's float32 rounding (and any bug). Float32 PyTorch is within 1.3e-6 of it
 // on the logits, 2.2e-5 on the gradients, of every model but resnet50 (the generator prints
 // these), so the default tolerances leave a wide margin over rounding and none for a wrong
 // layer:
@@ -340,7 +341,11 @@ TEST_P(Reference, MatchesPyTorch) {
 }
 
 // cifar10-cnn is compared in evaluation mode only: its dropout masks cannot be reproduced in
-// PyTorch (tests/nn/test_gradients.cpp checks the training path of every layer).
+// PyTorch (tests/nn/test_gradients.cpp checks the training path of every layer). So are vgg16
+// (dropout) and inception3, on its smallest input (3x75x75, batch 2): its last modules see 1x1
+// maps, where training-mode batch norm normalises 2 values and the gradients turn on their
+// difference (densenet40's lottery, below); the finite-difference checks of tests/nn cover its
+// batch norm without scale, SAME average pooling and 1x7 kernels, the parity suite too.
 const Tolerance kResnet50{.logits = 1e-3,
                           .loss = 1e-3,
                           .gradient = 0.15,
@@ -367,7 +372,8 @@ INSTANTIATE_TEST_SUITE_P(
                     ReferenceCase{"toy-fc", {}}, ReferenceCase{"toy-conv", {}},
                     ReferenceCase{"resnet20", {}}, ReferenceCase{"resnet18", {}},
                     ReferenceCase{"resnet50", kResnet50}, ReferenceCase{"alexnet", {}},
-                    ReferenceCase{"vgg16", {}}, ReferenceCase{"densenet40", kDensenet40, false}),
+                    ReferenceCase{"vgg16", {}}, ReferenceCase{"densenet40", kDensenet40, false},
+                    ReferenceCase{"inception3", {}}),
     [](const testing::TestParamInfo<ReferenceCase>& case_info) {
       std::string name = case_info.param.name;
       std::replace(name.begin(), name.end(), '-', '_');
@@ -573,6 +579,17 @@ TEST(Zoo, CifarResnetsOfAnyDepth) {
 //     dense layers sum to 346,272; the transitions (batch norm 2c, conv 24c + 24) on c = 160
 //     and 168: 4,184 and 4,392; final batch norm on 168: 336; fc 169 per class:
 //     355,632 + 169 classes.
+//   inception3 (3x299x299; any input from 75x75 has the same count): each convolution has no
+//     bias but a batch norm with a shift and no scale, kh*kw*in*out + out; stem 172,272;
+//     mixed0 .. mixed2 (incept_v3_a, pool branch 32, 64, 64) 255,440, 276,976, 284,656;
+//     mixed3 1,152,640; mixed4 .. mixed7 (incept_v3_c, n = 128, 160, 160, 192) 1,295,872,
+//     1,689,280 twice, 2,140,032; mixed8 1,697,024; mixed9, mixed10 5,041,344 and 6,073,536
+//     (their 'share' columns reuse layers, which are counted once); fc 2,049 per class:
+//     21,768,352 + 2,049 classes, and 34,432 running statistics (17,216 channels). On 1000
+//     classes that is 23,817,352, the trainable count Keras prints for its InceptionV3 (the
+//     same layers, batch norm without scale, 34,432 non-trainable): tf_cnn_benchmarks'
+//     ImageNet model has 1001 outputs, so TensorFlow counts 23,819,401 trainable variables and
+//     23,853,834 in all (with the moving statistics and global_step).
 // The seed's table (tf_cnn_benchmarks on CIFAR-10, TensorFlow 1.3) lists what TensorFlow
 // counts: every variable of the graph, i.e. the trainable ones, batch norm's moving mean and
 // variance (our state arrays) and global_step (1), on num_classes + 1 = 11 outputs (its
@@ -593,6 +610,53 @@ TEST(Zoo, TfCnnBenchmarksModelsHaveItsParameterCounts) {
   EXPECT_EQ(tensorflow_count("alexnet"), 1'756'620u);
   EXPECT_EQ(tensorflow_count("densenet40"), 364'772u);
   EXPECT_EQ(tensorflow_count("densenet100"), 2'259'652u);
+  for (const int classes : {10, 1000, 1001}) {
+    const nn::Graph graph = build_model(named("inception3"), {3, 299, 299}, classes);
+    EXPECT_EQ(graph.parameter_count(), 21'768'352u + 2'049u * classes) << classes << " classes";
+    EXPECT_EQ(graph.state_count(), 34'432u);
+  }
+  EXPECT_EQ(count_of("inception3", {3, 75, 75}, 1000), 23'817'352u);
+  const nn::Graph imagenet = build_model(named("inception3"), {3, 299, 299}, 1001);
+  EXPECT_EQ(imagenet.parameter_count() + imagenet.state_count() + 1, 23'853'834u);
+}
+
+// tf_cnn_benchmarks' inception3 at its size: the shapes its comments give (35x35x256 after
+// mixed0, 17x17x768 after mixed3, 8x8x2048 after mixed10), no convolution bias, and batch
+// norm without a scale (only "<layer>.bn.bias" among its parameters).
+TEST(Zoo, Inception3IsTfCnnBenchmarksModel) {
+  const nn::Graph graph = build_model(named("inception3"), {3, 299, 299}, 1001);
+  std::map<std::string, nn::Dims> shapes;
+  int convolutions = 0, batch_norms = 0;
+  for (const nn::Node& node : graph.nodes()) {
+    shapes[node.name] = node.output;
+    if (node.op == nn::Op::kConv2d) {
+      ++convolutions;
+      EXPECT_FALSE(node.bias) << node.name;
+    }
+    if (node.op == nn::Op::kBatchNorm) {
+      ++batch_norms;
+      EXPECT_FALSE(node.scale) << node.name;
+      ASSERT_EQ(node.params.size(), 1u) << node.name;
+      EXPECT_TRUE(ends_with(node.params[0].name, ".bn.bias")) << node.name;
+      EXPECT_DOUBLE_EQ(node.epsilon, 1e-3);
+      EXPECT_DOUBLE_EQ(node.momentum, 1e-3);  // TensorFlow's decay 0.999
+    }
+  }
+  EXPECT_EQ(convolutions, 94);
+  EXPECT_EQ(batch_norms, 94);
+  EXPECT_EQ(shapes.at("pool2"), (nn::Dims{192, 35, 35}));
+  EXPECT_EQ(shapes.at("mixed0"), (nn::Dims{256, 35, 35}));
+  EXPECT_EQ(shapes.at("mixed2"), (nn::Dims{288, 35, 35}));
+  EXPECT_EQ(shapes.at("mixed3"), (nn::Dims{768, 17, 17}));
+  EXPECT_EQ(shapes.at("mixed7"), (nn::Dims{768, 17, 17}));
+  EXPECT_EQ(shapes.at("mixed8"), (nn::Dims{1280, 8, 8}));
+  EXPECT_EQ(shapes.at("mixed10"), (nn::Dims{2048, 8, 8}));
+  EXPECT_EQ(graph.node(graph.logits()).output, (nn::Dims{1001, 1, 1}));
+  // Its last module pools with a max, the one before with an average.
+  std::map<std::string, nn::Op> ops;
+  for (const nn::Node& node : graph.nodes()) ops[node.name] = node.op;
+  EXPECT_EQ(ops.at("mixed9.b6.pool"), nn::Op::kAvgPool);
+  EXPECT_EQ(ops.at("mixed10.b6.pool"), nn::Op::kMaxPool);
 }
 
 // tf_cnn_benchmarks picks alexnet's variant by dataset (cifar10 or imagenet); mbkit by the
@@ -675,6 +739,16 @@ TEST(Zoo, ModelsTooDeepForTheirInputSaySo) {
   EXPECT_MBKIT_ERROR(build_model(named("densenet40"), {3, 2, 2}, 10), ExitCode::kUsage,
                      "model densenet40 cannot take 3x2x2 inputs: transition2.pool needs at least "
                      "2x2 pixels to downsample, got 1x1");
+  // inception3's VALID stem and reductions need 75x75 (75 -> 37 -> 35 -> 17 -> 15 -> 7 -> 3 -> 1):
+  // one line saying so, for either side too small.
+  for (const nn::Dims input : {nn::Dims{3, 74, 74}, nn::Dims{3, 75, 74}, nn::Dims{3, 74, 299}}) {
+    EXPECT_MBKIT_ERROR(build_model(named("inception3"), input, 10), ExitCode::kUsage,
+                       "model inception3 cannot take " + input.text() +
+                           " inputs: it needs at least 75x75 pixels (its ImageNet size is "
+                           "299x299)");
+  }
+  const nn::Graph inception3 = build_model(named("inception3"), {3, 75, 75}, 10);
+  EXPECT_EQ(inception3.node(inception3.logits() - 2).output, (nn::Dims{2048, 1, 1}));
   const nn::Graph resnet50 = build_model(named("resnet50"), {3, 32, 32}, 10);
   EXPECT_EQ(resnet50.node(resnet50.logits() - 2).output, (nn::Dims{2048, 1, 1}));
 }
@@ -701,7 +775,7 @@ TEST(Zoo, UnknownModelListsTheKnownOnes) {
     EXPECT_NE(known_models().find(model), std::string::npos) << model;
   }
   EXPECT_EQ(model_names().front(), "mlp");
-  EXPECT_EQ(model_names().size(), 20u);
+  EXPECT_EQ(model_names().size(), 21u);
 }
 
 TEST(Zoo, MlpSettings) {

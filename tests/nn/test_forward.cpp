@@ -42,13 +42,17 @@ struct Run {
   std::vector<float> input, output, params, state;
 };
 
-Run run(Graph graph, int node, int batch, bool training = false) {
+Run run(Graph graph, int node, int batch, bool training = false, bool random_params = false) {
   auto backend = backend::make_cpu_backend(2);
   Network net(std::move(graph), *backend);
   net.initialize(3);
   // Make batch-norm statistics and shifts non-trivial.
   Rng rng(5);
   for (auto& v : net.state()) v = static_cast<float>(0.5 + rng.uniform());
+  // Batch norm starts with scale 1 and shift 0, which would hide which one is which.
+  if (random_params) {
+    for (auto& v : net.parameters()) v = static_cast<float>(0.5 + rng.uniform());
+  }
   Run result;
   result.input = random_values(static_cast<std::size_t>(batch * net.graph().input().size()), 17);
   std::vector<std::int32_t> labels(static_cast<std::size_t>(batch), 0);
@@ -172,40 +176,47 @@ TEST(Forward, DenseActivationsAndGlobalPool) {
   expect_close(result.output, expected, 1e-5, "gap-dense-sigmoid-tanh");
 }
 
+// With a learned scale and without one (tf_cnn_benchmarks' batch norm: the shift alone).
 TEST(Forward, BatchNormTrainingAndInference) {
-  for (const bool training : {true, false}) {
-    GraphBuilder b("bn", {3, 2, 2}, 2);
-    const int bn = b.batch_norm(b.input(), "bn");
-    const Graph graph = b.finish(b.dense(bn, 2, "fc"));
-    const Node node = graph.node(bn);
-    const auto result = run(graph, bn, 4, training);
-    const Geometry in{4, 3, 2, 2};
-    std::vector<float> expected(result.output.size());
-    for (int c = 0; c < 3; ++c) {
-      double mean = 0, var = 0;
-      if (training) {
+  for (const bool scale : {true, false}) {
+    for (const bool training : {true, false}) {
+      GraphBuilder b("bn", {3, 2, 2}, 2);
+      const int bn = b.batch_norm(b.input(), "bn", 1e-5, 0.1, scale);
+      const Graph graph = b.finish(b.dense(bn, 2, "fc"));
+      const Node node = graph.node(bn);
+      ASSERT_EQ(node.params.size(), scale ? 2u : 1u);
+      EXPECT_EQ(node.params.back().name, "bn.bias");
+      const auto result = run(graph, bn, 4, training, /*random_params=*/true);
+      const Geometry in{4, 3, 2, 2};
+      std::vector<float> expected(result.output.size());
+      for (int c = 0; c < 3; ++c) {
+        double mean = 0, var = 0;
+        if (training) {
+          for (int n = 0; n < 4; ++n) {
+            for (int i = 0; i < 4; ++i) mean += in.at(result.input, n, c, i / 2, i % 2) / 16.0;
+          }
+          for (int n = 0; n < 4; ++n) {
+            for (int i = 0; i < 4; ++i)
+              var += std::pow(in.at(result.input, n, c, i / 2, i % 2) - mean, 2) / 16.0;
+          }
+        } else {
+          mean = result.state[node.state[0].offset + static_cast<std::size_t>(c)];
+          var = result.state[node.state[1].offset + static_cast<std::size_t>(c)];
+        }
+        const double gamma =
+            scale ? result.params[node.params[0].offset + static_cast<std::size_t>(c)] : 1.0;
+        const double beta = result.params[node.params.back().offset + static_cast<std::size_t>(c)];
         for (int n = 0; n < 4; ++n) {
-          for (int i = 0; i < 4; ++i) mean += in.at(result.input, n, c, i / 2, i % 2) / 16.0;
-        }
-        for (int n = 0; n < 4; ++n) {
-          for (int i = 0; i < 4; ++i)
-            var += std::pow(in.at(result.input, n, c, i / 2, i % 2) - mean, 2) / 16.0;
-        }
-      } else {
-        mean = result.state[node.state[0].offset + static_cast<std::size_t>(c)];
-        var = result.state[node.state[1].offset + static_cast<std::size_t>(c)];
-      }
-      const double gamma = result.params[node.params[0].offset + static_cast<std::size_t>(c)];
-      const double beta = result.params[node.params[1].offset + static_cast<std::size_t>(c)];
-      for (int n = 0; n < 4; ++n) {
-        for (int i = 0; i < 4; ++i) {
-          const std::size_t index = static_cast<std::size_t>(((n * 3 + c) * 4) + i);
-          expected[index] = static_cast<float>(
-              gamma * (result.input[index] - mean) / std::sqrt(var + 1e-5) + beta);
+          for (int i = 0; i < 4; ++i) {
+            const std::size_t index = static_cast<std::size_t>(((n * 3 + c) * 4) + i);
+            expected[index] = static_cast<float>(
+                gamma * (result.input[index] - mean) / std::sqrt(var + 1e-5) + beta);
+          }
         }
       }
+      expect_close(result.output, expected, 1e-4,
+                   cat(training ? "bn training" : "bn inference", scale ? "" : " without scale"));
     }
-    expect_close(result.output, expected, 1e-4, training ? "bn training" : "bn inference");
   }
 }
 

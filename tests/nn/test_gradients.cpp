@@ -128,6 +128,10 @@ TEST(Gradients, Pooling) {
   check_gradients({"avg-pool-same", {3, 5, 5}, 2, [](GraphBuilder& b, int x) {
                      return b.avg_pool(x, 3, 2, Padding::kSame, "pool");
                    }});
+  // inception3's branch pooling: 3x3, stride 1, SAME (the border windows divide by fewer).
+  check_gradients({"avg-pool-k3-s1-same", {3, 4, 4}, 2, [](GraphBuilder& b, int x) {
+                     return b.avg_pool(x, 3, 1, Padding::kSame, "pool");
+                   }});
   check_gradients({"global-avg-pool", {16, 4, 4}, 3, [](GraphBuilder& b, int x) {
                      return b.global_avg_pool(x, "gap");
                    }});
@@ -139,6 +143,15 @@ TEST(Gradients, BatchNorm) {
                    }});
   check_gradients({"batch-norm-1d", {5, 1, 1}, 6, [](GraphBuilder& b, int x) {
                      return b.batch_norm(x, "bn");
+                   }});
+  // tf_cnn_benchmarks' batch norm, a shift without a scale, after a bias-free convolution of
+  // 16 channels (oneDNN's blocked layout), then a ReLU, as its inception3 runs it; and flat.
+  check_gradients({"batch-norm-2d-no-scale", {3, 4, 4}, 4, [](GraphBuilder& b, int x) {
+                     const int conv = b.conv2d(x, 16, 3, 1, Padding::kSame, "conv", false);
+                     return b.relu(b.batch_norm(conv, "bn", 1e-3, 1e-3, false));
+                   }});
+  check_gradients({"batch-norm-1d-no-scale", {5, 1, 1}, 6, [](GraphBuilder& b, int x) {
+                     return b.batch_norm(x, "bn", 1e-5, 0.1, false);
                    }});
 }
 

@@ -50,7 +50,8 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
   model
       ->add_option("--model", o.model.name,
                    "Model: mlp, mnist-cnn, cifar10-cnn, toy-fc, toy-conv, resnet<6n+2> (resnet8 .. "
-                   "resnet110), resnet18, resnet50, alexnet, vgg16, densenet40, densenet100")
+                   "resnet110), resnet18, resnet50, alexnet, vgg16, inception3, densenet40, "
+                   "densenet100")
       ->capture_default_str()
       ->type_name("NAME");
   model->add_option("--hidden", o.model.hidden, "mlp: hidden layer sizes, comma-separated")

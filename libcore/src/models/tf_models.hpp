@@ -13,6 +13,8 @@ bool cifar_sized(nn::Dims input);
 
 nn::Graph alexnet(nn::Dims input, int classes);
 nn::Graph vgg16(nn::Dims input, int classes);
+/// Refuses inputs under 75x75 pixels, the smallest its VALID layers take.
+nn::Graph inception3(nn::Dims input, int classes);
 /// densenet<3 layers + 4>_k<growth>: `layers` dense layers per block.
 nn::Graph densenet(const std::string& name, int layers, int growth, nn::Dims input, int classes);
 

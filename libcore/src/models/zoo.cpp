@@ -219,6 +219,7 @@ const std::vector<Entry>& registry() {
       {"resnet50", [](const ModelConfig&, nn::Dims in, int k) { return resnet50(in, k); }},
       {"alexnet", [](const ModelConfig&, nn::Dims in, int k) { return alexnet(in, k); }},
       {"vgg16", [](const ModelConfig&, nn::Dims in, int k) { return vgg16(in, k); }},
+      {"inception3", [](const ModelConfig&, nn::Dims in, int k) { return inception3(in, k); }},
       {"densenet40", [](const ModelConfig&, nn::Dims in,
                         int k) { return densenet("densenet40", 12, 12, in, k); }},
       {"densenet100", [](const ModelConfig&, nn::Dims in,

@@ -362,7 +362,8 @@ int GraphBuilder::global_avg_pool(int x, const std::string& name) {
   return push(std::move(node));
 }
 
-int GraphBuilder::batch_norm(int x, const std::string& name, double epsilon, double momentum) {
+int GraphBuilder::batch_norm(int x, const std::string& name, double epsilon, double momentum,
+                             bool scale) {
   const Dims in = dims(x);
   Node node;
   node.op = Op::kBatchNorm;
@@ -371,7 +372,8 @@ int GraphBuilder::batch_norm(int x, const std::string& name, double epsilon, dou
   node.output = in;
   node.epsilon = epsilon;
   node.momentum = momentum;
-  node.params.push_back(param(name + ".weight", {in.c}, Init::ones(), in.c, in.c));
+  node.scale = scale;
+  if (scale) node.params.push_back(param(name + ".weight", {in.c}, Init::ones(), in.c, in.c));
   node.params.push_back(param(name + ".bias", {in.c}, Init::zeros(), in.c, in.c));
   node.state.push_back(param(name + ".running_mean", {in.c}, Init::zeros(), in.c, in.c));
   node.state.push_back(param(name + ".running_var", {in.c}, Init::ones(), in.c, in.c));

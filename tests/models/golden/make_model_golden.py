@@ -5,6 +5,10 @@ Regenerate (Debian's python3 with torch, numpy and h5py) from the top of the tre
 
     /usr/bin/python3 tests/models/golden/make_model_golden.py
 
+or only some cases, the others left as they are (the same torch version only):
+
+    /usr/bin/python3 tests/models/golden/make_model_golden.py --only inception3,vgg16
+
 Every model of the zoo (libcore/src/models/zoo.cpp) is rebuilt here from torch.nn layers, layer
 by layer in the order of zoo.cpp and with mbkit's names, and run on the same parameters, running
 statistics and inputs as the C++ test gives the engine. Nothing of that is stored: both sides
@@ -67,6 +71,11 @@ Layout:
 
 cifar10-cnn has dropout, whose random masks PyTorch cannot reproduce: it is compared in
 evaluation mode only (training = 0); the gradient checks of tests/nn cover its training path.
+So are vgg16 (dropout too) and inception3: on its smallest input (75x75) its last modules see
+1x1 maps, where batch norm in training mode normalises the 2 values of a batch of 2 and its
+gradients turn on the difference of those (densenet40's lottery, test_zoo.cpp); evaluation
+runs every layer on the running statistics. Its batch norms have no scale (tf_cnn_benchmarks'):
+a ".bias" alone, added after PyTorch's affine-free BatchNorm.
 
 Where the architecture follows TensorFlow ("SAME" padding), the padding is TensorFlow's:
 output ceil(in / stride), total padding max((out - 1) stride + kernel - in, 0), the extra pixel
@@ -76,6 +85,7 @@ pixel of padding on each side.
 
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -246,26 +256,52 @@ class Graph(nn.Module):
         oh, ow = (h - kernel) // stride + 1, (w - kernel) // stride + 1
         return self._push(lambda out, x=x: pool(out[x]), (c, oh, ow), name, "avg_pool", x)
 
+    def avg_pool_same(self, x, kernel, stride, name):
+        """TensorFlow's SAME average pooling: each window divides by its pixels inside the image
+        (padding excluded)."""
+        c, h, w = self.dims[x]
+        top, bottom, oh = same_padding(h, kernel, stride)
+        left, right, ow = same_padding(w, kernel, stride)
+        pads = (left, right, top, bottom)
+        pool = self._layer(name, nn.AvgPool2d(kernel, stride))
+
+        def function(out, x=x):
+            t = out[x]
+            inside = F.pad(torch.ones_like(t[:1, :1]), pads)
+            return pool(F.pad(t, pads)) / pool(inside)
+
+        return self._push(function, (c, oh, ow), name, "avg_pool", x)
+
     def global_avg_pool(self, x, name):
         c = self.dims[x][0]
         pool = self._layer(name, nn.AdaptiveAvgPool2d(1))
         return self._push(lambda out, x=x: pool(out[x]), (c, 1, 1), name, "global_avg_pool", x)
 
-    def batch_norm(self, x, name, eps=1e-5, momentum=0.1):
+    def batch_norm(self, x, name, eps=1e-5, momentum=0.1, scale=True):
+        """scale=False: tf_cnn_benchmarks' batch norm, a learned shift (".bias") and no scale."""
         c, h, w = self.dims[x]
         flat = (h, w) == (1, 1)
         kind = nn.BatchNorm1d if flat else nn.BatchNorm2d
-        layer = self._layer(name, kind(c, eps=eps, momentum=momentum))
-        self.params.append((name + ".weight", layer.weight, c))
-        self.params.append((name + ".bias", layer.bias, c))
+        layer = self._layer(name, kind(c, eps=eps, momentum=momentum, affine=scale))
+        if scale:
+            self.params.append((name + ".weight", layer.weight, c))
+            self.params.append((name + ".bias", layer.bias, c))
+            shift = None
+        else:
+            shift = nn.Parameter(torch.zeros(c))
+            layer.register_parameter("shift", shift)
+            self.params.append((name + ".bias", shift, c))
         # (name, module, attribute): Module.to() replaces buffers, so they are looked up late.
         self.state.append((name + ".running_mean", layer, "running_mean"))
         self.state.append((name + ".running_var", layer, "running_var"))
+        def normalize(t):
+            return layer(t) if scale else layer(t) + layer.shift.view(1, -1, *[1] * (t.dim() - 2))
+
         def function(out, x=x):
             if not flat:
-                return layer(out[x])
+                return normalize(out[x])
             # A 1x1 map (a ResNet's last stage on a small input) keeps its shape.
-            normalized = layer(out[x].flatten(1))
+            normalized = normalize(out[x].flatten(1))
             return normalized.view_as(out[x])
 
         return self._push(function, (c, h, w), name, "batch_norm", x)
@@ -489,6 +525,83 @@ def densenet(model, layers, growth):
     return build_densenet
 
 
+def conv_bn_tf(g, x, channels, kernel, name, stride=1, padding="same"):
+    """tf_cnn_benchmarks' conv under use_batch_norm: no bias, batch norm without scale (decay
+    0.999, epsilon 1e-3), ReLU."""
+    x = g.conv(x, channels, kernel, stride, padding, name + ".conv", bias=False)
+    return g.relu(g.batch_norm(x, name + ".bn", 1e-3, 1e-3, scale=False))
+
+
+def inception3(chw, classes):
+    """tf_cnn_benchmarks' Inceptionv3Model (no auxiliary head): modules of columns joined in
+    column order; layer "<module>.b<column>.<row>"; its 'share' columns reuse layers."""
+    if chw[1] < 75 or chw[2] < 75:
+        raise ValueError(f"inception3 needs 75x75 pixels, got {chw}")
+    g = Graph("inception3", chw, classes)
+
+    def cb(x, channels, kernel, name, stride=1, padding="same"):
+        return conv_bn_tf(g, x, channels, kernel, name, stride, padding)
+
+    def a(x, n, m):
+        b1 = cb(x, 64, 1, f"{m}.b1.1")
+        b2 = cb(cb(x, 48, 1, f"{m}.b2.1"), 64, 5, f"{m}.b2.2")
+        b3 = cb(cb(cb(x, 64, 1, f"{m}.b3.1"), 96, 3, f"{m}.b3.2"), 96, 3, f"{m}.b3.3")
+        b4 = cb(g.avg_pool_same(x, 3, 1, f"{m}.b4.pool"), n, 1, f"{m}.b4.1")
+        return g.concat([b1, b2, b3, b4], m)
+
+    def reduce_a(x, m):
+        b1 = cb(x, 384, 3, f"{m}.b1.1", 2, "valid")
+        b2 = cb(cb(cb(x, 64, 1, f"{m}.b2.1"), 96, 3, f"{m}.b2.2"), 96, 3, f"{m}.b2.3", 2, "valid")
+        b3 = g.max_pool_valid(x, 3, 2, f"{m}.b3.pool")
+        return g.concat([b1, b2, b3], m)
+
+    def c7(x, n, m):
+        b1 = cb(x, 192, 1, f"{m}.b1.1")
+        b2 = cb(cb(cb(x, n, 1, f"{m}.b2.1"), n, (1, 7), f"{m}.b2.2"), 192, (7, 1), f"{m}.b2.3")
+        b3 = cb(cb(x, n, 1, f"{m}.b3.1"), n, (7, 1), f"{m}.b3.2")
+        b3 = cb(cb(b3, n, (1, 7), f"{m}.b3.3"), n, (7, 1), f"{m}.b3.4")
+        b3 = cb(b3, 192, (1, 7), f"{m}.b3.5")
+        b4 = cb(g.avg_pool_same(x, 3, 1, f"{m}.b4.pool"), 192, 1, f"{m}.b4.1")
+        return g.concat([b1, b2, b3, b4], m)
+
+    def reduce_b(x, m):
+        b1 = cb(cb(x, 192, 1, f"{m}.b1.1"), 320, 3, f"{m}.b1.2", 2, "valid")
+        b2 = cb(cb(x, 192, 1, f"{m}.b2.1"), 192, (1, 7), f"{m}.b2.2")
+        b2 = cb(cb(b2, 192, (7, 1), f"{m}.b2.3"), 192, 3, f"{m}.b2.4", 2, "valid")
+        b3 = g.max_pool_valid(x, 3, 2, f"{m}.b3.pool")
+        return g.concat([b1, b2, b3], m)
+
+    def e(x, max_pool, m):
+        b1 = cb(x, 320, 1, f"{m}.b1.1")
+        shared2 = cb(x, 384, 1, f"{m}.b2.1")
+        b2 = cb(shared2, 384, (1, 3), f"{m}.b2.2")
+        b3 = cb(shared2, 384, (3, 1), f"{m}.b3.2")
+        shared4 = cb(cb(x, 448, 1, f"{m}.b4.1"), 384, 3, f"{m}.b4.2")
+        b4 = cb(shared4, 384, (1, 3), f"{m}.b4.3")
+        b5 = cb(shared4, 384, (3, 1), f"{m}.b5.3")
+        pool = (g.max_pool_same if max_pool else g.avg_pool_same)(x, 3, 1, f"{m}.b6.pool")
+        b6 = cb(pool, 192, 1, f"{m}.b6.1")
+        return g.concat([b1, b2, b3, b4, b5, b6], m)
+
+    x = cb(g.input(), 32, 3, "conv1", 2, "valid")
+    x = cb(x, 32, 3, "conv2", 1, "valid")
+    x = cb(x, 64, 3, "conv3")
+    x = g.max_pool_valid(x, 3, 2, "pool1")
+    x = cb(x, 80, 1, "conv4", 1, "valid")
+    x = cb(x, 192, 3, "conv5", 1, "valid")
+    x = g.max_pool_valid(x, 3, 2, "pool2")
+    for i, n in enumerate((32, 64, 64)):
+        x = a(x, n, f"mixed{i}")
+    x = reduce_a(x, "mixed3")
+    for i, n in zip(range(4, 8), (128, 160, 160, 192)):
+        x = c7(x, n, f"mixed{i}")
+    x = reduce_b(x, "mixed8")
+    x = e(x, False, "mixed9")
+    x = e(x, True, "mixed10")
+    x = g.flatten(g.global_avg_pool(x, "pool"))
+    return g.finish(g.dense(x, classes, "fc"))
+
+
 BUILDERS = {
     "mlp": mlp,
     "mnist-cnn": mnist_cnn,
@@ -506,6 +619,7 @@ BUILDERS = {
                                             (3, 4, 6, 3), bottleneck, imagenet_stem=True),
     "alexnet": alexnet,
     "vgg16": vgg16,
+    "inception3": inception3,
     "densenet40": densenet("densenet40", 12, 12),
     "densenet100": densenet("densenet100", 32, 12),
 }
@@ -546,6 +660,7 @@ CASES = [
     ("alexnet", "alexnet", {}, (3, 12, 12), 10, 2, True),
     ("vgg16", "vgg16", {}, (3, 32, 32), 10, 2, False),
     ("densenet40", "densenet40", {}, (3, 4, 4), 10, 2, True),
+    ("inception3", "inception3", {}, (3, 75, 75), 10, 2, False),
 ]
 
 # Parameter counts on each model's usual input. The published ones are asserted: torchvision's
@@ -565,6 +680,7 @@ COUNTS = [
     ("resnet50", (3, 224, 224), 1000, 25557032),
     ("alexnet", (3, 32, 32), 10, 1756426),
     ("vgg16", (3, 224, 224), 1000, 138357544),
+    ("inception3", (3, 299, 299), 1000, 23817352),  # Keras' InceptionV3, trainable
     ("densenet40", (3, 32, 32), 10, 357322),
     ("densenet100", (3, 32, 32), 10, 2217002),
 ]
@@ -814,15 +930,30 @@ def float32_errors(single, exact, sizes):
     return errors
 
 
-def main():
+def main(only=None):
+    """Writes every case, or with only (case names) rewrites those cases of the existing file
+    and leaves the others as they are; the parameter counts are written again either way."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models.h5")
     temporary = path + ".tmp"
     strings = h5py.string_dtype()
-    with h5py.File(temporary, "w") as out:
+    if only:
+        unknown = set(only) - {c[0] for c in CASES}
+        assert not unknown, f"no case {sorted(unknown)}"
+        shutil.copyfile(path, temporary)
+    with h5py.File(temporary, "r+" if only else "w") as out:
         out.attrs["generator"] = "tests/models/golden/make_model_golden.py"
-        out.attrs["torch_version"] = str(torch.__version__)
-        cases = out.create_group("cases")
+        if not only:
+            out.attrs["torch_version"] = str(torch.__version__)
+            cases = out.create_group("cases")
+        else:
+            cases = out["cases"]
+            assert out.attrs["torch_version"] == str(torch.__version__), "another torch"
+            del out["parameter_counts"]
         for case, model, settings, chw, classes, batch, training in CASES:
+            if only and case not in only:
+                continue
+            if case in cases:
+                del cases[case]
             seed, clearance, group_extra = 0, None, {}
             if case in ILL_CONDITIONED:
                 clearance, conditioned = conditioned_gradients(model, settings, chw, classes,
@@ -898,7 +1029,9 @@ def main():
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--float32-layers"]:
+    if sys.argv[1:2] == ["--only"]:
+        main(sys.argv[2].split(","))
+    elif sys.argv[1:2] == ["--float32-layers"]:
         # A helper process of float32_layer_outputs_at: case, seed, output path.
         _, _, name, seed, out = sys.argv
         case = next(c for c in CASES if c[0] == name)

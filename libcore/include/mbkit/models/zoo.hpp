@@ -31,6 +31,11 @@
 //   vgg16        tf_cnn_benchmarks' VGG-16 (configuration D, dense 4096, 4096 with dropout);
 //                138,357,544 parameters on 3x224x224, 1000 classes; the dense layers read the
 //                last pool's map, so 32x32 images give 33,638,218 on 10 classes
+//   inception3   tf_cnn_benchmarks' Inception-v3 (no auxiliary head): convolutions without bias,
+//                each followed by batch norm without a learned scale and relu; a VALID stem,
+//                modules at 35x35, 17x17 (1x7, 7x1 kernels) and 8x8 on 3x299x299 images, global
+//                average pooling; 23,817,352 parameters on 1000 classes (21,768,352 + 2,049 per
+//                class); refuses images under 75x75
 //   densenet40, densenet100
 //                tf_cnn_benchmarks' densenet40_k12 and densenet100_k12 (CIFAR; 12 and 32 dense
 //                layers per block, growth 12, transitions to 24 channels as it builds them);

@@ -102,6 +102,9 @@ struct Node {
   double rate = 0.0;      ///< dropout: probability of dropping a unit
   double epsilon = 1e-5;  ///< batch norm
   double momentum = 0.1;  ///< batch norm: running = (1 - momentum) running + momentum batch
+  /// Batch norm: whether it learns a scale (gamma, params[0]) before its shift (beta); without
+  /// one (tf_cnn_benchmarks' default) the shift is params[0] and the scale is 1.
+  bool scale = true;
   /// LRN: x / (lrn_k + lrn_alpha / lrn_size * sum of x^2 over lrn_size channels)^lrn_beta,
   /// PyTorch's and oneDNN's convention (TensorFlow's alpha is lrn_alpha / lrn_size).
   int lrn_size = 0;
@@ -173,7 +176,10 @@ class GraphBuilder {
   int max_pool(int x, int kernel, int stride, int pad, const std::string& name);
   int avg_pool(int x, int kernel, int stride, Padding padding, const std::string& name);
   int global_avg_pool(int x, const std::string& name);
-  int batch_norm(int x, const std::string& name, double epsilon = 1e-5, double momentum = 0.1);
+  /// `scale` false: no learned scale, only the shift ("<name>.bias"), as tf_cnn_benchmarks'
+  /// ConvNetBuilder.batch_norm builds it by default.
+  int batch_norm(int x, const std::string& name, double epsilon = 1e-5, double momentum = 0.1,
+                 bool scale = true);
   int relu(int x);
   int sigmoid(int x);
   int tanh(int x);

@@ -183,7 +183,8 @@ void channel_statistics(const float* x, const ChannelLayout& layout, int batch,
   }
 }
 
-/// Batch normalisation over N (and H, W) per channel, with learned scale and shift. Training
+/// Batch normalisation over N (and H, W) per channel, with a learned shift and, unless the node
+/// says otherwise (Node::scale), a learned scale. Training
 /// normalises with the batch's statistics and updates the running ones as PyTorch does
 /// (running = (1 - momentum) running + momentum batch, the variance unbiased); evaluation uses
 /// the running statistics.
@@ -197,7 +198,7 @@ class BatchNormKernel final : public CpuKernel {
   void do_prepare(int batch, std::span<nn::Tensor* const> inputs, CpuTensor& output) override {
     const CpuTensor& input = cpu(*inputs[0]);
     const auto epsilon = static_cast<float>(node_.epsilon);
-    const flags scale_shift = flags::use_scale | flags::use_shift;
+    const flags scale_shift = node_.scale ? flags::use_scale | flags::use_shift : flags::use_shift;
     Plan plan;
     // Training normalises with the batch statistics this kernel computes (channel_statistics),
     // handed to the primitive as given ones; the backward pass is the training one (the
@@ -240,8 +241,8 @@ class BatchNormKernel final : public CpuKernel {
     memory running_var = channel(args.state[1]);
     std::unordered_map<int, memory> arguments = {{DNNL_ARG_SRC, cpu(*args.inputs[0]).mem()},
                                                  {DNNL_ARG_DST, cpu(*args.output).mem()},
-                                                 {DNNL_ARG_SCALE, channel(args.params[0])},
-                                                 {DNNL_ARG_SHIFT, channel(args.params[1])}};
+                                                 {DNNL_ARG_SHIFT, channel(shift(args.params))}};
+    if (node_.scale) arguments[DNNL_ARG_SCALE] = channel(args.params[0]);
     if (!args.training) {
       arguments[DNNL_ARG_MEAN] = running_mean;
       arguments[DNNL_ARG_VARIANCE] = running_var;
@@ -282,16 +283,19 @@ class BatchNormKernel final : public CpuKernel {
     if (grad_in == nullptr && !plan.scratch_grad) {
       plan.scratch_grad = memory(cpu(*args.inputs[0]).desc(), context_.engine);
     }
-    execute(plan.backward,
-            {{DNNL_ARG_SRC, cpu(*args.inputs[0]).mem()},
-             {DNNL_ARG_MEAN, plan.mean},
-             {DNNL_ARG_VARIANCE, plan.variance},
-             {DNNL_ARG_DIFF_DST, cpu(*args.output_grad).mem()},
-             {DNNL_ARG_SCALE, channel(args.params[0])},
-             {DNNL_ARG_SHIFT, channel(args.params[1])},
-             {DNNL_ARG_DIFF_SRC, grad_in != nullptr ? cpu(*grad_in).mem() : plan.scratch_grad},
-             {DNNL_ARG_DIFF_SCALE, channel(args.param_grads[0])},
-             {DNNL_ARG_DIFF_SHIFT, channel(args.param_grads[1])}});
+    std::unordered_map<int, memory> arguments = {
+        {DNNL_ARG_SRC, cpu(*args.inputs[0]).mem()},
+        {DNNL_ARG_MEAN, plan.mean},
+        {DNNL_ARG_VARIANCE, plan.variance},
+        {DNNL_ARG_DIFF_DST, cpu(*args.output_grad).mem()},
+        {DNNL_ARG_SHIFT, channel(shift(args.params))},
+        {DNNL_ARG_DIFF_SRC, grad_in != nullptr ? cpu(*grad_in).mem() : plan.scratch_grad},
+        {DNNL_ARG_DIFF_SHIFT, channel(shift(args.param_grads))}};
+    if (node_.scale) {
+      arguments[DNNL_ARG_SCALE] = channel(args.params[0]);
+      arguments[DNNL_ARG_DIFF_SCALE] = channel(args.param_grads[0]);
+    }
+    execute(plan.backward, arguments);
   }
 
  private:
@@ -306,6 +310,12 @@ class BatchNormKernel final : public CpuKernel {
     std::vector<double> partial_sums;                ///< per sample (channel_statistics)
     double count = 0;
   };
+
+  /// The shift (beta) among a node's parameters or their gradients: after the scale, if any.
+  template <typename Pointer>
+  Pointer shift(const std::vector<Pointer>& params) const {
+    return params[node_.scale ? 1 : 0];
+  }
 
   memory channel(const float* values) const {
     return memory(channel_desc_, context_.engine, const_cast<float*>(values));

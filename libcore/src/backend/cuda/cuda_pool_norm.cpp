@@ -66,6 +66,8 @@ class PoolKernel final : public CudaKernel {
 /// normalises with the batch's statistics and updates the running ones in the state buffer as
 /// the CPU backend does: running = (1 - momentum) running + momentum batch, the variance unbiased
 /// (cuDNN's exponential average factor is that momentum). Evaluation uses the running ones.
+/// cuDNN always applies a scale: a node without one (Node::scale false) gets a constant 1 per
+/// channel, and its scale gradient goes to a scratch buffer nobody reads.
 class BatchNormKernel final : public CudaKernel {
  public:
   BatchNormKernel(Context& context, const nn::Node& node)
@@ -83,6 +85,11 @@ class BatchNormKernel final : public CudaKernel {
     plan->x.set(batch, dims.c, dims.h, dims.w);
     const auto channels = static_cast<std::size_t>(dims.c);
     plan->saved = DeviceMemory(2 * channels * sizeof(float));  // mean, 1 / sqrt(var + eps)
+    if (!node_.scale && ones_.bytes() == 0) {
+      ones_ = DeviceMemory(channels * sizeof(float));
+      fill(ones_.as<float>(), dims.c, 1.0f, stream());
+      unused_scale_grad_ = DeviceMemory(channels * sizeof(float));
+    }
     output.allocate();
     plans_[batch] = std::move(plan);
   }
@@ -95,14 +102,13 @@ class BatchNormKernel final : public CudaKernel {
     if (!args.training) {
       MBKIT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
           context_.cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, plan.x.get(), x, plan.x.get(), y,
-          channels_.get(), args.params[0], args.params[1], args.state[0], args.state[1],
-          node_.epsilon));
+          channels_.get(), scale(args), shift(args), args.state[0], args.state[1], node_.epsilon));
       return;
     }
     MBKIT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
         context_.cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, plan.x.get(), x, plan.x.get(), y,
-        channels_.get(), args.params[0], args.params[1], node_.momentum, args.state[0],
-        args.state[1], node_.epsilon, saved_mean(plan), saved_inverse_deviation(plan)));
+        channels_.get(), scale(args), shift(args), node_.momentum, args.state[0], args.state[1],
+        node_.epsilon, saved_mean(plan), saved_inverse_deviation(plan)));
   }
 
   void do_backward(nn::KernelArgs& args) override {
@@ -120,8 +126,10 @@ class BatchNormKernel final : public CudaKernel {
     MBKIT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
         context_.cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, plan.x.get(),
         cuda(*args.inputs[0]).data(), plan.x.get(), cuda(*args.output_grad).data(), plan.x.get(),
-        dx, channels_.get(), args.params[0], args.param_grads[0], args.param_grads[1],
-        node_.epsilon, saved_mean(plan), saved_inverse_deviation(plan)));
+        dx, channels_.get(), scale(args),
+        node_.scale ? args.param_grads[0] : unused_scale_grad_.as<float>(),
+        args.param_grads[node_.scale ? 1 : 0], node_.epsilon, saved_mean(plan),
+        saved_inverse_deviation(plan)));
   }
 
  private:
@@ -130,12 +138,17 @@ class BatchNormKernel final : public CudaKernel {
     DeviceMemory saved, scratch_grad;
   };
 
+  const float* scale(const nn::KernelArgs& args) const {
+    return node_.scale ? args.params[0] : ones_.as<float>();
+  }
+  const float* shift(const nn::KernelArgs& args) const { return args.params[node_.scale ? 1 : 0]; }
   float* saved_mean(Plan& plan) const { return plan.saved.as<float>(); }
   float* saved_inverse_deviation(Plan& plan) const {
     return plan.saved.as<float>() + node_.output.c;
   }
 
-  TensorDesc channels_;  ///< (1, C, 1, 1): scale, shift, means and variances
+  TensorDesc channels_;                    ///< (1, C, 1, 1): scale, shift, means and variances
+  DeviceMemory ones_, unused_scale_grad_;  ///< without a learned scale: 1s, and its gradient
   std::map<int, std::unique_ptr<Plan>> plans_;
 };
 
