@@ -1,5 +1,6 @@
 """tf_cnn_benchmarks' models (alexnet, vgg16, densenet40, densenet100) in the real trainer: two
-steps of each on CIFAR-shaped images (alexnet and densenet40 also under mpirun -n 3) write a
+steps of each on CIFAR-shaped images (alexnet and densenet40 also under mpirun -n 3; inception3
+on 75x75 images, the smallest it takes, under mpirun -n 3 only) write a
 checkpoint of the model's parameter count with finite values, which the second step moved
 (alexnet and densenet40: the models of the LRN and concat layers); a model that cannot
 take the images is refused with one line naming the model and the layer (inception3: the
@@ -15,6 +16,8 @@ import mbtest
 MPIRUN = shutil.which("mpirun")
 # On 3x32x32 images and 10 classes (mb-train-fmb(1), tests/models/test_zoo.cpp).
 COUNTS = {"alexnet": 1756426, "vgg16": 33638218, "densenet40": 357322, "densenet100": 2217002}
+# inception3's 21,768,352 before its classifier, 2,049 per class (75x75 or larger images).
+INCEPTION3_COUNT = 21768352 + 10 * 2049
 
 
 def params_of(path):
@@ -39,7 +42,8 @@ class TfModels(mbtest.ToolTestCase):
 
     def check_checkpoint(self, model, name):
         params = params_of(self.path(name))
-        self.assertEqual(sum(p.size for p in params.values()), COUNTS[model])
+        want = INCEPTION3_COUNT if model == "inception3" else COUNTS[model]
+        self.assertEqual(sum(p.size for p in params.values()), want)
         for key, value in params.items():
             self.assertTrue(np.all(np.isfinite(value)), msg=f"{model}: {key}")
 
@@ -65,6 +69,18 @@ class TfModels(mbtest.ToolTestCase):
                 self.assertSucceeded(self.train(model, "--comm", "allreduce", "--checkpoint",
                                                 f"{model}-3.h5", ranks=3))
                 self.check_checkpoint(model, f"{model}-3.h5")
+
+    def test_three_ranks_train_inception3_at_its_smallest_size(self):
+        # ImageNet's model at the smallest images it takes (75x75), one step of 2 per rank: the
+        # 94 convolutions, scale-free batch norms and concatenated branches under mpirun.
+        self.assertIsNotNone(MPIRUN, "mpirun (openmpi-bin) is required")
+        self.assertSucceeded(self.mb_dataset("synth", "images", "--shape", "3,75,75", "--classes",
+                                             "10", "--train", "6", "--test", "2", "--seed", "3",
+                                             "-o", self.path("small75.h5")))
+        self.assertSucceeded(self.train("inception3", "--batch-size", "2", "--steps", "1",
+                                        "--comm", "allreduce", "--checkpoint", "inception3-3.h5",
+                                        ranks=3, data="small75.h5"))
+        self.check_checkpoint("inception3", "inception3-3.h5")
 
     def test_images_too_small_are_refused_naming_the_layer(self):
         self.assertSucceeded(self.mb_dataset("synth", "images", "--shape", "3,64,64", "--classes",
