@@ -6,6 +6,9 @@
 // bound/mlp_sgemm is the bound of the mlp step: only the dnnl_sgemm calls one step of the mlp
 // makes (the dense layers' shapes, transposes and beta; no input gradient for the first layer),
 // in the same samples/s. The step's own time beyond them is what mbkit adds.
+// bound/mlp_sgemm_update adds the step's optimizer update (mbkit's momentum over the flat
+// parameter, gradient and state buffers the sgemm calls read and write): the update streams
+// about 4 MB and is bound by memory, not by anything the engine does around the products.
 //
 //   bench_train --benchmark_filter='^mlp/batch:64/threads:1/'     (workload/batch/threads)
 #include <benchmark/benchmark.h>
@@ -70,41 +73,57 @@ void train_step(benchmark::State& state, const Workload& workload) {
 }
 
 /// The dnnl_sgemm calls of one training step of the mlp (as DenseKernel makes them), on buffers
-/// of the step's sizes, with the inputs cycled through eight batches as train_step does.
-void mlp_sgemm_bound(benchmark::State& state) {
+/// of the step's sizes, with the inputs cycled through eight batches as train_step does; the
+/// weights and their gradients lie in flat buffers as the network's do. `with_update` adds the
+/// step's optimizer update over those buffers.
+void mlp_sgemm_bound(benchmark::State& state, bool with_update) {
   const int batch = static_cast<int>(state.range(0));
   const int threads = static_cast<int>(state.range(1));
-  omp_set_num_threads(threads);
+  auto backend = mbkit::backend::make_cpu_backend(threads);
   mbkit::models::ModelConfig config;
   config.name = "mlp";
   const mbkit::nn::Graph graph = mbkit::models::build_model(config, {1, 28, 28}, 10);
-  struct Layer {
-    dnnl_dim_t in, out;
-    bool bias, input_grad;
-    std::vector<float> weight, weight_grad, output, output_grad, input_grad_rows;
-  };
-  std::vector<Layer> layers;
-  bool parameters_before = false;  // a layer's input needs a gradient when one before has any
-  for (const auto& node : graph.nodes()) {
-    if (node.op == mbkit::nn::Op::kDense) {
-      Layer layer{
-          node.params[0].shape[1], node.units, node.bias, parameters_before, {}, {}, {}, {}, {}};
-      layers.push_back(std::move(layer));
-    }
-    parameters_before = parameters_before || !node.params.empty();
-  }
   mbkit::Rng rng(0);
   const auto fill = [&rng](std::vector<float>& values, std::size_t size) {
     values.resize(size);
     for (auto& v : values) v = static_cast<float>(0.05 * rng.normal());
   };
+  std::vector<float> parameters, gradients;
+  fill(parameters, graph.parameter_count());
+  fill(gradients, graph.parameter_count());
+  struct Layer {
+    dnnl_dim_t in, out;
+    bool bias, input_grad;
+    float *weight, *weight_grad;
+    std::vector<float> output, output_grad, input_grad_rows;
+  };
+  std::vector<Layer> layers;
+  bool parameters_before = false;  // a layer's input needs a gradient when one before has any
+  for (const auto& node : graph.nodes()) {
+    if (node.op == mbkit::nn::Op::kDense) {
+      const std::size_t offset = node.params[0].offset;
+      Layer layer{node.params[0].shape[1],
+                  node.units,
+                  node.bias,
+                  parameters_before,
+                  parameters.data() + offset,
+                  gradients.data() + offset,
+                  {},
+                  {},
+                  {}};
+      layers.push_back(std::move(layer));
+    }
+    parameters_before = parameters_before || !node.params.empty();
+  }
+  mbkit::optim::OptimizerConfig optimizer_config;
+  optimizer_config.name = "momentum";
+  optimizer_config.momentum = 0.9;
+  auto optimizer = mbkit::optim::make_optimizer(optimizer_config, parameters.size(), *backend);
   const auto n = static_cast<std::size_t>(batch);
   std::vector<float> images;
   fill(images, 8 * n * static_cast<std::size_t>(layers.front().in));
   for (auto& layer : layers) {
     const auto in = static_cast<std::size_t>(layer.in), out = static_cast<std::size_t>(layer.out);
-    fill(layer.weight, out * in);
-    fill(layer.weight_grad, out * in);
     fill(layer.output, n * out);
     fill(layer.output_grad, n * out);
     if (layer.input_grad) fill(layer.input_grad_rows, n * in);
@@ -116,7 +135,7 @@ void mlp_sgemm_bound(benchmark::State& state) {
     const float* x = images.data() + (i % 8) * n * static_cast<std::size_t>(layers.front().in);
     const float* input = x;
     for (auto& l : layers) {  // Y = X W^T (+ the bias Y starts from)
-      check(dnnl_sgemm('N', 'T', batch, l.out, l.in, 1.0f, input, l.in, l.weight.data(), l.in,
+      check(dnnl_sgemm('N', 'T', batch, l.out, l.in, 1.0f, input, l.in, l.weight, l.in,
                        l.bias ? 1.0f : 0.0f, l.output.data(), l.out));
       input = l.output.data();
     }
@@ -125,12 +144,13 @@ void mlp_sgemm_bound(benchmark::State& state) {
       input = k == 0 ? x : layers[k - 1].output.data();
       // dW = dY^T X, then dX = dY W where the input needs a gradient.
       check(dnnl_sgemm('T', 'N', l.out, l.in, batch, 1.0f, l.output_grad.data(), l.out, input, l.in,
-                       0.0f, l.weight_grad.data(), l.in));
+                       0.0f, l.weight_grad, l.in));
       if (l.input_grad) {
-        check(dnnl_sgemm('N', 'N', batch, l.in, l.out, 1.0f, l.output_grad.data(), l.out,
-                         l.weight.data(), l.in, 0.0f, l.input_grad_rows.data(), l.in));
+        check(dnnl_sgemm('N', 'N', batch, l.in, l.out, 1.0f, l.output_grad.data(), l.out, l.weight,
+                         l.in, 0.0f, l.input_grad_rows.data(), l.in));
       }
     }
+    if (with_update) optimizer->step(parameters, gradients, 0.01);
   };
   for (std::size_t i = 0; i < 10; ++i) step(i);
   std::size_t i = 0;
@@ -147,12 +167,16 @@ void register_all() {
     bench->ArgNames({"batch", "threads"})->Args({batch, 1})->Args({batch, 2})->UseRealTime();
     bench->Unit(benchmark::kMillisecond);
   }
-  benchmark::RegisterBenchmark("bound/mlp_sgemm", mlp_sgemm_bound)
-      ->ArgNames({"batch", "threads"})
-      ->Args({64, 1})
-      ->Args({64, 2})
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond);
+  for (const bool with_update : {false, true}) {
+    benchmark::RegisterBenchmark(
+        with_update ? "bound/mlp_sgemm_update" : "bound/mlp_sgemm",
+        [with_update](benchmark::State& state) { mlp_sgemm_bound(state, with_update); })
+        ->ArgNames({"batch", "threads"})
+        ->Args({64, 1})
+        ->Args({64, 2})
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
 }
 
 }  // namespace
