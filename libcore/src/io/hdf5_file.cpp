@@ -57,11 +57,7 @@ herr_t check_link(hid_t location, const char* name, const H5L_info_t* link, void
   // All fields: the header and the storage of its attributes, free-space managers included.
   H5O_info_t info{};
   if (H5Oget_info_by_name2(location, name, &info, H5O_INFO_ALL, H5P_DEFAULT) < 0) return -1;
-  const auto touch = [](hid_t, const char*, const H5A_info_t*, void*) -> herr_t { return 0; };
-  if (H5Aiterate_by_name(location, name, H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, touch, nullptr,
-                         H5P_DEFAULT) < 0) {
-    return -1;
-  }
+  if (internal::decode_attributes(location, name, info) < 0) return -1;
   if (info.type == H5O_TYPE_DATASET) {
     const hid_t dataset = H5Dopen2(location, name, H5P_DEFAULT);
     if (dataset < 0) return -1;
@@ -73,10 +69,9 @@ herr_t check_link(hid_t location, const char* name, const H5L_info_t* link, void
 
 void check_metadata(hid_t file, const std::string& path) {
   std::string problem;
-  const auto touch = [](hid_t, const char*, const H5A_info_t*, void*) -> herr_t { return 0; };
   H5O_info_t root{};
   if (H5Oget_info2(file, &root, H5O_INFO_ALL) < 0 ||
-      H5Aiterate2(file, H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, touch, nullptr) < 0 ||
+      internal::decode_attributes(file, ".", root) < 0 ||
       H5Lvisit(file, H5_INDEX_NAME, H5_ITER_NATIVE, check_link, &problem) < 0) {
     if (!problem.empty()) {
       H5Eclear2(H5E_DEFAULT);

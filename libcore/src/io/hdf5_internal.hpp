@@ -36,6 +36,12 @@ std::vector<std::string> read_string_values(hid_t object, hid_t stored_type, hsi
 void check_variable_strings(hid_t object, hsize_t count, const std::string& what,
                             const std::function<void(hid_t, void*)>& read);
 
+/// Decodes every attribute message of the object `name` under `location` (`info`: its
+/// H5O_INFO_META_SIZE at least), so HDF5's own checks run on each, without the table of
+/// attributes that HDF5 1.10 crashes releasing after a damaged one (hdf5_object.cpp). Returns
+/// HDF5's status: negative for a damaged attribute, the error stack saying why.
+herr_t decode_attributes(hid_t location, const char* name, const H5O_info_t& info);
+
 /// The longest string we write or read (an attribute holding a run's whole configuration is a
 /// few KiB); a larger declared size is damage.
 inline constexpr std::size_t kMaxStringBytes = std::size_t{64} << 20;

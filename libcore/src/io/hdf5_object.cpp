@@ -113,6 +113,27 @@ std::vector<std::string> read_string_values(hid_t object, hid_t stored_type, hsi
   return values;
 }
 
+// HDF5 1.10.8 lists compact attributes (messages in the object header) through a table that
+// H5Aiterate, H5Aget_name_by_idx and H5Aopen_by_idx build by decoding every message. When one
+// fails to decode, the clean-up of the half-built table closes entries that were never set
+// (H5A__compact_build_table leaves the table's allocated length as its count): a crash in
+// H5A__attr_release_table. H5Aexists_by_name decodes the messages one by one with no table
+// and stops at the first that fails, or at the name; none has this one: a message stores its
+// name's size, NUL included, in 2 bytes, so no name is 65535 bytes long. Dense storage (a
+// fractal heap and a name index) is walked by H5Aiterate in native order of the name index
+// straight off the B-tree, decoding each attribute with no table either; only other orders
+// build one.
+herr_t decode_attributes(hid_t location, const char* name, const H5O_info_t& info) {
+  static const std::string no_attribute_name(65535, 'x');
+  const htri_t found = H5Aexists_by_name(location, name, no_attribute_name.c_str(), H5P_DEFAULT);
+  if (found != 0) return -1;  // found is impossible: the walk stopped short of the end
+  // H5Oget_info's heap size is that of the attributes' fractal heap: non-zero when dense.
+  if (info.meta_size.attr.heap_size == 0) return 0;
+  const auto touch = [](hid_t, const char*, const H5A_info_t*, void*) -> herr_t { return 0; };
+  return H5Aiterate_by_name(location, name, H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, touch, nullptr,
+                            H5P_DEFAULT);
+}
+
 }  // namespace internal
 
 using internal::checked_element_count;
@@ -188,17 +209,31 @@ bool Object::has_attribute(const std::string& name) const {
 
 std::vector<std::string> Object::attribute_names() const {
   quiet_hdf5_errors();
-  std::vector<std::string> names;
   H5O_info_t info{};
-  MBKIT_H5_CHECK(H5Oget_info(id(), &info));  // 1.10 API: fills num_attrs
-  for (hsize_t i = 0; i < info.num_attrs; ++i) {
-    const ssize_t size = MBKIT_H5_CHECK(
-        H5Aget_name_by_idx(id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT));
-    std::string name(static_cast<std::size_t>(size), '\0');
-    MBKIT_H5_CHECK(H5Aget_name_by_idx(id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(),
-                                      name.size() + 1, H5P_DEFAULT));
-    names.push_back(std::move(name));
+  MBKIT_H5_CHECK(H5Oget_info2(id(), &info, H5O_INFO_NUM_ATTRS | H5O_INFO_META_SIZE));
+  // Every attribute decoded first: only then may HDF5 build its table of them (see
+  // decode_attributes), which the listing below does for compact storage.
+  if (internal::decode_attributes(id(), ".", info) < 0) {
+    try {
+      detail::h5_failed("H5Aexists_by_name", MBKIT_HERE);
+    } catch (const Error& error) {
+      data_error(cat(describe(), ": damaged attribute: ", error.what()));
+    }
   }
+  std::vector<std::string> names;
+  names.reserve(info.num_attrs);
+  const auto collect = [](hid_t, const char* name, const H5A_info_t*, void* data) -> herr_t {
+    try {
+      static_cast<std::vector<std::string>*>(data)->emplace_back(name);
+    } catch (...) {  // nothing may unwind through HDF5's C frames
+      return -1;
+    }
+    return 0;
+  };
+  // One walk in stored order, sorted here as HDF5's name index would be (bytes compared
+  // unsigned, as strcmp does), instead of a table built anew for each H5Aget_name_by_idx.
+  MBKIT_H5_CHECK(H5Aiterate2(id(), H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, collect, &names));
+  std::sort(names.begin(), names.end());
   return names;
 }
 
