@@ -120,6 +120,31 @@ TEST(Hdf5Integrity, DatasetsThatDoNotStoreWhatTheyDeclareAreRefused) {
   EXPECT_EQ(file.open_dataset("floats").read<double>(), (std::vector<double>{1, 2, 3}));
 }
 
+// An unfiltered chunk is stored whole: HDF5 1.10 copied a whole chunk out of a buffer the size
+// the chunk index records, overrunning it when that is smaller (found by fuzz_dataset_file: a
+// file whose filter pipeline message was damaged away from compressed chunks).
+TEST(Hdf5Integrity, AnUnfilteredChunkStoredShortIsRefusedBeforeHdf5ReadsIt) {
+  test::TempDir dir;
+  const std::string path = dir.file("short.h5");
+  {
+    File file = File::create(path);
+    StorageOptions storage;
+    storage.chunk = {4};
+    storage.fletcher32 = false;
+    Dataset data = file.create_dataset<std::int32_t>("labels", {8}, storage);
+    const std::vector<std::int32_t> first{1, 2, 3, 4};
+    data.write_rows(0, 4, first.data());
+    // The second chunk as its raw bytes, 8 of the 16 it holds.
+    const hsize_t offset[1] = {4};
+    const std::int32_t half[2] = {5, 6};
+    ASSERT_GE(H5Dwrite_chunk(data.id(), H5P_DEFAULT, 0, offset, sizeof half, half), 0);
+    file.close();
+  }
+  const File file = File::open(path);
+  EXPECT_MBKIT_ERROR(file.open_dataset("labels").read<std::int32_t>(), ExitCode::kBadData,
+                     "labels: a chunk of 16 bytes is stored in 8 bytes without a filter");
+}
+
 TEST(Hdf5Integrity, SoftAndExternalLinksAreRefusedAtOpen) {
   test::TempDir dir;
   const std::string soft = dir.file("soft.h5");

@@ -387,6 +387,39 @@ hsize_t chunks_along(hsize_t extent, hsize_t chunk) {
   return chunk == 0 ? 0 : extent / chunk + (extent % chunk != 0 ? 1 : 0);
 }
 
+// Chunks without filters are stored whole. HDF5 1.10 reads one into a buffer of the size the
+// chunk index records and copies a whole chunk out of it: a smaller recorded size (a damaged
+// index, or filtered chunks whose filter pipeline message was lost) overran that buffer. Each
+// chunk is found through the index by its coordinates (a B-tree lookup), so this costs
+// O(n log n) for n chunks; mbkit's own datasets are all filtered (Fletcher-32) and skip it.
+void check_unfiltered_chunk_sizes(const Dataset& dataset, const std::vector<hsize_t>& shape,
+                                  const std::vector<hsize_t>& chunk, hsize_t count) {
+  if (!dataset.filters().empty()) return;
+  hsize_t chunk_bytes = dataset.type_size();
+  for (const hsize_t extent : chunk) chunk_bytes *= extent;  // no larger than the dataset
+  std::vector<hsize_t> offset(shape.size(), 0);
+  for (hsize_t i = 0; i < count; ++i) {
+    unsigned filter_mask = 0;
+    haddr_t address = HADDR_UNDEF;
+    hsize_t size = 0;
+    const herr_t found =
+        H5Dget_chunk_info_by_coord(dataset.id(), offset.data(), &filter_mask, &address, &size);
+    if (found < 0 || address == HADDR_UNDEF) {
+      H5Eclear2(H5E_DEFAULT);
+      data_error(cat(dataset.describe(), ": a chunk is missing from its index"));
+    }
+    if (size != chunk_bytes) {
+      data_error(cat(dataset.describe(), ": a chunk of ", chunk_bytes, " bytes is stored in ", size,
+                     " bytes without a filter"));
+    }
+    for (std::size_t d = offset.size(); d-- > 0;) {  // the next chunk, last dimension fastest
+      offset[d] += chunk[d];
+      if (offset[d] < shape[d]) break;
+      offset[d] = 0;
+    }
+  }
+}
+
 }  // namespace
 
 void Dataset::check_complete() const {
@@ -427,6 +460,7 @@ void Dataset::check_complete() const {
   if (stored != expected) {
     data_error(cat(describe(), ": declares ", expected, " chunks but stores ", stored));
   }
+  check_unfiltered_chunk_sizes(*this, shape, chunk, expected);
 }
 
 void Dataset::check_element_class(bool integral) const {
