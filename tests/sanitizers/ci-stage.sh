@@ -72,7 +72,7 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
       "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
       -DMBKIT_CUDA=OFF -DMBKIT_SANITIZE=address,undefined -DMBKIT_FUZZ=ON \
-      -DMBKIT_BUILD_BENCHMARKS=OFF
+      -DMBKIT_BUILD_BENCHMARKS=OFF -DMBKIT_WERROR=ON
 part_done "configuring"
 # Only what the stage runs: the unit test and fuzz programs, and the tools the end-to-end tests
 # of e2e-tests start (the other tools, the front `mb` and the generated completion are skipped).
