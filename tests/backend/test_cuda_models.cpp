@@ -63,15 +63,7 @@ Trace train(const std::string& model, nn::Backend& backend) {
   return trace;
 }
 
-// max |a - b| / max(1, max |reference|), as the op parity suite measures.
-double normalised_error(const std::vector<float>& actual, const std::vector<float>& reference) {
-  double scale = 1.0, worst = 0.0;
-  for (float value : reference) scale = std::max(scale, std::fabs(double{value}));
-  for (std::size_t i = 0; i < reference.size(); ++i) {
-    worst = std::max(worst, std::fabs(double{actual[i]} - reference[i]));
-  }
-  return worst / scale;
-}
+using test::normalised_error;
 
 // Whole models add rounding differences layer after layer (and cuDNN's fastest fp32 algorithms,
 // Winograd and FFT among them, round differently from oneDNN's direct ones), so the bounds are
