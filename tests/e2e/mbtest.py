@@ -80,20 +80,35 @@ def text_attrs(obj):
     return {name: decode(value) for name, value in obj.attrs.items()}
 
 
-def sha256(path):
-    digest = hashlib.sha256()
+def file_digest(path, algorithm):
+    """The hex digest of a file's bytes with a hashlib algorithm ("sha256", "md5")."""
+    digest = hashlib.new(algorithm)
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def sha256(path):
+    return file_digest(path, "sha256")
 
 
 def md5(path):
-    digest = hashlib.md5()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return file_digest(path, "md5")
+
+
+def parse_table(text, value=str):
+    """The rows of a bench tool's table (nccl-tests style) as dicts keyed by the column names of
+    the last '#' line before the first row, each value converted by `value`."""
+    columns, rows = None, []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            if not rows:
+                columns = line[1:].split()
+            continue
+        if line.strip():
+            rows.append(dict(zip(columns, (value(v) for v in line.split()))))
+    return columns, rows
 
 
 # ------------------------------------------------------------------------------------------
