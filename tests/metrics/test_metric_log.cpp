@@ -96,18 +96,20 @@ struct Column {
   T Record::*field;
 };
 
+template <class Record, class T>
+constexpr Column<Record, T> column(const char* name, T Record::*field) {
+  return {name, field};
+}
+
 template <>
 struct Table<StepRecord> {
   using R = StepRecord;
   static constexpr const char* name = "steps";
   static constexpr auto columns = std::make_tuple(
-      Column<R, std::int64_t>{"step", &R::step}, Column<R, double>{"time", &R::time},
-      Column<R, double>{"epoch", &R::epoch}, Column<R, double>{"loss", &R::loss},
-      Column<R, double>{"accuracy", &R::accuracy}, Column<R, double>{"lr", &R::lr},
-      Column<R, std::int64_t>{"samples", &R::samples},
-      Column<R, double>{"step_time", &R::step_time},
-      Column<R, double>{"throughput", &R::throughput},
-      Column<R, double>{"wall_time", &R::wall_time});
+      column("step", &R::step), column("time", &R::time), column("epoch", &R::epoch),
+      column("loss", &R::loss), column("accuracy", &R::accuracy), column("lr", &R::lr),
+      column("samples", &R::samples), column("step_time", &R::step_time),
+      column("throughput", &R::throughput), column("wall_time", &R::wall_time));
 };
 
 template <>
@@ -115,10 +117,9 @@ struct Table<EvalRecord> {
   using R = EvalRecord;
   static constexpr const char* name = "eval";
   static constexpr auto columns = std::make_tuple(
-      Column<R, std::int64_t>{"step", &R::step}, Column<R, double>{"time", &R::time},
-      Column<R, double>{"epoch", &R::epoch}, Column<R, double>{"loss", &R::loss},
-      Column<R, double>{"accuracy", &R::accuracy}, Column<R, std::int64_t>{"samples", &R::samples},
-      Column<R, double>{"wall_time", &R::wall_time});
+      column("step", &R::step), column("time", &R::time), column("epoch", &R::epoch),
+      column("loss", &R::loss), column("accuracy", &R::accuracy), column("samples", &R::samples),
+      column("wall_time", &R::wall_time));
 };
 
 template <>
@@ -126,17 +127,13 @@ struct Table<WorkerRecord> {
   using R = WorkerRecord;
   static constexpr const char* name = "workers";
   static constexpr auto columns = std::make_tuple(
-      Column<R, std::int64_t>{"step", &R::step}, Column<R, std::int64_t>{"rank", &R::rank},
-      Column<R, std::int64_t>{"samples", &R::samples},
-      Column<R, double>{"compute_time", &R::compute_time},
-      Column<R, double>{"sleep_time", &R::sleep_time},
-      Column<R, double>{"send_time", &R::send_time}, Column<R, double>{"wait_time", &R::wait_time},
-      Column<R, std::int64_t>{"staleness", &R::staleness},
-      Column<R, std::int64_t>{"micro_batches", &R::micro_batches},
-      Column<R, std::int64_t>{"finished_early", &R::finished_early},
-      Column<R, double>{"recv_time", &R::recv_time}, Column<R, double>{"exit_time", &R::exit_time},
-      Column<R, std::int64_t>{"queued_updates", &R::queued_updates},
-      Column<R, double>{"comm_delay", &R::comm_delay});
+      column("step", &R::step), column("rank", &R::rank), column("samples", &R::samples),
+      column("compute_time", &R::compute_time), column("sleep_time", &R::sleep_time),
+      column("send_time", &R::send_time), column("wait_time", &R::wait_time),
+      column("staleness", &R::staleness), column("micro_batches", &R::micro_batches),
+      column("finished_early", &R::finished_early), column("recv_time", &R::recv_time),
+      column("exit_time", &R::exit_time), column("queued_updates", &R::queued_updates),
+      column("comm_delay", &R::comm_delay));
 };
 
 template <>
@@ -144,10 +141,8 @@ struct Table<CollectRecord> {
   using R = CollectRecord;
   static constexpr const char* name = "collect";
   static constexpr auto columns =
-      std::make_tuple(Column<R, std::int64_t>{"step", &R::step},
-                      Column<R, std::int64_t>{"gradients", &R::gradients},
-                      Column<R, std::int64_t>{"samples", &R::samples},
-                      Column<R, double>{"wait_time", &R::wait_time});
+      std::make_tuple(column("step", &R::step), column("gradients", &R::gradients),
+                      column("samples", &R::samples), column("wait_time", &R::wait_time));
 };
 
 template <>
@@ -155,12 +150,9 @@ struct Table<ServerRecord> {
   using R = ServerRecord;
   static constexpr const char* name = "servers";
   static constexpr auto columns = std::make_tuple(
-      Column<R, std::int64_t>{"step", &R::step}, Column<R, std::int64_t>{"rank", &R::rank},
-      Column<R, std::int64_t>{"floats", &R::floats},
-      Column<R, std::int64_t>{"bytes_received", &R::bytes_received},
-      Column<R, double>{"recv_time", &R::recv_time},
-      Column<R, double>{"update_time", &R::update_time},
-      Column<R, double>{"send_time", &R::send_time});
+      column("step", &R::step), column("rank", &R::rank), column("floats", &R::floats),
+      column("bytes_received", &R::bytes_received), column("recv_time", &R::recv_time),
+      column("update_time", &R::update_time), column("send_time", &R::send_time));
 };
 
 // Reads a table column by column. The refresh makes a reader following a live writer see what
@@ -169,20 +161,20 @@ template <class Record>
 std::vector<Record> read_table(const io::File& log) {
   std::vector<Record> records;
   bool first = true;
-  const auto read = [&](const auto& column) {
-    io::Dataset dataset = log.open_dataset(std::string(Table<Record>::name) + "/" + column.name);
+  const auto read = [&](const auto& entry) {
+    io::Dataset dataset = log.open_dataset(std::string(Table<Record>::name) + "/" + entry.name);
     dataset.refresh();
-    using T = std::remove_reference_t<decltype(std::declval<Record&>().*column.field)>;
+    using T = std::remove_reference_t<decltype(std::declval<Record&>().*entry.field)>;
     const std::vector<T> values = dataset.read<T>();
     if (first) records.resize(values.size());
     first = false;
     if (values.size() != records.size()) {
-      throw std::runtime_error(cat(Table<Record>::name, "/", column.name, " has ", values.size(),
+      throw std::runtime_error(cat(Table<Record>::name, "/", entry.name, " has ", values.size(),
                                    " rows, not ", records.size()));
     }
-    for (std::size_t i = 0; i < values.size(); ++i) records[i].*column.field = values[i];
+    for (std::size_t i = 0; i < values.size(); ++i) records[i].*entry.field = values[i];
   };
-  std::apply([&](const auto&... column) { (read(column), ...); }, Table<Record>::columns);
+  std::apply([&](const auto&... entry) { (read(entry), ...); }, Table<Record>::columns);
   return records;
 }
 
@@ -205,10 +197,10 @@ std::vector<ServerRecord> read_servers(const io::File& log) {
 // Column by column, exact: the values are written and read as the same int64 or float64 type.
 template <class Record>
 void expect_same(const Record& a, const Record& b) {
-  const auto expect = [&](const auto& column) {
-    EXPECT_EQ(a.*column.field, b.*column.field) << Table<Record>::name << "/" << column.name;
+  const auto expect = [&](const auto& entry) {
+    EXPECT_EQ(a.*entry.field, b.*entry.field) << Table<Record>::name << "/" << entry.name;
   };
-  std::apply([&](const auto&... column) { (expect(column), ...); }, Table<Record>::columns);
+  std::apply([&](const auto&... entry) { (expect(entry), ...); }, Table<Record>::columns);
 }
 
 void expect_same(const RunInfo& a, const RunInfo& b) {
