@@ -3,6 +3,7 @@ that renders cleanly (groff -ww) and mentions every subcommand and option its --
 option a page documents is in the tool's --help, and the README's test command is the one CI
 runs."""
 
+import functools
 import os
 import re
 import shutil
@@ -36,6 +37,7 @@ def tools_built():
     return sorted(n for n in os.listdir(mbtest.BIN_DIR) if n == "mb" or n.startswith("mb-"))
 
 
+@functools.lru_cache(maxsize=None)  # several tests read them: run each tool's --help once
 def help_texts(tool):
     """The tool's --help, its subcommands, and the --help of each."""
     top = mbtest.run([mbtest.tool(tool), "--help"]).out
