@@ -295,9 +295,8 @@ class CudaBackend final : public nn::Backend {
       case nn::Op::kAdd:
       case nn::Op::kConcat:
       case nn::Op::kSoftmaxCrossEntropy:
+      case nn::Op::kLrn:
         return true;
-      case nn::Op::kLrn:  // the CIFAR alexnet's: no CUDA kernel yet (cuDNN's cross-channel LRN)
-        return false;
     }
     return false;
   }
@@ -332,7 +331,7 @@ class CudaBackend final : public nn::Backend {
       case nn::Op::kSoftmaxCrossEntropy:
         return make_loss_kernel(context_, node);
       case nn::Op::kLrn:
-        break;  // supports() says no: a Network refuses the graph before asking
+        return make_lrn_kernel(context_, node);
     }
     fail(cat("cuda backend: no kernel for ", nn::op_name(node.op)));
   }
