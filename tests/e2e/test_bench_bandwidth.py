@@ -56,6 +56,18 @@ class BenchBandwidth(mbtest.ToolTestCase):
                            "--csv", "-"], cwd=self.dir, env=self.env)
         self.assertSucceeded(plot)
         self.assertEqual(len(plot.out.splitlines()) - 1, len(rows))  # a point per row
+        # A version-1 file (no large_iters/large_from) still reads.
+        with h5py.File(results, "r+") as f:
+            self.assertEqual(int(f.attrs["format_version"]), 2)
+            self.assertEqual(int(f["np3/allreduce"].attrs["large_iters"]), 0)
+            f.attrs["format_version"] = 1
+            for name in f["np3"]:
+                del f["np3"][name].attrs["large_iters"], f["np3"][name].attrs["large_from"]
+        report = mbtest.run([mbtest.tool("mb-report"), results, "--json"], cwd=self.dir,
+                            env=self.env)
+        self.assertSucceeded(report)
+        self.assertIn('"iters":3', report.out.replace(" ", ""))
+        self.assertNotIn("large_iters", report.out)
         self.assertNoStrayFiles()
 
     def test_servers_and_compression_are_timed_beside_the_plain_exchange(self):

@@ -275,7 +275,7 @@ constexpr nn::KernelTable<Context> kKernels{
     .add = make_add_kernel,
     .loss = make_loss_kernel,
     .concat = make_concat_kernel,
-    .lrn = nullptr,  // the CIFAR alexnet's: no CUDA kernel yet (cuDNN's cross-channel LRN)
+    .lrn = make_lrn_kernel,
 };
 
 class CudaBackend final : public nn::Backend {
