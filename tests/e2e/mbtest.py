@@ -320,6 +320,24 @@ class ToolTestCase(unittest.TestCase):
             time.sleep(0.2)
         self.fail(f"{log} did not reach {steps} steps")
 
+    def run_with_file_size_limit(self, args, blocks, timeout):
+        """Runs `args` (in the test's directory) with every file it writes limited to `blocks`
+        (ulimit -f): the limit stands in for a full disk (mounting a small tmpfs needs
+        privileges); with SIGXFSZ ignored, writes past it fail with EFBIG as they would with
+        ENOSPC. Returns the subprocess.CompletedProcess."""
+        command = " ".join(f"'{a}'" for a in args)
+        return subprocess.run(["sh", "-c", f"trap '' XFSZ; ulimit -f {blocks}; exec {command}"],
+                              cwd=self.dir, env=self.env, capture_output=True, text=True,
+                              timeout=timeout)
+
+    def assertCannotWrite(self, completed):
+        """Status 1 and one line on stderr that names the write past the limit."""
+        self.assertEqual(completed.returncode, 1, completed.stderr)
+        lines = completed.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, completed.stderr)
+        self.assertIn("cannot write", lines[0])
+        self.assertIn("File too large", lines[0])
+
     def assertNoStrayFiles(self, directory=None):
         """No temporaries (.NAME.tmp-XXXXXX) left anywhere below `directory`."""
         for root, _, files in os.walk(directory or self.dir):
