@@ -12,10 +12,12 @@
 namespace mbkit::nn {
 namespace {
 
-// Every op, from the first to the last of the enum.
+// Every op: the enum's values from the first to the last that op_name() knows (-Wswitch makes
+// it name a new one), so that an op added at the end is covered too.
 std::set<Op> all_ops() {
   std::set<Op> ops;
-  for (int op = static_cast<int>(Op::kInput); op <= static_cast<int>(Op::kLrn); ++op) {
+  for (int op = static_cast<int>(Op::kInput); std::string(op_name(static_cast<Op>(op))) != "?";
+       ++op) {
     ops.insert(static_cast<Op>(op));
   }
   return ops;
@@ -80,6 +82,7 @@ TEST(KernelTable, AnOpWithoutAKernelIsAnErrorNamingTheBackendAndTheOp) {
 }
 
 TEST(KernelTable, TheCpuBackendHasAKernelForEveryOp) {
+  ASSERT_TRUE(all_ops().contains(Op::kLrn));  // the last op today
   const std::unique_ptr<Backend> cpu = backend::make_cpu_backend(1);
   for (Op op : all_ops()) EXPECT_TRUE(cpu->supports(op)) << op_name(op);
 }
