@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "test_helpers.hpp"
+
 #include "mbkit/backend/cpu.hpp"
 #include "mbkit/backend/factory.hpp"
 #include "mbkit/nn/network.hpp"
@@ -25,6 +27,7 @@ namespace {
 
 using nn::GraphBuilder;
 using nn::Padding;
+using test::normalised_error;
 
 struct OpCase {
   std::string name;
@@ -163,16 +166,6 @@ Outcome run_case(const OpCase& test, nn::Backend& backend) {
   outcome.gradients.assign(gradients.values().begin(), gradients.values().end());
   outcome.state.assign(state.values().begin(), state.values().end());
   return outcome;
-}
-
-// max |a - b| / max(1, max |reference|): relative to the tensor's scale, as ggml's NMSE is.
-double normalised_error(const std::vector<float>& actual, const std::vector<float>& reference) {
-  double scale = 1.0, worst = 0.0;
-  for (float value : reference) scale = std::max(scale, std::fabs(double{value}));
-  for (std::size_t i = 0; i < reference.size(); ++i) {
-    worst = std::max(worst, std::fabs(double{actual[i]} - reference[i]));
-  }
-  return worst / scale;
 }
 
 struct Candidate {

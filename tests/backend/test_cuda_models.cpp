@@ -1,6 +1,8 @@
 // Every model of the zoo trained a few steps on the CUDA backend and on the CPU backend from the
 // same initial values, batches and dropout seeds: the losses, the first step's gradients, the
-// parameters and the batch-norm state must agree to a normalised error. The optimizer (momentum)
+// parameters and the batch-norm state must agree to a normalised error (after several steps, no
+// tighter than the model itself keeps a rounding-sized difference: see sensitivity below). The
+// optimizer (momentum)
 // steps over the Network's flat buffers as the trainers do, so the whole training step runs in
 // GPU memory. Skips, saying why, without a GPU.
 #include <gtest/gtest.h>
@@ -8,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,12 +39,20 @@ std::vector<float> values(const nn::HostView& view) {
   return {view.values().begin(), view.values().end()};
 }
 
-Trace train(const std::string& model, nn::Backend& backend) {
+// `perturbation`: each initial parameter scaled by 1 -+ it (alternating), a difference of the
+// size one op's rounding makes (CPU backend only: it writes the parameters in place).
+Trace train(const std::string& model, nn::Backend& backend, double perturbation = 0) {
   const test::UsualInput usual = test::usual_input(model);
   models::ModelConfig config;
   config.name = model;
   nn::Network net(models::build_model(config, usual.input, usual.classes), backend);
   net.initialize(5);
+  if (perturbation != 0) {
+    const std::span<float> parameters = net.parameters();
+    for (std::size_t i = 0; i < parameters.size(); ++i) {
+      parameters[i] *= static_cast<float>(1 + (i % 2 == 0 ? perturbation : -perturbation));
+    }
+  }
   optim::OptimizerConfig momentum;
   momentum.name = "momentum";
   const auto optimizer = optim::make_optimizer(momentum, net.graph().parameter_count(), backend);
@@ -63,15 +74,7 @@ Trace train(const std::string& model, nn::Backend& backend) {
   return trace;
 }
 
-// max |a - b| / max(1, max |reference|), as the op parity suite measures.
-double normalised_error(const std::vector<float>& actual, const std::vector<float>& reference) {
-  double scale = 1.0, worst = 0.0;
-  for (float value : reference) scale = std::max(scale, std::fabs(double{value}));
-  for (std::size_t i = 0; i < reference.size(); ++i) {
-    worst = std::max(worst, std::fabs(double{actual[i]} - reference[i]));
-  }
-  return worst / scale;
-}
+using test::normalised_error;
 
 // Whole models add rounding differences layer after layer (and cuDNN's fastest fp32 algorithms,
 // Winograd and FFT among them, round differently from oneDNN's direct ones), so the bounds are
@@ -80,6 +83,14 @@ constexpr double kLossTolerance = 1e-3;
 constexpr double kGradientTolerance = 5e-3;
 constexpr double kParameterTolerance = 1e-4;
 constexpr double kStateTolerance = 1e-3;
+// Deep models with batch norm over 4 samples are chaotic at this learning rate: on the CPU,
+// resnet50's parameters after 3 steps differ by 9e-2 between 1 and 2 threads (inception3's by
+// 5e-3) while their first gradients agree to 1e-5. So after the first step each bound is at
+// least kChaosMargin times how far the CPU itself carries a 1e-6 relative change of the initial
+// parameters over the same steps; a wrong index or a missing term still shows in the first
+// step's gradients, whose bound is fixed.
+constexpr double kPerturbation = 1e-6;
+constexpr double kChaosMargin = 10;
 
 class CudaModels : public ::testing::TestWithParam<std::string> {};
 
@@ -89,24 +100,32 @@ TEST_P(CudaModels, TrainLikeTheCpu) {
   if (plugin == nullptr) GTEST_SKIP() << "CUDA backend not run: " << why_not;
   if (plugin->device_count() == 0) GTEST_SKIP() << "CUDA backend not run: no CUDA GPU is visible";
   const std::string& model = GetParam();
-  Trace reference;
+  Trace reference, perturbed;
   {
     auto cpu = make_cpu_backend(0);
     reference = train(model, *cpu);
+    perturbed = train(model, *cpu, kPerturbation);
   }
   std::unique_ptr<nn::Backend> gpu(plugin->make_backend(0));
   const Trace trace = train(model, *gpu);
   for (int step = 0; step < kSteps; ++step) {
-    const double expected = reference.losses[static_cast<std::size_t>(step)];
-    EXPECT_NEAR(trace.losses[static_cast<std::size_t>(step)], expected,
-                kLossTolerance * std::max(1.0, std::fabs(expected)))
-        << "loss of step " << step;
+    const auto s = static_cast<std::size_t>(step);
+    const double expected = reference.losses[s];
+    const double scale = std::max(1.0, std::fabs(expected));
+    const double chaos = step == 0 ? 0 : std::fabs(perturbed.losses[s] - expected) / scale;
+    EXPECT_NEAR(trace.losses[s], expected, std::max(kLossTolerance, kChaosMargin * chaos) * scale)
+        << "loss of step " << step << " (perturbed CPU run: " << chaos << ")";
   }
   EXPECT_LE(normalised_error(trace.first_gradients, reference.first_gradients), kGradientTolerance)
       << "gradients of the first step";
-  EXPECT_LE(normalised_error(trace.parameters, reference.parameters), kParameterTolerance)
-      << "parameters after " << kSteps << " steps";
-  EXPECT_LE(normalised_error(trace.state, reference.state), kStateTolerance) << "batch-norm state";
+  const double parameter_chaos = normalised_error(perturbed.parameters, reference.parameters);
+  EXPECT_LE(normalised_error(trace.parameters, reference.parameters),
+            std::max(kParameterTolerance, kChaosMargin * parameter_chaos))
+      << "parameters after " << kSteps << " steps (perturbed CPU run: " << parameter_chaos << ")";
+  const double state_chaos = normalised_error(perturbed.state, reference.state);
+  EXPECT_LE(normalised_error(trace.state, reference.state),
+            std::max(kStateTolerance, kChaosMargin * state_chaos))
+      << "batch-norm state (perturbed CPU run: " << state_chaos << ")";
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, CudaModels, ::testing::ValuesIn(models::model_names()),

@@ -26,12 +26,16 @@ For each batch size per rank (default 64 and 256) it trains the mlp (784-256-10,
          two cores drifts by up to 3x over seconds (the host's load), and a reference taken a
          minute away compares two different machines.
 
-Weak-scaling efficiency = 2-rank throughput / (2 x 1-rank throughput). Its ceiling without overlap
-is bound = t1 / (t1 + raw), t1 being the 1-rank step time (batch / 1-rank samples/s): a step that
+Weak-scaling efficiency = 2-rank throughput / (2 x 1-rank throughput). Two things bound it. The
+machine: two 1-rank runs side by side (each its own mpirun -n 1, one bound to each core, started
+together) share the memory system and whatever else the host runs, and each computes slower than
+one alone; side_by_side = their summed throughput / (2 x 1-rank), the efficiency of two ranks that
+never exchange anything. The exchange: without overlap, bound = t1 / (t1 + raw), t1 being the 1-rank step time (batch / 1-rank samples/s): a step that
 computes as fast as one rank alone and then pays exactly the raw MPI_Allreduce (the shared-memory
 sum, faster than that, can pass it). The mlp cannot
 overlap its exchange (its big gradient, fc1's, is the last one the backward pass computes), so
-efficiency / bound says how close the run came to what MPI_Allreduce allows on that machine. The runs alternate (for each
+efficiency / bound says how close the run came to what MPI_Allreduce allows on that machine, and
+efficiency / (side_by_side x bound) how close it came to both limits together. The runs alternate (for each
 round: for each batch size: ours 1, ours 2 (shm and mpi, in turn first, between two anchor runs),
 ours 1 again (the mean of the two 1-rank runs is the round's reference), DDP 1, DDP 2), so that all see the
 same machine; ratios are taken within a round (efficiencies, ours/DDP, exchange/raw), and the
@@ -41,7 +45,7 @@ bytes. DDP reaches about 0.62 (256) and 0.44 (64) against its own single rank.
 
     /usr/bin/python3 tests/bench/compare_ddp.py [--build build] [--anchors ../shared/anchors]
         [--data FM.h5] [--rounds 3] [--batches 64,256] [--steps-64 2000] [--steps-256 800]
-        [--steps-scale 1.0] [--warmup 200]
+        [--steps-scale 1.0] [--warmup 200] [--no-ddp]
 
 Output lines starting with '#' are headers; the tables are whitespace-separated.
 """
@@ -97,6 +101,29 @@ def ours(build, data, log, ranks, batch, steps, warmup, allreduce="auto"):
     return float(rate), exchange, used
 
 
+def side_by_side(build, data, work, batch, steps, warmup):
+    """Summed samples/s of two 1-rank runs at once, one on each of cores 0 and 1."""
+    processes, logs = [], []
+    for core in (0, 1):
+        log = os.path.join(work, f"side{core}.h5")
+        logs.append(log)
+        command = ["mpirun", "-n", "1", "--cpu-set", str(core), "--bind-to", "core",
+                   os.path.join(build, "bin", "mb-train-fmb"), "--data", data, "--model", "mlp",
+                   "--threads", "1", "--batch-size", str(batch), "--steps", str(steps),
+                   "--test-size", "100", "-q", "--log", log, "-f"]
+        processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True, env=MPI_ENV))
+    total = 0.0
+    for process, log in zip(processes, logs):
+        out, err = process.communicate()
+        if process.returncode != 0:
+            raise RuntimeError(f"side-by-side run exited with {process.returncode}:\n{out}{err}")
+        with h5py.File(log, "r") as f:
+            after = f["steps/step"][:] > warmup
+            total += float(f["steps/samples"][:][after].sum() / f["steps/step_time"][:][after].sum())
+    return total
+
+
 def ddp(anchors, batch, world, steps):
     out = run(["/usr/bin/python3", os.path.join(anchors, "torch_ddp_bench.py"), "mlp", str(batch), str(world),
                str(steps)])
@@ -150,6 +177,9 @@ def main():
     parser.add_argument("--steps-256", type=int, default=800, help="steps at batch 256 (ours and DDP)")
     parser.add_argument("--steps-scale", type=float, default=1.0, help="factor on all step counts")
     parser.add_argument("--warmup", type=int, default=200, help="steps of ours left out of the measures")
+    parser.add_argument("--no-ddp", action="store_true",
+                        help="leave PyTorch DDP out (a PyTorch on the reference BLAS, as Debian's, "
+                             "takes long and says little)")
     args = parser.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     steps = {b: default_steps(b, args) for b in batches}
@@ -190,8 +220,10 @@ def main():
                 two_ranks()
                 alone.append(ours(args.build, data, log, 1, b, steps[b], args.warmup)[0])
                 r["ours1"] = sum(alone) / 2
-                r["ddp1"] = ddp(args.anchors, b, 1, steps[b])
-                r["ddp2"] = ddp(args.anchors, b, 2, steps[b])
+                r["side"] = side_by_side(args.build, data, work, b, steps[b], args.warmup)
+                if not args.no_ddp:
+                    r["ddp1"] = ddp(args.anchors, b, 1, steps[b])
+                    r["ddp2"] = ddp(args.anchors, b, 2, steps[b])
                 results[b].append(r)
 
     below, above = bracket(raws[0], GRADIENT_BYTES)
@@ -216,12 +248,20 @@ def main():
             ("mpi_efficiency", [r["ours2_mpi"] / (2 * r["ours1"]) for r in rs], "{:.3f}", None),
             ("auto_chose_shm", [1.0 if r["auto_chose"] == "shm" else 0.0 for r in rs], "{:.0f}", None),
             ("auto/mpi_samples/s", [r["ours2"] / r["ours2_mpi"] for r in rs], "{:.3f}", (">=", 0.97)),
-            ("ddp_1rank_samples/s", [r["ddp1"] for r in rs], "{:.0f}", None),
-            ("ddp_2rank_samples/s", [r["ddp2"] for r in rs], "{:.0f}", None),
-            ("ddp_efficiency", [r["ddp2"] / (2 * r["ddp1"]) for r in rs], "{:.3f}", None),
-            ("ours_2rank/ddp_2rank", [r["ours2"] / r["ddp2"] for r in rs], "{:.2f}", None),
+        ]
+        if not args.no_ddp:
+            rows += [
+                ("ddp_1rank_samples/s", [r["ddp1"] for r in rs], "{:.0f}", None),
+                ("ddp_2rank_samples/s", [r["ddp2"] for r in rs], "{:.0f}", None),
+                ("ddp_efficiency", [r["ddp2"] / (2 * r["ddp1"]) for r in rs], "{:.3f}", None),
+                ("ours_2rank/ddp_2rank", [r["ours2"] / r["ddp2"] for r in rs], "{:.2f}", None),
+            ]
+        rows += [
+            ("side_by_side", [r["side"] / (2 * r["ours1"]) for r in rs], "{:.3f}", None),
             ("bound_no_overlap", [bound(b, r) for r in rs], "{:.3f}", None),
             ("efficiency/bound", [r["ours2"] / (2 * r["ours1"]) / bound(b, r) for r in rs], "{:.3f}", None),
+            ("side_by_side*bound", [r["side"] / (2 * r["ours1"]) * bound(b, r) for r in rs], "{:.3f}", None),
+            ("eff/(side*bound)", [r["ours2"] / r["side"] / bound(b, r) for r in rs], "{:.3f}", None),
             ("ours_exchange_us", [r["exchange"] * 1e6 for r in rs], "{:.1f}", None),
             ("raw_allreduce_us", [r["raw"] * 1e6 for r in rs], "{:.1f}", None),
             ("exchange/raw", [r["exchange"] / r["raw"] for r in rs], "{:.3f}", ("<=", EXCHANGE_TARGET)),

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "mbkit/bench/bandwidth.hpp"
+#include "mbkit/bench/measure.hpp"
 #include "mbkit/io/hdf5.hpp"
 #include "mbkit/tools/mb_bench_bandwidth.hpp"
 #include "mbkit/util/error.hpp"
@@ -79,6 +80,17 @@ TEST(Sizes, BlockOperationsMoveWholeBlocksPerRank) {
   EXPECT_EQ(element_count(Op::kGather, 1 << 20, 8, 2), 131072u);
 }
 
+TEST(Iterations, LargeItersFromLargeFromOn) {
+  MeasureOptions options;
+  options.iters = 200;
+  EXPECT_EQ(options.iters_at(64 << 20), 200);  // large_from 0: iters at every size
+  options.large_from = 4 << 20;
+  options.large_iters = 20;
+  EXPECT_EQ(options.iters_at((4 << 20) - 1), 200);
+  EXPECT_EQ(options.iters_at(4 << 20), 20);
+  EXPECT_EQ(options.iters_at(16 << 20), 20);
+}
+
 TEST(Ops, NamesRoundTripAndUnknownIsAUsageError) {
   for (const auto& name : op_names()) EXPECT_EQ(op_name(parse_op(name)), name);
   EXPECT_EQ(code_of([] { parse_op("alltoall"); }), ExitCode::kUsage);
@@ -118,13 +130,19 @@ TEST(ResultsFile, AppendKeysByRanksAndOperationAndReplacesTheSameKey) {
   append_run(path, sample_run(3, "allreduce", 10));
   append_run(path, sample_run(2, "allreduce", 20));
   append_run(path, sample_run(3, "bcast", 30));
-  append_run(path, sample_run(3, "allreduce", 40));  // replaces the first
+  mbkit::bench::Run large = sample_run(3, "allreduce", 40);
+  large.large_iters = 2;
+  large.large_from = 2048;
+  append_run(path, large);  // replaces the first
   const auto runs = read_runs(path);
   ASSERT_EQ(runs.size(), 3u);
   EXPECT_EQ(runs[0].ranks, 2);
   EXPECT_EQ(runs[1].ranks, 3);
   EXPECT_EQ(runs[1].op, "allreduce");
   EXPECT_DOUBLE_EQ(runs[1].rows[0].avg_us, 40);
+  EXPECT_EQ(runs[1].large_iters, 2);
+  EXPECT_EQ(runs[1].large_from, 2048u);
+  EXPECT_EQ(runs[0].large_iters, 0);
   EXPECT_EQ(runs[2].op, "bcast");
   ASSERT_EQ(runs[2].rows.size(), 2u);
   EXPECT_EQ(runs[2].rows[1].bytes, 2048u);
@@ -195,6 +213,28 @@ TEST(BandwidthTool, OneProcessTableIsCheckedAndAppended) {
   EXPECT_EQ(read_runs(options.append).size(), 3u);
 }
 
+TEST(BandwidthTool, LargeItersAreInTheHeaderAndTheFile) {
+  test::TempDir dir;
+  tools::bench_bandwidth::BandwidthOptions options;
+  options.min_bytes = "1K";
+  options.max_bytes = "4K";
+  options.iters = 3;
+  options.large_iters = 1;
+  options.large_from = "2K";
+  options.append = dir.file("bw.h5");
+  const auto run = run_tool(options);
+  EXPECT_EQ(run.status, 0);
+  ASSERT_EQ(run.rows.size(), 3u);
+  EXPECT_NE(run.comments[0].find("3 iterations (1 from 2048 bytes) after 5 warm-up"),
+            std::string::npos)
+      << run.comments[0];
+  const auto runs = read_runs(options.append);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].iters, 3);
+  EXPECT_EQ(runs[0].large_iters, 1);
+  EXPECT_EQ(runs[0].large_from, 2048u);
+}
+
 TEST(BandwidthTool, CorruptedResultIsCountedAndFails) {
   tools::bench_bandwidth::BandwidthOptions options;
   options.ops = {"bcast"};
@@ -223,6 +263,13 @@ TEST(BandwidthTool, BadOptionsAreUsageErrors) {
   EXPECT_EQ(code([](BandwidthOptions& o) { o.ops = {"exchange"}; }), ExitCode::kUsage);
   EXPECT_EQ(code([](BandwidthOptions& o) { o.min_bytes = "4K"; }), ExitCode::kUsage);
   EXPECT_EQ(code([](BandwidthOptions& o) { o.iters = 0; }), ExitCode::kUsage);
+  EXPECT_EQ(code([](BandwidthOptions& o) { o.large_iters = 2; }), ExitCode::kUsage);
+  EXPECT_EQ(code([](BandwidthOptions& o) { o.large_from = "1K"; }), ExitCode::kUsage);
+  EXPECT_EQ(code([](BandwidthOptions& o) {
+              o.large_from = "1Q";
+              o.large_iters = 2;
+            }),
+            ExitCode::kUsage);
   EXPECT_EQ(code([](BandwidthOptions& o) {
               o.ops = {"exchange"};
               o.dtype = "double";

@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -133,6 +134,15 @@ void write_tar_gz(const std::string& path,
   }
   archive_write_close(writer);
   archive_write_free(writer);
+}
+
+double normalised_error(const std::vector<float>& actual, const std::vector<float>& reference) {
+  double scale = 1.0, worst = 0.0;
+  for (float value : reference) scale = std::max(scale, std::fabs(double{value}));
+  for (std::size_t i = 0; i < reference.size(); ++i) {
+    worst = std::max(worst, std::fabs(double{actual[i]} - reference[i]));
+  }
+  return worst / scale;
 }
 
 }  // namespace mbkit::test

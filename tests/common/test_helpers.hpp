@@ -59,6 +59,10 @@ std::vector<std::uint8_t> make_idx(const std::vector<std::uint32_t>& dims,
 void write_tar_gz(const std::string& path,
                   const std::vector<std::pair<std::string, std::vector<std::uint8_t>>>& members);
 
+/// max |a - b| / max(1, max |reference|): the error relative to the tensor's scale, as ggml's
+/// NMSE is (backend parity of ops and of whole models).
+double normalised_error(const std::vector<float>& actual, const std::vector<float>& reference);
+
 /// The exit code of the mbkit::Error `body` throws (kSuccess when it throws none): for loops
 /// over bad inputs that only check the code.
 ExitCode code_of(const std::function<void()>& body);

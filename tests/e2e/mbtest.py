@@ -80,20 +80,35 @@ def text_attrs(obj):
     return {name: decode(value) for name, value in obj.attrs.items()}
 
 
-def sha256(path):
-    digest = hashlib.sha256()
+def file_digest(path, algorithm):
+    """The hex digest of a file's bytes with a hashlib algorithm ("sha256", "md5")."""
+    digest = hashlib.new(algorithm)
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def sha256(path):
+    return file_digest(path, "sha256")
 
 
 def md5(path):
-    digest = hashlib.md5()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return file_digest(path, "md5")
+
+
+def parse_table(text, value=str):
+    """The rows of a bench tool's table (nccl-tests style) as dicts keyed by the column names of
+    the last '#' line before the first row, each value converted by `value`."""
+    columns, rows = None, []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            if not rows:
+                columns = line[1:].split()
+            continue
+        if line.strip():
+            rows.append(dict(zip(columns, (value(v) for v in line.split()))))
+    return columns, rows
 
 
 # ------------------------------------------------------------------------------------------
@@ -304,6 +319,24 @@ class ToolTestCase(unittest.TestCase):
                 pass
             time.sleep(0.2)
         self.fail(f"{log} did not reach {steps} steps")
+
+    def run_with_file_size_limit(self, args, blocks, timeout):
+        """Runs `args` (in the test's directory) with every file it writes limited to `blocks`
+        (ulimit -f): the limit stands in for a full disk (mounting a small tmpfs needs
+        privileges); with SIGXFSZ ignored, writes past it fail with EFBIG as they would with
+        ENOSPC. Returns the subprocess.CompletedProcess."""
+        command = " ".join(f"'{a}'" for a in args)
+        return subprocess.run(["sh", "-c", f"trap '' XFSZ; ulimit -f {blocks}; exec {command}"],
+                              cwd=self.dir, env=self.env, capture_output=True, text=True,
+                              timeout=timeout)
+
+    def assertCannotWrite(self, completed):
+        """Status 1 and one line on stderr that names the write past the limit."""
+        self.assertEqual(completed.returncode, 1, completed.stderr)
+        lines = completed.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, completed.stderr)
+        self.assertIn("cannot write", lines[0])
+        self.assertIn("File too large", lines[0])
 
     def assertNoStrayFiles(self, directory=None):
         """No temporaries (.NAME.tmp-XXXXXX) left anywhere below `directory`."""

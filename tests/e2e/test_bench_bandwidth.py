@@ -15,19 +15,6 @@ OPS = ["reduce-bcast", "allreduce", "reduce", "bcast", "gather", "allgather", "r
        "exchange"]
 
 
-def parse_table(text):
-    """Rows as dicts keyed by the column names of the last '#' line before the first row."""
-    columns, rows = None, []
-    for line in text.splitlines():
-        if line.startswith("#"):
-            if not rows:
-                columns = line[1:].split()
-            continue
-        if line.strip():
-            rows.append(dict(zip(columns, line.split())))
-    return columns, rows
-
-
 class BenchBandwidth(mbtest.ToolTestCase):
     def bench(self, ranks, *args, env=None):
         command = [mbtest.tool("mb-bench-bandwidth"), *args]
@@ -41,7 +28,7 @@ class BenchBandwidth(mbtest.ToolTestCase):
         result = self.bench(3, "--op", "all", "-b", "1K", "-e", "64K", "-f", "8", "--iters", "3",
                             "--warmup-iters", "1", "--append", results)
         self.assertSucceeded(result)
-        columns, rows = parse_table(result.out)
+        columns, rows = mbtest.parse_table(result.out)
         self.assertEqual(columns, ["op", "size", "count", "type", "time_us", "min_us", "max_us",
                                    "algbw_GBps", "busbw_GBps", "wrong"])
         modes = ["exchange-ps", "exchange-allreduce-mpi", "exchange-allreduce-shm",
@@ -69,6 +56,18 @@ class BenchBandwidth(mbtest.ToolTestCase):
                            "--csv", "-"], cwd=self.dir, env=self.env)
         self.assertSucceeded(plot)
         self.assertEqual(len(plot.out.splitlines()) - 1, len(rows))  # a point per row
+        # A version-1 file (no large_iters/large_from) still reads.
+        with h5py.File(results, "r+") as f:
+            self.assertEqual(int(f.attrs["format_version"]), 2)
+            self.assertEqual(int(f["np3/allreduce"].attrs["large_iters"]), 0)
+            f.attrs["format_version"] = 1
+            for name in f["np3"]:
+                del f["np3"][name].attrs["large_iters"], f["np3"][name].attrs["large_from"]
+        report = mbtest.run([mbtest.tool("mb-report"), results, "--json"], cwd=self.dir,
+                            env=self.env)
+        self.assertSucceeded(report)
+        self.assertIn('"iters":3', report.out.replace(" ", ""))
+        self.assertNotIn("large_iters", report.out)
         self.assertNoStrayFiles()
 
     def test_servers_and_compression_are_timed_beside_the_plain_exchange(self):
@@ -78,7 +77,7 @@ class BenchBandwidth(mbtest.ToolTestCase):
                             "--iters", "2", "--warmup-iters", "1", "--servers", "1,3",
                             "--compress", "none,fp16,bf16,2bit:3")
         self.assertSucceeded(result)
-        _, rows = parse_table(result.out)
+        _, rows = mbtest.parse_table(result.out)
         ps = [f"exchange-ps{s}{c}" for s in ["", "-3s"] for c in ["", "+fp16", "+bf16", "+2bit:3"]]
         allreduce = [f"exchange-allreduce-mpi{c}" for c in ["", "+fp16", "+bf16", "+2bit:3"]]
         modes = ps + allreduce + ["exchange-allreduce-shm", "exchange-allreduce-auto",
@@ -93,7 +92,7 @@ class BenchBandwidth(mbtest.ToolTestCase):
         result = self.bench(3, "--op", "exchange", "-b", "4K", "-e", "4K", "--iters", "1",
                             "--servers", "2", "--compress", "2bit:3", env=env)
         self.assertEqual(result.rc, 1, msg=repr(result))
-        _, rows = parse_table(result.out)
+        _, rows = mbtest.parse_table(result.out)
         self.assertTrue(all(int(r["wrong"]) >= 1 for r in rows), msg=repr(result))
 
     def test_bad_server_counts_and_encodings_give_one_line(self):
@@ -116,7 +115,7 @@ class BenchBandwidth(mbtest.ToolTestCase):
         for op in ["allreduce", "exchange"]:
             result = self.bench(3, "--op", op, "-b", "4K", "-e", "8K", "--iters", "2", env=env)
             self.assertEqual(result.rc, 1, msg=repr(result))
-            _, rows = parse_table(result.out)
+            _, rows = mbtest.parse_table(result.out)
             self.assertTrue(rows and all(int(r["wrong"]) >= 1 for r in rows), msg=repr(result))
             self.assertIn("wrong elements", result.err)
 

@@ -14,18 +14,6 @@ import mbtest
 MPIRUN = shutil.which("mpirun")
 
 
-def parse_table(text):
-    columns, rows = None, []
-    for line in text.splitlines():
-        if line.startswith("#"):
-            if not rows:
-                columns = line[1:].split()
-            continue
-        if line.strip():
-            rows.append(dict(zip(columns, (float(v) for v in line.split()))))
-    return columns, rows
-
-
 class BenchPartitions(mbtest.ToolTestCase):
     def setUp(self):
         super().setUp()
@@ -45,7 +33,7 @@ class BenchPartitions(mbtest.ToolTestCase):
         result = self.bench(3, "--model", "mlp", "--sweep", "--sweep-max", "16", "-o",
                             self.path("p.h5"))
         self.assertSucceeded(result)
-        columns, rows = parse_table(result.out)
+        columns, rows = mbtest.parse_table(result.out, float)
         self.assertEqual(columns[:4], ["rank", "batch", "partitions", "micro_batch"])
         self.assertEqual(columns[-1], "sample_us_max")
         self.assertEqual(len(rows), 9 * 3)

@@ -3,6 +3,7 @@ that renders cleanly (groff -ww) and mentions every subcommand and option its --
 option a page documents is in the tool's --help, and the README's test command is the one CI
 runs."""
 
+import functools
 import os
 import re
 import shutil
@@ -36,6 +37,7 @@ def tools_built():
     return sorted(n for n in os.listdir(mbtest.BIN_DIR) if n == "mb" or n.startswith("mb-"))
 
 
+@functools.lru_cache(maxsize=None)  # several tests read them: run each tool's --help once
 def help_texts(tool):
     """The tool's --help, its subcommands, and the --help of each."""
     top = mbtest.run([mbtest.tool(tool), "--help"]).out
@@ -43,6 +45,77 @@ def help_texts(tool):
                              re.M) if "Subcommands:" in top else []
     return top, subcommands, [top] + [mbtest.run([mbtest.tool(tool), s, "--help"]).out
                                       for s in subcommands]
+
+
+# CLI11 starts an option's description in this column: a word before it is the option's value.
+HELP_DESCRIPTION_COLUMN = 30
+
+
+def help_value_names(help_texts_):
+    """Option -> the value names its --help lines show ("" for a flag), over the tool's and its
+    subcommands' --help: `-o,--output FILE`, `--type TYPE=panel` (a default after "="),
+    `--hidden INT=[256] ...`."""
+    values = {}
+    for help_text in help_texts_:
+        for indent, names, rest in re.findall(r"^( {2,4})(-\S+)(.*)$", help_text, re.M):
+            value = ""
+            word = re.match(r" (\S+)", rest)
+            # The description follows two spaces or a wrap; a long flag's, one space past
+            # the column (-s,--smooth{false} exponential: ...).
+            column = len(indent) + len(names) + 1
+            if word and "{" not in names and (column < HELP_DESCRIPTION_COLUMN
+                                              or rest == word.group(0)):
+                value = word.group(1)
+            # A default follows "=" (TYPE=panel, INT=[256]); RANK=FACTOR,... is one name.
+            default = re.fullmatch(r"(.+?)=(\[[^\]]*\]|[^A-Z\[\]=][^\[\]=]*)?", value)
+            if default:
+                value = default.group(1)
+            for name in re.sub(r"\{[^}]*\}", "", names).split(","):
+                values.setdefault(name, set()).add(value)
+    return values
+
+
+def same_value_name(documented, helped):
+    """Whether a man page's value name is --help's: the same word, optionally with the file's
+    extension (FILE.h5 for FILE) or marked as a list or as optional (TYPE,... and [LIST]); or one
+    of the literal choices --help lists (`--comm ps` for ps|allreduce, an item about that mode)."""
+    optional = re.fullmatch(r"\[([^\[\]]*)\]", documented)
+    if optional:
+        documented = optional.group(1)
+    helped = re.sub(r",\.\.\.$", "", helped)
+    if documented == helped:
+        return True
+    if helped and re.fullmatch(re.escape(helped) + r"(\.[a-z0-9]+)*(,\.\.\.)?", documented):
+        return True
+    choices = re.fullmatch(r"[a-z0-9]+(\|[a-z0-9]+)+", helped)
+    return bool(choices) and documented in helped.split("|")
+
+
+def man_tag_values(source):
+    """(line, option, value name) of every option in the items' tags (the line after .TP) of a
+    man page's source; a name followed by a comma is an alias of the next and shows no value."""
+    found = []
+    lines = source.splitlines()
+    for i, line in enumerate(lines[:-1]):
+        if line != ".TP" or not lines[i + 1].startswith("."):
+            continue
+        tag = re.sub(r"^\.\w+\s*", "", lines[i + 1])
+        # Font changes and spacing escapes, also doubled (read again as a macro's argument).
+        tag = re.sub(r"\\{1,2}(f[BIRP]|[,/&])", "", tag).replace("\\-", "-").replace('"', " ")
+        words = re.sub(r"\s+,", ",", tag).split()
+        for k, word in enumerate(words):
+            if re.fullmatch(r"--?[a-z][a-z0-9-]*", word):
+                value = words[k + 1].rstrip(",") if k + 1 < len(words) else ""
+                found.append((i + 2, word, "" if value.startswith("-") else value))
+    return found
+
+
+def man_synopsis_values(rendered):
+    """(option, value name) of each option shown with a value in a rendered page's SYNOPSIS
+    ([--type TYPE], -o FILE, --op OP[,OP...])."""
+    synopsis = rendered.split("SYNOPSIS", 1)[-1].split("DESCRIPTION", 1)[0]
+    synopsis = re.sub(r"mpirun -n \S+ ", "", synopsis)  # mpirun's -n, not the tool's
+    return re.findall(r"(?<![\w-])(--?[a-z][a-z0-9-]*) ([^\s\[\]()|-][^\s\[\]()]*)", synopsis)
 
 
 class Documentation(unittest.TestCase):
@@ -125,6 +198,28 @@ class Documentation(unittest.TestCase):
                         value = words[1] if len(words) > 1 else ""
                         self.assertNotRegex(value, r"^TEXT\b", f"{tool} --help: {line}")
                         self.assertNotRegex(value, r"^(U?INT|FLOAT):", f"{tool} --help: {line}")
+
+    def test_every_option_takes_the_value_named_in_the_help(self):
+        """A man page names an option's value as --help does (`--compress ENCODING`, not C), in
+        its items' tags and in its SYNOPSIS, so that a reader goes from one to the other."""
+        for tool in tools_built():
+            with self.subTest(tool=tool):
+                values = help_value_names(help_texts(tool)[2])
+                page = os.path.join(self.man, f"{tool}.1")
+                with open(page) as f:
+                    tags = man_tag_values(f.read())
+                documented = [(f"{tool}.1:{line}", option, value) for line, option, value in tags]
+                # A flag there may stand before a positional (--scaling RUN.h5).
+                documented += [(f"{tool}(1) SYNOPSIS", option, value)
+                               for option, value in man_synopsis_values(plain(render(page)[1]))
+                               if values.get(option, {""}) != {""}]
+                for where, option, value in documented:
+                    if option not in values:
+                        continue  # not an option of this tool (mpirun's -n), or checked above
+                    helped = sorted(v or "(no value)" for v in values[option])
+                    self.assertTrue(any(same_value_name(value, v) for v in values[option]),
+                                    f"{where}: {option} {value or '(no value)'}, but --help shows "
+                                    f"{' or '.join(helped)}")
 
     def test_every_file_format_is_documented_with_its_version(self):
         """Each format name the library writes or checks ("mbkit-log"...) has its section in

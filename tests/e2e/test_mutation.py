@@ -187,17 +187,9 @@ class FaultTest(mbtest.ToolTestCase):
                  "--threads", "1", "-q", "--checkpoint", "ck.h5"]
         self.assertSucceeded(mbtest.run(train + ["--steps", "2"], cwd=self.dir, env=self.env))
         before = mbtest.sha256(self.path("ck.h5"))
-        # A file size limit stands in for a full disk (mounting a small tmpfs needs privileges);
-        # with SIGXFSZ ignored, writes past it fail with EFBIG as they would with ENOSPC.
-        command = " ".join(f"'{a}'" for a in train + ["--steps", "6", "--resume", "ck.h5"])
-        completed = subprocess.run(["sh", "-c", f"trap '' XFSZ; ulimit -f 100; exec {command}"],
-                                   cwd=self.dir, env=self.env, capture_output=True, text=True,
-                                   timeout=120)
-        self.assertEqual(completed.returncode, 1, completed.stderr)
-        lines = completed.stderr.strip().splitlines()
-        self.assertEqual(len(lines), 1, completed.stderr)
-        self.assertIn("cannot write", lines[0])
-        self.assertIn("File too large", lines[0])
+        completed = self.run_with_file_size_limit(train + ["--steps", "6", "--resume", "ck.h5"],
+                                                  100, timeout=120)
+        self.assertCannotWrite(completed)
         self.assertEqual(mbtest.sha256(self.path("ck.h5")), before)
         self.assertNoStrayFiles()
 

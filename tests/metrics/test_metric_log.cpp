@@ -11,10 +11,14 @@
 #include <functional>
 #include <limits>
 #include <stdexcept>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 
 #include "mbkit/io/hdf5.hpp"
 #include "mbkit/metrics/metric_log.hpp"
 #include "mbkit/util/fs.hpp"
+#include "mbkit/util/strings.hpp"
 #include "test_helpers.hpp"
 
 namespace mbkit::metrics {
@@ -81,159 +85,122 @@ ServerRecord server_record(std::int64_t step, std::int64_t rank) {
           0.003 * static_cast<double>(step + rank)};
 }
 
-// Reads tables column by column, by the names the format documents. The refresh makes a
-// reader following a live writer see what it flushed since the reader last looked.
-template <class T>
-std::vector<T> column(const io::File& log, const std::string& name) {
-  io::Dataset dataset = log.open_dataset(name);
-  dataset.refresh();
-  return dataset.read<T>();
+// Each table's name and its columns, by the names the format documents, with the record field
+// each holds: the reader and the comparisons below go through this one list per table.
+template <class Record>
+struct Table;
+
+template <class Record, class T>
+struct Column {
+  const char* name;
+  T Record::*field;
+};
+
+template <class Record, class T>
+constexpr Column<Record, T> column(const char* name, T Record::*field) {
+  return {name, field};
+}
+
+template <>
+struct Table<StepRecord> {
+  using R = StepRecord;
+  static constexpr const char* name = "steps";
+  static constexpr auto columns = std::make_tuple(
+      column("step", &R::step), column("time", &R::time), column("epoch", &R::epoch),
+      column("loss", &R::loss), column("accuracy", &R::accuracy), column("lr", &R::lr),
+      column("samples", &R::samples), column("step_time", &R::step_time),
+      column("throughput", &R::throughput), column("wall_time", &R::wall_time));
+};
+
+template <>
+struct Table<EvalRecord> {
+  using R = EvalRecord;
+  static constexpr const char* name = "eval";
+  static constexpr auto columns = std::make_tuple(
+      column("step", &R::step), column("time", &R::time), column("epoch", &R::epoch),
+      column("loss", &R::loss), column("accuracy", &R::accuracy), column("samples", &R::samples),
+      column("wall_time", &R::wall_time));
+};
+
+template <>
+struct Table<WorkerRecord> {
+  using R = WorkerRecord;
+  static constexpr const char* name = "workers";
+  static constexpr auto columns = std::make_tuple(
+      column("step", &R::step), column("rank", &R::rank), column("samples", &R::samples),
+      column("compute_time", &R::compute_time), column("sleep_time", &R::sleep_time),
+      column("send_time", &R::send_time), column("wait_time", &R::wait_time),
+      column("staleness", &R::staleness), column("micro_batches", &R::micro_batches),
+      column("finished_early", &R::finished_early), column("recv_time", &R::recv_time),
+      column("exit_time", &R::exit_time), column("queued_updates", &R::queued_updates),
+      column("comm_delay", &R::comm_delay));
+};
+
+template <>
+struct Table<CollectRecord> {
+  using R = CollectRecord;
+  static constexpr const char* name = "collect";
+  static constexpr auto columns =
+      std::make_tuple(column("step", &R::step), column("gradients", &R::gradients),
+                      column("samples", &R::samples), column("wait_time", &R::wait_time));
+};
+
+template <>
+struct Table<ServerRecord> {
+  using R = ServerRecord;
+  static constexpr const char* name = "servers";
+  static constexpr auto columns = std::make_tuple(
+      column("step", &R::step), column("rank", &R::rank), column("floats", &R::floats),
+      column("bytes_received", &R::bytes_received), column("recv_time", &R::recv_time),
+      column("update_time", &R::update_time), column("send_time", &R::send_time));
+};
+
+// Reads a table column by column. The refresh makes a reader following a live writer see what
+// it flushed since the reader last looked.
+template <class Record>
+std::vector<Record> read_table(const io::File& log) {
+  std::vector<Record> records;
+  bool first = true;
+  const auto read = [&](const auto& entry) {
+    io::Dataset dataset = log.open_dataset(std::string(Table<Record>::name) + "/" + entry.name);
+    dataset.refresh();
+    using T = std::remove_reference_t<decltype(std::declval<Record&>().*entry.field)>;
+    const std::vector<T> values = dataset.read<T>();
+    if (first) records.resize(values.size());
+    first = false;
+    if (values.size() != records.size()) {
+      throw std::runtime_error(cat(Table<Record>::name, "/", entry.name, " has ", values.size(),
+                                   " rows, not ", records.size()));
+    }
+    for (std::size_t i = 0; i < values.size(); ++i) records[i].*entry.field = values[i];
+  };
+  std::apply([&](const auto&... entry) { (read(entry), ...); }, Table<Record>::columns);
+  return records;
 }
 
 std::vector<StepRecord> read_steps(const io::File& log) {
-  const auto step = column<std::int64_t>(log, "steps/step");
-  const auto time = column<double>(log, "steps/time");
-  const auto epoch = column<double>(log, "steps/epoch");
-  const auto loss = column<double>(log, "steps/loss");
-  const auto accuracy = column<double>(log, "steps/accuracy");
-  const auto lr = column<double>(log, "steps/lr");
-  const auto samples = column<std::int64_t>(log, "steps/samples");
-  const auto step_time = column<double>(log, "steps/step_time");
-  const auto throughput = column<double>(log, "steps/throughput");
-  const auto wall_time = column<double>(log, "steps/wall_time");
-  std::vector<StepRecord> records;
-  for (std::size_t i = 0; i < step.size(); ++i) {
-    records.push_back({step.at(i), time.at(i), epoch.at(i), loss.at(i), accuracy.at(i), lr.at(i),
-                       samples.at(i), step_time.at(i), throughput.at(i), wall_time.at(i)});
-  }
-  return records;
+  return read_table<StepRecord>(log);
 }
-
 std::vector<EvalRecord> read_evals(const io::File& log) {
-  const auto step = column<std::int64_t>(log, "eval/step");
-  const auto time = column<double>(log, "eval/time");
-  const auto epoch = column<double>(log, "eval/epoch");
-  const auto loss = column<double>(log, "eval/loss");
-  const auto accuracy = column<double>(log, "eval/accuracy");
-  const auto samples = column<std::int64_t>(log, "eval/samples");
-  const auto wall_time = column<double>(log, "eval/wall_time");
-  std::vector<EvalRecord> records;
-  for (std::size_t i = 0; i < step.size(); ++i) {
-    records.push_back({step.at(i), time.at(i), epoch.at(i), loss.at(i), accuracy.at(i),
-                       samples.at(i), wall_time.at(i)});
-  }
-  return records;
+  return read_table<EvalRecord>(log);
 }
-
 std::vector<WorkerRecord> read_workers(const io::File& log) {
-  const auto step = column<std::int64_t>(log, "workers/step");
-  const auto rank = column<std::int64_t>(log, "workers/rank");
-  const auto samples = column<std::int64_t>(log, "workers/samples");
-  const auto compute_time = column<double>(log, "workers/compute_time");
-  const auto sleep_time = column<double>(log, "workers/sleep_time");
-  const auto send_time = column<double>(log, "workers/send_time");
-  const auto wait_time = column<double>(log, "workers/wait_time");
-  const auto staleness = column<std::int64_t>(log, "workers/staleness");
-  const auto micro_batches = column<std::int64_t>(log, "workers/micro_batches");
-  const auto finished_early = column<std::int64_t>(log, "workers/finished_early");
-  const auto recv_time = column<double>(log, "workers/recv_time");
-  const auto exit_time = column<double>(log, "workers/exit_time");
-  const auto queued_updates = column<std::int64_t>(log, "workers/queued_updates");
-  const auto comm_delay = column<double>(log, "workers/comm_delay");
-  std::vector<WorkerRecord> records;
-  for (std::size_t i = 0; i < step.size(); ++i) {
-    records.push_back({step.at(i), rank.at(i), samples.at(i), compute_time.at(i), sleep_time.at(i),
-                       send_time.at(i), wait_time.at(i), staleness.at(i), micro_batches.at(i),
-                       finished_early.at(i), recv_time.at(i), exit_time.at(i), queued_updates.at(i),
-                       comm_delay.at(i)});
-  }
-  return records;
+  return read_table<WorkerRecord>(log);
 }
-
 std::vector<CollectRecord> read_collects(const io::File& log) {
-  const auto step = column<std::int64_t>(log, "collect/step");
-  const auto gradients = column<std::int64_t>(log, "collect/gradients");
-  const auto samples = column<std::int64_t>(log, "collect/samples");
-  const auto wait_time = column<double>(log, "collect/wait_time");
-  std::vector<CollectRecord> records;
-  for (std::size_t i = 0; i < step.size(); ++i) {
-    records.push_back({step.at(i), gradients.at(i), samples.at(i), wait_time.at(i)});
-  }
-  return records;
+  return read_table<CollectRecord>(log);
 }
-
 std::vector<ServerRecord> read_servers(const io::File& log) {
-  const auto step = column<std::int64_t>(log, "servers/step");
-  const auto rank = column<std::int64_t>(log, "servers/rank");
-  const auto floats = column<std::int64_t>(log, "servers/floats");
-  const auto bytes = column<std::int64_t>(log, "servers/bytes_received");
-  const auto recv_time = column<double>(log, "servers/recv_time");
-  const auto update_time = column<double>(log, "servers/update_time");
-  const auto send_time = column<double>(log, "servers/send_time");
-  std::vector<ServerRecord> records;
-  for (std::size_t i = 0; i < step.size(); ++i) {
-    records.push_back({step.at(i), rank.at(i), floats.at(i), bytes.at(i), recv_time.at(i),
-                       update_time.at(i), send_time.at(i)});
-  }
-  return records;
+  return read_table<ServerRecord>(log);
 }
 
-void expect_same(const ServerRecord& a, const ServerRecord& b) {
-  EXPECT_EQ(a.step, b.step);
-  EXPECT_EQ(a.rank, b.rank);
-  EXPECT_EQ(a.floats, b.floats);
-  EXPECT_EQ(a.bytes_received, b.bytes_received);
-  EXPECT_EQ(a.recv_time, b.recv_time);
-  EXPECT_EQ(a.update_time, b.update_time);
-  EXPECT_EQ(a.send_time, b.send_time);
-}
-
-// Field-by-field, exact: the values are written and read as the same float64 type.
-void expect_same(const StepRecord& a, const StepRecord& b) {
-  EXPECT_EQ(a.step, b.step);
-  EXPECT_EQ(a.time, b.time);
-  EXPECT_EQ(a.epoch, b.epoch);
-  EXPECT_EQ(a.loss, b.loss);
-  EXPECT_EQ(a.accuracy, b.accuracy);
-  EXPECT_EQ(a.lr, b.lr);
-  EXPECT_EQ(a.samples, b.samples);
-  EXPECT_EQ(a.step_time, b.step_time);
-  EXPECT_EQ(a.throughput, b.throughput);
-  EXPECT_EQ(a.wall_time, b.wall_time);
-}
-
-void expect_same(const EvalRecord& a, const EvalRecord& b) {
-  EXPECT_EQ(a.step, b.step);
-  EXPECT_EQ(a.time, b.time);
-  EXPECT_EQ(a.epoch, b.epoch);
-  EXPECT_EQ(a.loss, b.loss);
-  EXPECT_EQ(a.accuracy, b.accuracy);
-  EXPECT_EQ(a.samples, b.samples);
-  EXPECT_EQ(a.wall_time, b.wall_time);
-}
-
-void expect_same(const WorkerRecord& a, const WorkerRecord& b) {
-  EXPECT_EQ(a.step, b.step);
-  EXPECT_EQ(a.rank, b.rank);
-  EXPECT_EQ(a.samples, b.samples);
-  EXPECT_EQ(a.compute_time, b.compute_time);
-  EXPECT_EQ(a.sleep_time, b.sleep_time);
-  EXPECT_EQ(a.send_time, b.send_time);
-  EXPECT_EQ(a.wait_time, b.wait_time);
-  EXPECT_EQ(a.staleness, b.staleness);
-  EXPECT_EQ(a.micro_batches, b.micro_batches);
-  EXPECT_EQ(a.finished_early, b.finished_early);
-  EXPECT_EQ(a.recv_time, b.recv_time);
-  EXPECT_EQ(a.exit_time, b.exit_time);
-  EXPECT_EQ(a.queued_updates, b.queued_updates);
-  EXPECT_EQ(a.comm_delay, b.comm_delay);
-}
-
-void expect_same(const CollectRecord& a, const CollectRecord& b) {
-  EXPECT_EQ(a.step, b.step);
-  EXPECT_EQ(a.gradients, b.gradients);
-  EXPECT_EQ(a.samples, b.samples);
-  EXPECT_EQ(a.wait_time, b.wait_time);
+// Column by column, exact: the values are written and read as the same int64 or float64 type.
+template <class Record>
+void expect_same(const Record& a, const Record& b) {
+  const auto expect = [&](const auto& entry) {
+    EXPECT_EQ(a.*entry.field, b.*entry.field) << Table<Record>::name << "/" << entry.name;
+  };
+  std::apply([&](const auto&... entry) { (expect(entry), ...); }, Table<Record>::columns);
 }
 
 void expect_same(const RunInfo& a, const RunInfo& b) {

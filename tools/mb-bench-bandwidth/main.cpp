@@ -31,6 +31,13 @@ int main(int argc, char** argv) {
   app.add_option("-n,--iters", options.iters, "Timed iterations per size")->capture_default_str();
   app.add_option("-w,--warmup-iters", options.warmup_iters, "Untimed iterations before them")
       ->capture_default_str();
+  app.add_option("--large-iters", options.large_iters,
+                 "Timed iterations from --large-from on, instead of --iters (as OSU's "
+                 "benchmarks time large messages fewer times)")
+      ->type_name("N");
+  app.add_option("--large-from", options.large_from,
+                 "The size from which --large-iters applies: bytes, or with K, M, G")
+      ->type_name("SIZE");
   app.add_option("--dtype", options.dtype, "float or double")
       ->capture_default_str()
       ->type_name("float|double");

@@ -34,10 +34,7 @@ int main(int argc, char** argv) {
   app.add_option("--steps", options.steps, "Timed steps per (B, P)")->capture_default_str();
   app.add_option("--warmup", options.warmup, "Untimed steps before them")->capture_default_str();
   app.add_option("--threads", options.threads, "Threads (default: all cores)");
-  app.add_option("--device", options.device,
-                 "Backend: cpu, or cuda / cuda:N (the GPU of the local rank, or GPU N) where built")
-      ->capture_default_str()
-      ->type_name("NAME");
+  mbkit::cli::add_device_option(app, options.device);
   app.add_option("--seed", options.seed, "Seed of the model and the data order")
       ->capture_default_str();
   app.add_option("-o,--output", options.output, "Also write the timings to this HDF5 file")

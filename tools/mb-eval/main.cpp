@@ -25,10 +25,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--limit", options.limit, "Evaluate only the first N samples")->type_name("N");
   app.add_option("--threads", options.threads, "Threads (default: all cores)");
-  app.add_option("--device", options.device,
-                 "Backend: cpu, or cuda / cuda:N (the GPU of the local rank, or GPU N) where built")
-      ->capture_default_str()
-      ->type_name("NAME");
+  mbkit::cli::add_device_option(app, options.device);
   app.add_flag("--json", options.json, "Print JSON instead of tables");
   app.add_option("-o,--output", options.output, "Also write the result to this HDF5 file")
       ->type_name("FILE");

@@ -1,6 +1,7 @@
 // The results file of mb-bench-bandwidth --append (mbkit-formats.5, "Bandwidth results"):
 // a group /np<ranks>/<op> per run, a dataset per column.
 #include <algorithm>
+#include <climits>
 #include <utility>
 
 #include "mbkit/bench/bandwidth.hpp"
@@ -14,7 +15,8 @@ namespace mbkit::bench {
 namespace {
 
 constexpr const char* kFormat = "mbkit-bandwidth";
-constexpr std::int64_t kFormatVersion = 1;
+// 2: large_iters and large_from (a version-1 run timed iters at every size).
+constexpr std::int64_t kFormatVersion = 2;
 
 template <class T, class Field>
 void write_column(io::Group& group, const std::string& name, const std::vector<Row>& rows,
@@ -33,6 +35,8 @@ void write_run(io::File& file, const Run& run) {
   group.set_attribute("dtype", run.dtype);
   group.set_attribute("iters", run.iters);
   group.set_attribute("warmup_iters", run.warmup_iters);
+  group.set_attribute("large_iters", run.large_iters);
+  group.set_attribute("large_from", static_cast<std::int64_t>(run.large_from));
   group.set_attribute("hosts", run.hosts);
   group.set_attribute("created", run.created);
   std::vector<std::string> modes;
@@ -66,6 +70,16 @@ Run read_run(const io::Group& group) {
   run.dtype = group.string_attribute("dtype");
   run.iters = static_cast<int>(group.int_attribute("iters"));
   run.warmup_iters = static_cast<int>(group.int_attribute("warmup_iters"));
+  if (group.has_attribute("large_iters")) {
+    const std::int64_t iters = group.int_attribute("large_iters");
+    const std::int64_t from = group.int_attribute("large_from");
+    if (iters < 0 || iters > INT_MAX || from < 0) {
+      data_error(cat(group.describe(), ": large_iters ", iters, " or large_from ", from,
+                     " is out of range"));
+    }
+    run.large_iters = static_cast<int>(iters);
+    run.large_from = static_cast<std::uint64_t>(from);
+  }
   run.hosts = group.string_attribute("hosts");
   run.created = group.string_attribute("created");
   if (!group.has("mode")) data_error(cat(group.describe(), " has no dataset mode"));

@@ -221,9 +221,11 @@ std::vector<Row> measure_collective(const comm::World& world, Op op,
     }
   }
   for (const std::size_t bytes : sizes) {
+    MeasureOptions at_size = options;
+    at_size.iters = options.iters_at(bytes);
     rows.push_back(options.dtype == Dtype::kFloat
-                       ? measure_size<float>(world, op, bytes, options)
-                       : measure_size<double>(world, op, bytes, options));
+                       ? measure_size<float>(world, op, bytes, at_size)
+                       : measure_size<double>(world, op, bytes, at_size));
   }
   return rows;
 }

@@ -263,12 +263,14 @@ std::vector<std::string> exchange_modes(const comm::World& world, const std::vec
 
 std::vector<Row> measure_exchange(const comm::World& world, const std::string& mode_name,
                                   const std::vector<std::size_t>& sizes,
-                                  const MeasureOptions& options) {
+                                  const MeasureOptions& all_sizes) {
   const Mode mode(mode_name);
   MBKIT_CHECK(world.size() >= 2, "the exchange needs 2 ranks");
-  MBKIT_CHECK(options.dtype == Dtype::kFloat, "the exchange sends float gradients");
+  MBKIT_CHECK(all_sizes.dtype == Dtype::kFloat, "the exchange sends float gradients");
   std::vector<Row> rows;
   for (const std::size_t bytes : sizes) {
+    MeasureOptions options = all_sizes;
+    options.iters = all_sizes.iters_at(bytes);
     const std::size_t count = element_count(Op::kExchange, bytes, sizeof(float), world.size());
     std::int64_t wrong = 0;
     double seconds = 0;

@@ -74,6 +74,15 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
       "Print the version and the libraries in use, then exit");
 }
 
+CLI::Option* add_device_option(CLI::App& app, std::string& device) {
+  return app
+      .add_option(
+          "--device", device,
+          "Backend: cpu, or cuda / cuda:N (the GPU of the local rank, or GPU N) where built")
+      ->capture_default_str()
+      ->type_name("NAME");
+}
+
 std::string command_line(int argc, char** argv) {
   std::string text;
   for (int i = 0; i < argc; ++i) {

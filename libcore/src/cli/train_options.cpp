@@ -167,11 +167,7 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
       ->check(whole_number<std::uint64_t>());
   run->add_option("--threads", o.threads, "Threads (default: all cores)")
       ->check(whole_number<int>());
-  run->add_option(
-         "--device", o.device,
-         "Backend: cpu, or cuda / cuda:N (the GPU of the local rank, or GPU N) where built")
-      ->capture_default_str()
-      ->type_name("NAME");
+  add_device_option(*run, o.device);
   run->add_option("--log", o.log, "Metric log to write (HDF5, see mbkit-formats(5))")
       ->type_name("FILE");
   run->add_flag("-f,--force", o.force, "Replace an existing log or checkpoint");

@@ -56,6 +56,10 @@ void write_bandwidth_json(const std::vector<bench::Run>& runs, std::ostream& out
     json.key("op").value(run.op);
     json.key("dtype").value(run.dtype);
     json.key("iters").value(run.iters);
+    if (run.large_from > 0) {
+      json.key("large_iters").value(run.large_iters);
+      json.key("large_from").value(run.large_from);
+    }
     json.key("hosts").value(run.hosts);
     json.key("created").value(run.created);
     json.key("rows").begin_array();

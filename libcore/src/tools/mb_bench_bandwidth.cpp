@@ -52,12 +52,12 @@ std::string describe_hosts(const std::vector<std::string>& hosts) {
   return join(parts, ", ");
 }
 
-void print_header(std::ostream& out, const BandwidthOptions& o, int ranks,
+void print_header(std::ostream& out, const BandwidthOptions& o, std::size_t large_from, int ranks,
                   const std::string& hosts) {
   out << "# mb-bench-bandwidth " << MBKIT_VERSION << ": " << ranks
-      << (ranks == 1 ? " rank" : " ranks") << " (" << hosts << "), " << o.iters
-      << " iterations after " << o.warmup_iters << " warm-up, check " << (o.check ? "on" : "off")
-      << "\n"
+      << (ranks == 1 ? " rank" : " ranks") << " (" << hosts << "), " << o.iters << " iterations"
+      << (large_from > 0 ? cat(" (", o.large_iters, " from ", large_from, " bytes)") : "")
+      << " after " << o.warmup_iters << " warm-up, check " << (o.check ? "on" : "off") << "\n"
       << "# time: one iteration, averaged over the loop on each rank; time_us is the mean over "
          "ranks\n"
       << "# algbw = size / time_us; busbw = algbw * factor (mb-bench-bandwidth.1); sizes in "
@@ -109,6 +109,14 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
       mbkit::bench::parse_bytes(options.max_bytes, "--max-bytes"), options.step_factor);
   if (options.iters < 1) usage_error(cat("--iters: ", options.iters, " is below 1"));
   if (options.warmup_iters < 0) usage_error("--warmup-iters must not be negative");
+  if (options.large_from.empty() != (options.large_iters == 0)) {
+    usage_error("--large-iters and --large-from go together: give both or neither");
+  }
+  if (options.large_iters < 0)
+    usage_error(cat("--large-iters: ", options.large_iters, " is below 1"));
+  const std::size_t large_from =
+      options.large_from.empty() ? 0
+                                 : mbkit::bench::parse_bytes(options.large_from, "--large-from");
   if (sizes.back() / mbkit::bench::type_size(dtype) > static_cast<std::size_t>(INT_MAX)) {
     usage_error(cat("--max-bytes: ", sizes.back(), " bytes are more ", options.dtype,
                     " elements than an MPI count holds"));
@@ -134,9 +142,11 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
     measure.dtype = dtype;
     measure.iters = options.iters;
     measure.warmup_iters = options.warmup_iters;
+    measure.large_from = large_from;
+    measure.large_iters = options.large_iters;
     measure.check = options.check;
     measure.corrupt = corrupt_for_tests();
-    if (world.rank() == 0) print_header(out, options, world.size(), hosts);
+    if (world.rank() == 0) print_header(out, options, large_from, world.size(), hosts);
     std::int64_t wrong = 0;
     std::vector<mbkit::bench::Run> runs;
     for (const Op op : ops) {
@@ -146,6 +156,8 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
       run.dtype = mbkit::bench::dtype_name(dtype);
       run.iters = options.iters;
       run.warmup_iters = options.warmup_iters;
+      run.large_iters = options.large_iters;
+      run.large_from = large_from;
       run.hosts = hosts;
       run.created = utc_timestamp();
       const auto print = [&](const std::vector<mbkit::bench::Row>& rows) {

@@ -62,8 +62,10 @@ std::vector<TimeModel> time_models_from_options(const TrainOptions& o, int worke
   return models;
 }
 
-DbslPlan make_dbsl_plan(const TrainOptions& o, std::int64_t samples, int workers,
-                        const std::vector<TimeModel>& models) {
+namespace {
+
+DbslPlanInput plan_input(const TrainOptions& o, std::int64_t samples, int workers,
+                         const std::vector<TimeModel>& models) {
   DbslPlanInput input;
   input.samples = samples;
   input.workers = workers;
@@ -71,7 +73,19 @@ DbslPlan make_dbsl_plan(const TrainOptions& o, std::int64_t samples, int workers
   input.base_batch = o.dbsl.base_batch;
   input.extra_time = o.dbsl.extra_time;
   input.models = models;
-  return models.size() == 1 ? eq8_plan(input) : dbsl_plan(input);
+  return input;
+}
+
+// One model for every worker is the paper's Eq. 8; one per worker its generalisation.
+DbslPlan plan_of(const DbslPlanInput& input) {
+  return input.models.size() == 1 ? eq8_plan(input) : dbsl_plan(input);
+}
+
+}  // namespace
+
+DbslPlan make_dbsl_plan(const TrainOptions& o, std::int64_t samples, int workers,
+                        const std::vector<TimeModel>& models) {
+  return plan_of(plan_input(o, samples, workers, models));
 }
 
 int print_dbsl_plan(const TrainOptions& o) {
@@ -89,14 +103,8 @@ int print_dbsl_plan(const TrainOptions& o) {
   if (models.empty()) {
     usage_error("--plan needs a time model: --time-model-ab A,B or --compute-model A,B");
   }
-  DbslPlanInput input;
-  input.samples = samples;
-  input.workers = workers;
-  input.small_workers = o.dbsl.small_workers;
-  input.base_batch = o.dbsl.base_batch;
-  input.extra_time = o.dbsl.extra_time;
-  input.models = models;
-  const DbslPlan plan = make_dbsl_plan(o, samples, workers, models);
+  const DbslPlanInput input = plan_input(o, samples, workers, models);
+  const DbslPlan plan = plan_of(input);
   std::cout << (o.dbsl.json ? plan_json(plan, input) : plan_table(plan, input)) << std::flush;
   return 0;
 }

@@ -83,6 +83,9 @@ struct Run {
   std::string op;  ///< the --op given (every exchange mode is stored under "exchange")
   std::string dtype;
   int iters = 0, warmup_iters = 0;
+  /// From large_from bytes on, large_iters timed iterations (0, 0: iters at every size).
+  int large_iters = 0;
+  std::uint64_t large_from = 0;
   std::string hosts;    ///< the ranks' hosts, "name" or "name x3, other"
   std::string created;  ///< UTC time of the run
   std::vector<Row> rows;

@@ -2,6 +2,7 @@
 // function here is collective: every rank calls it with the same arguments.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,14 @@ struct MeasureOptions {
   Dtype dtype = Dtype::kFloat;
   int iters = 20;
   int warmup_iters = 5;
+  /// From this size on (bytes; 0: never) `large_iters` timed iterations instead of `iters`, as
+  /// OSU's micro-benchmarks time large messages fewer times (and the MPI_Allreduce anchor does).
+  std::size_t large_from = 0;
+  int large_iters = 0;
+  /// The timed iterations at `bytes`.
+  int iters_at(std::size_t bytes) const {
+    return large_from > 0 && bytes >= large_from ? large_iters : iters;
+  }
   bool check = true;
   /// For tests only: rank 0 alters one element of every checked result, so that the check
   /// has something to find (MBKIT_BENCH_CORRUPT=1, mb-bench-bandwidth.1).

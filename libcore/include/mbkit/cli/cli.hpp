@@ -47,6 +47,9 @@ CLI::Validator whole_number() {
 /// Adds -q/--quiet, -v/--verbose and --version to a tool's top-level app.
 void add_common_options(CLI::App& app, CommonOptions& options);
 
+/// Adds --device (cpu, cuda, cuda:N), worded alike in every tool that computes on a backend.
+CLI::Option* add_device_option(CLI::App& app, std::string& device);
+
 /// Parses argv into `app`, applies the common options, installs the signal handlers that remove
 /// half-written outputs, and runs `body`. Returns the process exit status:
 /// 0 for --help/--version, 2 for a command-line error (one line on stderr), the Error's exit code

@@ -15,6 +15,9 @@ struct BandwidthOptions {
   int step_factor = 2;
   int iters = 20;
   int warmup_iters = 5;
+  /// --large-iters N --large-from SIZE: N timed iterations from SIZE on (both or neither).
+  int large_iters = 0;
+  std::string large_from;
   std::string dtype = "float";
   bool check = true;
   std::string append;  ///< results file to add the run to

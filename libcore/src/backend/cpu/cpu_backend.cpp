@@ -6,6 +6,7 @@
 
 #include "cpu_internal.hpp"
 #include "mbkit/backend/cpu.hpp"
+#include "mbkit/nn/kernel_table.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/log.hpp"
 
@@ -182,6 +183,22 @@ void check_range(const nn::Buffer& buffer, std::size_t offset, std::size_t count
               offset, " in a buffer of ", buffer.size());
 }
 
+/// The CPU backend has a kernel for every op.
+constexpr nn::KernelTable<Context> kKernels{
+    .input = make_input_kernel,
+    .dense = make_dense_kernel,
+    .conv = make_conv_kernel,
+    .pool = make_pool_kernel,
+    .batch_norm = make_batch_norm_kernel,
+    .activation = make_eltwise_kernel,
+    .dropout = make_dropout_kernel,
+    .flatten = make_flatten_kernel,
+    .add = make_add_kernel,
+    .loss = make_loss_kernel,
+    .concat = make_concat_kernel,
+    .lrn = make_lrn_kernel,
+};
+
 class CpuBackend final : public nn::Backend {
  public:
   explicit CpuBackend(int threads) {
@@ -197,64 +214,12 @@ class CpuBackend final : public nn::Backend {
 
   int threads() const override { return threads_; }
 
-  bool supports(nn::Op op) const override {
-    switch (op) {  // every op, listed so that a new one is a compile warning here
-      case nn::Op::kInput:
-      case nn::Op::kDense:
-      case nn::Op::kConv2d:
-      case nn::Op::kMaxPool:
-      case nn::Op::kAvgPool:
-      case nn::Op::kGlobalAvgPool:
-      case nn::Op::kBatchNorm:
-      case nn::Op::kRelu:
-      case nn::Op::kSigmoid:
-      case nn::Op::kTanh:
-      case nn::Op::kDropout:
-      case nn::Op::kFlatten:
-      case nn::Op::kAdd:
-      case nn::Op::kSoftmaxCrossEntropy:
-      case nn::Op::kConcat:
-      case nn::Op::kLrn:
-        return true;
-    }
-    return false;
-  }
+  bool supports(nn::Op op) const override { return kKernels.supports(op); }
 
   const std::vector<PrimitiveImpl>& built() const { return context_.built; }
 
   std::unique_ptr<nn::Kernel> make_kernel(const nn::Graph& graph, int index) override {
-    const nn::Node& node = graph.node(index);
-    switch (node.op) {
-      case nn::Op::kInput:
-        return make_input_kernel(context_, node);
-      case nn::Op::kDense:
-        return make_dense_kernel(context_, node);
-      case nn::Op::kConv2d:
-        return make_conv_kernel(context_, node);
-      case nn::Op::kMaxPool:
-      case nn::Op::kAvgPool:
-      case nn::Op::kGlobalAvgPool:
-        return make_pool_kernel(context_, node);
-      case nn::Op::kBatchNorm:
-        return make_batch_norm_kernel(context_, node);
-      case nn::Op::kRelu:
-      case nn::Op::kSigmoid:
-      case nn::Op::kTanh:
-        return make_eltwise_kernel(context_, node);
-      case nn::Op::kDropout:
-        return make_dropout_kernel(context_, node);
-      case nn::Op::kFlatten:
-        return make_flatten_kernel(context_, node);
-      case nn::Op::kAdd:
-        return make_add_kernel(context_, node);
-      case nn::Op::kSoftmaxCrossEntropy:
-        return make_loss_kernel(context_, node);
-      case nn::Op::kConcat:
-        return make_concat_kernel(context_, node);
-      case nn::Op::kLrn:
-        return make_lrn_kernel(context_, node);
-    }
-    fail(cat("cpu backend: no kernel for ", nn::op_name(node.op)));
+    return kKernels.make(context_, graph.node(index), "cpu");
   }
 
   std::unique_ptr<nn::Tensor> make_tensor(int batch, nn::Dims dims) override {

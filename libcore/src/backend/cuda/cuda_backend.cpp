@@ -5,6 +5,7 @@
 
 #include "cuda_internal.hpp"
 #include "mbkit/backend/cuda/backend.hpp"
+#include "mbkit/nn/kernel_table.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/strings.hpp"
 
@@ -262,6 +263,21 @@ OptimizerArgs optimizer_args(const nn::OptimizerUpdate& update) {
   return args;
 }
 
+constexpr nn::KernelTable<Context> kKernels{
+    .input = make_input_kernel,
+    .dense = make_dense_kernel,
+    .conv = make_conv_kernel,
+    .pool = make_pool_kernel,
+    .batch_norm = make_batch_norm_kernel,
+    .activation = make_activation_kernel,
+    .dropout = make_dropout_kernel,
+    .flatten = make_flatten_kernel,
+    .add = make_add_kernel,
+    .loss = make_loss_kernel,
+    .concat = make_concat_kernel,
+    .lrn = make_lrn_kernel,
+};
+
 class CudaBackend final : public nn::Backend {
  public:
   explicit CudaBackend(int gpu) : context_(gpu), staging_(context_) {}
@@ -278,63 +294,10 @@ class CudaBackend final : public nn::Backend {
 
   int threads() const override { return 1; }
 
-  bool supports(nn::Op op) const override {
-    switch (op) {  // every op, listed so that a new one is a compile warning here
-      case nn::Op::kInput:
-      case nn::Op::kDense:
-      case nn::Op::kConv2d:
-      case nn::Op::kMaxPool:
-      case nn::Op::kAvgPool:
-      case nn::Op::kGlobalAvgPool:
-      case nn::Op::kBatchNorm:
-      case nn::Op::kRelu:
-      case nn::Op::kSigmoid:
-      case nn::Op::kTanh:
-      case nn::Op::kDropout:
-      case nn::Op::kFlatten:
-      case nn::Op::kAdd:
-      case nn::Op::kConcat:
-      case nn::Op::kSoftmaxCrossEntropy:
-        return true;
-      case nn::Op::kLrn:  // the CIFAR alexnet's: no CUDA kernel yet (cuDNN's cross-channel LRN)
-        return false;
-    }
-    return false;
-  }
+  bool supports(nn::Op op) const override { return kKernels.supports(op); }
 
   std::unique_ptr<nn::Kernel> make_kernel(const nn::Graph& graph, int index) override {
-    const nn::Node& node = graph.node(index);
-    switch (node.op) {
-      case nn::Op::kInput:
-        return make_input_kernel(context_, node);
-      case nn::Op::kDense:
-        return make_dense_kernel(context_, node);
-      case nn::Op::kConv2d:
-        return make_conv_kernel(context_, node);
-      case nn::Op::kMaxPool:
-      case nn::Op::kAvgPool:
-      case nn::Op::kGlobalAvgPool:
-        return make_pool_kernel(context_, node);
-      case nn::Op::kBatchNorm:
-        return make_batch_norm_kernel(context_, node);
-      case nn::Op::kRelu:
-      case nn::Op::kSigmoid:
-      case nn::Op::kTanh:
-        return make_activation_kernel(context_, node);
-      case nn::Op::kDropout:
-        return make_dropout_kernel(context_, node);
-      case nn::Op::kFlatten:
-        return make_flatten_kernel(context_, node);
-      case nn::Op::kAdd:
-        return make_add_kernel(context_, node);
-      case nn::Op::kConcat:
-        return make_concat_kernel(context_, node);
-      case nn::Op::kSoftmaxCrossEntropy:
-        return make_loss_kernel(context_, node);
-      case nn::Op::kLrn:
-        break;  // supports() says no: a Network refuses the graph before asking
-    }
-    fail(cat("cuda backend: no kernel for ", nn::op_name(node.op)));
+    return kKernels.make(context_, graph.node(index), "cuda");
   }
 
   std::unique_ptr<nn::Tensor> make_tensor(int batch, nn::Dims dims) override {

@@ -155,6 +155,7 @@ std::unique_ptr<nn::Kernel> make_dense_kernel(Context& context, const nn::Node& 
 std::unique_ptr<nn::Kernel> make_conv_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_pool_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_batch_norm_kernel(Context& context, const nn::Node& node);
+std::unique_ptr<nn::Kernel> make_lrn_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_activation_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_dropout_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_flatten_kernel(Context& context, const nn::Node& node);

@@ -1,8 +1,8 @@
-// Pooling (max, average, global average) on mbkit's own kernels, and batch normalisation on
-// cuDNN. Pooling is not cuDNN's because its descriptor pads both sides alike, and TensorFlow's
-// SAME pooling of the AMB models pads one row more below than above (cifar10-cnn's 3x3 stride-2
-// pools): the kernels take the CPU backend's rules for any padding, and their backward passes
-// gather rather than scatter, so they are deterministic.
+// Pooling (max, average, global average) on mbkit's own kernels, batch normalisation and local
+// response normalisation on cuDNN. Pooling is not cuDNN's because its descriptor pads both sides
+// alike, and TensorFlow's SAME pooling of the AMB models pads one row more below than above
+// (cifar10-cnn's 3x3 stride-2 pools): the kernels take the CPU backend's rules for any padding, and
+// their backward passes gather rather than scatter, so they are deterministic.
 #include "cuda_internal.hpp"
 #include "mbkit/util/check.hpp"
 
@@ -152,6 +152,69 @@ class BatchNormKernel final : public CudaKernel {
   std::map<int, std::unique_ptr<Plan>> plans_;
 };
 
+// ---------------------------------------------------------------------------------------------
+
+/// Local response normalisation across channels on cuDNN: its window (floor((n - 1) / 2)
+/// channels before the centre, the rest after) and its alpha / n are oneDNN's, the CPU
+/// backend's (Node::lrn_alpha). cuDNN takes sizes 1 to 16, k >= 1e-5 and beta >= 0.01; the
+/// models' LRN (9, 0.75, 1) is well inside.
+class LrnKernel final : public CudaKernel {
+ public:
+  LrnKernel(Context& context, const nn::Node& node)
+      : CudaKernel(context, node), descriptor_(create_descriptor()) {
+    if (node.lrn_size < CUDNN_LRN_MIN_N || node.lrn_size > CUDNN_LRN_MAX_N ||
+        node.lrn_k < CUDNN_LRN_MIN_K || node.lrn_beta < CUDNN_LRN_MIN_BETA) {
+      fail(cat("LRN size ", node.lrn_size, ", k ", node.lrn_k, " and beta ", node.lrn_beta,
+               " are outside cuDNN's range (size ", CUDNN_LRN_MIN_N, " to ", CUDNN_LRN_MAX_N,
+               ", k >= ", CUDNN_LRN_MIN_K, ", beta >= ", CUDNN_LRN_MIN_BETA, ")"));
+    }
+    MBKIT_CUDNN_CHECK(cudnnSetLRNDescriptor(descriptor_.get(), static_cast<unsigned>(node.lrn_size),
+                                            node.lrn_alpha, node.lrn_beta, node.lrn_k));
+  }
+
+ protected:
+  void do_prepare(int batch, std::span<nn::Tensor* const>, CudaTensor& output) override {
+    const nn::Dims dims = node_.output;
+    plans_[batch] = std::make_unique<TensorDesc>(batch, dims.c, dims.h, dims.w);
+    output.allocate();
+  }
+
+  void do_forward(nn::KernelArgs& args) override {
+    const TensorDesc& x = *plans_.at(args.batch);
+    const float one = 1.0f, zero = 0.0f;
+    MBKIT_CUDNN_CHECK(cudnnLRNCrossChannelForward(
+        context_.cudnn, descriptor_.get(), CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, x.get(),
+        cuda(*args.inputs[0]).data(), &zero, x.get(), cuda(*args.output).data()));
+  }
+
+  void do_backward(nn::KernelArgs& args) override {
+    if (args.input_grads[0] == nullptr) return;
+    const TensorDesc& x = *plans_.at(args.batch);
+    const float one = 1.0f, zero = 0.0f;
+    MBKIT_CUDNN_CHECK(cudnnLRNCrossChannelBackward(
+        context_.cudnn, descriptor_.get(), CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, x.get(),
+        cuda(*args.output).data(), x.get(), cuda(*args.output_grad).data(), x.get(),
+        cuda(*args.inputs[0]).data(), &zero, x.get(), cuda(*args.input_grads[0]).data()));
+  }
+
+ private:
+  struct DestroyDescriptor {
+    void operator()(cudnnLRNDescriptor_t descriptor) const {
+      cudnnDestroyLRNDescriptor(descriptor);
+    }
+  };
+  using Descriptor = std::unique_ptr<cudnnLRNStruct, DestroyDescriptor>;
+
+  static Descriptor create_descriptor() {
+    cudnnLRNDescriptor_t descriptor = nullptr;
+    MBKIT_CUDNN_CHECK(cudnnCreateLRNDescriptor(&descriptor));
+    return Descriptor(descriptor);
+  }
+
+  Descriptor descriptor_;
+  std::map<int, std::unique_ptr<TensorDesc>> plans_;  ///< input, output and their gradients
+};
+
 }  // namespace
 
 std::unique_ptr<nn::Kernel> make_pool_kernel(Context& context, const nn::Node& node) {
@@ -160,6 +223,10 @@ std::unique_ptr<nn::Kernel> make_pool_kernel(Context& context, const nn::Node& n
 
 std::unique_ptr<nn::Kernel> make_batch_norm_kernel(Context& context, const nn::Node& node) {
   return std::make_unique<BatchNormKernel>(context, node);
+}
+
+std::unique_ptr<nn::Kernel> make_lrn_kernel(Context& context, const nn::Node& node) {
+  return std::make_unique<LrnKernel>(context, node);
 }
 
 }  // namespace mbkit::backend::cuda

@@ -52,6 +52,25 @@ MBKIT_HOST_DEVICE inline void windows_over(int y, int pad, int kernel, int strid
   if (last > outputs - 1) last = outputs - 1;
 }
 
+/// The output windows that hold input element `i` of a pool, for the gradients' gathers: its
+/// pixel, the first output of its plane, and the windows' rows [oy0, oy1] and columns [ox0, ox1].
+struct CoveringWindows {
+  int x = 0, y = 0;
+  std::int64_t base = 0;
+  int oy0 = 0, oy1 = 0, ox0 = 0, ox1 = 0;
+};
+
+MBKIT_HOST_DEVICE inline CoveringWindows covering_windows(std::int64_t i, const PoolGeometry& g) {
+  CoveringWindows w;
+  w.x = static_cast<int>(i % g.in_w);
+  w.y = static_cast<int>((i / g.in_w) % g.in_h);
+  const std::int64_t plane = i / (static_cast<std::int64_t>(g.in_w) * g.in_h);
+  w.base = plane * g.out_h * g.out_w;
+  windows_over(w.y, g.pad_top, g.kernel_h, g.stride_h, g.out_h, w.oy0, w.oy1);
+  windows_over(w.x, g.pad_left, g.kernel_w, g.stride_w, g.out_w, w.ox0, w.ox1);
+  return w;
+}
+
 /// Pixels of window (oy, ox) inside the image.
 MBKIT_HOST_DEVICE inline int window_pixels(int oy, int ox, const PoolGeometry& g) {
   const int y0 = oy * g.stride_h - g.pad_top, x0 = ox * g.stride_w - g.pad_left;
@@ -88,18 +107,12 @@ MBKIT_HOST_DEVICE inline float max_pool_at(std::int64_t i, const float* in, cons
 /// window order (a gather: no atomics, deterministic).
 MBKIT_HOST_DEVICE inline float max_pool_grad_at(std::int64_t i, const float* dy,
                                                 const std::int32_t* argmax, const PoolGeometry& g) {
-  const int x = static_cast<int>(i % g.in_w);
-  const int y = static_cast<int>((i / g.in_w) % g.in_h);
-  const std::int64_t plane = i / (static_cast<std::int64_t>(g.in_w) * g.in_h);
-  const std::int64_t base = plane * g.out_h * g.out_w;
-  int oy0 = 0, oy1 = 0, ox0 = 0, ox1 = 0;
-  windows_over(y, g.pad_top, g.kernel_h, g.stride_h, g.out_h, oy0, oy1);
-  windows_over(x, g.pad_left, g.kernel_w, g.stride_w, g.out_w, ox0, ox1);
-  const int self = y * g.in_w + x;
+  const CoveringWindows w = covering_windows(i, g);
+  const int self = w.y * g.in_w + w.x;
   float sum = 0.0f;
-  for (int oy = oy0; oy <= oy1; ++oy) {
-    for (int ox = ox0; ox <= ox1; ++ox) {
-      const std::int64_t o = base + oy * g.out_w + ox;
+  for (int oy = w.oy0; oy <= w.oy1; ++oy) {
+    for (int ox = w.ox0; ox <= w.ox1; ++ox) {
+      const std::int64_t o = w.base + oy * g.out_w + ox;
       if (argmax[o] == self) sum += dy[o];
     }
   }
@@ -126,17 +139,11 @@ MBKIT_HOST_DEVICE inline float avg_pool_at(std::int64_t i, const float* in, cons
 /// Input `i`'s gradient of an average pool: each window's output gradient over its pixels.
 MBKIT_HOST_DEVICE inline float avg_pool_grad_at(std::int64_t i, const float* dy,
                                                 const PoolGeometry& g) {
-  const int x = static_cast<int>(i % g.in_w);
-  const int y = static_cast<int>((i / g.in_w) % g.in_h);
-  const std::int64_t plane = i / (static_cast<std::int64_t>(g.in_w) * g.in_h);
-  const std::int64_t base = plane * g.out_h * g.out_w;
-  int oy0 = 0, oy1 = 0, ox0 = 0, ox1 = 0;
-  windows_over(y, g.pad_top, g.kernel_h, g.stride_h, g.out_h, oy0, oy1);
-  windows_over(x, g.pad_left, g.kernel_w, g.stride_w, g.out_w, ox0, ox1);
+  const CoveringWindows w = covering_windows(i, g);
   float sum = 0.0f;
-  for (int oy = oy0; oy <= oy1; ++oy) {
-    for (int ox = ox0; ox <= ox1; ++ox) {
-      sum += dy[base + oy * g.out_w + ox] / static_cast<float>(window_pixels(oy, ox, g));
+  for (int oy = w.oy0; oy <= w.oy1; ++oy) {
+    for (int ox = w.ox0; ox <= w.ox1; ++ox) {
+      sum += dy[w.base + oy * g.out_w + ox] / static_cast<float>(window_pixels(oy, ox, g));
     }
   }
   return sum;
