@@ -2,14 +2,15 @@
 """mb-bench-bandwidth against the raw MPI_Allreduce anchor, in the same run.
 
 It compiles ../shared/anchors/mpi_allreduce.c with mpicc -O2 into a temporary folder and, for each
-round, runs on 2 ranks (mpirun --oversubscribe, Open MPI's default binding): the anchor, then
-`mb-bench-bandwidth --op allreduce` and `--op exchange`, then the anchor again. Ours runs the
+round, runs on 2 ranks (mpirun --oversubscribe, Open MPI's default binding): the anchor,
+`mb-bench-bandwidth --op allreduce`, the anchor, `--op exchange`, the anchor: each run of ours
+sits between two anchor runs. Ours runs the
 anchor's own schedule: float sizes from 4 KiB by factors of 4, 5 warm-up iterations, 200 timed
 iterations below 4 MiB and 20 from there (`-n 200 --large-iters 20 --large-from 4M`), so each
 size is timed after the same sizes, with the same loop length, as the anchor times it: a sweep
 that starts at 1 MiB or times 1 MiB only 20 times measured up to 0.7 of the anchor on this
 kind of machine for reasons that have nothing to do with the tool. The mean of the two anchor
-runs around ours is that round's reference: on shared virtual machines the speed of memory
+runs around a run of ours is its reference: on shared virtual machines the speed of memory
 traffic between cores drifts by up to 3x over seconds, so only neighbouring runs compare.
 Ratios are busbw(ours) / busbw(raw) at the anchor's sizes from 1 to 16 MiB (busbw = algbw *
 2(n-1)/n for both; ps and async rows use their own factor, 2, so their ratio reads as a
@@ -18,7 +19,7 @@ time of each over all rounds, the figure least disturbed by other load on a shar
 Target: allreduce >= 0.95 from 1 to 16 MiB.
 
     /usr/bin/python3 tests/bench/compare_bandwidth.py [--build build] [--anchors ../shared/anchors]
-        [--rounds 9]
+        [--rounds 15]
 
 Output lines starting with '#' are headers; the table is whitespace-separated.
 """
@@ -81,7 +82,7 @@ def main():
     source = os.path.dirname(os.path.dirname(here))
     parser.add_argument("--build", default=os.path.join(source, "build"))
     parser.add_argument("--anchors", default=os.path.join(source, "..", "shared", "anchors"))
-    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
     tool = os.path.join(args.build, "bin", "mb-bench-bandwidth")
     with tempfile.TemporaryDirectory() as work:
@@ -90,13 +91,15 @@ def main():
                         os.path.join(args.anchors, "mpi_allreduce.c")], check=True)
         ratios, best = {}, {}
         for _ in range(args.rounds):
-            before = raw_times(anchor)
-            mine = ours(tool, "allreduce")
-            mine.update(ours(tool, "exchange"))
-            after = raw_times(anchor)
-            for (op, size), seconds in mine.items():
+            anchors = [raw_times(anchor)]
+            mine = {}
+            for op in ("allreduce", "exchange"):
+                mine[op] = ours(tool, op)
+                anchors.append(raw_times(anchor))
+            for (op, size), seconds in mine["allreduce"].items() | mine["exchange"].items():
                 if size not in SIZES:
                     continue
+                before, after = anchors[:2] if op == "allreduce" else anchors[1:]
                 raw = (before[size] + after[size]) / 2
                 # Bus factors at n = 2: allreduce 2(n-1)/n = 1, ps and async 2.
                 factor = 1.0 if "allreduce" in op else 2.0
