@@ -11,14 +11,26 @@
 // about 4 MB and is bound by memory, not by anything the engine does around the products.
 //
 //   bench_train --benchmark_filter='^mlp/batch:64/threads:1/'     (workload/batch/threads)
+//
+// On a GPU (compare_torch_gpu.py): `--device=cuda[:N]` times the GPU set instead, resnet20 and
+// resnet18 on CIFAR shapes (batch 128) and resnet50 on 224x224 ImageNet shapes (batch 64), named
+// gpu/<model>/batch:<B>; each step ends with the backend's synchronize() so a step's time is its
+// GPU work. `--set=gpu` times that set on the CPU too (a dry run of the script), and `--batch=N`
+// and `--resnet50-size=S` shrink it (S x S images).
 #include <benchmark/benchmark.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
+#include <cstdlib>
+#include <iostream>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "mbkit/backend/cpu.hpp"
+#include "mbkit/backend/factory.hpp"
 #include "mbkit/models/zoo.hpp"
 #include "mbkit/nn/network.hpp"
 #include "mbkit/optim/optimizer.hpp"
@@ -30,7 +42,18 @@ struct Workload {
   const char* name;   ///< as torch_bench.py names it
   const char* model;  ///< mbkit's zoo name
   mbkit::nn::Dims input;
+  int classes = 10;
+  int batch = 0;  ///< the GPU set's batch (the CPU set registers its own)
 };
+
+/// bench_train's own flags (taken out of argv before Google Benchmark reads it).
+struct Flags {
+  std::string device = "cpu";
+  std::string set;  ///< "cpu" or "gpu"; empty: by the device
+  int batch = 0;    ///< 0: each workload's own
+  int resnet50_size = 224;
+};
+Flags flags;
 
 // torch_bench's lenet is the AMB MNIST model (mnist-cnn); resnet20 has projection shortcuts
 // in both.
@@ -38,13 +61,30 @@ const Workload kWorkloads[] = {{"mlp", "mlp", {1, 28, 28}},
                                {"lenet", "mnist-cnn", {1, 28, 28}},
                                {"resnet20", "resnet20", {3, 32, 32}}};
 
-void train_step(benchmark::State& state, const Workload& workload) {
+// The GPU set: the targets (resnet20 >= 1.5x PyTorch eager, resnet50 >= 1.0x).
+std::vector<Workload> gpu_workloads() {
+  const int s = flags.resnet50_size;
+  return {{"resnet20", "resnet20", {3, 32, 32}, 10, 128},
+          {"resnet18", "resnet18", {3, 32, 32}, 10, 128},
+          {"resnet50", "resnet50", {3, s, s}, 1000, 64}};
+}
+
+/// `threads` 0: the benchmark's second argument (the GPU set has none: a GPU backend runs its
+/// host side on the calling thread).
+void train_step(benchmark::State& state, const Workload& workload, int threads = 0) {
   const int batch = static_cast<int>(state.range(0));
-  const int threads = static_cast<int>(state.range(1));
-  auto backend = mbkit::backend::make_cpu_backend(threads);
+  if (threads == 0) threads = static_cast<int>(state.range(1));
+  std::unique_ptr<mbkit::nn::Backend> backend;
+  try {
+    backend = mbkit::backend::make_backend(flags.device, threads);
+  } catch (const std::exception& error) {  // no GPU, a bad --device: say so, not abort
+    state.SkipWithError(error.what());
+    return;
+  }
   mbkit::models::ModelConfig config;
   config.name = workload.model;
-  mbkit::nn::Network net(mbkit::models::build_model(config, workload.input, 10), *backend);
+  mbkit::nn::Network net(mbkit::models::build_model(config, workload.input, workload.classes),
+                         *backend);
   net.initialize(0);
   mbkit::optim::OptimizerConfig optimizer_config;
   optimizer_config.name = "momentum";
@@ -57,13 +97,16 @@ void train_step(benchmark::State& state, const Workload& workload) {
   std::vector<float> images(8 * static_cast<std::size_t>(batch) * pixels);
   for (auto& v : images) v = static_cast<float>(rng.normal());
   std::vector<std::int32_t> labels(8 * static_cast<std::size_t>(batch));
-  for (auto& label : labels) label = static_cast<std::int32_t>(rng.below(10));
+  for (auto& label : labels) {
+    label = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(workload.classes)));
+  }
 
   auto step = [&](std::size_t i) {
     const std::size_t slot = i % 8;
     net.forward(images.data() + slot * batch * pixels, labels.data() + slot * batch, batch, true);
     net.backward(1.0 / batch);
     optimizer->step(net.parameter_buffer(), net.gradient_buffer(), 0.01);
+    backend->synchronize();  // a GPU's step ends when its queued work does
   };
   for (std::size_t i = 0; i < 10; ++i) step(i);  // warm-up: primitives, caches, page faults
   std::size_t i = 0;
@@ -160,6 +203,23 @@ void mlp_sgemm_bound(benchmark::State& state, bool with_update) {
 }
 
 void register_all() {
+  const std::string set = !flags.set.empty()                 ? flags.set
+                          : flags.device.starts_with("cuda") ? "gpu"
+                                                             : "cpu";
+  if (set == "gpu") {
+    static const std::vector<Workload> gpu = gpu_workloads();
+    for (const auto& workload : gpu) {
+      const int batch = flags.batch > 0 ? flags.batch : workload.batch;
+      benchmark::RegisterBenchmark(
+          (std::string("gpu/") + workload.name).c_str(),
+          [&workload](benchmark::State& state) { train_step(state, workload, 1); })
+          ->ArgNames({"batch"})
+          ->Args({batch})
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+    return;
+  }
   for (const auto& workload : kWorkloads) {
     auto* bench = benchmark::RegisterBenchmark(
         workload.name, [&workload](benchmark::State& state) { train_step(state, workload); });
@@ -181,7 +241,47 @@ void register_all() {
 
 }  // namespace
 
+/// Takes bench_train's own --name=value flags out of argv; false (with a message) on a bad one.
+bool take_flags(int& argc, char** argv) {
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    const auto value = [&](std::string_view name) -> const char* {
+      return arg.starts_with(name) ? argv[i] + name.size() : nullptr;
+    };
+    // A whole positive number, at least `least`.
+    const auto number = [](const char* text, int least) {
+      char* end = nullptr;
+      const long parsed = std::strtol(text, &end, 10);
+      if (end == text || *end != '\0' || parsed < least || parsed > 1 << 20) {
+        throw std::invalid_argument("a whole number of at least " + std::to_string(least));
+      }
+      return static_cast<int>(parsed);
+    };
+    try {
+      if (const char* v = value("--device=")) {
+        flags.device = v;
+      } else if (const char* set = value("--set=")) {
+        flags.set = set;
+        if (flags.set != "cpu" && flags.set != "gpu") throw std::invalid_argument("cpu or gpu");
+      } else if (const char* batch = value("--batch=")) {
+        flags.batch = number(batch, 1);
+      } else if (const char* size = value("--resnet50-size=")) {
+        flags.resnet50_size = number(size, 32);
+      } else {
+        argv[kept++] = argv[i];
+      }
+    } catch (const std::exception& error) {
+      std::cerr << "bench_train: error: " << arg << ": expected " << error.what() << "\n";
+      return false;
+    }
+  }
+  argc = kept;
+  return true;
+}
+
 int main(int argc, char** argv) {
+  if (!take_flags(argc, argv)) return 2;
   register_all();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
