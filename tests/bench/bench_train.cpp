@@ -16,7 +16,8 @@
 // resnet18 on CIFAR shapes (batch 128) and resnet50 on 224x224 ImageNet shapes (batch 64), named
 // gpu/<model>/batch:<B>; each step ends with the backend's synchronize() so a step's time is its
 // GPU work. `--set=gpu` times that set on the CPU too (a dry run of the script), and `--batch=N`
-// and `--resnet50-size=S` shrink it (S x S images).
+// and `--resnet50-size=S` shrink it (S x S images). A step is Network::train, so on a GPU the
+// forward and backward pass replay a CUDA graph as the trainers' do (`--cuda-graphs=off`: not).
 #include <benchmark/benchmark.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -52,6 +53,7 @@ struct Flags {
   std::string set;  ///< "cpu" or "gpu"; empty: by the device
   int batch = 0;    ///< 0: each workload's own
   int resnet50_size = 224;
+  bool cuda_graphs = true;  ///< where the backend records them
 };
 Flags flags;
 
@@ -86,6 +88,7 @@ void train_step(benchmark::State& state, const Workload& workload, int threads =
   mbkit::nn::Network net(mbkit::models::build_model(config, workload.input, workload.classes),
                          *backend);
   net.initialize(0);
+  if (flags.cuda_graphs && net.step_graphs_unavailable().empty()) net.set_step_graphs(true);
   mbkit::optim::OptimizerConfig optimizer_config;
   optimizer_config.name = "momentum";
   optimizer_config.momentum = 0.9;
@@ -103,8 +106,8 @@ void train_step(benchmark::State& state, const Workload& workload, int threads =
 
   auto step = [&](std::size_t i) {
     const std::size_t slot = i % 8;
-    net.forward(images.data() + slot * batch * pixels, labels.data() + slot * batch, batch, true);
-    net.backward(1.0 / batch);
+    net.train(images.data() + slot * batch * pixels, labels.data() + slot * batch, batch, 1,
+              1.0 / batch);
     optimizer->step(net.parameter_buffer(), net.gradient_buffer(), 0.01);
     backend->synchronize();  // a GPU's step ends when its queued work does
   };
@@ -113,6 +116,7 @@ void train_step(benchmark::State& state, const Workload& workload, int threads =
   for (auto _ : state) step(i++);
   state.SetItemsProcessed(state.iterations() * batch);
   state.counters["threads"] = threads;
+  state.counters["cuda_graphs"] = net.step_graphs() ? 1 : 0;
 }
 
 /// The dnnl_sgemm calls of one training step of the mlp (as DenseKernel makes them), on buffers
@@ -268,6 +272,11 @@ bool take_flags(int& argc, char** argv) {
         flags.batch = number(batch, 1);
       } else if (const char* size = value("--resnet50-size=")) {
         flags.resnet50_size = number(size, 32);
+      } else if (const char* graphs = value("--cuda-graphs=")) {
+        if (std::string_view(graphs) != "on" && std::string_view(graphs) != "off") {
+          throw std::invalid_argument("on or off");
+        }
+        flags.cuda_graphs = std::string_view(graphs) == "on";
       } else {
         argv[kept++] = argv[i];
       }

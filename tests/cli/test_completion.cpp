@@ -93,6 +93,14 @@ TEST(Completion, FixedChoicesAreWhatTheParsersAccept) {
   for (const auto& word : choices("mb-train-fmb", "--nan-policy")) {
     EXPECT_NO_THROW(valid([&](train::TrainOptions& o) { o.nan_policy = word; })) << word;
   }
+  for (const auto& word : choices("mb-train-fmb", "--cuda-graphs")) {
+    EXPECT_NO_THROW(valid([&](train::TrainOptions& o) {
+      o.device = "cuda";  // on is refused on the CPU
+      o.cuda_graphs = word;
+    })) << word;
+  }
+  EXPECT_THROW(valid([](train::TrainOptions& o) { o.cuda_graphs = "on"; }), Error);
+  EXPECT_THROW(valid([](train::TrainOptions& o) { o.cuda_graphs = "yes"; }), Error);
   for (const auto& word : choices("mb-train-fmb", "--comm-wait")) {
     EXPECT_NO_THROW(valid([&](train::TrainOptions& o) { o.comm_wait = word; })) << word;
   }

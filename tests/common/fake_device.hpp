@@ -15,6 +15,18 @@ namespace mbkit::test {
 /// `threads` as make_cpu_backend's.
 std::unique_ptr<nn::Backend> make_fake_device_backend(int threads);
 
+/// A fake device that also records step graphs as a GPU does (Backend::begin_capture): while
+/// recording, its kernels' passes and its operations are queued instead of run, and a replay
+/// runs the queue again on the memory it was recorded with: labels from the loss kernel's own
+/// copy (before_replay), the batch from the input's fixed copy (set_input_fixed). So the
+/// Network's step graphs run, bit for bit, where no GPU is.
+std::unique_ptr<nn::Backend> make_recording_fake_device_backend(int threads);
+/// Makes a recording fake device's recordings stale, as a grown GPU workspace does: their next
+/// replay() refuses.
+void move_fake_device_memory(nn::Backend& backend);
+/// From now on a recording fake device's end_capture fails (`fail`), as a failed instantiation.
+void fail_fake_device_recordings(nn::Backend& backend, bool fail);
+
 /// Whether `buffer` was made by a fake device backend (a test's check that nothing made device
 /// buffers elsewhere).
 bool is_fake_device_buffer(const nn::Buffer& buffer);

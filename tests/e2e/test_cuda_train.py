@@ -1,7 +1,8 @@
 """The trainers and mb-eval on a GPU (--device cuda): a run trains like the CPU's from the same
 seed, two GPU runs with one seed give the same checkpoint bit for bit (deterministic cuDNN
-algorithms, our own kernels), a checkpoint trained on the GPU evaluates on the CPU, and a GPU
-index past the last is one line and exit status 2. Without a visible GPU the file reports itself
+algorithms, our own kernels), CUDA graphs of the training step change no bit, a checkpoint
+trained on the GPU evaluates on the CPU, and a GPU index past the last is one line and exit
+status 2. Without a visible GPU the file reports itself
 skipped (status 77), also under CI, whose machines have none; tests/gpu/run-all runs it on a
 machine with one."""
 
@@ -96,6 +97,25 @@ class CudaTraining(mbtest.ToolTestCase):
         self.assertAlmostEqual(reports["cuda"]["loss"], reports["cpu"]["loss"], delta=1e-4)
         self.assertAlmostEqual(reports["cuda"]["accuracy"], reports["cpu"]["accuracy"],
                                delta=1.5 / 256)
+
+    def test_cuda_graphs_change_no_bit(self):
+        # Batches of 48 from 256 images: a short last batch, recorded apart.
+        runs = {}
+        for graphs in ("on", "off"):
+            result = mbtest.run([mbtest.tool("mb-train-fmb"), "--data", self.images, "--model",
+                                 "resnet8", "--epochs", "2", "--batch-size", "48", "--optimizer",
+                                 "momentum", "--lr", "0.05", "--seed", "3", "--device", "cuda",
+                                 "--cuda-graphs", graphs, "--checkpoint", f"graphs-{graphs}.h5"],
+                                cwd=self.dir, env=self.env, timeout=600)
+            self.assertSucceeded(result)
+            runs[graphs] = (result.out + result.err,
+                            checkpoint_arrays(self.path(f"graphs-{graphs}.h5")))
+        self.assertRegex(runs["on"][0], r"cuda graph +on: the training step recorded")
+        self.assertRegex(runs["off"][0], r"cuda graph +off \(--cuda-graphs off\)")
+        self.assertNotIn("failed; running it without one", runs["on"][0])
+        for array, values in runs["off"][1].items():
+            self.assertTrue(np.array_equal(runs["on"][1][array], values),
+                            msg=f"{array} differs with CUDA graphs")
 
     def test_a_gpu_past_the_last_is_a_usage_error(self):
         result = self.train("cuda:99", "never.h5", self.toy, "--model", "mlp")

@@ -158,6 +158,7 @@ ValueCompletion value_completion(const std::string& command, const std::string& 
   if (name == "--allreduce") return words({"auto", "shm", "mpi"});
   if (name == "--clock") return words({"wall", "virtual"});
   if (name == "--nan-policy") return words({"stop", "skip"});
+  if (name == "--cuda-graphs") return words({"on", "off"});
   if (name == "--comm-wait") return words({"yield", "spin"});
   if (name == "--update-factor") return words({"linear", "sqrt", "none"});
   if (name == "--split") return words({"test", "train"});

@@ -168,6 +168,10 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
   run->add_option("--threads", o.threads, "Threads (default: all cores)")
       ->check(whole_number<int>());
   add_device_option(*run, o.device);
+  run->add_option("--cuda-graphs", o.cuda_graphs,
+                  "Record the training step once per batch size as a CUDA graph and replay it "
+                  "(default: on with --device cuda, off on the CPU)")
+      ->type_name("on|off");
   run->add_option("--log", o.log, "Metric log to write (HDF5, see mbkit-formats(5))")
       ->type_name("FILE");
   run->add_flag("-f,--force", o.force, "Replace an existing log or checkpoint");

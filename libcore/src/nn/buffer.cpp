@@ -2,6 +2,7 @@
 
 #include "mbkit/nn/backend.hpp"
 #include "mbkit/util/check.hpp"
+#include "mbkit/util/strings.hpp"
 
 namespace mbkit::nn {
 
@@ -26,6 +27,15 @@ void Backend::copy_from_host(std::span<const float> host, Buffer& destination, s
   if (host.empty()) return;
   write_buffer(host, destination, offset);
   from_host_bytes_ += host.size() * sizeof(float);
+}
+
+void Backend::begin_capture() {
+  fail(cat("begin_capture on the ", description(), " backend, which records nothing"));
+}
+
+std::unique_ptr<StepGraph> Backend::end_capture(std::string* why_not) {
+  if (why_not != nullptr) *why_not = cat("the ", description(), " backend records nothing");
+  return nullptr;
 }
 
 HostView::HostView(Backend& backend, Buffer& buffer, std::size_t offset, std::size_t count)

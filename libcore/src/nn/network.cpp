@@ -1,9 +1,12 @@
 #include "mbkit/nn/network.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "mbkit/util/check.hpp"
+#include "mbkit/util/log.hpp"
 #include "mbkit/util/random.hpp"
+#include "mbkit/util/strings.hpp"
 
 namespace mbkit::nn {
 
@@ -16,6 +19,14 @@ struct Network::Plan {
   std::vector<std::unique_ptr<Tensor>> shares;
   /// via_share[node][k]: node's k-th input gradient goes through the producer's share.
   std::vector<std::vector<bool>> via_share;
+  /// train()'s step graphs at this batch size, by the values they were recorded with (loss
+  /// scale, accumulate): AMB's first micro-batch and the ones added to it take turns.
+  struct Recording {
+    std::unique_ptr<StepGraph> graph;
+    int eager_steps = 0;  ///< the first runs the lazy set-up a recording cannot
+    bool failed = false;  ///< recording failed: eager from now on
+  };
+  std::map<std::pair<double, bool>, Recording> recordings;
 };
 
 Network::Network(Graph graph, Backend& backend)
@@ -138,22 +149,33 @@ Network::Result Network::forward(const float* images, const std::int32_t* labels
                                  bool training, std::uint64_t seed) {
   Plan& current = plan(batch);
   backend_.set_input(*current.outputs[0], images);
+  return run_forward(current, labels, training, seed);
+}
+
+KernelArgs Network::forward_args(Plan& current, std::size_t i, const std::int32_t* labels,
+                                 bool training, std::uint64_t seed) const {
+  const Node& node = graph_.nodes()[i];
+  KernelArgs args;
+  args.batch = current.batch;
+  for (int input : node.inputs)
+    args.inputs.push_back(current.outputs[static_cast<std::size_t>(input)].get());
+  args.output = current.outputs[i].get();
+  for (const auto& spec : node.params) args.params.push_back(parameters_->data() + spec.offset);
+  for (const auto& spec : node.state) args.state.push_back(state_->data() + spec.offset);
+  args.training = training;
+  std::uint64_t mixer = seed ^ (0x9e3779b97f4a7c15ULL * (i + 1));
+  args.seed = splitmix64(mixer);
+  args.labels = labels;
+  return args;
+}
+
+Network::Result Network::run_forward(Plan& current, const std::int32_t* labels, bool training,
+                                     std::uint64_t seed) {
   const auto& nodes = graph_.nodes();
   Result result;
-  result.batch = batch;
+  result.batch = current.batch;
   for (std::size_t i = 1; i < nodes.size(); ++i) {
-    const Node& node = nodes[i];
-    KernelArgs args;
-    args.batch = batch;
-    for (int input : node.inputs)
-      args.inputs.push_back(current.outputs[static_cast<std::size_t>(input)].get());
-    args.output = current.outputs[i].get();
-    for (const auto& spec : node.params) args.params.push_back(parameters_->data() + spec.offset);
-    for (const auto& spec : node.state) args.state.push_back(state_->data() + spec.offset);
-    args.training = training;
-    std::uint64_t mixer = seed ^ (0x9e3779b97f4a7c15ULL * (i + 1));
-    args.seed = splitmix64(mixer);
-    args.labels = labels;
+    KernelArgs args = forward_args(current, i, labels, training, seed);
     kernels_[i]->forward(args);
     if (static_cast<int>(i) == graph_.loss()) {
       result.loss_sum = args.loss_sum;
@@ -214,6 +236,119 @@ void Network::backward(double loss_scale, bool accumulate,
   // Nodes before the first with parameters write none.
   if (gradients_ready) gradients_ready(0);
   if (accumulate) backend_.add(*gradients_, *gradient_scratch_, parameter_count_);
+}
+
+std::string Network::step_graphs_unavailable() const {
+  if (!backend_.can_capture()) return cat("the ", backend_.description(), " backend records none");
+  const auto& nodes = graph_.nodes();
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (!kernels_[i]->replayable()) {
+      return cat("layer ", nodes[i].name, " (", op_name(nodes[i].op),
+                 ") draws new values every step");
+    }
+  }
+  return {};
+}
+
+void Network::set_step_graphs(bool on) {
+  if (on) {
+    const std::string why_not = step_graphs_unavailable();
+    MBKIT_CHECK(why_not.empty(), "step graphs: ", why_not);
+  }
+  step_graphs_ = on;
+  if (!on) {
+    for (auto& [size, other] : plans_) other->recordings.clear();
+  }
+}
+
+Network::Result Network::train(const float* images, const std::int32_t* labels, int batch,
+                               std::uint64_t seed, double loss_scale, bool accumulate,
+                               const std::function<void(std::size_t)>& gradients_ready) {
+  if (!step_graphs_ || gradients_ready) {
+    const Result result = forward(images, labels, batch, true, seed);
+    backward(loss_scale, accumulate, gradients_ready);
+    return result;
+  }
+  Plan& current = plan(batch);
+  Plan::Recording& recording = current.recordings[{loss_scale, accumulate}];
+  // The same input memory every step: the recording reads the batch there.
+  backend_.set_input_fixed(*current.outputs[0], images);
+  Result result;
+  if (recording.eager_steps > 0 && !recording.failed &&
+      replay_step(current, labels, seed, loss_scale, accumulate, result)) {
+    return result;
+  }
+  result = run_forward(current, labels, true, seed);
+  backward(loss_scale, accumulate);
+  ++recording.eager_steps;
+  return result;
+}
+
+bool Network::replay_step(Plan& current, const std::int32_t* labels, std::uint64_t seed,
+                          double loss_scale, bool accumulate, Result& result) {
+  Plan::Recording& recording = current.recordings[{loss_scale, accumulate}];
+  const auto& nodes = graph_.nodes();
+  if (recording.graph) {
+    // The host's part of the forward pass: what the recording reads from host memory.
+    for (std::size_t i = 1; i < nodes.size(); ++i) {
+      KernelArgs args = forward_args(current, i, labels, true, seed);
+      kernels_[i]->before_replay(args);
+    }
+  } else {
+    // Recording runs the kernels' host side as a forward and backward pass would; the device
+    // work is only recorded, so the recording is replayed at once below.
+    std::string why_not;
+    backend_.begin_capture();
+    try {
+      run_forward(current, labels, true, seed);
+      backward(loss_scale, accumulate);
+    } catch (const Error& error) {
+      if (error.code() != ExitCode::kFailure) {
+        // Bad input (a label out of range), not the recording: said as it is.
+        backend_.end_capture(nullptr);
+        throw;
+      }
+      why_not = error.what();
+    }
+    auto graph = backend_.end_capture(why_not.empty() ? &why_not : nullptr);
+    if (!graph || !why_not.empty()) {
+      recording.failed = true;
+      ++step_graph_counts_.failed;
+      if (!warned_) {
+        log::warn(cat("CUDA graph of the training step at batch ", current.batch,
+                      " failed; running it without one: ", why_not));
+        warned_ = true;
+      }
+      return false;
+    }
+    recording.graph = std::move(graph);
+    ++step_graph_counts_.recorded;
+  }
+  if (!recording.graph->replay()) {
+    // Memory the recordings read has moved (a larger workspace for another batch size): every
+    // recording is stale. This step runs eagerly; the next records again.
+    for (auto& [size, other] : plans_) {
+      for (auto& [values, stale] : other->recordings) stale.graph.reset();
+    }
+    return false;
+  }
+  ++step_graph_counts_.replayed;
+  backend_.synchronize();
+  result = Result{};
+  result.batch = current.batch;
+  for (std::size_t i = 1; i < nodes.size(); ++i) {
+    KernelArgs args = forward_args(current, i, labels, true, seed);
+    kernels_[i]->after_replay(args);
+    if (static_cast<int>(i) == graph_.loss()) {
+      result.loss_sum = args.loss_sum;
+      result.correct = args.correct;
+    }
+  }
+  last_ = &current;
+  last_seed_ = seed;
+  last_training_ = true;
+  last_labels_ = labels;
+  return true;
 }
 
 std::span<float> Network::gradient_tail(std::size_t floats) {

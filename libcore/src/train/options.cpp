@@ -164,6 +164,12 @@ void validate(const TrainOptions& o) {
   if (o.nan_policy != "stop" && o.nan_policy != "skip") {
     usage_error(cat("--nan-policy: '", o.nan_policy, "' is not stop or skip"));
   }
+  if (!o.cuda_graphs.empty() && o.cuda_graphs != "on" && o.cuda_graphs != "off") {
+    usage_error(cat("--cuda-graphs: '", o.cuda_graphs, "' is not on or off"));
+  }
+  if (o.cuda_graphs == "on" && o.device == "cpu") {
+    usage_error("--cuda-graphs on: CUDA graphs need a GPU (--device cuda); this run is on the CPU");
+  }
   if (o.weight_decay_on != "mean" && o.weight_decay_on != "sum") {
     usage_error(cat("--weight-decay-on: '", o.weight_decay_on, "' is not mean or sum"));
   }

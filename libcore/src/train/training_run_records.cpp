@@ -65,6 +65,13 @@ void TrainingRun::print_start_table() const {
                 ? cat(" (", batch_ - micro_batches * micro_size_, " samples of each batch unused)")
                 : ""));
   }
+  if (backend_->can_capture()) {
+    row("cuda graph",
+        net_->step_graphs() ? std::string("on: the training step recorded once per batch size, "
+                                          "then replayed")
+        : options_.cuda_graphs == "off" ? std::string("off (--cuda-graphs off)")
+                                        : cat("off: ", net_->step_graphs_unavailable()));
+  }
   row("schedule", describe_schedule(schedule_config_) +
                       (options_.lr_scaling != "none"
                            ? cat(" (--lr ", options_.schedule.lr, " x ", lr_factor_, ": ",

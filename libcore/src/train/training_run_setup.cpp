@@ -197,6 +197,20 @@ void TrainingRun::build_model() {
   check_model_fits(graph, options_.model);
   net_ = std::make_unique<nn::Network>(std::move(graph), *backend_);
   net_->initialize(options_.seed);
+  // --cuda-graphs: on by default where the backend records graphs; a model that cannot be
+  // replayed (dropout's per-step masks) runs eagerly, as the start table says.
+  if (options_.cuda_graphs == "on" && !backend_->can_capture()) {
+    usage_error(
+        cat("--cuda-graphs on: the backend (", backend_->description(), ") runs no CUDA graphs"));
+  }
+  if (backend_->can_capture() && options_.cuda_graphs != "off") {
+    const std::string why_not = net_->step_graphs_unavailable();
+    if (why_not.empty()) {
+      net_->set_step_graphs(true);
+    } else if (options_.cuda_graphs == "on") {
+      log::warn(cat("--cuda-graphs on: ", why_not, "; the training step runs without a graph"));
+    }
+  }
   // --allreduce auto on one host: the faster sum on this machine, for this buffer (the
   // gradients and the per-step tail of state and reports).
   if (role_.time_allreduce) {
@@ -360,9 +374,9 @@ double TrainingRun::measure_full_batch() {
     const auto start = SteadyClock::now();
     const double cpu_start = clock_.cpu_now();
     for (int k = 0; k < micro_batches; ++k) {
-      net_->forward(images.data(), labels.data(), micro_size_, true, 1);
-      net_->backward(1.0, k > 0);
+      net_->train(images.data(), labels.data(), micro_size_, 1, 1.0, k > 0);
     }
+    backend.synchronize();  // a GPU's backward pass ends when its queued work does
     if (round > 0) {
       times.push_back(clock_.is_virtual() ? clock_.cpu_now() - cpu_start : seconds_since(start));
     }

@@ -58,11 +58,11 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
     const auto compute_start = SteadyClock::now();
     const double cpu_start = virtual_clock ? parts_.clock.cpu_now() : 0;
     const std::size_t offset = static_cast<std::size_t>(k) * static_cast<std::size_t>(plan.size);
-    const auto outcome = parts_.net.forward(
-        batch.images.data() + offset * image, batch.labels.data() + offset, plan.size, true,
-        step_seed + static_cast<std::uint64_t>(k) * 0x9e3779b97f4a7c15ULL);
     exchange_in_backward = 0;
-    parts_.net.backward(scale, k > 0, ready);
+    // Forward and backward: one replayed CUDA graph under --cuda-graphs.
+    const auto outcome = parts_.net.train(
+        batch.images.data() + offset * image, batch.labels.data() + offset, plan.size,
+        step_seed + static_cast<std::uint64_t>(k) * 0x9e3779b97f4a7c15ULL, scale, k > 0, ready);
     parts_.net.backend().synchronize();  // a GPU's queued work belongs to this micro-batch
     const double cost = !virtual_clock ? seconds_since(compute_start) - exchange_in_backward
                         : parts_.compute_model
@@ -106,10 +106,10 @@ WorkerReport WorkerRound::run_samples(std::int64_t at_step, std::int64_t samples
     const int size = static_cast<int>(std::min<std::int64_t>(batch.size, samples - report.samples));
     const auto compute_start = SteadyClock::now();
     const double cpu_start = virtual_clock ? parts_.clock.cpu_now() : 0;
-    const auto outcome = parts_.net.forward(
-        batch.images.data(), batch.labels.data(), size, true,
-        round_seed + static_cast<std::uint64_t>(report.micro_batches) * 0x9e3779b97f4a7c15ULL);
-    parts_.net.backward(1.0 / size, false);
+    const auto outcome = parts_.net.train(
+        batch.images.data(), batch.labels.data(), size,
+        round_seed + static_cast<std::uint64_t>(report.micro_batches) * 0x9e3779b97f4a7c15ULL,
+        1.0 / size);
     update();
     parts_.net.backend().synchronize();  // a GPU's queued work belongs to this round
     const double cost = !virtual_clock         ? seconds_since(compute_start)

@@ -14,8 +14,9 @@ class Backend;
 namespace mbkit::backend {
 
 /// Bumped whenever CudaPluginApi changes, so that a stale libmbkit-cuda is refused, not called.
-/// 2: make_backend.
-inline constexpr int kCudaPluginAbi = 2;
+/// 2: make_backend. 3: nn::Backend's step graphs (begin_capture, end_capture, set_input_fixed)
+/// and nn::Kernel's replay hooks (the Backend's and Kernels' vtables changed).
+inline constexpr int kCudaPluginAbi = 3;
 
 /// What libmbkit-cuda exports, through its one C entry point `mbkit_cuda_plugin`.
 struct CudaPluginApi {

@@ -75,6 +75,25 @@ class Kernel {
   virtual void prepare_backward(int /*batch*/, std::span<Tensor* const> /*input_grads*/) {}
   virtual void forward(KernelArgs& args) = 0;
   virtual void backward(KernelArgs& args) = 0;
+
+  // Step graphs (Backend::begin_capture): what a replayed recording cannot do by itself.
+  /// Whether this kernel's forward and backward, once recorded, are right for any later step:
+  /// false where a launch carries a value that changes every step (a dropout seed).
+  virtual bool replayable() const { return true; }
+  /// The host work of forward() before a replay of its recording (the loss kernel checks the
+  /// batch's labels and puts them where the recorded copy reads them).
+  virtual void before_replay(KernelArgs& /*args*/) {}
+  /// After a replay has finished: what forward() reports (the loss kernel's loss_sum, correct).
+  virtual void after_replay(KernelArgs& /*args*/) {}
+};
+
+/// A recording of queued work (a CUDA graph), replayed as one launch.
+class StepGraph {
+ public:
+  virtual ~StepGraph() = default;
+  /// Queues the recorded work again; false, queuing nothing, when memory it recorded has moved
+  /// since (a grown workspace): the caller records it again.
+  virtual bool replay() = 0;
 };
 
 class Backend {
@@ -124,6 +143,20 @@ class Backend {
   virtual void add(Buffer& destination, const Buffer& source, std::size_t count) = 0;
   /// One optimizer update (its pointers are into this backend's buffers).
   virtual void optimizer_step(const OptimizerUpdate& update) = 0;
+
+  // Step graphs: a training step's queued work recorded once and replayed (CUDA graphs), so
+  // that a step costs one launch instead of hundreds. Network::train uses them.
+  /// Whether begin_capture() can record (false on the CPU, which queues nothing).
+  virtual bool can_capture() const { return false; }
+  /// From now on, work queued on this backend is recorded instead of run, until end_capture().
+  /// Nothing that waits for the device or allocates may happen meanwhile.
+  virtual void begin_capture();
+  /// The recording since begin_capture(), ready to replay; null with the reason in *why_not when
+  /// it failed (nothing recorded has run: the caller runs the work again without recording).
+  virtual std::unique_ptr<StepGraph> end_capture(std::string* why_not);
+  /// As set_input, but the input tensor keeps one address for every batch (a recording reads
+  /// it there): the batch is copied in on the backend's queue.
+  virtual void set_input_fixed(Tensor& input, const float* images) { set_input(input, images); }
 
  protected:
   /// The copies themselves; ranges are checked and bytes counted by the public functions.

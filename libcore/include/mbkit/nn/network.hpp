@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "mbkit/nn/backend.hpp"
@@ -92,6 +93,29 @@ class Network {
   void backward(double loss_scale, bool accumulate = false,
                 const std::function<void(std::size_t)>& gradients_ready = {});
 
+  /// One training step of `batch` samples: forward(training) then backward(loss_scale,
+  /// accumulate, gradients_ready), the same values. With step graphs on (set_step_graphs), the
+  /// first step at a batch size (with this loss_scale and accumulate) runs as those do; the
+  /// second records both passes (Backend::begin_capture) and runs the recording; later ones
+  /// replay it, one launch a step. A recording that fails is said once (a warning) and that batch
+  /// size runs as before. With gradients_ready nothing is recorded (the exchange runs on the
+  /// host during the pass).
+  Result train(const float* images, const std::int32_t* labels, int batch, std::uint64_t seed,
+               double loss_scale, bool accumulate = false,
+               const std::function<void(std::size_t)>& gradients_ready = {});
+  /// Step graphs on or off (off at first). On needs a backend that can_capture() and a graph
+  /// whose kernels are all replayable(): step_graphs_unavailable() says why not.
+  void set_step_graphs(bool on);
+  bool step_graphs() const { return step_graphs_; }
+  /// Why step graphs cannot run this graph on this backend; empty when they can.
+  std::string step_graphs_unavailable() const;
+  struct StepGraphCounts {
+    int recorded = 0;  ///< recordings made (one per batch size, more when memory moved)
+    int failed = 0;    ///< recordings that failed (those batch sizes then run eagerly)
+    std::int64_t replayed = 0;
+  };
+  StepGraphCounts step_graph_counts() const { return step_graph_counts_; }
+
   /// Builds every kernel for `batch` samples (oneDNN primitives, layouts, activation memory)
   /// without running anything: what the first forward pass at that size would do. Lets a caller
   /// see what the backend picked (tests check no reference kernel is chosen) at no compute cost.
@@ -105,6 +129,13 @@ class Network {
  private:
   struct Plan;
   Plan& plan(int batch);
+  Result run_forward(Plan& current, const std::int32_t* labels, bool training, std::uint64_t seed);
+  KernelArgs forward_args(Plan& current, std::size_t node, const std::int32_t* labels,
+                          bool training, std::uint64_t seed) const;
+  /// train()'s recorded step: records it when none is there, then replays it; false when it
+  /// could not (the step has not run).
+  bool replay_step(Plan& current, const std::int32_t* labels, std::uint64_t seed, double loss_scale,
+                   bool accumulate, Result& result);
 
   Graph graph_;
   Backend& backend_;
@@ -126,6 +157,9 @@ class Network {
   std::uint64_t last_seed_ = 0;
   bool last_training_ = false;
   const std::int32_t* last_labels_ = nullptr;
+  bool step_graphs_ = false;
+  bool warned_ = false;  ///< a failed recording has been said
+  StepGraphCounts step_graph_counts_;
 };
 
 }  // namespace mbkit::nn

@@ -160,6 +160,8 @@ struct TrainOptions {
   AmbOptions amb;
   DbslOptions dbsl;
   OptionTexts given;  ///< the parsed options' text as given, for the recorded configuration
+  /// --cuda-graphs: on or off; empty: on where the backend records them (CUDA), else off.
+  std::string cuda_graphs;
 };
 
 /// The batch of worker `worker` of `workers`: --batch-size, or --global-batch-size split as

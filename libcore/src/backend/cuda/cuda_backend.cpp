@@ -80,6 +80,7 @@ void* Context::workspace(std::size_t bytes) {
     MBKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
     workspace_ = DeviceMemory();
     workspace_ = DeviceMemory(bytes);
+    ++workspace_generation;
   }
   return workspace_.get();
 }
@@ -99,6 +100,12 @@ void PinnedMemory::reserve(std::size_t bytes) {
 
 void Context::synchronize() const {
   MBKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+bool Context::capturing() const {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  MBKIT_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status != cudaStreamCaptureStatusNone;
 }
 
 void CudaTensor::allocate() {
@@ -194,6 +201,16 @@ class InputStaging {
     input.alias(slot.device.as<float>());
   }
 
+  /// As copy(), then on to the input's own memory on the compute stream (a device-to-device
+  /// copy, microseconds): a step graph reads the batch at one address.
+  void copy_fixed(CudaTensor& input, const float* images) {
+    copy(input, images);
+    const float* staged = input.data();
+    input.own();
+    MBKIT_CUDA_CHECK(cudaMemcpyAsync(input.data(), staged, input.bytes(), cudaMemcpyDeviceToDevice,
+                                     context_.stream));
+  }
+
  private:
   struct Slot {
     DeviceMemory device;
@@ -215,6 +232,32 @@ class InputStaging {
   Context& context_;
   Slot slots_[2];
   int current_ = 0;
+};
+
+/// A training step recorded on the compute stream (cudaStreamBeginCapture) and instantiated.
+class CudaStepGraph final : public nn::StepGraph {
+ public:
+  CudaStepGraph(Context& context, cudaGraphExec_t exec, std::uint64_t workspace_generation)
+      : context_(context), exec_(exec), workspace_generation_(workspace_generation) {}
+  ~CudaStepGraph() override {
+    // A replay may still be queued (errors here: nothing to do but release).
+    cudaStreamSynchronize(context_.stream);
+    cudaGraphExecDestroy(exec_);
+  }
+  CudaStepGraph(const CudaStepGraph&) = delete;
+  CudaStepGraph& operator=(const CudaStepGraph&) = delete;
+
+  bool replay() override {
+    if (context_.workspace_generation != workspace_generation_) return false;
+    context_.activate();
+    MBKIT_CUDA_CHECK(cudaGraphLaunch(exec_, context_.stream));
+    return true;
+  }
+
+ private:
+  Context& context_;
+  cudaGraphExec_t exec_;
+  std::uint64_t workspace_generation_;
 };
 
 /// A flat buffer in device memory.
@@ -316,6 +359,11 @@ class CudaBackend final : public nn::Backend {
     staging_.copy(cuda(input), images);
   }
 
+  void set_input_fixed(nn::Tensor& input, const float* images) override {
+    context_.activate();
+    staging_.copy_fixed(cuda(input), images);
+  }
+
   void read(const nn::Tensor& tensor, float* host) const override {
     context_.activate();
     const CudaTensor& source = cuda(tensor);
@@ -406,6 +454,46 @@ class CudaBackend final : public nn::Backend {
     cuda::optimizer_step(optimizer_args(update), context_.stream);
   }
 
+  // Step graphs: the compute stream recorded. Thread-local mode: a call of this thread that
+  // would wait for the device or allocate during the recording fails it (and the step runs
+  // eagerly); the exchange threads of other ranks' work are not affected.
+  bool can_capture() const override { return true; }
+
+  void begin_capture() override {
+    context_.activate();
+    capture_generation_ = context_.workspace_generation;
+    MBKIT_CUDA_CHECK(cudaStreamBeginCapture(context_.stream, cudaStreamCaptureModeThreadLocal));
+  }
+
+  std::unique_ptr<nn::StepGraph> end_capture(std::string* why_not) override {
+    context_.activate();
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(context_.stream, &graph);
+    std::string failure;
+    cudaGraphExec_t exec = nullptr;
+    if (ended != cudaSuccess || graph == nullptr) {
+      failure =
+          cat("cudaStreamEndCapture: ", cudaGetErrorName(ended), ": ", cudaGetErrorString(ended));
+    } else if (context_.workspace_generation != capture_generation_) {
+      failure = "the cuDNN workspace grew while recording";
+    } else if (const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+               made != cudaSuccess) {
+      failure =
+          cat("cudaGraphInstantiate: ", cudaGetErrorName(made), ": ", cudaGetErrorString(made));
+      exec = nullptr;
+    }
+    if (graph != nullptr) cudaGraphDestroy(graph);  // the instantiated graph is independent
+    if (!failure.empty()) {
+      // A failed recording leaves its error for the next cudaGetLastError (a kernel launch's
+      // check) to find: take it here, where it belongs.
+      cudaGetLastError();
+      if (exec != nullptr) cudaGraphExecDestroy(exec);
+      if (why_not != nullptr) *why_not = failure;
+      return nullptr;
+    }
+    return std::make_unique<CudaStepGraph>(context_, exec, capture_generation_);
+  }
+
  protected:
   void read_buffer(const nn::Buffer& source, std::size_t offset, std::span<float> host) override {
     context_.activate();
@@ -425,6 +513,7 @@ class CudaBackend final : public nn::Backend {
  private:
   Context context_;
   InputStaging staging_;
+  std::uint64_t capture_generation_ = 0;  ///< workspace generation at begin_capture
 };
 
 }  // namespace

@@ -91,6 +91,9 @@ class ActivationKernel final : public CudaKernel {
 class DropoutKernel final : public CudaKernel {
  public:
   using CudaKernel::CudaKernel;
+  // The masks' seed changes every step and is a launch parameter: a recording would replay
+  // the first step's masks.
+  bool replayable() const override { return node_.rate == 0.0; }
 
  protected:
   void do_prepare(int batch, std::span<nn::Tensor* const>, CudaTensor& output) override {
@@ -231,48 +234,47 @@ class ConcatKernel final : public CudaKernel {
 /// Softmax cross-entropy on (N, classes) logits: the output holds the probabilities; forward
 /// reports the summed loss and the top-1 hits (the one synchronisation of a training step: the
 /// Network hands them back at once); backward writes loss_scale * (p - onehot(label)).
+/// Labels go in and totals come out through pinned memory of each batch size's own, at fixed
+/// addresses: a step graph records those copies, before_replay puts the next batch's labels
+/// there, and after_replay reads the totals the replay left.
 class LossKernel final : public CudaKernel {
  public:
   using CudaKernel::CudaKernel;
 
+  void before_replay(nn::KernelArgs& args) override { stage_labels(args); }
+
+  void after_replay(nn::KernelArgs& args) override { read_totals(args); }
+
  protected:
   void do_prepare(int batch, std::span<nn::Tensor* const>, CudaTensor& output) override {
     output.allocate();
-    Plan plan;
+    Plan& plan = plans_[batch];  // in place: pinned memory does not move
     const auto n = static_cast<std::size_t>(batch);
     plan.labels = DeviceMemory(n * sizeof(std::int32_t));
     plan.losses = DeviceMemory(n * sizeof(double));
     plan.hits = DeviceMemory(n * sizeof(std::int32_t));
     plan.totals = DeviceMemory(sizeof(LossTotals));
-    plans_[batch] = std::move(plan);
-    host_.reserve(std::max(n * sizeof(std::int32_t), sizeof(LossTotals)));
+    plan.host_labels.reserve(n * sizeof(std::int32_t));
+    plan.host_totals.reserve(sizeof(LossTotals));
   }
 
   void do_forward(nn::KernelArgs& args) override {
     Plan& plan = plans_.at(args.batch);
-    const int classes = node_.output.c;
     const int batch = args.batch;
-    for (int i = 0; i < batch; ++i) {
-      const std::int32_t label = args.labels[i];
-      if (label < 0 || label >= classes) {
-        data_error(cat("label ", label, " is outside [0, ", classes, ") for the model's output"));
-      }
-    }
+    stage_labels(args);
     const std::size_t label_bytes = static_cast<std::size_t>(batch) * sizeof(std::int32_t);
-    std::memcpy(host_.get(), args.labels, label_bytes);
-    MBKIT_CUDA_CHECK(cudaMemcpyAsync(plan.labels.get(), host_.get(), label_bytes,
+    MBKIT_CUDA_CHECK(cudaMemcpyAsync(plan.labels.get(), plan.host_labels.get(), label_bytes,
                                      cudaMemcpyHostToDevice, stream()));
     softmax_cross_entropy_forward(cuda(*args.output).data(), plan.losses.as<double>(),
                                   plan.hits.as<std::int32_t>(), plan.totals.as<LossTotals>(),
                                   cuda(*args.inputs[0]).data(), plan.labels.as<std::int32_t>(),
-                                  batch, classes, stream());
-    MBKIT_CUDA_CHECK(cudaMemcpyAsync(host_.get(), plan.totals.get(), sizeof(LossTotals),
+                                  batch, node_.output.c, stream());
+    MBKIT_CUDA_CHECK(cudaMemcpyAsync(plan.host_totals.get(), plan.totals.get(), sizeof(LossTotals),
                                      cudaMemcpyDeviceToHost, stream()));
+    // Recording a step graph: the totals are known after its replay (after_replay).
+    if (context_.capturing()) return;
     context_.synchronize();
-    LossTotals totals;
-    std::memcpy(&totals, host_.get(), sizeof totals);
-    args.loss_sum = totals.loss_sum;
-    args.correct = totals.correct;
+    read_totals(args);
   }
 
   void do_backward(nn::KernelArgs& args) override {
@@ -284,11 +286,32 @@ class LossKernel final : public CudaKernel {
   }
 
  private:
+  /// Checks the batch's labels and puts them in the pinned memory the label copy reads.
+  void stage_labels(nn::KernelArgs& args) {
+    const int classes = node_.output.c;
+    for (int i = 0; i < args.batch; ++i) {
+      const std::int32_t label = args.labels[i];
+      if (label < 0 || label >= classes) {
+        data_error(cat("label ", label, " is outside [0, ", classes, ") for the model's output"));
+      }
+    }
+    std::memcpy(plans_.at(args.batch).host_labels.get(), args.labels,
+                static_cast<std::size_t>(args.batch) * sizeof(std::int32_t));
+  }
+
+  /// The totals the last forward pass copied out (once it has finished).
+  void read_totals(nn::KernelArgs& args) {
+    LossTotals totals;
+    std::memcpy(&totals, plans_.at(args.batch).host_totals.get(), sizeof totals);
+    args.loss_sum = totals.loss_sum;
+    args.correct = totals.correct;
+  }
+
   struct Plan {
     DeviceMemory labels, losses, hits, totals;
+    PinnedMemory host_labels, host_totals;
   };
   std::map<int, Plan> plans_;
-  PinnedMemory host_;  ///< labels in, totals out
 };
 
 }  // namespace

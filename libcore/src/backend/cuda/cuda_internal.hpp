@@ -87,6 +87,11 @@ struct Context {
   /// At least `bytes` of workspace (the previous contents are not kept).
   void* workspace(std::size_t bytes);
   void synchronize() const;
+  /// Whether work queued on `stream` is being recorded (a step graph): nothing may wait for it.
+  bool capturing() const;
+
+  /// Bumped whenever the workspace moves: a step graph recorded before reads the old one.
+  std::uint64_t workspace_generation = 0;
 
  private:
   DeviceMemory workspace_;
@@ -124,6 +129,12 @@ class CudaTensor final : public nn::Tensor {
   void allocate();
   /// A view of another tensor's memory (flatten); set again at each forward pass.
   void alias(float* data) { data_ = data; }
+  /// Back to memory of its own (allocated the first time), at the same address every call: the
+  /// network's input under a step graph, which a recording reads there.
+  void own() {
+    if (memory_.get() == nullptr) memory_ = DeviceMemory(bytes());
+    data_ = memory_.as<float>();
+  }
 
  private:
   DeviceMemory memory_;

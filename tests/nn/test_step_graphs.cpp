@@ -1,0 +1,193 @@
+// Network::train's step graphs (Backend::begin_capture), on the recording fake device
+// (tests/common/fake_device): the first step at a batch size runs eagerly, the second records
+// and replays, later ones replay; every step's loss, hits, gradients, parameters and batch-norm
+// state are those of the same steps without graphs, bit for bit, with new images and labels
+// every step, across batch-size changes, micro-batches summed into one gradient, stale and failed
+// recordings. tests/backend/test_cuda_graphs.cpp checks the same on a GPU.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fake_device.hpp"
+#include "mbkit/backend/cpu.hpp"
+#include "mbkit/models/zoo.hpp"
+#include "mbkit/nn/network.hpp"
+#include "mbkit/optim/optimizer.hpp"
+#include "mbkit/util/error.hpp"
+#include "mbkit/util/random.hpp"
+#include "test_helpers.hpp"
+
+namespace mbkit::nn {
+namespace {
+
+/// One step of the schedule: a batch size, and whether it adds a second micro-batch's gradient.
+struct Step {
+  int batch;
+  bool micro_batches = false;
+};
+
+struct Trace {
+  std::vector<double> losses;
+  std::vector<std::int64_t> correct;
+  std::vector<float> gradients, parameters, state;
+  Network::StepGraphCounts counts;
+};
+
+std::vector<float> values(const HostView& view) {
+  return {view.values().begin(), view.values().end()};
+}
+
+/// Trains `model` over `steps` with momentum, new random images and labels every step.
+/// `before_step(net, k)` runs before step k (stale memory, failing recordings).
+Trace train(const std::string& model, Backend& backend, bool graphs, const std::vector<Step>& steps,
+            const std::function<void(Backend&, std::size_t)>& before_step = {}) {
+  const test::UsualInput usual = test::usual_input(model);
+  models::ModelConfig config;
+  config.name = model;
+  Network net(models::build_model(config, usual.input, usual.classes), backend);
+  net.initialize(3);
+  if (graphs) net.set_step_graphs(true);
+  optim::OptimizerConfig momentum;
+  momentum.name = "momentum";
+  const auto optimizer = optim::make_optimizer(momentum, net.parameter_count(), backend);
+  Rng rng(11);
+  Trace run;
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    if (before_step) before_step(backend, k);
+    const int batch = steps[k].batch;
+    for (int part = 0; part < (steps[k].micro_batches ? 2 : 1); ++part) {
+      std::vector<float> images(static_cast<std::size_t>(batch * usual.input.size()));
+      std::vector<std::int32_t> labels(static_cast<std::size_t>(batch));
+      for (auto& value : images) value = static_cast<float>(rng.normal());
+      for (auto& label : labels) label = static_cast<std::int32_t>(rng.below(usual.classes));
+      const auto result =
+          net.train(images.data(), labels.data(), batch, 40 + k, 1.0 / batch, part > 0);
+      run.losses.push_back(result.loss_sum);
+      run.correct.push_back(result.correct);
+    }
+    optimizer->step(net.parameter_buffer(), net.gradient_buffer(), 0.05);
+  }
+  run.gradients = values(net.host_gradients());
+  run.parameters = values(net.host_parameters());
+  run.state = values(net.host_state());
+  run.counts = net.step_graph_counts();
+  return run;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+void expect_same(const Trace& graphs, const Trace& eager) {
+  EXPECT_EQ(graphs.losses, eager.losses);
+  EXPECT_EQ(graphs.correct, eager.correct);
+  EXPECT_TRUE(same_bits(graphs.gradients, eager.gradients)) << "gradients";
+  EXPECT_TRUE(same_bits(graphs.parameters, eager.parameters)) << "parameters";
+  EXPECT_TRUE(same_bits(graphs.state, eager.state)) << "batch-norm state";
+}
+
+Trace eager(const std::string& model, const std::vector<Step>& steps) {
+  auto backend = test::make_fake_device_backend(1);
+  return train(model, *backend, false, steps);
+}
+
+TEST(StepGraphs, ReplayMatchesEagerBitForBit) {
+  const std::vector<Step> steps(5, Step{6});
+  for (const std::string model : {"mlp", "resnet8"}) {  // resnet8: convolution, batch norm, adds
+    SCOPED_TRACE(model);
+    auto backend = test::make_recording_fake_device_backend(1);
+    const Trace run = train(model, *backend, true, steps);
+    expect_same(run, eager(model, steps));
+    // Step 0 eager, step 1 recorded and replayed, steps 2 to 4 replayed.
+    EXPECT_EQ(run.counts.recorded, 1);
+    EXPECT_EQ(run.counts.replayed, 4);
+    EXPECT_EQ(run.counts.failed, 0);
+  }
+}
+
+TEST(StepGraphs, EachBatchSizeAndMicroBatchAdditionGetsItsOwnRecording) {
+  // A short batch (as an epoch's last), then the first size again, then AMB's micro-batches
+  // (the second one adds its gradient: recorded apart from the first).
+  const std::vector<Step> steps{{4}, {4}, {4}, {3}, {3}, {3}, {4}, {2, true}, {2, true}, {2, true}};
+  auto backend = test::make_recording_fake_device_backend(1);
+  const Trace run = train("resnet8", *backend, true, steps);
+  expect_same(run, eager("resnet8", steps));
+  // Recordings: batch 6, batch 4, and batch 5 as a first and as an added micro-batch.
+  EXPECT_EQ(run.counts.recorded, 4);
+  EXPECT_EQ(run.counts.failed, 0);
+  EXPECT_EQ(run.counts.replayed, 2 + 2 + 1 + 2 + 2);
+}
+
+TEST(StepGraphs, StaleRecordingsAreMadeAgain) {
+  const std::vector<Step> steps(6, Step{6});
+  auto backend = test::make_recording_fake_device_backend(1);
+  // Before step 3 the memory the recording reads moves: step 3 runs eagerly, 4 records again.
+  const Trace run = train("mlp", *backend, true, steps, [](Backend& device, std::size_t k) {
+    if (k == 3) test::move_fake_device_memory(device);
+  });
+  expect_same(run, eager("mlp", steps));
+  EXPECT_EQ(run.counts.recorded, 2);
+  EXPECT_EQ(run.counts.replayed, 2 + 2);
+}
+
+TEST(StepGraphs, AFailedRecordingRunsEagerlyAndSaysSoOnce) {
+  const std::vector<Step> steps{{6}, {6}, {6}, {4}, {4}, {4}};
+  auto backend = test::make_recording_fake_device_backend(1);
+  test::fail_fake_device_recordings(*backend, true);
+  testing::internal::CaptureStderr();
+  const Trace run = train("mlp", *backend, true, steps);
+  const std::string err = testing::internal::GetCapturedStderr();
+  expect_same(run, eager("mlp", steps));
+  EXPECT_EQ(run.counts.failed, 2);  // once per batch size, then eager there
+  EXPECT_EQ(run.counts.recorded, 0);
+  EXPECT_EQ(run.counts.replayed, 0);
+  EXPECT_NE(err.find("CUDA graph of the training step at batch 6 failed"), std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("at batch 4"), std::string::npos) << "said more than once: " << err;
+}
+
+TEST(StepGraphs, AReplayStillChecksTheLabels) {
+  const test::UsualInput usual = test::usual_input("mlp");
+  auto backend = test::make_recording_fake_device_backend(1);
+  models::ModelConfig config;
+  config.name = "mlp";
+  Network net(models::build_model(config, usual.input, usual.classes), *backend);
+  net.initialize(1);
+  net.set_step_graphs(true);
+  std::vector<float> images(static_cast<std::size_t>(4 * usual.input.size()), 0.5f);
+  std::vector<std::int32_t> labels{0, 1, 2, 3};
+  for (int k = 0; k < 3; ++k) net.train(images.data(), labels.data(), 4, 1, 0.25);
+  ASSERT_EQ(net.step_graph_counts().recorded, 1);
+  labels[2] = usual.classes;  // one past the last class
+  EXPECT_THROW(net.train(images.data(), labels.data(), 4, 1, 0.25), Error);
+  // Also in the step that records (batch 2: the second step at that size), which is bad input,
+  // not a failed recording.
+  net.train(images.data(), labels.data() + 0, 2, 1, 0.5);
+  EXPECT_THROW(net.train(images.data(), labels.data() + 2, 2, 1, 0.5), Error);
+  EXPECT_EQ(net.step_graph_counts().failed, 0);
+}
+
+TEST(StepGraphs, RefusedWhereTheyCannotRun) {
+  const test::UsualInput usual = test::usual_input("cifar10-cnn");
+  models::ModelConfig config;
+  config.name = "cifar10-cnn";  // dropout: new masks every step
+  auto recording = test::make_recording_fake_device_backend(1);
+  Network with_dropout(models::build_model(config, usual.input, usual.classes), *recording);
+  EXPECT_NE(with_dropout.step_graphs_unavailable().find("(dropout) draws new values every step"),
+            std::string::npos)
+      << with_dropout.step_graphs_unavailable();
+  EXPECT_THROW(with_dropout.set_step_graphs(true), Error);
+  // The CPU records nothing.
+  auto cpu = backend::make_cpu_backend(1);
+  config.name = "mlp";
+  Network on_cpu(models::build_model(config, test::usual_input("mlp").input, 10), *cpu);
+  EXPECT_NE(on_cpu.step_graphs_unavailable().find("records none"), std::string::npos);
+  EXPECT_THROW(on_cpu.set_step_graphs(true), Error);
+  EXPECT_FALSE(on_cpu.step_graphs());
+}
+
+}  // namespace
+}  // namespace mbkit::nn
