@@ -1,5 +1,6 @@
 #include "fake_device.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -25,6 +26,8 @@ class DeviceBuffer final : public nn::Buffer {
 
 class FakeDevice;
 
+std::atomic<std::int64_t> replays{0};
+
 /// A recorded step: the queued calls, replayed in order while the memory they read is where it
 /// was when they were recorded.
 class FakeGraph final : public nn::StepGraph {
@@ -33,6 +36,7 @@ class FakeGraph final : public nn::StepGraph {
       : calls_(std::move(calls)), generation_(generation), recorded_at_(generation) {}
   bool replay() override {
     if (generation_ != recorded_at_) return false;
+    ++replays;
     for (const auto& call : calls_) call();
     return true;
   }
@@ -223,6 +227,10 @@ std::unique_ptr<nn::Backend> make_fake_device_backend(int threads) {
 
 std::unique_ptr<nn::Backend> make_recording_fake_device_backend(int threads) {
   return std::make_unique<FakeDevice>(threads, true);
+}
+
+std::int64_t fake_device_replays() {
+  return replays.load();
 }
 
 void move_fake_device_memory(nn::Backend& backend) {

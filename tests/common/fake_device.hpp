@@ -6,6 +6,7 @@
 // reads no device memory as host memory.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "mbkit/nn/backend.hpp"
@@ -24,6 +25,9 @@ std::unique_ptr<nn::Backend> make_recording_fake_device_backend(int threads);
 /// Makes a recording fake device's recordings stale, as a grown GPU workspace does: their next
 /// replay() refuses.
 void move_fake_device_memory(nn::Backend& backend);
+/// Replays of recordings by every recording fake device so far (a test's check that a run
+/// used them).
+std::int64_t fake_device_replays();
 /// From now on a recording fake device's end_capture fails (`fail`), as a failed instantiation.
 void fail_fake_device_recordings(nn::Backend& backend, bool fail);
 

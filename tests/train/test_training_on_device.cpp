@@ -19,6 +19,7 @@ class TrainingOnDevice : public test::TrainFixture {
   void SetUp() override {
     test::TrainFixture::SetUp();
     backend::register_backend("fake-device", test::make_fake_device_backend);
+    backend::register_backend("recording-device", test::make_recording_fake_device_backend);
   }
 
   TrainOptions options(const std::string& checkpoint, const std::string& device) const {
@@ -64,6 +65,38 @@ TEST_F(TrainingOnDevice, ARunResumesAcrossDevices) {
   rest.resume = "auto";
   ASSERT_EQ(tools::train::run_train_fmb(rest), 0);
   EXPECT_EQ(arrays("moved.h5"), arrays("straight.h5"));
+}
+
+// Step graphs (--cuda-graphs, on by default where the backend records them) through the engine's
+// rounds: FMB with a short last batch of each epoch, AMB's micro-batches summed into one gradient.
+TEST_F(TrainingOnDevice, StepGraphsGiveTheCpuBits) {
+  TrainOptions fmb = options("cpu.h5", "cpu");
+  fmb.batch_size = 20;  // 96 samples: four batches of 20 and one of 16 an epoch
+  fmb.steps = 8;
+  ASSERT_EQ(tools::train::run_train_fmb(fmb), 0);
+  for (const std::string graphs : {"", "off"}) {
+    SCOPED_TRACE("--cuda-graphs " + graphs);
+    const std::int64_t replays = test::fake_device_replays();
+    TrainOptions recorded = fmb;
+    recorded.checkpoint = dir_.file("recorded.h5");
+    recorded.device = "recording-device";
+    recorded.cuda_graphs = graphs;
+    recorded.force = true;
+    ASSERT_EQ(tools::train::run_train_fmb(recorded), 0);
+    EXPECT_EQ(test::TrainFixture::arrays("recorded.h5"), test::TrainFixture::arrays("cpu.h5"));
+    if (graphs == "off") {
+      EXPECT_EQ(test::fake_device_replays(), replays);
+    } else {
+      EXPECT_GT(test::fake_device_replays(), replays);
+    }
+  }
+  for (const std::string device : {"cpu", "recording-device"}) {
+    TrainOptions amb = options("amb-" + device + ".h5", device);
+    amb.amb.partitions = 4;
+    amb.amb.time_limit = 1e9;  // all four micro-batches every step
+    ASSERT_EQ(tools::train::run_train_amb(amb), 0) << device;
+  }
+  EXPECT_EQ(arrays("amb-recording-device.h5"), arrays("amb-cpu.h5"));
 }
 
 }  // namespace
