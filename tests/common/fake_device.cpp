@@ -48,8 +48,8 @@ class FakeGraph final : public nn::StepGraph {
 };
 
 /// A CPU kernel on a recording fake device: runs its passes, or queues them while the device
-/// records. Like the CUDA loss kernel, the loss reads its labels from a copy of its own, which
-/// before_replay refreshes, and hands its totals over in after_replay.
+/// records. Like the CUDA kernels, the loss reads its labels and dropout its seed from copies of
+/// their own, which before_replay refreshes, and the loss hands its totals over in after_replay.
 class RecordingKernel final : public nn::Kernel {
  public:
   RecordingKernel(std::unique_ptr<nn::Kernel> inner, const nn::Node& node,
@@ -64,7 +64,6 @@ class RecordingKernel final : public nn::Kernel {
   }
   void forward(nn::KernelArgs& args) override { run(args, true); }
   void backward(nn::KernelArgs& args) override { run(args, false); }
-  bool replayable() const override { return node_.op != nn::Op::kDropout || node_.rate == 0.0; }
   void before_replay(nn::KernelArgs& args) override { stage(args); }
   void after_replay(nn::KernelArgs& args) override {
     args.loss_sum = loss_sum_;
@@ -73,6 +72,7 @@ class RecordingKernel final : public nn::Kernel {
 
  private:
   void stage(const nn::KernelArgs& args) {
+    seed_ = args.seed;
     if (node_.op == nn::Op::kSoftmaxCrossEntropy)
       labels_.assign(args.labels, args.labels + args.batch);
   }
@@ -84,6 +84,7 @@ class RecordingKernel final : public nn::Kernel {
     if (forward) stage(args);
     tape_->push_back([this, recorded = args, forward]() mutable {
       if (node_.op == nn::Op::kSoftmaxCrossEntropy) recorded.labels = labels_.data();
+      recorded.seed = seed_;  // as the CUDA dropout kernel reads it from device memory
       forward ? inner_->forward(recorded) : inner_->backward(recorded);
       if (forward) {
         loss_sum_ = recorded.loss_sum;
@@ -96,6 +97,7 @@ class RecordingKernel final : public nn::Kernel {
   const nn::Node& node_;
   std::vector<std::function<void()>>*& tape_;  ///< the device's recording, null when none
   std::vector<std::int32_t> labels_;
+  std::uint64_t seed_ = 0;
   double loss_sum_ = 0;
   std::int64_t correct_ = 0;
 };

@@ -2,8 +2,8 @@
 // (tests/common/fake_device): the first step at a batch size runs eagerly, the second records
 // and replays, later ones replay; every step's loss, hits, gradients, parameters and batch-norm
 // state are those of the same steps without graphs, bit for bit, with new images and labels
-// every step, across batch-size changes, micro-batches summed into one gradient, stale and failed
-// recordings. tests/backend/test_cuda_graphs.cpp checks the same on a GPU.
+// every step, across batch-size changes, micro-batches summed into one gradient, dropout's
+// per-step masks, stale and failed recordings. tests/backend/test_cuda_graphs.cpp checks the same on a GPU.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -170,18 +170,40 @@ TEST(StepGraphs, AReplayStillChecksTheLabels) {
   EXPECT_EQ(net.step_graph_counts().failed, 0);
 }
 
-TEST(StepGraphs, RefusedWhereTheyCannotRun) {
-  const test::UsualInput usual = test::usual_input("cifar10-cnn");
-  models::ModelConfig config;
-  config.name = "cifar10-cnn";  // dropout: new masks every step
-  auto recording = test::make_recording_fake_device_backend(1);
-  Network with_dropout(models::build_model(config, usual.input, usual.classes), *recording);
-  EXPECT_NE(with_dropout.step_graphs_unavailable().find("(dropout) draws new values every step"),
-            std::string::npos)
-      << with_dropout.step_graphs_unavailable();
-  EXPECT_THROW(with_dropout.set_step_graphs(true), Error);
-  // The CPU records nothing.
+TEST(StepGraphs, DropoutDrawsEachStepsMasks) {
+  // A small dropout model: a replay that kept the recorded step's seed would differ.
+  const auto build = [] {
+    GraphBuilder b("dropout-mlp", {1, 6, 6}, 4);
+    int x = b.relu(b.dense(b.flatten(b.input()), 16, "fc1"));
+    return b.finish(b.dense(b.dropout(x, 0.5), 4, "fc2"));
+  };
+  Trace traces[2];
+  for (const bool graphs : {false, true}) {
+    auto backend =
+        graphs ? test::make_recording_fake_device_backend(1) : test::make_fake_device_backend(1);
+    Network net(build(), *backend);
+    net.initialize(2);
+    if (graphs) net.set_step_graphs(true);
+    Rng rng(5);
+    for (int step = 0; step < 5; ++step) {
+      std::vector<float> images(4 * 36);
+      for (auto& value : images) value = static_cast<float>(rng.normal());
+      const std::vector<std::int32_t> labels{0, 1, 2, 3};
+      traces[graphs].losses.push_back(
+          net.train(images.data(), labels.data(), 4, 100 + static_cast<std::uint64_t>(step), 0.25)
+              .loss_sum);
+    }
+    traces[graphs].gradients = values(net.host_gradients());
+    traces[graphs].counts = net.step_graph_counts();
+  }
+  EXPECT_EQ(traces[1].losses, traces[0].losses);
+  EXPECT_TRUE(same_bits(traces[1].gradients, traces[0].gradients));
+  EXPECT_EQ(traces[1].counts.replayed, 4);
+}
+
+TEST(StepGraphs, RefusedOnTheCpu) {
   auto cpu = backend::make_cpu_backend(1);
+  models::ModelConfig config;
   config.name = "mlp";
   Network on_cpu(models::build_model(config, test::usual_input("mlp").input, 10), *cpu);
   EXPECT_NE(on_cpu.step_graphs_unavailable().find("records none"), std::string::npos);

@@ -240,13 +240,6 @@ void Network::backward(double loss_scale, bool accumulate,
 
 std::string Network::step_graphs_unavailable() const {
   if (!backend_.can_capture()) return cat("the ", backend_.description(), " backend records none");
-  const auto& nodes = graph_.nodes();
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    if (!kernels_[i]->replayable()) {
-      return cat("layer ", nodes[i].name, " (", op_name(nodes[i].op),
-                 ") draws new values every step");
-    }
-  }
   return {};
 }
 

@@ -197,8 +197,7 @@ void TrainingRun::build_model() {
   check_model_fits(graph, options_.model);
   net_ = std::make_unique<nn::Network>(std::move(graph), *backend_);
   net_->initialize(options_.seed);
-  // --cuda-graphs: on by default where the backend records graphs; a model that cannot be
-  // replayed (dropout's per-step masks) runs eagerly, as the start table says.
+  // --cuda-graphs: on by default where the backend records graphs.
   if (options_.cuda_graphs == "on" && !backend_->can_capture()) {
     usage_error(
         cat("--cuda-graphs on: the backend (", backend_->description(), ") runs no CUDA graphs"));

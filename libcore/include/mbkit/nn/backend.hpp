@@ -76,12 +76,11 @@ class Kernel {
   virtual void forward(KernelArgs& args) = 0;
   virtual void backward(KernelArgs& args) = 0;
 
-  // Step graphs (Backend::begin_capture): what a replayed recording cannot do by itself.
-  /// Whether this kernel's forward and backward, once recorded, are right for any later step:
-  /// false where a launch carries a value that changes every step (a dropout seed).
-  virtual bool replayable() const { return true; }
+  // Step graphs (Backend::begin_capture): what a replayed recording cannot do by itself. A
+  // kernel's recorded launches must be right for any later step: a value that changes every
+  // step (a dropout seed) is read from device memory these hooks fill, not a launch parameter.
   /// The host work of forward() before a replay of its recording (the loss kernel checks the
-  /// batch's labels and puts them where the recorded copy reads them).
+  /// batch's labels and puts them where the recorded copy reads them; dropout its seed).
   virtual void before_replay(KernelArgs& /*args*/) {}
   /// After a replay has finished: what forward() reports (the loss kernel's loss_sum, correct).
   virtual void after_replay(KernelArgs& /*args*/) {}

@@ -103,8 +103,8 @@ class Network {
   Result train(const float* images, const std::int32_t* labels, int batch, std::uint64_t seed,
                double loss_scale, bool accumulate = false,
                const std::function<void(std::size_t)>& gradients_ready = {});
-  /// Step graphs on or off (off at first). On needs a backend that can_capture() and a graph
-  /// whose kernels are all replayable(): step_graphs_unavailable() says why not.
+  /// Step graphs on or off (off at first). On needs a backend that can_capture():
+  /// step_graphs_unavailable() says why not.
   void set_step_graphs(bool on);
   bool step_graphs() const { return step_graphs_; }
   /// Why step graphs cannot run this graph on this backend; empty when they can.

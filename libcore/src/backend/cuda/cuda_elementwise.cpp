@@ -88,17 +88,25 @@ class ActivationKernel final : public CudaKernel {
 
 /// Inverted dropout with the CPU backend's masks (see dropout_forward in kernels.hpp): kept units
 /// are scaled by 1 / (1 - rate) in training, evaluation is the identity.
+/// Under a step graph the seed, which changes every step, is not a launch parameter (a replay
+/// would draw the recorded step's masks): the recorded launch reads it from device memory, where
+/// a recorded copy brings it from pinned memory that before_replay fills with the step's seed.
 class DropoutKernel final : public CudaKernel {
  public:
   using CudaKernel::CudaKernel;
-  // The masks' seed changes every step and is a launch parameter: a recording would replay
-  // the first step's masks.
-  bool replayable() const override { return node_.rate == 0.0; }
+
+  void before_replay(nn::KernelArgs& args) override {
+    if (args.training && node_.rate != 0.0)
+      seeds_.at(args.batch).host.as<std::uint64_t>()[0] = args.seed;
+  }
 
  protected:
   void do_prepare(int batch, std::span<nn::Tensor* const>, CudaTensor& output) override {
     output.allocate();
     masks_[batch] = DeviceMemory(static_cast<std::size_t>(output.count()));
+    Seed& seed = seeds_[batch];  // in place: pinned memory does not move
+    seed.host.reserve(sizeof(std::uint64_t));
+    seed.device = DeviceMemory(sizeof(std::uint64_t));
   }
 
   void do_forward(nn::KernelArgs& args) override {
@@ -109,6 +117,16 @@ class DropoutKernel final : public CudaKernel {
       return;
     }
     const auto threshold = static_cast<std::uint64_t>(node_.rate * 4294967296.0);
+    if (context_.capturing()) {
+      Seed& seed = seeds_.at(args.batch);
+      before_replay(args);  // this step's seed, for the replay that follows the recording
+      MBKIT_CUDA_CHECK(cudaMemcpyAsync(seed.device.get(), seed.host.get(), sizeof(std::uint64_t),
+                                       cudaMemcpyHostToDevice, stream()));
+      dropout_forward_seed_at(output.data(), masks_.at(args.batch).as<std::uint8_t>(), input.data(),
+                              output.count(), seed.device.as<std::uint64_t>(), threshold, scale(),
+                              stream());
+      return;
+    }
     dropout_forward(output.data(), masks_.at(args.batch).as<std::uint8_t>(), input.data(),
                     output.count(), args.seed, threshold, scale(), stream());
   }
@@ -127,7 +145,12 @@ class DropoutKernel final : public CudaKernel {
 
  private:
   float scale() const { return static_cast<float>(1.0 / (1.0 - node_.rate)); }
+  struct Seed {
+    PinnedMemory host;    ///< the step's seed, written by the host before a replay
+    DeviceMemory device;  ///< where the recorded launch reads it
+  };
   std::map<int, DeviceMemory> masks_;
+  std::map<int, Seed> seeds_;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -85,9 +85,11 @@ __global__ void avg_pool_backward_kernel(float* dx, const float* dy, PoolGeometr
 /// Rng(seed, block).
 __global__ void dropout_forward_kernel(float* y, std::uint8_t* mask, const float* x,
                                        std::int64_t count, std::int64_t streams, std::uint64_t seed,
-                                       std::uint64_t threshold, float scale) {
+                                       const std::uint64_t* seed_at, std::uint64_t threshold,
+                                       float scale) {
+  const std::uint64_t step_seed = seed_at != nullptr ? *seed_at : seed;
   MBKIT_GRID_LOOP(block, streams) {
-    DropoutStream rng(seed, static_cast<std::uint64_t>(block));
+    DropoutStream rng(step_seed, static_cast<std::uint64_t>(block));
     const std::int64_t end = min(count, (block + 1) * kDropoutBlock);
     for (std::int64_t i = block * kDropoutBlock; i < end; ++i) {
       const bool keep = rng.next_u32() >= threshold;
@@ -208,8 +210,17 @@ void dropout_forward(float* y, std::uint8_t* mask, const float* x, std::int64_t 
                      std::uint64_t seed, std::uint64_t threshold, float scale,
                      cudaStream_t stream) {
   const std::int64_t streams = dropout_streams(count);
-  dropout_forward_kernel<<<blocks_for(streams), kThreads, 0, stream>>>(y, mask, x, count, streams,
-                                                                       seed, threshold, scale);
+  dropout_forward_kernel<<<blocks_for(streams), kThreads, 0, stream>>>(
+      y, mask, x, count, streams, seed, nullptr, threshold, scale);
+  MBKIT_CUDA_CHECK_LAUNCH();
+}
+
+void dropout_forward_seed_at(float* y, std::uint8_t* mask, const float* x, std::int64_t count,
+                             const std::uint64_t* seed, std::uint64_t threshold, float scale,
+                             cudaStream_t stream) {
+  const std::int64_t streams = dropout_streams(count);
+  dropout_forward_kernel<<<blocks_for(streams), kThreads, 0, stream>>>(
+      y, mask, x, count, streams, 0, seed, threshold, scale);
   MBKIT_CUDA_CHECK_LAUNCH();
 }
 

@@ -46,6 +46,11 @@ void avg_pool_backward(float* dx, const float* dy, const PoolGeometry& geometry,
 /// mask[i] = keep; y[i] = keep ? x[i] * scale : 0. threshold: rate * 2^32.
 void dropout_forward(float* y, std::uint8_t* mask, const float* x, std::int64_t count,
                      std::uint64_t seed, std::uint64_t threshold, float scale, cudaStream_t stream);
+/// As dropout_forward, the seed read from device memory when the kernel runs: a step graph
+/// replays the launch with each step's seed.
+void dropout_forward_seed_at(float* y, std::uint8_t* mask, const float* x, std::int64_t count,
+                             const std::uint64_t* seed, std::uint64_t threshold, float scale,
+                             cudaStream_t stream);
 void dropout_backward(float* dx, const float* dy, const std::uint8_t* mask, std::int64_t count,
                       float scale, cudaStream_t stream);
 
