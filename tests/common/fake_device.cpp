@@ -1,5 +1,6 @@
 #include "fake_device.hpp"
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -19,6 +20,28 @@ class DeviceBuffer final : public nn::Buffer {
   std::vector<float> memory_;  // moving a vector keeps its data pointer
 };
 
+/// The fake device's clock: every batch it is given takes kBatchSeconds of device time, every
+/// optimizer update kUpdateSeconds (whatever the host's CPU does meanwhile).
+class FakeTimer final : public nn::DeviceTimer {
+ public:
+  FakeTimer(const std::int64_t& batches, const std::int64_t& updates)
+      : batches_(batches), updates_(updates) {}
+  void start() override {
+    batches_at_start_ = batches_;
+    updates_at_start_ = updates_;
+  }
+  double seconds() override {
+    return static_cast<double>(batches_ - batches_at_start_) * kFakeDeviceBatchSeconds +
+           static_cast<double>(updates_ - updates_at_start_) * kFakeDeviceUpdateSeconds;
+  }
+
+ private:
+  const std::int64_t& batches_;
+  const std::int64_t& updates_;
+  std::int64_t batches_at_start_ = 0;
+  std::int64_t updates_at_start_ = 0;
+};
+
 class FakeDevice final : public nn::Backend {
  public:
   explicit FakeDevice(int threads) : cpu_(backend::make_cpu_backend(threads)) {}
@@ -36,7 +59,11 @@ class FakeDevice final : public nn::Backend {
     return cpu_->make_tensor_like(like);
   }
   void set_input(nn::Tensor& input, const float* images) override {
+    ++batches_;
     cpu_->set_input(input, images);
+  }
+  std::unique_ptr<nn::DeviceTimer> make_device_timer() override {
+    return std::make_unique<FakeTimer>(batches_, updates_);
   }
   void read(const nn::Tensor& tensor, float* host) const override { cpu_->read(tensor, host); }
   void write(nn::Tensor& tensor, const float* host) override { cpu_->write(tensor, host); }
@@ -65,7 +92,10 @@ class FakeDevice final : public nn::Backend {
     mine(source);
     cpu_->add(destination, source, count);
   }
-  void optimizer_step(const nn::OptimizerUpdate& update) override { cpu_->optimizer_step(update); }
+  void optimizer_step(const nn::OptimizerUpdate& update) override {
+    ++updates_;
+    cpu_->optimizer_step(update);
+  }
 
  protected:
   void read_buffer(const nn::Buffer& source, std::size_t offset, std::span<float> host) override {
@@ -84,6 +114,8 @@ class FakeDevice final : public nn::Backend {
   }
 
   std::unique_ptr<nn::Backend> cpu_;
+  std::int64_t batches_ = 0;
+  std::int64_t updates_ = 0;
 };
 
 }  // namespace

@@ -151,15 +151,15 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
     const int decision = accept_update(combined.mean_loss());
     if (decision == kContinue) {
       const bool timed = clock_.is_virtual() && compute_models_.empty();
-      const double cpu_start = timed ? clock_.cpu_now() : 0;
+      WorkTimer update_timer(clock_, backend);
       const auto update_start = SteadyClock::now();
       if (exchanged) {  // the combined gradients of the part this rank updates
         backend.copy_from_host(gradients.subspan(shard_.first, optimizer_->size()),
                                net_->gradient_buffer(), shard_.first);
       }
       optimizer_->step(net_->parameter_buffer(), net_->gradient_buffer(), lr, shard_.first);
-      backend.synchronize();  // a GPU's update ends when its kernel does
-      if (timed) update_time = clock_.cpu_now() - cpu_start;
+      const double measured = update_timer.seconds();  // a GPU's update ends with its kernel
+      if (timed) update_time = measured;
       if (role_.parameter_server) exchange.set_update_time(seconds_since(update_start));
     } else if (decision == kDiverged) {
       verdict = kDiverged;
@@ -259,13 +259,13 @@ void TrainingRun::run_async_master() {
     }
     if (decision == kContinue) {
       const bool timed = clock_.is_virtual() && compute_models_.empty();
-      const double cpu_start = timed ? clock_.cpu_now() : 0;
+      WorkTimer update_timer(clock_, backend);
       const auto update_start = SteadyClock::now();
       optimizer_->step(net_->parameter_buffer(), net_->gradient_buffer(), lr, first);
-      if (timed) master.advance(clock_.cpu_now() - cpu_start);
-      if (servers > 1) {
-        backend.synchronize();  // a GPU's update ends when its kernel does
-        update_seconds = seconds_since(update_start);
+      if (timed || servers > 1) {
+        const double measured = update_timer.seconds();  // a GPU's update ends with its kernel
+        if (timed) master.advance(measured);
+        if (servers > 1) update_seconds = seconds_since(update_start);
       }
     }
     ++step_;

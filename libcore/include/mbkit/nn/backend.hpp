@@ -77,6 +77,17 @@ class Kernel {
   virtual void backward(KernelArgs& args) = 0;
 };
 
+/// Device time of a backend's queued work, for the virtual clock: on a GPU a step's work is the
+/// device's, and the host's CPU time (launching kernels, then waiting) says little about it.
+class DeviceTimer {
+ public:
+  virtual ~DeviceTimer() = default;
+  /// Marks the start in the device's queue.
+  virtual void start() = 0;
+  /// Waits for the work queued since start(); its device seconds.
+  virtual double seconds() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -103,6 +114,9 @@ class Backend {
   virtual void accumulate(Tensor& destination, const Tensor& source) = 0;
   /// Waits for queued work (a no-op on the CPU).
   virtual void synchronize() {}
+  /// A timer of the device's queue, or nullptr where the work runs on the host's CPU (the
+  /// virtual clock then reads the worker's CPU time).
+  virtual std::unique_ptr<DeviceTimer> make_device_timer() { return nullptr; }
 
   // Flat buffers.
   /// `floats` zeros in backend memory.

@@ -263,6 +263,43 @@ OptimizerArgs optimizer_args(const nn::OptimizerUpdate& update) {
   return args;
 }
 
+/// Device seconds between two events on the compute stream: what the virtual clock counts for
+/// a GPU's work (the host only launches it, then waits).
+class StreamTimer final : public nn::DeviceTimer {
+ public:
+  explicit StreamTimer(const Context& context) : context_(context) {
+    context_.activate();
+    MBKIT_CUDA_CHECK(cudaEventCreate(&begin_));
+    MBKIT_CUDA_CHECK(cudaEventCreate(&end_));
+  }
+  ~StreamTimer() override {
+    // Destroying an event still queued is allowed: it is released once it completes.
+    if (end_ != nullptr) cudaEventDestroy(end_);
+    if (begin_ != nullptr) cudaEventDestroy(begin_);
+  }
+  StreamTimer(const StreamTimer&) = delete;
+  StreamTimer& operator=(const StreamTimer&) = delete;
+
+  void start() override {
+    context_.activate();
+    MBKIT_CUDA_CHECK(cudaEventRecord(begin_, context_.stream));
+  }
+
+  double seconds() override {
+    context_.activate();
+    MBKIT_CUDA_CHECK(cudaEventRecord(end_, context_.stream));
+    MBKIT_CUDA_CHECK(cudaEventSynchronize(end_));
+    float milliseconds = 0;
+    MBKIT_CUDA_CHECK(cudaEventElapsedTime(&milliseconds, begin_, end_));
+    return static_cast<double>(milliseconds) / 1000.0;
+  }
+
+ private:
+  const Context& context_;
+  cudaEvent_t begin_ = nullptr;
+  cudaEvent_t end_ = nullptr;
+};
+
 constexpr nn::KernelTable<Context> kKernels{
     .input = make_input_kernel,
     .dense = make_dense_kernel,
@@ -344,6 +381,10 @@ class CudaBackend final : public nn::Backend {
   void synchronize() override {
     context_.activate();
     context_.synchronize();
+  }
+
+  std::unique_ptr<nn::DeviceTimer> make_device_timer() override {
+    return std::make_unique<StreamTimer>(context_);
   }
 
   // Flat buffers: device memory, every operation queued on the compute stream; only the copies
