@@ -149,5 +149,21 @@ TEST_F(CudaGpu, OverlappingCopiesWithinABufferAreMemmoves) {
   EXPECT_EQ(read(*gpu_, *buffer), (std::vector<float>{1, 2, 1, 2, 3, 4}));
 }
 
+TEST_F(CudaGpu, DeviceTimerCountsTheQueuedWorkNotTheHostsWait) {
+  // The virtual clock's timer of a GPU: the device time between two events on its stream.
+  const auto timer = gpu_->make_device_timer();
+  ASSERT_NE(timer, nullptr);
+  const auto buffer = gpu_->make_buffer(std::size_t{1} << 26);  // 256 MiB
+  timer->start();
+  for (int i = 0; i < 20; ++i) gpu_->fill(*buffer, 0, buffer->size(), static_cast<float>(i));
+  const double device = timer->seconds();
+  // 5 GiB written: about a millisecond or more on any GPU, far less than 10 s.
+  EXPECT_GT(device, 1e-4);
+  EXPECT_LT(device, 10.0);
+  EXPECT_EQ(read(*gpu_, *buffer)[12345], 19.0f);
+  timer->start();
+  EXPECT_LT(timer->seconds(), device / 10);  // nothing queued in between
+}
+
 }  // namespace
 }  // namespace mbkit::backend
