@@ -204,9 +204,12 @@ void TrainingRun::build_model() {
         world_, net_->parameter_count() + net_->state_count() + 8 * role_.workers + 8);
     role_.shared_memory = allreduce_trial_->shared_memory();
   }
-  allreduce_used_ = role_.comm != "allreduce" ? to_string(options_.allreduce)
-                    : role_.shared_memory     ? "shm"
-                                              : "mpi";
+  allreduce_used_ = role_.nccl                  ? "nccl"
+                    : role_.comm != "allreduce" ? to_string(options_.allreduce)
+                    : role_.shared_memory       ? "shm"
+                                                : "mpi";
+  // NCCL joins every rank's GPU once, here: its set-up costs a second or so, not every step.
+  if (role_.nccl) nccl_ = comm::make_nccl_allreduce(world_, *backend_);
   // The optimizer runs where updates are made: the master, or every rank of allreduce.
   // AMB: micro-batches of floor(batch / partitions) samples; a batch's leftover is not used.
   amb_ = options_.amb.enabled;
