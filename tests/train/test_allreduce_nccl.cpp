@@ -65,7 +65,10 @@ TEST(AllreduceNccl, AutoChoosesNcclOnGpusWithSeveralRanks) {
 class RecordingSum final : public comm::DeviceAllreduce {
  public:
   std::string description() const override { return "fake 1.0"; }
-  bool ready() override { return true; }
+  bool ready() override {
+    if (fail_ready) throw Error("ncclCommInitRankConfig failed: x", ExitCode::kCommunication);
+    return true;
+  }
   void start(nn::Buffer& buffer, std::size_t offset, std::size_t count) override {
     EXPECT_LE(offset + count, buffer.size());
     started.emplace_back(offset, count);
@@ -78,6 +81,7 @@ class RecordingSum final : public comm::DeviceAllreduce {
 
   std::vector<std::pair<std::size_t, std::size_t>> started;
   bool fail = false;
+  bool fail_ready = false;
   int aborts = 0;
 };
 
@@ -144,6 +148,20 @@ TEST(AllreduceNccl, AFailedSumAbortsTheCommunicatorAndNamesTheCall) {
   EXPECT_MBKIT_ERROR(exchange.combine({}, state, report, 0, 1), ExitCode::kCommunication,
                      "ncclAllReduce failed");
   EXPECT_EQ(sum.aborts, 1);
+}
+
+TEST(AllreduceNccl, ACallNcclCannotQueueAbortsTheCommunicator) {
+  comm::World world;
+  SyncExchange exchange(world, false, AllreduceVia::kNccl);
+  RecordingSum sum;
+  nn::HostBuffer gradients(100);
+  exchange.set_device_allreduce(sum, gradients, 100);
+  exchange.set_bucket_floats(10);
+  sum.fail_ready = true;
+  EXPECT_MBKIT_ERROR(exchange.gradients_ready({}, 50), ExitCode::kCommunication,
+                     "ncclCommInitRankConfig failed");
+  EXPECT_EQ(sum.aborts, 1);
+  EXPECT_TRUE(sum.started.empty());
 }
 
 }  // namespace

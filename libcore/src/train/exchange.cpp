@@ -258,8 +258,7 @@ void SyncExchange::gradients_ready(std::span<float> gradients, std::size_t from)
   if (started_from_ == kNoBucket) started_from_ = size;
   if (from < started_from_ && started_from_ - from >= bucket_floats_) {
     if (device_ != nullptr) {
-      device_->start(*device_buffer_, from, started_from_ - from);
-      ++device_sums_;
+      start_device_sum(from, started_from_ - from);
     } else {
       bucket_sums_.push_back(world_.iallreduce_sum(gradients.subspan(from, started_from_ - from)));
     }
@@ -296,11 +295,25 @@ void SyncExchange::finish_buckets(std::span<float> gradients, std::span<float> s
   send_time_ = seconds_since(start) - wait_time_;
 }
 
+void SyncExchange::start_device_sum(std::size_t from, std::size_t count) {
+  if (count == 0) return;
+  try {
+    // A non-blocking communicator takes a call once NCCL queued the previous one; waited for
+    // here, where pings are answered and a silent rank is named past the deadline.
+    world_.wait_until([&] { return device_->ready(); }, "NCCL queuing the previous sum");
+    device_->start(*device_buffer_, from, count);
+  } catch (...) {
+    device_->abort();
+    throw;
+  }
+  ++device_sums_;
+}
+
 void SyncExchange::device_sum(std::span<float> small, const std::string& what) {
   const auto start = Clock::now();
   try {
     if (started_from_ == kNoBucket) started_from_ = device_floats_;  // no bucket: one sum
-    device_->start(*device_buffer_, 0, started_from_);
+    start_device_sum(0, started_from_);
     started_from_ = kNoBucket;
     device_sums_ = 0;
     wait_time_ = 0;

@@ -27,8 +27,9 @@ class DeviceAllreduce {
   virtual ~DeviceAllreduce() = default;
   /// "NCCL 2.28.9", for the start table and the log.
   virtual std::string description() const = 0;
-  /// Whether the communicator is set up (its creation does not block either); throws
-  /// mbkit::Error naming the call when it failed.
+  /// Whether the communicator takes a call: set up (its creation does not block either), and
+  /// the last call queued (a non-blocking communicator may still be queuing it when start()
+  /// returns). Throws mbkit::Error naming the call when it failed.
   virtual bool ready() = 0;
   /// Starts summing buffer[offset, offset + count) over the ranks, in place, once the work
   /// queued on the backend so far is done; returns at once. Every rank starts the same sums in

@@ -245,6 +245,8 @@ class SyncExchange {
   /// combine()'s part with a device sum: the rest of the gradients started, the small values
   /// summed through MPI, every sum waited for; the communicator aborted when a wait fails.
   void device_sum(std::span<float> small, const std::string& what);
+  /// device_buffer_[from, from + count) summed (once the previous call was queued).
+  void start_device_sum(std::size_t from, std::size_t count);
   /// The buckets' part of combine(): starts the sums of the rest, waits for all.
   void finish_buckets(std::span<float> gradients, std::span<float> small, const std::string& what);
 };

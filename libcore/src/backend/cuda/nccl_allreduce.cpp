@@ -100,8 +100,12 @@ class NcclAllreduce final : public comm::DeviceAllreduce {
     const ncclResult_t result =
         ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_, stream_);
     if (result != ncclSuccess && result != ncclInProgress) fail(result, "ncclAllReduce");
-    if (result == ncclInProgress) pending_call_ = "ncclAllReduce";
-    // Recorded after the call was handed to NCCL: its kernel is queued before the event.
+    if (result == ncclInProgress) {
+      // NCCL is still queuing the sum (in the background): the event must follow it.
+      pending_call_ = "ncclAllReduce";
+      record_when_settled_ = true;
+      return;
+    }
     MBKIT_CUDA_CHECK(cudaEventRecord(summed_, stream_));
   }
 
@@ -122,6 +126,7 @@ class NcclAllreduce final : public comm::DeviceAllreduce {
     ncclCommAbort(comm_);
     comm_ = nullptr;
     pending_call_ = nullptr;
+    record_when_settled_ = false;
   }
 
  private:
@@ -133,6 +138,11 @@ class NcclAllreduce final : public comm::DeviceAllreduce {
     if (state == ncclInProgress) return false;
     if (state != ncclSuccess) fail(state, pending_call_);
     pending_call_ = nullptr;
+    if (record_when_settled_) {  // the last sum's kernel is on the stream now
+      record_when_settled_ = false;
+      context_.activate();
+      MBKIT_CUDA_CHECK(cudaEventRecord(summed_, stream_));
+    }
     return true;
   }
 
@@ -166,6 +176,7 @@ class NcclAllreduce final : public comm::DeviceAllreduce {
   cudaEvent_t produced_ = nullptr;  ///< on the compute stream: the bucket's gradients are queued
   cudaEvent_t summed_ = nullptr;    ///< on the NCCL stream: after the last sum started
   const char* pending_call_ = nullptr;  ///< returned ncclInProgress and not settled yet
+  bool record_when_settled_ = false;    ///< summed_ is recorded once that call is queued
 };
 
 }  // namespace
