@@ -63,8 +63,14 @@ class CudaNccl(mbtest.ToolTestCase):
             np.testing.assert_array_equal(first[name], second[name], err_msg=f"{a} / {b}: {name}")
 
     def allreduce_logged(self, name):
+        """The log's record of the sum that ran, with NCCL's version when NCCL ran it."""
         with h5py.File(self.path(f"{name}-log.h5"), "r") as log:
-            return json.loads(mbtest.text_attrs(log)["config"])["allreduce"]
+            config = json.loads(mbtest.text_attrs(log)["config"])
+        if config["allreduce"] == "nccl":
+            self.assertRegex(config["allreduce_library"], r"^NCCL \d+\.\d+\.\d+$")
+        else:
+            self.assertNotIn("allreduce_library", config)
+        return config["allreduce"]
 
     def test_one_rank_nccl_gives_the_mpi_runs_bits(self):
         # Under mpirun when there is one; alone otherwise (the path is the same: one rank).
@@ -76,6 +82,7 @@ class CudaNccl(mbtest.ToolTestCase):
         self.assertSameBits("mpi", "nccl")
         self.assertSameBits("mpi", "buckets")
         self.assertEqual(self.allreduce_logged("nccl"), "nccl")
+        self.assertEqual(self.allreduce_logged("buckets"), "nccl")
 
     def test_two_ranks_nccl_gives_the_mpi_runs_bits(self):
         if MPIRUN is None:

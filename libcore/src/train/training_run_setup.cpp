@@ -546,9 +546,10 @@ void TrainingRun::open_log() {
   run.tool = tool_name(options_);
   run.version = cat(MBKIT_VERSION, " (", MBKIT_GIT_COMMIT, ")");
   run.command_line = command_line_;
-  run.config_json = config_json(options_, net_->graph(), planned_, world_.size(), role_.workers,
-                                time_limit_, allreduce_used_, allreduce_trial_, false,
-                                dbsl_ ? &dbsl_plan_ : nullptr, dbsl_factors_, time_limit_rule_);
+  run.config_json =
+      config_json(options_, net_->graph(), planned_, world_.size(), role_.workers, time_limit_,
+                  allreduce_used_, allreduce_trial_, false, dbsl_ ? &dbsl_plan_ : nullptr,
+                  dbsl_factors_, time_limit_rule_, nccl_ ? nccl_->description() : std::string());
   run.seed = options_.seed;
   run.host = world_.host();
   run.start_time = utc_timestamp();
