@@ -8,7 +8,8 @@ as --allreduce mpi, which stages them through host memory for MPI_Allreduce:
   correctly rounded addition), in NCCL's ring as in MPI's sum.
 
 Two ranks need two GPUs (NCCL refuses two ranks on one GPU), else that test skips naming why.
-The log records which sum ran. Without a visible GPU the file reports itself skipped (status
+The log records which sum ran. A rank stopped in the middle of the run (two GPUs) is named by
+the other within the --comm-timeout, which aborts its NCCL communicator and exits 4. Without a visible GPU the file reports itself skipped (status
 77); tests/gpu/run-all runs it on a machine with one. The CPU's refusal of --allreduce nccl is
 tested in tests/e2e/test_distributed.py and tests/train/test_allreduce_nccl.cpp."""
 
@@ -16,7 +17,9 @@ import json
 import os
 import re
 import shutil
-import unittest
+import signal
+import subprocess
+import time
 
 import h5py
 import numpy as np
@@ -96,6 +99,58 @@ class CudaNccl(mbtest.ToolTestCase):
         self.assertSameBits("mpi", "auto")
         self.assertEqual(self.allreduce_logged("auto"), "nccl")  # auto's choice on GPUs
         self.assertEqual(self.allreduce_logged("mpi"), "mpi")
+
+    def rank_pids(self, marker, count, timeout=60):
+        """{rank: PID} of the mb-train-fmb processes whose command line holds `marker`."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            pids = {}
+            for entry in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    with open(f"/proc/{entry}/cmdline", "rb") as f:
+                        argv = f.read().split(b"\0")
+                    if not (argv[0].endswith(b"/mb-train-fmb") and marker.encode() in b" ".join(argv)):
+                        continue
+                    with open(f"/proc/{entry}/environ", "rb") as f:
+                        environ = dict(item.split(b"=", 1) for item in f.read().split(b"\0")
+                                       if b"=" in item)
+                    pids[int(environ[b"OMPI_COMM_WORLD_RANK"])] = int(entry)
+                except (OSError, KeyError, ValueError):
+                    continue
+            if len(pids) == count:
+                return pids
+            time.sleep(0.1)
+        self.fail(f"{count} training processes did not start")
+
+    def test_a_stopped_rank_is_named_and_nccl_aborted(self):
+        if MPIRUN is None:
+            self.skipTest("mpirun is not installed here")
+        if visible_gpus() < 2:
+            self.skipTest("one GPU visible: NCCL refuses two ranks on one GPU")
+        log = self.path("stuck.h5")
+        job = subprocess.Popen(
+            [MPIRUN, "--oversubscribe", "-n", "2", mbtest.tool("mb-train-fmb"), "--data",
+             "images.h5", "--model", "resnet8", "--batch-size", "16", "--epochs", "1000",
+             "--device", "cuda", "--comm", "allreduce", "--allreduce", "nccl", "--bucket-mb",
+             "0.01", "--comm-timeout", "3", "--log", log, "--flush-interval", "0.2",
+             "--print-every", "1000000"],
+            cwd=self.dir, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        pids = self.rank_pids(log, 2)
+        try:
+            self.wait_for_steps(log, 10, timeout=120)
+            stopped = time.time()
+            os.kill(pids[1], signal.SIGSTOP)
+            err = job.communicate(timeout=60)[1]
+        finally:
+            try:
+                os.kill(pids[1], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            if job.poll() is None:
+                job.kill()
+        self.assertEqual(job.returncode, 4, msg=err)
+        self.assertLess(time.time() - stopped, 30, msg=err)
+        self.assertRegex(err, r"\(--comm-timeout\); rank 1 does not answer", msg=err)
 
 
 if __name__ == "__main__":
