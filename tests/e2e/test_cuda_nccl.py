@@ -9,9 +9,10 @@ as --allreduce mpi, which stages them through host memory for MPI_Allreduce:
 
 Two ranks need two GPUs (NCCL refuses two ranks on one GPU), else that test skips naming why.
 The log records which sum ran. A rank stopped in the middle of the run (two GPUs) is named by
-the other within the --comm-timeout, which aborts its NCCL communicator and exits 4. Without a visible GPU the file reports itself skipped (status
-77); tests/gpu/run-all runs it on a machine with one. The CPU's refusal of --allreduce nccl is
-tested in tests/e2e/test_distributed.py and tests/train/test_allreduce_nccl.cpp."""
+the other within the --comm-timeout, which aborts its NCCL communicator and exits 4. Without a
+visible GPU the file reports itself skipped (status 77); tests/gpu/run-all runs it on a machine
+with one. The CPU's refusal of --allreduce nccl is tested in tests/e2e/test_train.py
+(test_bad_input) and tests/train/test_allreduce_nccl.cpp."""
 
 import json
 import os
@@ -109,7 +110,8 @@ class CudaNccl(mbtest.ToolTestCase):
                 try:
                     with open(f"/proc/{entry}/cmdline", "rb") as f:
                         argv = f.read().split(b"\0")
-                    if not (argv[0].endswith(b"/mb-train-fmb") and marker.encode() in b" ".join(argv)):
+                    if not (argv[0].endswith(b"/mb-train-fmb")
+                            and marker.encode() in b" ".join(argv)):
                         continue
                     with open(f"/proc/{entry}/environ", "rb") as f:
                         environ = dict(item.split(b"=", 1) for item in f.read().split(b"\0")
