@@ -58,6 +58,9 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   build_model();
   size_epoch();
   if (role_.distributed) check_ranks_agree();
+  // NCCL joins every rank's GPU once, once the ranks are known to run the same training (a rank
+  // that would not join is refused above, not waited for).
+  if (role_.nccl) nccl_ = comm::make_nccl_allreduce(world_, *backend_);
   set_up_emulation();
   if (dbsl_) plan_dbsl();
   decide_time_limit();
@@ -208,8 +211,6 @@ void TrainingRun::build_model() {
                     : role_.comm != "allreduce" ? to_string(options_.allreduce)
                     : role_.shared_memory       ? "shm"
                                                 : "mpi";
-  // NCCL joins every rank's GPU once, here: its set-up costs a second or so, not every step.
-  if (role_.nccl) nccl_ = comm::make_nccl_allreduce(world_, *backend_);
   // The optimizer runs where updates are made: the master, or every rank of allreduce.
   // AMB: micro-batches of floor(batch / partitions) samples; a batch's leftover is not used.
   amb_ = options_.amb.enabled;
