@@ -57,8 +57,8 @@ class NcclAllreduce final : public comm::DeviceAllreduce {
     // Teardown errors are not worth a second exception. A communicator with work still in
     // flight (an error left it so) is aborted rather than destroyed: destroying waits for it.
     if (comm_ != nullptr) {
-      context_.activate();
-      const bool idle = pending_call_ == nullptr && cudaStreamSynchronize(stream_) == cudaSuccess;
+      const bool current = cudaSetDevice(context_.gpu) == cudaSuccess;  // no throw from here
+      const bool idle = current && pending_call_ == nullptr && drained();
       if (idle && finalize()) {
         ncclCommDestroy(comm_);
       } else {
@@ -144,6 +144,18 @@ class NcclAllreduce final : public comm::DeviceAllreduce {
       MBKIT_CUDA_CHECK(cudaEventRecord(summed_, stream_));
     }
     return true;
+  }
+
+  /// Whether the NCCL stream's work ends within a few seconds (a sum whose peer is gone never
+  /// does: the communicator is then aborted, not waited for).
+  bool drained() const {
+    const auto since = SteadyClock::now();
+    cudaError_t state = cudaStreamQuery(stream_);
+    while (state == cudaErrorNotReady && seconds_since(since) < 10.0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      state = cudaStreamQuery(stream_);
+    }
+    return state == cudaSuccess;
   }
 
   /// ncclCommFinalize, waited for a few seconds (it flushes the communicator's work).
