@@ -3,6 +3,7 @@
 // or NCCL: merely mapping them costs about 150 MB of resident memory per process.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
