@@ -2,6 +2,7 @@
 // without CUDA says so instead of failing.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -78,6 +79,25 @@ TEST(CudaPlugin, MakesABackendOnAGpuOrSaysWhichCallFailed) {
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("cudaSetDevice"), std::string::npos) << error.what();
   }
+}
+
+TEST(CudaPlugin, NcclEntryPointsRefuseABackendTheyDidNotMake) {
+  // ABI 3: NCCL through the plugin. A CPU backend (or any the plugin did not make) has no GPU
+  // stream to sum on: a usage error before any NCCL call, so this runs without a GPU.
+  const CudaPluginApi* plugin = cuda_plugin();
+  ASSERT_NE(plugin, nullptr);
+  ASSERT_NE(plugin->nccl_version, nullptr);
+  ASSERT_NE(plugin->nccl_unique_id, nullptr);
+  ASSERT_NE(plugin->make_nccl_allreduce, nullptr);
+#if MBKIT_HAVE_NCCL
+  EXPECT_FALSE(plugin->nccl_version().empty());
+#else
+  EXPECT_TRUE(plugin->nccl_version().empty());
+#endif
+  auto cpu = make_backend("cpu", 1);
+  std::uint8_t id[kNcclIdBytes] = {};
+  EXPECT_MBKIT_ERROR(plugin->make_nccl_allreduce(*cpu, id, 1, 0, 1.0), ExitCode::kUsage,
+                     "--allreduce nccl");
 }
 #endif
 

@@ -155,7 +155,7 @@ ValueCompletion value_completion(const std::string& command, const std::string& 
   // back to its parser).
   if (name == "--activation") return words({"relu", "sigmoid", "tanh"});
   if (name == "--comm") return words({"ps", "allreduce"});
-  if (name == "--allreduce") return words({"auto", "shm", "mpi"});
+  if (name == "--allreduce") return words({"auto", "shm", "mpi", "nccl"});
   if (name == "--clock") return words({"wall", "virtual"});
   if (name == "--nan-policy") return words({"stop", "skip"});
   if (name == "--comm-wait") return words({"yield", "spin"});

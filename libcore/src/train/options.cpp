@@ -48,6 +48,8 @@ const char* to_string(AllreduceVia via) {
       return "shm";
     case AllreduceVia::kMpi:
       return "mpi";
+    case AllreduceVia::kNccl:
+      return "nccl";
     case AllreduceVia::kAuto:
       break;
   }
@@ -55,11 +57,11 @@ const char* to_string(AllreduceVia via) {
 }
 
 AllreduceVia parse_allreduce_via(const std::string& option) {
-  for (const AllreduceVia via :
-       {AllreduceVia::kAuto, AllreduceVia::kSharedMemory, AllreduceVia::kMpi}) {
+  for (const AllreduceVia via : {AllreduceVia::kAuto, AllreduceVia::kSharedMemory,
+                                 AllreduceVia::kMpi, AllreduceVia::kNccl}) {
     if (option == to_string(via)) return via;
   }
-  usage_error(cat("--allreduce: '", option, "' is not auto, shm or mpi"));
+  usage_error(cat("--allreduce: '", option, "' is not auto, shm, mpi or nccl"));
 }
 
 void parse_time_limit(const std::string& option, AmbOptions& amb) {

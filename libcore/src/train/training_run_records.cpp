@@ -70,6 +70,16 @@ void TrainingRun::print_start_table() const {
                            ? cat(" (--lr ", options_.schedule.lr, " x ", lr_factor_, ": ",
                                  options_.lr_scaling, " scaling to a batch of ", global_batch_, ")")
                            : ""));
+  const std::string nccl_sum =
+      nccl_ ? cat(nccl_->description(), " in GPU memory",
+                  options_.bucket_mb > 0
+                      ? cat(", in buckets of ", options_.bucket_mb, " MiB during the backward pass")
+                      : "")
+            : "";
+  if (!role_.distributed && nccl_) {
+    row("allreduce", cat(nccl_sum, " on one rank (--allreduce nccl: the path runs; the sum of ",
+                         "one rank is its own gradients)"));
+  }
   if (role_.distributed) {
     row("workers",
         cat(role_.workers, " (", role_.comm,
@@ -79,6 +89,7 @@ void TrainingRun::print_start_table() const {
                           net_->parameter_count() / static_cast<std::size_t>(role_.servers))),
                       " parameters each")
             : role_.parameter_server ? ""
+            : nccl_                  ? cat(" with ", nccl_sum)
             : role_.shared_memory    ? " through shared memory"
             : options_.bucket_mb > 0 ? cat(" with MPI_Iallreduce in buckets of ",
                                            options_.bucket_mb, " MiB during the backward pass")

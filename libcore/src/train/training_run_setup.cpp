@@ -58,6 +58,9 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   build_model();
   size_epoch();
   if (role_.distributed) check_ranks_agree();
+  // NCCL joins every rank's GPU once, once the ranks are known to run the same training (a rank
+  // that would not join is refused above, not waited for).
+  if (role_.nccl) nccl_ = comm::make_nccl_allreduce(world_, *backend_);
   set_up_emulation();
   if (dbsl_) plan_dbsl();
   decide_time_limit();
@@ -204,9 +207,10 @@ void TrainingRun::build_model() {
         world_, net_->parameter_count() + net_->state_count() + 8 * role_.workers + 8);
     role_.shared_memory = allreduce_trial_->shared_memory();
   }
-  allreduce_used_ = role_.comm != "allreduce" ? to_string(options_.allreduce)
-                    : role_.shared_memory     ? "shm"
-                                              : "mpi";
+  allreduce_used_ = role_.nccl                  ? "nccl"
+                    : role_.comm != "allreduce" ? to_string(options_.allreduce)
+                    : role_.shared_memory       ? "shm"
+                                                : "mpi";
   // The optimizer runs where updates are made: the master, or every rank of allreduce.
   // AMB: micro-batches of floor(batch / partitions) samples; a batch's leftover is not used.
   amb_ = options_.amb.enabled;
@@ -542,9 +546,10 @@ void TrainingRun::open_log() {
   run.tool = tool_name(options_);
   run.version = cat(MBKIT_VERSION, " (", MBKIT_GIT_COMMIT, ")");
   run.command_line = command_line_;
-  run.config_json = config_json(options_, net_->graph(), planned_, world_.size(), role_.workers,
-                                time_limit_, allreduce_used_, allreduce_trial_, false,
-                                dbsl_ ? &dbsl_plan_ : nullptr, dbsl_factors_, time_limit_rule_);
+  run.config_json =
+      config_json(options_, net_->graph(), planned_, world_.size(), role_.workers, time_limit_,
+                  allreduce_used_, allreduce_trial_, false, dbsl_ ? &dbsl_plan_ : nullptr,
+                  dbsl_factors_, time_limit_rule_, nccl_ ? nccl_->description() : std::string());
   run.seed = options_.seed;
   run.host = world_.host();
   run.start_time = utc_timestamp();

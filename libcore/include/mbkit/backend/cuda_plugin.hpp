@@ -3,6 +3,8 @@
 // or NCCL: merely mapping them costs about 150 MB of resident memory per process.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,12 +12,18 @@
 namespace mbkit::nn {
 class Backend;
 }
+namespace mbkit::comm {
+class DeviceAllreduce;
+}
 
 namespace mbkit::backend {
 
 /// Bumped whenever CudaPluginApi changes, so that a stale libmbkit-cuda is refused, not called.
-/// 2: make_backend.
-inline constexpr int kCudaPluginAbi = 2;
+/// 2: make_backend. 3: NCCL (nccl_version, nccl_unique_id, make_nccl_allreduce).
+inline constexpr int kCudaPluginAbi = 3;
+
+/// Bytes of NCCL's unique id (NCCL_UNIQUE_ID_BYTES), which the core carries over MPI.
+inline constexpr std::size_t kNcclIdBytes = 128;
 
 /// What libmbkit-cuda exports, through its one C entry point `mbkit_cuda_plugin`.
 struct CudaPluginApi {
@@ -27,6 +35,16 @@ struct CudaPluginApi {
   /// A new CUDA backend on visible GPU `gpu` (checked by the caller against device_count()),
   /// owned by the caller; throws mbkit::Error when the GPU cannot be set up.
   nn::Backend* (*make_backend)(int gpu) = nullptr;
+  /// NCCL's version ("2.28.9"), empty when libmbkit-cuda was built without NCCL.
+  std::string (*nccl_version)() = nullptr;
+  /// Rank 0's new NCCL unique id into kNcclIdBytes bytes; throws mbkit::Error on failure.
+  void (*nccl_unique_id)(std::uint8_t* id) = nullptr;
+  /// Starts joining a communicator of `ranks` ranks as `rank`, on the GPU of `backend` (one
+  /// make_backend made; any other is a usage error), non-blocking: ready() says when it is
+  /// set up. A call that NCCL is still enqueuing holds the next one at most `timeout` seconds.
+  /// Owned by the caller; throws mbkit::Error naming the call on failure.
+  comm::DeviceAllreduce* (*make_nccl_allreduce)(nn::Backend& backend, const std::uint8_t* id,
+                                                int ranks, int rank, double timeout) = nullptr;
 };
 
 /// The loaded plugin, or nullptr with the reason in *why_not (a build without CUDA, a missing

@@ -56,9 +56,10 @@ struct DbslOptions {
 
 /// How --comm allreduce sums (--allreduce, mbkit/train/exchange.hpp): auto (the faster of the
 /// two on one host, timed at start with two ranks; else MPI_Allreduce), always shared memory
-/// (shm: an error when the ranks span hosts), or MPI_Allreduce.
-enum class AllreduceVia { kAuto, kSharedMemory, kMpi };
-/// "auto", "shm" or "mpi", as --allreduce takes it.
+/// (shm: an error when the ranks span hosts), MPI_Allreduce, or NCCL in GPU memory (nccl: a
+/// CUDA --device only; auto chooses it there).
+enum class AllreduceVia { kAuto, kSharedMemory, kMpi, kNccl };
+/// "auto", "shm", "mpi" or "nccl", as --allreduce takes it.
 const char* to_string(AllreduceVia via);
 
 /// The options given as text that need parsing, as the command line gave them: cli/ parses

@@ -1,6 +1,8 @@
 // The CUDA backend: one GPU, a compute stream every kernel, cuDNN and cuBLAS call is queued on,
 // and a copy stream that brings each batch from pinned host memory.
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 #include <utility>
 
 #include "cuda_internal.hpp"
@@ -315,9 +317,26 @@ constexpr nn::KernelTable<Context> kKernels{
     .lrn = make_lrn_kernel,
 };
 
+// The backends this library made, so that context_of() recognises one without RTTI across the
+// dlopen() boundary (the core's and this library's type_info of nn::Backend may differ).
+std::mutex made_mutex;
+std::unordered_map<const nn::Backend*, Context*>& made() {
+  static std::unordered_map<const nn::Backend*, Context*> backends;
+  return backends;
+}
+
 class CudaBackend final : public nn::Backend {
  public:
-  explicit CudaBackend(int gpu) : context_(gpu), staging_(context_) {}
+  explicit CudaBackend(int gpu) : context_(gpu), staging_(context_) {
+    const std::lock_guard lock(made_mutex);
+    made()[this] = &context_;
+  }
+  ~CudaBackend() override {
+    const std::lock_guard lock(made_mutex);
+    made().erase(this);
+  }
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
 
   std::string description() const override {
     const auto cudnn = cudnnGetVersion();
@@ -469,6 +488,12 @@ class CudaBackend final : public nn::Backend {
 };
 
 }  // namespace
+
+Context* context_of(nn::Backend& backend) {
+  const std::lock_guard lock(made_mutex);
+  const auto found = made().find(&backend);
+  return found == made().end() ? nullptr : found->second;
+}
 
 std::unique_ptr<nn::Backend> make_cuda_backend(int gpu) {
   return std::make_unique<CudaBackend>(gpu);

@@ -150,6 +150,10 @@ class CudaKernel : public nn::Kernel {
   const nn::Node& node_;
 };
 
+/// The Context of a backend make_cuda_backend made (its GPU and compute stream, for NCCL), or
+/// nullptr for any other backend.
+Context* context_of(nn::Backend& backend);
+
 std::unique_ptr<nn::Kernel> make_input_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_dense_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_conv_kernel(Context& context, const nn::Node& node);

@@ -1,6 +1,7 @@
 // The entry point of libmbkit-cuda (see mbkit/backend/cuda_plugin.hpp).
 #include "mbkit/backend/cuda/backend.hpp"
 #include "mbkit/backend/cuda/info.hpp"
+#include "mbkit/backend/cuda/nccl.hpp"
 #include "mbkit/backend/cuda_plugin.hpp"
 
 namespace {
@@ -17,6 +18,9 @@ extern "C" const mbkit::backend::CudaPluginApi* mbkit_cuda_plugin() {
       .library_versions = &mbkit::backend::cuda_library_versions,
       .device_count = &mbkit::backend::cuda_device_count,
       .make_backend = &make_backend,
+      .nccl_version = &mbkit::backend::cuda::nccl_version,
+      .nccl_unique_id = &mbkit::backend::cuda::nccl_unique_id,
+      .make_nccl_allreduce = &mbkit::backend::cuda::make_nccl_allreduce,
   };
   return &api;
 }
