@@ -135,6 +135,20 @@ class Training(mbtest.ToolTestCase):
             for key in reference:
                 np.testing.assert_array_equal(params(name)[key], reference[key], err_msg=f"{name} {key}")
 
+    def test_tf32_and_bf16_are_refused_on_the_cpu(self):
+        """--precision below fp32 is a GPU's: on the CPU one usage line before any file is opened
+        or written (a missing checkpoint is not what mb-eval reports), as is an unknown name."""
+        for precision in ("tf32", "bf16"):
+            message = f"--precision {precision}: --device cpu computes in fp32 only"
+            with self.subTest(precision=precision):
+                self.assertFailsWith(self.quick("--steps", "1", "--precision", precision, "--log",
+                                                "never.h5"), 2, message)
+                self.assertFailsWith(self.eval("absent.h5", "--data", self.toy, "--precision",
+                                               precision), 2, message)
+        self.assertFailsWith(self.quick("--steps", "1", "--precision", "fp16"), 2,
+                             "unknown precision 'fp16' (known: fp32, tf32, bf16)")
+        self.assertFalse(os.path.exists(self.path("never.h5")))
+
     def test_log_has_steps_evaluations_and_run_description(self):
         result = self.quick("--steps", "50", "--eval-every", "20", "--log", "run.h5")
         self.assertSucceeded(result)
@@ -144,6 +158,8 @@ class Training(mbtest.ToolTestCase):
             self.assertIn("--eval-every 20", mbtest.text_attrs(f)["command_line"])
             config = json.loads(mbtest.text_attrs(f)["config"])
             self.assertEqual(config["model"], "mlp")
+            self.assertEqual(mbtest.text_attrs(f)["precision"], "fp32")
+            self.assertNotIn("precision", config)  # written only when not the default
             np.testing.assert_array_equal(f["steps/step"][()], np.arange(1, 51))
             self.assertTrue(np.all(np.diff(f["steps/time"][()]) >= 0))
             # 2000 training samples: 31 full batches of 64, then 16, then the next epoch.

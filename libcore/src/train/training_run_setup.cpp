@@ -51,7 +51,8 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   }
   // An emulated worker has a core of its own: one thread unless told otherwise.
   backend_ = backend::make_backend(
-      options_.device, clock_.is_virtual() && options_.threads == 0 ? 1 : options_.threads);
+      options_.device, clock_.is_virtual() && options_.threads == 0 ? 1 : options_.threads,
+      nn::parse_precision(options_.precision));
   clock_.set_threads(backend_->threads());
   open_data();
   open_test_data();
@@ -555,6 +556,7 @@ void TrainingRun::open_log() {
   run.clock = options_.clock;
   run.comm_model = clock_.is_virtual() && role_.distributed ? comm_model_.spec() : "";
   run.compute_model = compute_models_.spec();
+  run.precision = std::string(nn::precision_name(backend_->precision()));
   bool replace = options_.force;
   if (!replace && options_.resume == "auto" && fs::exists(options_.log)) {
     // A run killed before its first checkpoint left a log and nothing to resume from: a

@@ -3,6 +3,8 @@
 // or NCCL: merely mapping them costs about 150 MB of resident memory per process.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,8 +16,8 @@ class Backend;
 namespace mbkit::backend {
 
 /// Bumped whenever CudaPluginApi changes, so that a stale libmbkit-cuda is refused, not called.
-/// 2: make_backend.
-inline constexpr int kCudaPluginAbi = 2;
+/// 2: make_backend. 3: make_backend's precision, round_to_bf16.
+inline constexpr int kCudaPluginAbi = 3;
 
 /// What libmbkit-cuda exports, through its one C entry point `mbkit_cuda_plugin`.
 struct CudaPluginApi {
@@ -25,8 +27,13 @@ struct CudaPluginApi {
   /// Number of usable CUDA devices; 0 when there is no driver or no device.
   int (*device_count)() = nullptr;
   /// A new CUDA backend on visible GPU `gpu` (checked by the caller against device_count()),
-  /// owned by the caller; throws mbkit::Error when the GPU cannot be set up.
-  nn::Backend* (*make_backend)(int gpu) = nullptr;
+  /// computing at `precision` (an nn::Precision's value), owned by the caller; throws
+  /// mbkit::Error when the GPU cannot be set up.
+  nn::Backend* (*make_backend)(int gpu, int precision) = nullptr;
+  /// Tests: `count` floats (host memory) rounded to bf16 by the cast kernel of --precision bf16
+  /// on GPU `gpu`, their bits into `bits` (host memory); throws mbkit::Error on a CUDA failure.
+  void (*round_to_bf16)(int gpu, const float* values, std::uint16_t* bits,
+                        std::size_t count) = nullptr;
 };
 
 /// The loaded plugin, or nullptr with the reason in *why_not (a build without CUDA, a missing

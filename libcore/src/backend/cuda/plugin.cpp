@@ -5,8 +5,9 @@
 
 namespace {
 
-mbkit::nn::Backend* make_backend(int gpu) {
-  return mbkit::backend::cuda::make_cuda_backend(gpu).release();
+mbkit::nn::Backend* make_backend(int gpu, int precision) {
+  return mbkit::backend::cuda::make_cuda_backend(gpu, static_cast<mbkit::nn::Precision>(precision))
+      .release();
 }
 
 }  // namespace
@@ -17,6 +18,7 @@ extern "C" const mbkit::backend::CudaPluginApi* mbkit_cuda_plugin() {
       .library_versions = &mbkit::backend::cuda_library_versions,
       .device_count = &mbkit::backend::cuda_device_count,
       .make_backend = &make_backend,
+      .round_to_bf16 = &mbkit::backend::cuda::round_to_bf16_on_gpu,
   };
   return &api;
 }
