@@ -149,6 +149,19 @@ class Training(mbtest.ToolTestCase):
                              "unknown precision 'fp16' (known: fp32, tf32, bf16)")
         self.assertFalse(os.path.exists(self.path("never.h5")))
 
+    def test_a_resumed_run_keeps_the_precision_its_log_records(self):
+        """A metric log records one --precision: resuming into a log of another (here a log made
+        to say bf16, as a GPU run's would) is one usage line, and the log is left as it was."""
+        self.assertSucceeded(self.quick("--steps", "5", "--log", "run.h5", "--checkpoint", "c.h5"))
+        with h5py.File(self.path("run.h5"), "r+") as f:
+            del f.attrs["precision"]
+            f.attrs.create("precision", np.bytes_("bf16"))  # fixed-length, as mbkit writes
+        result = self.quick("--steps", "10", "--log", "run.h5", "--checkpoint", "c.h5",
+                            "--resume", "c.h5")
+        self.assertFailsWith(result, 2, "--precision fp32: run.h5 records a run at --precision bf16")
+        with h5py.File(self.path("run.h5"), "r") as f:
+            self.assertEqual(len(f["steps/step"]), 5)
+
     def test_log_has_steps_evaluations_and_run_description(self):
         result = self.quick("--steps", "50", "--eval-every", "20", "--log", "run.h5")
         self.assertSucceeded(result)

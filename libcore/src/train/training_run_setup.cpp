@@ -537,6 +537,14 @@ void TrainingRun::plan_length() {
 void TrainingRun::open_log() {
   if (!logs_ || options_.log.empty()) return;
   if (resume_.resumed != 0 && fs::exists(options_.log)) {
+    // The log records one precision for the whole run: a resumed run must keep it.
+    const std::string logged =
+        metrics::read_run_info(metrics::open_metric_log(options_.log)).precision;
+    const std::string_view mine = nn::precision_name(backend_->precision());
+    if (logged != mine) {
+      usage_error(cat("--precision ", mine, ": ", options_.log, " records a run at --precision ",
+                      logged, "; resume at ", logged, " or write another --log"));
+    }
     metric_log_.emplace(metrics::MetricLog::append(options_.log, step_, options_.flush_interval));
     return;
   }
