@@ -168,6 +168,7 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
   run->add_option("--threads", o.threads, "Threads (default: all cores)")
       ->check(whole_number<int>());
   add_device_option(*run, o.device);
+  add_precision_option(*run, o.precision);
   run->add_option("--log", o.log, "Metric log to write (HDF5, see mbkit-formats(5))")
       ->type_name("FILE");
   run->add_flag("-f,--force", o.force, "Replace an existing log or checkpoint");

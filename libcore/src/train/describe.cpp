@@ -76,6 +76,7 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
     if (o.train_loss != "workers") json.key("train_loss").value(o.train_loss);
     json.key("seed").value(o.seed);
     json.key("device").value(o.device);
+    if (o.precision != "fp32") json.key("precision").value(o.precision);
     json.key("nan_policy").value(o.nan_policy);
     json.key("comm").value(o.comm);
     json.key("async").value(o.async);

@@ -145,6 +145,7 @@ void TrainingRun::print_start_table() const {
   if (options_.time_budget > 0) length += cat(", at most ", human_duration(options_.time_budget));
   row("length", length);
   row("seed", cat(options_.seed));
+  row("precision", nn::describe_precision(backend_->precision()));
   if (metric_log_) row("log", options_.log);
   if (!options_.checkpoint.empty()) {
     row("checkpoint",

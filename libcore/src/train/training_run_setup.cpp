@@ -51,7 +51,8 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   }
   // An emulated worker has a core of its own: one thread unless told otherwise.
   backend_ = backend::make_backend(
-      options_.device, clock_.is_virtual() && options_.threads == 0 ? 1 : options_.threads);
+      options_.device, clock_.is_virtual() && options_.threads == 0 ? 1 : options_.threads,
+      nn::parse_precision(options_.precision));
   clock_.set_threads(backend_->threads());
   open_data();
   open_test_data();
@@ -539,6 +540,14 @@ void TrainingRun::plan_length() {
 void TrainingRun::open_log() {
   if (!logs_ || options_.log.empty()) return;
   if (resume_.resumed != 0 && fs::exists(options_.log)) {
+    // The log records one precision for the whole run: a resumed run must keep it.
+    const std::string logged =
+        metrics::read_run_info(metrics::open_metric_log(options_.log)).precision;
+    const std::string_view mine = nn::precision_name(backend_->precision());
+    if (logged != mine) {
+      usage_error(cat("--precision ", mine, ": ", options_.log, " records a run at --precision ",
+                      logged, "; resume at ", logged, " or write another --log"));
+    }
     metric_log_.emplace(metrics::MetricLog::append(options_.log, step_, options_.flush_interval));
     return;
   }
@@ -559,6 +568,7 @@ void TrainingRun::open_log() {
   run.clock = options_.clock;
   run.comm_model = clock_.is_virtual() && role_.distributed ? comm_model_.spec() : "";
   run.compute_model = compute_models_.spec();
+  run.precision = std::string(nn::precision_name(backend_->precision()));
   bool replace = options_.force;
   if (!replace && options_.resume == "auto" && fs::exists(options_.log)) {
     // A run killed before its first checkpoint left a log and nothing to resume from: a

@@ -24,6 +24,7 @@
 
 #include "mbkit/nn/buffer.hpp"
 #include "mbkit/nn/graph.hpp"
+#include "mbkit/nn/precision.hpp"
 
 namespace mbkit::nn {
 
@@ -138,6 +139,9 @@ class Backend {
   virtual void add(Buffer& destination, const Buffer& source, std::size_t count) = 0;
   /// One optimizer update (its pointers are into this backend's buffers).
   virtual void optimizer_step(const OptimizerUpdate& update) = 0;
+  /// What convolutions and dense products compute in (--precision); fp32 unless the backend
+  /// was made for another.
+  virtual Precision precision() const { return Precision::kFp32; }
 
  protected:
   /// The copies themselves; ranges are checked and bytes counted by the public functions.

@@ -124,6 +124,8 @@ struct TrainOptions {
   /// itself); --prefetch auto gives 2, or 0 when the process may run on one core only.
   int prefetch = 2;
   std::string device = "cpu";
+  /// --precision: fp32, tf32 or bf16 (a GPU's).
+  std::string precision = "fp32";
   std::string log;     ///< metric log file (HDF5)
   bool force = false;  ///< replace an existing log
   double flush_interval = 5.0;

@@ -42,9 +42,8 @@ TensorDesc::~TensorDesc() {
   cudnnDestroyTensorDescriptor(desc_);
 }
 
-void TensorDesc::set(int n, int c, int h, int w) {
-  MBKIT_CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+void TensorDesc::set(int n, int c, int h, int w, cudnnDataType_t type) {
+  MBKIT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, type, n, c, h, w));
 }
 
 Context::Context(int gpu_index) : gpu(gpu_index) {
@@ -53,6 +52,8 @@ Context::Context(int gpu_index) : gpu(gpu_index) {
   MBKIT_CUDA_CHECK(cudaGetDeviceProperties(&properties, gpu));
   gpu_name = properties.name;
   gpu_memory = properties.totalGlobalMem;
+  compute_major = properties.major;
+  compute_minor = properties.minor;
   MBKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   MBKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking));
   MBKIT_CUDNN_CHECK(cudnnCreate(&cudnn));
@@ -327,8 +328,21 @@ std::unordered_map<const nn::Backend*, Context*>& made() {
 
 class CudaBackend final : public nn::Backend {
  public:
-  explicit CudaBackend(int gpu) : context_(gpu), staging_(context_) {
-    const std::lock_guard lock(made_mutex);
+  CudaBackend(int gpu, nn::Precision precision) : context_(gpu), staging_(context_) {
+    if (precision != nn::Precision::kFp32 && context_.compute_major < 8) {
+      // TF32 and bf16 tensor cores (and cuBLAS's bf16 products) came with Ampere.
+      usage_error(cat("--precision ", nn::precision_name(precision), ": cuda:", gpu, " (",
+                      context_.gpu_name, ", compute capability ", context_.compute_major, ".",
+                      context_.compute_minor, ") has no ", nn::precision_name(precision),
+                      " tensor cores; they need 8.0 (Ampere) or newer"));
+    }
+    context_.precision = precision;
+    // Dense layers: TF32 tensor cores for fp32 products at tf32. bf16 products name their types
+    // and compute type in each call (cublasGemmEx), whatever the handle's mode.
+    if (precision == nn::Precision::kTf32) {
+      MBKIT_CUBLAS_CHECK(cublasSetMathMode(context_.cublas, CUBLAS_TF32_TENSOR_OP_MATH));
+    }
+    const std::lock_guard lock(made_mutex);  // last: a constructor that threw made nothing
     made()[this] = &context_;
   }
   ~CudaBackend() override {
@@ -342,10 +356,11 @@ class CudaBackend final : public nn::Backend {
     const auto cudnn = cudnnGetVersion();
     int cublas_version = 0;
     cublasGetVersion(context_.cublas, &cublas_version);
-    return strprintf("cuda:%d: %s (%.1f GiB), cuDNN %zu.%zu.%zu, cuBLAS %d", context_.gpu,
+    return strprintf("cuda:%d: %s (%.1f GiB), cuDNN %zu.%zu.%zu, cuBLAS %d, %s", context_.gpu,
                      context_.gpu_name.c_str(),
                      static_cast<double>(context_.gpu_memory) / (1024.0 * 1024.0 * 1024.0),
-                     cudnn / 10000, (cudnn % 10000) / 100, cudnn % 100, cublas_version);
+                     cudnn / 10000, (cudnn % 10000) / 100, cudnn % 100, cublas_version,
+                     std::string(nn::precision_name(context_.precision)).c_str());
   }
 
   int threads() const override { return 1; }
@@ -466,6 +481,8 @@ class CudaBackend final : public nn::Backend {
     cuda::optimizer_step(optimizer_args(update), context_.stream);
   }
 
+  nn::Precision precision() const override { return context_.precision; }
+
  protected:
   void read_buffer(const nn::Buffer& source, std::size_t offset, std::span<float> host) override {
     context_.activate();
@@ -495,8 +512,21 @@ Context* context_of(nn::Backend& backend) {
   return found == made().end() ? nullptr : found->second;
 }
 
-std::unique_ptr<nn::Backend> make_cuda_backend(int gpu) {
-  return std::make_unique<CudaBackend>(gpu);
+std::unique_ptr<nn::Backend> make_cuda_backend(int gpu, nn::Precision precision) {
+  return std::make_unique<CudaBackend>(gpu, precision);
+}
+
+void round_to_bf16_on_gpu(int gpu, const float* values, std::uint16_t* bits, std::size_t count) {
+  Context context(gpu);
+  if (count == 0) return;
+  DeviceMemory from(count * sizeof(float)), to(count * sizeof(std::uint16_t));
+  MBKIT_CUDA_CHECK(
+      cudaMemcpyAsync(from.get(), values, from.bytes(), cudaMemcpyHostToDevice, context.stream));
+  to_bf16(to.as<std::uint16_t>(), from.as<float>(), static_cast<std::int64_t>(count),
+          context.stream);
+  MBKIT_CUDA_CHECK(
+      cudaMemcpyAsync(bits, to.get(), to.bytes(), cudaMemcpyDeviceToHost, context.stream));
+  context.synchronize();
 }
 
 }  // namespace mbkit::backend::cuda

@@ -6,8 +6,9 @@
 
 namespace {
 
-mbkit::nn::Backend* make_backend(int gpu) {
-  return mbkit::backend::cuda::make_cuda_backend(gpu).release();
+mbkit::nn::Backend* make_backend(int gpu, int precision) {
+  return mbkit::backend::cuda::make_cuda_backend(gpu, static_cast<mbkit::nn::Precision>(precision))
+      .release();
 }
 
 }  // namespace
@@ -21,6 +22,7 @@ extern "C" const mbkit::backend::CudaPluginApi* mbkit_cuda_plugin() {
       .nccl_version = &mbkit::backend::cuda::nccl_version,
       .nccl_unique_id = &mbkit::backend::cuda::nccl_unique_id,
       .make_nccl_allreduce = &mbkit::backend::cuda::make_nccl_allreduce,
+      .round_to_bf16 = &mbkit::backend::cuda::round_to_bf16_on_gpu,
   };
   return &api;
 }
