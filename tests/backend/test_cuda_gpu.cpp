@@ -4,13 +4,16 @@
 // and model suites are test_backend_parity.cpp and test_cuda_models.cpp.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "mbkit/backend/cpu.hpp"
+#include "mbkit/backend/cuda/bf16.hpp"
 #include "mbkit/backend/cuda_plugin.hpp"
 #include "mbkit/nn/backend.hpp"
 #include "mbkit/optim/optimizer.hpp"
@@ -28,7 +31,7 @@ std::unique_ptr<nn::Backend> gpu_backend(std::string& why_not) {
     why_not = "no CUDA GPU is visible to this process";
     return nullptr;
   }
-  return std::unique_ptr<nn::Backend>(plugin->make_backend(0));
+  return std::unique_ptr<nn::Backend>(plugin->make_backend(0, 0));
 }
 
 class CudaGpu : public ::testing::Test {
@@ -147,6 +150,53 @@ TEST_F(CudaGpu, OverlappingCopiesWithinABufferAreMemmoves) {
   gpu_->copy_from_host(std::vector<float>{1, 2, 3, 4, 5, 6}, *buffer, 0);
   gpu_->copy(*buffer, 0, *buffer, 2, 4);  // 1 2 1 2 3 4
   EXPECT_EQ(read(*gpu_, *buffer), (std::vector<float>{1, 2, 1, 2, 3, 4}));
+}
+
+TEST_F(CudaGpu, DeviceTimerCountsTheQueuedWorkNotTheHostsWait) {
+  // The virtual clock's timer of a GPU: the device time between two events on its stream.
+  const auto timer = gpu_->make_device_timer();
+  ASSERT_NE(timer, nullptr);
+  const auto buffer = gpu_->make_buffer(std::size_t{1} << 26);  // 256 MiB
+  timer->start();
+  for (int i = 0; i < 20; ++i) gpu_->fill(*buffer, 0, buffer->size(), static_cast<float>(i));
+  const double device = timer->seconds();
+  // 5 GiB written: about a millisecond or more on any GPU, far less than 10 s.
+  EXPECT_GT(device, 1e-4);
+  EXPECT_LT(device, 10.0);
+  EXPECT_EQ(read(*gpu_, *buffer)[12345], 19.0f);
+  timer->start();
+  EXPECT_LT(timer->seconds(), device / 10);  // nothing queued in between
+}
+
+// --precision bf16's cast kernel against the host's reference (cuda/bf16.hpp, itself tested on
+// known bit patterns in test_cuda_host.cpp): every value bit for bit, NaNs as NaNs (the device
+// writes its canonical one). Ties both ways, subnormals, overflow, and a long random run through
+// the grid-stride loop.
+TEST_F(CudaGpu, Bf16CastRoundsAsTheHostReference) {
+  std::vector<float> values;
+  for (std::uint32_t bits :
+       {0x3f800000u, 0x3f807fffu, 0x3f808000u, 0x3f808001u, 0x3f818000u, 0xbf818000u, 0x3fffffffu,
+        0x00000001u, 0x00008000u, 0x00018000u, 0x007fffffu, 0x80000000u, 0x7f7f7fffu, 0x7f7fffffu,
+        0x7f800000u, 0xff800000u, 0x7f800001u, 0x7fc00000u, 0xffbfffffu}) {
+    values.push_back(std::bit_cast<float>(bits));
+  }
+  Rng rng(9);
+  while (values.size() < kCount) {
+    values.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(rng.below(1ull << 32))));
+  }
+  const CudaPluginApi* plugin = cuda_plugin();
+  ASSERT_NE(plugin, nullptr);
+  std::vector<std::uint16_t> device(values.size());
+  plugin->round_to_bf16(0, values.data(), device.data(), values.size());
+  std::size_t wrong = 0, first = values.size();
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const std::uint16_t host = cuda::bf16_bits(values[i]);
+    const bool same = cuda::bf16_is_nan(host) ? cuda::bf16_is_nan(device[i]) : device[i] == host;
+    if (!same && wrong++ == 0) first = i;
+  }
+  EXPECT_EQ(wrong, 0u) << "first: " << std::hex << std::bit_cast<std::uint32_t>(values[first])
+                       << " to " << device[first] << " on the GPU, "
+                       << cuda::bf16_bits(values[first]) << " on the host";
 }
 
 }  // namespace

@@ -90,8 +90,8 @@ const CudaPluginApi* gpu_or_skip(std::string& why_not) {
 
 void expect_replay_matches_eager(const CudaPluginApi& plugin, const std::string& model,
                                  const std::vector<Step>& steps, int recordings) {
-  std::unique_ptr<nn::Backend> eager_gpu(plugin.make_backend(0));
-  std::unique_ptr<nn::Backend> graph_gpu(plugin.make_backend(0));
+  std::unique_ptr<nn::Backend> eager_gpu(plugin.make_backend(0, 0));  // fp32
+  std::unique_ptr<nn::Backend> graph_gpu(plugin.make_backend(0, 0));  // fp32
   const Trace eager = train(model, *eager_gpu, false, steps);
   const Trace graphs = train(model, *graph_gpu, true, steps);
   EXPECT_EQ(graphs.losses, eager.losses);

@@ -1,14 +1,21 @@
 // What of the CUDA backend is host arithmetic, tested without a GPU: the convolution algorithm
-// cache's key and hash, the padding plan for asymmetric convolutions, and launch geometry.
+// cache's key and hash, the padding plan for asymmetric convolutions, launch geometry, and the
+// bf16 rounding the device's cast kernel is checked against.
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cmath>
+#include <cstdint>
 #include <functional>
 #include <set>
 #include <unordered_map>
 #include <vector>
 
+#include "mbkit/backend/cuda/bf16.hpp"
 #include "mbkit/backend/cuda/conv_key.hpp"
 #include "mbkit/backend/cuda/launch.hpp"
+#include "mbkit/nn/precision.hpp"
+#include "mbkit/util/random.hpp"
 
 namespace mbkit::backend::cuda {
 namespace {
@@ -46,6 +53,7 @@ std::vector<std::function<void(ConvKey&)>> one_field_changes() {
       [](ConvKey& k) { k.dilation_w = 2; },
       [](ConvKey& k) { k.math_type = 0; },
       [](ConvKey& k) { k.data_type = 9; },
+      [](ConvKey& k) { k.precision = static_cast<int>(nn::Precision::kBf16); },
   };
 }
 
@@ -87,7 +95,78 @@ TEST(CudaConvKey, EqualKeysShareOneCacheEntry) {
 
 TEST(CudaConvKey, TextNamesThePassAndShape) {
   EXPECT_EQ(resnet_layer().text(),
-            "fwd n128 c16x32x32 k16 3x3 pad1x1 stride1x1 dil1x1 math2 type0");
+            "fwd n128 c16x32x32 k16 3x3 pad1x1 stride1x1 dil1x1 math2 type0 fp32");
+}
+
+// A layer measured at one precision is measured again at another: TF32 and bf16 algorithms are
+// other kernels (and an fp32 run must never pick up a tensor-core choice), even where a math
+// and data type alone would coincide.
+TEST(CudaConvKey, EachPrecisionHasItsOwnCacheEntry) {
+  std::unordered_map<ConvKey, int, ConvKeyHash> cache;
+  for (nn::Precision p : {nn::Precision::kFp32, nn::Precision::kTf32, nn::Precision::kBf16}) {
+    ConvKey key = resnet_layer();
+    key.precision = static_cast<int>(p);
+    EXPECT_EQ(cache.count(key), 0u) << key.text();
+    cache[key] = static_cast<int>(p);
+    EXPECT_NE(key.text().find(nn::precision_name(p)), std::string::npos) << key.text();
+  }
+  EXPECT_EQ(cache.size(), 3u);
+}
+
+std::uint16_t bf16_of_bits(std::uint32_t bits) {
+  return bf16_bits(std::bit_cast<float>(bits));
+}
+
+// Known patterns: the 16 bits dropped below, at and above half a unit of the last bit kept.
+TEST(CudaBf16, RoundsToNearestTiesToEven) {
+  EXPECT_EQ(bf16_bits(1.0f), 0x3f80);
+  EXPECT_EQ(bf16_bits(-1.5f), 0xbfc0);
+  EXPECT_EQ(bf16_of_bits(0x3f807fff), 0x3f80);  // just below half: down
+  EXPECT_EQ(bf16_of_bits(0x3f808000), 0x3f80);  // a tie, 0x3f80 even: down
+  EXPECT_EQ(bf16_of_bits(0x3f808001), 0x3f81);  // just above half: up
+  EXPECT_EQ(bf16_of_bits(0x3f818000), 0x3f82);  // a tie, 0x3f81 odd: up to even
+  EXPECT_EQ(bf16_of_bits(0xbf818000), 0xbf82);  // negative ties alike
+  EXPECT_EQ(bf16_bits(3.14159265f), 0x4049);    // 0x40490fdb
+  EXPECT_EQ(bf16_bits(0.1f), 0x3dcd);           // 0x3dcccccd: up
+  EXPECT_EQ(bf16_of_bits(0x3fffffff), 0x4000);  // the carry reaches the exponent
+}
+
+TEST(CudaBf16, ZerosSubnormalsInfinitiesAndNans) {
+  EXPECT_EQ(bf16_bits(0.0f), 0x0000);
+  EXPECT_EQ(bf16_bits(-0.0f), 0x8000);
+  EXPECT_EQ(bf16_of_bits(0x00000001), 0x0000);  // the smallest subnormal: below half
+  EXPECT_EQ(bf16_of_bits(0x00008000), 0x0000);  // a tie to even zero
+  EXPECT_EQ(bf16_of_bits(0x00018000), 0x0002);  // a tie to even 2
+  EXPECT_EQ(bf16_of_bits(0x007fffff), 0x0080);  // the largest subnormal up to the smallest normal
+  EXPECT_EQ(bf16_of_bits(0x7f7f7fff), 0x7f7f);  // large, below half
+  EXPECT_EQ(bf16_of_bits(0x7f7fffff), 0x7f80);  // FLT_MAX: up to infinity
+  EXPECT_EQ(bf16_bits(INFINITY), 0x7f80);
+  EXPECT_EQ(bf16_bits(-INFINITY), 0xff80);
+  // A NaN whose payload is only in the dropped bits must not round into an infinity.
+  for (std::uint32_t nan : {0x7f800001u, 0x7fc00000u, 0xffbfffffu, 0x7fffffffu}) {
+    EXPECT_TRUE(bf16_is_nan(bf16_of_bits(nan))) << std::hex << nan;
+    EXPECT_TRUE(std::isnan(bf16_value(bf16_of_bits(nan))));
+  }
+  EXPECT_EQ(bf16_of_bits(0xff800001u) & 0x8000, 0x8000);  // the sign kept
+}
+
+TEST(CudaBf16, EveryBf16IsExactAndRoundingErrIsAtMostHalfAUnit) {
+  for (std::uint32_t bits = 0; bits <= 0xffff; ++bits) {
+    const auto b = static_cast<std::uint16_t>(bits);
+    if (bf16_is_nan(b)) continue;
+    ASSERT_EQ(bf16_bits(bf16_value(b)), b) << std::hex << bits;
+  }
+  // 8 significant bits: |x - bf16(x)| <= 2^-8 |x| (unit roundoff), and it is the nearest.
+  Rng rng(3);
+  for (int i = 0; i < 10000; ++i) {
+    const auto x = static_cast<float>(rng.normal() * std::exp2(static_cast<double>(i % 40) - 20));
+    const std::uint16_t b = bf16_bits(x);
+    const double error = std::fabs(double{bf16_value(b)} - x);
+    ASSERT_LE(error, std::ldexp(std::fabs(double{x}), -8)) << x;
+    const auto up = static_cast<std::uint16_t>(b + 1), down = static_cast<std::uint16_t>(b - 1);
+    ASSERT_LE(error, std::fabs(double{bf16_value(up)} - x)) << x;
+    ASSERT_LE(error, std::fabs(double{bf16_value(down)} - x)) << x;
+  }
 }
 
 TEST(CudaPadding, SymmetricPaddingIsCuDnnsOwn) {

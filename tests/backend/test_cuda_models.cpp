@@ -106,7 +106,7 @@ TEST_P(CudaModels, TrainLikeTheCpu) {
     reference = train(model, *cpu);
     perturbed = train(model, *cpu, kPerturbation);
   }
-  std::unique_ptr<nn::Backend> gpu(plugin->make_backend(0));
+  std::unique_ptr<nn::Backend> gpu(plugin->make_backend(0, 0));
   const Trace trace = train(model, *gpu);
   for (int step = 0; step < kSteps; ++step) {
     const auto s = static_cast<std::size_t>(step);
@@ -131,6 +131,82 @@ TEST_P(CudaModels, TrainLikeTheCpu) {
 INSTANTIATE_TEST_SUITE_P(Zoo, CudaModels, ::testing::ValuesIn(models::model_names()),
                          [](const ::testing::TestParamInfo<std::string>& param_info) {
                            std::string name = param_info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+// A few training steps at --precision tf32 and bf16, of a shallow model (mnist-cnn: two
+// convolutions, two dense layers) and a deep one with batch norm (resnet20), against the CPU in
+// fp32. Rounding the operands of every product to the format (unit roundoff u: 2^-11 for TF32,
+// 2^-8 for bf16) moves a model about as much as a relative change of u in its initial
+// parameters does, which the CPU measures here (a run perturbed by +-u); each bound is
+// kChaosMargin times that, and at least one op's bound in test_backend_parity.cpp: 16u of the
+// scale for the loss, and for the first gradients kKinkTolerance (a ReLU or max pool input within
+// rounding distance of its kink takes the other branch, which changes the gradients by a whole
+// term whatever u is). A wrong index, a transposed operand or a missing cast is off by far more.
+constexpr double kKinkTolerance = 0.15;
+
+struct PrecisionCase {
+  std::string model;
+  nn::Precision precision;
+};
+
+class CudaModelsAtPrecision : public ::testing::TestWithParam<PrecisionCase> {};
+
+TEST_P(CudaModelsAtPrecision, TrainCloseToTheCpuInFp32) {
+  std::string why_not;
+  const CudaPluginApi* plugin = cuda_plugin(&why_not);
+  if (plugin == nullptr) GTEST_SKIP() << "CUDA backend not run: " << why_not;
+  if (plugin->device_count() == 0) GTEST_SKIP() << "CUDA backend not run: no CUDA GPU is visible";
+  const auto& [model, precision] = GetParam();
+  const double u = precision == nn::Precision::kTf32 ? 0x1p-11 : 0x1p-8;
+  Trace reference, perturbed;
+  {
+    auto cpu = make_cpu_backend(0);
+    reference = train(model, *cpu);
+    perturbed = train(model, *cpu, u);
+  }
+  std::unique_ptr<nn::Backend> gpu;
+  try {
+    gpu.reset(plugin->make_backend(0, static_cast<int>(precision)));
+  } catch (const Error& error) {
+    if (error.code() != ExitCode::kUsage) throw;  // pre-Ampere: no TF32 or bf16 tensor cores
+    GTEST_SKIP() << error.what();
+  }
+  ASSERT_EQ(gpu->precision(), precision);
+  const Trace trace = train(model, *gpu);
+  for (int step = 0; step < kSteps; ++step) {
+    const auto s = static_cast<std::size_t>(step);
+    const double expected = reference.losses[s];
+    const double scale = std::max(1.0, std::fabs(expected));
+    const double chaos = std::fabs(perturbed.losses[s] - expected) / scale;
+    EXPECT_NEAR(trace.losses[s], expected, std::max(16 * u, kChaosMargin * chaos) * scale)
+        << "loss of step " << step << " (CPU perturbed by u: " << chaos << ")";
+  }
+  const double gradient_chaos =
+      normalised_error(perturbed.first_gradients, reference.first_gradients);
+  EXPECT_LE(normalised_error(trace.first_gradients, reference.first_gradients),
+            std::max(kKinkTolerance, kChaosMargin * gradient_chaos))
+      << "gradients of the first step (CPU perturbed by u: " << gradient_chaos << ")";
+  const double parameter_chaos = normalised_error(perturbed.parameters, reference.parameters);
+  EXPECT_LE(normalised_error(trace.parameters, reference.parameters),
+            std::max(kParameterTolerance, kChaosMargin * parameter_chaos))
+      << "parameters after " << kSteps << " steps (CPU perturbed by u: " << parameter_chaos << ")";
+  const double state_chaos = normalised_error(perturbed.state, reference.state);
+  EXPECT_LE(normalised_error(trace.state, reference.state),
+            std::max(kStateTolerance, kChaosMargin * state_chaos))
+      << "batch-norm state (CPU perturbed by u: " << state_chaos << ")";
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, CudaModelsAtPrecision,
+                         ::testing::Values(PrecisionCase{"mnist-cnn", nn::Precision::kTf32},
+                                           PrecisionCase{"mnist-cnn", nn::Precision::kBf16},
+                                           PrecisionCase{"resnet20", nn::Precision::kTf32},
+                                           PrecisionCase{"resnet20", nn::Precision::kBf16}),
+                         [](const ::testing::TestParamInfo<PrecisionCase>& param_info) {
+                           std::string name =
+                               param_info.param.model + "_" +
+                               std::string(nn::precision_name(param_info.param.precision));
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });

@@ -2,6 +2,7 @@
 // without CUDA says so instead of failing.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -63,20 +64,73 @@ TEST(CudaPlugin, MakesABackendOnAGpuOrSaysWhichCallFailed) {
   ASSERT_NE(plugin, nullptr);
   ASSERT_NE(plugin->make_backend, nullptr);
   if (plugin->device_count() > 0) {
-    std::unique_ptr<nn::Backend> backend(plugin->make_backend(0));
+    std::unique_ptr<nn::Backend> backend(plugin->make_backend(0, 0));
     EXPECT_EQ(backend->description().rfind("cuda:0: ", 0), 0u) << backend->description();
     EXPECT_FALSE(backend->host_accessible());
     for (nn::Op op : {nn::Op::kConv2d, nn::Op::kBatchNorm, nn::Op::kSoftmaxCrossEntropy}) {
       EXPECT_TRUE(backend->supports(op)) << nn::op_name(op);
     }
+    EXPECT_EQ(backend->precision(), nn::Precision::kFp32);
     return;
   }
   // No GPU here: the first CUDA call fails, as one mbkit::Error naming it.
   try {
-    std::unique_ptr<nn::Backend> backend(plugin->make_backend(0));
+    std::unique_ptr<nn::Backend> backend(plugin->make_backend(0, 0));
     ADD_FAILURE() << "a CUDA backend without a GPU";
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("cudaSetDevice"), std::string::npos) << error.what();
+  }
+}
+
+TEST(CudaPlugin, NcclEntryPointsRefuseABackendTheyDidNotMake) {
+  // ABI 3: NCCL through the plugin. A CPU backend (or any the plugin did not make) has no GPU
+  // stream to sum on: a usage error before any NCCL call, so this runs without a GPU.
+  const CudaPluginApi* plugin = cuda_plugin();
+  ASSERT_NE(plugin, nullptr);
+  ASSERT_NE(plugin->nccl_version, nullptr);
+  ASSERT_NE(plugin->nccl_unique_id, nullptr);
+  ASSERT_NE(plugin->make_nccl_allreduce, nullptr);
+#if MBKIT_HAVE_NCCL
+  EXPECT_FALSE(plugin->nccl_version().empty());
+#else
+  EXPECT_TRUE(plugin->nccl_version().empty());
+#endif
+  auto cpu = make_backend("cpu", 1);
+  std::uint8_t id[kNcclIdBytes] = {};
+  EXPECT_MBKIT_ERROR(plugin->make_nccl_allreduce(*cpu, id, 1, 0, 1.0), ExitCode::kUsage,
+                     "--allreduce nccl");
+}
+
+// The precision travels through the plugin (ABI 4): the backend computes at it, says so in its
+// description, or (a GPU before Ampere) refuses it with a usage error naming --precision.
+TEST(CudaPlugin, MakesABackendAtEachPrecision) {
+  const CudaPluginApi* plugin = cuda_plugin();
+  ASSERT_NE(plugin, nullptr);
+  ASSERT_NE(plugin->round_to_bf16, nullptr);
+  const float one = 1.0f;
+  std::uint16_t bits = 0;
+  if (plugin->device_count() == 0) {
+    // Without a GPU the cast's first CUDA call fails, as one mbkit::Error naming it.
+    try {
+      plugin->round_to_bf16(0, &one, &bits, 1);
+      ADD_FAILURE() << "a bf16 cast without a GPU";
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("cudaSetDevice"), std::string::npos) << error.what();
+    }
+    return;
+  }
+  plugin->round_to_bf16(0, &one, &bits, 1);
+  EXPECT_EQ(bits, 0x3f80);
+  for (nn::Precision precision : {nn::Precision::kTf32, nn::Precision::kBf16}) {
+    try {
+      std::unique_ptr<nn::Backend> backend(plugin->make_backend(0, static_cast<int>(precision)));
+      EXPECT_EQ(backend->precision(), precision);
+      EXPECT_TRUE(backend->description().ends_with(nn::precision_name(precision)))
+          << backend->description();
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ExitCode::kUsage) << error.what();
+      EXPECT_NE(std::string(error.what()).find("--precision"), std::string::npos) << error.what();
+    }
   }
 }
 #endif

@@ -85,5 +85,27 @@ TEST(Device, MakeBackendSaysWhyThereIsNoGpuBackend) {
   EXPECT_EQ(make_backend("cpu", 1)->threads(), 1);
 }
 
+TEST(Precision, NamesAndParsing) {
+  for (nn::Precision p : {nn::Precision::kFp32, nn::Precision::kTf32, nn::Precision::kBf16}) {
+    EXPECT_EQ(nn::parse_precision(nn::precision_name(p)), p);
+  }
+  EXPECT_EQ(nn::precision_name(nn::Precision::kBf16), "bf16");
+  EXPECT_FALSE(nn::find_precision("fp16"));
+  EXPECT_FALSE(nn::find_precision("FP32"));
+  EXPECT_MBKIT_ERROR(nn::parse_precision("fp16"), ExitCode::kUsage,
+                     "--precision: unknown precision 'fp16' (known: fp32, tf32, bf16)");
+}
+
+// The CPU backend computes in fp32 only: another precision is one usage line naming both flags,
+// never a CPU run that silently ignores it.
+TEST(Precision, TheCpuRefusesAnythingButFp32) {
+  EXPECT_EQ(make_backend("cpu", 1, nn::Precision::kFp32)->precision(), nn::Precision::kFp32);
+  EXPECT_MBKIT_ERROR(make_backend("cpu", 1, nn::Precision::kTf32), ExitCode::kUsage,
+                     "--precision tf32: --device cpu computes in fp32 only (tf32 and bf16 need "
+                     "--device cuda)");
+  EXPECT_MBKIT_ERROR(make_backend("cpu", 1, nn::Precision::kBf16), ExitCode::kUsage,
+                     "--precision bf16: --device cpu computes in fp32 only");
+}
+
 }  // namespace
 }  // namespace mbkit::backend

@@ -111,6 +111,14 @@ TEST(Completion, FixedChoicesAreWhatTheParsersAccept) {
   for (const auto& word : choices("mb-train-dbsl", "--update-factor")) {
     EXPECT_NO_THROW(train::parse_update_factor(word)) << word;
   }
+  for (const auto& word : choices("mb-train-fmb", "--precision")) {
+    EXPECT_NO_THROW(valid([&](train::TrainOptions& o) {
+      o.device = "cuda";  // the CPU computes in fp32 only
+      o.precision = word;
+    })) << word;
+  }
+  EXPECT_THROW(valid([](train::TrainOptions& o) { o.precision = "fp16"; }), Error);
+  EXPECT_THROW(valid([](train::TrainOptions& o) { o.precision = "bf16"; }), Error);
   for (const auto& word : choices("mb-dataset shard", "--by")) {
     EXPECT_NO_THROW(data::parse_shard_method(word)) << word;
   }

@@ -24,6 +24,28 @@ class DeviceBuffer final : public nn::Buffer {
   std::vector<float> memory_;  // moving a vector keeps its data pointer
 };
 
+/// The fake device's clock: every batch it is given takes kBatchSeconds of device time, every
+/// optimizer update kUpdateSeconds (whatever the host's CPU does meanwhile).
+class FakeTimer final : public nn::DeviceTimer {
+ public:
+  FakeTimer(const std::int64_t& batches, const std::int64_t& updates)
+      : batches_(batches), updates_(updates) {}
+  void start() override {
+    batches_at_start_ = batches_;
+    updates_at_start_ = updates_;
+  }
+  double seconds() override {
+    return static_cast<double>(batches_ - batches_at_start_) * kFakeDeviceBatchSeconds +
+           static_cast<double>(updates_ - updates_at_start_) * kFakeDeviceUpdateSeconds;
+  }
+
+ private:
+  const std::int64_t& batches_;
+  const std::int64_t& updates_;
+  std::int64_t batches_at_start_ = 0;
+  std::int64_t updates_at_start_ = 0;
+};
+
 class FakeDevice;
 
 std::atomic<std::int64_t> replays{0};
@@ -127,6 +149,7 @@ class FakeDevice final : public nn::Backend {
     std::vector<float>& fixed = fixed_inputs_[&input];
     fixed.assign(images, images + static_cast<std::size_t>(input.batch()) *
                                       static_cast<std::size_t>(input.dims().size()));
+    ++batches_;
     cpu_->set_input(input, fixed.data());
   }
   void synchronize() override {
@@ -150,7 +173,11 @@ class FakeDevice final : public nn::Backend {
     return cpu_->make_tensor_like(like);
   }
   void set_input(nn::Tensor& input, const float* images) override {
+    ++batches_;
     cpu_->set_input(input, images);
+  }
+  std::unique_ptr<nn::DeviceTimer> make_device_timer() override {
+    return std::make_unique<FakeTimer>(batches_, updates_);
   }
   void read(const nn::Tensor& tensor, float* host) const override { cpu_->read(tensor, host); }
   void write(nn::Tensor& tensor, const float* host) override { cpu_->write(tensor, host); }
@@ -189,7 +216,10 @@ class FakeDevice final : public nn::Backend {
     }
     cpu_->add(destination, source, count);
   }
-  void optimizer_step(const nn::OptimizerUpdate& update) override { cpu_->optimizer_step(update); }
+  void optimizer_step(const nn::OptimizerUpdate& update) override {
+    ++updates_;
+    cpu_->optimizer_step(update);
+  }
 
  protected:
   void read_buffer(const nn::Buffer& source, std::size_t offset, std::span<float> host) override {
@@ -213,6 +243,8 @@ class FakeDevice final : public nn::Backend {
   std::vector<std::function<void()>> recording_;
   std::uint64_t generation_ = 0;
   std::map<const nn::Tensor*, std::vector<float>> fixed_inputs_;
+  std::int64_t batches_ = 0;
+  std::int64_t updates_ = 0;
 };
 
 FakeDevice& recording_fake(nn::Backend& backend) {

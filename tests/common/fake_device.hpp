@@ -3,7 +3,7 @@
 // it copies into and out of. A caller that uses a HostView, the counted copies and the backend's
 // operations gets the CPU backend's bits; one that takes a host span of its buffers is refused
 // (nn::Network) or caught by comparing copies. So a test that trains on it proves the code path
-// reads no device memory as host memory.
+// reads no device memory as host memory. Its timer counts device time by the work given to it.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,11 @@
 #include "mbkit/nn/backend.hpp"
 
 namespace mbkit::test {
+
+/// Its device timer (what the virtual clock counts on a device) charges each batch given to the
+/// device this many seconds, and each optimizer update kFakeDeviceUpdateSeconds.
+inline constexpr double kFakeDeviceBatchSeconds = 0.125;
+inline constexpr double kFakeDeviceUpdateSeconds = 0.0625;
 
 /// `threads` as make_cpu_backend's.
 std::unique_ptr<nn::Backend> make_fake_device_backend(int threads);

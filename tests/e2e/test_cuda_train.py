@@ -117,6 +117,35 @@ class CudaTraining(mbtest.ToolTestCase):
             self.assertTrue(np.array_equal(runs["on"][1][array], values),
                             msg=f"{array} differs with CUDA graphs")
 
+    def test_tf32_and_bf16_train_record_themselves_and_evaluate_on_the_cpu(self):
+        """--precision tf32 and bf16: a run trains (finite loss), its log and start table say
+        which precision, and its checkpoint is the same fp32 file, which the CPU evaluates. A
+        GPU older than Ampere refuses both with a usage line instead."""
+        model = ["--model", "resnet8"]
+        for precision in ("tf32", "bf16"):
+            with self.subTest(precision=precision):
+                result = mbtest.run([mbtest.tool("mb-train-fmb"), "--data", self.images, *model,
+                                     "--epochs", "1", "--batch-size", "32", "--seed", "3",
+                                     "--device", "cuda", "--precision", precision,
+                                     "--log", f"{precision}.log.h5",
+                                     "--checkpoint", f"{precision}.h5"],
+                                    cwd=self.dir, env=self.env, timeout=600)
+                if result.rc == 2 and "tensor cores" in result.err:
+                    self.skipTest(result.err.strip())
+                self.assertSucceeded(result)
+                self.assertRegex(result.err, rf"precision\s+{precision}:")
+                with h5py.File(self.path(f"{precision}.log.h5"), "r") as f:
+                    attrs = mbtest.text_attrs(f)
+                    self.assertEqual(attrs["precision"], precision)
+                    self.assertEqual(json.loads(attrs["config"])["precision"], precision)
+                    self.assertTrue(np.all(np.isfinite(f["steps/loss"][()])))
+                with h5py.File(self.path(f"{precision}.h5"), "r") as f:
+                    self.assertTrue(all(d.dtype == np.float32 for d in f["params"].values()))
+                evaluated = mbtest.run([mbtest.tool("mb-eval"), f"{precision}.h5", "--data",
+                                        self.images, "--json"], cwd=self.dir, env=self.env)
+                self.assertSucceeded(evaluated)
+                self.assertEqual(json.loads(evaluated.out)["samples"], 64)
+
     def test_a_gpu_past_the_last_is_a_usage_error(self):
         result = self.train("cuda:99", "never.h5", self.toy, "--model", "mlp")
         self.assertFailsWith(result, 2, "--device cuda:99: this node has")

@@ -135,6 +135,33 @@ class Training(mbtest.ToolTestCase):
             for key in reference:
                 np.testing.assert_array_equal(params(name)[key], reference[key], err_msg=f"{name} {key}")
 
+    def test_tf32_and_bf16_are_refused_on_the_cpu(self):
+        """--precision below fp32 is a GPU's: on the CPU one usage line before any file is opened
+        or written (a missing checkpoint is not what mb-eval reports), as is an unknown name."""
+        for precision in ("tf32", "bf16"):
+            message = f"--precision {precision}: --device cpu computes in fp32 only"
+            with self.subTest(precision=precision):
+                self.assertFailsWith(self.quick("--steps", "1", "--precision", precision, "--log",
+                                                "never.h5"), 2, message)
+                self.assertFailsWith(self.eval("absent.h5", "--data", self.toy, "--precision",
+                                               precision), 2, message)
+        self.assertFailsWith(self.quick("--steps", "1", "--precision", "fp16"), 2,
+                             "unknown precision 'fp16' (known: fp32, tf32, bf16)")
+        self.assertFalse(os.path.exists(self.path("never.h5")))
+
+    def test_a_resumed_run_keeps_the_precision_its_log_records(self):
+        """A metric log records one --precision: resuming into a log of another (here a log made
+        to say bf16, as a GPU run's would) is one usage line, and the log is left as it was."""
+        self.assertSucceeded(self.quick("--steps", "5", "--log", "run.h5", "--checkpoint", "c.h5"))
+        with h5py.File(self.path("run.h5"), "r+") as f:
+            del f.attrs["precision"]
+            f.attrs.create("precision", np.bytes_("bf16"))  # fixed-length, as mbkit writes
+        result = self.quick("--steps", "10", "--log", "run.h5", "--checkpoint", "c.h5",
+                            "--resume", "c.h5")
+        self.assertFailsWith(result, 2, "--precision fp32: run.h5 records a run at --precision bf16")
+        with h5py.File(self.path("run.h5"), "r") as f:
+            self.assertEqual(len(f["steps/step"]), 5)
+
     def test_log_has_steps_evaluations_and_run_description(self):
         result = self.quick("--steps", "50", "--eval-every", "20", "--log", "run.h5")
         self.assertSucceeded(result)
@@ -144,6 +171,8 @@ class Training(mbtest.ToolTestCase):
             self.assertIn("--eval-every 20", mbtest.text_attrs(f)["command_line"])
             config = json.loads(mbtest.text_attrs(f)["config"])
             self.assertEqual(config["model"], "mlp")
+            self.assertEqual(mbtest.text_attrs(f)["precision"], "fp32")
+            self.assertNotIn("precision", config)  # written only when not the default
             np.testing.assert_array_equal(f["steps/step"][()], np.arange(1, 51))
             self.assertTrue(np.all(np.diff(f["steps/time"][()]) >= 0))
             # 2000 training samples: 31 full batches of 64, then 16, then the next epoch.
@@ -286,7 +315,9 @@ class Training(mbtest.ToolTestCase):
             (self.quick("--steps", "5", "--prefetch", "-1"), 2,
              "--prefetch: '-1' is not auto or a count from 0 to 64"),
             (self.quick("--steps", "5", "--comm", "allreduce", "--allreduce", "nccl"), 2,
-             "--allreduce: 'nccl' is not auto, shm or mpi"),
+             "--allreduce nccl sums gradients in GPU memory; --device is cpu"),
+            (self.quick("--steps", "5", "--comm", "allreduce", "--allreduce", "gloo"), 2,
+             "--allreduce: 'gloo' is not auto, shm, mpi or nccl"),
             (self.quick("--steps", "5", "--allreduce", "shm"), 2, "--allreduce shm needs --comm allreduce"),
             (self.quick("--steps", "5", "--comm", "allreduce", "--bucket-mb", "-1"), 2,
              "--bucket-mb -1 must be a non-negative number of MiB"),

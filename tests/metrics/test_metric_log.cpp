@@ -464,6 +464,23 @@ TEST(MetricLog, AppendDropsRowsAfterTheResumeStepAndContinues) {
   EXPECT_FALSE(has_temporaries(dir));
 }
 
+// --precision is a root attribute; a value no mbkit writes is damaged input.
+TEST(MetricLog, PrecisionAttribute) {
+  test::TempDir dir;
+  const std::string path = dir.file("bf16.h5");
+  RunInfo info = sample_info();
+  info.precision = "bf16";
+  MetricLog::create(path, info, false).close();
+  EXPECT_EQ(read_run_info(open_metric_log(path)).precision, "bf16");
+  {
+    io::File file = io::File::open(path, io::File::Mode::kReadWrite);
+    ASSERT_EQ(H5Adelete(file.id(), "precision"), 0);
+    file.set_attribute("precision", std::string("fp16"));
+  }
+  EXPECT_MBKIT_ERROR(read_run_info(open_metric_log(path)), ExitCode::kBadData,
+                     "precision 'fp16' is not fp32, tf32 or bf16");
+}
+
 // Logs written before wall_time, micro_batches and the clock attributes existed still read,
 // and appending to one adds the columns (wall_time from time, micro_batches 1).
 TEST(MetricLog, OlderLogsWithoutTheLaterColumnsReadAndUpgradeOnAppend) {
@@ -481,7 +498,7 @@ TEST(MetricLog, OlderLogsWithoutTheLaterColumnsReadAndUpgradeOnAppend) {
                              "workers/queued_updates", "workers/comm_delay", "servers"}) {
       ASSERT_EQ(H5Ldelete(file.id(), name, H5P_DEFAULT), 0);
     }
-    for (const char* name : {"clock", "comm_model", "compute_model"}) {
+    for (const char* name : {"clock", "comm_model", "compute_model", "precision"}) {
       ASSERT_EQ(H5Adelete(file.id(), name), 0);
     }
   }
@@ -491,6 +508,7 @@ TEST(MetricLog, OlderLogsWithoutTheLaterColumnsReadAndUpgradeOnAppend) {
     EXPECT_FALSE(file.has("servers"));  // a table added later: readers go without it
     EXPECT_EQ(read_run_info(file).clock, "wall");
     EXPECT_EQ(read_run_info(file).comm_model, "");
+    EXPECT_EQ(read_run_info(file).precision, "fp32");  // all there was before the attribute
   }
   {
     MetricLog log = MetricLog::append(path, 3);

@@ -3,9 +3,12 @@
 // from the model, the time limit, the slowdown and the induced delay, computed by hand here.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
+#include <thread>
 
+#include "fake_device.hpp"
 #include "mbkit/backend/factory.hpp"
 #include "mbkit/data/loader.hpp"
 #include "mbkit/data/synth.hpp"
@@ -122,6 +125,38 @@ TEST_F(WorkerRoundTest, AWholeBatchOfMicroBatchesHasTheFixedBatchsLoss) {
   ASSERT_EQ(anytime.samples, fixed.samples);
   EXPECT_NEAR(anytime.loss_sum, fixed.loss_sum, 1e-4 * fixed.loss_sum);
   EXPECT_EQ(anytime.correct, fixed.correct);
+}
+
+TEST_F(WorkerRoundTest, OnADeviceTheVirtualClockCountsTheDevicesTime) {
+  // No compute model: the device's timer, not the host's CPU time, prices each micro-batch
+  // (the fake device charges kFakeDeviceBatchSeconds a batch): 0.125, 0.25 < 0.3, then 0.375.
+  backend_ = test::make_fake_device_backend(1);
+  auto data = loader();
+  auto net = network(*data);
+  WorkerRound worker(
+      {*net, *data, clock_, {}, std::nullopt, std::nullopt, 1, 0, 11, RoundRule{true, 4, 0.3}});
+  const WorkerReport report = worker.run(0, 0);
+  EXPECT_EQ(report.micro_batches, 3);
+  EXPECT_DOUBLE_EQ(report.compute_time, 3 * test::kFakeDeviceBatchSeconds);
+  EXPECT_FALSE(report.finished_early);  // stopped by the limit, one micro-batch short
+}
+
+TEST_F(WorkerRoundTest, WorkTimerCountsTheClocksSeconds) {
+  // Wall clock: real seconds, whatever the backend. Virtual: the CPU's seconds of this
+  // thread (a sleep is none) or, on a device, the device's.
+  const RunClock wall{false, SteadyClock::now()};
+  WorkTimer on_wall(wall, *backend_);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_GE(on_wall.seconds(), 0.02);
+  WorkTimer on_cpu(clock_, *backend_);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_LT(on_cpu.seconds(), 0.015);
+  const auto device = test::make_fake_device_backend(1);
+  WorkTimer on_device(clock_, *device);
+  EXPECT_EQ(on_device.seconds(), 0.0);
+  WorkTimer device_on_wall(wall, *device);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_GE(device_on_wall.seconds(), 0.02);
 }
 
 }  // namespace

@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", options.warmup, "Untimed steps before them")->capture_default_str();
   app.add_option("--threads", options.threads, "Threads (default: all cores)");
   mbkit::cli::add_device_option(app, options.device);
+  mbkit::cli::add_precision_option(app, options.precision);
   app.add_option("--seed", options.seed, "Seed of the model and the data order")
       ->capture_default_str();
   app.add_option("-o,--output", options.output, "Also write the timings to this HDF5 file")

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   app.add_option("--limit", options.limit, "Evaluate only the first N samples")->type_name("N");
   app.add_option("--threads", options.threads, "Threads (default: all cores)");
   mbkit::cli::add_device_option(app, options.device);
+  mbkit::cli::add_precision_option(app, options.precision);
   app.add_flag("--json", options.json, "Print JSON instead of tables");
   app.add_option("-o,--output", options.output, "Also write the result to this HDF5 file")
       ->type_name("FILE");

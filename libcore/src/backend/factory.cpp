@@ -38,15 +38,38 @@ void register_backend(const std::string& name, BackendFactory factory) {
   registry()[name] = std::move(factory);
 }
 
-std::unique_ptr<nn::Backend> make_backend(const std::string& name, int threads) {
+namespace {
+
+// The CPU backend (and the test backends registered over it) compute in fp32 only: oneDNN's
+// bf16 paths need AVX-512 BF16 or AMX, and TF32 is a GPU format.
+void refuse_on_host(const std::string& name, nn::Precision precision) {
+  if (precision == nn::Precision::kFp32) return;
+  usage_error(cat("--precision ", nn::precision_name(precision), ": --device ", name,
+                  " computes in fp32 only (tf32 and bf16 need --device cuda)"));
+}
+
+}  // namespace
+
+void check_precision(const std::string& name, nn::Precision precision) {
+  if (name == "cpu") refuse_on_host(name, precision);
+}
+
+std::unique_ptr<nn::Backend> make_backend(const std::string& name, int threads,
+                                          nn::Precision precision) {
   if (threads < 0) usage_error(cat("--threads ", threads, " must not be negative"));
   {
     const std::lock_guard lock(registry_mutex);
     const auto found = registry().find(name);
-    if (found != registry().end()) return found->second(threads);
+    if (found != registry().end()) {
+      refuse_on_host(name, precision);
+      return found->second(threads);
+    }
   }
   const Device device = parse_device(name);
-  if (device.kind == Device::Kind::kCpu) return make_cpu_backend(threads);
+  if (device.kind == Device::Kind::kCpu) {
+    refuse_on_host(name, precision);
+    return make_cpu_backend(threads);
+  }
   // A GPU was asked for: every check a GPU run will need, in the order a user can act on.
   std::string why_not;
   const CudaPluginApi* cuda = cuda_plugin(&why_not);
@@ -54,7 +77,7 @@ std::unique_ptr<nn::Backend> make_backend(const std::string& name, int threads) 
   const int gpu = choose_gpu(device, local_rank_from_environment(), cuda->device_count(),
                              std::getenv("CUDA_VISIBLE_DEVICES"));
   // --threads is the CPU backend's: a GPU backend runs its host side on the calling thread.
-  return std::unique_ptr<nn::Backend>(cuda->make_backend(gpu));
+  return std::unique_ptr<nn::Backend>(cuda->make_backend(gpu, static_cast<int>(precision)));
 }
 
 }  // namespace mbkit::backend

@@ -17,7 +17,8 @@ StepTimer::StepTimer(const StepTimerOptions& options)
   const data::DatasetInfo info = data::DatasetFile::open(options.data).info();
   rows_ = info.split(data::kTrain).count;
   const data::ImageShape shape = info.shape();
-  backend_ = backend::make_backend(options.device, options.threads);
+  backend_ = backend::make_backend(options.device, options.threads,
+                                   nn::parse_precision(options.precision));
   clock_.set_threads(backend_->threads());
   net_ = std::make_unique<nn::Network>(
       models::build_model(options.model, {shape.channels, shape.height, shape.width},

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "mbkit/cli/completion.hpp"
+#include "mbkit/nn/precision.hpp"
 #include "mbkit/util/fs.hpp"
 #include "mbkit/util/log.hpp"
 #include "mbkit/util/signals.hpp"
@@ -81,6 +82,21 @@ CLI::Option* add_device_option(CLI::App& app, std::string& device) {
           "Backend: cpu, or cuda / cuda:N (the GPU of the local rank, or GPU N) where built")
       ->capture_default_str()
       ->type_name("NAME");
+}
+
+CLI::Option* add_precision_option(CLI::App& app, std::string& precision) {
+  return app
+      .add_option("--precision", precision,
+                  "Convolutions and dense layers in fp32, tf32 (TF32 tensor cores) or bf16 (bf16 "
+                  "operands, fp32 accumulation and weights); tf32 and bf16 on a GPU only")
+      ->capture_default_str()
+      ->type_name("fp32|tf32|bf16")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            if (nn::find_precision(text)) return {};
+            return "unknown precision '" + text + "' (known: fp32, tf32, bf16)";
+          },
+          ""));  // no description: CLI11 would append it to the type name in --help
 }
 
 std::string command_line(int argc, char** argv) {

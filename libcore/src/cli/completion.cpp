@@ -155,7 +155,7 @@ ValueCompletion value_completion(const std::string& command, const std::string& 
   // back to its parser).
   if (name == "--activation") return words({"relu", "sigmoid", "tanh"});
   if (name == "--comm") return words({"ps", "allreduce"});
-  if (name == "--allreduce") return words({"auto", "shm", "mpi"});
+  if (name == "--allreduce") return words({"auto", "shm", "mpi", "nccl"});
   if (name == "--clock") return words({"wall", "virtual"});
   if (name == "--nan-policy") return words({"stop", "skip"});
   if (name == "--cuda-graphs") return words({"on", "off"});
@@ -163,6 +163,7 @@ ValueCompletion value_completion(const std::string& command, const std::string& 
   if (name == "--update-factor") return words({"linear", "sqrt", "none"});
   if (name == "--split") return words({"test", "train"});
   if (name == "--dtype") return words({"float", "double"});
+  if (name == "--precision") return words({"fp32", "tf32", "bf16"});
   if (name == "--by") return words({"contiguous", "strided", "random"});
   if (name == "--prefetch" || name == "--time-limit") return words({"auto"});
   if (name == "format" && sub == "import") return words({"idx", "cifar10", "cifar100"});

@@ -168,6 +168,7 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
   run->add_option("--threads", o.threads, "Threads (default: all cores)")
       ->check(whole_number<int>());
   add_device_option(*run, o.device);
+  add_precision_option(*run, o.precision);
   run->add_option("--cuda-graphs", o.cuda_graphs,
                   "Record the training step once per batch size as a CUDA graph and replay it "
                   "(default: on with --device cuda, off on the CPU)")
@@ -208,12 +209,14 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
       ->type_name("ps|allreduce");
   dist->add_option("--allreduce", o.given.allreduce,
                    "How --comm allreduce sums: shm (memory shared by ranks on one host), mpi "
-                   "(MPI_Allreduce) or auto (shm when every rank is on one host)")
+                   "(MPI_Allreduce), nccl (NCCL in GPU memory, --device cuda) or auto (nccl on "
+                   "GPUs, else shm when every rank is on one host)")
       ->capture_default_str()
-      ->type_name("auto|shm|mpi");
-  dist->add_option("--bucket-mb", o.bucket_mb,
-                   "--allreduce mpi: sum the gradients in buckets of MB MiB, each started as soon "
-                   "as the backward pass finished it (0: one sum after the pass)")
+      ->type_name("auto|shm|mpi|nccl");
+  dist->add_option(
+          "--bucket-mb", o.bucket_mb,
+          "--allreduce mpi or nccl: sum the gradients in buckets of MB MiB, each started as soon "
+          "as the backward pass finished it (0: one sum after the pass)")
       ->capture_default_str()
       ->type_name("MB");
   dist->add_option("--servers", o.servers,

@@ -17,6 +17,7 @@
 
 #include "mbkit/io/format.hpp"
 #include "mbkit/io/hdf5.hpp"
+#include "mbkit/nn/precision.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/fs.hpp"
 
@@ -315,6 +316,13 @@ RunInfo read_run_info_attributes(const io::File& log) {
     info.comm_model = log.string_attribute("comm_model");
     info.compute_model = log.string_attribute("compute_model");
   }
+  // Added later still: older logs computed in fp32.
+  if (log.has_attribute("precision")) {
+    info.precision = log.string_attribute("precision");
+    if (!nn::find_precision(info.precision)) {
+      data_error(cat(log.path(), ": precision '", info.precision, "' is not fp32, tf32 or bf16"));
+    }
+  }
   return info;
 }
 
@@ -334,6 +342,7 @@ void write_run_info(io::File& file, const RunInfo& info) {
   file.set_attribute("clock", info.clock);
   file.set_attribute("comm_model", info.comm_model);
   file.set_attribute("compute_model", info.compute_model);
+  file.set_attribute("precision", info.precision);
 }
 
 // A log with its layout and no rows, written under a temporary name and renamed to `path`.

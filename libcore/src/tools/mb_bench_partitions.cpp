@@ -81,6 +81,7 @@ int run_bench_partitions(const PartitionsOptions& options, std::ostream& out) {
     timing.model.name = options.model;
     timing.data = options.data;
     timing.device = options.device;
+    timing.precision = options.precision;
     timing.threads = options.threads;
     timing.seed = options.seed;
     timing.rank = world.rank();

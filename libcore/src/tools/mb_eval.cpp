@@ -58,6 +58,8 @@ int run_eval(const EvalOptions& options, std::ostream& out) {
   }
   if (options.top_k < 1) usage_error("--top-k must be at least 1");
   if (options.batch_size < 1) usage_error("--batch-size must be at least 1");
+  const nn::Precision precision = nn::parse_precision(options.precision);
+  backend::check_precision(options.device, precision);
   if (!options.output.empty() && fs::exists(options.output) && !options.force) {
     fail(cat(options.output, " exists; use --force to replace it"));
   }
@@ -97,7 +99,7 @@ int run_eval(const EvalOptions& options, std::ostream& out) {
                   options.checkpoint, " (", checkpoint.dataset, ")"));
   }
   const auto config = models::ModelConfig::from_map(checkpoint.model, checkpoint.model_config);
-  auto backend = backend::make_backend(options.device, options.threads);
+  auto backend = backend::make_backend(options.device, options.threads, precision);
   nn::Network net(models::build_model(config, {shape.channels, shape.height, shape.width},
                                       checkpoint.num_classes),
                   *backend);

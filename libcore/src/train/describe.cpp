@@ -28,7 +28,7 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
                         const std::string& allreduce,
                         const std::optional<comm::AllreduceTrial>& trial, bool pretty,
                         const DbslPlan* dbsl, const std::vector<double>& dbsl_factors,
-                        const std::string& time_limit_rule) {
+                        const std::string& time_limit_rule, const std::string& allreduce_library) {
   std::ostringstream out;
   {
     JsonWriter json(out, pretty);
@@ -76,6 +76,7 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
     if (o.train_loss != "workers") json.key("train_loss").value(o.train_loss);
     json.key("seed").value(o.seed);
     json.key("device").value(o.device);
+    if (o.precision != "fp32") json.key("precision").value(o.precision);
     json.key("nan_policy").value(o.nan_policy);
     json.key("comm").value(o.comm);
     json.key("async").value(o.async);
@@ -85,6 +86,7 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
     }
     if (o.async_delay_std > 0) json.key("async_delay_std").value(o.async_delay_std);
     json.key("allreduce").value(allreduce);
+    if (!allreduce_library.empty()) json.key("allreduce_library").value(allreduce_library);
     if (trial) {  // what --allreduce auto measured (seconds per sum) to choose `allreduce`
       json.key("allreduce_trial").begin_object();
       json.key("shm_seconds").value(trial->shared_memory_seconds);

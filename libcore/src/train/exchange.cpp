@@ -8,7 +8,9 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <utility>
 
+#include "mbkit/nn/buffer.hpp"
 #include "mbkit/train/virtual_clock.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/error.hpp"
@@ -108,18 +110,29 @@ std::span<float> SyncExchange::shared_buffer(std::size_t floats) {
   return shared_->buffer();
 }
 
+void SyncExchange::set_device_allreduce(comm::DeviceAllreduce& sum, nn::Buffer& buffer,
+                                        std::size_t floats) {
+  MBKIT_CHECK(!parameter_server_ && !shared_memory_ && !compression_.enabled() &&
+                  bucket_floats_ == 0 && floats <= buffer.size(),
+              "a device sum with ps, shared memory, compression or buckets already set");
+  device_ = &sum;
+  device_buffer_ = &buffer;
+  device_floats_ = floats;
+}
+
 void SyncExchange::set_bucket_floats(std::size_t floats) {
   if (floats > 0 && (parameter_server_ || shared_memory_)) {
     usage_error(parameter_server_ ? "--bucket-mb needs --comm allreduce"
                                   : "--bucket-mb: the shared-memory sum has no buckets (it "
                                     "needs every gradient at once); use --allreduce mpi");
   }
-  bucket_floats_ = world_.distributed() ? floats : 0;
+  // One rank sums nothing through MPI; a device sum runs all the same (see above).
+  bucket_floats_ = world_.distributed() || device_ != nullptr ? floats : 0;
 }
 
 void SyncExchange::set_compression(const comm::CompressionSpec& spec) {
-  MBKIT_CHECK(!spec.enabled() || (!shared_memory_ && bucket_floats_ == 0),
-              "compression with the shared-memory sum or buckets");
+  MBKIT_CHECK(!spec.enabled() || (!shared_memory_ && bucket_floats_ == 0 && device_ == nullptr),
+              "compression with the shared-memory sum, buckets or a device sum");
   compression_ = spec;
 }
 
@@ -239,13 +252,18 @@ void SyncExchange::message_sum(std::span<float> gradients, std::span<float> smal
 
 void SyncExchange::gradients_ready(std::span<float> gradients, std::size_t from) {
   if (bucket_floats_ == 0) return;
-  MBKIT_CHECK(from <= gradients.size(), "gradients final from ", from, " of ", gradients.size());
+  const std::size_t size = device_ != nullptr ? device_floats_ : gradients.size();
+  MBKIT_CHECK(from <= size, "gradients final from ", from, " of ", size);
   const auto start = Clock::now();
-  if (started_from_ == kNoBucket) started_from_ = gradients.size();
+  if (started_from_ == kNoBucket) started_from_ = size;
   if (from < started_from_ && started_from_ - from >= bucket_floats_) {
-    bucket_sums_.push_back(world_.iallreduce_sum(gradients.subspan(from, started_from_ - from)));
+    if (device_ != nullptr) {
+      start_device_sum(from, started_from_ - from);
+    } else {
+      bucket_sums_.push_back(world_.iallreduce_sum(gradients.subspan(from, started_from_ - from)));
+    }
     started_from_ = from;
-  } else {
+  } else if (device_ == nullptr) {
     // libnbc moves a sum on only inside MPI calls.
     for (auto& sum : bucket_sums_) world_.test(sum);
   }
@@ -277,6 +295,50 @@ void SyncExchange::finish_buckets(std::span<float> gradients, std::span<float> s
   send_time_ = seconds_since(start) - wait_time_;
 }
 
+void SyncExchange::start_device_sum(std::size_t from, std::size_t count) {
+  if (count == 0) return;
+  try {
+    // A non-blocking communicator takes a call once NCCL queued the previous one; waited for
+    // here, where pings are answered and a silent rank is named past the deadline.
+    world_.wait_until([&] { return device_->ready(); }, "NCCL queuing the previous sum");
+    device_->start(*device_buffer_, from, count);
+  } catch (...) {
+    device_->abort();
+    throw;
+  }
+  ++device_sums_;
+}
+
+void SyncExchange::device_sum(std::span<float> small, const std::string& what) {
+  const auto start = Clock::now();
+  try {
+    if (started_from_ == kNoBucket) started_from_ = device_floats_;  // no bucket: one sum
+    start_device_sum(0, started_from_);
+    started_from_ = kNoBucket;
+    device_sums_ = 0;
+    wait_time_ = 0;
+    if (world_.distributed()) {
+      // Arrival of every rank is the wait (a dead peer is named here, as in the MPI sum);
+      // the device sums progress meanwhile, and their errors end the wait.
+      comm::Request barrier = world_.ibarrier();
+      world_.wait_until(
+          [&] {
+            device_->poll();
+            return world_.test(barrier);
+          },
+          cat("waiting for the other ranks at ", what));
+      wait_time_ = seconds_since(start);
+      world_.allreduce_sum(small);  // the state and reports: floats through MPI, as before
+    }
+    world_.wait_until([&] { return device_->poll(); },
+                      cat("summing the gradients of ", what, " with NCCL (ncclAllReduce)"));
+  } catch (...) {
+    device_->abort();  // NCCL's kernels may be spinning on a dead peer: release them
+    throw;
+  }
+  send_time_ = seconds_since(start) - wait_time_;
+}
+
 std::size_t SyncExchange::tail_floats(std::size_t state_size) const {
   return state_size + static_cast<std::size_t>(workers()) * report_slots(parameter_server_) +
          server_slots();
@@ -288,6 +350,10 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
   CombinedStep result;
   send_time_ = wait_time_ = recv_time_ = 0;
   if (!world_.distributed()) {
+    if (device_ != nullptr) {
+      device_sum({}, cat("step ", step + 1));
+      send_time_ += std::exchange(progress_time_, 0.0);
+    }
     add_up(result, report);
     finish_gradient(gradients, nominal, result.samples);
     return result;
@@ -324,12 +390,16 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
   };
   const std::string what = cat("step ", step + 1);
   const auto start = Clock::now();
-  if (bucket_sums_.empty()) started_from_ = kNoBucket;  // no bucket was full: one sum
+  if (bucket_sums_.empty() && device_sums_ == 0) started_from_ = kNoBucket;  // one sum
   const double progressed = progress_time_;
   progress_time_ = 0;
   MBKIT_CHECK(bucket_sums_.empty() || started_from_ <= gradients.size(),
               "combine() with other gradients than the buckets were started on");
-  if (shared_memory_) {
+  if (device_ != nullptr) {
+    device_sum(small, what);
+    send_time_ += progressed;
+    result.wait_time = wait_time_;
+  } else if (shared_memory_) {
     // The sum's own rendezvous is the wait: every rank announces its complete buffer.
     const std::size_t floats = gradients.size() + small.size();
     const std::span<float> buffer = shared_buffer(floats);

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <utility>
 
+#include "mbkit/backend/factory.hpp"
 #include "mbkit/emulation/straggler.hpp"
+#include "mbkit/nn/precision.hpp"
 #include "mbkit/train/dbsl_merge.hpp"
 #include "mbkit/train/dbsl_plan.hpp"
 #include "mbkit/train/virtual_clock.hpp"
@@ -48,6 +50,8 @@ const char* to_string(AllreduceVia via) {
       return "shm";
     case AllreduceVia::kMpi:
       return "mpi";
+    case AllreduceVia::kNccl:
+      return "nccl";
     case AllreduceVia::kAuto:
       break;
   }
@@ -55,11 +59,11 @@ const char* to_string(AllreduceVia via) {
 }
 
 AllreduceVia parse_allreduce_via(const std::string& option) {
-  for (const AllreduceVia via :
-       {AllreduceVia::kAuto, AllreduceVia::kSharedMemory, AllreduceVia::kMpi}) {
+  for (const AllreduceVia via : {AllreduceVia::kAuto, AllreduceVia::kSharedMemory,
+                                 AllreduceVia::kMpi, AllreduceVia::kNccl}) {
     if (option == to_string(via)) return via;
   }
-  usage_error(cat("--allreduce: '", option, "' is not auto, shm or mpi"));
+  usage_error(cat("--allreduce: '", option, "' is not auto, shm, mpi or nccl"));
 }
 
 void parse_time_limit(const std::string& option, AmbOptions& amb) {
@@ -118,6 +122,9 @@ void validate_batches(const TrainOptions& o, int workers) {
 
 void validate(const TrainOptions& o) {
   if (o.data.empty()) usage_error("--data is required");
+  // The CPU refuses tf32 and bf16 here, before any file is opened; a GPU too old for them, when
+  // its backend is made.
+  backend::check_precision(o.device, nn::parse_precision(o.precision));
   if (o.batch_size < 1) usage_error(cat("--batch-size ", o.batch_size, " must be at least 1"));
   if (o.global_batch_size < 0) {
     usage_error(cat("--global-batch-size ", o.global_batch_size, " must be at least 1"));

@@ -46,9 +46,26 @@ std::string expand_pattern(const std::string& pattern, int worker, int workers) 
 
 }  // namespace
 
+bool allreduce_with_nccl(const TrainOptions& o, bool distributed) {
+  const bool cuda = o.device.rfind("cuda", 0) == 0;  // cuda or cuda:N (parse_device checks)
+  if (o.allreduce == AllreduceVia::kNccl) {
+    if (!cuda) {
+      usage_error(cat("--allreduce nccl sums gradients in GPU memory; --device is ", o.device,
+                      " (use --device cuda, or --allreduce mpi)"));
+    }
+    if (o.compression.enabled()) {
+      usage_error("--compress: encoded gradients are gathered through MPI; use --allreduce mpi");
+    }
+    return o.comm == "allreduce";
+  }
+  return o.allreduce == AllreduceVia::kAuto && cuda && distributed && o.comm == "allreduce" &&
+         !o.async && !o.dbsl.enabled && !o.compression.enabled();
+}
+
 Role decide_role(const TrainOptions& o, const comm::World& world) {
   Role role;
   role.distributed = world.distributed();
+  role.nccl = allreduce_with_nccl(o, role.distributed);
   if (!role.distributed) {
     if (o.dbsl.enabled) {
       usage_error(
@@ -85,7 +102,9 @@ Role decide_role(const TrainOptions& o, const comm::World& world) {
     usage_error("--compress: the shared-memory sum adds floats in place; use --allreduce mpi");
   }
   // Compressed gradients are gathered through MPI, never summed in shared memory.
-  const AllreduceVia via = o.compression.enabled() ? AllreduceVia::kMpi : o.allreduce;
+  const AllreduceVia via = o.compression.enabled() ? AllreduceVia::kMpi
+                           : role.nccl             ? AllreduceVia::kNccl
+                                                   : o.allreduce;
   role.shared_memory = SyncExchange::uses_shared_memory(world, role.parameter_server, via);
   if (via == AllreduceVia::kAuto && role.shared_memory) {
     // The faster sum, timed at start, where both give the same bits: with two ranks each sum

@@ -1,5 +1,6 @@
 #include "mbkit/train/run_clock.hpp"
 
+#include "mbkit/nn/backend.hpp"
 #include "mbkit/train/virtual_clock.hpp"
 
 namespace mbkit::train {
@@ -23,6 +24,29 @@ double RunClock::wall_now() const {
 
 double RunClock::cpu_now() const {
   return threads_ == 1 ? thread_cpu_seconds() : process_cpu_seconds() / threads_;
+}
+
+WorkTimer::WorkTimer(const RunClock& clock, nn::Backend& backend)
+    : clock_(clock), backend_(backend) {
+  if (clock_.is_virtual()) device_ = backend_.make_device_timer();
+  restart();
+}
+
+WorkTimer::~WorkTimer() = default;
+
+void WorkTimer::restart() {
+  if (device_) {
+    device_->start();
+  } else if (clock_.is_virtual()) {
+    cpu_start_ = clock_.cpu_now();
+  }
+  wall_start_ = SteadyClock::now();
+}
+
+double WorkTimer::seconds() {
+  if (device_) return device_->seconds();  // waits for the device's queue
+  backend_.synchronize();
+  return clock_.is_virtual() ? clock_.cpu_now() - cpu_start_ : seconds_since(wall_start_);
 }
 
 }  // namespace mbkit::train

@@ -42,18 +42,22 @@ void TrainingRun::run_sync() {
   SyncExchange exchange(world_, role_.parameter_server,
                         role_.shared_memory ? AllreduceVia::kSharedMemory : AllreduceVia::kMpi,
                         std::max(1, role_.servers));
+  if (nccl_) {
+    exchange.set_device_allreduce(*nccl_, net_->gradient_buffer(), net_->parameter_count());
+  }
   if (options_.bucket_mb > 0) {
     exchange.set_bucket_floats(std::max<std::size_t>(
         1, static_cast<std::size_t>(options_.bucket_mb * 1024.0 * 1024.0 / sizeof(float))));
   }
   exchange.set_compression(options_.compression);
   // A host-accessible backend's gradient buffer is what the exchange sums (zero-copy); a device
-  // backend's gradients are copied to the host once per step (gradient_staging_).
+  // backend's gradients are copied to the host once per step (gradient_staging_), unless NCCL
+  // sums them where they are.
   const bool in_place = net_->backend().host_accessible();
-  if (exchange.buckets() && round_ && in_place) {
+  if (exchange.buckets() && round_ && (in_place || nccl_)) {
     // The backward pass hands finished gradients to the exchange.
     round_->gradients_ready = [&](std::size_t from) {
-      exchange.gradients_ready(net_->gradients(), from);
+      exchange.gradients_ready(in_place ? net_->gradients() : std::span<float>(), from);
       return exchange.progress_time();
     };
   }
@@ -62,7 +66,7 @@ void TrainingRun::run_sync() {
   std::span<float> tail;
   const std::size_t tail_floats = role_.distributed ? exchange.tail_floats(net_->state_count()) : 0;
   if (!in_place) {
-    if (role_.distributed) {
+    if (role_.distributed && !nccl_) {
       gradient_staging_.assign(net_->parameter_count() + tail_floats, 0.0f);
       tail = std::span(gradient_staging_).subspan(net_->parameter_count());
     }
@@ -131,9 +135,9 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
     }
   }
   const std::int64_t step_nominal = nominal > 0 ? nominal : (round_ ? round_->last_drawn() : 0);
-  // A device backend's gradients go to the host only to be exchanged: alone, a rank copies
-  // them only when finish_gradient rescales them.
-  const bool exchanged = staged && role_.distributed;
+  // A device backend's gradients go to the host only to be exchanged through MPI: alone, or
+  // summed by NCCL, a rank copies them only when finish_gradient rescales them.
+  const bool exchanged = staged && role_.distributed && !exchange.device_allreduce();
   if (exchanged && role_.computes) backend.copy_to_host(net_->gradient_buffer(), 0, gradients);
   nn::HostView state = net_->host_state();
   auto combined = exchange.combine(staged && !exchanged ? std::span<float>() : gradients,
@@ -151,15 +155,15 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
     const int decision = accept_update(combined.mean_loss());
     if (decision == kContinue) {
       const bool timed = clock_.is_virtual() && compute_models_.empty();
-      const double cpu_start = timed ? clock_.cpu_now() : 0;
+      WorkTimer update_timer(clock_, backend);
       const auto update_start = SteadyClock::now();
       if (exchanged) {  // the combined gradients of the part this rank updates
         backend.copy_from_host(gradients.subspan(shard_.first, optimizer_->size()),
                                net_->gradient_buffer(), shard_.first);
       }
       optimizer_->step(net_->parameter_buffer(), net_->gradient_buffer(), lr, shard_.first);
-      backend.synchronize();  // a GPU's update ends when its kernel does
-      if (timed) update_time = clock_.cpu_now() - cpu_start;
+      const double measured = update_timer.seconds();  // a GPU's update ends with its kernel
+      if (timed) update_time = measured;
       if (role_.parameter_server) exchange.set_update_time(seconds_since(update_start));
     } else if (decision == kDiverged) {
       verdict = kDiverged;
@@ -259,13 +263,13 @@ void TrainingRun::run_async_master() {
     }
     if (decision == kContinue) {
       const bool timed = clock_.is_virtual() && compute_models_.empty();
-      const double cpu_start = timed ? clock_.cpu_now() : 0;
+      WorkTimer update_timer(clock_, backend);
       const auto update_start = SteadyClock::now();
       optimizer_->step(net_->parameter_buffer(), net_->gradient_buffer(), lr, first);
-      if (timed) master.advance(clock_.cpu_now() - cpu_start);
-      if (servers > 1) {
-        backend.synchronize();  // a GPU's update ends when its kernel does
-        update_seconds = seconds_since(update_start);
+      if (timed || servers > 1) {
+        const double measured = update_timer.seconds();  // a GPU's update ends with its kernel
+        if (timed) master.advance(measured);
+        if (servers > 1) update_seconds = seconds_since(update_start);
       }
     }
     ++step_;

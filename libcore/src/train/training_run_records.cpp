@@ -77,6 +77,16 @@ void TrainingRun::print_start_table() const {
                            ? cat(" (--lr ", options_.schedule.lr, " x ", lr_factor_, ": ",
                                  options_.lr_scaling, " scaling to a batch of ", global_batch_, ")")
                            : ""));
+  const std::string nccl_sum =
+      nccl_ ? cat(nccl_->description(), " in GPU memory",
+                  options_.bucket_mb > 0
+                      ? cat(", in buckets of ", options_.bucket_mb, " MiB during the backward pass")
+                      : "")
+            : "";
+  if (!role_.distributed && nccl_) {
+    row("allreduce", cat(nccl_sum, " on one rank (--allreduce nccl: the path runs; the sum of ",
+                         "one rank is its own gradients)"));
+  }
   if (role_.distributed) {
     row("workers",
         cat(role_.workers, " (", role_.comm,
@@ -86,6 +96,7 @@ void TrainingRun::print_start_table() const {
                           net_->parameter_count() / static_cast<std::size_t>(role_.servers))),
                       " parameters each")
             : role_.parameter_server ? ""
+            : nccl_                  ? cat(" with ", nccl_sum)
             : role_.shared_memory    ? " through shared memory"
             : options_.bucket_mb > 0 ? cat(" with MPI_Iallreduce in buckets of ",
                                            options_.bucket_mb, " MiB during the backward pass")
@@ -141,6 +152,7 @@ void TrainingRun::print_start_table() const {
   if (options_.time_budget > 0) length += cat(", at most ", human_duration(options_.time_budget));
   row("length", length);
   row("seed", cat(options_.seed));
+  row("precision", nn::describe_precision(backend_->precision()));
   if (metric_log_) row("log", options_.log);
   if (!options_.checkpoint.empty()) {
     row("checkpoint",

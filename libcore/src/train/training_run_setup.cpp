@@ -51,13 +51,17 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   }
   // An emulated worker has a core of its own: one thread unless told otherwise.
   backend_ = backend::make_backend(
-      options_.device, clock_.is_virtual() && options_.threads == 0 ? 1 : options_.threads);
+      options_.device, clock_.is_virtual() && options_.threads == 0 ? 1 : options_.threads,
+      nn::parse_precision(options_.precision));
   clock_.set_threads(backend_->threads());
   open_data();
   open_test_data();
   build_model();
   size_epoch();
   if (role_.distributed) check_ranks_agree();
+  // NCCL joins every rank's GPU once, once the ranks are known to run the same training (a rank
+  // that would not join is refused above, not waited for).
+  if (role_.nccl) nccl_ = comm::make_nccl_allreduce(world_, *backend_);
   set_up_emulation();
   if (dbsl_) plan_dbsl();
   decide_time_limit();
@@ -217,9 +221,10 @@ void TrainingRun::build_model() {
         world_, net_->parameter_count() + net_->state_count() + 8 * role_.workers + 8);
     role_.shared_memory = allreduce_trial_->shared_memory();
   }
-  allreduce_used_ = role_.comm != "allreduce" ? to_string(options_.allreduce)
-                    : role_.shared_memory     ? "shm"
-                                              : "mpi";
+  allreduce_used_ = role_.nccl                  ? "nccl"
+                    : role_.comm != "allreduce" ? to_string(options_.allreduce)
+                    : role_.shared_memory       ? "shm"
+                                                : "mpi";
   // The optimizer runs where updates are made: the master, or every rank of allreduce.
   // AMB: micro-batches of floor(batch / partitions) samples; a batch's leftover is not used.
   amb_ = options_.amb.enabled;
@@ -369,16 +374,14 @@ double TrainingRun::measure_full_batch() {
   const auto saved_state = backend.make_buffer(net_->state_count());
   backend.copy(net_->state_buffer(), 0, *saved_state, 0, net_->state_count());
   std::vector<double> times;
+  WorkTimer timer(clock_, backend);
   for (int round = 0; round < 4; ++round) {  // one to warm up, the median of three
-    const auto start = SteadyClock::now();
-    const double cpu_start = clock_.cpu_now();
+    timer.restart();
     for (int k = 0; k < micro_batches; ++k) {
       net_->train(images.data(), labels.data(), micro_size_, 1, 1.0, k > 0);
     }
-    backend.synchronize();  // a GPU's backward pass ends when its queued work does
-    if (round > 0) {
-      times.push_back(clock_.is_virtual() ? clock_.cpu_now() - cpu_start : seconds_since(start));
-    }
+    const double seconds = timer.seconds();  // a GPU's queued work included
+    if (round > 0) times.push_back(seconds);
   }
   std::sort(times.begin(), times.end());
   backend.copy(*saved_state, 0, net_->state_buffer(), 0, net_->state_count());
@@ -549,6 +552,14 @@ void TrainingRun::plan_length() {
 void TrainingRun::open_log() {
   if (!logs_ || options_.log.empty()) return;
   if (resume_.resumed != 0 && fs::exists(options_.log)) {
+    // The log records one precision for the whole run: a resumed run must keep it.
+    const std::string logged =
+        metrics::read_run_info(metrics::open_metric_log(options_.log)).precision;
+    const std::string_view mine = nn::precision_name(backend_->precision());
+    if (logged != mine) {
+      usage_error(cat("--precision ", mine, ": ", options_.log, " records a run at --precision ",
+                      logged, "; resume at ", logged, " or write another --log"));
+    }
     metric_log_.emplace(metrics::MetricLog::append(options_.log, step_, options_.flush_interval));
     return;
   }
@@ -556,9 +567,10 @@ void TrainingRun::open_log() {
   run.tool = tool_name(options_);
   run.version = cat(MBKIT_VERSION, " (", MBKIT_GIT_COMMIT, ")");
   run.command_line = command_line_;
-  run.config_json = config_json(options_, net_->graph(), planned_, world_.size(), role_.workers,
-                                time_limit_, allreduce_used_, allreduce_trial_, false,
-                                dbsl_ ? &dbsl_plan_ : nullptr, dbsl_factors_, time_limit_rule_);
+  run.config_json =
+      config_json(options_, net_->graph(), planned_, world_.size(), role_.workers, time_limit_,
+                  allreduce_used_, allreduce_trial_, false, dbsl_ ? &dbsl_plan_ : nullptr,
+                  dbsl_factors_, time_limit_rule_, nccl_ ? nccl_->description() : std::string());
   run.seed = options_.seed;
   run.host = world_.host();
   run.start_time = utc_timestamp();
@@ -568,6 +580,7 @@ void TrainingRun::open_log() {
   run.clock = options_.clock;
   run.comm_model = clock_.is_virtual() && role_.distributed ? comm_model_.spec() : "";
   run.compute_model = compute_models_.spec();
+  run.precision = std::string(nn::precision_name(backend_->precision()));
   bool replace = options_.force;
   if (!replace && options_.resume == "auto" && fs::exists(options_.log)) {
     // A run killed before its first checkpoint left a log and nothing to resume from: a

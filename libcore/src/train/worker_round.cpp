@@ -54,20 +54,20 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
   if (gradients_ready) {
     ready = [&](std::size_t from) { exchange_in_backward = gradients_ready(from); };
   }
+  WorkTimer timer(parts_.clock, parts_.net.backend());
   auto run_micro_batch = [&](int k) {
-    const auto compute_start = SteadyClock::now();
-    const double cpu_start = virtual_clock ? parts_.clock.cpu_now() : 0;
+    timer.restart();
     const std::size_t offset = static_cast<std::size_t>(k) * static_cast<std::size_t>(plan.size);
     exchange_in_backward = 0;
     // Forward and backward: one replayed CUDA graph under --cuda-graphs.
     const auto outcome = parts_.net.train(
         batch.images.data() + offset * image, batch.labels.data() + offset, plan.size,
         step_seed + static_cast<std::uint64_t>(k) * 0x9e3779b97f4a7c15ULL, scale, k > 0, ready);
-    parts_.net.backend().synchronize();  // a GPU's queued work belongs to this micro-batch
-    const double cost = !virtual_clock ? seconds_since(compute_start) - exchange_in_backward
-                        : parts_.compute_model
+    const double measured = timer.seconds();  // a GPU's queued work belongs to this micro-batch
+    // A device's time overlaps part of the host's exchange: never below zero.
+    const double cost = virtual_clock && parts_.compute_model
                             ? parts_.compute_model->cost(plan.size)
-                            : parts_.clock.cpu_now() - cpu_start - exchange_in_backward;
+                            : std::max(0.0, measured - exchange_in_backward);
     const double extra = parts_.slowdown.extra_delay(parts_.rank, cost);
     if (!virtual_clock) sleep_for(extra);
     emulated += cost + extra;
@@ -101,20 +101,19 @@ WorkerReport WorkerRound::run_samples(std::int64_t at_step, std::int64_t samples
       Rng(parts_.seed, 0xdb51 + static_cast<std::uint64_t>(at_step) +
                            (static_cast<std::uint64_t>(parts_.worker) << 40))
           .next_u64();
+  WorkTimer timer(parts_.clock, parts_.net.backend());
   while (report.samples < samples) {
     const data::Batch& batch = parts_.loader.next();
     const int size = static_cast<int>(std::min<std::int64_t>(batch.size, samples - report.samples));
-    const auto compute_start = SteadyClock::now();
-    const double cpu_start = virtual_clock ? parts_.clock.cpu_now() : 0;
+    timer.restart();
     const auto outcome = parts_.net.train(
         batch.images.data(), batch.labels.data(), size,
         round_seed + static_cast<std::uint64_t>(report.micro_batches) * 0x9e3779b97f4a7c15ULL,
         1.0 / size);
     update();
-    parts_.net.backend().synchronize();  // a GPU's queued work belongs to this round
-    const double cost = !virtual_clock         ? seconds_since(compute_start)
-                        : parts_.compute_model ? parts_.compute_model->cost(size)
-                                               : parts_.clock.cpu_now() - cpu_start;
+    const double measured = timer.seconds();  // a GPU's queued work belongs to this round
+    const double cost =
+        virtual_clock && parts_.compute_model ? parts_.compute_model->cost(size) : measured;
     const double extra = parts_.slowdown.extra_delay(parts_.rank, cost);
     if (!virtual_clock) sleep_for(extra);
     report.compute_time += cost;

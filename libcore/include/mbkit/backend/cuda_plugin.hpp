@@ -3,6 +3,8 @@
 // or NCCL: merely mapping them costs about 150 MB of resident memory per process.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,13 +12,20 @@
 namespace mbkit::nn {
 class Backend;
 }
+namespace mbkit::comm {
+class DeviceAllreduce;
+}
 
 namespace mbkit::backend {
 
 /// Bumped whenever CudaPluginApi changes, so that a stale libmbkit-cuda is refused, not called.
-/// 2: make_backend. 3: nn::Backend's step graphs (begin_capture, end_capture, set_input_fixed)
-/// and nn::Kernel's replay hooks (the Backend's and Kernels' vtables changed).
-inline constexpr int kCudaPluginAbi = 3;
+/// 2: make_backend. 3: NCCL (nccl_version, nccl_unique_id, make_nccl_allreduce). 4: make_backend's
+/// precision, round_to_bf16. 5: nn::Backend's step graphs (begin_capture, end_capture,
+/// set_input_fixed) and nn::Kernel's replay hooks (the Backend's and Kernels' vtables changed).
+inline constexpr int kCudaPluginAbi = 5;
+
+/// Bytes of NCCL's unique id (NCCL_UNIQUE_ID_BYTES), which the core carries over MPI.
+inline constexpr std::size_t kNcclIdBytes = 128;
 
 /// What libmbkit-cuda exports, through its one C entry point `mbkit_cuda_plugin`.
 struct CudaPluginApi {
@@ -26,8 +35,23 @@ struct CudaPluginApi {
   /// Number of usable CUDA devices; 0 when there is no driver or no device.
   int (*device_count)() = nullptr;
   /// A new CUDA backend on visible GPU `gpu` (checked by the caller against device_count()),
-  /// owned by the caller; throws mbkit::Error when the GPU cannot be set up.
-  nn::Backend* (*make_backend)(int gpu) = nullptr;
+  /// computing at `precision` (an nn::Precision's value), owned by the caller; throws
+  /// mbkit::Error when the GPU cannot be set up.
+  nn::Backend* (*make_backend)(int gpu, int precision) = nullptr;
+  /// NCCL's version ("2.28.9"), empty when libmbkit-cuda was built without NCCL.
+  std::string (*nccl_version)() = nullptr;
+  /// Rank 0's new NCCL unique id into kNcclIdBytes bytes; throws mbkit::Error on failure.
+  void (*nccl_unique_id)(std::uint8_t* id) = nullptr;
+  /// Starts joining a communicator of `ranks` ranks as `rank`, on the GPU of `backend` (one
+  /// make_backend made; any other is a usage error), non-blocking: ready() says when it is
+  /// set up. A call that NCCL is still enqueuing holds the next one at most `timeout` seconds.
+  /// Owned by the caller; throws mbkit::Error naming the call on failure.
+  comm::DeviceAllreduce* (*make_nccl_allreduce)(nn::Backend& backend, const std::uint8_t* id,
+                                                int ranks, int rank, double timeout) = nullptr;
+  /// Tests: `count` floats (host memory) rounded to bf16 by the cast kernel of --precision bf16
+  /// on GPU `gpu`, their bits into `bits` (host memory); throws mbkit::Error on a CUDA failure.
+  void (*round_to_bf16)(int gpu, const float* values, std::uint16_t* bits,
+                        std::size_t count) = nullptr;
 };
 
 /// The loaded plugin, or nullptr with the reason in *why_not (a build without CUDA, a missing

@@ -24,6 +24,8 @@ struct StepTimerOptions {
   models::ModelConfig model;
   std::string data;
   std::string device = "cpu";
+  /// --precision.
+  std::string precision = "fp32";
   int threads = 0;  ///< 0: the backend's default
   std::uint64_t seed = 1;
   int rank = 0;

@@ -50,6 +50,10 @@ void add_common_options(CLI::App& app, CommonOptions& options);
 /// Adds --device (cpu, cuda, cuda:N), worded alike in every tool that computes on a backend.
 CLI::Option* add_device_option(CLI::App& app, std::string& device);
 
+/// Adds --precision (fp32, tf32, bf16) beside --device; an unknown name is refused here, a
+/// precision the device cannot compute at by backend::make_backend.
+CLI::Option* add_precision_option(CLI::App& app, std::string& precision);
+
 /// Parses argv into `app`, applies the common options, installs the signal handlers that remove
 /// half-written outputs, and runs `body`. Returns the process exit status:
 /// 0 for --help/--version, 2 for a command-line error (one line on stderr), the Error's exit code

@@ -58,6 +58,9 @@ struct RunInfo {
   std::string clock = "wall";
   std::string comm_model;
   std::string compute_model;
+  /// --precision of the convolutions and dense layers: "fp32", "tf32" or "bf16" (logs older
+  /// than the attribute: fp32, all there was).
+  std::string precision = "fp32";
 };
 
 struct StepRecord {

@@ -24,6 +24,7 @@
 
 #include "mbkit/nn/buffer.hpp"
 #include "mbkit/nn/graph.hpp"
+#include "mbkit/nn/precision.hpp"
 
 namespace mbkit::nn {
 
@@ -95,6 +96,17 @@ class StepGraph {
   virtual bool replay() = 0;
 };
 
+/// Device time of a backend's queued work, for the virtual clock: on a GPU a step's work is the
+/// device's, and the host's CPU time (launching kernels, then waiting) says little about it.
+class DeviceTimer {
+ public:
+  virtual ~DeviceTimer() = default;
+  /// Marks the start in the device's queue.
+  virtual void start() = 0;
+  /// Waits for the work queued since start(); its device seconds.
+  virtual double seconds() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -121,6 +133,9 @@ class Backend {
   virtual void accumulate(Tensor& destination, const Tensor& source) = 0;
   /// Waits for queued work (a no-op on the CPU).
   virtual void synchronize() {}
+  /// A timer of the device's queue, or nullptr where the work runs on the host's CPU (the
+  /// virtual clock then reads the worker's CPU time).
+  virtual std::unique_ptr<DeviceTimer> make_device_timer() { return nullptr; }
 
   // Flat buffers.
   /// `floats` zeros in backend memory.
@@ -142,6 +157,9 @@ class Backend {
   virtual void add(Buffer& destination, const Buffer& source, std::size_t count) = 0;
   /// One optimizer update (its pointers are into this backend's buffers).
   virtual void optimizer_step(const OptimizerUpdate& update) = 0;
+  /// What convolutions and dense products compute in (--precision); fp32 unless the backend
+  /// was made for another.
+  virtual Precision precision() const { return Precision::kFp32; }
 
   // Step graphs: a training step's queued work recorded once and replayed (CUDA graphs), so
   // that a step costs one launch instead of hundreds. Network::train uses them.

@@ -20,6 +20,7 @@ struct PartitionsOptions {
   int warmup = 2;
   int threads = 0;
   std::string device = "cpu";
+  std::string precision = "fp32";  ///< --precision
   std::uint64_t seed = 1;
   std::string output;  ///< -o FILE.h5
   bool force = false;

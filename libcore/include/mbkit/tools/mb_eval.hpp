@@ -17,6 +17,7 @@ struct EvalOptions {
   std::uint64_t limit = 0;  ///< evaluate only the first N samples (0: all)
   int threads = 0;
   std::string device = "cpu";
+  std::string precision = "fp32";  ///< --precision
   bool json = false;
   std::string output;  ///< RESULT.h5 (format "mbkit-eval")
   bool force = false;

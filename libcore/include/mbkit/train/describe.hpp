@@ -24,7 +24,8 @@ std::map<std::string, std::string> optimizer_map(const optim::OptimizerConfig& c
 
 /// The run's resolved configuration (the log's and checkpoint's "config" attribute): every
 /// option, the model's size, the planned steps, AMB's time limit, `allreduce` (the sum a
-/// distributed allreduce run uses: shm or mpi, what auto chose) and what auto measured; a DBSL
+/// distributed allreduce run uses: shm, mpi or nccl, what auto chose) and what auto measured,
+/// `allreduce_library` when given (the log of a nccl run: "NCCL 2.28.9"); a DBSL
 /// run's plan and update factors (mb-train-dbsl) under "dbsl". `pretty`: a key per line (what
 /// ranks compare to check they run the same training).
 std::string config_json(const TrainOptions& options, const nn::Graph& graph,
@@ -33,6 +34,7 @@ std::string config_json(const TrainOptions& options, const nn::Graph& graph,
                         const std::optional<comm::AllreduceTrial>& trial, bool pretty = false,
                         const DbslPlan* dbsl = nullptr,
                         const std::vector<double>& dbsl_factors = {},
-                        const std::string& time_limit_rule = {});
+                        const std::string& time_limit_rule = {},
+                        const std::string& allreduce_library = {});
 
 }  // namespace mbkit::train

@@ -16,7 +16,10 @@
 //               as the backward pass has finished a bucket's worth of gradients (they are
 //               final from the end of the buffer backwards), and progresses while the pass
 //               goes on; it pays where a network adapter moves the data, not on one host,
-//               where a transfer is the receiving core's own work (mb-train-fmb.1).
+//               where a transfer is the receiving core's own work (mb-train-fmb.1). On GPUs
+//               (--allreduce nccl, auto's choice there) NCCL sums the gradients in GPU memory,
+//               in the same buckets, each started once the backward pass has queued it; the
+//               small values are summed through MPI as floats, as before.
 //   ps --async  the master applies an update as soon as --async-min-grads gradients arrived and
 //               sends the new parameters to every worker; workers never wait for parameters:
 //               they compute on the newest they have (AsyncMaster/AsyncWorker below). With
@@ -47,6 +50,7 @@
 #include <vector>
 
 #include "mbkit/comm/compression.hpp"
+#include "mbkit/comm/device_allreduce.hpp"
 #include "mbkit/comm/shared_sum.hpp"
 #include "mbkit/comm/world.hpp"
 #include "mbkit/train/options.hpp"
@@ -145,16 +149,25 @@ class SyncExchange {
   /// True when combine() sums through shared memory.
   bool shared_memory() const { return shared_memory_; }
 
+  /// --allreduce nccl: `sum` adds the gradients up in GPU memory, the first `floats` floats of
+  /// `buffer` (the network's gradient buffer), in the buckets set_bucket_floats() asks for (any
+  /// number of ranks, one included); combine() then gets no gradients (an empty span), sums the
+  /// small values through MPI and waits for the device sums with the world's deadline. Call
+  /// before set_bucket_floats().
+  void set_device_allreduce(comm::DeviceAllreduce& sum, nn::Buffer& buffer, std::size_t floats);
+  bool device_allreduce() const { return device_ != nullptr; }
+
   /// allreduce through MPI: sum the gradients in buckets of at least `floats` (0: one sum in
   /// combine()). A usage error for ps and the shared-memory sum.
   void set_bucket_floats(std::size_t floats);
   bool buckets() const { return bucket_floats_ > 0; }
   /// With buckets, the backward pass's gradients_ready (nn::Network::backward): `gradients`
-  /// (the span combine() gets next) is final from `from` on. Starts the sum of the final part
-  /// not yet started when it holds a bucket, else lets the started sums progress.
+  /// (the span combine() gets next; not read with a device sum) is final from `from` on. Starts the
+  /// sum of the final part not yet started when it holds a bucket, else lets the started sums
+  /// progress.
   void gradients_ready(std::span<float> gradients, std::size_t from);
   /// Sums gradients_ready() started that the next combine() completes.
-  std::size_t started_sums() const { return bucket_sums_.size(); }
+  std::size_t started_sums() const { return bucket_sums_.size() + device_sums_; }
   /// Seconds spent in gradients_ready() this step (the next combine() counts them as sending).
   double progress_time() const { return progress_time_; }
   /// Gradients travel encoded (see above); not with shared memory or buckets.
@@ -225,6 +238,15 @@ class SyncExchange {
   std::vector<std::uint8_t> encoded_;  ///< this worker's message, or every worker's
   /// combine()'s sum as messages, once every rank arrived.
   void message_sum(std::span<float> gradients, std::span<float> small);
+  comm::DeviceAllreduce* device_ = nullptr;
+  nn::Buffer* device_buffer_ = nullptr;
+  std::size_t device_floats_ = 0;
+  std::size_t device_sums_ = 0;  ///< started this step
+  /// combine()'s part with a device sum: the rest of the gradients started, the small values
+  /// summed through MPI, every sum waited for; the communicator aborted when a wait fails.
+  void device_sum(std::span<float> small, const std::string& what);
+  /// device_buffer_[from, from + count) summed (once the previous call was queued).
+  void start_device_sum(std::size_t from, std::size_t count);
   /// The buckets' part of combine(): starts the sums of the rest, waits for all.
   void finish_buckets(std::span<float> gradients, std::span<float> small, const std::string& what);
 };

@@ -56,9 +56,10 @@ struct DbslOptions {
 
 /// How --comm allreduce sums (--allreduce, mbkit/train/exchange.hpp): auto (the faster of the
 /// two on one host, timed at start with two ranks; else MPI_Allreduce), always shared memory
-/// (shm: an error when the ranks span hosts), or MPI_Allreduce.
-enum class AllreduceVia { kAuto, kSharedMemory, kMpi };
-/// "auto", "shm" or "mpi", as --allreduce takes it.
+/// (shm: an error when the ranks span hosts), MPI_Allreduce, or NCCL in GPU memory (nccl: a
+/// CUDA --device only; auto chooses it there).
+enum class AllreduceVia { kAuto, kSharedMemory, kMpi, kNccl };
+/// "auto", "shm", "mpi" or "nccl", as --allreduce takes it.
 const char* to_string(AllreduceVia via);
 
 /// The options given as text that need parsing, as the command line gave them: cli/ parses
@@ -123,6 +124,8 @@ struct TrainOptions {
   /// itself); --prefetch auto gives 2, or 0 when the process may run on one core only.
   int prefetch = 2;
   std::string device = "cpu";
+  /// --precision: fp32, tf32 or bf16 (a GPU's).
+  std::string precision = "fp32";
   std::string log;     ///< metric log file (HDF5)
   bool force = false;  ///< replace an existing log
   double flush_interval = 5.0;

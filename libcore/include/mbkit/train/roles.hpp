@@ -38,10 +38,18 @@ struct Role {
   bool shared_memory = false;  ///< allreduce sums through shared memory (--allreduce)
   /// --allreduce auto on one host: shared_memory is decided by timing both sums at start.
   bool time_allreduce = false;
+  /// allreduce sums the gradients in GPU memory with NCCL (allreduce_with_nccl).
+  bool nccl = false;
 
   /// Rank of worker `index`.
   int rank_of(int index) const { return worker_rank(index, servers); }
 };
+
+/// Whether --comm allreduce sums with NCCL: --allreduce nccl (with one rank too: the sum then
+/// runs on a one-rank communicator, a check of the path), or auto on a CUDA --device with
+/// several ranks and no --compress (whose encoded gradients travel through MPI). nccl with a
+/// --device that is not CUDA, or with --compress, is a usage error.
+bool allreduce_with_nccl(const TrainOptions& options, bool distributed);
 
 /// This rank's role under `options` (usage errors for impossible combinations).
 Role decide_role(const TrainOptions& options, const comm::World& world);

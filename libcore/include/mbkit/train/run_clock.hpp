@@ -3,7 +3,14 @@
 // reports. Both continue from the time of the run a checkpoint resumes.
 #pragma once
 
+#include <memory>
+
 #include "mbkit/util/timer.hpp"
+
+namespace mbkit::nn {
+class Backend;
+class DeviceTimer;
+}  // namespace mbkit::nn
 
 namespace mbkit::train {
 
@@ -42,6 +49,31 @@ class RunClock {
   double elapsed_before_ = 0;
   double wall_before_ = 0;
   double virtual_now_ = 0;
+};
+
+/// Times one piece of a worker's work (micro-batches, an update, a calibration) on the run's
+/// clock, once the backend's queued work is done: real seconds under --clock wall; under --clock
+/// virtual the work's own seconds, the worker's CPU time on the CPU and the device's time (CUDA
+/// events on the backend's stream) on a GPU.
+class WorkTimer {
+ public:
+  /// Starts timing.
+  WorkTimer(const RunClock& clock, nn::Backend& backend);
+  ~WorkTimer();
+  WorkTimer(const WorkTimer&) = delete;
+  WorkTimer& operator=(const WorkTimer&) = delete;
+
+  /// Waits for the backend, then the seconds since the start (or the last restart).
+  double seconds();
+  /// Starts again (the device timer is kept: a GPU's events are made once).
+  void restart();
+
+ private:
+  const RunClock& clock_;
+  nn::Backend& backend_;
+  std::unique_ptr<nn::DeviceTimer> device_;
+  SteadyClock::time_point wall_start_;
+  double cpu_start_ = 0;
 };
 
 }  // namespace mbkit::train

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "mbkit/comm/allreduce_trial.hpp"
+#include "mbkit/comm/device_allreduce.hpp"
 #include "mbkit/comm/world.hpp"
 #include "mbkit/data/dataset_file.hpp"
 #include "mbkit/data/loader.hpp"
@@ -181,6 +182,8 @@ class TrainingRun {
   std::unique_ptr<nn::Network> net_;
   std::optional<comm::AllreduceTrial> allreduce_trial_;
   std::string allreduce_used_;  ///< what --allreduce auto chose (logs and checkpoints)
+  /// --allreduce nccl (role_.nccl): the communicator; destroyed before the network and backend.
+  std::unique_ptr<comm::DeviceAllreduce> nccl_;
   bool amb_ = false;
   int micro_size_ = 0;
   optim::OptimizerConfig optimizer_config_;

@@ -1,6 +1,8 @@
 // The CUDA backend: one GPU, a compute stream every kernel, cuDNN and cuBLAS call is queued on,
 // and a copy stream that brings each batch from pinned host memory.
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 #include <utility>
 
 #include "cuda_internal.hpp"
@@ -40,9 +42,8 @@ TensorDesc::~TensorDesc() {
   cudnnDestroyTensorDescriptor(desc_);
 }
 
-void TensorDesc::set(int n, int c, int h, int w) {
-  MBKIT_CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+void TensorDesc::set(int n, int c, int h, int w, cudnnDataType_t type) {
+  MBKIT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, type, n, c, h, w));
 }
 
 Context::Context(int gpu_index) : gpu(gpu_index) {
@@ -51,6 +52,8 @@ Context::Context(int gpu_index) : gpu(gpu_index) {
   MBKIT_CUDA_CHECK(cudaGetDeviceProperties(&properties, gpu));
   gpu_name = properties.name;
   gpu_memory = properties.totalGlobalMem;
+  compute_major = properties.major;
+  compute_minor = properties.minor;
   MBKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   MBKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking));
   MBKIT_CUDNN_CHECK(cudnnCreate(&cudnn));
@@ -306,6 +309,43 @@ OptimizerArgs optimizer_args(const nn::OptimizerUpdate& update) {
   return args;
 }
 
+/// Device seconds between two events on the compute stream: what the virtual clock counts for
+/// a GPU's work (the host only launches it, then waits).
+class StreamTimer final : public nn::DeviceTimer {
+ public:
+  explicit StreamTimer(const Context& context) : context_(context) {
+    context_.activate();
+    MBKIT_CUDA_CHECK(cudaEventCreate(&begin_));
+    MBKIT_CUDA_CHECK(cudaEventCreate(&end_));
+  }
+  ~StreamTimer() override {
+    // Destroying an event still queued is allowed: it is released once it completes.
+    if (end_ != nullptr) cudaEventDestroy(end_);
+    if (begin_ != nullptr) cudaEventDestroy(begin_);
+  }
+  StreamTimer(const StreamTimer&) = delete;
+  StreamTimer& operator=(const StreamTimer&) = delete;
+
+  void start() override {
+    context_.activate();
+    MBKIT_CUDA_CHECK(cudaEventRecord(begin_, context_.stream));
+  }
+
+  double seconds() override {
+    context_.activate();
+    MBKIT_CUDA_CHECK(cudaEventRecord(end_, context_.stream));
+    MBKIT_CUDA_CHECK(cudaEventSynchronize(end_));
+    float milliseconds = 0;
+    MBKIT_CUDA_CHECK(cudaEventElapsedTime(&milliseconds, begin_, end_));
+    return static_cast<double>(milliseconds) / 1000.0;
+  }
+
+ private:
+  const Context& context_;
+  cudaEvent_t begin_ = nullptr;
+  cudaEvent_t end_ = nullptr;
+};
+
 constexpr nn::KernelTable<Context> kKernels{
     .input = make_input_kernel,
     .dense = make_dense_kernel,
@@ -321,18 +361,49 @@ constexpr nn::KernelTable<Context> kKernels{
     .lrn = make_lrn_kernel,
 };
 
+// The backends this library made, so that context_of() recognises one without RTTI across the
+// dlopen() boundary (the core's and this library's type_info of nn::Backend may differ).
+std::mutex made_mutex;
+std::unordered_map<const nn::Backend*, Context*>& made() {
+  static std::unordered_map<const nn::Backend*, Context*> backends;
+  return backends;
+}
+
 class CudaBackend final : public nn::Backend {
  public:
-  explicit CudaBackend(int gpu) : context_(gpu), staging_(context_) {}
+  CudaBackend(int gpu, nn::Precision precision) : context_(gpu), staging_(context_) {
+    if (precision != nn::Precision::kFp32 && context_.compute_major < 8) {
+      // TF32 and bf16 tensor cores (and cuBLAS's bf16 products) came with Ampere.
+      usage_error(cat("--precision ", nn::precision_name(precision), ": cuda:", gpu, " (",
+                      context_.gpu_name, ", compute capability ", context_.compute_major, ".",
+                      context_.compute_minor, ") has no ", nn::precision_name(precision),
+                      " tensor cores; they need 8.0 (Ampere) or newer"));
+    }
+    context_.precision = precision;
+    // Dense layers: TF32 tensor cores for fp32 products at tf32. bf16 products name their types
+    // and compute type in each call (cublasGemmEx), whatever the handle's mode.
+    if (precision == nn::Precision::kTf32) {
+      MBKIT_CUBLAS_CHECK(cublasSetMathMode(context_.cublas, CUBLAS_TF32_TENSOR_OP_MATH));
+    }
+    const std::lock_guard lock(made_mutex);  // last: a constructor that threw made nothing
+    made()[this] = &context_;
+  }
+  ~CudaBackend() override {
+    const std::lock_guard lock(made_mutex);
+    made().erase(this);
+  }
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
 
   std::string description() const override {
     const auto cudnn = cudnnGetVersion();
     int cublas_version = 0;
     cublasGetVersion(context_.cublas, &cublas_version);
-    return strprintf("cuda:%d: %s (%.1f GiB), cuDNN %zu.%zu.%zu, cuBLAS %d", context_.gpu,
+    return strprintf("cuda:%d: %s (%.1f GiB), cuDNN %zu.%zu.%zu, cuBLAS %d, %s", context_.gpu,
                      context_.gpu_name.c_str(),
                      static_cast<double>(context_.gpu_memory) / (1024.0 * 1024.0 * 1024.0),
-                     cudnn / 10000, (cudnn % 10000) / 100, cudnn % 100, cublas_version);
+                     cudnn / 10000, (cudnn % 10000) / 100, cudnn % 100, cublas_version,
+                     std::string(nn::precision_name(context_.precision)).c_str());
   }
 
   int threads() const override { return 1; }
@@ -394,6 +465,10 @@ class CudaBackend final : public nn::Backend {
     context_.synchronize();
   }
 
+  std::unique_ptr<nn::DeviceTimer> make_device_timer() override {
+    return std::make_unique<StreamTimer>(context_);
+  }
+
   // Flat buffers: device memory, every operation queued on the compute stream; only the copies
   // to and from the host wait for it.
   std::unique_ptr<nn::Buffer> make_buffer(std::size_t floats) override {
@@ -453,6 +528,8 @@ class CudaBackend final : public nn::Backend {
     context_.activate();
     cuda::optimizer_step(optimizer_args(update), context_.stream);
   }
+
+  nn::Precision precision() const override { return context_.precision; }
 
   // Step graphs: the compute stream recorded. Thread-local mode: a call of this thread that
   // would wait for the device or allocate during the recording fails it (and the step runs
@@ -518,8 +595,27 @@ class CudaBackend final : public nn::Backend {
 
 }  // namespace
 
-std::unique_ptr<nn::Backend> make_cuda_backend(int gpu) {
-  return std::make_unique<CudaBackend>(gpu);
+Context* context_of(nn::Backend& backend) {
+  const std::lock_guard lock(made_mutex);
+  const auto found = made().find(&backend);
+  return found == made().end() ? nullptr : found->second;
+}
+
+std::unique_ptr<nn::Backend> make_cuda_backend(int gpu, nn::Precision precision) {
+  return std::make_unique<CudaBackend>(gpu, precision);
+}
+
+void round_to_bf16_on_gpu(int gpu, const float* values, std::uint16_t* bits, std::size_t count) {
+  Context context(gpu);
+  if (count == 0) return;
+  DeviceMemory from(count * sizeof(float)), to(count * sizeof(std::uint16_t));
+  MBKIT_CUDA_CHECK(
+      cudaMemcpyAsync(from.get(), values, from.bytes(), cudaMemcpyHostToDevice, context.stream));
+  to_bf16(to.as<std::uint16_t>(), from.as<float>(), static_cast<std::int64_t>(count),
+          context.stream);
+  MBKIT_CUDA_CHECK(
+      cudaMemcpyAsync(bits, to.get(), to.bytes(), cudaMemcpyDeviceToHost, context.stream));
+  context.synchronize();
 }
 
 }  // namespace mbkit::backend::cuda

@@ -50,7 +50,7 @@ class DeviceMemory {
   std::size_t bytes_ = 0;
 };
 
-/// A cuDNN tensor descriptor, 4-D NCHW fp32.
+/// A cuDNN tensor descriptor, 4-D NCHW (fp32 unless told: bf16 operands of --precision bf16).
 class TensorDesc {
  public:
   TensorDesc();
@@ -58,7 +58,7 @@ class TensorDesc {
   ~TensorDesc();
   TensorDesc(const TensorDesc&) = delete;
   TensorDesc& operator=(const TensorDesc&) = delete;
-  void set(int n, int c, int h, int w);
+  void set(int n, int c, int h, int w, cudnnDataType_t type = CUDNN_DATA_FLOAT);
   cudnnTensorDescriptor_t get() const { return desc_; }
 
  private:
@@ -80,6 +80,9 @@ struct Context {
   cudaStream_t copy_stream = nullptr;  ///< host-to-device batches
   cudnnHandle_t cudnn = nullptr;
   cublasHandle_t cublas = nullptr;
+  int compute_major = 0, compute_minor = 0;  ///< the GPU's compute capability
+  /// --precision of convolutions and dense products (set once, before any kernel is made).
+  nn::Precision precision = nn::Precision::kFp32;
 
   /// Makes the GPU current on the calling thread (CUDA's current device is per thread, and a
   /// trainer may reach the backend from more than one: an exchange thread copying gradients).
@@ -160,6 +163,10 @@ class CudaKernel : public nn::Kernel {
   Context& context_;
   const nn::Node& node_;
 };
+
+/// The Context of a backend make_cuda_backend made (its GPU and compute stream, for NCCL), or
+/// nullptr for any other backend.
+Context* context_of(nn::Backend& backend);
 
 std::unique_ptr<nn::Kernel> make_input_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_dense_kernel(Context& context, const nn::Node& node);

@@ -1,5 +1,7 @@
 // The CUDA backend's own kernels (declared in kernels.hpp): grid-stride loops, one thread per
 // output element unless said otherwise.
+#include <cuda_bf16.h>
+
 #include "kernels.hpp"
 #include "mbkit/backend/cuda/check.hpp"
 #include "mbkit/backend/cuda/kernel_math.hpp"
@@ -141,6 +143,14 @@ __global__ void loss_backward_kernel(float* grad, const float* probabilities,
   }
 }
 
+__global__ void to_bf16_kernel(std::uint16_t* to, const float* from, std::int64_t count) {
+  MBKIT_GRID_LOOP(i, count) to[i] = __bfloat16_as_ushort(__float2bfloat16_rn(from[i]));
+}
+
+__global__ void from_bf16_kernel(float* to, const std::uint16_t* from, std::int64_t count) {
+  MBKIT_GRID_LOOP(i, count) to[i] = __uint_as_float(static_cast<unsigned int>(from[i]) << 16);
+}
+
 #undef MBKIT_GRID_LOOP
 
 }  // namespace
@@ -246,6 +256,16 @@ void softmax_cross_entropy_backward(float* grad, const float* probabilities,
                                     cudaStream_t stream) {
   loss_backward_kernel<<<blocks_for(static_cast<std::int64_t>(batch) * classes), kThreads, 0,
                          stream>>>(grad, probabilities, labels, batch, classes, scale);
+  MBKIT_CUDA_CHECK_LAUNCH();
+}
+
+void to_bf16(std::uint16_t* to, const float* from, std::int64_t count, cudaStream_t stream) {
+  to_bf16_kernel<<<blocks_for(count), kThreads, 0, stream>>>(to, from, count);
+  MBKIT_CUDA_CHECK_LAUNCH();
+}
+
+void from_bf16(float* to, const std::uint16_t* from, std::int64_t count, cudaStream_t stream) {
+  from_bf16_kernel<<<blocks_for(count), kThreads, 0, stream>>>(to, from, count);
   MBKIT_CUDA_CHECK_LAUNCH();
 }
 

@@ -69,6 +69,12 @@ void softmax_cross_entropy_backward(float* grad, const float* probabilities,
                                     const std::int32_t* labels, int batch, int classes, float scale,
                                     cudaStream_t stream);
 
+// Mixed precision (--precision bf16): bf16 values as their 16 bits (mbkit/backend/cuda/bf16.hpp).
+/// to[i] = from[i] rounded to the nearest bf16, ties to even (bf16_bits on the host).
+void to_bf16(std::uint16_t* to, const float* from, std::int64_t count, cudaStream_t stream);
+/// to[i] = the fp32 value of from[i] (exact).
+void from_bf16(float* to, const std::uint16_t* from, std::int64_t count, cudaStream_t stream);
+
 // Fused optimizer updates over flat buffers (optimizers.cu), the rules of optim/optimizer.hpp
 // with the CPU's roundings: no fused multiply-adds, IEEE division and square root, so that a GPU
 // update equals the CPU's bit for bit.

@@ -28,18 +28,24 @@ struct ConvKey {
   /// as their enum values: a later tf32/bf16 run must not reuse an fp32 choice.
   int math_type = 0;
   int data_type = 0;
+  /// --precision (an nn::Precision's value): a choice measured at one precision is never reused
+  /// at another, even where the math and data types alone would not tell them apart.
+  int precision = 0;
 
   bool operator==(const ConvKey&) const = default;
 
-  /// "fwd n128 c16x32x32 k32 3x3 pad1x1 stride1x1 dil1x1 math2 type0", for logs and messages.
+  /// "fwd n128 c16x32x32 k32 3x3 pad1x1 stride1x1 dil1x1 math2 type0 fp32", for logs and
+  /// messages.
   std::string text() const {
     static const char* const kPass[] = {"fwd", "bwd-data", "bwd-filter"};
+    static const char* const kPrecision[] = {"fp32", "tf32", "bf16", "precision?"};
     auto s = [](int value) { return std::to_string(value); };
     return std::string(kPass[static_cast<int>(pass)]) + " n" + s(batch) + " c" + s(in_channels) +
            "x" + s(in_h) + "x" + s(in_w) + " k" + s(out_channels) + " " + s(kernel_h) + "x" +
            s(kernel_w) + " pad" + s(pad_h) + "x" + s(pad_w) + " stride" + s(stride_h) + "x" +
            s(stride_w) + " dil" + s(dilation_h) + "x" + s(dilation_w) + " math" + s(math_type) +
-           " type" + s(data_type);
+           " type" + s(data_type) + " " +
+           kPrecision[precision >= 0 && precision < 3 ? precision : 3];
   }
 };
 
@@ -55,9 +61,10 @@ struct ConvKeyHash {
       h ^= h >> 31;
     };
     mix(static_cast<int>(key.pass));
-    for (int value : {key.batch, key.in_channels, key.in_h, key.in_w, key.out_channels,
-                      key.kernel_h, key.kernel_w, key.pad_h, key.pad_w, key.stride_h, key.stride_w,
-                      key.dilation_h, key.dilation_w, key.math_type, key.data_type}) {
+    for (int value :
+         {key.batch, key.in_channels, key.in_h, key.in_w, key.out_channels, key.kernel_h,
+          key.kernel_w, key.pad_h, key.pad_w, key.stride_h, key.stride_w, key.dilation_h,
+          key.dilation_w, key.math_type, key.data_type, key.precision}) {
       mix(value);
     }
     return static_cast<std::size_t>(h);

@@ -1,0 +1,34 @@
+#include "mbkit/comm/device_allreduce.hpp"
+
+#include <array>
+#include <cstdint>
+#include <span>
+
+#include "mbkit/backend/cuda_plugin.hpp"
+#include "mbkit/comm/world.hpp"
+#include "mbkit/util/error.hpp"
+#include "mbkit/util/strings.hpp"
+
+namespace mbkit::comm {
+
+std::unique_ptr<DeviceAllreduce> make_nccl_allreduce(const World& world, nn::Backend& backend) {
+  std::string why_not;
+  const backend::CudaPluginApi* cuda = backend::cuda_plugin(&why_not);
+  if (cuda == nullptr) usage_error(cat("--allreduce nccl: CUDA backend ", why_not));
+  // Rank 0 makes the id; MPI only carries it.
+  std::array<std::uint8_t, backend::kNcclIdBytes> id{};
+  if (world.rank() == 0) cuda->nccl_unique_id(id.data());
+  world.broadcast(std::span<std::uint8_t>(id), 0);
+  std::unique_ptr<DeviceAllreduce> sum(
+      cuda->make_nccl_allreduce(backend, id.data(), world.size(), world.rank(), world.timeout()));
+  // Joining is collective: a rank that never joins is found by the wait's deadline (and named).
+  try {
+    world.wait_until([&] { return sum->ready(); }, "setting up NCCL (ncclCommInitRankConfig)");
+  } catch (...) {
+    sum->abort();
+    throw;
+  }
+  return sum;
+}
+
+}  // namespace mbkit::comm
