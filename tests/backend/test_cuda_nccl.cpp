@@ -31,7 +31,7 @@ class CudaNcclGpu : public ::testing::Test {
     if (plugin_ == nullptr) GTEST_SKIP() << "CUDA backend not run: " << why_not;
     if (plugin_->device_count() == 0) GTEST_SKIP() << "no CUDA GPU is visible to this process";
     if (plugin_->nccl_version().empty()) GTEST_SKIP() << "libmbkit-cuda was built without NCCL";
-    gpu_.reset(plugin_->make_backend(0));
+    gpu_.reset(plugin_->make_backend(0, 0));
     std::uint8_t id[kNcclIdBytes] = {};
     plugin_->nccl_unique_id(id);
     sum_.reset(plugin_->make_nccl_allreduce(*gpu_, id, 1, 0, 30.0));
