@@ -8,7 +8,9 @@ mbkit (build/bin/bench_train --device=cuda) on the same GPU, in alternating roun
 forward, backward and SGD with momentum 0.9 (lr 0.01) on a batch already in host memory (mbkit
 copies it to the GPU each step, as a training run does; PyTorch's batches are already on the GPU,
 which favours PyTorch). Prints a table of the median samples/s of each with the range over rounds,
-the ratio mbkit / PyTorch and the issue's targets (resnet20 >= 1.5x, resnet50 >= 1.0x).
+the ratio mbkit / PyTorch and the issue's targets (resnet20 >= 1.5x, resnet50 >= 1.0x). mbkit
+replays its training step as a CUDA graph (--cuda-graphs, bench_train's default on a GPU);
+--eager-too adds a column of mbkit without graphs and the graphs' gain.
 
     python3 tests/bench/compare_torch_gpu.py [--build build] [--rounds 5] [--workloads resnet20]
     tests/gpu/run-bench                       (the same, with the GPU machine's libraries found)
@@ -180,6 +182,9 @@ def main():
     parser.add_argument("--workloads", default=",".join(w[0] for w in WORKLOADS))
     parser.add_argument("--bench-arg", action="append", default=[],
                         help="an extra bench_train argument (e.g. --cuda-graphs=off)")
+    parser.add_argument("--eager-too", action="store_true",
+                        help="also time mbkit without CUDA graphs (a column of its own: what the "
+                             "graphs gain)")
     args = parser.parse_args()
     dry = args.device == "cpu"
     steps = args.steps or (2 if dry else 100)
@@ -226,19 +231,24 @@ def main():
         if dry:  # tiny shapes: resnet50 at 32x32, two samples a batch
             batch = 2
             dims = (3, 32, 32)
-        torch_rates, mbkit_rates = [], []
+        torch_rates, mbkit_rates, eager_rates = [], [], []
         for _ in range(args.rounds):
             torch_rates.append(torch_rate(torch, models, name, dims, classes, batch, args.device,
                                           warmup, steps))
             mbkit_rates.append(mbkit_rate(args.build, name, batch, args.device, min_time,
                                           args.bench_arg))
-        rows.append((name, dims, batch, torch_rates, mbkit_rates, target))
+            if args.eager_too:
+                eager_rates.append(mbkit_rate(args.build, name, batch, args.device, min_time,
+                                              args.bench_arg + ["--cuda-graphs=off"]))
+        rows.append((name, dims, batch, torch_rates, mbkit_rates, eager_rates, target))
 
     header = (f"{'model':>9} {'input':>10} {'batch':>5} {'torch samples/s':>15} {'range':>17} "
               f"{'mbkit samples/s':>15} {'range':>17} {'mbkit/torch':>11}  target")
+    if args.eager_too:
+        header += f"  {'mbkit eager':>11} {'graphs/eager':>12}"
     print(header)
     missed = 0
-    for name, dims, batch, torch_rates, mbkit_rates, target in rows:
+    for name, dims, batch, torch_rates, mbkit_rates, eager_rates, target in rows:
         t, m = statistics.median(torch_rates), statistics.median(mbkit_rates)
         ratio = m / t
         missed += target is not None and ratio < target
@@ -246,7 +256,9 @@ def main():
         print(f"{name:>9} {shape:>10} {batch:>5} {t:15.1f} "
               f"{min(torch_rates):8.1f}-{max(torch_rates):<8.1f} {m:15.1f} "
               f"{min(mbkit_rates):8.1f}-{max(mbkit_rates):<8.1f} {ratio:11.2f}  "
-              f"{verdict(ratio, target)}")
+              f"{verdict(ratio, target)}" +
+              (f"  {statistics.median(eager_rates):11.1f} "
+               f"{m / statistics.median(eager_rates):12.2f}" if eager_rates else ""))
     print(f"# ratio: median mbkit / median PyTorch; {missed} target(s) missed")
     return 0
 
