@@ -79,6 +79,11 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 /// The plugin, or null after GTEST_SKIP's reason (the caller returns).
 const CudaPluginApi* gpu_or_skip(std::string& why_not) {
+  // Without a driver, loading the plugin would only map cuDNN and cuBLAS (a second a test).
+  if (!gpu_driver_present()) {
+    why_not = "no NVIDIA driver (libcuda.so.1 does not open)";
+    return nullptr;
+  }
   const CudaPluginApi* plugin = cuda_plugin(&why_not);
   if (plugin == nullptr) return nullptr;
   if (plugin->device_count() == 0) {
