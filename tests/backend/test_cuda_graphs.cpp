@@ -8,74 +8,18 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "mbkit/backend/cuda_plugin.hpp"
-#include "mbkit/models/zoo.hpp"
-#include "mbkit/nn/network.hpp"
-#include "mbkit/optim/optimizer.hpp"
-#include "mbkit/util/random.hpp"
-#include "test_helpers.hpp"
+#include "step_trace.hpp"
 
 namespace mbkit::backend {
 namespace {
 
-struct Step {
-  int batch;
-  bool micro_batches = false;  ///< a second micro-batch adds its gradient
-};
-
-struct Trace {
-  std::vector<double> losses;
-  std::vector<std::int64_t> correct;
-  std::vector<float> gradients, parameters, state;
-  nn::Network::StepGraphCounts counts;
-};
-
-std::vector<float> values(const nn::HostView& view) {
-  return {view.values().begin(), view.values().end()};
-}
-
-Trace train(const std::string& model, nn::Backend& backend, bool graphs,
-            const std::vector<Step>& steps) {
-  const test::UsualInput usual = test::usual_input(model);
-  models::ModelConfig config;
-  config.name = model;
-  nn::Network net(models::build_model(config, usual.input, usual.classes), backend);
-  net.initialize(3);
-  if (graphs) net.set_step_graphs(true);
-  optim::OptimizerConfig momentum;
-  momentum.name = "momentum";
-  const auto optimizer = optim::make_optimizer(momentum, net.parameter_count(), backend);
-  Rng rng(11);
-  Trace run;
-  for (std::size_t k = 0; k < steps.size(); ++k) {
-    const int batch = steps[k].batch;
-    for (int part = 0; part < (steps[k].micro_batches ? 2 : 1); ++part) {
-      std::vector<float> images(static_cast<std::size_t>(batch * usual.input.size()));
-      std::vector<std::int32_t> labels(static_cast<std::size_t>(batch));
-      for (auto& value : images) value = static_cast<float>(rng.normal());
-      for (auto& label : labels) label = static_cast<std::int32_t>(rng.below(usual.classes));
-      const auto result =
-          net.train(images.data(), labels.data(), batch, 40 + k, 1.0 / batch, part > 0);
-      run.losses.push_back(result.loss_sum);
-      run.correct.push_back(result.correct);
-    }
-    optimizer->step(net.parameter_buffer(), net.gradient_buffer(), 0.05);
-  }
-  run.gradients = values(net.host_gradients());
-  run.parameters = values(net.host_parameters());
-  run.state = values(net.host_state());
-  run.counts = net.step_graph_counts();
-  return run;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using test::Step;
+using test::StepTrace;
 
 /// The plugin, or null after GTEST_SKIP's reason (the caller returns).
 const CudaPluginApi* gpu_or_skip(std::string& why_not) {
@@ -97,13 +41,9 @@ void expect_replay_matches_eager(const CudaPluginApi& plugin, const std::string&
                                  const std::vector<Step>& steps, int recordings) {
   std::unique_ptr<nn::Backend> eager_gpu(plugin.make_backend(0, 0));  // fp32
   std::unique_ptr<nn::Backend> graph_gpu(plugin.make_backend(0, 0));  // fp32
-  const Trace eager = train(model, *eager_gpu, false, steps);
-  const Trace graphs = train(model, *graph_gpu, true, steps);
-  EXPECT_EQ(graphs.losses, eager.losses);
-  EXPECT_EQ(graphs.correct, eager.correct);
-  EXPECT_TRUE(same_bits(graphs.gradients, eager.gradients)) << "gradients";
-  EXPECT_TRUE(same_bits(graphs.parameters, eager.parameters)) << "parameters";
-  EXPECT_TRUE(same_bits(graphs.state, eager.state)) << "batch-norm state";
+  const StepTrace eager = test::train_steps(model, *eager_gpu, false, steps);
+  const StepTrace graphs = test::train_steps(model, *graph_gpu, true, steps);
+  test::expect_same_steps(graphs, eager);
   EXPECT_EQ(graphs.counts.failed, 0) << "a recording failed (its warning is above)";
   EXPECT_EQ(graphs.counts.recorded, recordings);
   EXPECT_GT(graphs.counts.replayed, 0);

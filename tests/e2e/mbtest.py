@@ -361,3 +361,28 @@ def skip_file_unless_ci(reason):
         raise SystemExit(1)
     print(f"SKIPPED: {reason}", flush=True)
     raise SystemExit(SKIPPED)
+
+
+def training_rank_pids(marker, count, timeout):
+    """{rank: PID} of the mpirun-started trainers (mb-train-*) whose command line holds
+    `marker`, once `count` of them run; None if they do not within `timeout` seconds."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        pids = {}
+        for entry in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+                if not (os.path.basename(argv[0]).startswith(b"mb-train-")
+                        and marker.encode() in b" ".join(argv)):
+                    continue
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    environ = dict(item.split(b"=", 1) for item in f.read().split(b"\0")
+                                   if b"=" in item)
+                pids[int(environ[b"OMPI_COMM_WORLD_RANK"])] = int(entry)
+            except (OSError, KeyError, ValueError):
+                continue
+        if len(pids) == count:
+            return pids
+        time.sleep(0.1)
+    return None

@@ -102,27 +102,11 @@ class CudaNccl(mbtest.ToolTestCase):
         self.assertEqual(self.allreduce_logged("mpi"), "mpi")
 
     def rank_pids(self, marker, count, timeout=60):
-        """{rank: PID} of the mb-train-fmb processes whose command line holds `marker`."""
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            pids = {}
-            for entry in filter(str.isdigit, os.listdir("/proc")):
-                try:
-                    with open(f"/proc/{entry}/cmdline", "rb") as f:
-                        argv = f.read().split(b"\0")
-                    if not (argv[0].endswith(b"/mb-train-fmb")
-                            and marker.encode() in b" ".join(argv)):
-                        continue
-                    with open(f"/proc/{entry}/environ", "rb") as f:
-                        environ = dict(item.split(b"=", 1) for item in f.read().split(b"\0")
-                                       if b"=" in item)
-                    pids[int(environ[b"OMPI_COMM_WORLD_RANK"])] = int(entry)
-                except (OSError, KeyError, ValueError):
-                    continue
-            if len(pids) == count:
-                return pids
-            time.sleep(0.1)
-        self.fail(f"{count} training processes did not start")
+        """{rank: PID} of the training processes whose command line holds `marker`."""
+        pids = mbtest.training_rank_pids(marker, count, timeout)
+        if pids is None:
+            self.fail(f"{count} training processes did not start")
+        return pids
 
     def test_a_stopped_rank_is_named_and_nccl_aborted(self):
         if MPIRUN is None:

@@ -303,28 +303,10 @@ class Distributed(mbtest.ToolTestCase):
 
     def rank_pids(self, marker, count, timeout=30):
         """{rank: PID} of the training processes whose command line holds `marker`."""
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            pids = {}
-            for entry in os.listdir("/proc"):
-                if not entry.isdigit():
-                    continue
-                try:
-                    with open(f"/proc/{entry}/cmdline", "rb") as f:
-                        argv = f.read().split(b"\0")
-                    if not (argv and re.search(rb"/mb-train-(fmb|dbsl)$", argv[0])
-                            and marker.encode() in b" ".join(argv)):
-                        continue
-                    with open(f"/proc/{entry}/environ", "rb") as f:
-                        environ = dict(item.split(b"=", 1) for item in f.read().split(b"\0")
-                                       if b"=" in item)
-                    pids[int(environ[b"OMPI_COMM_WORLD_RANK"])] = int(entry)
-                except (OSError, KeyError, ValueError):
-                    continue
-            if len(pids) == count:
-                return pids
-            time.sleep(0.1)
-        self.fail(f"{count} training processes did not start")
+        pids = mbtest.training_rank_pids(marker, count, timeout)
+        if pids is None:
+            self.fail(f"{count} training processes did not start")
+        return pids
 
     def test_killed_worker_ends_the_job_quickly(self):
         data = self.toy(3000)

@@ -3,10 +3,10 @@
 // and replays, later ones replay; every step's loss, hits, gradients, parameters and batch-norm
 // state are those of the same steps without graphs, bit for bit, with new images and labels
 // every step, across batch-size changes, micro-batches summed into one gradient, dropout's
-// per-step masks, stale and failed recordings. tests/backend/test_cuda_graphs.cpp checks the same on a GPU.
+// per-step masks, stale and failed recordings. tests/backend/test_cuda_graphs.cpp checks the same
+// on a GPU.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,83 +15,20 @@
 #include "mbkit/backend/cpu.hpp"
 #include "mbkit/models/zoo.hpp"
 #include "mbkit/nn/network.hpp"
-#include "mbkit/optim/optimizer.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/random.hpp"
+#include "step_trace.hpp"
 #include "test_helpers.hpp"
 
 namespace mbkit::nn {
 namespace {
 
-/// One step of the schedule: a batch size, and whether it adds a second micro-batch's gradient.
-struct Step {
-  int batch;
-  bool micro_batches = false;
-};
-
-struct Trace {
-  std::vector<double> losses;
-  std::vector<std::int64_t> correct;
-  std::vector<float> gradients, parameters, state;
-  Network::StepGraphCounts counts;
-};
-
-std::vector<float> values(const HostView& view) {
-  return {view.values().begin(), view.values().end()};
-}
-
-/// Trains `model` over `steps` with momentum, new random images and labels every step.
-/// `before_step(net, k)` runs before step k (stale memory, failing recordings).
-Trace train(const std::string& model, Backend& backend, bool graphs, const std::vector<Step>& steps,
-            const std::function<void(Backend&, std::size_t)>& before_step = {}) {
-  const test::UsualInput usual = test::usual_input(model);
-  models::ModelConfig config;
-  config.name = model;
-  Network net(models::build_model(config, usual.input, usual.classes), backend);
-  net.initialize(3);
-  if (graphs) net.set_step_graphs(true);
-  optim::OptimizerConfig momentum;
-  momentum.name = "momentum";
-  const auto optimizer = optim::make_optimizer(momentum, net.parameter_count(), backend);
-  Rng rng(11);
-  Trace run;
-  for (std::size_t k = 0; k < steps.size(); ++k) {
-    if (before_step) before_step(backend, k);
-    const int batch = steps[k].batch;
-    for (int part = 0; part < (steps[k].micro_batches ? 2 : 1); ++part) {
-      std::vector<float> images(static_cast<std::size_t>(batch * usual.input.size()));
-      std::vector<std::int32_t> labels(static_cast<std::size_t>(batch));
-      for (auto& value : images) value = static_cast<float>(rng.normal());
-      for (auto& label : labels) label = static_cast<std::int32_t>(rng.below(usual.classes));
-      const auto result =
-          net.train(images.data(), labels.data(), batch, 40 + k, 1.0 / batch, part > 0);
-      run.losses.push_back(result.loss_sum);
-      run.correct.push_back(result.correct);
-    }
-    optimizer->step(net.parameter_buffer(), net.gradient_buffer(), 0.05);
-  }
-  run.gradients = values(net.host_gradients());
-  run.parameters = values(net.host_parameters());
-  run.state = values(net.host_state());
-  run.counts = net.step_graph_counts();
-  return run;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-void expect_same(const Trace& graphs, const Trace& eager) {
-  EXPECT_EQ(graphs.losses, eager.losses);
-  EXPECT_EQ(graphs.correct, eager.correct);
-  EXPECT_TRUE(same_bits(graphs.gradients, eager.gradients)) << "gradients";
-  EXPECT_TRUE(same_bits(graphs.parameters, eager.parameters)) << "parameters";
-  EXPECT_TRUE(same_bits(graphs.state, eager.state)) << "batch-norm state";
-}
+using test::Step;
+using Trace = test::StepTrace;
 
 Trace eager(const std::string& model, const std::vector<Step>& steps) {
   auto backend = test::make_fake_device_backend(1);
-  return train(model, *backend, false, steps);
+  return test::train_steps(model, *backend, false, steps);
 }
 
 TEST(StepGraphs, ReplayMatchesEagerBitForBit) {
@@ -99,8 +36,8 @@ TEST(StepGraphs, ReplayMatchesEagerBitForBit) {
   for (const std::string model : {"mlp", "resnet8"}) {  // resnet8: convolution, batch norm, adds
     SCOPED_TRACE(model);
     auto backend = test::make_recording_fake_device_backend(1);
-    const Trace run = train(model, *backend, true, steps);
-    expect_same(run, eager(model, steps));
+    const Trace run = test::train_steps(model, *backend, true, steps);
+    test::expect_same_steps(run, eager(model, steps));
     // Step 0 eager, step 1 recorded and replayed, steps 2 to 4 replayed.
     EXPECT_EQ(run.counts.recorded, 1);
     EXPECT_EQ(run.counts.replayed, 4);
@@ -113,8 +50,8 @@ TEST(StepGraphs, EachBatchSizeAndMicroBatchAdditionGetsItsOwnRecording) {
   // (the second one adds its gradient: recorded apart from the first).
   const std::vector<Step> steps{{4}, {4}, {4}, {3}, {3}, {3}, {4}, {2, true}, {2, true}, {2, true}};
   auto backend = test::make_recording_fake_device_backend(1);
-  const Trace run = train("resnet8", *backend, true, steps);
-  expect_same(run, eager("resnet8", steps));
+  const Trace run = test::train_steps("resnet8", *backend, true, steps);
+  test::expect_same_steps(run, eager("resnet8", steps));
   // Recordings: batch 6, batch 4, and batch 5 as a first and as an added micro-batch.
   EXPECT_EQ(run.counts.recorded, 4);
   EXPECT_EQ(run.counts.failed, 0);
@@ -125,10 +62,11 @@ TEST(StepGraphs, StaleRecordingsAreMadeAgain) {
   const std::vector<Step> steps(6, Step{6});
   auto backend = test::make_recording_fake_device_backend(1);
   // Before step 3 the memory the recording reads moves: step 3 runs eagerly, 4 records again.
-  const Trace run = train("mlp", *backend, true, steps, [](Backend& device, std::size_t k) {
-    if (k == 3) test::move_fake_device_memory(device);
-  });
-  expect_same(run, eager("mlp", steps));
+  const Trace run =
+      test::train_steps("mlp", *backend, true, steps, [](Backend& device, std::size_t k) {
+        if (k == 3) test::move_fake_device_memory(device);
+      });
+  test::expect_same_steps(run, eager("mlp", steps));
   EXPECT_EQ(run.counts.recorded, 2);
   EXPECT_EQ(run.counts.replayed, 2 + 2);
 }
@@ -138,9 +76,9 @@ TEST(StepGraphs, AFailedRecordingRunsEagerlyAndSaysSoOnce) {
   auto backend = test::make_recording_fake_device_backend(1);
   test::fail_fake_device_recordings(*backend, true);
   testing::internal::CaptureStderr();
-  const Trace run = train("mlp", *backend, true, steps);
+  const Trace run = test::train_steps("mlp", *backend, true, steps);
   const std::string err = testing::internal::GetCapturedStderr();
-  expect_same(run, eager("mlp", steps));
+  test::expect_same_steps(run, eager("mlp", steps));
   EXPECT_EQ(run.counts.failed, 2);  // once per batch size, then eager there
   EXPECT_EQ(run.counts.recorded, 0);
   EXPECT_EQ(run.counts.replayed, 0);
@@ -193,11 +131,11 @@ TEST(StepGraphs, DropoutDrawsEachStepsMasks) {
           net.train(images.data(), labels.data(), 4, 100 + static_cast<std::uint64_t>(step), 0.25)
               .loss_sum);
     }
-    traces[graphs].gradients = values(net.host_gradients());
+    traces[graphs].gradients = test::host_values(net.host_gradients());
     traces[graphs].counts = net.step_graph_counts();
   }
   EXPECT_EQ(traces[1].losses, traces[0].losses);
-  EXPECT_TRUE(same_bits(traces[1].gradients, traces[0].gradients));
+  EXPECT_TRUE(test::same_bits(traces[1].gradients, traces[0].gradients));
   EXPECT_EQ(traces[1].counts.replayed, 4);
 }
 
