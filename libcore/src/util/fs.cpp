@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <system_error>
 
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/log.hpp"
@@ -120,6 +122,11 @@ namespace {
 constexpr int kRegistrySlots = 256;
 std::array<std::atomic<char*>, kRegistrySlots> g_temporaries{};
 
+// Held while a temporary is made and registered, and for good once the signal thread removes
+// them (the process ends right after): a signal between mkstemp and the registration, or a
+// temporary made after the removal, would leave a stray file.
+std::mutex g_registry_mutex;
+
 int register_temporary(const std::string& path) {
   char* copy = ::strdup(path.c_str());
   if (copy == nullptr) return -1;
@@ -147,6 +154,11 @@ void fsync_directory(const std::string& directory) {
 }  // namespace
 
 void remove_temporaries() noexcept {
+  try {
+    g_registry_mutex.lock();  // never unlocked: the process ends
+  } catch (const std::system_error&) {
+    // Remove what is registered anyway.
+  }
   for (auto& slot : g_temporaries) {
     if (char* path = slot.load(); path != nullptr) ::unlink(path);  // async-signal-safe
   }
@@ -206,6 +218,7 @@ AtomicOutput::AtomicOutput(std::string final_path) : final_path_(std::move(final
       .append(std::to_string(::getpid()))
       .append("-XXXXXX");
   std::string pattern = join_path(directory, hidden_name);
+  const std::lock_guard lock(g_registry_mutex);
   const int fd = ::mkstemp(pattern.data());
   if (fd < 0) fail(cat("cannot write ", final_path_, ": ", std::strerror(errno)));
   ::close(fd);
