@@ -133,8 +133,9 @@ TEST_F(WorkerRoundTest, OnADeviceTheVirtualClockCountsTheDevicesTime) {
   backend_ = test::make_fake_device_backend(1);
   auto data = loader();
   auto net = network(*data);
-  WorkerRound worker(
-      {*net, *data, clock_, {}, std::nullopt, std::nullopt, 1, 0, 11, RoundRule{true, 4, 0.3}});
+  const emulation::Slowdown no_slowdown;  // the round keeps a reference: it must outlive it
+  WorkerRound worker({*net, *data, clock_, no_slowdown, std::nullopt, std::nullopt, 1, 0, 11,
+                      RoundRule{true, 4, 0.3}});
   const WorkerReport report = worker.run(0, 0);
   EXPECT_EQ(report.micro_batches, 3);
   EXPECT_DOUBLE_EQ(report.compute_time, 3 * test::kFakeDeviceBatchSeconds);
