@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -276,6 +277,69 @@ TEST(BandwidthTool, BadOptionsAreUsageErrors) {
             }),
             ExitCode::kUsage);
   EXPECT_EQ(code([](BandwidthOptions& o) { o.max_bytes = "16G"; }), ExitCode::kUsage);
+}
+
+bool begins_with(const std::string& text, const std::string& start) {
+  return text.rfind(start, 0) == 0;
+}
+
+// --device and --transport are refused before a GPU is looked for (no CUDA is loaded here): a
+// GPU with no such device, exit 2, is tests/e2e/test_bench_bandwidth.py's (it loads the plugin).
+TEST(BandwidthTool, DeviceAndTransportRefusalsAreUsageErrors) {
+  using tools::bench_bandwidth::BandwidthOptions;
+  const auto message = [](const std::function<void(BandwidthOptions&)>& change) {
+    BandwidthOptions options;
+    options.min_bytes = "1K";
+    options.max_bytes = "2K";
+    change(options);
+    std::ostringstream out;
+    try {
+      tools::bench_bandwidth::run_bench_bandwidth(options, out);
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ExitCode::kUsage) << error.what();
+      EXPECT_TRUE(out.str().empty()) << out.str();  // nothing measured or printed
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message([](BandwidthOptions& o) { o.transport = "nccl"; }),
+            "--transport nccl: NCCL moves GPU memory; give --device cuda (or cuda:N) too");
+  EXPECT_EQ(message([](BandwidthOptions& o) { o.transport = "gloo"; }),
+            "--transport: 'gloo' is not mpi or nccl");
+  EXPECT_PRED2(begins_with, message([](BandwidthOptions& o) { o.device = "tpu"; }),
+               std::string("--device: unknown device 'tpu'"));
+  EXPECT_PRED2(begins_with, message([](BandwidthOptions& o) { o.device = "cuda:-1"; }),
+               std::string("--device cuda:-1: the GPU index"));
+  for (const char* op : {"gather", "reduce-bcast"}) {
+    EXPECT_PRED2(begins_with, message([&](BandwidthOptions& o) {
+                   o.device = "cuda";
+                   o.ops = {cat("allreduce,", op)};
+                 }),
+                 std::string(cat("--op ", op, ": NCCL has no such collective")));
+  }
+  for (const char* transport : {"", "mpi", "nccl"}) {
+    EXPECT_PRED2(begins_with, message([&](BandwidthOptions& o) {
+                   o.device = "cuda:0";
+                   o.transport = transport;
+                   o.ops = {"exchange"};
+                 }),
+                 std::string("--op exchange: the trainers' exchange is timed on host"));
+  }
+}
+
+// On the CPU the transport is MPI whether named or not: the same table, no device lines.
+TEST(BandwidthTool, CpuTransportMpiIsTheDefault) {
+  tools::bench_bandwidth::BandwidthOptions options;
+  options.min_bytes = "1K";
+  options.max_bytes = "1K";
+  options.iters = 2;
+  options.warmup_iters = 1;
+  options.transport = "mpi";
+  const auto run = run_tool(options);
+  EXPECT_EQ(run.status, 0);
+  ASSERT_EQ(run.rows.size(), 1u);
+  EXPECT_EQ(run.rows[0][0], "allreduce");
+  for (const auto& line : run.comments) EXPECT_EQ(line.find("# device"), std::string::npos);
 }
 
 }  // namespace

@@ -127,6 +127,11 @@ class BenchBandwidth(mbtest.ToolTestCase):
             (["--dtype", "half"], "--dtype"),
             (["--step-factor", "1"], "--step-factor"),
             (["--op", "exchange"], "at least 2 ranks"),
+            (["--transport", "nccl"], "--transport nccl: NCCL moves GPU memory"),
+            (["--device", "cuda", "--op", "gather"], "--op gather: NCCL has no such collective"),
+            (["--device", "cuda", "--op", "exchange"], "--op exchange: the trainers' exchange"),
+            # Loads the CUDA plugin (about 1 s): no GPU here, or none numbered 99 on a GPU host.
+            (["--device", "cuda:99", "--transport", "mpi"], "--device cuda:99: "),
         ]
         for args, text in cases:
             self.assertFailsWith(self.bench(0, *args), 2, text)

@@ -8,9 +8,9 @@
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "Time MPI collectives and the trainers' per-step exchange over a range of sizes, "
-      "nccl-tests style: time over ranks, algorithm and bus bandwidth, and a check of every "
-      "result. Run it under mpirun.",
+      "Time MPI collectives (or NCCL's, on GPU buffers) and the trainers' per-step exchange over "
+      "a range of sizes, nccl-tests style: time over ranks, algorithm and bus bandwidth, and a "
+      "check of every result. Run it under mpirun.",
       "mb-bench-bandwidth"};
   mbkit::cli::CommonOptions common;
   mbkit::cli::add_common_options(app, common);
@@ -57,6 +57,12 @@ int main(int argc, char** argv) {
   app.add_option("--append", options.append,
                  "Add the run to this HDF5 results file, keyed by ranks and operation")
       ->type_name("FILE");
+  mbkit::cli::add_device_option(app, options.device);
+  app.add_option("--transport", options.transport,
+                 "What moves the buffers: mpi (on a GPU: staged through pinned host memory) or "
+                 "nccl (GPU buffers only; allreduce, reduce, bcast, allgather, reduce-scatter). "
+                 "Default mpi on cpu, nccl on cuda")
+      ->type_name("mpi|nccl");
   app.add_option("--comm-timeout", options.comm_timeout,
                  "Seconds a rank waits for the others before the job ends")
       ->capture_default_str();

@@ -5,12 +5,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 
+#include "mbkit/backend/device.hpp"
+#include "mbkit/backend/factory.hpp"
 #include "mbkit/bench/bandwidth.hpp"
+#include "mbkit/bench/device_bench.hpp"
 #include "mbkit/bench/measure.hpp"
 #include "mbkit/comm/compression.hpp"
 #include "mbkit/comm/world.hpp"
 #include "mbkit/config.hpp"
+#include "mbkit/nn/backend.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/fs.hpp"
 #include "mbkit/util/log.hpp"
@@ -20,14 +26,19 @@ namespace mbkit::tools::bench_bandwidth {
 namespace {
 
 using mbkit::bench::Op;
+using mbkit::bench::Transport;
 
-std::vector<Op> parse_ops(const std::vector<std::string>& names) {
+// --op names; "all" is every operation `runs` (the device and transport run) says yes to.
+std::vector<Op> parse_ops(const std::vector<std::string>& names,
+                          const std::function<bool(Op)>& runs) {
   std::vector<Op> ops;
   for (const auto& given : names) {
     for (const auto& name : split(given, ',')) {
       if (name == "all") {
-        for (const auto& each : mbkit::bench::op_names())
-          ops.push_back(mbkit::bench::parse_op(each));
+        for (const auto& each : mbkit::bench::op_names()) {
+          const Op op = mbkit::bench::parse_op(each);
+          if (runs(op)) ops.push_back(op);
+        }
       } else {
         ops.push_back(mbkit::bench::parse_op(name));
       }
@@ -53,11 +64,12 @@ std::string describe_hosts(const std::vector<std::string>& hosts) {
 }
 
 void print_header(std::ostream& out, const BandwidthOptions& o, std::size_t large_from, int ranks,
-                  const std::string& hosts) {
+                  const std::string& hosts, const std::string& device) {
   out << "# mb-bench-bandwidth " << MBKIT_VERSION << ": " << ranks
       << (ranks == 1 ? " rank" : " ranks") << " (" << hosts << "), " << o.iters << " iterations"
       << (large_from > 0 ? cat(" (", o.large_iters, " from ", large_from, " bytes)") : "")
       << " after " << o.warmup_iters << " warm-up, check " << (o.check ? "on" : "off") << "\n"
+      << device
       << "# time: one iteration, averaged over the loop on each rank; time_us is the mean over "
          "ranks\n"
       << "# algbw = size / time_us; busbw = algbw * factor (mb-bench-bandwidth.1); sizes in "
@@ -102,7 +114,29 @@ bool corrupt_for_tests() {
 }  // namespace
 
 int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
-  const auto ops = parse_ops(options.ops);
+  // Where the buffers live and what moves them, refused before anything is opened.
+  const auto device = backend::parse_device(options.device);
+  const bool gpu = device.kind == backend::Device::Kind::kCuda;
+  const Transport transport = options.transport.empty()
+                                  ? (gpu ? Transport::kNccl : Transport::kMpi)
+                                  : mbkit::bench::parse_transport(options.transport);
+  if (!gpu && transport == Transport::kNccl) {
+    usage_error("--transport nccl: NCCL moves GPU memory; give --device cuda (or cuda:N) too");
+  }
+  const auto ops = parse_ops(options.ops, [&](Op op) {
+    if (!gpu) return true;
+    return op != Op::kExchange && (transport == Transport::kMpi || mbkit::bench::nccl_has(op));
+  });
+  for (const Op op : ops) {
+    if (gpu && op == Op::kExchange) {
+      usage_error("--op exchange: the trainers' exchange is timed on host buffers (--device cpu)");
+    }
+    if (transport == Transport::kNccl && !mbkit::bench::nccl_has(op)) {
+      usage_error(cat("--op ", mbkit::bench::op_name(op),
+                      ": NCCL has no such collective (it has allreduce, reduce, bcast, allgather, "
+                      "reduce-scatter; --transport mpi runs every collective)"));
+    }
+  }
   const auto dtype = mbkit::bench::parse_dtype(options.dtype);
   const auto sizes = mbkit::bench::size_series(
       mbkit::bench::parse_bytes(options.min_bytes, "--min-bytes"),
@@ -138,6 +172,26 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
     const auto servers =
         exchange ? parse_servers(options.servers, world.size()) : std::vector<int>{};
     const std::string hosts = describe_hosts(world.all_gather(world.host()));
+    // On a GPU: the local rank's GPU, chosen and refused as the trainers do; its buffers and,
+    // with NCCL, a communicator joined by every rank.
+    std::unique_ptr<nn::Backend> gpu_backend;
+    std::unique_ptr<mbkit::bench::DeviceBench> bench;
+    std::string device_lines;
+    if (gpu) {
+      gpu_backend = backend::make_backend(options.device, 0);
+      bench = mbkit::bench::make_device_bench(world, *gpu_backend, transport == Transport::kNccl);
+      device_lines =
+          cat("# device: ", describe_hosts(world.all_gather(gpu_backend->description())), "\n",
+              "# transport: ",
+              transport == Transport::kNccl
+                  ? cat(bench->nccl_description(), " on the GPU buffers, timed with CUDA events")
+                  : std::string("MPI, each iteration staged through pinned host memory (GPU to "
+                                "host, MPI, host to GPU), timed on the host's clock"),
+              "\n");
+    }
+    // GPU rows and runs carry the transport: they sit beside the CPU's in one --append file.
+    const std::string suffix =
+        gpu ? cat("-", transport == Transport::kNccl ? "nccl" : "cuda-mpi") : std::string();
     mbkit::bench::MeasureOptions measure;
     measure.dtype = dtype;
     measure.iters = options.iters;
@@ -146,13 +200,15 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
     measure.large_iters = options.large_iters;
     measure.check = options.check;
     measure.corrupt = corrupt_for_tests();
-    if (world.rank() == 0) print_header(out, options, large_from, world.size(), hosts);
+    if (world.rank() == 0) {
+      print_header(out, options, large_from, world.size(), hosts, device_lines);
+    }
     std::int64_t wrong = 0;
     std::vector<mbkit::bench::Run> runs;
     for (const Op op : ops) {
       mbkit::bench::Run run;
       run.ranks = world.size();
-      run.op = mbkit::bench::op_name(op);
+      run.op = mbkit::bench::op_name(op) + suffix;
       run.dtype = mbkit::bench::dtype_name(dtype);
       run.iters = options.iters;
       run.warmup_iters = options.warmup_iters;
@@ -171,6 +227,11 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
         for (const auto& mode : mbkit::bench::exchange_modes(world, servers, compressions)) {
           print(mbkit::bench::measure_exchange(world, mode, sizes, measure));
         }
+      } else if (bench) {
+        auto rows =
+            mbkit::bench::measure_device_collective(world, *bench, transport, op, sizes, measure);
+        for (auto& row : rows) row.op += suffix;
+        print(rows);
       } else {
         print(mbkit::bench::measure_collective(world, op, sizes, measure));
       }

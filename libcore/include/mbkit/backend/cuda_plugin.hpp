@@ -15,6 +15,9 @@ class Backend;
 namespace mbkit::comm {
 class DeviceAllreduce;
 }
+namespace mbkit::bench {
+class DeviceBench;
+}
 
 namespace mbkit::backend {
 
@@ -22,7 +25,8 @@ namespace mbkit::backend {
 /// 2: make_backend. 3: NCCL (nccl_version, nccl_unique_id, make_nccl_allreduce). 4: make_backend's
 /// precision, round_to_bf16. 5: nn::Backend's step graphs (begin_capture, end_capture,
 /// set_input_fixed) and nn::Kernel's replay hooks (the Backend's and Kernels' vtables changed).
-inline constexpr int kCudaPluginAbi = 5;
+/// 6: make_device_bench (mb-bench-bandwidth --device cuda).
+inline constexpr int kCudaPluginAbi = 6;
 
 /// Bytes of NCCL's unique id (NCCL_UNIQUE_ID_BYTES), which the core carries over MPI.
 inline constexpr std::size_t kNcclIdBytes = 128;
@@ -52,6 +56,11 @@ struct CudaPluginApi {
   /// on GPU `gpu`, their bits into `bits` (host memory); throws mbkit::Error on a CUDA failure.
   void (*round_to_bf16)(int gpu, const float* values, std::uint16_t* bits,
                         std::size_t count) = nullptr;
+  /// mb-bench-bandwidth's buffers on the GPU of `backend` (one make_backend made; any other is a
+  /// usage error); with `nccl_id` (not null) also a non-blocking NCCL communicator of `ranks`
+  /// as `rank`, set up as make_nccl_allreduce's. Owned by the caller; throws mbkit::Error.
+  bench::DeviceBench* (*make_device_bench)(nn::Backend& backend, const std::uint8_t* nccl_id,
+                                           int ranks, int rank, double timeout) = nullptr;
 };
 
 /// The loaded plugin, or nullptr with the reason in *why_not (a build without CUDA, a missing

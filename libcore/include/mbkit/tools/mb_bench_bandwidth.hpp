@@ -26,6 +26,11 @@ struct BandwidthOptions {
   std::vector<std::string> servers = {"1"};
   std::vector<std::string> compress = {"none"};
   double comm_timeout = 60;
+  /// --device cpu|cuda|cuda:N: where the buffers live (cuda: the local rank's GPU, as the
+  /// trainers choose it).
+  std::string device = "cpu";
+  /// --transport mpi|nccl; empty: mpi on the CPU, nccl on a GPU.
+  std::string transport;
 };
 
 /// Measures and prints the table on `out` (rank 0). Returns the exit status: 1 when a check

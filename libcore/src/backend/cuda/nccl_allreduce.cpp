@@ -1,13 +1,11 @@
 // --allreduce nccl: the gradients summed in GPU memory by NCCL (mbkit/comm/device_allreduce.hpp).
 //
-// The communicator is non-blocking (ncclConfig_t blocking = 0): no NCCL call waits for a peer,
-// so a rank whose peer died is never stuck inside NCCL; the core polls with the run's deadline
-// and aborts the communicator when it passes. Sums run on a stream of their own, each after an
+// The communicator is non-blocking (nccl_comm.hpp): no NCCL call waits for a peer, so a rank
+// whose peer died is never stuck inside NCCL; the core polls with the run's deadline and aborts
+// the communicator when it passes. Sums run on a stream of their own, each after an
 // event recorded on the compute stream once the bucket's gradients were queued there, so a
 // bucket's sum overlaps the rest of the backward pass.
-#include <chrono>
 #include <cstring>
-#include <thread>
 
 #include "cuda_internal.hpp"
 #include "mbkit/backend/cuda/nccl.hpp"
@@ -16,185 +14,90 @@
 #include "mbkit/nn/buffer.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/strings.hpp"
-#include "mbkit/util/timer.hpp"
-#if MBKIT_HAVE_NCCL
-#include <nccl.h>
-#endif
+#include "nccl_comm.hpp"
 
 namespace mbkit::backend::cuda {
 
 #if MBKIT_HAVE_NCCL
-static_assert(NCCL_UNIQUE_ID_BYTES == kNcclIdBytes, "the core carries NCCL's id in 128 bytes");
 
 namespace {
-
-std::string version_text() {
-  int version = 0;
-  if (ncclGetVersion(&version) != ncclSuccess) return "";
-  return strprintf("%d.%d.%d", version / 10000, (version % 10000) / 100, version % 100);
-}
 
 class NcclAllreduce final : public comm::DeviceAllreduce {
  public:
   NcclAllreduce(Context& context, const std::uint8_t* id, int ranks, int rank, double timeout)
-      : context_(context), timeout_(timeout) {
-    context_.activate();
-    MBKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    MBKIT_CUDA_CHECK(cudaEventCreateWithFlags(&produced_, cudaEventDisableTiming));
-    MBKIT_CUDA_CHECK(cudaEventCreateWithFlags(&summed_, cudaEventDisableTiming));
-    ncclUniqueId unique{};
-    std::memcpy(unique.internal, id, kNcclIdBytes);
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
-    const ncclResult_t result = ncclCommInitRankConfig(&comm_, ranks, unique, rank, &config);
-    if (result != ncclSuccess && result != ncclInProgress) {
-      fail(result, "ncclCommInitRankConfig");
-    }
-    pending_call_ = "ncclCommInitRankConfig";
-  }
-
-  ~NcclAllreduce() override {
-    // Teardown errors are not worth a second exception. A communicator with work still in
-    // flight (an error left it so) is aborted rather than destroyed: destroying waits for it.
-    if (comm_ != nullptr) {
-      const bool current = cudaSetDevice(context_.gpu) == cudaSuccess;  // no throw from here
-      const bool idle = current && pending_call_ == nullptr && drained();
-      if (idle && finalize()) {
-        ncclCommDestroy(comm_);
-      } else {
-        ncclCommAbort(comm_);
-      }
-    }
-    if (summed_ != nullptr) cudaEventDestroy(summed_);
-    if (produced_ != nullptr) cudaEventDestroy(produced_);
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  }
+      : context_(context),
+        stream_(make_stream(context)),
+        produced_(make_event(context, false)),
+        summed_(make_event(context, false)),
+        comm_(context, stream_.get(), id, ranks, rank, timeout) {}
   NcclAllreduce(const NcclAllreduce&) = delete;
   NcclAllreduce& operator=(const NcclAllreduce&) = delete;
 
-  std::string description() const override { return cat("NCCL ", version_text()); }
+  std::string description() const override { return cat("NCCL ", nccl_version_text()); }
 
   bool ready() override { return settled(); }
 
   void start(nn::Buffer& buffer, std::size_t offset, std::size_t count) override {
-    MBKIT_CHECK(comm_ != nullptr, "a sum on an aborted NCCL communicator");
+    MBKIT_CHECK(!comm_.aborted(), "a sum on an aborted NCCL communicator");
     MBKIT_CHECK(offset <= buffer.size() && count <= buffer.size() - offset, "a sum of ", count,
                 " floats at ", offset, " in a buffer of ", buffer.size());
     if (count == 0) return;
     // A non-blocking communicator takes the next call only once the last one is enqueued.
-    const auto since = SteadyClock::now();
-    while (!settled()) {
-      if (seconds_since(since) > timeout_) {
-        const char* call = pending_call_;
-        abort();
-        throw Error(cat(call, " was not enqueued within ", short_duration(timeout_),
-                        " (--comm-timeout): a rank stopped or died"),
-                    ExitCode::kCommunication);
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    comm_.wait_settled();
+    settled();  // records summed_ after a sum that was still being queued
     context_.activate();
-    MBKIT_CUDA_CHECK(cudaEventRecord(produced_, context_.stream));
-    MBKIT_CUDA_CHECK(cudaStreamWaitEvent(stream_, produced_, 0));
+    MBKIT_CUDA_CHECK(cudaEventRecord(produced_.get(), context_.stream));
+    MBKIT_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), produced_.get(), 0));
     float* data = buffer.data() + offset;
-    const ncclResult_t result =
-        ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_, stream_);
-    if (result != ncclSuccess && result != ncclInProgress) fail(result, "ncclAllReduce");
-    if (result == ncclInProgress) {
-      // NCCL is still queuing the sum (in the background): the event must follow it.
-      pending_call_ = "ncclAllReduce";
-      record_when_settled_ = true;
+    if (!comm_.enqueued(
+            ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_.get(), stream_.get()),
+            "ncclAllReduce")) {
+      record_when_settled_ = true;  // NCCL is still queuing the sum: the event must follow it
       return;
     }
-    MBKIT_CUDA_CHECK(cudaEventRecord(summed_, stream_));
+    MBKIT_CUDA_CHECK(cudaEventRecord(summed_.get(), stream_.get()));
   }
 
   bool poll() override {
-    MBKIT_CHECK(comm_ != nullptr, "polling an aborted NCCL communicator");
+    MBKIT_CHECK(!comm_.aborted(), "polling an aborted NCCL communicator");
     if (!settled()) return false;
-    ncclResult_t state = ncclSuccess;
-    check(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError");
-    if (state != ncclSuccess && state != ncclInProgress) fail(state, "ncclAllReduce");
-    const cudaError_t done = cudaEventQuery(summed_);
+    comm_.check_async("ncclAllReduce");
+    const cudaError_t done = cudaEventQuery(summed_.get());
     if (done == cudaErrorNotReady) return false;
     MBKIT_CUDA_CHECK(done);
     return true;
   }
 
   void abort() noexcept override {
-    if (comm_ == nullptr) return;
-    ncclCommAbort(comm_);
-    comm_ = nullptr;
-    pending_call_ = nullptr;
+    comm_.abort();
     record_when_settled_ = false;
   }
 
  private:
   /// Whether the last call NCCL returned ncclInProgress for has been enqueued (or set up).
   bool settled() {
-    if (pending_call_ == nullptr) return true;
-    ncclResult_t state = ncclSuccess;
-    check(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError");
-    if (state == ncclInProgress) return false;
-    if (state != ncclSuccess) fail(state, pending_call_);
-    pending_call_ = nullptr;
+    if (!comm_.settled()) return false;
     if (record_when_settled_) {  // the last sum's kernel is on the stream now
       record_when_settled_ = false;
       context_.activate();
-      MBKIT_CUDA_CHECK(cudaEventRecord(summed_, stream_));
+      MBKIT_CUDA_CHECK(cudaEventRecord(summed_.get(), stream_.get()));
     }
     return true;
   }
 
-  /// Whether the NCCL stream's work ends within a few seconds (a sum whose peer is gone never
-  /// does: the communicator is then aborted, not waited for).
-  bool drained() const {
-    const auto since = SteadyClock::now();
-    cudaError_t state = cudaStreamQuery(stream_);
-    while (state == cudaErrorNotReady && seconds_since(since) < 10.0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      state = cudaStreamQuery(stream_);
-    }
-    return state == cudaSuccess;
-  }
-
-  /// ncclCommFinalize, waited for a few seconds (it flushes the communicator's work).
-  bool finalize() {
-    ncclResult_t result = ncclCommFinalize(comm_);
-    const auto since = SteadyClock::now();
-    while (result == ncclInProgress && seconds_since(since) < 10.0) {
-      ncclResult_t state = ncclSuccess;
-      if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) return false;
-      result = state;
-      if (result == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return result == ncclSuccess;
-  }
-
-  void check(ncclResult_t result, const char* call) {
-    if (result != ncclSuccess) fail(result, call);
-  }
-
-  /// The communicator is unusable after an error: aborted, then the error naming `call`.
-  [[noreturn]] void fail(ncclResult_t result, const char* call) {
-    abort();
-    detail::nccl_failed(static_cast<int>(result), call, MBKIT_HERE);
-  }
-
   Context& context_;
-  double timeout_;
-  ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
-  cudaEvent_t produced_ = nullptr;  ///< on the compute stream: the bucket's gradients are queued
-  cudaEvent_t summed_ = nullptr;    ///< on the NCCL stream: after the last sum started
-  const char* pending_call_ = nullptr;  ///< returned ncclInProgress and not settled yet
-  bool record_when_settled_ = false;    ///< summed_ is recorded once that call is queued
+  // Declared before the communicator, which is torn down first (it waits on the stream).
+  UniqueStream stream_;
+  UniqueEvent produced_;  ///< on the compute stream: the bucket's gradients are queued
+  UniqueEvent summed_;    ///< on the NCCL stream: after the last sum started
+  NcclComm comm_;
+  bool record_when_settled_ = false;  ///< summed_ is recorded once that call is queued
 };
 
 }  // namespace
 
 std::string nccl_version() {
-  return version_text();
+  return nccl_version_text();
 }
 
 void nccl_unique_id(std::uint8_t* id) {

@@ -23,6 +23,7 @@ extern "C" const mbkit::backend::CudaPluginApi* mbkit_cuda_plugin() {
       .nccl_unique_id = &mbkit::backend::cuda::nccl_unique_id,
       .make_nccl_allreduce = &mbkit::backend::cuda::make_nccl_allreduce,
       .round_to_bf16 = &mbkit::backend::cuda::round_to_bf16_on_gpu,
+      .make_device_bench = &mbkit::backend::cuda::make_device_bench,
   };
   return &api;
 }
