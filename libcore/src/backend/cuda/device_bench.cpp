@@ -2,6 +2,8 @@
 // host buffers beside them, one stream for copies and collectives, timing events, and with
 // --transport nccl a non-blocking NCCL communicator (nccl_comm.hpp) whose calls run on that
 // stream.
+#include <array>
+#include <cstdint>
 #include <memory>
 
 #include "cuda_internal.hpp"
@@ -25,6 +27,7 @@ class CudaDeviceBench final : public bench::DeviceBench {
         stop_(make_event(context, true)) {
     if (nccl_id == nullptr) return;
 #if MBKIT_HAVE_NCCL
+    for (auto& event : in_flight_) event = make_event(context, false);
     nccl_ = std::make_unique<NcclComm>(context, stream_.get(), nccl_id, ranks, rank, timeout);
 #else
     (void)rank;
@@ -101,8 +104,17 @@ class CudaDeviceBench final : public bench::DeviceBench {
   }
 
 #if MBKIT_HAVE_NCCL
+  // A long timed loop queues calls faster than a slow (or dead) peer lets them finish; CUDA's
+  // launch queue then fills and the next launch blocks inside NCCL, out of reach of the
+  // deadline. So at most kSlots * kBatch calls are in flight: an event every kBatch calls, and
+  // the next call waits (here, polled) for the one recorded kSlots events ago.
   bool ready() override {
-    return communicator().settled();
+    if (!communicator().settled()) return false;
+    if (calls_ % kBatch != 0) return true;
+    const cudaError_t done = cudaEventQuery(in_flight_[(calls_ / kBatch) % kSlots].get());
+    if (done == cudaErrorNotReady) return false;
+    MBKIT_CUDA_CHECK(done);
+    return true;
   }
 
   void start(bench::Op op, bench::Dtype dtype, std::size_t count) override {
@@ -119,6 +131,11 @@ class CudaDeviceBench final : public bench::DeviceBench {
                 "buffers of ", send_bytes_, " and ", receive_bytes_, " bytes for ",
                 bench::op_name(op), " of ", count, " elements");
     context_.activate();
+    if (calls_ % kBatch == 0) {  // after every call queued so far (ready() waited for the slot)
+      MBKIT_CUDA_CHECK(
+          cudaEventRecord(in_flight_[(calls_ / kBatch) % kSlots].get(), stream_.get()));
+    }
+    ++calls_;
     void* send = send_.get();
     void* receive = receive_.get();
     cudaStream_t stream = stream_.get();
@@ -198,6 +215,9 @@ class CudaDeviceBench final : public bench::DeviceBench {
   PinnedMemory host_send_, host_receive_;
   std::size_t send_bytes_ = 0, receive_bytes_ = 0;
 #if MBKIT_HAVE_NCCL
+  static constexpr std::uint64_t kBatch = 16, kSlots = 8;  ///< 128 calls in flight at most
+  std::array<UniqueEvent, kSlots> in_flight_;
+  std::uint64_t calls_ = 0;         ///< NCCL calls queued
   std::unique_ptr<NcclComm> nccl_;  ///< reset first by the destructor: it waits on stream_
 #endif
 };
