@@ -39,9 +39,9 @@ class NcclAllreduce final : public comm::DeviceAllreduce {
   NcclAllreduce(Context& context, const std::uint8_t* id, int ranks, int rank, double timeout)
       : context_(context), timeout_(timeout) {
     context_.activate();
-    MBKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    MBKIT_CUDA_CHECK(cudaEventCreateWithFlags(&produced_, cudaEventDisableTiming));
-    MBKIT_CUDA_CHECK(cudaEventCreateWithFlags(&summed_, cudaEventDisableTiming));
+    MBKIT_CUDA_CHECK(cudaStreamCreateWithFlags(stream_.out(), cudaStreamNonBlocking));
+    MBKIT_CUDA_CHECK(cudaEventCreateWithFlags(produced_.out(), cudaEventDisableTiming));
+    MBKIT_CUDA_CHECK(cudaEventCreateWithFlags(summed_.out(), cudaEventDisableTiming));
     ncclUniqueId unique{};
     std::memcpy(unique.internal, id, kNcclIdBytes);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -65,9 +65,6 @@ class NcclAllreduce final : public comm::DeviceAllreduce {
         ncclCommAbort(comm_);
       }
     }
-    if (summed_ != nullptr) cudaEventDestroy(summed_);
-    if (produced_ != nullptr) cudaEventDestroy(produced_);
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
   NcclAllreduce(const NcclAllreduce&) = delete;
   NcclAllreduce& operator=(const NcclAllreduce&) = delete;
@@ -184,9 +181,9 @@ class NcclAllreduce final : public comm::DeviceAllreduce {
   Context& context_;
   double timeout_;
   ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
-  cudaEvent_t produced_ = nullptr;  ///< on the compute stream: the bucket's gradients are queued
-  cudaEvent_t summed_ = nullptr;    ///< on the NCCL stream: after the last sum started
+  OwnedStream stream_;
+  OwnedEvent produced_;  ///< on the compute stream: the bucket's gradients are queued
+  OwnedEvent summed_;    ///< on the NCCL stream: after the last sum started
   const char* pending_call_ = nullptr;  ///< returned ncclInProgress and not settled yet
   bool record_when_settled_ = false;    ///< summed_ is recorded once that call is queued
 };
