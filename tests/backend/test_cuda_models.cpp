@@ -22,6 +22,7 @@
 #include "mbkit/nn/network.hpp"
 #include "mbkit/optim/optimizer.hpp"
 #include "mbkit/util/random.hpp"
+#include "mbkit/util/strings.hpp"
 
 namespace mbkit::backend {
 namespace {
@@ -92,6 +93,26 @@ constexpr double kStateTolerance = 1e-3;
 constexpr double kPerturbation = 1e-6;
 constexpr double kChaosMargin = 10;
 
+// `actual` no further from the CPU's `reference` than the larger of `floor` and kChaosMargin
+// times how far the CPU itself drifted from it in the `perturbed` run (`perturbation` says how).
+void expect_within_chaos(const std::vector<float>& actual, const std::vector<float>& reference,
+                         const std::vector<float>& perturbed, double floor, const std::string& what,
+                         const std::string& perturbation) {
+  const double chaos = normalised_error(perturbed, reference);
+  EXPECT_LE(normalised_error(actual, reference), std::max(floor, kChaosMargin * chaos))
+      << what << " (" << perturbation << ": " << chaos << ")";
+}
+
+// Parameters after the steps and batch-norm state, within the chaos bounds above.
+void expect_final_values_within_chaos(const Trace& trace, const Trace& reference,
+                                      const Trace& perturbed, const std::string& perturbation) {
+  expect_within_chaos(trace.parameters, reference.parameters, perturbed.parameters,
+                      kParameterTolerance, cat("parameters after ", kSteps, " steps"),
+                      perturbation);
+  expect_within_chaos(trace.state, reference.state, perturbed.state, kStateTolerance,
+                      "batch-norm state", perturbation);
+}
+
 class CudaModels : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaModels, TrainLikeTheCpu) {
@@ -118,14 +139,7 @@ TEST_P(CudaModels, TrainLikeTheCpu) {
   }
   EXPECT_LE(normalised_error(trace.first_gradients, reference.first_gradients), kGradientTolerance)
       << "gradients of the first step";
-  const double parameter_chaos = normalised_error(perturbed.parameters, reference.parameters);
-  EXPECT_LE(normalised_error(trace.parameters, reference.parameters),
-            std::max(kParameterTolerance, kChaosMargin * parameter_chaos))
-      << "parameters after " << kSteps << " steps (perturbed CPU run: " << parameter_chaos << ")";
-  const double state_chaos = normalised_error(perturbed.state, reference.state);
-  EXPECT_LE(normalised_error(trace.state, reference.state),
-            std::max(kStateTolerance, kChaosMargin * state_chaos))
-      << "batch-norm state (perturbed CPU run: " << state_chaos << ")";
+  expect_final_values_within_chaos(trace, reference, perturbed, "perturbed CPU run");
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, CudaModels, ::testing::ValuesIn(models::model_names()),
@@ -183,19 +197,9 @@ TEST_P(CudaModelsAtPrecision, TrainCloseToTheCpuInFp32) {
     EXPECT_NEAR(trace.losses[s], expected, std::max(16 * u, kChaosMargin * chaos) * scale)
         << "loss of step " << step << " (CPU perturbed by u: " << chaos << ")";
   }
-  const double gradient_chaos =
-      normalised_error(perturbed.first_gradients, reference.first_gradients);
-  EXPECT_LE(normalised_error(trace.first_gradients, reference.first_gradients),
-            std::max(kKinkTolerance, kChaosMargin * gradient_chaos))
-      << "gradients of the first step (CPU perturbed by u: " << gradient_chaos << ")";
-  const double parameter_chaos = normalised_error(perturbed.parameters, reference.parameters);
-  EXPECT_LE(normalised_error(trace.parameters, reference.parameters),
-            std::max(kParameterTolerance, kChaosMargin * parameter_chaos))
-      << "parameters after " << kSteps << " steps (CPU perturbed by u: " << parameter_chaos << ")";
-  const double state_chaos = normalised_error(perturbed.state, reference.state);
-  EXPECT_LE(normalised_error(trace.state, reference.state),
-            std::max(kStateTolerance, kChaosMargin * state_chaos))
-      << "batch-norm state (CPU perturbed by u: " << state_chaos << ")";
+  expect_within_chaos(trace.first_gradients, reference.first_gradients, perturbed.first_gradients,
+                      kKinkTolerance, "gradients of the first step", "CPU perturbed by u");
+  expect_final_values_within_chaos(trace, reference, perturbed, "CPU perturbed by u");
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, CudaModelsAtPrecision,

@@ -170,13 +170,13 @@ KernelArgs Network::forward_args(Plan& current, std::size_t i, const std::int32_
 }
 
 Network::Result Network::run_forward(Plan& current, const std::int32_t* labels, bool training,
-                                     std::uint64_t seed) {
+                                     std::uint64_t seed, void (Kernel::*pass)(KernelArgs&)) {
   const auto& nodes = graph_.nodes();
   Result result;
   result.batch = current.batch;
   for (std::size_t i = 1; i < nodes.size(); ++i) {
     KernelArgs args = forward_args(current, i, labels, training, seed);
-    kernels_[i]->forward(args);
+    ((*kernels_[i]).*pass)(args);
     if (static_cast<int>(i) == graph_.loss()) {
       result.loss_sum = args.loss_sum;
       result.correct = args.correct;
@@ -327,20 +327,7 @@ bool Network::replay_step(Plan& current, const std::int32_t* labels, std::uint64
   }
   ++step_graph_counts_.replayed;
   backend_.synchronize();
-  result = Result{};
-  result.batch = current.batch;
-  for (std::size_t i = 1; i < nodes.size(); ++i) {
-    KernelArgs args = forward_args(current, i, labels, true, seed);
-    kernels_[i]->after_replay(args);
-    if (static_cast<int>(i) == graph_.loss()) {
-      result.loss_sum = args.loss_sum;
-      result.correct = args.correct;
-    }
-  }
-  last_ = &current;
-  last_seed_ = seed;
-  last_training_ = true;
-  last_labels_ = labels;
+  result = run_forward(current, labels, true, seed, &Kernel::after_replay);
   return true;
 }
 

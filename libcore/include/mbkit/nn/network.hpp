@@ -129,7 +129,10 @@ class Network {
  private:
   struct Plan;
   Plan& plan(int batch);
-  Result run_forward(Plan& current, const std::int32_t* labels, bool training, std::uint64_t seed);
+  /// The forward pass through every kernel's `pass`: forward itself, or after_replay (the host's
+  /// part after a recorded step ran); the loss node's totals, and the pass backward() follows.
+  Result run_forward(Plan& current, const std::int32_t* labels, bool training, std::uint64_t seed,
+                     void (Kernel::*pass)(KernelArgs&) = &Kernel::forward);
   KernelArgs forward_args(Plan& current, std::size_t node, const std::int32_t* labels,
                           bool training, std::uint64_t seed) const;
   /// train()'s recorded step: records it when none is there, then replays it; false when it

@@ -54,23 +54,20 @@ Context::Context(int gpu_index) : gpu(gpu_index) {
   gpu_memory = properties.totalGlobalMem;
   compute_major = properties.major;
   compute_minor = properties.minor;
-  MBKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  MBKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking));
-  MBKIT_CUDNN_CHECK(cudnnCreate(&cudnn));
+  MBKIT_CUDA_CHECK(cudaStreamCreateWithFlags(stream.out(), cudaStreamNonBlocking));
+  MBKIT_CUDA_CHECK(cudaStreamCreateWithFlags(copy_stream.out(), cudaStreamNonBlocking));
+  MBKIT_CUDNN_CHECK(cudnnCreate(cudnn.out()));
   MBKIT_CUDNN_CHECK(cudnnSetStream(cudnn, stream));
-  MBKIT_CUBLAS_CHECK(cublasCreate(&cublas));
+  MBKIT_CUBLAS_CHECK(cublasCreate(cublas.out()));
   MBKIT_CUBLAS_CHECK(cublasSetStream(cublas, stream));
   // fp32 as fp32: no TF32 tensor cores (--precision will choose them explicitly).
   MBKIT_CUBLAS_CHECK(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH));
 }
 
 Context::~Context() {
-  // Teardown errors (a lost device) are not worth a second exception: release what is there.
-  if (stream != nullptr) cudaStreamSynchronize(stream);
-  if (cublas != nullptr) cublasDestroy(cublas);
-  if (cudnn != nullptr) cudnnDestroy(cudnn);
-  if (copy_stream != nullptr) cudaStreamDestroy(copy_stream);
-  if (stream != nullptr) cudaStreamDestroy(stream);
+  // Teardown errors (a lost device) are not worth a second exception. The handles go with
+  // the members, once the queued work that uses them is done.
+  if (stream.get() != nullptr) cudaStreamSynchronize(stream);
 }
 
 void Context::activate() const {
@@ -169,18 +166,14 @@ class InputStaging {
  public:
   explicit InputStaging(Context& context) : context_(context) {
     for (Slot& slot : slots_) {
-      MBKIT_CUDA_CHECK(cudaEventCreateWithFlags(&slot.copied, cudaEventDisableTiming));
-      MBKIT_CUDA_CHECK(cudaEventCreateWithFlags(&slot.consumed, cudaEventDisableTiming));
+      MBKIT_CUDA_CHECK(cudaEventCreateWithFlags(slot.copied.out(), cudaEventDisableTiming));
+      MBKIT_CUDA_CHECK(cudaEventCreateWithFlags(slot.consumed.out(), cudaEventDisableTiming));
     }
   }
   ~InputStaging() {
     // Queued copies and steps may still use the buffers freed after this (errors: nothing to do).
     cudaStreamSynchronize(context_.copy_stream);
     cudaStreamSynchronize(context_.stream);
-    for (Slot& slot : slots_) {
-      if (slot.consumed != nullptr) cudaEventDestroy(slot.consumed);
-      if (slot.copied != nullptr) cudaEventDestroy(slot.copied);
-    }
   }
   InputStaging(const InputStaging&) = delete;
   InputStaging& operator=(const InputStaging&) = delete;
@@ -218,7 +211,7 @@ class InputStaging {
   struct Slot {
     DeviceMemory device;
     PinnedMemory host;
-    cudaEvent_t copied = nullptr, consumed = nullptr;
+    OwnedEvent copied, consumed;
   };
 
   /// Both slots to at least `bytes` (a larger batch): when nothing queued uses them.
@@ -315,14 +308,11 @@ class StreamTimer final : public nn::DeviceTimer {
  public:
   explicit StreamTimer(const Context& context) : context_(context) {
     context_.activate();
-    MBKIT_CUDA_CHECK(cudaEventCreate(&begin_));
-    MBKIT_CUDA_CHECK(cudaEventCreate(&end_));
+    MBKIT_CUDA_CHECK(cudaEventCreate(begin_.out()));
+    MBKIT_CUDA_CHECK(cudaEventCreate(end_.out()));
   }
-  ~StreamTimer() override {
-    // Destroying an event still queued is allowed: it is released once it completes.
-    if (end_ != nullptr) cudaEventDestroy(end_);
-    if (begin_ != nullptr) cudaEventDestroy(begin_);
-  }
+  // Destroying an event still queued is allowed: it is released once it completes.
+  ~StreamTimer() override = default;
   StreamTimer(const StreamTimer&) = delete;
   StreamTimer& operator=(const StreamTimer&) = delete;
 
@@ -342,8 +332,8 @@ class StreamTimer final : public nn::DeviceTimer {
 
  private:
   const Context& context_;
-  cudaEvent_t begin_ = nullptr;
-  cudaEvent_t end_ = nullptr;
+  OwnedEvent begin_;
+  OwnedEvent end_;
 };
 
 constexpr nn::KernelTable<Context> kKernels{

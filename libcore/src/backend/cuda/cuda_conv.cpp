@@ -93,22 +93,21 @@ cudnnMathType_t math_for(nn::Precision precision) {
 class FilterDesc {
  public:
   FilterDesc(int k, int c, int h, int w, cudnnDataType_t type = CUDNN_DATA_FLOAT) {
-    MBKIT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&desc_));
+    MBKIT_CUDNN_CHECK(cudnnCreateFilterDescriptor(desc_.out()));
     MBKIT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(desc_, type, CUDNN_TENSOR_NCHW, k, c, h, w));
   }
-  ~FilterDesc() { cudnnDestroyFilterDescriptor(desc_); }
   FilterDesc(const FilterDesc&) = delete;
   FilterDesc& operator=(const FilterDesc&) = delete;
   cudnnFilterDescriptor_t get() const { return desc_; }
 
  private:
-  cudnnFilterDescriptor_t desc_ = nullptr;
+  Owned<cudnnFilterDescriptor_t, &cudnnDestroyFilterDescriptor> desc_;
 };
 
 class ConvDesc {
  public:
   ConvDesc(int pad_h, int pad_w, int stride_h, int stride_w, cudnnMathType_t math) {
-    MBKIT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&desc_));
+    MBKIT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(desc_.out()));
     // A float compute type at every precision: bf16 operands accumulate in fp32.
     MBKIT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(desc_, pad_h, pad_w, stride_h, stride_w, 1, 1,
                                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
@@ -116,13 +115,12 @@ class ConvDesc {
     // Ampere on.
     MBKIT_CUDNN_CHECK(cudnnSetConvolutionMathType(desc_, math));
   }
-  ~ConvDesc() { cudnnDestroyConvolutionDescriptor(desc_); }
   ConvDesc(const ConvDesc&) = delete;
   ConvDesc& operator=(const ConvDesc&) = delete;
   cudnnConvolutionDescriptor_t get() const { return desc_; }
 
  private:
-  cudnnConvolutionDescriptor_t desc_ = nullptr;
+  Owned<cudnnConvolutionDescriptor_t, &cudnnDestroyConvolutionDescriptor> desc_;
 };
 
 class ConvKernel final : public CudaKernel {

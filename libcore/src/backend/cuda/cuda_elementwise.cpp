@@ -47,10 +47,9 @@ class ActivationKernel final : public CudaKernel {
       default:
         fail(cat("activation kernel for ", nn::op_name(node.op)));
     }
-    MBKIT_CUDNN_CHECK(cudnnCreateActivationDescriptor(&activation_));
+    MBKIT_CUDNN_CHECK(cudnnCreateActivationDescriptor(activation_.out()));
     MBKIT_CUDNN_CHECK(cudnnSetActivationDescriptor(activation_, mode, CUDNN_PROPAGATE_NAN, 0.0));
   }
-  ~ActivationKernel() override { cudnnDestroyActivationDescriptor(activation_); }
   ActivationKernel(const ActivationKernel&) = delete;
   ActivationKernel& operator=(const ActivationKernel&) = delete;
 
@@ -80,7 +79,7 @@ class ActivationKernel final : public CudaKernel {
   }
 
  private:
-  cudnnActivationDescriptor_t activation_ = nullptr;
+  Owned<cudnnActivationDescriptor_t, &cudnnDestroyActivationDescriptor> activation_;
   std::map<int, std::unique_ptr<TensorDesc>> descs_;
 };
 

@@ -24,6 +24,31 @@
 
 namespace mbkit::backend::cuda {
 
+/// A CUDA, cuDNN or cuBLAS handle released with its owner by `Destroy` (errors ignored: nothing
+/// to do about them in teardown). Members of this type are released even when the owner's
+/// constructor throws after making them, which raw handles released in a destructor are not.
+template <class Handle, auto Destroy>
+class Owned {
+ public:
+  Owned() = default;
+  ~Owned() {
+    if (handle_ != nullptr) Destroy(handle_);
+  }
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
+
+  /// Where the library's create call writes the new handle (the slot must be empty).
+  Handle* out() { return &handle_; }
+  Handle get() const { return handle_; }
+  operator Handle() const { return handle_; }  // NOLINT: passed straight to the library calls
+
+ private:
+  Handle handle_ = nullptr;
+};
+
+using OwnedStream = Owned<cudaStream_t, &cudaStreamDestroy>;
+using OwnedEvent = Owned<cudaEvent_t, &cudaEventDestroy>;
+
 /// Device memory of a given size, freed with the owner.
 class DeviceMemory {
  public:
@@ -75,11 +100,11 @@ struct Context {
 
   int gpu = 0;
   std::string gpu_name;
-  std::size_t gpu_memory = 0;          ///< bytes
-  cudaStream_t stream = nullptr;       ///< compute
-  cudaStream_t copy_stream = nullptr;  ///< host-to-device batches
-  cudnnHandle_t cudnn = nullptr;
-  cublasHandle_t cublas = nullptr;
+  std::size_t gpu_memory = 0;  ///< bytes
+  OwnedStream stream;          ///< compute
+  OwnedStream copy_stream;     ///< host-to-device batches
+  Owned<cudnnHandle_t, &cudnnDestroy> cudnn;
+  Owned<cublasHandle_t, &cublasDestroy> cublas;
   int compute_major = 0, compute_minor = 0;  ///< the GPU's compute capability
   /// --precision of convolutions and dense products (set once, before any kernel is made).
   nn::Precision precision = nn::Precision::kFp32;

@@ -20,14 +20,13 @@ class CudaDeviceBench final : public bench::DeviceBench {
  public:
   CudaDeviceBench(Context& context, const std::uint8_t* nccl_id, int ranks, int rank,
                   double timeout)
-      : context_(context),
-        ranks_(ranks),
-        stream_(make_stream(context)),
-        start_(make_event(context, true)),
-        stop_(make_event(context, true)) {
+      : context_(context), ranks_(ranks) {
+    make_stream(context, stream_);
+    make_event(context, start_, true);
+    make_event(context, stop_, true);
     if (nccl_id == nullptr) return;
 #if MBKIT_HAVE_NCCL
-    for (auto& event : in_flight_) event = make_event(context, false);
+    for (auto& event : in_flight_) make_event(context, event, false);
     nccl_ = std::make_unique<NcclComm>(context, stream_.get(), nccl_id, ranks, rank, timeout);
 #else
     (void)rank;
@@ -209,14 +208,14 @@ class CudaDeviceBench final : public bench::DeviceBench {
 
   Context& context_;
   int ranks_;
-  UniqueStream stream_;
-  UniqueEvent start_, stop_;
+  OwnedStream stream_;
+  OwnedEvent start_, stop_;
   DeviceMemory send_, receive_;
   PinnedMemory host_send_, host_receive_;
   std::size_t send_bytes_ = 0, receive_bytes_ = 0;
 #if MBKIT_HAVE_NCCL
   static constexpr std::uint64_t kBatch = 16, kSlots = 8;  ///< 128 calls in flight at most
-  std::array<UniqueEvent, kSlots> in_flight_;
+  std::array<OwnedEvent, kSlots> in_flight_;
   std::uint64_t calls_ = 0;         ///< NCCL calls queued
   std::unique_ptr<NcclComm> nccl_;  ///< reset first by the destructor: it waits on stream_
 #endif

@@ -6,6 +6,7 @@
 // event recorded on the compute stream once the bucket's gradients were queued there, so a
 // bucket's sum overlaps the rest of the backward pass.
 #include <cstring>
+#include <memory>
 
 #include "cuda_internal.hpp"
 #include "mbkit/backend/cuda/nccl.hpp"
@@ -25,11 +26,12 @@ namespace {
 class NcclAllreduce final : public comm::DeviceAllreduce {
  public:
   NcclAllreduce(Context& context, const std::uint8_t* id, int ranks, int rank, double timeout)
-      : context_(context),
-        stream_(make_stream(context)),
-        produced_(make_event(context, false)),
-        summed_(make_event(context, false)),
-        comm_(context, stream_.get(), id, ranks, rank, timeout) {}
+      : context_(context) {
+    make_stream(context, stream_);
+    make_event(context, produced_, false);
+    make_event(context, summed_, false);
+    comm_ = std::make_unique<NcclComm>(context, stream_.get(), id, ranks, rank, timeout);
+  }
   NcclAllreduce(const NcclAllreduce&) = delete;
   NcclAllreduce& operator=(const NcclAllreduce&) = delete;
 
@@ -38,19 +40,19 @@ class NcclAllreduce final : public comm::DeviceAllreduce {
   bool ready() override { return settled(); }
 
   void start(nn::Buffer& buffer, std::size_t offset, std::size_t count) override {
-    MBKIT_CHECK(!comm_.aborted(), "a sum on an aborted NCCL communicator");
+    MBKIT_CHECK(!comm_->aborted(), "a sum on an aborted NCCL communicator");
     MBKIT_CHECK(offset <= buffer.size() && count <= buffer.size() - offset, "a sum of ", count,
                 " floats at ", offset, " in a buffer of ", buffer.size());
     if (count == 0) return;
     // A non-blocking communicator takes the next call only once the last one is enqueued.
-    comm_.wait_settled();
+    comm_->wait_settled();
     settled();  // records summed_ after a sum that was still being queued
     context_.activate();
     MBKIT_CUDA_CHECK(cudaEventRecord(produced_.get(), context_.stream));
     MBKIT_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), produced_.get(), 0));
     float* data = buffer.data() + offset;
-    if (!comm_.enqueued(
-            ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_.get(), stream_.get()),
+    if (!comm_->enqueued(
+            ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_->get(), stream_.get()),
             "ncclAllReduce")) {
       record_when_settled_ = true;  // NCCL is still queuing the sum: the event must follow it
       return;
@@ -59,9 +61,9 @@ class NcclAllreduce final : public comm::DeviceAllreduce {
   }
 
   bool poll() override {
-    MBKIT_CHECK(!comm_.aborted(), "polling an aborted NCCL communicator");
+    MBKIT_CHECK(!comm_->aborted(), "polling an aborted NCCL communicator");
     if (!settled()) return false;
-    comm_.check_async("ncclAllReduce");
+    comm_->check_async("ncclAllReduce");
     const cudaError_t done = cudaEventQuery(summed_.get());
     if (done == cudaErrorNotReady) return false;
     MBKIT_CUDA_CHECK(done);
@@ -69,14 +71,14 @@ class NcclAllreduce final : public comm::DeviceAllreduce {
   }
 
   void abort() noexcept override {
-    comm_.abort();
+    comm_->abort();
     record_when_settled_ = false;
   }
 
  private:
   /// Whether the last call NCCL returned ncclInProgress for has been enqueued (or set up).
   bool settled() {
-    if (!comm_.settled()) return false;
+    if (!comm_->settled()) return false;
     if (record_when_settled_) {  // the last sum's kernel is on the stream now
       record_when_settled_ = false;
       context_.activate();
@@ -86,11 +88,11 @@ class NcclAllreduce final : public comm::DeviceAllreduce {
   }
 
   Context& context_;
-  // Declared before the communicator, which is torn down first (it waits on the stream).
-  UniqueStream stream_;
-  UniqueEvent produced_;  ///< on the compute stream: the bucket's gradients are queued
-  UniqueEvent summed_;    ///< on the NCCL stream: after the last sum started
-  NcclComm comm_;
+  OwnedStream stream_;
+  OwnedEvent produced_;  ///< on the compute stream: the bucket's gradients are queued
+  OwnedEvent summed_;    ///< on the NCCL stream: after the last sum started
+  /// Declared last, so torn down first: it waits on the stream.
+  std::unique_ptr<NcclComm> comm_;
   bool record_when_settled_ = false;  ///< summed_ is recorded once that call is queued
 };
 

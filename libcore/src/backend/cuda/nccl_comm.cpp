@@ -11,19 +11,15 @@
 
 namespace mbkit::backend::cuda {
 
-UniqueStream make_stream(const Context& context) {
+void make_stream(const Context& context, OwnedStream& stream) {
   context.activate();
-  cudaStream_t stream = nullptr;
-  MBKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  return UniqueStream(stream);
+  MBKIT_CUDA_CHECK(cudaStreamCreateWithFlags(stream.out(), cudaStreamNonBlocking));
 }
 
-UniqueEvent make_event(const Context& context, bool timing) {
+void make_event(const Context& context, OwnedEvent& event, bool timing) {
   context.activate();
-  cudaEvent_t event = nullptr;
   MBKIT_CUDA_CHECK(
-      cudaEventCreateWithFlags(&event, timing ? cudaEventDefault : cudaEventDisableTiming));
-  return UniqueEvent(event);
+      cudaEventCreateWithFlags(event.out(), timing ? cudaEventDefault : cudaEventDisableTiming));
 }
 
 #if MBKIT_HAVE_NCCL

@@ -7,7 +7,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <memory>
 #include <string>
 
 #include "cuda_internal.hpp"
@@ -18,19 +17,10 @@
 
 namespace mbkit::backend::cuda {
 
-struct StreamDeleter {
-  void operator()(cudaStream_t stream) const noexcept { cudaStreamDestroy(stream); }
-};
-struct EventDeleter {
-  void operator()(cudaEvent_t event) const noexcept { cudaEventDestroy(event); }
-};
-/// Streams and events freed with their owner, also when a constructor throws after making them.
-using UniqueStream = std::unique_ptr<CUstream_st, StreamDeleter>;
-using UniqueEvent = std::unique_ptr<CUevent_st, EventDeleter>;
-/// A non-blocking stream on the context's GPU.
-UniqueStream make_stream(const Context& context);
-/// An event on the context's GPU; timing events only when `timing`.
-UniqueEvent make_event(const Context& context, bool timing);
+/// Makes `stream` (empty) a non-blocking stream on the context's GPU.
+void make_stream(const Context& context, OwnedStream& stream);
+/// Makes `event` (empty) an event on the context's GPU; a timing one only when `timing`.
+void make_event(const Context& context, OwnedEvent& event, bool timing);
 
 /// "2.28.9"; empty when NCCL is missing.
 std::string nccl_version_text();
