@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "mbkit/bench/device_bench.hpp"
 #include "mbkit/cli/cli.hpp"
 #include "mbkit/cli/completion.hpp"
 #include "mbkit/data/shard.hpp"
@@ -128,6 +129,9 @@ TEST(Completion, FixedChoicesAreWhatTheParsersAccept) {
   for (const auto& word : choices("mb-train-amb", "--time-limit")) {
     train::AmbOptions amb;
     EXPECT_NO_THROW(train::parse_time_limit(word, amb)) << word;
+  }
+  for (const auto& word : choices("mb-bench-bandwidth", "--transport")) {
+    EXPECT_NO_THROW(bench::parse_transport(word)) << word;
   }
 }
 

@@ -163,6 +163,7 @@ ValueCompletion value_completion(const std::string& command, const std::string& 
   if (name == "--update-factor") return words({"linear", "sqrt", "none"});
   if (name == "--split") return words({"test", "train"});
   if (name == "--dtype") return words({"float", "double"});
+  if (name == "--transport") return words({"mpi", "nccl"});
   if (name == "--precision") return words({"fp32", "tf32", "bf16"});
   if (name == "--by") return words({"contiguous", "strided", "random"});
   if (name == "--prefetch" || name == "--time-limit") return words({"auto"});
