@@ -99,6 +99,11 @@ TEST(CudaPlugin, NcclEntryPointsRefuseABackendTheyDidNotMake) {
   std::uint8_t id[kNcclIdBytes] = {};
   EXPECT_MBKIT_ERROR(plugin->make_nccl_allreduce(*cpu, id, 1, 0, 1.0), ExitCode::kUsage,
                      "--allreduce nccl");
+  // ABI 6: mb-bench-bandwidth's GPU buffers, with and without NCCL, need a CUDA backend too.
+  ASSERT_NE(plugin->make_device_bench, nullptr);
+  EXPECT_MBKIT_ERROR(plugin->make_device_bench(*cpu, id, 1, 0, 1.0), ExitCode::kUsage, "--device");
+  EXPECT_MBKIT_ERROR(plugin->make_device_bench(*cpu, nullptr, 1, 0, 1.0), ExitCode::kUsage,
+                     "--device");
 }
 
 // The precision travels through the plugin (ABI 4): the backend computes at it, says so in its

@@ -8,6 +8,7 @@
 #include "collective_parts.hpp"
 #include "mbkit/backend/cuda_plugin.hpp"
 #include "mbkit/bench/device_bench.hpp"
+#include "mbkit/comm/device_allreduce.hpp"
 #include "mbkit/comm/world.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/strings.hpp"
@@ -197,14 +198,7 @@ std::unique_ptr<DeviceBench> make_device_bench(const comm::World& world, nn::Bac
   const backend::CudaPluginApi* cuda = backend::cuda_plugin(&why_not);
   if (cuda == nullptr) usage_error(cat("--device cuda: CUDA backend ", why_not));
   std::array<std::uint8_t, backend::kNcclIdBytes> id{};
-  if (nccl) {
-    if (cuda->nccl_version().empty()) {
-      usage_error("--transport nccl: this mbkit was built without NCCL (nccl.h was not found)");
-    }
-    // Rank 0 makes the id; MPI only carries it.
-    if (world.rank() == 0) cuda->nccl_unique_id(id.data());
-    world.broadcast(std::span<std::uint8_t>(id), 0);
-  }
+  if (nccl) id = comm::share_nccl_id(world, "--transport nccl");
   std::unique_ptr<DeviceBench> bench(cuda->make_device_bench(
       backend, nccl ? id.data() : nullptr, world.size(), world.rank(), world.timeout()));
   if (!nccl) return bench;

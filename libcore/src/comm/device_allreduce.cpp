@@ -11,14 +11,24 @@
 
 namespace mbkit::comm {
 
-std::unique_ptr<DeviceAllreduce> make_nccl_allreduce(const World& world, nn::Backend& backend) {
+std::array<std::uint8_t, backend::kNcclIdBytes> share_nccl_id(const World& world,
+                                                              const std::string& flag) {
   std::string why_not;
   const backend::CudaPluginApi* cuda = backend::cuda_plugin(&why_not);
-  if (cuda == nullptr) usage_error(cat("--allreduce nccl: CUDA backend ", why_not));
+  if (cuda == nullptr) usage_error(cat(flag, ": CUDA backend ", why_not));
+  if (cuda->nccl_version().empty()) {
+    usage_error(cat(flag, ": this mbkit was built without NCCL (nccl.h was not found)"));
+  }
   // Rank 0 makes the id; MPI only carries it.
   std::array<std::uint8_t, backend::kNcclIdBytes> id{};
   if (world.rank() == 0) cuda->nccl_unique_id(id.data());
   world.broadcast(std::span<std::uint8_t>(id), 0);
+  return id;
+}
+
+std::unique_ptr<DeviceAllreduce> make_nccl_allreduce(const World& world, nn::Backend& backend) {
+  const auto id = share_nccl_id(world, "--allreduce nccl");
+  const backend::CudaPluginApi* cuda = backend::cuda_plugin();
   std::unique_ptr<DeviceAllreduce> sum(
       cuda->make_nccl_allreduce(backend, id.data(), world.size(), world.rank(), world.timeout()));
   // Joining is collective: a rank that never joins is found by the wait's deadline (and named).

@@ -9,9 +9,13 @@
 // waits), and abort() then releases it (ncclCommAbort) so the process can report and exit.
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
+
+#include "mbkit/backend/cuda_plugin.hpp"
 
 namespace mbkit::nn {
 class Backend;
@@ -42,6 +46,12 @@ class DeviceAllreduce {
   /// and every later call fails. Safe to call more than once.
   virtual void abort() noexcept = 0;
 };
+
+/// NCCL's unique id for a communicator over every rank of `world`: rank 0 makes it with the
+/// CUDA plugin, MPI broadcasts it. A usage error naming `flag` when the plugin does not load or
+/// was built without NCCL. Collective. (mb-bench-bandwidth's NCCL joins with it too.)
+std::array<std::uint8_t, backend::kNcclIdBytes> share_nccl_id(const World& world,
+                                                              const std::string& flag);
 
 /// A communicator over every rank of `world`, each on the GPU of its `backend` (a CUDA one):
 /// rank 0 makes NCCL's id, MPI broadcasts it, each rank joins. Waits for the set-up with the
