@@ -327,6 +327,27 @@ TEST(BandwidthTool, DeviceAndTransportRefusalsAreUsageErrors) {
   }
 }
 
+// A CPU run never opens libmbkit-cuda (nor NCCL nor cuDNN through it): checked in a fresh run
+// of this program, as no test before could have loaded it.
+TEST(BandwidthToolDeathTest, ACpuRunMapsNoCudaLibrary) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        tools::bench_bandwidth::BandwidthOptions options;
+        options.ops = {"allreduce,bcast"};
+        options.min_bytes = "1K";
+        options.max_bytes = "1K";
+        options.iters = 1;
+        std::ostringstream out;
+        const int status = tools::bench_bandwidth::run_bench_bandwidth(options, out);
+        const std::string mapped = test::mapped_files();
+        const bool cuda = mapped.find("libmbkit-cuda") != std::string::npos ||
+                          mapped.find("libnccl") != std::string::npos;
+        std::exit(status == 0 && !cuda ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "");
+}
+
 // On the CPU the transport is MPI whether named or not: the same table, no device lines.
 TEST(BandwidthTool, CpuTransportMpiIsTheDefault) {
   tools::bench_bandwidth::BandwidthOptions options;
