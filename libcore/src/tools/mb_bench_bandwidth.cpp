@@ -180,9 +180,11 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
     if (gpu) {
       gpu_backend = backend::make_backend(options.device, 0);
       bench = mbkit::bench::make_device_bench(world, *gpu_backend, transport == Transport::kNccl);
+      // "cuda:0: NAME (80.0 GiB)": the backend's description without its cuDNN and cuBLAS.
+      std::string mine = gpu_backend->description();
+      mine = mine.substr(0, mine.find(", cuDNN"));
       device_lines =
-          cat("# device: ", describe_hosts(world.all_gather(gpu_backend->description())), "\n",
-              "# transport: ",
+          cat("# device: ", describe_hosts(world.all_gather(mine)), "\n", "# transport: ",
               transport == Transport::kNccl
                   ? cat(bench->nccl_description(), " on the GPU buffers, timed with CUDA events")
                   : std::string("MPI, each iteration staged through pinned host memory (GPU to "
