@@ -64,8 +64,8 @@ class Quickstart(mbtest.ToolTestCase):
                 reached = log["eval/accuracy"][...] >= 0.8
                 self.assertTrue(reached.any(), f"{name} never reached 80%:\n{summary}")
                 times[name] = float(log["eval/time"][reached.argmax()])
-            self.assertEqual(row[6], "virtual")
-            self.assertEqual(row[14], f"{times[name]:.1f}", summary)
+            self.assertEqual(row[6:8], ["virtual", "cpu"])  # clock, device
+            self.assertEqual(row[15], f"{times[name]:.1f}", summary)
         ratio = times["amb"] / times["fmb"]
         line = re.search(r"^# seed 1: mb-train-amb / mb-train-fmb time to 80%: ([0-9.]+) "
                          r"\(([0-9.]+) s / ([0-9.]+) s\)$", summary, re.M)

@@ -27,6 +27,8 @@ struct LogSpec {
   std::string tool = "mb-train-fmb";
   std::uint64_t seed = 1;
   std::string clock = "wall";
+  std::string device;  ///< config "device"; left out of the config when empty (older logs)
+  std::string precision = "fp32";
   int world_size = 1;
   int workers = 1;
   int steps = 10;
@@ -40,12 +42,15 @@ std::string write_log(const std::string& path, const LogSpec& spec) {
   info.tool = spec.tool;
   info.version = "test";
   info.command_line = spec.tool + " ...";
-  info.config_json = cat(R"({"batch_size":)", spec.batch, R"(,"workers":)", spec.workers, "}");
+  info.config_json =
+      cat(R"({"batch_size":)", spec.batch, R"(,"workers":)", spec.workers,
+          spec.device.empty() ? "" : cat(R"(,"device":")", spec.device, R"(")"), "}");
   info.seed = spec.seed;
   info.world_size = spec.world_size;
   info.model = "mlp";
   info.dataset = "toy";
   info.clock = spec.clock;
+  info.precision = spec.precision;
   auto log = metrics::MetricLog::create(path, info, true);
   for (int s = 1; s <= spec.steps; ++s) {
     metrics::StepRecord step;
@@ -291,6 +296,34 @@ TEST_F(Reports, TableIsHashHeadedAndAligned) {
   EXPECT_NE(rows[1].find(" 0.500"), std::string::npos) << text;   // 4 s / 8 s
 }
 
+TEST_F(Reports, NameTheDeviceAndAPrecisionOtherThanFp32) {
+  LogSpec gpu = fmb(1, {0.5});
+  gpu.device = "cuda:1";
+  gpu.precision = "bf16";
+  LogSpec gpu_fp32 = fmb(1, {0.5});
+  gpu_fp32.device = "cuda";
+  const Report report = build_report(
+      {log("gpu.h5", gpu), log("gpu-single.h5", gpu_fp32), log("old.h5", fmb(1, {0.5}))}, 0.8);
+  ASSERT_EQ(report.runs.size(), 3u);
+  EXPECT_EQ(report.runs[0].device, "cuda:1");
+  EXPECT_EQ(report.runs[0].precision, "bf16");
+  EXPECT_EQ(report.runs[2].device, "cpu");  // a log without the config key: before --device
+  EXPECT_EQ(report.runs[2].precision, "fp32");
+  const std::string text = table(report);
+  EXPECT_NE(text.find(" cuda:1 bf16 "), std::string::npos) << text;
+  EXPECT_NE(text.find(" cuda "), std::string::npos) << text;  // fp32 goes unsaid
+  EXPECT_EQ(text.find("fp32"), std::string::npos) << text;
+  std::ostringstream json;
+  write_json(report, json);
+  EXPECT_NE(json.str().find("\"device\": \"cuda:1\",\n      \"precision\": \"bf16\""),
+            std::string::npos)
+      << json.str();
+  std::ostringstream csv;
+  write_csv(report, csv);
+  EXPECT_NE(csv.str().find(",wall,cuda:1,bf16,"), std::string::npos) << csv.str();
+  EXPECT_NE(csv.str().find(",wall,cpu,fp32,"), std::string::npos) << csv.str();
+}
+
 TEST_F(Reports, JsonAndCsvEscapeAndCarryEveryField) {
   const auto odd = log("odd, \"quoted\" name.h5", fmb(1, {0.5, 0.9}));
   const auto empty = log("empty.h5", amb(1, {}));
@@ -309,7 +342,8 @@ TEST_F(Reports, JsonAndCsvEscapeAndCarryEveryField) {
   write_csv(report, csv);
   const auto lines = split(csv.str(), '\n');
   ASSERT_EQ(lines.size(), 4u) << csv.str();  // header, two runs, and the final newline
-  EXPECT_TRUE(starts_with(lines[0], "run,log,tool,model,workers,seed,clock,steps,samples,"))
+  EXPECT_TRUE(starts_with(lines[0],
+                          "run,log,tool,model,workers,seed,clock,device,precision,steps,samples,"))
       << lines[0];
   EXPECT_NE(lines[0].find(",time_to_target_s,"), std::string::npos) << lines[0];
   EXPECT_TRUE(starts_with(lines[1], cat("1,\"", dir.path(), "/odd, \"\"quoted\"\" name.h5\",")))

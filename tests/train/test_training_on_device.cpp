@@ -74,6 +74,9 @@ TEST_F(TrainingOnDevice, StepGraphsGiveTheCpuBits) {
   fmb.batch_size = 20;  // 96 samples: four batches of 20 and one of 16 an epoch
   fmb.steps = 8;
   ASSERT_EQ(tools::train::run_train_fmb(fmb), 0);
+  // Only a backend that records graphs says whether it did.
+  EXPECT_EQ(read_checkpoint(dir_.file("cpu.h5")).config_json.find("cuda_graphs"),
+            std::string::npos);
   for (const std::string graphs : {"", "off"}) {
     SCOPED_TRACE("--cuda-graphs " + graphs);
     const std::int64_t replays = test::fake_device_replays();
@@ -84,6 +87,10 @@ TEST_F(TrainingOnDevice, StepGraphsGiveTheCpuBits) {
     recorded.force = true;
     ASSERT_EQ(tools::train::run_train_fmb(recorded), 0);
     EXPECT_EQ(test::TrainFixture::arrays("recorded.h5"), test::TrainFixture::arrays("cpu.h5"));
+    const std::string recorded_as =
+        graphs == "off" ? R"("cuda_graphs":"off")" : R"("cuda_graphs":"on")";
+    EXPECT_NE(read_checkpoint(recorded.checkpoint).config_json.find(recorded_as),
+              std::string::npos);
     if (graphs == "off") {
       EXPECT_EQ(test::fake_device_replays(), replays);
     } else {

@@ -113,6 +113,11 @@ void json_optional(JsonWriter& json, const std::optional<T>& value) {
   }
 }
 
+// The table's device column: the precision beside it where it is not fp32 ("cuda:0 bf16").
+std::string device_text(const RunSummary& run) {
+  return run.precision == "fp32" ? run.device : cat(run.device, " ", run.precision);
+}
+
 }  // namespace
 
 void write_aligned(const std::vector<TableColumn>& columns,
@@ -153,6 +158,9 @@ RunSummary summarize_run(const plot::RunLog& log, std::optional<double> target) 
   run.workers = log.workers();
   run.seed = info.seed;
   run.clock = info.clock;
+  run.device = log.field("device");
+  if (run.device.empty()) run.device = "cpu";  // logs from before --device
+  run.precision = info.precision;
   run.steps = static_cast<std::int64_t>(log.rows("steps"));
   if (run.steps > 0) {
     const auto& samples = log.column("steps", "samples");
@@ -251,14 +259,21 @@ void write_table(const Report& report, std::ostream& out) {
         << percent_text(*report.target)
         << " test accuracy, in the log's clock (virtual: emulated seconds)\n";
   }
-  std::vector<TableColumn> columns = {
-      {"run", "", false},          {"log", "", true},
-      {"tool", "", true},          {"model", "", true},
-      {"workers", "", false},      {"seed", "", false},
-      {"clock", "", true},         {"steps", "", false},
-      {"samples", "", false},      {"samples/worker", "(per step)", false},
-      {"time", "(s)", false},      {"samples/s", "", false},
-      {"final acc", "(%)", false}, {"best acc", "(%)", false}};
+  std::vector<TableColumn> columns = {{"run", "", false},
+                                      {"log", "", true},
+                                      {"tool", "", true},
+                                      {"model", "", true},
+                                      {"workers", "", false},
+                                      {"seed", "", false},
+                                      {"clock", "", true},
+                                      {"device", "", true},
+                                      {"steps", "", false},
+                                      {"samples", "", false},
+                                      {"samples/worker", "(per step)", false},
+                                      {"time", "(s)", false},
+                                      {"samples/s", "", false},
+                                      {"final acc", "(%)", false},
+                                      {"best acc", "(%)", false}};
   if (report.target) {
     columns.push_back({cat("time to ", percent_text(*report.target)), "(s)", false});
     columns.push_back({"at step", "", false});
@@ -275,6 +290,7 @@ void write_table(const Report& report, std::ostream& out) {
                                     cat(run.workers),
                                     cat(run.seed),
                                     run.clock,
+                                    device_text(run),
                                     cat(run.steps),
                                     fixed(run.samples, 0),
                                     fixed(run.samples_per_worker, 1),
@@ -313,6 +329,8 @@ void write_json(const Report& report, std::ostream& out) {
     json.key("workers").value(run.workers);
     json.key("seed").value(run.seed);
     json.key("clock").value(run.clock);
+    json.key("device").value(run.device);
+    json.key("precision").value(run.precision);
     json.key("steps").value(run.steps);
     json.key("samples").value(run.samples);
     json.key("samples_per_worker").value(run.samples_per_worker);
@@ -371,9 +389,11 @@ void write_json(const Report& report, std::ostream& out) {
 
 void write_csv(const Report& report, std::ostream& out) {
   std::vector<std::string> header = {
-      "run",    "log",           "tool",        "model",          "workers",
-      "seed",   "clock",         "steps",       "samples",        "samples_per_worker",
-      "time_s", "samples_per_s", "evaluations", "final_accuracy", "best_accuracy"};
+      "run",          "log",           "tool",        "model",
+      "workers",      "seed",          "clock",       "device",
+      "precision",    "steps",         "samples",     "samples_per_worker",
+      "time_s",       "samples_per_s", "evaluations", "final_accuracy",
+      "best_accuracy"};
   if (report.target) {
     for (const char* name :
          {"target", "reached", "time_to_target_s", "step_to_target", "base_run", "ratio_to_base"}) {
@@ -390,6 +410,8 @@ void write_csv(const Report& report, std::ostream& out) {
                                        cat(run.workers),
                                        cat(run.seed),
                                        csv_quote(run.clock),
+                                       csv_quote(run.device),
+                                       csv_quote(run.precision),
                                        cat(run.steps),
                                        csv_number(run.samples),
                                        csv_number(run.samples_per_worker),

@@ -22,13 +22,10 @@ std::map<std::string, std::string> optimizer_map(const optim::OptimizerConfig& c
           {"adam_epsilon", cat(c.adam_epsilon)}};
 }
 
-// `allreduce`: the sum a distributed allreduce run uses (shm or mpi: what auto chose).
-std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int64_t planned_steps,
-                        int world_size, int workers, double time_limit,
-                        const std::string& allreduce,
-                        const std::optional<comm::AllreduceTrial>& trial, bool pretty,
-                        const DbslPlan* dbsl, const std::vector<double>& dbsl_factors,
-                        const std::string& time_limit_rule, const std::string& allreduce_library) {
+std::string config_json(const TrainOptions& o, const nn::Graph& graph, const RunFacts& facts,
+                        bool pretty) {
+  const int workers = facts.workers;
+  const DbslPlan* dbsl = facts.dbsl;
   std::ostringstream out;
   {
     JsonWriter json(out, pretty);
@@ -67,7 +64,7 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
     json.key("epochs").value(o.epochs);
     json.key("steps").value(o.steps);
     json.key("planned_steps")
-        .value(planned_steps == kUnlimitedSteps ? std::int64_t{-1} : planned_steps);
+        .value(facts.planned_steps == kUnlimitedSteps ? std::int64_t{-1} : facts.planned_steps);
     json.key("time_budget").value(o.time_budget);
     json.key("eval_every").value(o.eval_every);
     if (o.eval_every_epoch) json.key("eval_every_epoch").value(true);
@@ -77,6 +74,7 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
     json.key("seed").value(o.seed);
     json.key("device").value(o.device);
     if (o.precision != "fp32") json.key("precision").value(o.precision);
+    if (facts.step_graphs) json.key("cuda_graphs").value(*facts.step_graphs ? "on" : "off");
     json.key("nan_policy").value(o.nan_policy);
     json.key("comm").value(o.comm);
     json.key("async").value(o.async);
@@ -85,9 +83,13 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
       json.key("async_master_time_limit").value(o.async_master_time_limit);
     }
     if (o.async_delay_std > 0) json.key("async_delay_std").value(o.async_delay_std);
-    json.key("allreduce").value(allreduce);
-    if (!allreduce_library.empty()) json.key("allreduce_library").value(allreduce_library);
-    if (trial) {  // what --allreduce auto measured (seconds per sum) to choose `allreduce`
+    json.key("allreduce").value(facts.allreduce);
+    if (!facts.allreduce_library.empty()) {
+      json.key("allreduce_library").value(facts.allreduce_library);
+    }
+    if (const auto& trial =
+            facts
+                .trial) {  // what --allreduce auto measured (seconds per sum) to choose `allreduce`
       json.key("allreduce_trial").begin_object();
       json.key("shm_seconds").value(trial->shared_memory_seconds);
       json.key("mpi_seconds").value(trial->mpi_seconds);
@@ -101,7 +103,7 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
     json.key("clock").value(o.clock);
     json.key("comm_model").value(o.given.comm_model);
     json.key("compute_model").value(o.compute_model.spec());
-    json.key("world_size").value(world_size);
+    json.key("world_size").value(facts.world_size);
     json.key("workers").value(workers);
     json.key("global_batch_size").value(global_batch_size(o, workers));
     // Keys of options left at their defaults are left out, so that the recorded
@@ -126,10 +128,12 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
       json.key("lr_factor").value(lr_scale_factor(o, workers));
     }
     if (o.amb.enabled) {
-      json.key("time_limit").value(time_limit);
+      json.key("time_limit").value(facts.time_limit);
       json.key("time_limit_option").value(o.given.time_limit);
       // How --time-limit auto chose the limit (absent for a limit given in seconds).
-      if (!time_limit_rule.empty()) json.key("time_limit_rule").value(time_limit_rule);
+      if (!facts.time_limit_rule.empty()) {
+        json.key("time_limit_rule").value(facts.time_limit_rule);
+      }
       json.key("partitions").value(o.amb.partitions);
       json.key("micro_batch_size").value(o.batch_size / o.amb.partitions);
       json.key("decay_per_micro_batch").value(o.amb.decay_per_micro_batch);
@@ -159,7 +163,7 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, std::int6
       json.end_array();
       json.key("batch").array(batch);
       json.key("samples").array(samples);
-      json.key("factor").array(dbsl_factors);
+      json.key("factor").array(facts.dbsl_factors);
       json.key("predicted_round_time").array(predicted);
       if (!dbsl->calibrated.empty()) {
         std::vector<double> a, b;

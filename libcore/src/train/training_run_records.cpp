@@ -165,6 +165,24 @@ void TrainingRun::print_start_table() const {
   log::verbose("layers:\n" + net_->graph().summary());
 }
 
+RunFacts TrainingRun::run_facts() const {
+  RunFacts facts;
+  facts.planned_steps = planned_;
+  facts.world_size = world_.size();
+  facts.workers = role_.workers;
+  facts.time_limit = time_limit_;
+  facts.time_limit_rule = time_limit_rule_;
+  facts.allreduce = allreduce_used_;
+  if (nccl_) facts.allreduce_library = nccl_->description();
+  facts.trial = allreduce_trial_;
+  if (dbsl_) {
+    facts.dbsl = &dbsl_plan_;
+    facts.dbsl_factors = dbsl_factors_;
+  }
+  if (backend_->can_capture()) facts.step_graphs = net_->step_graphs();
+  return facts;
+}
+
 void TrainingRun::checkpoint_now(double elapsed, const std::string& path) {
   std::vector<std::vector<float>> state;  // with several servers: the whole optimizer state
   if (role_.servers > 1 && role_.server) {
@@ -214,9 +232,7 @@ void TrainingRun::save_checkpoint_to(const std::string& path, double elapsed,
   checkpoint.dataset = info_.name;
   checkpoint.mean = info_.mean;
   checkpoint.std = info_.std;
-  checkpoint.config_json = config_json(
-      options_, net_->graph(), planned_, world_.size(), role_.workers, time_limit_, allreduce_used_,
-      allreduce_trial_, false, dbsl_ ? &dbsl_plan_ : nullptr, dbsl_factors_, time_limit_rule_);
+  checkpoint.config_json = config_json(options_, net_->graph(), run_facts());
   checkpoint.created_by = cat(tool_name(options_), " ", MBKIT_VERSION);
   // The log first: a run killed after the checkpoint then has a log that reaches its step, so
   // the resumed run's rows follow on without a gap.

@@ -282,9 +282,11 @@ void TrainingRun::check_ranks_agree() const {
       cat("input=", shape_.text(), " classes=", info_.num_classes),
       cat("parameters=", net_->graph().parameter_count(), " state=", net_->state_count()),
       cat("checkpoint=", options_.checkpoint, " every ", options_.checkpoint_every)};
-  const std::string config =
-      config_json(options_, net_->graph(), 0, world_.size(), role_.workers, 0,
-                  to_string(options_.allreduce), std::nullopt, /*pretty=*/true);
+  RunFacts facts;  // what every rank knows before the run settles anything
+  facts.world_size = world_.size();
+  facts.workers = role_.workers;
+  facts.allreduce = to_string(options_.allreduce);
+  const std::string config = config_json(options_, net_->graph(), facts, /*pretty=*/true);
   for (const std::string& line : split(config, '\n')) {
     std::string_view key_value = trim(line);
     if (key_value.ends_with(',')) key_value.remove_suffix(1);
@@ -567,10 +569,7 @@ void TrainingRun::open_log() {
   run.tool = tool_name(options_);
   run.version = cat(MBKIT_VERSION, " (", MBKIT_GIT_COMMIT, ")");
   run.command_line = command_line_;
-  run.config_json =
-      config_json(options_, net_->graph(), planned_, world_.size(), role_.workers, time_limit_,
-                  allreduce_used_, allreduce_trial_, false, dbsl_ ? &dbsl_plan_ : nullptr,
-                  dbsl_factors_, time_limit_rule_, nccl_ ? nccl_->description() : std::string());
+  run.config_json = config_json(options_, net_->graph(), run_facts());
   run.seed = options_.seed;
   run.host = world_.host();
   run.start_time = utc_timestamp();

@@ -26,6 +26,8 @@ struct RunSummary {
   int workers = 1;  ///< workers that computed gradients (config "workers", else world_size)
   std::uint64_t seed = 0;
   std::string clock;                     ///< "wall" or "virtual"
+  std::string device;                    ///< config "device" ("cpu" in logs without it)
+  std::string precision;                 ///< root attribute "precision" (fp32, tf32, bf16)
   std::int64_t steps = 0;                ///< rows of /steps
   double samples = 0;                    ///< sum of /steps/samples
   double samples_per_worker = 0;         ///< per worker and step: mean of /workers/samples, else of

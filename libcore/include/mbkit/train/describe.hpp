@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "mbkit/comm/allreduce_trial.hpp"
 #include "mbkit/nn/graph.hpp"
@@ -22,19 +23,26 @@ std::string describe_schedule(const optim::ScheduleConfig& config);
 /// The optimizer's settings as text (checkpoints).
 std::map<std::string, std::string> optimizer_map(const optim::OptimizerConfig& config);
 
+/// What a run settled at start besides its options, recorded with them.
+struct RunFacts {
+  std::int64_t planned_steps = 0;
+  int world_size = 1;
+  int workers = 1;
+  double time_limit = 0;          ///< AMB's, seconds (0: none)
+  std::string time_limit_rule;    ///< --time-limit auto: how the limit was chosen
+  std::string allreduce;          ///< a distributed allreduce run's sum: shm, mpi or nccl
+  std::string allreduce_library;  ///< "NCCL 2.28.9" for nccl
+  std::optional<comm::AllreduceTrial> trial;  ///< what --allreduce auto measured
+  const DbslPlan* dbsl = nullptr;             ///< mb-train-dbsl's plan
+  std::vector<double> dbsl_factors;           ///< and its update factors
+  std::optional<bool> step_graphs;  ///< on a backend that records them: a CUDA-graph step?
+};
+
 /// The run's resolved configuration (the log's and checkpoint's "config" attribute): every
-/// option, the model's size, the planned steps, AMB's time limit, `allreduce` (the sum a
-/// distributed allreduce run uses: shm, mpi or nccl, what auto chose) and what auto measured,
-/// `allreduce_library` when given (the log of a nccl run: "NCCL 2.28.9"); a DBSL
-/// run's plan and update factors (mb-train-dbsl) under "dbsl". `pretty`: a key per line (what
+/// option, the model's size, and the `facts` (under "dbsl" a DBSL run's plan and factors;
+/// "cuda_graphs" on or off where the backend records graphs). `pretty`: a key per line (what
 /// ranks compare to check they run the same training).
-std::string config_json(const TrainOptions& options, const nn::Graph& graph,
-                        std::int64_t planned_steps, int world_size, int workers, double time_limit,
-                        const std::string& allreduce,
-                        const std::optional<comm::AllreduceTrial>& trial, bool pretty = false,
-                        const DbslPlan* dbsl = nullptr,
-                        const std::vector<double>& dbsl_factors = {},
-                        const std::string& time_limit_rule = {},
-                        const std::string& allreduce_library = {});
+std::string config_json(const TrainOptions& options, const nn::Graph& graph, const RunFacts& facts,
+                        bool pretty = false);
 
 }  // namespace mbkit::train

@@ -30,6 +30,7 @@
 #include "mbkit/optim/optimizer.hpp"
 #include "mbkit/optim/schedule.hpp"
 #include "mbkit/train/dbsl_plan.hpp"
+#include "mbkit/train/describe.hpp"
 #include "mbkit/train/exchange.hpp"
 #include "mbkit/train/options.hpp"
 #include "mbkit/train/progress.hpp"
@@ -96,6 +97,8 @@ class TrainingRun {
 
   // Rank 0's records and the step's bookkeeping (training_run_records.cpp).
   double epoch_at(std::int64_t step) const;
+  /// What the run settled at start, for the configuration its log and checkpoints record.
+  RunFacts run_facts() const;
   /// Writes a checkpoint (to `path`; empty: --checkpoint) on rank 0; with several servers
   /// every server calls it (they send their shards of the optimizer state to rank 0 first).
   void checkpoint_now(double elapsed, const std::string& path = "");
