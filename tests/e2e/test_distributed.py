@@ -339,8 +339,8 @@ class Distributed(mbtest.ToolTestCase):
                 err = self.stderr_then_kill(job, pids[2], timeout=40)
                 self.assertEqual(job.returncode, 4, msg=err)
                 self.assertLess(time.time() - stopped, 20)
-                # (--async: the master goes on with the other worker, by design, until the end
-                # of the run waits for every rank.)
+                # (--async: the other worker's gradients keep the master's waits short; rank 2
+                # is named once it has been silent for --comm-timeout.)
                 # Every rank that gives up names the ranks that do not answer: rank 2 alone,
                 # wherever it stopped (a rank blocked inside a collective that rank 2 stopped in
                 # answers pings from its watchdog thread, and names rank 2 itself).
@@ -360,8 +360,9 @@ class Distributed(mbtest.ToolTestCase):
                 self.assertNotIn("did not complete", err)
 
     def test_stuck_dbsl_worker_is_named(self):
-        # DBSL's server merges each push as it comes (as --async): the other worker goes on
-        # until the end of the run waits for every rank.
+        # DBSL's server merges each push as it comes (as --async), so the other worker's pushes
+        # keep its waits short: the silent worker is named once it has been silent for
+        # --comm-timeout, not at the end of the run.
         data = self.toy(3000)
         log = self.path("stuck-dbsl.h5")
         job = self.start(3, "--data", data, "--epochs", "2000", "--log", log, "--flush-interval",
@@ -371,8 +372,11 @@ class Distributed(mbtest.ToolTestCase):
         pids = self.rank_pids(log, 3)
         self.wait_for_steps(log, 20)
         os.kill(pids[2], signal.SIGSTOP)
+        stopped = time.time()
         err = self.stderr_then_kill(job, pids[2], timeout=60)
         self.assertEqual(job.returncode, 4, msg=err)
+        self.assertLess(time.time() - stopped, 20, msg=err)
+        self.assertIn("server waiting for a push for step", err)
         named = re.findall(r"\(--comm-timeout\); ranks? ([0-9, and]+) do(?:es)? not answer", err)
         self.assertTrue(named, msg=err)
         for ranks in named:

@@ -492,6 +492,10 @@ std::vector<int> World::unresponsive_ranks() const {
   return silent;
 }
 
+double World::wait_deadline() const {
+  return wait_limit(timeout_);
+}
+
 void World::timed_out(const std::string& what, std::vector<int> missing, double waited) const {
   if (missing.empty() && size_ > 1) missing = unresponsive_ranks();
   throw Error(timeout_message(what, missing, waited), ExitCode::kCommunication);

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "exchange_internal.hpp"
+#include "mbkit/comm/peer_silence.hpp"
 #include "mbkit/train/virtual_clock.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/strings.hpp"
@@ -49,14 +50,21 @@ struct DbslServer::Impl {
   std::deque<std::size_t> order;  // wall clock: received pushes, in arrival order
   std::optional<VirtualArrivals> arrivals;
   double now = 0;
+  // A push is due from each computing worker: one that stays silent past --comm-timeout ends
+  // the run naming it, though the others' pushes keep the server's waits short.
+  comm::PeerSilence silence;
 
-  Impl(const comm::World& w, std::size_t f) : world(w), floats(f) {}
+  Impl(const comm::World& w, std::size_t f)
+      : world(w),
+        floats(f),
+        silence(static_cast<std::size_t>(std::max(w.size() - 1, 0)), &Impl::rank_of) {}
   static int rank_of(std::size_t w) { return static_cast<int>(w) + 1; }
 
   void post_receive(std::size_t w) {
     Worker& worker = workers[w];
     worker.received.resize(sizeof(PushHeader) + floats * sizeof(float));
     worker.state = kComputing;
+    silence.expect(w);
     worker.receive =
         world.irecv(worker.received.data(), worker.received.size(), rank_of(w), kGradientTag);
   }
@@ -86,6 +94,7 @@ struct DbslServer::Impl {
       Worker& worker = workers[w];
       if (worker.state != kComputing || !world.test(worker.receive)) continue;
       worker.state = kReceived;
+      silence.heard(w);
       any = true;
       if (arrivals) {
         const PushHeader header = header_of(w);
@@ -175,9 +184,11 @@ void DbslServer::start(std::span<const float> parameters, std::span<const float>
 WorkerReport DbslServer::next_push(std::span<float> model, std::int64_t step) {
   Impl& m = *impl_;
   std::optional<std::size_t> next;
+  const std::string what = cat("server waiting for a push for step ", step + 1);
   m.world.wait_until(
       [&] {
         m.poll();
+        m.silence.check(m.world, what);
         if (m.arrivals) {
           if (const auto w = m.arrivals->next()) next = static_cast<std::size_t>(*w);
         } else if (!m.order.empty()) {
@@ -186,7 +197,7 @@ WorkerReport DbslServer::next_push(std::span<float> model, std::int64_t step) {
         }
         return next.has_value();
       },
-      cat("server waiting for a push for step ", step + 1), [&] { return m.silent(); });
+      what, [&] { return m.silent(); });
   return m.take(*next, model, step);
 }
 

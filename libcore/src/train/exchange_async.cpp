@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "exchange_internal.hpp"
+#include "mbkit/comm/peer_silence.hpp"
 #include "mbkit/train/exchange.hpp"
 #include "mbkit/train/virtual_clock.hpp"
 #include "mbkit/util/check.hpp"
@@ -76,6 +77,9 @@ struct AsyncMaster::Impl {
   std::optional<VirtualArrivals> arrivals;
   double now = 0;
   std::deque<std::shared_ptr<const Bytes>> history;
+  // A gradient is due from each worker whose receive is posted: one silent past --comm-timeout
+  // ends the run naming it, though the others' gradients keep the master's waits short.
+  std::optional<comm::PeerSilence> silence;
 
   Impl(const comm::World& w, std::size_t p, std::size_t s, int n)
       : world(w), parameters(p), state(s), servers(n) {}
@@ -88,6 +92,7 @@ struct AsyncMaster::Impl {
   void post_receive(std::size_t w) {
     Worker& worker = workers[w];
     worker.received.resize(gradient_bytes());
+    silence->expect(w);
     worker.receive =
         world.irecv(worker.received.data(), worker.received.size(), rank_of(w), kGradientTag);
   }
@@ -150,6 +155,8 @@ AsyncMaster::AsyncMaster(const comm::World& world, std::size_t parameters, std::
   if (world.size() < 2) usage_error("--comm ps --async needs at least 2 ranks");
   MBKIT_CHECK(servers >= 1 && servers < world.size(), "servers ", servers, " of ", world.size());
   impl_->workers.resize(static_cast<std::size_t>(worker_count(world.size(), servers)));
+  impl_->silence.emplace(impl_->workers.size(),
+                         [impl = impl_](std::size_t w) { return impl->rank_of(w); });
   for (std::size_t w = 0; w < impl_->workers.size(); ++w) impl_->post_receive(w);
 }
 
@@ -292,6 +299,9 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
       m.history.erase(m.history.begin(), m.history.begin() + forgotten);
     }
   };
+  const std::string what = timed ? cat("master waiting for a gradient for step ", step + 1)
+                                 : cat("master waiting for ", min_gradients, " gradient",
+                                       min_gradients > 1 ? "s" : "", " for step ", step + 1);
   m.world.wait_until(
       [&] {
         m.pump();
@@ -300,6 +310,7 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
           if (worker.done) continue;
           if (m.arrivals && m.arrivals->waiting(static_cast<int>(w))) continue;
           if (!m.world.test(worker.receive)) continue;
+          m.silence->heard(w);
           const GradientHeader header = Impl::header_of(worker);
           if (header.kind == kDone) {
             m.mark_done(worker, header);
@@ -320,6 +331,7 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
           take(w);
           m.post_receive(w);
         }
+        m.silence->check(m.world, what);
         if (m.arrivals) {
           take_in_virtual_order();
           if (timed) return (count >= 1 && m.arrivals->none_until(deadline)) || m.all_done();
@@ -329,9 +341,7 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
         // Only another server's stop ends the workers while a master collects.
         return count >= min_gradients || m.all_done();
       },
-      timed ? cat("master waiting for a gradient for step ", step + 1)
-            : cat("master waiting for ", min_gradients, " gradient", min_gradients > 1 ? "s" : "",
-                  " for step ", step + 1),
+      what,
       [&] {
         std::vector<int> silent;
         for (std::size_t w = 0; w < m.workers.size(); ++w) {

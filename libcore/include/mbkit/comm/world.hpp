@@ -137,6 +137,14 @@ class World {
   void wait_until(const std::function<bool()>& done, const std::string& what,
                   const std::function<std::vector<int>()>& missing = {}) const;
 
+  /// How long a wait may last now: --comm-timeout, or less once a stop signal arrived.
+  double wait_deadline() const;
+  /// Fails as a wait past its deadline does (exit code 4), naming `what` and the `missing`
+  /// ranks (empty: those that do not answer a ping), for waits that keep their own deadline
+  /// (PeerSilence).
+  [[noreturn]] void timed_out(const std::string& what, std::vector<int> missing,
+                              double waited) const;
+
   /// Ends every rank of the job with `code` (MPI_Abort); on a single process, exits.
   [[noreturn]] void abort(int code) const;
 
@@ -149,8 +157,6 @@ class World {
 
  private:
   void serve_pings() const;
-  [[noreturn]] void timed_out(const std::string& what, std::vector<int> missing,
-                              double waited) const;
   /// "; it runs on host node3", "; they run: 2 on node3, 5 on node4" (empty before MPI).
   std::string where_ranks_run(const std::vector<int>& ranks) const;
   std::string timeout_message(const std::string& what, const std::vector<int>& missing,
