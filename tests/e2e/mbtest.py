@@ -6,11 +6,13 @@ published formats (IDX, CIFAR binary archives) are generated here, and a loopbac
 stands in for the dataset mirrors.
 """
 
+import ctypes
 import gzip
 import hashlib
 import http.server
 import io
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -363,9 +365,22 @@ def skip_file_unless_ci(reason):
     raise SystemExit(SKIPPED)
 
 
-def training_rank_pids(marker, count, timeout):
-    """{rank: PID} of the mpirun-started trainers (mb-train-*) whose command line holds
-    `marker`, once `count` of them run; None if they do not within `timeout` seconds."""
+def visible_gpus():
+    """The GPU count mb-train-fmb --version reports (0 in a build without CUDA); 0 at once where
+    the NVIDIA driver's library does not open (CI), without loading the CUDA plugin (1-2 s)."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
+    result = run([tool("mb-train-fmb"), "--version"])
+    found = re.search(r"^\s*GPUs\s+(\d+)", result.out, re.MULTILINE)
+    return int(found.group(1)) if found else 0
+
+
+def training_rank_pids(marker, count, timeout, program=b"mb-train-"):
+    """{rank: PID} of the mpirun-started processes of `program` (a name or its start: the
+    trainers, mb-train-*, by default) whose command line holds `marker`, once `count` of them
+    run; None if they do not within `timeout` seconds."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         pids = {}
@@ -373,7 +388,7 @@ def training_rank_pids(marker, count, timeout):
             try:
                 with open(f"/proc/{entry}/cmdline", "rb") as f:
                     argv = f.read().split(b"\0")
-                if not (os.path.basename(argv[0]).startswith(b"mb-train-")
+                if not (os.path.basename(argv[0]).startswith(program)
                         and marker.encode() in b" ".join(argv)):
                     continue
                 with open(f"/proc/{entry}/environ", "rb") as f:

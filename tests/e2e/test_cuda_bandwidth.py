@@ -10,9 +10,7 @@ machine with one. The refusals that need no GPU (nccl on the CPU, an operation N
 that does not exist) are tests/e2e/test_bench_bandwidth.py's and
 tests/benchtools/test_bandwidth.cpp's."""
 
-import ctypes
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -25,43 +23,6 @@ import mbtest
 MPIRUN = shutil.which("mpirun")
 NCCL_OPS = ["allreduce", "reduce", "bcast", "allgather", "reduce-scatter"]
 MPI_OPS = ["reduce-bcast", "allreduce", "reduce", "bcast", "gather", "allgather", "reduce-scatter"]
-
-
-def visible_gpus():
-    """The GPU count mb-train-fmb --version reports (0 in a build without CUDA); 0 at once where
-    the NVIDIA driver's library does not open (CI), without loading the CUDA plugin (1-2 s)."""
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return 0
-    result = mbtest.run([mbtest.tool("mb-train-fmb"), "--version"])
-    found = re.search(r"^\s*GPUs\s+(\d+)", result.out, re.MULTILINE)
-    return int(found.group(1)) if found else 0
-
-
-def bench_rank_pids(marker, count, timeout):
-    """{rank: PID} of the mpirun-started mb-bench-bandwidth processes whose command line holds
-    `marker`, once `count` of them run; None if they do not within `timeout` seconds."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        pids = {}
-        for entry in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    argv = f.read().split(b"\0")
-                if not (os.path.basename(argv[0]) == b"mb-bench-bandwidth"
-                        and marker.encode() in b" ".join(argv)):
-                    continue
-                with open(f"/proc/{entry}/environ", "rb") as f:
-                    environ = dict(item.split(b"=", 1) for item in f.read().split(b"\0")
-                                   if b"=" in item)
-                pids[int(environ[b"OMPI_COMM_WORLD_RANK"])] = int(entry)
-            except (OSError, KeyError, ValueError):
-                continue
-        if len(pids) == count:
-            return pids
-        time.sleep(0.1)
-    return None
 
 
 class CudaBandwidth(mbtest.ToolTestCase):
@@ -106,7 +67,7 @@ class CudaBandwidth(mbtest.ToolTestCase):
                                       + [f"{op}-cuda-mpi" for op in MPI_OPS]))
 
     def test_two_ranks_each_on_its_gpu_are_right(self):
-        if visible_gpus() < 2:
+        if mbtest.visible_gpus() < 2:
             self.skipTest("one GPU visible: NCCL refuses two ranks on one GPU")
         common = ["--op", "all", "-b", "4K", "-e", "64M", "-f", "16", "--iters", "5"]
         self.assertRight(self.bench(2, *common), NCCL_OPS, "nccl", 2)
@@ -115,7 +76,7 @@ class CudaBandwidth(mbtest.ToolTestCase):
     def test_a_stopped_rank_is_named_and_nccl_aborted(self):
         if MPIRUN is None:
             self.skipTest("mpirun is not installed here")
-        if visible_gpus() < 2:
+        if mbtest.visible_gpus() < 2:
             self.skipTest("one GPU visible: NCCL refuses two ranks on one GPU")
         marker = self.path("stuck-marker.h5")  # names this job's processes; never written
         job = subprocess.Popen(
@@ -125,7 +86,7 @@ class CudaBandwidth(mbtest.ToolTestCase):
             cwd=self.dir, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         pids = None
         try:
-            pids = bench_rank_pids(marker, 2, 60)
+            pids = mbtest.training_rank_pids(marker, 2, 60, program=b"mb-bench-bandwidth")
             self.assertIsNotNone(pids, "2 mb-bench-bandwidth processes did not start")
             time.sleep(5)  # set up, warmed up, in the timed loop
             stopped = time.time()
@@ -146,7 +107,7 @@ class CudaBandwidth(mbtest.ToolTestCase):
 
 
 if __name__ == "__main__":
-    if visible_gpus() == 0:
+    if mbtest.visible_gpus() == 0:
         print("SKIPPED: no CUDA GPU is visible (mb-train-fmb --version lists none)", flush=True)
         raise SystemExit(mbtest.SKIPPED)
     mbtest.main()

@@ -16,7 +16,6 @@ with one. The CPU's refusal of --allreduce nccl is tested in tests/e2e/test_trai
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -28,13 +27,6 @@ import numpy as np
 import mbtest
 
 MPIRUN = shutil.which("mpirun")
-
-
-def visible_gpus():
-    """The GPU count mb-train-fmb --version reports (0 in a build without CUDA)."""
-    result = mbtest.run([mbtest.tool("mb-train-fmb"), "--version"])
-    found = re.search(r"^\s*GPUs\s+(\d+)", result.out, re.MULTILINE)
-    return int(found.group(1)) if found else 0
 
 
 def params_of(path):
@@ -91,7 +83,7 @@ class CudaNccl(mbtest.ToolTestCase):
     def test_two_ranks_nccl_gives_the_mpi_runs_bits(self):
         if MPIRUN is None:
             self.skipTest("mpirun is not installed here")
-        if visible_gpus() < 2:
+        if mbtest.visible_gpus() < 2:
             self.skipTest("one GPU visible: NCCL refuses two ranks on one GPU")
         self.assertSucceeded(self.train(2, "mpi", "mpi"))
         self.assertSucceeded(self.train(2, "nccl", "nccl"))
@@ -111,7 +103,7 @@ class CudaNccl(mbtest.ToolTestCase):
     def test_a_stopped_rank_is_named_and_nccl_aborted(self):
         if MPIRUN is None:
             self.skipTest("mpirun is not installed here")
-        if visible_gpus() < 2:
+        if mbtest.visible_gpus() < 2:
             self.skipTest("one GPU visible: NCCL refuses two ranks on one GPU")
         log = self.path("stuck.h5")
         job = subprocess.Popen(
@@ -140,7 +132,7 @@ class CudaNccl(mbtest.ToolTestCase):
 
 
 if __name__ == "__main__":
-    if visible_gpus() == 0:
+    if mbtest.visible_gpus() == 0:
         print("SKIPPED: no CUDA GPU is visible (mb-train-fmb --version lists none)", flush=True)
         raise SystemExit(mbtest.SKIPPED)
     mbtest.main()

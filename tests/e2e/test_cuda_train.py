@@ -8,22 +8,13 @@ machine with one."""
 
 import json
 import os
-import re
 import shutil
 import tempfile
-import unittest
 
 import h5py
 import numpy as np
 
 import mbtest
-
-
-def visible_gpus():
-    """The GPU count mb-train-fmb --version reports (0 in a build without CUDA)."""
-    result = mbtest.run([mbtest.tool("mb-train-fmb"), "--version"])
-    found = re.search(r"^\s*GPUs\s+(\d+)", result.out, re.MULTILINE)
-    return int(found.group(1)) if found else 0
 
 
 def checkpoint_arrays(path):
@@ -153,7 +144,7 @@ class CudaTraining(mbtest.ToolTestCase):
 
 
 if __name__ == "__main__":
-    if visible_gpus() == 0:
+    if mbtest.visible_gpus() == 0:
         # Not skip_file_unless_ci: CI builds the CUDA backend on machines without a GPU.
         print("SKIPPED: no CUDA GPU is visible (mb-train-fmb --version lists none)", flush=True)
         raise SystemExit(mbtest.SKIPPED)
