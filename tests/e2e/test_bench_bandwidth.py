@@ -1,9 +1,14 @@
 """mb-bench-bandwidth under mpirun -n 3: every operation and every exchange mode on a small sweep
 checked (#wrong = 0), the table read the way scripts read it (the last '#' line names the
 columns), the --append file read back with h5py, a corrupted result detected (the test hook
-MBKIT_BENCH_CORRUPT=1) with a non-zero exit, and bad options refused with one line."""
+MBKIT_BENCH_CORRUPT=1) with a non-zero exit, a rank stopped in the middle of a timed loop
+named past --comm-timeout, and bad options refused with one line."""
 
+import os
 import shutil
+import signal
+import subprocess
+import time
 import unittest
 
 import h5py
@@ -118,6 +123,39 @@ class BenchBandwidth(mbtest.ToolTestCase):
             _, rows = mbtest.parse_table(result.out)
             self.assertTrue(rows and all(int(r["wrong"]) >= 1 for r in rows), msg=repr(result))
             self.assertIn("wrong elements", result.err)
+
+    def test_a_rank_stopped_in_a_timed_loop_is_named(self):
+        # The blocking collectives run under the watchdog, armed once around each loop: the
+        # ranks blocked in MPI_Allreduce name the stopped one and the job ends with status 4.
+        self.assertIsNotNone(MPIRUN, "mpirun (openmpi-bin) is required")
+        marker = self.path("stuck-loop.h5")
+        job = subprocess.Popen(
+            [MPIRUN, "--oversubscribe", "-n", "3", mbtest.tool("mb-bench-bandwidth"), "--op",
+             "allreduce", "-b", "4K", "-e", "4K", "--warmup-iters", "1", "--iters", "100000000",
+             "--no-check", "--comm-timeout", "2", "--append", marker],
+            cwd=self.dir, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        pids = mbtest.training_rank_pids(marker, 3, 30, program=b"mb-bench-bandwidth")
+        try:
+            self.assertIsNotNone(pids, "3 mb-bench-bandwidth processes did not start")
+            time.sleep(1)  # into the timed loop
+            stopped = time.time()
+            os.kill(pids[2], signal.SIGSTOP)
+            err = job.communicate(timeout=60)[1]
+        finally:
+            for pid in (pids or {}).values():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            if job.poll() is None:
+                job.kill()
+                job.communicate()
+        self.assertEqual(job.returncode, 4, msg=err)
+        self.assertLess(time.time() - stopped, 20, msg=err)
+        self.assertRegex(err, r"allreduce of 4096 bytes.*: nothing for 2 s \(--comm-timeout\); "
+                              r"rank 2 does not answer", msg=err)
+        self.assertNotRegex(err, r"ranks? [^2]\S* does not answer|ranks 2 and", msg=err)
+        self.assertFalse(os.path.exists(marker))
 
     def test_bad_options_give_one_line(self):
         cases = [

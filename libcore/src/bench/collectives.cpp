@@ -47,9 +47,17 @@ struct Buffers {
   std::vector<T, PageAllocator<T>> send, receive;
 };
 
+// `iterations` of the collective, blocking, under the world's watchdog armed once around the
+// loop (nothing added to an iteration's time): a rank that stopped or died during it is named
+// once the loop has lasted --comm-timeout, the deadline of the whole loop.
 template <class T>
-void run_once(const comm::World& world, Op op, Buffers<T>& b) {
-  detail::run_once(world, op, b.send.data(), b.send.size(), b.receive.data(), b.receive.size());
+void run_guarded(const comm::World& world, Op op, Buffers<T>& b, int iterations) {
+  const std::string what = cat(op_name(op), " of ", b.send.size() * sizeof(T), " bytes");
+  world.guarded(what.c_str(), [&] {
+    for (int i = 0; i < iterations; ++i) {
+      detail::run_once(world, op, b.send.data(), b.send.size(), b.receive.data(), b.receive.size());
+    }
+  });
 }
 
 template <class T>
@@ -59,7 +67,7 @@ std::int64_t check(const comm::World& world, Op op, Buffers<T>& b, std::size_t c
   // bcast sends its receive buffer: rank 0's holds the data.
   if (op == Op::kBcast && world.rank() == 0) fill(std::span<T>(b.receive), 0);
   world.barrier();
-  run_once(world, op, b);
+  run_guarded(world, op, b, 1);
   if (options.corrupt && world.rank() == 0) b.receive[0] += static_cast<T>(1);
   const std::size_t block = count / static_cast<std::size_t>(world.size());
   std::int64_t wrong = 0;
@@ -81,7 +89,7 @@ void warm_up_at_largest(const comm::World& world, Op op, std::size_t bytes,
   Buffers<T> b;
   b.send.assign(send_count, static_cast<T>(0));
   b.receive.assign(receive_count, static_cast<T>(0));
-  for (int i = 0; i < options.warmup_iters; ++i) run_once(world, op, b);
+  run_guarded(world, op, b, options.warmup_iters);
 }
 
 template <class T>
@@ -99,10 +107,10 @@ Row measure_size(const comm::World& world, Op op, std::size_t bytes,
   b.receive.resize(receive_count);
   fill(std::span<T>(b.send), world.rank());
   if (op == Op::kBcast) fill(std::span<T>(b.receive), 0);
-  for (int i = 0; i < options.warmup_iters; ++i) run_once(world, op, b);
+  run_guarded(world, op, b, options.warmup_iters);
   world.barrier();
   const auto start = SteadyClock::now();
-  for (int i = 0; i < options.iters; ++i) run_once(world, op, b);
+  run_guarded(world, op, b, options.iters);
   const double seconds = seconds_since(start) / options.iters;
   set_times(row, gather_seconds(world, seconds), bus_factor(op, n));
   if (options.check) {

@@ -41,6 +41,7 @@ class DeviceRun {
   /// Buffers for `count` elements (the row's count), filled as the host path fills them.
   void prepare(std::size_t count) {
     count_ = count;
+    what_ = cat(op_name(op_), " of ", count * sizeof(T), " bytes");
     const auto [send_count, receive_count] = buffer_sizes(op_, count, world_.size());
     bench_.resize(send_count * sizeof(T), receive_count * sizeof(T));
     fill(send(), world_.rank());
@@ -73,7 +74,12 @@ class DeviceRun {
       bench_.copy(DeviceCopy::kReceiveToHost);
     }
     bench_.synchronize();
-    detail::run_once(world_, op_, send().data(), send().size(), receive().data(), receive().size());
+    // Blocking MPI calls, under the watchdog: a rank that stopped or died is named past
+    // --comm-timeout (arming it costs next to nothing beside the copies and the synchronising).
+    world_.guarded(what_.c_str(), [&] {
+      detail::run_once(world_, op_, send().data(), send().size(), receive().data(),
+                       receive().size());
+    });
     if (holds_result(op_, world_.rank())) {
       bench_.copy(DeviceCopy::kReceiveToDevice);
       bench_.synchronize();
@@ -141,6 +147,7 @@ class DeviceRun {
   bool nccl_;
   Op op_;
   std::size_t count_ = 0;
+  std::string what_;  ///< "allreduce of 4096 bytes": the watchdog's name for an MPI iteration
 };
 
 template <class T>

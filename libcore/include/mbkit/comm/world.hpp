@@ -137,6 +137,10 @@ class World {
   void wait_until(const std::function<bool()>& done, const std::string& what,
                   const std::function<std::vector<int>()>& missing = {}) const;
 
+  /// Runs `collective` (blocking MPI calls: one, or a benchmark's loop of them) under the
+  /// watchdog (see above): past the deadline from its start the process ends naming the ranks
+  /// that do not answer. `what` names it in the message and must live until it returns.
+  void guarded(const char* what, const std::function<void()>& collective) const;
   /// How long a wait may last now: --comm-timeout, or less once a stop signal arrived.
   double wait_deadline() const;
   /// Fails as a wait past its deadline does (exit code 4), naming `what` and the `missing`
@@ -164,8 +168,6 @@ class World {
   std::vector<int> unresponsive_ranks() const;
 
   struct Watchdog;
-  /// Runs `collective` under the watchdog (see above); `what` names it in the message.
-  void guarded(const char* what, const std::function<void()>& collective) const;
 
   std::unique_ptr<Watchdog> watchdog_;
   bool initialized_here_ = false;
