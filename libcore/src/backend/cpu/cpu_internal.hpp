@@ -10,6 +10,11 @@
 // Every primitive is built through Context::record, which keeps oneDNN's implementation name;
 // where oneDNN offers a reference implementation for a layout, the kernel asks again with
 // others (first_fast) and reorders to them.
+//
+// A relu right after a batch norm that nothing else reads runs inside it (oneDNN's
+// fuse_norm_relu): the batch norm writes the relu's output and a bit mask, and its backward pass
+// applies the mask, which saves two passes over the activation each way (the same bits). The
+// batch norm's own output is then written only when something reads it (CpuTensor::refresh).
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -22,6 +27,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "mbkit/backend/cpu.hpp"
@@ -89,9 +95,17 @@ class CpuTensor final : public nn::Tensor {
   void alias(const memory::desc& desc, const Context& context, void* handle);
   void set_handle(void* handle) { memory_.set_data_handle(handle); }
 
+  /// For an output its kernel writes only on demand (a batch norm fused with its relu): what
+  /// brings its memory up to date before it is read.
+  void set_refresh(std::function<void()> refresh) { refresh_ = std::move(refresh); }
+  void refresh() const {
+    if (refresh_) refresh_();
+  }
+
  private:
   memory::desc desc_;
   memory memory_;
+  std::function<void()> refresh_;
 };
 
 CpuTensor& cpu(nn::Tensor& tensor);
@@ -146,6 +160,10 @@ std::unique_ptr<nn::Kernel> make_dense_kernel(Context& context, const nn::Node& 
 std::unique_ptr<nn::Kernel> make_conv_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_pool_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_batch_norm_kernel(Context& context, const nn::Node& node);
+/// The relu `node` run inside `batch_norm`, the kernel of its input (its only reader), which
+/// make_batch_norm_kernel made.
+std::unique_ptr<nn::Kernel> make_relu_in_batch_norm(Context& context, const nn::Node& node,
+                                                    nn::Kernel& batch_norm);
 std::unique_ptr<nn::Kernel> make_eltwise_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_dropout_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_flatten_kernel(Context& context, const nn::Node& node);
