@@ -19,8 +19,8 @@
 namespace mbkit::backend {
 
 /// `threads` = 0 uses every core the process may run on. With `fuse_layers`, a relu right after
-/// a batch norm that nothing else reads runs inside the batch norm's primitives (two passes over
-/// the activation fewer each way, the same bits); false keeps one kernel per layer (tests
+/// a batch norm or a residual add that nothing else reads runs inside that layer's kernel (passes
+/// over the activation fewer each way, the same bits); false keeps one kernel per layer (tests
 /// compare the two).
 std::unique_ptr<nn::Backend> make_cpu_backend(int threads, bool fuse_layers = true);
 

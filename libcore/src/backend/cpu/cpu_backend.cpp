@@ -199,14 +199,15 @@ constexpr nn::KernelTable<Context> kKernels{
     .lrn = make_lrn_kernel,
 };
 
-/// Whether node `index` is a relu its input's batch norm can compute: the batch norm is the node
-/// just before it (nothing runs between them) and the relu its only reader.
-bool relu_after_batch_norm(const nn::Graph& graph, int index) {
+/// Whether node `index` is a relu its input's kernel can compute (a batch norm's, an add's): that
+/// is the node just before it (nothing runs between them) and the relu its only reader.
+bool relu_after_fusable(const nn::Graph& graph, int index) {
   const nn::Node& node = graph.node(index);
   if (node.op != nn::Op::kRelu || node.inputs.size() != 1 || node.inputs[0] != index - 1) {
     return false;
   }
-  if (graph.node(index - 1).op != nn::Op::kBatchNorm) return false;
+  const nn::Op producer = graph.node(index - 1).op;
+  if (producer != nn::Op::kBatchNorm && producer != nn::Op::kAdd) return false;
   int readers = 0;
   for (const nn::Node& other : graph.nodes()) {
     readers += static_cast<int>(std::count(other.inputs.begin(), other.inputs.end(), index - 1));
@@ -234,10 +235,10 @@ class CpuBackend final : public nn::Backend {
   const std::vector<PrimitiveImpl>& built() const { return context_.built; }
 
   std::unique_ptr<nn::Kernel> make_kernel(const nn::Graph& graph, int index) override {
-    // A Network makes its kernels in node order, so the previous one is the batch norm's.
+    // A Network makes its kernels in node order, so the previous one is the relu's input's.
     const bool fused = fuse_layers_ && previous_.graph == &graph && previous_.index == index - 1 &&
-                       relu_after_batch_norm(graph, index);
-    auto kernel = fused ? make_relu_in_batch_norm(context_, graph.node(index), *previous_.kernel)
+                       relu_after_fusable(graph, index);
+    auto kernel = fused ? make_relu_in(context_, graph.node(index), *previous_.kernel)
                         : kKernels.make(context_, graph.node(index), "cpu");
     previous_ = {&graph, index, kernel.get()};
     return kernel;

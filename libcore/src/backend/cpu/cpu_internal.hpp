@@ -11,10 +11,11 @@
 // where oneDNN offers a reference implementation for a layout, the kernel asks again with
 // others (first_fast) and reorders to them.
 //
-// A relu right after a batch norm that nothing else reads runs inside it (oneDNN's
-// fuse_norm_relu): the batch norm writes the relu's output and a bit mask, and its backward pass
-// applies the mask, which saves two passes over the activation each way (the same bits). The
-// batch norm's own output is then written only when something reads it (CpuTensor::refresh).
+// A relu right after a batch norm or a residual add that nothing else reads runs inside it
+// (oneDNN's fuse_norm_relu; the add's own loop): the producer writes the relu's output, and its
+// backward pass masks the relu's gradient, which saves passes over the activation each way (the
+// same bits). The producer's own output is then written only when something reads it
+// (CpuTensor::refresh).
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -155,15 +156,28 @@ class CpuKernel : public nn::Kernel {
   const nn::Node& node_;
 };
 
+/// A kernel that can compute the relu that alone reads its output (batch norm, add).
+class ReluFusable {
+ public:
+  /// From now on the relu runs inside this kernel where it can (called before any prepare).
+  virtual void fuse_relu() = 0;
+  /// Where the relu's output goes at `batch` (the relu's prepare, after this kernel's); false
+  /// where this kernel does not fuse at that batch size's layout: the relu runs on its own.
+  virtual bool set_relu_output(int batch, CpuTensor& relu_output) = 0;
+
+ protected:
+  ~ReluFusable() = default;
+};
+
 std::unique_ptr<nn::Kernel> make_input_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_dense_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_conv_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_pool_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_batch_norm_kernel(Context& context, const nn::Node& node);
-/// The relu `node` run inside `batch_norm`, the kernel of its input (its only reader), which
-/// make_batch_norm_kernel made.
-std::unique_ptr<nn::Kernel> make_relu_in_batch_norm(Context& context, const nn::Node& node,
-                                                    nn::Kernel& batch_norm);
+/// The relu `node` run inside `producer`, the kernel of its input (which it alone reads): a
+/// ReluFusable one (make_batch_norm_kernel's, make_add_kernel's).
+std::unique_ptr<nn::Kernel> make_relu_in(Context& context, const nn::Node& node,
+                                         nn::Kernel& producer);
 std::unique_ptr<nn::Kernel> make_eltwise_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_dropout_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_flatten_kernel(Context& context, const nn::Node& node);

@@ -190,18 +190,14 @@ void channel_statistics(const float* x, const ChannelLayout& layout, int batch,
 /// normalises with the batch's statistics and updates the running ones as PyTorch does
 /// (running = (1 - momentum) running + momentum batch, the variance unbiased); evaluation uses
 /// the running statistics.
-class BatchNormKernel final : public CpuKernel {
+class BatchNormKernel final : public CpuKernel, public ReluFusable {
  public:
   BatchNormKernel(Context& context, const nn::Node& node)
       : CpuKernel(context, node),
         channel_desc_({node.output.c}, memory::data_type::f32, format_tag::a) {}
 
-  /// From now on the relu that reads this layer's output runs inside it where the layout
-  /// allows (before any prepare).
-  void fuse_relu() { relu_fused_ = true; }
-  /// Where the fused relu's output goes at `batch` (the relu kernel's prepare, after this one's);
-  /// false where this batch size's layout is not fused: the relu runs on its own.
-  bool set_relu_output(int batch, CpuTensor& relu_output) {
+  void fuse_relu() override { relu_fused_ = true; }
+  bool set_relu_output(int batch, CpuTensor& relu_output) override {
     Plan& plan = plans_.at(batch);
     if (!plan.fused) return false;
     plan.relu_output = &relu_output;
@@ -418,50 +414,6 @@ class BatchNormKernel final : public CpuKernel {
   bool relu_fused_ = false;
 };
 
-/// A relu its batch norm computes (BatchNormKernel::fuse_relu): nothing to do forward; backward,
-/// the input's gradient is the output's (the batch norm masks it), so it is made the same memory.
-/// At batch sizes whose layout the batch norm does not fuse, the relu's own eltwise kernel runs.
-class FusedReluKernel final : public CpuKernel {
- public:
-  FusedReluKernel(Context& context, const nn::Node& node, BatchNormKernel& batch_norm)
-      : CpuKernel(context, node),
-        batch_norm_(batch_norm),
-        apart_(make_eltwise_kernel(context, node)) {
-    batch_norm_.fuse_relu();
-  }
-
- protected:
-  void do_prepare(int batch, std::span<nn::Tensor* const> inputs, CpuTensor& output) override {
-    fused_[batch] = batch_norm_.set_relu_output(batch, output);
-    if (fused_[batch]) {
-      output.allocate(cpu(*inputs[0]).desc(), context_);
-    } else {
-      apart_->prepare(batch, inputs, output);
-    }
-  }
-  void do_prepare_backward(int batch, std::span<nn::Tensor* const> input_grads) override {
-    if (!fused_.at(batch)) apart_->prepare_backward(batch, input_grads);
-  }
-  void do_forward(nn::KernelArgs& args) override {
-    if (!fused_.at(args.batch)) apart_->forward(args);
-  }
-  void do_backward(nn::KernelArgs& args) override {
-    if (!fused_.at(args.batch)) {
-      apart_->backward(args);
-      return;
-    }
-    // The batch norm's output has no other reader, so its gradient no other writer.
-    if (args.input_grads[0] != nullptr) {
-      cpu(*args.input_grads[0]).set_handle(cpu(*args.output_grad).data());
-    }
-  }
-
- private:
-  BatchNormKernel& batch_norm_;
-  std::unique_ptr<nn::Kernel> apart_;  ///< the relu's own kernel
-  std::map<int, bool> fused_;          ///< by batch size
-};
-
 }  // namespace
 
 std::unique_ptr<nn::Kernel> make_pool_kernel(Context& context, const nn::Node& node) {
@@ -470,13 +422,6 @@ std::unique_ptr<nn::Kernel> make_pool_kernel(Context& context, const nn::Node& n
 
 std::unique_ptr<nn::Kernel> make_batch_norm_kernel(Context& context, const nn::Node& node) {
   return std::make_unique<BatchNormKernel>(context, node);
-}
-
-std::unique_ptr<nn::Kernel> make_relu_in_batch_norm(Context& context, const nn::Node& node,
-                                                    nn::Kernel& batch_norm) {
-  auto* kernel = dynamic_cast<BatchNormKernel*>(&batch_norm);
-  MBKIT_CHECK(kernel != nullptr, "relu ", node.name, " fused into a kernel not a batch norm's");
-  return std::make_unique<FusedReluKernel>(context, node, *kernel);
 }
 
 }  // namespace mbkit::backend::cpu
