@@ -5,6 +5,10 @@
 #include <cstring>
 #include <limits>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 #include "cpu_internal.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/random.hpp"
@@ -285,15 +289,8 @@ class AddKernel final : public CpuKernel, public ReluFusable {
       if (masked == nullptr) return;
       float* also =
           grad_a != nullptr && grad_b != nullptr && !plan.a_to_b ? cpu(*grad_b).data() : nullptr;
-      const float* g = grad_out.data();
-      const float* y = plan.relu_output->data();
       const auto count = static_cast<std::ptrdiff_t>(grad_out.floats());
-#pragma omp parallel for simd schedule(static)
-      for (std::ptrdiff_t i = 0; i < count; ++i) {
-        const float value = g[i] * (y[i] > 0.0f ? 1.0f : 0.0f);
-        masked[i] = value;
-        if (also != nullptr) also[i] = value;
-      }
+      mask_gradient(grad_out.data(), plan.relu_output->data(), masked, also, count);
       if (grad_b != nullptr && plan.a_to_b) {
         const memory from = grad_a != nullptr ? cpu(*grad_a).mem() : plan.b_in_a_layout;
         plan.a_to_b.run(context_, from, cpu(*grad_b).mem());
@@ -323,6 +320,34 @@ class AddKernel final : public CpuKernel, public ReluFusable {
     CpuTensor* relu_output = nullptr;  ///< fused: where the relu's output goes
     Sum sum;
   };
+
+  /// out (and `also`, where not null) = g masked where the relu's output y is not positive, as
+  /// oneDNN's relu backward computes it: g times 1 or 0 by a compare mask (a masked negative g
+  /// gives -0). Vector compares: written `y > 0 ? 1 : 0` the compiler branched, mispredicted on
+  /// half the units, about 5 ns an element.
+  static void mask_gradient(const float* g, const float* y, float* out, float* also,
+                            std::ptrdiff_t count) {
+    constexpr std::ptrdiff_t kChunk = 4096;  // per thread's turn, a multiple of 4
+#pragma omp parallel for schedule(static)
+    for (std::ptrdiff_t start = 0; start < count; start += kChunk) {
+      const std::ptrdiff_t end = std::min(count, start + kChunk);
+      std::ptrdiff_t i = start;
+#ifdef __SSE2__
+      const __m128 zero = _mm_setzero_ps(), one = _mm_set1_ps(1.0f);
+      for (; i + 4 <= end; i += 4) {
+        const __m128 keep = _mm_and_ps(_mm_cmpnle_ps(_mm_loadu_ps(y + i), zero), one);
+        const __m128 value = _mm_mul_ps(_mm_loadu_ps(g + i), keep);
+        _mm_storeu_ps(out + i, value);
+        if (also != nullptr) _mm_storeu_ps(also + i, value);
+      }
+#endif
+      for (; i < end; ++i) {
+        const float value = g[i] * (!(y[i] <= 0.0f) ? 1.0f : 0.0f);
+        out[i] = value;
+        if (also != nullptr) also[i] = value;
+      }
+    }
+  }
 
   /// Writes this layer's own output, a + b, where the last forward pass left it unwritten.
   static void write_sum(Plan& plan) {
