@@ -18,8 +18,11 @@
 
 namespace mbkit::backend {
 
-/// `threads` = 0 uses every core the process may run on.
-std::unique_ptr<nn::Backend> make_cpu_backend(int threads);
+/// `threads` = 0 uses every core the process may run on. With `fuse_layers`, a relu right after
+/// a batch norm or a residual add that nothing else reads runs inside that layer's kernel (passes
+/// over the activation fewer each way, the same bits); false keeps one kernel per layer (tests
+/// compare the two).
+std::unique_ptr<nn::Backend> make_cpu_backend(int threads, bool fuse_layers = true);
 
 /// A primitive the CPU backend built for a layer, and oneDNN's implementation of it on this CPU
 /// ("jit:avx2", "brg:avx512_core", "x64:gemm:jit", "ref:any").

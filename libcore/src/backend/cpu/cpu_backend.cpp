@@ -199,9 +199,25 @@ constexpr nn::KernelTable<Context> kKernels{
     .lrn = make_lrn_kernel,
 };
 
+/// Whether node `index` is a relu its input's kernel can compute (a batch norm's, an add's): that
+/// is the node just before it (nothing runs between them) and the relu its only reader.
+bool relu_after_fusable(const nn::Graph& graph, int index) {
+  const nn::Node& node = graph.node(index);
+  if (node.op != nn::Op::kRelu || node.inputs.size() != 1 || node.inputs[0] != index - 1) {
+    return false;
+  }
+  const nn::Op producer = graph.node(index - 1).op;
+  if (producer != nn::Op::kBatchNorm && producer != nn::Op::kAdd) return false;
+  int readers = 0;
+  for (const nn::Node& other : graph.nodes()) {
+    readers += static_cast<int>(std::count(other.inputs.begin(), other.inputs.end(), index - 1));
+  }
+  return readers == 1;
+}
+
 class CpuBackend final : public nn::Backend {
  public:
-  explicit CpuBackend(int threads) {
+  CpuBackend(int threads, bool fuse_layers) : fuse_layers_(fuse_layers) {
     if (threads > 0) omp_set_num_threads(threads);
     threads_ = omp_get_max_threads();
   }
@@ -219,7 +235,13 @@ class CpuBackend final : public nn::Backend {
   const std::vector<PrimitiveImpl>& built() const { return context_.built; }
 
   std::unique_ptr<nn::Kernel> make_kernel(const nn::Graph& graph, int index) override {
-    return kKernels.make(context_, graph.node(index), "cpu");
+    // A Network makes its kernels in node order, so the previous one is the relu's input's.
+    const bool fused = fuse_layers_ && previous_.graph == &graph && previous_.index == index - 1 &&
+                       relu_after_fusable(graph, index);
+    auto kernel = fused ? make_relu_in(context_, graph.node(index), *previous_.kernel)
+                        : kKernels.make(context_, graph.node(index), "cpu");
+    previous_ = {&graph, index, kernel.get()};
+    return kernel;
   }
 
   std::unique_ptr<nn::Tensor> make_tensor(int batch, nn::Dims dims) override {
@@ -238,6 +260,7 @@ class CpuBackend final : public nn::Backend {
 
   void read(const nn::Tensor& tensor, float* host) const override {
     const CpuTensor& source = cpu(tensor);
+    source.refresh();
     const memory::desc plain = plain_like(source.desc());
     memory destination(plain, context_.engine, host);
     Reorder(context_, source.desc(), plain).run(context_, source.mem(), destination);
@@ -306,6 +329,13 @@ class CpuBackend final : public nn::Backend {
  private:
   mutable Context context_;
   int threads_ = 1;
+  bool fuse_layers_ = true;
+  /// The kernel make_kernel made last, and for which node of which graph.
+  struct Made {
+    const nn::Graph* graph = nullptr;
+    int index = -1;
+    nn::Kernel* kernel = nullptr;
+  } previous_;
 };
 
 }  // namespace
@@ -313,8 +343,8 @@ class CpuBackend final : public nn::Backend {
 
 namespace mbkit::backend {
 
-std::unique_ptr<nn::Backend> make_cpu_backend(int threads) {
-  return std::make_unique<cpu::CpuBackend>(threads);
+std::unique_ptr<nn::Backend> make_cpu_backend(int threads, bool fuse_layers) {
+  return std::make_unique<cpu::CpuBackend>(threads, fuse_layers);
 }
 
 bool is_reference_impl(std::string_view impl) {

@@ -10,6 +10,12 @@
 // Every primitive is built through Context::record, which keeps oneDNN's implementation name;
 // where oneDNN offers a reference implementation for a layout, the kernel asks again with
 // others (first_fast) and reorders to them.
+//
+// A relu right after a batch norm or a residual add that nothing else reads runs inside it
+// (oneDNN's fuse_norm_relu; the add's own loop): the producer writes the relu's output, and its
+// backward pass masks the relu's gradient, which saves passes over the activation each way (the
+// same bits). The producer's own output is then written only when something reads it
+// (CpuTensor::refresh).
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -22,6 +28,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "mbkit/backend/cpu.hpp"
@@ -89,9 +96,17 @@ class CpuTensor final : public nn::Tensor {
   void alias(const memory::desc& desc, const Context& context, void* handle);
   void set_handle(void* handle) { memory_.set_data_handle(handle); }
 
+  /// For an output its kernel writes only on demand (a batch norm fused with its relu): what
+  /// brings its memory up to date before it is read.
+  void set_refresh(std::function<void()> refresh) { refresh_ = std::move(refresh); }
+  void refresh() const {
+    if (refresh_) refresh_();
+  }
+
  private:
   memory::desc desc_;
   memory memory_;
+  std::function<void()> refresh_;
 };
 
 CpuTensor& cpu(nn::Tensor& tensor);
@@ -141,11 +156,28 @@ class CpuKernel : public nn::Kernel {
   const nn::Node& node_;
 };
 
+/// A kernel that can compute the relu that alone reads its output (batch norm, add).
+class ReluFusable {
+ public:
+  /// From now on the relu runs inside this kernel where it can (called before any prepare).
+  virtual void fuse_relu() = 0;
+  /// Where the relu's output goes at `batch` (the relu's prepare, after this kernel's); false
+  /// where this kernel does not fuse at that batch size's layout: the relu runs on its own.
+  virtual bool set_relu_output(int batch, CpuTensor& relu_output) = 0;
+
+ protected:
+  ~ReluFusable() = default;
+};
+
 std::unique_ptr<nn::Kernel> make_input_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_dense_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_conv_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_pool_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_batch_norm_kernel(Context& context, const nn::Node& node);
+/// The relu `node` run inside `producer`, the kernel of its input (which it alone reads): a
+/// ReluFusable one (make_batch_norm_kernel's, make_add_kernel's).
+std::unique_ptr<nn::Kernel> make_relu_in(Context& context, const nn::Node& node,
+                                         nn::Kernel& producer);
 std::unique_ptr<nn::Kernel> make_eltwise_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_dropout_kernel(Context& context, const nn::Node& node);
 std::unique_ptr<nn::Kernel> make_flatten_kernel(Context& context, const nn::Node& node);

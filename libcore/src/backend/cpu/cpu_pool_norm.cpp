@@ -2,6 +2,8 @@
 // layout of their input.
 #include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "cpu_internal.hpp"
@@ -188,11 +190,19 @@ void channel_statistics(const float* x, const ChannelLayout& layout, int batch,
 /// normalises with the batch's statistics and updates the running ones as PyTorch does
 /// (running = (1 - momentum) running + momentum batch, the variance unbiased); evaluation uses
 /// the running statistics.
-class BatchNormKernel final : public CpuKernel {
+class BatchNormKernel final : public CpuKernel, public ReluFusable {
  public:
   BatchNormKernel(Context& context, const nn::Node& node)
       : CpuKernel(context, node),
         channel_desc_({node.output.c}, memory::data_type::f32, format_tag::a) {}
+
+  void fuse_relu() override { relu_fused_ = true; }
+  bool set_relu_output(int batch, CpuTensor& relu_output) override {
+    Plan& plan = plans_.at(batch);
+    if (!plan.fused) return false;
+    plan.relu_output = &relu_output;
+    return true;
+  }
 
  protected:
   void do_prepare(int batch, std::span<nn::Tensor* const> inputs, CpuTensor& output) override {
@@ -211,6 +221,39 @@ class BatchNormKernel final : public CpuKernel {
         context_.engine);
     record("batch norm forward (inference)", inference_pd);
     plan.inference = dnnl::batch_normalization_forward(inference_pd);
+    // Fused with its relu: normalises with given statistics too, and writes the relu's output
+    // and its mask (the workspace), which the backward pass applies to the relu's gradient.
+    // Only on channel-blocked layouts without padding channels, and where oneDNN has jit
+    // kernels for both passes: on others (densenet's 28, 40, ... channels padded to blocks,
+    // nhwc) its fused backward pass gave other bits, and at SSE4.1 it has only bnorm_ref:any.
+    using ForwardPd = dnnl::batch_normalization_forward::primitive_desc;
+    using BackwardPd = dnnl::batch_normalization_backward::primitive_desc;
+    std::optional<ForwardPd> fused_pd;
+    std::optional<BackwardPd> fused_backward_pd;
+    ChannelLayout blocks;
+    if (relu_fused_ && blocks.from(input.desc()) && blocks.block > 1 &&
+        node_.output.c % blocks.block == 0) {
+      const flags fused = scale_shift | flags::fuse_norm_relu;
+      ForwardPd forward(
+          {prop_kind::forward_training, input.desc(), epsilon, fused | flags::use_global_stats},
+          context_.engine);
+      BackwardPd backward({prop_kind::backward, input.desc(), input.desc(), epsilon, fused},
+                          context_.engine, forward);
+      // oneDNN names its reference batch norm "bnorm_ref:any", which is_reference misses.
+      const auto jit = [](const dnnl::primitive_desc_base& pd) {
+        return std::string_view(pd.impl_info_str()).find("jit") != std::string_view::npos;
+      };
+      if (jit(forward) && jit(backward)) {
+        fused_pd = std::move(forward);
+        fused_backward_pd = std::move(backward);
+      }
+    }
+    const bool fuse = fused_pd.has_value();
+    if (fuse) {
+      record("batch norm and relu forward", *fused_pd);
+      plan.fused = dnnl::batch_normalization_forward(*fused_pd);
+      plan.workspace = memory(fused_pd->workspace_desc(), context_.engine);
+    }
     if (!plan.layout.from(input.desc())) {
       // Another layout: the statistics are computed on a plain copy.
       plan.layout.from(plain_like(input.desc()));
@@ -218,10 +261,11 @@ class BatchNormKernel final : public CpuKernel {
       plan.plain = memory(plain_like(input.desc()), context_.engine);
     }
     output.allocate(training_pd.dst_desc(), context_);
-    dnnl::batch_normalization_backward::primitive_desc backward_pd(
-        {prop_kind::backward, input.desc(), input.desc(), epsilon, scale_shift}, context_.engine,
-        training_pd);
-    record("batch norm backward", backward_pd);
+    const BackwardPd backward_pd =
+        fuse ? *fused_backward_pd
+             : BackwardPd({prop_kind::backward, input.desc(), input.desc(), epsilon, scale_shift},
+                          context_.engine, training_pd);
+    record(fuse ? "batch norm and relu backward" : "batch norm backward", backward_pd);
     plan.backward = dnnl::batch_normalization_backward(backward_pd);
     plan.mean = memory(training_pd.mean_desc(), context_.engine);
     plan.variance = memory(training_pd.variance_desc(), context_.engine);
@@ -233,6 +277,7 @@ class BatchNormKernel final : public CpuKernel {
     plan.batch_mean.resize(padded);
     plan.batch_variance.resize(padded);
     plans_[batch] = std::move(plan);
+    if (fuse) output.set_refresh([this, batch] { write_output(plans_.at(batch)); });
   }
 
   void do_forward(nn::KernelArgs& args) override {
@@ -246,7 +291,7 @@ class BatchNormKernel final : public CpuKernel {
     if (!args.training) {
       arguments[DNNL_ARG_MEAN] = running_mean;
       arguments[DNNL_ARG_VARIANCE] = running_var;
-      execute(plan.inference, arguments);
+      normalise(plan, arguments);
       return;
     }
     const float* x = cpu(*args.inputs[0]).data();
@@ -272,7 +317,7 @@ class BatchNormKernel final : public CpuKernel {
     }
     arguments[DNNL_ARG_MEAN] = plan.mean;
     arguments[DNNL_ARG_VARIANCE] = plan.variance;
-    execute(plan.inference, arguments);
+    normalise(plan, arguments);
   }
 
   void do_backward(nn::KernelArgs& args) override {
@@ -295,6 +340,8 @@ class BatchNormKernel final : public CpuKernel {
       arguments[DNNL_ARG_SCALE] = channel(args.params[0]);
       arguments[DNNL_ARG_DIFF_SCALE] = channel(args.param_grads[0]);
     }
+    // Fused: the output's gradient is the relu's (FusedReluKernel), masked here.
+    if (plan.relu_output != nullptr) arguments[DNNL_ARG_WORKSPACE] = plan.workspace;
     execute(plan.backward, arguments);
   }
 
@@ -309,7 +356,48 @@ class BatchNormKernel final : public CpuKernel {
     std::vector<double> batch_mean, batch_variance;  ///< padded to whole blocks of channels
     std::vector<double> partial_sums;                ///< per sample (channel_statistics)
     double count = 0;
+    // Fused with the relu: the primitive writing the relu's output and the mask, and what the
+    // last forward pass normalised with, for writing this layer's own output when it is read.
+    dnnl::batch_normalization_forward fused;
+    memory workspace;
+    CpuTensor* relu_output = nullptr;
+    std::unordered_map<int, memory> last_arguments;
+    std::map<int, memory> kept;  ///< copies of the per-channel arguments
+    bool output_stale = false;
   };
+
+  /// Normalises with the statistics in `arguments`: into this layer's output, or, fused, into
+  /// the relu's (this layer's own output is then written when read).
+  void normalise(Plan& plan, std::unordered_map<int, memory>& arguments) {
+    if (plan.relu_output == nullptr) {
+      execute(plan.inference, arguments);
+      return;
+    }
+    plan.last_arguments = arguments;
+    // Copies: the parameters and statistics may change before the output is read (an
+    // optimizer step, a checkpoint loaded).
+    for (const int which : {DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE}) {
+      const auto given = arguments.find(which);
+      if (given == arguments.end()) continue;
+      memory& kept = plan.kept[which];
+      if (!kept) kept = memory(channel_desc_, context_.engine);
+      std::copy_n(static_cast<const float*>(given->second.get_data_handle()), node_.output.c,
+                  static_cast<float*>(kept.get_data_handle()));
+      plan.last_arguments[which] = kept;
+    }
+    plan.output_stale = true;
+    arguments[DNNL_ARG_DST] = plan.relu_output->mem();
+    arguments[DNNL_ARG_WORKSPACE] = plan.workspace;
+    execute(plan.fused, arguments);
+  }
+
+  /// Writes the output the last forward pass left to be written (the same bits as unfused).
+  void write_output(Plan& plan) {
+    if (!plan.output_stale) return;
+    execute(plan.inference, plan.last_arguments);
+    context_.stream.wait();
+    plan.output_stale = false;
+  }
 
   /// The shift (beta) among a node's parameters or their gradients: after the scale, if any.
   template <typename Pointer>
@@ -323,6 +411,7 @@ class BatchNormKernel final : public CpuKernel {
 
   memory::desc channel_desc_;
   std::map<int, Plan> plans_;
+  bool relu_fused_ = false;
 };
 
 }  // namespace
