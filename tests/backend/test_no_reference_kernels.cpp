@@ -148,6 +148,10 @@ TEST(NoReferenceKernels, EveryPrimitiveIsRecordedWithItsLayer) {
 TEST(NoReferenceKernels, ReferenceNamesAreRecognised) {
   EXPECT_TRUE(is_reference_impl("ref:any"));
   EXPECT_TRUE(is_reference_impl("ref_fused:any"));
+  EXPECT_TRUE(is_reference_impl("bnorm_ref:any"));
+  EXPECT_TRUE(is_reference_impl("lrn_ref:any"));
+  EXPECT_FALSE(is_reference_impl("simple:any"));
+  EXPECT_FALSE(is_reference_impl("jit:uni"));
   EXPECT_FALSE(is_reference_impl("jit:avx2"));
   EXPECT_FALSE(is_reference_impl("x64:gemm:jit"));
   EXPECT_FALSE(is_reference_impl("brg:avx512_core"));

@@ -348,7 +348,9 @@ std::unique_ptr<nn::Backend> make_cpu_backend(int threads, bool fuse_layers) {
 }
 
 bool is_reference_impl(std::string_view impl) {
-  return impl.starts_with("ref");
+  // "ref:any", "ref_fused:any", and the per-primitive ones: "bnorm_ref:any", "lrn_ref:any".
+  const std::string_view name = impl.substr(0, impl.find(':'));
+  return name.starts_with("ref") || name.ends_with("_ref");
 }
 
 std::vector<PrimitiveImpl> implementations(const nn::Backend& backend) {
