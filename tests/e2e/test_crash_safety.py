@@ -56,16 +56,19 @@ class CrashSafety(mbtest.ToolTestCase):
                 "128", "--optimizer", "adam", "--lr", "0.001", "--threads", "1", "-q",
                 "--seed", "11", *extra]
 
-    def check_log(self, log, reference_losses, at_least):
-        """The log opens, its steps are 1..n with the uninterrupted run's losses, n >= at_least."""
+    def check_log(self, log, reference_losses, at_least, context=""):
+        """The log opens, its steps are 1..n with the uninterrupted run's losses, n >= at_least.
+        `context` (what the last killed run printed) goes into the failure messages."""
         with h5py.File(log, "r", libver="latest", swmr=True) as f:
             steps = f["steps/step"][()]
             losses = f["steps/loss"][()]
+            started = mbtest.text_attrs(f).get("start_time")
         n = len(steps)
-        np.testing.assert_array_equal(steps, np.arange(1, n + 1))
-        self.assertGreaterEqual(len(losses), n)
-        np.testing.assert_array_equal(losses[:n], reference_losses[:n])
-        self.assertGreaterEqual(n, at_least, msg="the log ends before the checkpoint's step")
+        np.testing.assert_array_equal(steps, np.arange(1, n + 1), err_msg=context)
+        self.assertGreaterEqual(len(losses), n, msg=context)
+        np.testing.assert_array_equal(losses[:n], reference_losses[:n], err_msg=context)
+        self.assertGreaterEqual(n, at_least, msg=f"the log (started {started}) ends at step {n}, "
+                                                 f"before the checkpoint's step; {context}")
         return n
 
     def check_checkpoint(self, path, reference):
@@ -101,14 +104,15 @@ class CrashSafety(mbtest.ToolTestCase):
             # Moments from start-up to well into training: each run gets a random share of
             # what the whole run takes, so kills land in start-up, resume, steps, log flushes
             # and checkpoint writes.
-            time.sleep(rng.uniform(0.0, straight_seconds / 4))
+            moment = rng.uniform(0.0, straight_seconds / 4)
+            time.sleep(moment)
             if process.poll() is not None:
                 err = process.communicate()[1].decode()
                 self.assertEqual(process.returncode, 0, msg=err)
                 finished += 1
                 break
             process.kill()
-            process.communicate()
+            err = process.communicate()[1].decode()
             kills += 1
             if os.path.exists(self.path("ck.h5")):
                 step = self.check_checkpoint(self.path("ck.h5"), reference)
@@ -116,7 +120,8 @@ class CrashSafety(mbtest.ToolTestCase):
                 checkpoint_step = step
                 checkpoints.add(step)
             if os.path.exists(self.path("run.h5")):
-                self.check_log(self.path("run.h5"), reference_losses, checkpoint_step)
+                self.check_log(self.path("run.h5"), reference_losses, checkpoint_step,
+                               f"kill {kills} after {moment:.3f} s; its stderr: {err!r}")
         # Then to the end, resuming from whatever the last kill left.
         final = mbtest.run(run, cwd=self.dir, env=self.env)
         self.assertSucceeded(final)
