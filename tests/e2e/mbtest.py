@@ -14,6 +14,7 @@ import io
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tarfile
 import tempfile
@@ -375,6 +376,19 @@ def visible_gpus():
     result = run([tool("mb-train-fmb"), "--version"])
     found = re.search(r"^\s*GPUs\s+(\d+)", result.out, re.MULTILINE)
     return int(found.group(1)) if found else 0
+
+
+def end_job(job, pids):
+    """After a test that stopped ranks: SIGKILL every process of `pids` ({rank: PID}, or None)
+    still there, and the launcher if it still runs, reaped."""
+    for pid in (pids or {}).values():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if job.poll() is None:
+        job.kill()
+        job.communicate()
 
 
 def training_rank_pids(marker, count, timeout, program=b"mb-train-"):

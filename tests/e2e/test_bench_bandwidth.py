@@ -142,14 +142,7 @@ class BenchBandwidth(mbtest.ToolTestCase):
             os.kill(pids[2], signal.SIGSTOP)
             err = job.communicate(timeout=60)[1]
         finally:
-            for pid in (pids or {}).values():
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            if job.poll() is None:
-                job.kill()
-                job.communicate()
+            mbtest.end_job(job, pids)
         self.assertEqual(job.returncode, 4, msg=err)
         self.assertLess(time.time() - stopped, 20, msg=err)
         self.assertRegex(err, r"allreduce of 4096 bytes.*: nothing for 2 s \(--comm-timeout\); "

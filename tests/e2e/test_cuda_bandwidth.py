@@ -93,13 +93,7 @@ class CudaBandwidth(mbtest.ToolTestCase):
             os.kill(pids[1], signal.SIGSTOP)
             err = job.communicate(timeout=60)[1]
         finally:
-            for pid in (pids or {}).values():
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            if job.poll() is None:
-                job.kill()
+            mbtest.end_job(job, pids)
         self.assertEqual(job.returncode, 4, msg=err)
         self.assertLess(time.time() - stopped, 30, msg=err)
         self.assertRegex(err, r"\(--comm-timeout\); rank 1 does not answer", msg=err)
