@@ -2,11 +2,11 @@
 the metric log or the checkpoint, and a rank killed under mpirun.
 
 After every kill the log opens and holds every step from 1 up to its last complete flush (the
-rows every column of /steps holds: a kill during a flush leaves columns of different lengths, as
-mbkit-formats(5) allows), with the losses of an uninterrupted run; the checkpoint is a complete one (a step the run checkpoints at, every
-array readable); and `--resume auto` carries on so that, after 20 kills, the final checkpoint
-and log are bit for bit those of the uninterrupted run. Prints what it saw (kills, checkpoints,
-runs that ended before their kill) for the record.
+rows that every column holds: a kill inside a flush leaves columns of different lengths, as
+mbkit-formats(5) allows), with the losses of an uninterrupted run; the checkpoint is a complete
+one (a step the run checkpoints at, every array readable); and `--resume auto` carries on so
+that, after 20 kills, the final checkpoint and log are bit for bit those of the uninterrupted
+run. Prints what it saw (kills, checkpoints, runs that ended before their kill) for the record.
 """
 
 import os
@@ -59,12 +59,11 @@ class CrashSafety(mbtest.ToolTestCase):
 
     def check_log(self, log, reference_losses, at_least, context="", complete=False):
         """The log opens; n, the rows that every column of /steps holds, is >= at_least, and its
-        steps are 1..n with the uninterrupted run's losses. A kill during a flush leaves some
-        columns longer than others (HDF5 writes each column's rows and size as it goes; it once
-        failed here in CI as "0 not greater than or equal to 20": the step column flushed to
-        step 20, the loss column not yet), so only `complete` (a run that ended) asks for
-        columns of one length. `context` (what the last killed run printed) goes into the
-        failure messages."""
+        steps are 1..n with the uninterrupted run's losses. The writer's HDF5 puts each column's
+        new rows in the file as it goes, so a kill inside a flush can leave the step column at
+        20 rows and the loss column at 0 (as once in CI): only `complete` (a run that ended)
+        asks for columns of one length. `context` (what the last killed run printed) goes into
+        the failure messages."""
         with h5py.File(log, "r", libver="latest", swmr=True) as f:
             columns = {name: column[()] for name, column in f["steps"].items()}
             started = mbtest.text_attrs(f).get("start_time")
