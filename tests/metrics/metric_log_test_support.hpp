@@ -220,6 +220,15 @@ inline void expect_same(const RunInfo& a, const RunInfo& b) {
   EXPECT_EQ(a.compute_model, b.compute_model);
 }
 
+// The log's step table holds exactly steps 1..count, each as add_steps wrote it.
+inline void expect_steps_one_to(const io::File& log, std::size_t count) {
+  const auto steps = read_steps(log);
+  ASSERT_EQ(steps.size(), count);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    expect_same(steps[i], step_record(static_cast<std::int64_t>(i) + 1));
+  }
+}
+
 // Steps first..last with their worker, collect and (every 5 steps) evaluation rows.
 inline void add_steps(MetricLog& log, std::int64_t first, std::int64_t last, int workers = 2) {
   for (std::int64_t step = first; step <= last; ++step) {

@@ -94,11 +94,7 @@ TEST(MetricLog, RowsOfEveryTableRoundTrip) {
     log.close();
   }
   const io::File file = open_metric_log(path);
-  const auto steps = read_steps(file);
-  ASSERT_EQ(steps.size(), 2500u);
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    expect_same(steps[i], step_record(static_cast<std::int64_t>(i) + 1));
-  }
+  expect_steps_one_to(file, 2500);
   const auto evals = read_evals(file);
   ASSERT_EQ(evals.size(), 500u);
   for (std::size_t i = 0; i < evals.size(); ++i) {
@@ -149,11 +145,7 @@ TEST(MetricLog, AppendDropsRowsAfterTheResumeStepAndContinues) {
   }
   const io::File file = open_metric_log(path);
   expect_same(read_run_info(file), sample_info());
-  const auto steps = read_steps(file);
-  ASSERT_EQ(steps.size(), 10u);
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    expect_same(steps[i], step_record(static_cast<std::int64_t>(i) + 1));
-  }
+  expect_steps_one_to(file, 10);
   const auto evals = read_evals(file);
   ASSERT_EQ(evals.size(), 2u);  // step 10's evaluation is the new one, not the dropped one
   expect_same(evals[0], eval_record(5));

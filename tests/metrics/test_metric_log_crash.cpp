@@ -83,11 +83,7 @@ TEST(MetricLog, KilledWriterLeavesTheFlushedRowsAndAppendResumesFromThem) {
   {
     const io::File file = open_metric_log(path);
     expect_same(read_run_info(file), sample_info());
-    const auto steps = read_steps(file);
-    ASSERT_EQ(steps.size(), 10u);
-    for (std::size_t i = 0; i < steps.size(); ++i) {
-      expect_same(steps[i], step_record(static_cast<std::int64_t>(i) + 1));
-    }
+    expect_steps_one_to(file, 10);
     EXPECT_EQ(read_evals(file).size(), 2u);
     EXPECT_EQ(read_workers(file).size(), 20u);
     EXPECT_EQ(read_collects(file).size(), 10u);
@@ -103,11 +99,7 @@ TEST(MetricLog, KilledWriterLeavesTheFlushedRowsAndAppendResumesFromThem) {
   EXPECT_FALSE(has_temporaries(dir));
   const io::File file = io::File::open(path);  // closed properly now: plain reads work
   expect_same(read_run_info(file), sample_info());
-  const auto steps = read_steps(file);
-  ASSERT_EQ(steps.size(), 11u);
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    expect_same(steps[i], step_record(static_cast<std::int64_t>(i) + 1));
-  }
+  expect_steps_one_to(file, 11);
   const auto evals = read_evals(file);
   ASSERT_EQ(evals.size(), 2u);
   expect_same(evals[1], eval_record(10));
@@ -171,11 +163,7 @@ TEST(MetricLog, KillInsideAFlushLeavesColumnsOfDifferentLengthsReadersTakeTheCom
   }
   EXPECT_FALSE(has_temporaries(dir));
   const io::File file = io::File::open(path);
-  const auto steps = read_steps(file);  // throws on columns of different lengths
-  ASSERT_EQ(steps.size(), 12u);
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    expect_same(steps[i], step_record(static_cast<std::int64_t>(i) + 1));
-  }
+  expect_steps_one_to(file, 12);  // throws on columns of different lengths
   EXPECT_EQ(read_evals(file).size(), 2u);
 }
 
