@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <new>
 #include <numeric>
 
 #include "mbkit/data/dataset_file.hpp"
@@ -146,7 +147,12 @@ int run_import(const ImportOptions& options) {
   data::LoadedDataset dataset;
   data::DatasetHeader header;
   if (idx) {
-    dataset = data::load_idx_files(options.idx_files, options.num_classes);
+    try {
+      dataset = data::load_idx_files(options.idx_files, options.num_classes);
+    } catch (const std::bad_alloc&) {
+      fail(cat("import idx: out of memory while reading ",
+               join({options.idx_files.begin(), options.idx_files.end()}, ", "), " into memory"));
+    }
     header.name = options.name.empty() ? "idx-dataset" : options.name;
     header.source = fs::parent_directory(options.idx_files[0]);
   } else {
