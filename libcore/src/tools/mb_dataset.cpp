@@ -173,7 +173,11 @@ int run_import(const ImportOptions& options) {
       header.source_files.push_back({fs::base_name(input), digest_file(input).sha256});
     }
   }
-  data::write_dataset(output.temp_path(), dataset, std::move(header), options.deflate_level);
+  try {
+    data::write_dataset(output.temp_path(), dataset, std::move(header), options.deflate_level);
+  } catch (const std::bad_alloc&) {
+    fail(cat("import: out of memory while writing ", options.output));
+  }
   output.commit();
   report_written(options.output,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
