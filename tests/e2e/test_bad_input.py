@@ -120,13 +120,10 @@ class BadInput(mbtest.ToolTestCase):
         # the address space the buffer for them does not fit, and the message says whose it was.
         files = self.make_idx_set()
         self.declare_one_huge_image(files, os.urandom(4_300_000))
-        args = ["import", "idx", "-o", "out.h5", "--name", "test"]
+        args = [mbtest.tool("mb-dataset"), "import", "idx", "-o", "out.h5", "--name", "test"]
         for flag, path in zip(IDX_FLAGS, files):
             args += [flag, path]
-        command = " ".join(f"'{a}'" for a in [mbtest.tool("mb-dataset"), *args])
-        completed = subprocess.run(["sh", "-c", f"ulimit -v {2 << 20}; exec {command}"], cwd=self.dir,
-                                   env=self.env, capture_output=True, text=True, timeout=120)
-        result = mbtest.Result(args, completed)
+        result = self.run_with_address_space_limit(args, 2 << 20)
         self.assertFailsWith(result, 1, "train-images-idx3-ubyte.gz: out of memory: cannot allocate "
                              "4.3 GB to decompress its IDX header and 1 image of 65535x65535")
         self.assertNoOutput()

@@ -156,11 +156,9 @@ class BenchBandwidth(mbtest.ToolTestCase):
         # which flag, instead of std::bad_alloc.
         for sizes, flag in ((["-b", "4G", "-e", "4G"], "-b/--min-bytes and -e/--max-bytes"),
                             (["-b", "1K", "-e", "4G", "-f", "4194304"], "-e/--max-bytes")):
-            command = " ".join(f"'{a}'" for a in [mbtest.tool("mb-bench-bandwidth"), *sizes])
-            completed = subprocess.run(["sh", "-c", f"ulimit -v {2 << 20}; exec {command}"],
-                                       cwd=self.dir, env=self.env, capture_output=True, text=True,
-                                       timeout=120)
-            self.assertFailsWith(mbtest.Result(sizes, completed), 1,
+            result = self.run_with_address_space_limit(
+                [mbtest.tool("mb-bench-bandwidth"), *sizes], 2 << 20)
+            self.assertFailsWith(result, 1,
                                  f"allreduce of 4294967296 bytes ({flag}): its buffers (8.6 GB on "
                                  f"this rank) do not fit in memory")
 
