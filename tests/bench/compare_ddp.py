@@ -41,7 +41,9 @@ ours 1 again (the mean of the two 1-rank runs is the round's reference), DDP 1, 
 same machine; ratios are taken within a round (efficiencies, ours/DDP, exchange/raw), and the
 table gives the median over rounds and the range (min-max). Targets: efficiency >= 0.90 at 256
 samples per rank and >= 0.75 at 64; exchange time within 10 % of the raw MPI_Allreduce of the same
-bytes. DDP reaches about 0.62 (256) and 0.44 (64) against its own single rank.
+bytes. DDP reaches about 0.62 (256) and 0.44 (64) against its own single rank. DDP runs only on
+a PyTorch whose dense layers use OpenBLAS (libopenblas0-pthread; torch_blas.py says why): the
+script refuses to start otherwise, and its header names the BLAS.
 
     /usr/bin/python3 tests/bench/compare_ddp.py [--build build] [--anchors ../shared/anchors]
         [--data FM.h5] [--rounds 3] [--batches 64,256] [--steps-64 2000] [--steps-256 800]
@@ -59,6 +61,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+
+import torch_blas
 
 try:
     import h5py
@@ -177,10 +181,11 @@ def main():
     parser.add_argument("--steps-256", type=int, default=800, help="steps at batch 256 (ours and DDP)")
     parser.add_argument("--steps-scale", type=float, default=1.0, help="factor on all step counts")
     parser.add_argument("--warmup", type=int, default=200, help="steps of ours left out of the measures")
-    parser.add_argument("--no-ddp", action="store_true",
-                        help="leave PyTorch DDP out (a PyTorch on the reference BLAS, as Debian's, "
-                             "takes long and says little)")
+    parser.add_argument("--no-ddp", action="store_true", help="leave PyTorch DDP out")
     args = parser.parse_args()
+    # Before anything is timed: DDP's mlp on the reference BLAS (a fresh Debian's libblas.so.3)
+    # runs about 8x slower than on OpenBLAS, and ours/DDP would say nothing.
+    blas = None if args.no_ddp else torch_blas.require_openblas("compare_ddp.py")
     batches = [int(b) for b in args.batches.split(",")]
     steps = {b: default_steps(b, args) for b in batches}
 
@@ -229,6 +234,7 @@ def main():
     below, above = bracket(raws[0], GRADIENT_BYTES)
     print(f"# mb-train-fmb --comm allreduce vs PyTorch DDP (gloo) vs raw MPI_Allreduce: mlp on Fashion-MNIST, "
           f"1 thread per rank, {args.rounds} alternating rounds: medians, and the ranges over rounds")
+    print(f"# PyTorch's BLAS (DDP's dense layers): {blas or 'not run (--no-ddp)'}")
     print(f"# raw MPI_Allreduce of {GRADIENT_BYTES:,} bytes on 2 ranks, around each 2-rank run of ours: "
           f"interpolated log-log between {below:,} B (median {statistics.median(t[below] for t in raws) * 1e6:.1f} us, "
           f"range {min(t[below] for t in raws) * 1e6:.0f}-{max(t[below] for t in raws) * 1e6:.0f}) and "

@@ -17,7 +17,7 @@ caps mbkit.
 
     /usr/bin/python3 tests/bench/compare_torch.py [--build build] [--anchors ../shared/anchors]
                                                    [--rounds 3] [--isa AVX2] [--workloads mlp]
-                                                   [--no-rss]
+                                                   [--no-rss] [--blas-only]
 
 --workloads takes a comma-separated list of models (mlp, lenet, resnet20) and runs only their
 rows (the mlp alone takes about a minute, resnet20 several); --no-rss leaves out the peak-memory
@@ -27,9 +27,11 @@ run at the end.
 for PyTorch (which links the same oneDNN), and PyTorch's own kernels' ATEN_CPU_CAPABILITY (avx2 at
 AVX2, default at SSE41 and AVX). The default is the machine's full level. The header names the
 CPU, its vector extensions, the levels in use, and the BLAS Debian's PyTorch runs its dense
-layers on (libblas.so.3 as the alternatives system has it: with only the reference BLAS, libblas3,
-installed, its mlp and lenet figures are far below those of a pip PyTorch on the same CPU; its
-convolutions run on oneDNN either way).
+layers on (libblas.so.3 as the alternatives system selects it). That must be OpenBLAS
+(libopenblas0-pthread): on the reference BLAS, libblas3, a fresh machine's, PyTorch's mlp runs
+about 8x slower and every ratio would flatter mbkit, so the script refuses to run on any other
+(torch_blas.py; its convolutions run on oneDNN either way). --blas-only checks and prints it,
+and stops.
 
 Output lines starting with '#' are headers; the table is whitespace-separated. The 2-thread rows
 need the machine's 2 cores to themselves: on a loaded machine they say little.
@@ -42,6 +44,8 @@ import re
 import statistics
 import subprocess
 import tempfile
+
+import torch_blas
 
 # --isa: oneDNN's names of instruction set levels (ONEDNN_MAX_CPU_ISA), and the matching
 # ATEN_CPU_CAPABILITY for PyTorch's own kernels (None: PyTorch's default, its best).
@@ -116,12 +120,6 @@ def torch_capability(env):
     return found.group(1) if found else "unknown"
 
 
-def torch_blas():
-    """The BLAS library Debian's PyTorch loads (libblas.so.3, through the alternatives system)."""
-    path = os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
-    return path if os.path.exists(path) else "unknown"
-
-
 def onednn_level(build, env):
     """The level oneDNN runs at in bench_train, from its verbose header ('isa:Intel AVX2')."""
     out = subprocess.run([os.path.join(build, "bin", "bench_train"),
@@ -177,12 +175,20 @@ def main():
                         help=f"comma-separated models to run (of {', '.join(models)}); default: all")
     parser.add_argument("--no-rss", action="store_true",
                         help="leave out the peak memory of a real mlp run")
+    parser.add_argument("--blas-only", action="store_true",
+                        help="only check the BLAS PyTorch runs on (OpenBLAS or a refusal), and "
+                        "print it")
     args = parser.parse_args()
     chosen = args.workloads.split(",")
     unknown = [model for model in chosen if model not in models]
     if unknown:
         parser.error(f"--workloads: unknown model {unknown[0]!r} (known: {', '.join(models)})")
     env = isa_environment(args.isa)
+    # Before anything is timed: a PyTorch on the reference BLAS makes every ratio meaningless.
+    blas = torch_blas.require_openblas("compare_torch.py", env=env)
+    if args.blas_only:
+        print(f"# PyTorch's BLAS (its dense layers): {blas}")
+        return
 
     print(f"# mbkit vs PyTorch, training throughput (samples/s), {args.rounds} alternating rounds:"
           " medians, and the ranges over rounds")
@@ -190,7 +196,7 @@ def main():
     print(f"# ISA level: {args.isa} (ONEDNN_MAX_CPU_ISA={env.get('ONEDNN_MAX_CPU_ISA', 'unset')}, "
           f"ATEN_CPU_CAPABILITY={env.get('ATEN_CPU_CAPABILITY', 'unset')}): oneDNN runs at "
           f"{onednn_level(args.build, env)}, PyTorch's own kernels at {torch_capability(env)}")
-    print(f"# PyTorch's BLAS (its dense layers): {torch_blas()}")
+    print(f"# PyTorch's BLAS (its dense layers): {blas}")
     print(f"# {'workload':<10} {'batch':>5} {'threads':>7} {'torch':>7} {'torch range':>13} "
           f"{'mbkit':>7} {'mbkit range':>13} {'ratio':>6} {'best/best':>9} {'target':>7}")
     rates = {}

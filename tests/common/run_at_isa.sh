@@ -16,7 +16,7 @@ case $level in
 esac
 for flag in $flags; do
   if ! grep -qw "$flag" /proc/cpuinfo 2>/dev/null; then
-    echo "this CPU lacks $flag: nothing tested at $level"
+    echo "SKIPPED: this CPU lacks $flag: nothing tested at $level"
     exit 77
   fi
 done

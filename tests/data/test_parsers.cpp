@@ -40,6 +40,30 @@ TEST(Idx, WrongMagicNumber) {
                      "train-labels: wrong IDX magic number 0x1f000801");
 }
 
+TEST(Idx, AMagicNumberOfTheWrongRoleIsNamedWithTheExpectedOne) {
+  // An image file given as labels once read as "truncated": its magic number is the fault.
+  const auto images = test::make_idx({2, 2, 2}, iota_bytes(8));
+  EXPECT_MBKIT_ERROR(parse_idx(images, "lbl", IdxRole::kLabels), ExitCode::kBadData,
+                     "lbl: wrong IDX magic number 0x00000803 (3 dimensions; expected 0x00000801, a "
+                     "label file)");
+  const auto labels = test::make_idx({2}, {0, 1});
+  EXPECT_MBKIT_ERROR(parse_idx(labels, "img", IdxRole::kImages), ExitCode::kBadData,
+                     "img: wrong IDX magic number 0x00000801 (1 dimension; expected 0x00000803 or "
+                     "0x00000804, an image file)");
+  EXPECT_MBKIT_ERROR(parse_idx({}, "empty", IdxRole::kLabels), ExitCode::kBadData,
+                     "empty: the file is empty, not an IDX file");
+  EXPECT_EQ(parse_idx(labels, "lbl", IdxRole::kLabels).dims, (std::vector<std::uint32_t>{2}));
+}
+
+TEST(Idx, HeaderAloneGivesTheDeclaredSize) {
+  const auto bytes = test::make_idx({3, 2, 4}, iota_bytes(24));
+  const IdxHeader header =
+      parse_idx_header(std::span(bytes).first(kLongestIdxHeader), "img", IdxRole::kImages);
+  EXPECT_EQ(header.dims, (std::vector<std::uint32_t>{3, 2, 4}));
+  EXPECT_EQ(header.file_bytes(), bytes.size());
+  EXPECT_EQ(describe_idx(header, IdxRole::kImages), "3 images of 2x4");
+}
+
 TEST(Idx, UnsupportedElementType) {
   auto bytes = test::make_idx({2}, {0, 1});
   bytes[2] = 0x0d;  // float
@@ -152,6 +176,24 @@ TEST(Gzip, TruncatedCorruptAndNotGzip) {
   auto garbage = test::gzip({1});
   garbage.push_back(0);
   EXPECT_MBKIT_ERROR(gunzip(garbage, "g.gz"), ExitCode::kBadData, "garbage after the gzip data");
+}
+
+TEST(Gzip, PrefixInflatesOnlyTheStart) {
+  const auto data = iota_bytes(100000, 7);
+  auto compressed = test::gzip(data);
+  compressed.resize(compressed.size() / 2);  // the rest is never reached
+  EXPECT_EQ(gunzip_prefix(compressed, 20, "x.gz"),
+            std::vector<std::uint8_t>(data.begin(), data.begin() + 20));
+  EXPECT_EQ(gunzip_prefix(test::gzip({1, 2}), 20, "short.gz"), (std::vector<std::uint8_t>{1, 2}));
+}
+
+TEST(Gzip, ExactSizeRefusesMoreAndReturnsLess) {
+  const auto data = iota_bytes(5000, 3);
+  EXPECT_EQ(gunzip_exact(test::gzip(data), data.size(), "x.gz", "it"), data);
+  EXPECT_MBKIT_ERROR(gunzip_exact(test::gzip(data), data.size() - 1, "x.gz", "its data"),
+                     ExitCode::kBadData,
+                     "x.gz: the gzip data hold more than the 4999 bytes of its data");
+  EXPECT_EQ(gunzip_exact(test::gzip(data), data.size() + 10, "x.gz", "it").size(), data.size());
 }
 
 TEST(Tar, ReadsWantedMembersByBaseName) {

@@ -333,6 +333,19 @@ class ToolTestCase(unittest.TestCase):
                               cwd=self.dir, env=self.env, capture_output=True, text=True,
                               timeout=timeout)
 
+    def run_with_address_space_limit(self, args, kib, timeout=120):
+        """Runs `args` (in the test's directory) with its address space limited to `kib` KiB
+        (ulimit -v): an allocation past it fails at once, as on a machine without the memory,
+        and nothing is touched. AddressSanitizer reserves terabytes of address space for its
+        shadow memory and cannot start under such a limit: in such a build the test is skipped.
+        Returns a Result."""
+        if address_sanitized(args[0]):
+            self.skipTest("AddressSanitizer cannot run under ulimit -v")
+        command = " ".join(f"'{a}'" for a in args)
+        completed = subprocess.run(["sh", "-c", f"ulimit -v {kib}; exec {command}"], cwd=self.dir,
+                                   env=self.env, capture_output=True, text=True, timeout=timeout)
+        return Result(args, completed)
+
     def assertCannotWrite(self, completed):
         """Status 1 and one line on stderr that names the write past the limit."""
         self.assertEqual(completed.returncode, 1, completed.stderr)
@@ -364,6 +377,12 @@ def skip_file_unless_ci(reason):
         raise SystemExit(1)
     print(f"SKIPPED: {reason}", flush=True)
     raise SystemExit(SKIPPED)
+
+
+def address_sanitized(binary):
+    """Whether `binary` was built with AddressSanitizer (-DMBKIT_SANITIZE=address...)."""
+    with open(binary, "rb") as f:
+        return b"__asan_init" in f.read()
 
 
 def visible_gpus():

@@ -79,6 +79,72 @@ class BadInput(mbtest.ToolTestCase):
         self.assertFailsWith(result, 3, "has 120 images but train-labels-idx1-ubyte.gz has 110 labels")
         self.assertNoOutput()
 
+    def test_counts_are_checked_before_the_data_is_inflated(self):
+        # The images' gzip stream is cut short, and the labels are one fewer: the headers alone
+        # show the mismatch, so it is reported before any data is inflated.
+        files = self.make_idx_set()
+        with open(files[1], "wb") as f:
+            f.write(gzip.compress(mbtest.idx_bytes(bytes(range(10)) * 11)))  # 110 labels, 120 images
+        with open(files[0], "rb") as f:
+            data = f.read()
+        with open(files[0], "wb") as f:
+            f.write(data[: len(data) // 2])
+        result = self.import_idx(files)
+        self.assertFailsWith(result, 3, "has 120 images but train-labels-idx1-ubyte.gz has 110 labels")
+        self.assertNoOutput()
+
+    def declare_one_huge_image(self, files, payload):
+        """Makes the training split one image of 65535x65535 (4.3 GB: the largest extent an image
+        may have), of which the gzip file holds only `payload`, and one label."""
+        header = bytes([0, 0, 0x08, 3]) + b"".join(d.to_bytes(4, "big") for d in (1, 65535, 65535))
+        with open(files[0], "wb") as f:
+            f.write(gzip.compress(header + payload, compresslevel=1))
+        with open(files[1], "wb") as f:
+            f.write(gzip.compress(mbtest.idx_bytes(b"\x03")))
+
+    def test_gzip_declaring_more_than_it_can_hold_is_refused_before_inflating(self):
+        # A header declaring 4.3 GB in a gzip file of about a hundred bytes: deflate expands at
+        # most 1032:1, so the header lies, and nothing is allocated or inflated for it.
+        files = self.make_idx_set()
+        self.declare_one_huge_image(files, bytes(1000))
+        size = os.path.getsize(files[0])
+        result = self.import_idx(files)
+        self.assertFailsWith(
+            result, 3, f"train-images-idx3-ubyte.gz: its IDX header declares 1 image of 65535x65535 "
+            f"(4294836241 bytes), more than its {size} bytes of gzip data can hold (deflate expands "
+            f"at most 1032:1)")
+        self.assertNoOutput()
+
+    def test_out_of_memory_names_the_file_and_what_it_was_reading(self):
+        # 4.3 MB of gzip data can hold the 4.3 GB its header declares; under a 2 GiB limit on
+        # the address space the buffer for them does not fit, and the message says whose it was.
+        files = self.make_idx_set()
+        self.declare_one_huge_image(files, os.urandom(4_300_000))
+        args = [mbtest.tool("mb-dataset"), "import", "idx", "-o", "out.h5", "--name", "test"]
+        for flag, path in zip(IDX_FLAGS, files):
+            args += [flag, path]
+        result = self.run_with_address_space_limit(args, 2 << 20)
+        self.assertFailsWith(result, 1, "train-images-idx3-ubyte.gz: out of memory: cannot allocate "
+                             "4.3 GB to decompress its IDX header and 1 image of 65535x65535")
+        self.assertNoOutput()
+
+    def test_what_is_wrong_with_a_file_is_said(self):
+        files = self.make_idx_set()
+        result = self.import_idx(["/dev/null", *files[1:]])
+        self.assertFailsWith(result, 3, "/dev/null: is not a regular file (a character device)")
+        empty = self.path("empty.gz")
+        open(empty, "wb").close()
+        result = self.import_idx([files[0], empty, *files[2:]])
+        self.assertFailsWith(result, 3, "empty.gz: the file is empty, not an IDX file")
+        # An image file given as the labels: its magic number, not a truncation, is the fault.
+        result = self.import_idx([files[0], files[2], *files[2:]])
+        self.assertFailsWith(result, 3, "t10k-images-idx3-ubyte.gz: wrong IDX magic number 0x00000803 "
+                             "(3 dimensions; expected 0x00000801, a label file)")
+        result = self.import_idx([files[1], files[1], *files[2:]])
+        self.assertFailsWith(result, 3, "train-labels-idx1-ubyte.gz: wrong IDX magic number 0x00000801 "
+                             "(1 dimension; expected 0x00000803 or 0x00000804, an image file)")
+        self.assertNoOutput()
+
     def test_label_out_of_range(self):
         files = self.make_idx_set()
         labels = bytearray(mbtest.read_idx_gz(files[3]).tobytes())

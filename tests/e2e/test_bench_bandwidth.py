@@ -150,6 +150,18 @@ class BenchBandwidth(mbtest.ToolTestCase):
         self.assertNotRegex(err, r"ranks? [^2]\S* does not answer|ranks 2 and", msg=err)
         self.assertFalse(os.path.exists(marker))
 
+    def test_a_size_that_does_not_fit_in_memory_is_named_with_its_flag(self):
+        # Under a 2 GiB limit on the address space the 4 GiB buffers of -b 4G -e 4G cannot be
+        # allocated (refused at once, nothing touched): the message says which size, and from
+        # which flag, instead of std::bad_alloc.
+        for sizes, flag in ((["-b", "4G", "-e", "4G"], "-b/--min-bytes and -e/--max-bytes"),
+                            (["-b", "1K", "-e", "4G", "-f", "4194304"], "-e/--max-bytes")):
+            result = self.run_with_address_space_limit(
+                [mbtest.tool("mb-bench-bandwidth"), *sizes], 2 << 20)
+            self.assertFailsWith(result, 1,
+                                 f"allreduce of 4294967296 bytes ({flag}): its buffers (8.6 GB on "
+                                 f"this rank) do not fit in memory")
+
     def test_bad_options_give_one_line(self):
         cases = [
             (["--op", "alltoall"], "--op: 'alltoall'"),

@@ -158,7 +158,10 @@ TEST_P(Traces, LaysOutTheLogsColumns) {
   EXPECT_NEAR(eval->duration, emulated ? 0.0 : 0.25, 1e-12);
 }
 
-INSTANTIATE_TEST_SUITE_P(Clocks, Traces, ::testing::Values("wall", "virtual"));
+INSTANTIATE_TEST_SUITE_P(Clocks, Traces, ::testing::Values("wall", "virtual"),
+                         [](const ::testing::TestParamInfo<std::string>& clock) {
+                           return clock.param;
+                         });
 
 TEST(TraceJson, NamesTheTracksAndWritesMicroseconds) {
   test::TempDir dir;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <new>
 #include <span>
+#include <stdexcept>
 
 #include "collective_parts.hpp"
 #include "mbkit/bench/measure.hpp"
@@ -46,6 +47,21 @@ template <class T>
 struct Buffers {
   std::vector<T, PageAllocator<T>> send, receive;
 };
+
+// Both buffers of `op` at `bytes`, each element `value`; what does not fit in memory is a
+// BuffersDoNotFit naming the size.
+template <class T>
+void allocate(Buffers<T>& b, Op op, std::size_t bytes, std::size_t send_count,
+              std::size_t receive_count, T value) {
+  try {
+    b.send.assign(send_count, value);
+    b.receive.assign(receive_count, value);
+  } catch (const std::bad_alloc&) {
+    throw BuffersDoNotFit(op_name(op), bytes, (send_count + receive_count) * sizeof(T));
+  } catch (const std::length_error&) {
+    throw BuffersDoNotFit(op_name(op), bytes, (send_count + receive_count) * sizeof(T));
+  }
+}
 
 // `iterations` of the collective, blocking, under the world's watchdog armed once around the
 // loop (nothing added to an iteration's time): a rank that stopped or died during it is named
@@ -87,8 +103,7 @@ void warm_up_at_largest(const comm::World& world, Op op, std::size_t bytes,
   const auto [send_count, receive_count] =
       buffer_sizes(op, element_count(op, bytes, sizeof(T), world.size()), world.size());
   Buffers<T> b;
-  b.send.assign(send_count, static_cast<T>(0));
-  b.receive.assign(receive_count, static_cast<T>(0));
+  allocate(b, op, bytes, send_count, receive_count, static_cast<T>(0));
   run_guarded(world, op, b, options.warmup_iters);
 }
 
@@ -103,8 +118,7 @@ Row measure_size(const comm::World& world, Op op, std::size_t bytes,
   row.type = dtype_name(options.dtype);
   const auto [send_count, receive_count] = buffer_sizes(op, row.count, n);
   Buffers<T> b;
-  b.send.resize(send_count);
-  b.receive.resize(receive_count);
+  allocate(b, op, bytes, send_count, receive_count, static_cast<T>(0));
   fill(std::span<T>(b.send), world.rank());
   if (op == Op::kBcast) fill(std::span<T>(b.receive), 0);
   run_guarded(world, op, b, options.warmup_iters);

@@ -13,6 +13,7 @@
 // the codec delivers them from a fresh residual (fp16 and bf16 carry the small integers sent here
 // exactly; 2bit sends +-T or 0).
 #include <algorithm>
+#include <new>
 #include <optional>
 #include <span>
 
@@ -274,12 +275,16 @@ std::vector<Row> measure_exchange(const comm::World& world, const std::string& m
     const std::size_t count = element_count(Op::kExchange, bytes, sizeof(float), world.size());
     std::int64_t wrong = 0;
     double seconds = 0;
-    if (mode.base == "async") {
-      seconds = async_session(world, mode, count, options.warmup_iters + options.iters,
-                              options.warmup_iters, options, nullptr);
-      if (options.check) async_session(world, mode, count, 2, 0, options, &wrong);
-    } else {
-      seconds = measure_sync(world, mode, count, options, wrong);
+    try {
+      if (mode.base == "async") {
+        seconds = async_session(world, mode, count, options.warmup_iters + options.iters,
+                                options.warmup_iters, options, nullptr);
+        if (options.check) async_session(world, mode, count, 2, 0, options, &wrong);
+      } else {
+        seconds = measure_sync(world, mode, count, options, wrong);
+      }
+    } catch (const std::bad_alloc&) {
+      throw BuffersDoNotFit(cat("exchange-", mode_name), bytes, 0);
     }
     Row row;
     row.op = cat("exchange-", mode_name);

@@ -4,7 +4,10 @@
 #include <archive_entry.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <memory>
+#include <new>
+#include <stdexcept>
 
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/fs.hpp"
@@ -15,17 +18,19 @@ bool is_gzip(std::span<const std::uint8_t> bytes) {
   return bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b;
 }
 
-std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> compressed,
-                                 const std::string& name) {
+namespace {
+
+// Inflates into `out` from its start. With `grow`, `out` doubles whenever it is full and the
+// whole stream is inflated; without, inflating stops once `out` is full (the rest unchecked).
+// Returns the bytes written.
+std::size_t inflate_gzip(std::span<const std::uint8_t> compressed, const std::string& name,
+                         std::vector<std::uint8_t>& out, bool grow) {
   if (!is_gzip(compressed)) data_error(cat(name, ": not in gzip format"));
   z_stream stream{};
   // 16 + MAX_WBITS: expect a gzip wrapper (header and CRC-32 trailer are checked by zlib).
   if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK) fail(cat(name, ": cannot initialise zlib"));
   std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&stream, inflateEnd);
 
-  std::vector<std::uint8_t> out;
-  // IDX files compress about 2:1; start there and grow.
-  out.resize(std::max<std::size_t>(compressed.size() * 2, 1 << 16));
   std::size_t input_done = 0;
   std::size_t output_done = 0;
   while (true) {
@@ -33,7 +38,10 @@ std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> compressed,
     const std::size_t input_chunk = std::min<std::size_t>(compressed.size() - input_done, 1u << 30);
     stream.next_in = const_cast<Bytef*>(compressed.data() + input_done);
     stream.avail_in = static_cast<uInt>(input_chunk);
-    if (output_done == out.size()) out.resize(out.size() * 2);
+    if (output_done == out.size()) {
+      if (!grow) return output_done;
+      out.resize(std::max<std::size_t>(out.size() * 2, 1 << 16));
+    }
     const std::size_t output_room = std::min<std::size_t>(out.size() - output_done, 1u << 30);
     stream.next_out = out.data() + output_done;
     stream.avail_out = static_cast<uInt>(output_room);
@@ -50,7 +58,7 @@ std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> compressed,
         data_error(cat(name, ": ", compressed.size() - input_done,
                        " bytes of garbage after the gzip data"));
       }
-      break;
+      return output_done;
     }
     if (status == Z_OK) continue;
     if (status == Z_BUF_ERROR && input_done == compressed.size() && stream.avail_out > 0) {
@@ -63,7 +71,44 @@ std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> compressed,
     if (status == Z_MEM_ERROR) fail(cat(name, ": out of memory while decompressing"));
     fail(cat(name, ": zlib inflate failed with status ", status));
   }
-  out.resize(output_done);
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> compressed,
+                                 const std::string& name) {
+  // IDX files compress about 2:1; start there and grow.
+  std::vector<std::uint8_t> out(std::max<std::size_t>(compressed.size() * 2, 1 << 16));
+  out.resize(inflate_gzip(compressed, name, out, true));
+  return out;
+}
+
+std::vector<std::uint8_t> gunzip_prefix(std::span<const std::uint8_t> compressed, std::size_t limit,
+                                        const std::string& name) {
+  std::vector<std::uint8_t> out(limit);
+  out.resize(inflate_gzip(compressed, name, out, false));
+  return out;
+}
+
+std::vector<std::uint8_t> gunzip_exact(std::span<const std::uint8_t> compressed,
+                                       std::uint64_t expected_size, const std::string& name,
+                                       const std::string& what) {
+  std::vector<std::uint8_t> out;
+  try {
+    // One byte more than expected shows a stream that holds more, without inflating it all.
+    out.resize(static_cast<std::size_t>(expected_size) + 1);
+  } catch (const std::bad_alloc&) {
+    fail(cat(name, ": out of memory: cannot allocate ", human_bytes(double(expected_size)),
+             " to decompress ", what));
+  } catch (const std::length_error&) {
+    fail(cat(name, ": out of memory: cannot allocate ", human_bytes(double(expected_size)),
+             " to decompress ", what));
+  }
+  const std::size_t got = inflate_gzip(compressed, name, out, false);
+  if (got > expected_size) {
+    data_error(cat(name, ": the gzip data hold more than the ", expected_size, " bytes of ", what));
+  }
+  out.resize(got);
   return out;
 }
 

@@ -16,65 +16,98 @@ std::uint32_t read_be32(const std::uint8_t* bytes) {
 
 }  // namespace
 
-IdxArray parse_idx(std::vector<std::uint8_t> bytes, const std::string& name) {
+IdxHeader parse_idx_header(std::span<const std::uint8_t> bytes, const std::string& name,
+                           IdxRole role) {
+  if (bytes.empty()) data_error(cat(name, ": the file is empty, not an IDX file"));
   if (bytes.size() < 4)
     data_error(cat(name, ": too short for an IDX file (", bytes.size(), " bytes)"));
-  if (bytes[0] != 0 || bytes[1] != 0) {
-    data_error(cat(name, ": wrong IDX magic number ",
-                   strprintf("0x%02x%02x%02x%02x", bytes[0], bytes[1], bytes[2], bytes[3]),
-                   " (expected 0x000008nn)"));
-  }
+  const char* expected = role == IdxRole::kImages   ? "0x00000803 or 0x00000804, an image file"
+                         : role == IdxRole::kLabels ? "0x00000801, a label file"
+                                                    : "0x000008nn";
+  const std::string found = strprintf("0x%02x%02x%02x%02x", bytes[0], bytes[1], bytes[2], bytes[3]);
+  if (bytes[0] != 0 || bytes[1] != 0)
+    data_error(cat(name, ": wrong IDX magic number ", found, " (expected ", expected, ")"));
   if (bytes[2] != 0x08) {
     data_error(cat(name, ": IDX element type 0x", strprintf("%02x", bytes[2]),
                    " is not supported (only unsigned bytes, 0x08)"));
   }
   const int rank = bytes[3];
-  if (rank < 1 || rank > 4) data_error(cat(name, ": IDX file with ", rank, " dimensions"));
-  const std::size_t header = 4 + 4 * static_cast<std::size_t>(rank);
-  if (bytes.size() < header) data_error(cat(name, ": truncated IDX header"));
-  IdxArray array;
+  const bool rank_fits = role == IdxRole::kImages   ? rank == 3 || rank == 4
+                         : role == IdxRole::kLabels ? rank == 1
+                                                    : rank >= 1 && rank <= 4;
+  if (!rank_fits) {
+    if (rank < 1 || rank > 4) data_error(cat(name, ": IDX file with ", rank, " dimensions"));
+    data_error(cat(name, ": wrong IDX magic number ", found, " (", rank,
+                   rank == 1 ? " dimension" : " dimensions", "; expected ", expected, ")"));
+  }
+  IdxHeader header;
+  header.header_bytes = 4 + 4 * static_cast<std::size_t>(rank);
+  if (bytes.size() < header.header_bytes) data_error(cat(name, ": truncated IDX header"));
   std::uint64_t elements = 1;
   for (int d = 0; d < rank; ++d) {
     const std::uint32_t extent = read_be32(bytes.data() + 4 + 4 * d);
-    array.dims.push_back(extent);
+    header.dims.push_back(extent);
     // Checked before multiplying: 2^40 * 2^32 would wrap around 64 bits to a small count.
     if (extent != 0 && elements > (std::uint64_t{1} << 40) / extent)
       data_error(cat(name, ": IDX dimensions are absurd"));
     elements *= extent;
   }
-  const std::uint64_t available = bytes.size() - header;
-  if (available < elements) {
-    data_error(cat(name, ": truncated: the header announces ", elements, " bytes of data but ",
-                   available, " are present"));
+  header.data_bytes = elements;
+  return header;
+}
+
+std::string describe_idx(const IdxHeader& header, IdxRole role) {
+  if (header.dims.empty()) return "nothing";
+  std::string extents;
+  for (std::size_t d = 1; d < header.dims.size(); ++d)
+    extents += cat(d > 1 ? "x" : "", header.dims[d]);
+  const bool one = header.dims[0] == 1;
+  if (role == IdxRole::kLabels) return cat(header.dims[0], one ? " label" : " labels");
+  if (role == IdxRole::kImages)
+    return cat(header.dims[0], one ? " image of " : " images of ", extents);
+  return cat(header.dims[0], one ? " entry" : " entries", extents.empty() ? "" : " of ", extents);
+}
+
+IdxArray parse_idx(std::vector<std::uint8_t> bytes, const std::string& name, IdxRole role) {
+  const IdxHeader header = parse_idx_header(bytes, name, role);
+  const std::uint64_t available = bytes.size() - header.header_bytes;
+  if (available < header.data_bytes) {
+    data_error(cat(name, ": truncated: the header announces ", header.data_bytes,
+                   " bytes of data but ", available, " are present"));
   }
-  if (available > elements) {
-    data_error(cat(name, ": ", available - elements, " unexpected bytes after the IDX data"));
+  if (available > header.data_bytes) {
+    data_error(
+        cat(name, ": ", available - header.data_bytes, " unexpected bytes after the IDX data"));
   }
-  bytes.erase(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(header));
-  array.data = std::move(bytes);
-  return array;
+  bytes.erase(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(header.header_bytes));
+  return {header.dims, std::move(bytes)};
+}
+
+void check_idx_pair(const std::vector<std::uint32_t>& image_dims, const std::string& images_name,
+                    const std::vector<std::uint32_t>& label_dims, const std::string& labels_name) {
+  if (image_dims.size() != 3 && image_dims.size() != 4) {
+    data_error(cat(images_name, ": an image file needs 3 or 4 dimensions, this one has ",
+                   image_dims.size()));
+  }
+  if (label_dims.size() != 1) {
+    data_error(
+        cat(labels_name, ": a label file needs 1 dimension, this one has ", label_dims.size()));
+  }
+  if (image_dims[0] != label_dims[0]) {
+    data_error(cat(images_name, " has ", image_dims[0], " images but ", labels_name, " has ",
+                   label_dims[0], " labels"));
+  }
+  for (std::size_t d = 1; d < image_dims.size(); ++d) {
+    if (image_dims[d] == 0 || image_dims[d] > kMaxImageExtent) {
+      data_error(cat(images_name, ": image dimension ", d, " is ", image_dims[d],
+                     " (expected 1 to ", kMaxImageExtent, ")"));
+    }
+  }
 }
 
 LabeledImages combine_idx(IdxArray images, const std::string& images_name, IdxArray labels,
                           const std::string& labels_name, int num_classes) {
-  if (images.dims.size() != 3 && images.dims.size() != 4) {
-    data_error(cat(images_name, ": an image file needs 3 or 4 dimensions, this one has ",
-                   images.dims.size()));
-  }
-  if (labels.dims.size() != 1) {
-    data_error(
-        cat(labels_name, ": a label file needs 1 dimension, this one has ", labels.dims.size()));
-  }
-  if (images.dims[0] != labels.dims[0]) {
-    data_error(cat(images_name, " has ", images.dims[0], " images but ", labels_name, " has ",
-                   labels.dims[0], " labels"));
-  }
-  for (std::size_t d = 1; d < images.dims.size(); ++d) {
-    if (images.dims[d] == 0 || images.dims[d] > kMaxImageExtent) {
-      data_error(cat(images_name, ": image dimension ", d, " is ", images.dims[d],
-                     " (expected 1 to ", kMaxImageExtent, ")"));
-    }
-  }
+  check_idx_pair(images.dims, images_name, labels.dims, labels_name);
   LabeledImages split;
   if (images.dims.size() == 3) {
     split.shape = {1, static_cast<int>(images.dims[1]), static_cast<int>(images.dims[2])};

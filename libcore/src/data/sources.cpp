@@ -10,10 +10,10 @@
 
 namespace mbkit::data {
 
-LoadedDataset load_idx(std::array<NamedBytes, 4> files, int num_classes) {
-  std::array<IdxArray, 4> arrays;
-  for (std::size_t i = 0; i < 4; ++i)
-    arrays[i] = parse_idx(std::move(files[i].bytes), files[i].name);
+namespace {
+
+LoadedDataset load_idx_arrays(std::array<IdxArray, 4> arrays,
+                              const std::array<NamedBytes, 4>& files, int num_classes) {
   if (num_classes <= 0) {
     int largest = 0;
     for (const std::size_t i : {1u, 3u}) {
@@ -34,12 +34,74 @@ LoadedDataset load_idx(std::array<NamedBytes, 4> files, int num_classes) {
   return dataset;
 }
 
-LoadedDataset load_idx_files(const std::array<std::string, 4>& paths, int num_classes) {
-  std::array<NamedBytes, 4> files;
+}  // namespace
+
+LoadedDataset load_idx(std::array<NamedBytes, 4> files, int num_classes) {
+  std::array<IdxArray, 4> arrays;
   for (std::size_t i = 0; i < 4; ++i) {
-    files[i] = {fs::base_name(paths[i]), read_maybe_gzipped(paths[i])};
+    arrays[i] = parse_idx(std::move(files[i].bytes), files[i].name,
+                          i % 2 == 0 ? IdxRole::kImages : IdxRole::kLabels);
   }
-  return load_idx(std::move(files), num_classes);
+  return load_idx_arrays(std::move(arrays), files, num_classes);
+}
+
+namespace {
+
+// One of the four IDX files as found on disk, its header read (and checked) before its data.
+struct IdxSource {
+  std::string name;
+  std::vector<std::uint8_t> raw;  // as stored: gzip or plain IDX
+  IdxRole role = IdxRole::kAny;
+  IdxHeader header;
+};
+
+IdxSource read_idx_header(const std::string& path, IdxRole role) {
+  IdxSource source{fs::base_name(path), fs::read_file(path), role, {}};
+  if (source.raw.empty()) data_error(cat(path, ": the file is empty, not an IDX file"));
+  if (!is_gzip(source.raw)) {
+    source.header = parse_idx_header(source.raw, source.name, role);
+    return source;
+  }
+  source.header = parse_idx_header(gunzip_prefix(source.raw, kLongestIdxHeader, source.name),
+                                   source.name, role);
+  // Checked before inflating: a small file declaring a huge array would otherwise take the
+  // memory and time of inflating it before being found truncated.
+  if (source.header.file_bytes() > source.raw.size() * kMaxDeflateRatio) {
+    data_error(cat(source.name, ": its IDX header declares ", describe_idx(source.header, role),
+                   " (", source.header.file_bytes(), " bytes), more than its ", source.raw.size(),
+                   " bytes of gzip data can hold (deflate expands at most ", kMaxDeflateRatio,
+                   ":1)"));
+  }
+  return source;
+}
+
+IdxArray read_idx_data(IdxSource source) {
+  if (!is_gzip(source.raw)) return parse_idx(std::move(source.raw), source.name, source.role);
+  auto bytes = gunzip_exact(source.raw, source.header.file_bytes(), source.name,
+                            cat("its IDX header and ", describe_idx(source.header, source.role)));
+  source.raw = {};
+  return parse_idx(std::move(bytes), source.name, source.role);
+}
+
+}  // namespace
+
+LoadedDataset load_idx_files(const std::array<std::string, 4>& paths, int num_classes) {
+  // Every header first, and the counts and extents they declare checked against each other,
+  // before any data is inflated.
+  std::array<IdxSource, 4> sources;
+  for (std::size_t i = 0; i < 4; ++i)
+    sources[i] = read_idx_header(paths[i], i % 2 == 0 ? IdxRole::kImages : IdxRole::kLabels);
+  for (std::size_t i = 0; i < 4; i += 2) {
+    check_idx_pair(sources[i].header.dims, sources[i].name, sources[i + 1].header.dims,
+                   sources[i + 1].name);
+  }
+  std::array<NamedBytes, 4> files;
+  std::array<IdxArray, 4> arrays;
+  for (std::size_t i = 0; i < 4; ++i) {
+    files[i].name = sources[i].name;
+    arrays[i] = read_idx_data(std::move(sources[i]));
+  }
+  return load_idx_arrays(std::move(arrays), files, num_classes);
 }
 
 namespace {

@@ -77,6 +77,23 @@ void print_header(std::ostream& out, const BandwidthOptions& o, std::size_t larg
       << mbkit::bench::column_header() << "\n";
 }
 
+// Which size did not fit in memory, and the flag it comes from.
+std::string buffers_do_not_fit_message(const mbkit::bench::BuffersDoNotFit& too_large,
+                                       const std::vector<std::size_t>& sizes) {
+  const bool smallest = too_large.bytes == sizes.front();
+  const bool largest = too_large.bytes == sizes.back();
+  const std::string flag = smallest && largest ? "-b/--min-bytes and -e/--max-bytes"
+                           : largest           ? "-e/--max-bytes"
+                           : smallest          ? "-b/--min-bytes"
+                                               : "a size between -b/--min-bytes and -e/--max-bytes";
+  const std::string buffers =
+      too_large.buffer_bytes > 0
+          ? cat("its buffers (", human_bytes(double(too_large.buffer_bytes)), " on this rank)")
+          : std::string("its buffers");
+  return cat(too_large.op, " of ", too_large.bytes, " bytes (", flag, "): ", buffers,
+             " do not fit in memory; give a smaller size");
+}
+
 // --servers "1,2": each a whole number of server ranks that leaves a worker on `ranks` ranks.
 std::vector<int> parse_servers(const std::vector<std::string>& given, int ranks) {
   std::vector<int> servers;
@@ -225,17 +242,21 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
           run.rows.push_back(row);
         }
       };
-      if (op == Op::kExchange) {
-        for (const auto& mode : mbkit::bench::exchange_modes(world, servers, compressions)) {
-          print(mbkit::bench::measure_exchange(world, mode, sizes, measure));
+      try {
+        if (op == Op::kExchange) {
+          for (const auto& mode : mbkit::bench::exchange_modes(world, servers, compressions)) {
+            print(mbkit::bench::measure_exchange(world, mode, sizes, measure));
+          }
+        } else if (bench) {
+          auto rows =
+              mbkit::bench::measure_device_collective(world, *bench, transport, op, sizes, measure);
+          for (auto& row : rows) row.op += suffix;
+          print(rows);
+        } else {
+          print(mbkit::bench::measure_collective(world, op, sizes, measure));
         }
-      } else if (bench) {
-        auto rows =
-            mbkit::bench::measure_device_collective(world, *bench, transport, op, sizes, measure);
-        for (auto& row : rows) row.op += suffix;
-        print(rows);
-      } else {
-        print(mbkit::bench::measure_collective(world, op, sizes, measure));
+      } catch (const mbkit::bench::BuffersDoNotFit& too_large) {
+        fail(buffers_do_not_fit_message(too_large, sizes));
       }
       runs.push_back(std::move(run));
     }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <new>
 #include <numeric>
 
 #include "mbkit/data/dataset_file.hpp"
@@ -146,7 +147,12 @@ int run_import(const ImportOptions& options) {
   data::LoadedDataset dataset;
   data::DatasetHeader header;
   if (idx) {
-    dataset = data::load_idx_files(options.idx_files, options.num_classes);
+    try {
+      dataset = data::load_idx_files(options.idx_files, options.num_classes);
+    } catch (const std::bad_alloc&) {
+      fail(cat("import idx: out of memory while reading ",
+               join({options.idx_files.begin(), options.idx_files.end()}, ", "), " into memory"));
+    }
     header.name = options.name.empty() ? "idx-dataset" : options.name;
     header.source = fs::parent_directory(options.idx_files[0]);
   } else {
@@ -167,7 +173,11 @@ int run_import(const ImportOptions& options) {
       header.source_files.push_back({fs::base_name(input), digest_file(input).sha256});
     }
   }
-  data::write_dataset(output.temp_path(), dataset, std::move(header), options.deflate_level);
+  try {
+    data::write_dataset(output.temp_path(), dataset, std::move(header), options.deflate_level);
+  } catch (const std::bad_alloc&) {
+    fail(cat("import: out of memory while writing ", options.output));
+  }
   output.commit();
   report_written(options.output,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());

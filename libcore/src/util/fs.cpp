@@ -59,10 +59,19 @@ std::vector<std::uint8_t> read_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) data_error(cat(path, ": ", std::strerror(errno)));
   struct stat info {};
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+  if (::fstat(fd, &info) != 0) {
     const int err = errno;
     ::close(fd);
-    data_error(cat(path, ": ", S_ISDIR(info.st_mode) ? "is a directory" : std::strerror(err)));
+    data_error(cat(path, ": ", std::strerror(err)));
+  }
+  if (!S_ISREG(info.st_mode)) {
+    ::close(fd);
+    data_error(cat(path, ": ", S_ISDIR(info.st_mode) ? "is a directory" : "is not a regular file",
+                   S_ISCHR(info.st_mode)    ? " (a character device)"
+                   : S_ISBLK(info.st_mode)  ? " (a block device)"
+                   : S_ISFIFO(info.st_mode) ? " (a pipe)"
+                   : S_ISSOCK(info.st_mode) ? " (a socket)"
+                                            : ""));
   }
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(info.st_size));
   std::size_t done = 0;

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstddef>
+#include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mbkit/bench/bandwidth.hpp"
@@ -36,6 +38,19 @@ struct MeasureOptions {
 /// server count must leave a worker (1 <= S < ranks).
 std::vector<std::string> exchange_modes(const comm::World& world, const std::vector<int>& servers,
                                         const std::vector<std::string>& compressions);
+
+/// What a measurement throws when one size's buffers do not fit in this rank's memory (a
+/// std::bad_alloc that says which): the operation, the size (bytes, as given) and the bytes of
+/// buffers it asked for on this rank (0 where not counted).
+class BuffersDoNotFit : public std::bad_alloc {
+ public:
+  BuffersDoNotFit(std::string op_name, std::size_t size_bytes, std::size_t buffers_bytes)
+      : op(std::move(op_name)), bytes(size_bytes), buffer_bytes(buffers_bytes) {}
+  const char* what() const noexcept override { return "buffers do not fit in memory"; }
+  std::string op;
+  std::size_t bytes;
+  std::size_t buffer_bytes;
+};
 
 /// A row per size of a collective (every Op but kExchange). On a single process a collective
 /// is the copy it amounts to on one rank.

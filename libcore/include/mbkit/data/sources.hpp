@@ -29,7 +29,10 @@ struct NamedBytes {
 /// Four IDX files in the order train images, train labels, test images, test labels.
 /// num_classes = 0 infers it from the largest label.
 LoadedDataset load_idx(std::array<NamedBytes, 4> files, int num_classes);
-/// Same, reading the files (each gzip-compressed or not).
+/// Same, reading the files (each gzip-compressed or not). Every header is read first and the
+/// four checked against each other (magic numbers, one label per image, image extents, content
+/// a gzip file of that size can hold) before any data is inflated, each into one buffer of its
+/// declared size.
 LoadedDataset load_idx_files(const std::array<std::string, 4>& paths, int num_classes);
 
 /// CIFAR-10 or CIFAR-100 binary version from the published tar archive or from a directory
