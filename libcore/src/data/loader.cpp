@@ -161,8 +161,8 @@ const SplitSummary& find_split(const DatasetInfo& info, const std::string& path,
   const auto found = std::find_if(info.splits.begin(), info.splits.end(),
                                   [&](const SplitSummary& s) { return s.name == split; });
   if (found == info.splits.end()) {
-    usage_error(cat("--split '", split, "': ", path, " has splits '", kTrain, "' and '", kTest,
-                    "'"));
+    usage_error(
+        cat("--split '", split, "': ", path, " has splits '", kTrain, "' and '", kTest, "'"));
   }
   return *found;
 }
@@ -173,8 +173,7 @@ std::uint64_t limited_rows(const SplitSummary& split, std::uint64_t limit) {
 
 }  // namespace
 
-std::shared_ptr<const SplitRows> load_split_rows(const std::string& path,
-                                                 const std::string& split,
+std::shared_ptr<const SplitRows> load_split_rows(const std::string& path, const std::string& split,
                                                  std::uint64_t split_limit) {
   const DatasetFile file = DatasetFile::open(path);
   auto rows = std::make_shared<SplitRows>();
@@ -301,8 +300,7 @@ void DataLoader::Impl::prepare(Position position, Batch& batch, EpochOrder& orde
     if (augment) {
       Rng rng = augment_rng(options.seed, position.epoch, first_row + row);
       const AugmentDraw draw = draw_augmentation(options.augment, shape, rng);
-      augment_image(options.augment, draw, shape, image, normalised, scratch.data(),
-                    target);
+      augment_image(options.augment, draw, shape, image, normalised, scratch.data(), target);
     } else {
       normalise_image(image, target);
     }

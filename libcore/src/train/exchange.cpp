@@ -80,8 +80,8 @@ void add_worker_to_sum(std::span<float> sum, std::span<const float> gradients,
                        bool parameter_server) {
   const std::size_t slots = report_slots(parameter_server);
   const std::size_t count = gradients.size() + state.size();
-  MBKIT_CHECK(sum.size() >= count + (static_cast<std::size_t>(worker) + 1) * slots,
-              "a sum of ", sum.size(), " floats for worker ", worker);
+  MBKIT_CHECK(sum.size() >= count + (static_cast<std::size_t>(worker) + 1) * slots, "a sum of ",
+              sum.size(), " floats for worker ", worker);
   float* total = sum.data();
   if (worker == 0 && !parameter_server) {
     std::copy(gradients.begin(), gradients.end(), total);

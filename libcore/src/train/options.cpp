@@ -131,15 +131,15 @@ void validate_emulation(const TrainOptions& o) {
     usage_error(cat("--emulate ", o.emulate,
                     " runs the workers one after another: it needs --clock virtual"));
   }
-  const char* refused = o.async                      ? "--async"
-                        : o.dbsl.enabled             ? "mb-train-dbsl"
-                        : o.servers > 1              ? "--servers"
-                        : o.compression.enabled()    ? "--compress"
-                        : o.bucket_mb > 0            ? "--bucket-mb"
-                        : o.allreduce == AllreduceVia::kMpi ? "--allreduce mpi"
+  const char* refused = o.async                              ? "--async"
+                        : o.dbsl.enabled                     ? "mb-train-dbsl"
+                        : o.servers > 1                      ? "--servers"
+                        : o.compression.enabled()            ? "--compress"
+                        : o.bucket_mb > 0                    ? "--bucket-mb"
+                        : o.allreduce == AllreduceVia::kMpi  ? "--allreduce mpi"
                         : o.allreduce == AllreduceVia::kNccl ? "--allreduce nccl"
-                        : o.device != "cpu"          ? "--device"
-                        : nullptr;
+                        : o.device != "cpu"                  ? "--device"
+                                                             : nullptr;
   if (refused != nullptr) {
     usage_error(cat("--emulate ", o.emulate, ": ", refused,
                     " is not emulated inside one process yet (synchronous ps and allreduce "
@@ -251,9 +251,12 @@ void validate(const TrainOptions& o) {
                     " needs --comm allreduce (ps takes --allreduce shm alone)"));
   }
   if (ps_in_shared_memory && (o.async || o.dbsl.enabled || o.servers > 1)) {
-    usage_error(cat("--allreduce shm with --comm ps sums one synchronous step's gradients for "
-                    "one master; not with ",
-                    o.async ? "--async" : o.dbsl.enabled ? "mb-train-dbsl" : "--servers"));
+    usage_error(
+        cat("--allreduce shm with --comm ps sums one synchronous step's gradients for "
+            "one master; not with ",
+            o.async          ? "--async"
+            : o.dbsl.enabled ? "mb-train-dbsl"
+                             : "--servers"));
   }
   validate_emulation(o);
   if (!(o.bucket_mb >= 0) || !std::isfinite(o.bucket_mb)) {

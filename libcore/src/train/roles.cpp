@@ -67,8 +67,9 @@ Role decide_role(const TrainOptions& o, const comm::World& world) {
   role.distributed = world.distributed();
   if (o.emulate > 0) {
     if (role.distributed) {
-      usage_error(cat("--emulate ", o.emulate, " hosts every worker in one process; under mpirun -n ",
-                      world.size(), " ranks hosting shares of them are not supported yet: run "
+      usage_error(cat("--emulate ", o.emulate,
+                      " hosts every worker in one process; under mpirun -n ", world.size(),
+                      " ranks hosting shares of them are not supported yet: run "
                       "it without mpirun"));
     }
     role.distributed = true;  // an emulated run of o.emulate workers

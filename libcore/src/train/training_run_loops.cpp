@@ -78,10 +78,10 @@ void TrainingRun::run_sync() {
       tail = net_->gradient_tail(tail_floats);
     }
   }
-  std::span<float> gradients =
-      in_place                    ? net_->gradients()
-      : gradient_staging_.empty() ? std::span<float>()
-                                  : std::span(gradient_staging_).first(net_->parameter_count());
+  std::span<float> gradients = in_place ? net_->gradients()
+                               : gradient_staging_.empty()
+                                   ? std::span<float>()
+                                   : std::span(gradient_staging_).first(net_->parameter_count());
   if (emulated_) {
     // The hosted workers' sum lives apart from the network's gradients, which each worker's
     // backward pass overwrites.
@@ -139,8 +139,10 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
     const int signalled = stop_request_.requested() ? kSignalled : kContinue;
     const int rank0 = !role_.parameter_server && step_ + 1 < planned_ ? rank0_stop() : kContinue;
     const int end = !role_.parameter_server && step_ + 1 >= planned_ ? kFinished : kContinue;
-    hosted = emulated_->run_step(step_, 1.0 / static_cast<double>(nominal), emulated_sum_,
-                                 [&](int w) { return std::max({signalled, end, w == 0 ? rank0 : 0}); });
+    hosted =
+        emulated_->run_step(step_, 1.0 / static_cast<double>(nominal), emulated_sum_, [&](int w) {
+          return std::max({signalled, end, w == 0 ? rank0 : 0});
+        });
   } else if (role_.computes) {
     report = round_->run(step_, nominal > 0 ? 1.0 / static_cast<double>(nominal) : 0.0);
     report.stop = stop_request_.requested() ? kSignalled : kContinue;

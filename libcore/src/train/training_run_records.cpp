@@ -32,20 +32,20 @@ void TrainingRun::print_start_table() const {
                   shape_.text(), ", ", info_.num_classes, " classes",
                   options_.augment.enabled() ? cat(", augmented (", options_.augment.text(), ")")
                                              : std::string()));
-  row("test", has_test_
-                  ? cat(test_path_,
-                        options_.test_size > 0
-                            ? cat(random_test_ ? ": a random " : ": first ", options_.test_size,
-                                  " images", random_test_ ? " each time, drawn by rank 0" : "")
-                            : "",
-                        options_.eval_every > 0 ? cat(", every ", options_.eval_every, " steps")
-                                                : ", at the end",
-                        role_.distributed && !role_.async && !random_test_
-                            ? cat(", shared out over ",
-                                  emulated_ ? emulated_eval_slices_ : world_.size(),
-                                  emulated_ ? " emulated ranks" : " ranks")
-                            : "")
-                  : "none (no test split)");
+  row("test",
+      has_test_
+          ? cat(test_path_,
+                options_.test_size > 0
+                    ? cat(random_test_ ? ": a random " : ": first ", options_.test_size, " images",
+                          random_test_ ? " each time, drawn by rank 0" : "")
+                    : "",
+                options_.eval_every > 0 ? cat(", every ", options_.eval_every, " steps")
+                                        : ", at the end",
+                role_.distributed && !role_.async && !random_test_
+                    ? cat(", shared out over ", emulated_ ? emulated_eval_slices_ : world_.size(),
+                          emulated_ ? " emulated ranks" : " ranks")
+                    : "")
+          : "none (no test split)");
   row("model",
       cat(describe_model(options_.model), ": ",
           with_commas(static_cast<std::int64_t>(net_->graph().parameter_count())), " parameters"));
