@@ -318,7 +318,11 @@ class Training(mbtest.ToolTestCase):
              "--allreduce nccl sums gradients in GPU memory; --device is cpu"),
             (self.quick("--steps", "5", "--comm", "allreduce", "--allreduce", "gloo"), 2,
              "--allreduce: 'gloo' is not auto, shm, mpi or nccl"),
-            (self.quick("--steps", "5", "--allreduce", "shm"), 2, "--allreduce shm needs --comm allreduce"),
+            (self.quick("--steps", "5", "--allreduce", "mpi"), 2,
+             "--allreduce mpi needs --comm allreduce (ps takes --allreduce shm alone)"),
+            (self.quick("--steps", "5", "--allreduce", "shm", "--async"), 2,
+             "--allreduce shm with --comm ps sums one synchronous step's gradients for one "
+             "master; not with --async"),
             (self.quick("--steps", "5", "--comm", "allreduce", "--bucket-mb", "-1"), 2,
              "--bucket-mb -1 must be a non-negative number of MiB"),
             (self.quick("--steps", "5", "--bucket-mb", "1"), 2, "--bucket-mb needs --comm allreduce"),

@@ -210,7 +210,8 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
   dist->add_option("--allreduce", o.given.allreduce,
                    "How --comm allreduce sums: shm (memory shared by ranks on one host), mpi "
                    "(MPI_Allreduce), nccl (NCCL in GPU memory, --device cuda) or auto (nccl on "
-                   "GPUs, else shm when every rank is on one host)")
+                   "GPUs, else shm when every rank is on one host); --comm ps takes shm: the "
+                   "workers' gradients added in rank order, as --emulate adds them")
       ->capture_default_str()
       ->type_name("auto|shm|mpi|nccl");
   dist->add_option(
@@ -276,6 +277,13 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
                    "time (repeat for ranks: 3=A,B or 2-5=A,B)")
       ->allow_extra_args(false)
       ->type_name("[RANKS=]A,B");
+  emulation
+      ->add_option("--emulate", o.emulate,
+                   "virtual: N workers (and the ps master) inside this one process, one after "
+                   "another, with the bits of a run with a process per worker (synchronous ps "
+                   "and allreduce; needs --comm-model)")
+      ->check(whole_number<int>())
+      ->type_name("N");
 }
 
 void add_amb_options(CLI::App& app, train::TrainOptions& o) {

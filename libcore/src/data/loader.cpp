@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include "mbkit/data/dataset_file.hpp"
@@ -63,15 +64,15 @@ struct DataLoader::Impl {
   std::uint64_t rows = 0;
   std::uint64_t first_row = 0;  ///< this loader's first row in the split
   std::int64_t batches_per_epoch = 0;
-  std::vector<std::uint8_t> images;  ///< this loader's rows, as stored
-  std::vector<std::int32_t> labels;
-  /// normalised[c * 256 + x] = (x / 255 - mean[c]) / std[c], computed in double: a table
-  /// lookup per pixel is as fast as a multiply-add and gives the same floats on every build.
-  std::vector<float> normalised;
+  /// The rows this loader reads: the shared split (options.rows), or its own slice's.
+  std::shared_ptr<const SplitRows> held_rows;
+  const std::uint8_t* images = nullptr;  ///< this loader's first row in held_rows
+  const std::int32_t* labels = nullptr;
+  const float* normalised = nullptr;
   detail::LoaderFaultHook fault_hook;
 
   // Consumer side (the caller's thread).
-  std::unique_ptr<Batch> current;
+  std::shared_ptr<Batch> current;
   Position inline_position;  ///< next batch to prepare when prefetch == 0
   EpochOrder inline_order;
 
@@ -79,8 +80,8 @@ struct DataLoader::Impl {
   std::mutex mutex;
   std::condition_variable wake_producer;
   std::condition_variable wake_consumer;
-  std::deque<std::unique_ptr<Batch>> ready;
-  std::vector<std::unique_ptr<Batch>> spare;  ///< buffers to reuse: no allocation per batch
+  std::deque<std::shared_ptr<Batch>> ready;
+  std::vector<std::shared_ptr<Batch>> spare;  ///< buffers to reuse: no allocation per batch
   Position produce_position;
   std::uint64_t generation = 0;  ///< bumped by seek(): batches started before it are stale
   std::exception_ptr error;      ///< the producer's failure at produce_position, until seek()
@@ -95,7 +96,7 @@ struct DataLoader::Impl {
   const std::uint64_t* order_of(std::int64_t epoch, EpochOrder& order) const;
   void prepare(Position position, Batch& batch, EpochOrder& order) const;
   void normalise_image(const std::uint8_t* source, float* target) const;
-  std::unique_ptr<Batch> take_spare();
+  std::shared_ptr<Batch> take_spare();
   void produce_loop();
 };
 
@@ -106,6 +107,9 @@ DataLoader::Impl::Impl(LoaderOptions loader_options) : options(std::move(loader_
   if (options.prefetch < 0) {
     usage_error(cat("--prefetch ", options.prefetch, " must not be negative"));
   }
+  MBKIT_CHECK(!options.batch_buffer || options.prefetch == 0,
+              "a shared batch buffer is filled inline: prefetch 0");
+  current = options.batch_buffer;
   if (options.slice_count < 1) {
     usage_error(cat("--slice-count ", options.slice_count, " must be at least 1"));
   }
@@ -130,26 +134,86 @@ DataLoader::Impl::~Impl() {
   if (producer.joinable()) producer.join();
 }
 
-void DataLoader::Impl::load() {
-  const DatasetFile file = DatasetFile::open(options.path);
-  info = file.info();
-  const auto split = std::find_if(info.splits.begin(), info.splits.end(),
-                                  [&](const SplitSummary& s) { return s.name == options.split; });
-  if (split == info.splits.end()) {
-    usage_error(cat("--split '", options.split, "': ", options.path, " has splits '", kTrain,
-                    "' and '", kTest, "'"));
+namespace {
+
+/// Checks the labels of `count` rows from `first` of a split and fills the normalisation table.
+void finish_rows(SplitRows& rows, std::uint64_t first) {
+  for (std::size_t row = 0; row < rows.labels.size(); ++row) {
+    if (rows.labels[row] < 0 || rows.labels[row] >= rows.info.num_classes) {
+      data_error(cat(rows.path, ": ", rows.split, " label ", rows.labels[row], " at row ",
+                     first + row, " is outside [0, ", rows.info.num_classes, ")"));
+    }
   }
+  const auto channels = static_cast<std::size_t>(rows.shape.channels);
+  rows.normalised.resize(channels * 256);
+  for (std::size_t c = 0; c < channels; ++c) {
+    const double stddev = rows.info.std[c] == 0.0 ? 1.0 : rows.info.std[c];
+    for (int x = 0; x < 256; ++x) {
+      rows.normalised[c * 256 + static_cast<std::size_t>(x)] =
+          static_cast<float>((x / 255.0 - rows.info.mean[c]) / stddev);
+    }
+  }
+}
+
+/// The split's summary, or a usage error naming the splits there are; its rows after `limit`.
+const SplitSummary& find_split(const DatasetInfo& info, const std::string& path,
+                               const std::string& split) {
+  const auto found = std::find_if(info.splits.begin(), info.splits.end(),
+                                  [&](const SplitSummary& s) { return s.name == split; });
+  if (found == info.splits.end()) {
+    usage_error(
+        cat("--split '", split, "': ", path, " has splits '", kTrain, "' and '", kTest, "'"));
+  }
+  return *found;
+}
+
+std::uint64_t limited_rows(const SplitSummary& split, std::uint64_t limit) {
+  return limit > 0 ? std::min(split.count, limit) : split.count;
+}
+
+}  // namespace
+
+std::shared_ptr<const SplitRows> load_split_rows(const std::string& path, const std::string& split,
+                                                 std::uint64_t split_limit) {
+  const DatasetFile file = DatasetFile::open(path);
+  auto rows = std::make_shared<SplitRows>();
+  rows->path = path;
+  rows->split = split;
+  rows->info = file.info();
+  const SplitSummary& summary = find_split(rows->info, path, split);
+  rows->shape = summary.shape;
+  rows->count = limited_rows(summary, split_limit);
+  rows->images.resize(rows->count * rows->shape.pixels());
+  rows->labels.resize(rows->count);
+  file.read_images(split, 0, rows->count, rows->images.data());
+  file.read_labels(split, 0, rows->count, rows->labels.data());
+  finish_rows(*rows, 0);
+  return rows;
+}
+
+void DataLoader::Impl::load() {
+  std::optional<DatasetFile> file;
+  if (options.rows) {
+    MBKIT_CHECK(options.rows->path == options.path && options.rows->split == options.split,
+                "a loader of ", options.path, " (", options.split, ") on the rows of ",
+                options.rows->path, " (", options.rows->split, ")");
+    info = options.rows->info;
+  } else {
+    file.emplace(DatasetFile::open(options.path));
+    info = file->info();
+  }
+  const SplitSummary& split = find_split(info, options.path, options.split);
   const std::uint64_t split_rows =
-      options.split_limit > 0 ? std::min(split->count, options.split_limit) : split->count;
+      options.rows ? options.rows->count : limited_rows(split, options.split_limit);
   const auto slice_count = static_cast<std::uint64_t>(options.slice_count);
   const auto slice_index = static_cast<std::uint64_t>(options.slice_index);
   if (split_rows == 0) {
     data_error(cat(options.path, ": the ", options.split, " split has no rows"));
   }
   if (slice_count > split_rows) {
-    // The slices are the ranks of a distributed run (mpirun -n).
+    // The slices are the ranks of a distributed run (mpirun -n), or its emulated workers.
     usage_error(cat(options.path, " has only ", split_rows, " ", options.split, " rows for ",
-                    slice_count, " ranks (mpirun -n)"));
+                    slice_count, options.rows ? " workers" : " ranks (mpirun -n)"));
   }
   // floor(i N / n) without overflowing i N.
   const auto slice_start = [&](std::uint64_t i) {
@@ -169,28 +233,29 @@ void DataLoader::Impl::load() {
                     " rows, not one full batch"));
   }
 
-  shape = split->shape;
+  shape = split.shape;
   pixels = shape.pixels();
-  images.resize(rows * pixels);
-  labels.resize(rows);
-  file.read_images(options.split, first, rows, images.data());
-  file.read_labels(options.split, first, rows, labels.data());
-  for (std::uint64_t row = 0; row < rows; ++row) {
-    if (labels[row] < 0 || labels[row] >= info.num_classes) {
-      data_error(cat(options.path, ": ", options.split, " label ", labels[row], " at row ",
-                     first + row, " is outside [0, ", info.num_classes, ")"));
-    }
+  if (options.rows) {
+    held_rows = options.rows;
+    images = held_rows->images.data() + first * pixels;
+    labels = held_rows->labels.data() + first;
+  } else {
+    auto own = std::make_shared<SplitRows>();
+    own->path = options.path;
+    own->split = options.split;
+    own->info = info;
+    own->shape = shape;
+    own->count = rows;
+    own->images.resize(rows * pixels);
+    own->labels.resize(rows);
+    file->read_images(options.split, first, rows, own->images.data());
+    file->read_labels(options.split, first, rows, own->labels.data());
+    finish_rows(*own, first);
+    held_rows = std::move(own);
+    images = held_rows->images.data();
+    labels = held_rows->labels.data();
   }
-
-  const auto channels = static_cast<std::size_t>(shape.channels);
-  normalised.resize(channels * 256);
-  for (std::size_t c = 0; c < channels; ++c) {
-    const double stddev = info.std[c] == 0.0 ? 1.0 : info.std[c];
-    for (int x = 0; x < 256; ++x) {
-      normalised[c * 256 + static_cast<std::size_t>(x)] =
-          static_cast<float>((x / 255.0 - info.mean[c]) / stddev);
-    }
-  }
+  normalised = held_rows->normalised.data();
 }
 
 Position DataLoader::Impl::following(Position position) const {
@@ -230,15 +295,14 @@ void DataLoader::Impl::prepare(Position position, Batch& batch, EpochOrder& orde
   for (std::uint64_t i = 0; i < count; ++i) {
     const std::uint64_t row = order_rows ? order_rows[first + i] : first + i;
     batch.labels[i] = labels[row];
-    const std::uint8_t* source = images.data() + row * pixels;
+    const std::uint8_t* image = images + row * pixels;
     float* target = batch.images.data() + i * pixels;
     if (augment) {
       Rng rng = augment_rng(options.seed, position.epoch, first_row + row);
       const AugmentDraw draw = draw_augmentation(options.augment, shape, rng);
-      augment_image(options.augment, draw, shape, source, normalised.data(), scratch.data(),
-                    target);
+      augment_image(options.augment, draw, shape, image, normalised, scratch.data(), target);
     } else {
-      normalise_image(source, target);
+      normalise_image(image, target);
     }
   }
 }
@@ -246,15 +310,15 @@ void DataLoader::Impl::prepare(Position position, Batch& batch, EpochOrder& orde
 void DataLoader::Impl::normalise_image(const std::uint8_t* source, float* target) const {
   const std::size_t plane = pixels / static_cast<std::size_t>(shape.channels);
   for (std::size_t c = 0; c < static_cast<std::size_t>(shape.channels); ++c) {
-    const float* table = normalised.data() + c * 256;
+    const float* table = normalised + c * 256;
     const std::uint8_t* in = source + c * plane;
     float* out = target + c * plane;
     for (std::size_t i = 0; i < plane; ++i) out[i] = table[in[i]];
   }
 }
 
-std::unique_ptr<Batch> DataLoader::Impl::take_spare() {
-  if (spare.empty()) return std::make_unique<Batch>();
+std::shared_ptr<Batch> DataLoader::Impl::take_spare() {
+  if (spare.empty()) return std::make_shared<Batch>();
   auto batch = std::move(spare.back());
   spare.pop_back();
   return batch;
@@ -333,7 +397,7 @@ void DataLoader::seek(std::int64_t epoch, std::int64_t index) {
 const Batch& DataLoader::next() {
   Impl& impl = *impl_;
   if (impl.options.prefetch == 0) {
-    if (!impl.current) impl.current = std::make_unique<Batch>();
+    if (!impl.current) impl.current = std::make_shared<Batch>();
     impl.prepare(impl.inline_position, *impl.current, impl.inline_order);
     impl.inline_position = impl.following(impl.inline_position);
     return *impl.current;

@@ -1,6 +1,7 @@
 #include "mbkit/train/evaluate.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -33,13 +34,31 @@ void EvalResult::reduce(const comm::World& world) {
   std::vector<std::int64_t> counts = {samples, correct, top_k_correct};
   counts.insert(counts.end(), confusion.begin(), confusion.end());
   world.allreduce_sum(counts);
-  double loss = loss_sum;
-  world.allreduce_sum(std::span<double>(&loss, 1));
+  double loss = 0;
+  for (const std::uint64_t bits : world.all_gather(std::bit_cast<std::uint64_t>(loss_sum))) {
+    loss += std::bit_cast<double>(bits);
+  }
   samples = counts[0];
   correct = counts[1];
   top_k_correct = counts[2];
   std::copy(counts.begin() + 3, counts.end(), confusion.begin());
   loss_sum = loss;
+}
+
+EvalResult EvalResult::sum_in_rank_order(const std::vector<EvalResult>& results) {
+  MBKIT_CHECK(!results.empty(), "a sum of no evaluations");
+  EvalResult total = results.front();
+  total.loss_sum = 0;
+  total.samples = total.correct = total.top_k_correct = 0;
+  std::fill(total.confusion.begin(), total.confusion.end(), 0);
+  for (const EvalResult& r : results) {
+    total.samples += r.samples;
+    total.loss_sum += r.loss_sum;
+    total.correct += r.correct;
+    total.top_k_correct += r.top_k_correct;
+    for (std::size_t i = 0; i < total.confusion.size(); ++i) total.confusion[i] += r.confusion[i];
+  }
+  return total;
 }
 
 namespace {

@@ -71,6 +71,31 @@ WorkerReport get_report(const float* slot, int rank, bool parameter_server) {
 
 }  // namespace
 
+std::size_t report_slot_floats(bool parameter_server) {
+  return report_slots(parameter_server);
+}
+
+void add_worker_to_sum(std::span<float> sum, std::span<const float> gradients,
+                       std::span<const float> state, const WorkerReport& report, int worker,
+                       bool parameter_server) {
+  const std::size_t slots = report_slots(parameter_server);
+  const std::size_t count = gradients.size() + state.size();
+  MBKIT_CHECK(sum.size() >= count + (static_cast<std::size_t>(worker) + 1) * slots, "a sum of ",
+              sum.size(), " floats for worker ", worker);
+  float* total = sum.data();
+  if (worker == 0 && !parameter_server) {
+    std::copy(gradients.begin(), gradients.end(), total);
+    std::copy(state.begin(), state.end(), total + gradients.size());
+  } else {
+    const float* g = gradients.data();
+    for (std::size_t i = 0; i < gradients.size(); ++i) total[i] += g[i];
+    float* s = total + gradients.size();
+    for (std::size_t i = 0; i < state.size(); ++i) s[i] += state[i];
+  }
+  // Every other rank's slot holds zeros: the sum leaves this one as it was put.
+  put_report(report, total + count + static_cast<std::size_t>(worker) * slots, parameter_server);
+}
+
 void finish_gradient(std::span<float> gradients, std::int64_t nominal, std::int64_t total) {
   if (!gradient_rescaled(nominal, total)) return;
   const float factor =
@@ -90,7 +115,10 @@ SyncExchange::SyncExchange(const comm::World& world, bool parameter_server, Allr
 
 bool SyncExchange::uses_shared_memory(const comm::World& world, bool parameter_server,
                                       AllreduceVia via) {
-  if (parameter_server || !world.distributed()) return false;
+  if (!world.distributed()) return false;
+  // ps sums with MPI_Reduce (the original's exchange) unless --allreduce shm asks for the
+  // shared-memory sum: the workers' gradients added in rank order, the bits of --emulate.
+  if (parameter_server && via != AllreduceVia::kSharedMemory) return false;
   if (via == AllreduceVia::kSharedMemory && !comm::SharedSum::possible(world)) {
     usage_error(cat("--allreduce shm: only ", world.local_size(), " of the ", world.size(),
                     " ranks run on ", world.host(),
@@ -101,6 +129,15 @@ bool SyncExchange::uses_shared_memory(const comm::World& world, bool parameter_s
 }
 
 SyncExchange::~SyncExchange() = default;
+
+void SyncExchange::set_in_process(int workers, bool parameter_server) {
+  MBKIT_CHECK(workers > 0 && !world_.distributed() && !shared_memory_ && bucket_floats_ == 0 &&
+                  device_ == nullptr && !compression_.enabled() && servers_ == 1,
+              "an in-process exchange of ", workers,
+              " workers with several ranks, buckets, a device sum, compression or servers");
+  in_process_workers_ = workers;
+  parameter_server_ = parameter_server;
+}
 
 std::span<float> SyncExchange::shared_buffer(std::size_t floats) {
   MBKIT_CHECK(shared_memory_, "shared_buffer() of an exchange that does not use shared memory");
@@ -349,7 +386,7 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
                                    std::int64_t nominal, std::span<float> tail) {
   CombinedStep result;
   send_time_ = wait_time_ = recv_time_ = 0;
-  if (!world_.distributed()) {
+  if (!world_.distributed() && !in_process()) {
     if (device_ != nullptr) {
       device_sum({}, cat("step ", step + 1));
       send_time_ += std::exchange(progress_time_, 0.0);
@@ -369,14 +406,18 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
     small_.resize(tail_floats(state_size));
   }
   const std::span<float> small = fused ? tail : std::span<float>(small_);
-  std::fill(small.begin(), small.end(), 0.0f);
-  if (computes()) {
+  MBKIT_CHECK(fused || !in_process(), "an in-process exchange's sum comes with its tail");
+  if (in_process()) {
+    // The hosted workers' sum is complete (add_worker_to_sum): nothing to put or move.
+  } else if (computes()) {
+    std::fill(small.begin(), small.end(), 0.0f);
     std::copy(state.begin(), state.end(), small.begin());
     put_report(report,
                small.data() + state_size +
                    static_cast<std::size_t>(worker()) * report_slots(parameter_server_),
                parameter_server_);
   } else {
+    std::fill(small.begin(), small.end(), 0.0f);
     std::fill(gradients.begin(), gradients.end(), 0.0f);
   }
   // One message when the small values follow the gradients, two otherwise.
@@ -395,7 +436,9 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
   progress_time_ = 0;
   MBKIT_CHECK(bucket_sums_.empty() || started_from_ <= gradients.size(),
               "combine() with other gradients than the buckets were started on");
-  if (device_ != nullptr) {
+  if (in_process()) {
+    result.wait_time = 0;
+  } else if (device_ != nullptr) {
     device_sum(small, what);
     send_time_ += progressed;
     result.wait_time = wait_time_;

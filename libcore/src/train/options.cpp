@@ -120,6 +120,45 @@ void validate_batches(const TrainOptions& o, int workers) {
   }
 }
 
+namespace {
+
+// --emulate: the synchronous methods of a cluster of N workers inside this process, on the
+// virtual clock; what needs real ranks is refused, naming both flags.
+void validate_emulation(const TrainOptions& o) {
+  if (o.emulate < 0) usage_error(cat("--emulate ", o.emulate, " must not be negative"));
+  if (o.emulate == 0) return;
+  if (o.clock != "virtual") {
+    usage_error(cat("--emulate ", o.emulate,
+                    " runs the workers one after another: it needs --clock virtual"));
+  }
+  const char* refused = o.async                              ? "--async"
+                        : o.dbsl.enabled                     ? "mb-train-dbsl"
+                        : o.servers > 1                      ? "--servers"
+                        : o.compression.enabled()            ? "--compress"
+                        : o.bucket_mb > 0                    ? "--bucket-mb"
+                        : o.allreduce == AllreduceVia::kMpi  ? "--allreduce mpi"
+                        : o.allreduce == AllreduceVia::kNccl ? "--allreduce nccl"
+                        : o.device != "cpu"                  ? "--device"
+                                                             : nullptr;
+  if (refused != nullptr) {
+    usage_error(cat("--emulate ", o.emulate, ": ", refused,
+                    " is not emulated inside one process yet (synchronous ps and allreduce "
+                    "are); run a rank per worker under mpirun"));
+  }
+  if (!o.comm_model) {
+    usage_error(cat("--emulate ", o.emulate,
+                    ": give the emulated cluster's messages with --comm-model ALPHA,BETA "
+                    "(nothing to measure inside one process; mb-bench-bandwidth measures a real "
+                    "network's)"));
+  }
+  if (o.data.find('%') != std::string::npos || o.data.find(',') != std::string::npos) {
+    usage_error(cat("--emulate ", o.emulate, ": --data '", o.data,
+                    "': emulated workers take slices of one dataset file, not shard files"));
+  }
+}
+
+}  // namespace
+
 void validate(const TrainOptions& o) {
   if (o.data.empty()) usage_error("--data is required");
   // The CPU refuses tf32 and bf16 here, before any file is opened; a GPU too old for them, when
@@ -204,9 +243,22 @@ void validate(const TrainOptions& o) {
     usage_error(cat("--comm: '", o.comm, "' is not ps or allreduce"));
   }
   if (o.async && o.comm != "ps") usage_error("--async needs --comm ps");
-  if (o.allreduce != AllreduceVia::kAuto && o.comm != "allreduce") {
-    usage_error(cat("--allreduce ", to_string(o.allreduce), " needs --comm allreduce"));
+  // ps may sum in shared memory too: the workers' gradients added in rank order, as --emulate
+  // adds them (the master then updates and sends the parameters as ever).
+  const bool ps_in_shared_memory = o.comm == "ps" && o.allreduce == AllreduceVia::kSharedMemory;
+  if (o.allreduce != AllreduceVia::kAuto && o.comm != "allreduce" && !ps_in_shared_memory) {
+    usage_error(cat("--allreduce ", to_string(o.allreduce),
+                    " needs --comm allreduce (ps takes --allreduce shm alone)"));
   }
+  if (ps_in_shared_memory && (o.async || o.dbsl.enabled || o.servers > 1)) {
+    usage_error(
+        cat("--allreduce shm with --comm ps sums one synchronous step's gradients for "
+            "one master; not with ",
+            o.async          ? "--async"
+            : o.dbsl.enabled ? "mb-train-dbsl"
+                             : "--servers"));
+  }
+  validate_emulation(o);
   if (!(o.bucket_mb >= 0) || !std::isfinite(o.bucket_mb)) {
     usage_error(cat("--bucket-mb ", o.bucket_mb, " must be a non-negative number of MiB"));
   }

@@ -65,6 +65,25 @@ bool allreduce_with_nccl(const TrainOptions& o, bool distributed) {
 Role decide_role(const TrainOptions& o, const comm::World& world) {
   Role role;
   role.distributed = world.distributed();
+  if (o.emulate > 0) {
+    if (role.distributed) {
+      usage_error(cat("--emulate ", o.emulate,
+                      " hosts every worker in one process; under mpirun -n ", world.size(),
+                      " ranks hosting shares of them are not supported yet: run "
+                      "it without mpirun"));
+    }
+    role.distributed = true;  // an emulated run of o.emulate workers
+    role.emulated = o.emulate;
+    role.parameter_server = o.comm == "ps";
+    role.servers = role.parameter_server ? 1 : 0;
+    role.master = role.parameter_server;
+    role.server = role.parameter_server;
+    role.computes = false;
+    role.workers = o.emulate;
+    role.comm = role.parameter_server ? "ps" : "allreduce";
+    role.shared_memory = true;  // the workers' sums are added as the shared-memory sum adds
+    return role;
+  }
   role.nccl = allreduce_with_nccl(o, role.distributed);
   if (!role.distributed) {
     if (o.dbsl.enabled) {

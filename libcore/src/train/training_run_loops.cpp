@@ -50,6 +50,7 @@ void TrainingRun::run_sync() {
         1, static_cast<std::size_t>(options_.bucket_mb * 1024.0 * 1024.0 / sizeof(float))));
   }
   exchange.set_compression(options_.compression);
+  if (emulated_) exchange.set_in_process(role_.workers, role_.parameter_server);
   // A host-accessible backend's gradient buffer is what the exchange sums (zero-copy); a device
   // backend's gradients are copied to the host once per step (gradient_staging_), unless NCCL
   // sums them where they are.
@@ -77,10 +78,17 @@ void TrainingRun::run_sync() {
       tail = net_->gradient_tail(tail_floats);
     }
   }
-  const std::span<float> gradients =
-      in_place                    ? net_->gradients()
-      : gradient_staging_.empty() ? std::span<float>()
-                                  : std::span(gradient_staging_).first(net_->parameter_count());
+  std::span<float> gradients = in_place ? net_->gradients()
+                               : gradient_staging_.empty()
+                                   ? std::span<float>()
+                                   : std::span(gradient_staging_).first(net_->parameter_count());
+  if (emulated_) {
+    // The hosted workers' sum lives apart from the network's gradients, which each worker's
+    // backward pass overwrites.
+    emulated_sum_.assign(emulated_->sum_floats(net_->parameter_count(), net_->state_count()), 0);
+    gradients = std::span(emulated_sum_).first(net_->parameter_count());
+    tail = std::span(emulated_sum_).subspan(net_->parameter_count());
+  }
   stop_ = first_verdict(exchange);
   if (round_) round_->set_previous_exchange(0, 0, exchange.last_recv_time());
   while (stop_ == kContinue) {
@@ -124,7 +132,18 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
   const double lr = schedule_->at(step_, epoch_at(step_));
   const std::int64_t nominal = role_.distributed ? global_batch_ : 0;  // 0: the batch's size
   WorkerReport report;
-  if (role_.computes) {
+  std::vector<WorkerReport> hosted;  // --emulate: every worker's
+  if (emulated_) {
+    // The stop codes a rank per worker would send: a signal on every one, rank 0's verdict
+    // on worker 0 of allreduce, and the planned end.
+    const int signalled = stop_request_.requested() ? kSignalled : kContinue;
+    const int rank0 = !role_.parameter_server && step_ + 1 < planned_ ? rank0_stop() : kContinue;
+    const int end = !role_.parameter_server && step_ + 1 >= planned_ ? kFinished : kContinue;
+    hosted =
+        emulated_->run_step(step_, 1.0 / static_cast<double>(nominal), emulated_sum_, [&](int w) {
+          return std::max({signalled, end, w == 0 ? rank0 : 0});
+        });
+  } else if (role_.computes) {
     report = round_->run(step_, nominal > 0 ? 1.0 / static_cast<double>(nominal) : 0.0);
     report.stop = stop_request_.requested() ? kSignalled : kContinue;
     if (!role_.parameter_server && logs_ && step_ + 1 < planned_) {
@@ -149,6 +168,9 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
     rescaled.write_back();
   }
   if (role_.computes) worker_line(step_ + 1, report);
+  for (const WorkerReport& r : hosted) worker_line(step_ + 1, r);
+  // The hosted workers' summed gradients are what the optimizer steps with.
+  if (emulated_) std::copy(gradients.begin(), gradients.end(), net_->gradients().begin());
   int verdict = combined.stop;
   double update_time = 0;  // virtual clock: CPU seconds of the update (free with a model)
   if (!role_.parameter_server || role_.server) {

@@ -32,18 +32,20 @@ void TrainingRun::print_start_table() const {
                   shape_.text(), ", ", info_.num_classes, " classes",
                   options_.augment.enabled() ? cat(", augmented (", options_.augment.text(), ")")
                                              : std::string()));
-  row("test", has_test_
-                  ? cat(test_path_,
-                        options_.test_size > 0
-                            ? cat(random_test_ ? ": a random " : ": first ", options_.test_size,
-                                  " images", random_test_ ? " each time, drawn by rank 0" : "")
-                            : "",
-                        options_.eval_every > 0 ? cat(", every ", options_.eval_every, " steps")
-                                                : ", at the end",
-                        role_.distributed && !role_.async && !random_test_
-                            ? cat(", shared out over ", world_.size(), " ranks")
-                            : "")
-                  : "none (no test split)");
+  row("test",
+      has_test_
+          ? cat(test_path_,
+                options_.test_size > 0
+                    ? cat(random_test_ ? ": a random " : ": first ", options_.test_size, " images",
+                          random_test_ ? " each time, drawn by rank 0" : "")
+                    : "",
+                options_.eval_every > 0 ? cat(", every ", options_.eval_every, " steps")
+                                        : ", at the end",
+                role_.distributed && !role_.async && !random_test_
+                    ? cat(", shared out over ", emulated_ ? emulated_eval_slices_ : world_.size(),
+                          emulated_ ? " emulated ranks" : " ranks")
+                    : "")
+          : "none (no test split)");
   row("model",
       cat(describe_model(options_.model), ": ",
           with_commas(static_cast<std::int64_t>(net_->graph().parameter_count())), " parameters"));
@@ -96,6 +98,7 @@ void TrainingRun::print_start_table() const {
                           net_->parameter_count() / static_cast<std::size_t>(role_.servers))),
                       " parameters each")
             : role_.parameter_server ? ""
+            : emulated_              ? " added up in worker order"
             : nccl_                  ? cat(" with ", nccl_sum)
             : role_.shared_memory    ? " through shared memory"
             : options_.bucket_mb > 0 ? cat(" with MPI_Iallreduce in buckets of ",
@@ -115,7 +118,9 @@ void TrainingRun::print_start_table() const {
                                                           options_.async_delay_std, " s x |N(0,1)|")
                                                     : "")
                 : "",
-            "), ranks ", describe_hosts(hosts_, role_)));
+            emulated_ ? cat("), emulated in this process on ", world_.host(),
+                            role_.parameter_server ? " with the master" : "")
+                      : cat("), ranks ", describe_hosts(hosts_, role_))));
     if (options_.compression.enabled()) {
       const std::size_t n = net_->parameter_count();
       const double sent = static_cast<double>(options_.compression.encoded_bytes(n));
@@ -168,7 +173,7 @@ void TrainingRun::print_start_table() const {
 RunFacts TrainingRun::run_facts() const {
   RunFacts facts;
   facts.planned_steps = planned_;
-  facts.world_size = world_.size();
+  facts.world_size = role_.ranks(world_);
   facts.workers = role_.workers;
   facts.time_limit = time_limit_;
   facts.time_limit_rule = time_limit_rule_;
@@ -247,6 +252,8 @@ void TrainingRun::run_evaluation(double elapsed) {
     // The draw is the step's: a resumed run draws what the uninterrupted one did.
     const std::int64_t draws = test_loader_->batches_per_epoch();
     result = evaluate_batch(*net_, *test_loader_, step_ / draws, step_ % draws);
+  } else if (emulated_) {
+    result = evaluate_emulated_slices();
   } else if (test_loader_) {
     result = evaluate(*net_, *test_loader_);
   }
@@ -265,6 +272,17 @@ void TrainingRun::run_evaluation(double elapsed) {
     metric_log_->add(metrics::EvalRecord{step_, elapsed, epoch_at(step_), result.loss(),
                                          result.accuracy(), result.samples, clock_.wall_now()});
   }
+}
+
+EvalResult TrainingRun::evaluate_emulated_slices() {
+  std::vector<EvalResult> slices;
+  for (int slice = 0; slice < emulated_eval_slices_; ++slice) {
+    data::LoaderOptions options = test_loader_->options();
+    options.slice_index = slice;
+    data::DataLoader loader(options);
+    slices.push_back(evaluate(*net_, loader));
+  }
+  return EvalResult::sum_in_rank_order(slices);
 }
 
 void TrainingRun::worker_line(std::int64_t at_step, const WorkerReport& r) const {

@@ -39,7 +39,7 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   }
   stragglers_ = options_.induce;
   slowdown_ = options_.slowdown;
-  slowdown_.check_ranks(world_.size());
+  slowdown_.check_ranks(role_.ranks(world_));
   if (role_.master && slowdown_.factors.count(0) > 0) {
     usage_error("--slowdown: rank 0 is the master, which computes no gradients");
   }
@@ -58,7 +58,7 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   open_test_data();
   build_model();
   size_epoch();
-  if (role_.distributed) check_ranks_agree();
+  if (world_.distributed()) check_ranks_agree();
   // NCCL joins every rank's GPU once, once the ranks are known to run the same training (a rank
   // that would not join is refused above, not waited for).
   if (role_.nccl) nccl_ = comm::make_nccl_allreduce(world_, *backend_);
@@ -76,6 +76,16 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
     round_ = std::make_unique<WorkerRound>(WorkerRound::Parts{
         *net_, *train_loader_, clock_, slowdown_, compute_model_, stragglers_, world_.rank(),
         role_.worker, options_.seed, RoundRule{amb_, micro_size_, time_limit_}});
+  }
+  if (emulated_) {
+    emulated_->make_rounds({*net_, clock_, slowdown_, compute_models_, stragglers_, options_.seed,
+                            RoundRule{amb_, micro_size_, time_limit_}});
+  }
+  // A resumed synchronous run's workers have done a round a step: their induced delays go on
+  // where an uninterrupted run's would be.
+  if (resume_.resumed != 0 && !role_.async && !dbsl_) {
+    if (round_) round_->skip_rounds(step_);
+    if (emulated_) emulated_->skip_rounds(step_);
   }
   budget_ =
       options_.time_budget > 0 ? options_.time_budget : std::numeric_limits<double>::infinity();
@@ -96,6 +106,12 @@ void TrainingRun::open_data() {
     master_options.seed = options_.seed ^ 0x6d61737465726c6fULL;
     master_options.prefetch = 0;
     master_loader_.emplace(master_options);
+  }
+  if (role_.emulated > 0) {
+    emulated_ = std::make_unique<EmulatedWorkers>(options_, role_.workers, role_.servers);
+    info_ = emulated_->info();
+    shape_ = emulated_->shape();
+    return;
   }
   // DBSL workers read the whole split, at the batch their plan gives them (plan_dbsl).
   if (!role_.computes || dbsl_) {
@@ -138,7 +154,7 @@ void TrainingRun::open_test_data() {
     test_options.prefetch = 1;
     if (!role_.async && !random_test_) {
       test_options.slice_index = world_.rank();
-      test_options.slice_count = world_.size();
+      test_options.slice_count = role_.ranks(world_);
     }
     const data::DatasetInfo test_info = data::DatasetFile::open(test_path_).info();
     std::uint64_t test_rows = test_info.split(data::kTest).count;
@@ -151,6 +167,18 @@ void TrainingRun::open_test_data() {
     } else if (options_.test_size > 0) {
       test_rows = std::min(test_rows, static_cast<std::uint64_t>(options_.test_size));
       test_options.split_limit = test_rows;  // the same first rows whatever the ranks
+    }
+    if (role_.emulated > 0 && !random_test_ && test_rows > 0) {
+      // Each emulated rank's slice, as a run with a process per rank shares the split out;
+      // with fewer test rows than ranks (where such a run evaluates nothing) one slice.
+      if (test_rows < static_cast<std::uint64_t>(test_options.slice_count)) {
+        test_options.slice_count = 1;
+      }
+      emulated_eval_slices_ = test_options.slice_count;
+      emulated_test_rows_ =
+          data::load_split_rows(test_path_, std::string(data::kTest), test_options.split_limit);
+      test_options.rows = emulated_test_rows_;
+      test_options.prefetch = 0;
     }
     if (test_rows >= static_cast<std::uint64_t>(test_options.slice_count)) {
       test_loader_.emplace(test_options);
@@ -221,7 +249,8 @@ void TrainingRun::build_model() {
         world_, net_->parameter_count() + net_->state_count() + 8 * role_.workers + 8);
     role_.shared_memory = allreduce_trial_->shared_memory();
   }
-  allreduce_used_ = role_.nccl                  ? "nccl"
+  allreduce_used_ = role_.emulated > 0          ? "in-process"
+                    : role_.nccl                ? "nccl"
                     : role_.comm != "allreduce" ? to_string(options_.allreduce)
                     : role_.shared_memory       ? "shm"
                                                 : "mpi";
@@ -257,6 +286,10 @@ void TrainingRun::size_epoch() {
   for (std::size_t r = 0; r < rows_of.size(); ++r) {
     total_rows_ += rows_of[r];
     steps_per_epoch_ = std::max(steps_per_epoch_, static_cast<std::int64_t>(batches_of[r]));
+  }
+  if (emulated_) {
+    total_rows_ = emulated_->total_rows();
+    steps_per_epoch_ = emulated_->most_batches();
   }
   global_batch_ = global_batch_size(options_, role_.workers);
   if (dbsl_) {
@@ -316,7 +349,7 @@ void TrainingRun::check_ranks_agree() const {
 // Cluster emulation: this rank's compute cost and the cost of a message.
 void TrainingRun::set_up_emulation() {
   compute_models_ = options_.compute_model;
-  compute_models_.check_ranks(world_.size(), role_.servers);
+  compute_models_.check_ranks(role_.ranks(world_), role_.servers);
   compute_model_ = role_.computes ? compute_models_.for_rank(world_.rank()) : std::nullopt;
   gradient_bytes_ = net_->parameter_count() * sizeof(float);
   if (clock_.is_virtual() && role_.distributed) {
@@ -341,6 +374,18 @@ void TrainingRun::decide_time_limit() {
   for (const std::uint64_t bits : world_.all_gather(std::bit_cast<std::uint64_t>(mine))) {
     const double value = std::bit_cast<double>(bits);
     if (!std::isnan(value)) measured.push_back(value);
+  }
+  if (emulated_) {
+    // Each emulated worker's full batch, as its own process would time it: its compute
+    // model's cost, else this process's measured batch (the workers share its core).
+    const double cpu = compute_models_.empty() ? measure_full_batch() : 0.0;
+    for (int w = 0; w < role_.workers; ++w) {
+      const int batch = worker_batch_size(options_, role_.workers, w);
+      const int micro = batch / options_.amb.partitions;
+      const auto model = emulated_->compute_model(compute_models_, w);
+      const double full = model ? (batch / micro) * model->cost(micro) : cpu;
+      measured.push_back(full * slowdown_.factor_for(emulated_->rank_of(w)));
+    }
   }
   std::sort(measured.begin(), measured.end());
   const double full_batch = measured[measured.size() / 2];
@@ -537,17 +582,22 @@ void TrainingRun::plan_length() {
 
   // Workers continue their data stream where the checkpoint left it: exactly when the same
   // workers resume a synchronous run, else from the same point of the epoch.
-  if (train_loader_ && resume_.resumed != 0) {
-    const std::int64_t batches = train_loader_->batches_per_epoch();
-    if (static_cast<int>(resume_.workers) == role_.workers && resume_.same_comm != 0 &&
-        !role_.async) {
-      train_loader_->seek(step_ / batches, step_ % batches);
-    } else {
-      const double epoch = std::floor(epoch_base_);
-      const auto index =
-          static_cast<std::int64_t>((epoch_base_ - epoch) * static_cast<double>(batches));
-      train_loader_->seek(static_cast<std::int64_t>(epoch), std::min(index, batches - 1));
-    }
+  if (resume_.resumed != 0) {
+    const bool same_workers = static_cast<int>(resume_.workers) == role_.workers &&
+                              resume_.same_comm != 0 && !role_.async;
+    const auto seek = [&](data::DataLoader& loader) {
+      const std::int64_t batches = loader.batches_per_epoch();
+      if (same_workers) {
+        loader.seek(step_ / batches, step_ % batches);
+      } else {
+        const double epoch = std::floor(epoch_base_);
+        const auto index =
+            static_cast<std::int64_t>((epoch_base_ - epoch) * static_cast<double>(batches));
+        loader.seek(static_cast<std::int64_t>(epoch), std::min(index, batches - 1));
+      }
+    };
+    if (train_loader_) seek(*train_loader_);
+    if (emulated_) emulated_->for_each_loader(seek);
   }
 }
 
@@ -573,7 +623,7 @@ void TrainingRun::open_log() {
   run.seed = options_.seed;
   run.host = world_.host();
   run.start_time = utc_timestamp();
-  run.world_size = world_.size();
+  run.world_size = role_.ranks(world_);
   run.model = options_.model.name;
   run.dataset = info_.name;
   run.clock = options_.clock;

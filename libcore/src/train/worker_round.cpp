@@ -21,6 +21,11 @@ WorkerRound::WorkerRound(Parts parts) : parts_(std::move(parts)) {
   if (parts_.stragglers) sampler_.emplace(*parts_.stragglers, parts_.seed, parts_.rank);
 }
 
+void WorkerRound::skip_rounds(std::int64_t rounds) {
+  if (!sampler_) return;
+  for (std::int64_t r = 0; r < rounds; ++r) sampler_->next();
+}
+
 WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
   const bool virtual_clock = parts_.clock.is_virtual();
   WorkerReport report;

@@ -21,6 +21,28 @@
 
 namespace mbkit::data {
 
+struct Batch;
+
+/// One split's rows, loaded once into memory (as stored, uint8) and shared by the loaders that
+/// read slices of it: the emulated workers of one process (mbkit/train/emulated_workers.hpp),
+/// thousands of slices of one file, each loader keeping only its slice's order.
+struct SplitRows {
+  std::string path;
+  std::string split;
+  DatasetInfo info;
+  ImageShape shape;
+  std::uint64_t count = 0;  ///< rows of the split (after split_limit)
+  std::vector<std::uint8_t> images;
+  std::vector<std::int32_t> labels;
+  /// normalised[c * 256 + x] = (x / 255 - mean[c]) / std[c], computed in double: a table
+  /// lookup per pixel is as fast as a multiply-add and gives the same floats on every build.
+  std::vector<float> normalised;
+};
+
+/// Reads the first `split_limit` rows (0: all) of `split` of `path`; errors as DataLoader's.
+std::shared_ptr<const SplitRows> load_split_rows(const std::string& path, const std::string& split,
+                                                 std::uint64_t split_limit = 0);
+
 struct LoaderOptions {
   std::string path;
   std::string split = "train";
@@ -36,6 +58,13 @@ struct LoaderOptions {
   /// first N rows.
   std::uint64_t split_limit = 0;
   int prefetch = 2;  ///< batches prepared ahead by the background thread (0 = inline)
+  /// The split's rows already in memory (load_split_rows of `path`, `split`, `split_limit`):
+  /// the loader reads its slice there instead of the file.
+  std::shared_ptr<const SplitRows> rows;
+  /// With prefetch 0: the buffer next() fills, shared by loaders that are read one after
+  /// another (a batch is used before the next loader draws), so that a thousand loaders hold
+  /// one batch, not a thousand.
+  std::shared_ptr<Batch> batch_buffer;
 };
 
 struct Batch {

@@ -26,8 +26,12 @@ struct EvalResult {
   double top_k_accuracy() const;
   /// Correct / samples per true class (NaN for a class with no samples).
   std::vector<double> per_class_accuracy() const;
-  /// Sums the results of all ranks (in place).
+  /// Sums the results of all ranks (in place): the counts exactly, the losses added in rank
+  /// order whatever MPI's order of addition, as sum_in_rank_order (so an emulated run's
+  /// evaluation has the bits of a run with a process per rank).
   void reduce(const comm::World& world);
+  /// The results of several slices, by rank: counts summed, losses added in that order.
+  static EvalResult sum_in_rank_order(const std::vector<EvalResult>& results);
 };
 
 /// One pass over the loader's epoch 0 in evaluation mode (running batch-norm statistics, no

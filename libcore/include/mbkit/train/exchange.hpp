@@ -127,6 +127,18 @@ struct CombinedStep {
   double mean_loss() const { return loss_sum / static_cast<double>(samples > 0 ? samples : 1); }
 };
 
+/// Floats of one worker's report in the synchronous exchanges' small values.
+std::size_t report_slot_floats(bool parameter_server);
+
+/// Adds one worker's part of a synchronous step into `sum`, laid out as combine()'s fused
+/// buffer: its gradients, its state (`state`, the tail's first floats) and its report in slot
+/// `worker` of `workers`. Worker 0 of allreduce starts the sum (a copy); the ps master's zeros
+/// start it otherwise (the caller zeroes `sum` first). The additions are the shared-memory
+/// sum's (comm/shared_sum.hpp), in rank order, so the bits are a one-process-per-worker run's.
+void add_worker_to_sum(std::span<float> sum, std::span<const float> gradients,
+                       std::span<const float> state, const WorkerReport& report, int worker,
+                       bool parameter_server);
+
 /// The synchronous exchanges (ps and allreduce) of one run.
 class SyncExchange {
  public:
@@ -177,6 +189,13 @@ class SyncExchange {
     return compression_.encoded_bytes(gradients);
   }
 
+  /// --emulate: this process hosts all `workers` workers (mbkit/train/emulated_workers.hpp)
+  /// and plays rank 0 (the ps master, or the first allreduce rank). combine() then gets their
+  /// gradients and tail already added up in worker order, as the shared-memory sum leaves
+  /// them (add_worker_to_sum), and moves nothing through MPI. Call before tail_floats().
+  void set_in_process(int workers, bool parameter_server);
+  bool in_process() const { return in_process_workers_ > 0; }
+
   /// Shared memory only: the buffer the gradients and tail should be computed in (collective;
   /// allocated on the first call: `floats` = gradients + tail, Network::move_gradients_to).
   /// combine() on other buffers copies them in and out.
@@ -209,7 +228,10 @@ class SyncExchange {
  private:
   // Worker indices within the exchange's messages, by train/roles.hpp's rule.
   int worker() const { return worker_of_rank(world_.rank(), servers()); }
-  int workers() const { return worker_count(world_.size(), servers()); }
+  int workers() const {
+    return in_process_workers_ > 0 ? in_process_workers_ : worker_count(world_.size(), servers());
+  }
+  int in_process_workers_ = 0;
   int rank_of(int index) const { return worker_rank(index, servers()); }
   /// Gradients travel as messages (compressed, or to several servers), not in a collective sum.
   bool messages() const { return compression_.enabled() || servers() > 1; }

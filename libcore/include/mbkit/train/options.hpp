@@ -160,6 +160,9 @@ struct TrainOptions {
   std::string clock = "wall";           ///< wall or virtual
   std::optional<CommModel> comm_model;  ///< virtual: none = measured at start
   ComputeModels compute_model;          ///< virtual: empty = CPU time
+  /// --emulate N: N workers (and the ps master) inside this one process, on the virtual clock
+  /// (mbkit/train/emulated_workers.hpp); 0: a rank per worker.
+  int emulate = 0;
   AmbOptions amb;
   DbslOptions dbsl;
   OptionTexts given;  ///< the parsed options' text as given, for the recorded configuration

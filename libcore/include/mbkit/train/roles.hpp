@@ -40,9 +40,17 @@ struct Role {
   bool time_allreduce = false;
   /// allreduce sums the gradients in GPU memory with NCCL (allreduce_with_nccl).
   bool nccl = false;
+  /// --emulate: the workers this process hosts (mbkit/train/emulated_workers.hpp); it is then
+  /// rank 0 of an emulated run of `workers` workers (and the ps master), computing nothing
+  /// itself, and `distributed` holds although the world has one rank.
+  int emulated = 0;
 
   /// Rank of worker `index`.
   int rank_of(int index) const { return worker_rank(index, servers); }
+  /// The ranks of the run: the world's, or the emulated run's (workers and the master).
+  int ranks(const comm::World& world) const {
+    return emulated > 0 ? workers + servers : world.size();
+  }
 };
 
 /// Whether --comm allreduce sums with NCCL: --allreduce nccl (with one rank too: the sum then

@@ -31,6 +31,8 @@
 #include "mbkit/optim/schedule.hpp"
 #include "mbkit/train/dbsl_plan.hpp"
 #include "mbkit/train/describe.hpp"
+#include "mbkit/train/emulated_workers.hpp"
+#include "mbkit/train/evaluate.hpp"
 #include "mbkit/train/exchange.hpp"
 #include "mbkit/train/options.hpp"
 #include "mbkit/train/progress.hpp"
@@ -161,6 +163,15 @@ class TrainingRun {
   StopRequest stop_request_;
   RunClock clock_;
   std::unique_ptr<nn::Backend> backend_;
+
+  // --emulate: the workers this process hosts, their step's sum (gradients, state, reports),
+  // and the test split the evaluations share out over the emulated ranks.
+  std::unique_ptr<EmulatedWorkers> emulated_;
+  std::vector<float> emulated_sum_;
+  std::shared_ptr<const data::SplitRows> emulated_test_rows_;
+  int emulated_eval_slices_ = 0;
+  /// --emulate: every slice of the test split evaluated, added up in rank order.
+  EvalResult evaluate_emulated_slices();
 
   // Data.
   WorkerData my_data_;

@@ -75,6 +75,9 @@ class WorkerRound {
   }
   /// Samples of the last batch drawn.
   int last_drawn() const { return last_drawn_; }
+  /// A resumed run's worker has done `rounds` rounds already: its induced delays continue
+  /// where an uninterrupted run's would be (one draw per round).
+  void skip_rounds(std::int64_t rounds);
 
  private:
   Parts parts_;

@@ -1,0 +1,96 @@
+// Workers emulated inside one process (--emulate N, mbkit.7 "Cluster emulation"): the
+// synchronous methods' transport that moves nothing. FedScale and FedML Parrot emulate
+// thousands of federated clients this way; here the clients are the workers of a synchronous
+// data-parallel step.
+//
+// The process plays rank 0 of a run of N workers (and, under ps, the master) on the virtual
+// clock. It holds one network; each emulated worker is its slice of one dataset in memory
+// (data::SplitRows, a few kilobytes of order each), its straggler draws and its worker round.
+// A step runs every worker's round in worker order, each from the step's parameters and state,
+// and adds its gradient, state and report into one sum as it finishes (add_worker_to_sum), in
+// the order and with the additions of the shared-memory sum: a run gives the bits of the same
+// run under mpirun with a process per worker and --allreduce shm.
+//
+//   memory: one network, one sum (gradients + state + 11 floats per worker), the split's rows,
+//           per worker its loader's order and a round (about 2 KB);
+//   time:   the workers' compute, one pass over the gradients per worker to add it up.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "mbkit/data/loader.hpp"
+#include "mbkit/emulation/straggler.hpp"
+#include "mbkit/nn/network.hpp"
+#include "mbkit/train/options.hpp"
+#include "mbkit/train/run_clock.hpp"
+#include "mbkit/train/virtual_clock.hpp"
+#include "mbkit/train/worker_round.hpp"
+
+namespace mbkit::train {
+
+class EmulatedWorkers {
+ public:
+  /// Loads the training split of options.data once and gives each of `workers` workers its
+  /// slice (as a run with a rank per worker slices it), at its batch (worker_batch_size).
+  /// `servers`: 1 under ps (worker w is rank w + 1), 0 under allreduce.
+  EmulatedWorkers(const TrainOptions& options, int workers, int servers);
+  EmulatedWorkers(const EmulatedWorkers&) = delete;
+  EmulatedWorkers& operator=(const EmulatedWorkers&) = delete;
+  ~EmulatedWorkers();
+
+  int workers() const { return static_cast<int>(loaders_.size()); }
+  const data::DatasetInfo& info() const { return rows_->info; }
+  data::ImageShape shape() const { return rows_->shape; }
+  /// Rows over all workers, and the most batches a worker's epoch has (a run's steps per epoch).
+  std::uint64_t total_rows() const;
+  std::int64_t most_batches() const;
+  /// The compute model of worker `w`: its rank's entry of --compute-model, if any.
+  std::optional<ComputeModel> compute_model(const ComputeModels& models, int w) const;
+  int rank_of(int w) const { return w + servers_; }
+
+  /// The rounds, once the network, the clock and AMB's rule are known.
+  struct RoundParts {
+    nn::Network& net;
+    const RunClock& clock;
+    const emulation::Slowdown& slowdown;
+    const ComputeModels& compute_models;
+    std::optional<emulation::StragglerProfile> stragglers;
+    std::uint64_t seed = 1;
+    RoundRule rule;
+  };
+  void make_rounds(const RoundParts& parts);
+
+  /// Resume: every worker's induced delays continue after `rounds` rounds.
+  void skip_rounds(std::int64_t rounds);
+  /// Calls `f` on each worker's loader, in worker order (resume seeks them).
+  void for_each_loader(const std::function<void(data::DataLoader&)>& f);
+
+  /// Floats of the sum: gradients, state and a report slot per worker (SyncExchange's fused
+  /// buffer for this many workers).
+  std::size_t sum_floats(std::size_t gradient_floats, std::size_t state_floats) const;
+
+  /// One synchronous step: every worker's round (loss_scale as WorkerRound::run), from the
+  /// network's current parameters and state, added into `sum` (sum_floats() floats) in worker
+  /// order. `stop_of(w)` is the StopCode worker w's report carries. The network's state is the
+  /// last worker's afterwards; its gradients are scratch. Returns the reports, by worker.
+  std::vector<WorkerReport> run_step(std::int64_t step, double loss_scale, std::span<float> sum,
+                                     const std::function<int(int)>& stop_of);
+
+ private:
+  const TrainOptions& options_;
+  int servers_;
+  std::shared_ptr<const data::SplitRows> rows_;
+  /// One batch buffer for all loaders: a worker's batch is used before the next one draws.
+  std::shared_ptr<data::Batch> batch_;
+  std::vector<std::unique_ptr<data::DataLoader>> loaders_;
+  std::vector<std::unique_ptr<WorkerRound>> rounds_;
+  nn::Network* net_ = nullptr;
+  std::vector<float> step_state_;  ///< the state every worker starts the step from
+};
+
+}  // namespace mbkit::train

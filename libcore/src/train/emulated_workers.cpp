@@ -1,0 +1,109 @@
+#include "mbkit/train/emulated_workers.hpp"
+
+#include <algorithm>
+
+#include "mbkit/train/exchange.hpp"
+#include "mbkit/util/check.hpp"
+
+namespace mbkit::train {
+
+EmulatedWorkers::EmulatedWorkers(const TrainOptions& options, int workers, int servers)
+    : options_(options), servers_(servers), batch_(std::make_shared<data::Batch>()) {
+  MBKIT_CHECK(workers > 0, "emulating ", workers, " workers");
+  rows_ = data::load_split_rows(options.data, std::string(data::kTrain));
+  loaders_.reserve(static_cast<std::size_t>(workers));
+  for (int w = 0; w < workers; ++w) {
+    data::LoaderOptions loader;
+    loader.path = options.data;
+    loader.split = std::string(data::kTrain);
+    loader.batch_size = worker_batch_size(options, workers, w);
+    loader.seed = options.seed;
+    loader.drop_last = options.drop_last;
+    loader.augment = options.augment;
+    loader.slice_index = w;
+    loader.slice_count = workers;
+    loader.prefetch = 0;  // one thread computes every worker: nothing to overlap
+    loader.rows = rows_;
+    loader.batch_buffer = batch_;
+    loaders_.push_back(std::make_unique<data::DataLoader>(std::move(loader)));
+  }
+}
+
+EmulatedWorkers::~EmulatedWorkers() = default;
+
+std::uint64_t EmulatedWorkers::total_rows() const {
+  std::uint64_t rows = 0;
+  for (const auto& loader : loaders_) rows += loader->rows();
+  return rows;
+}
+
+std::int64_t EmulatedWorkers::most_batches() const {
+  std::int64_t most = 1;
+  for (const auto& loader : loaders_) most = std::max(most, loader->batches_per_epoch());
+  return most;
+}
+
+std::optional<ComputeModel> EmulatedWorkers::compute_model(const ComputeModels& models,
+                                                           int w) const {
+  return models.for_rank(rank_of(w));
+}
+
+void EmulatedWorkers::make_rounds(const RoundParts& parts) {
+  net_ = &parts.net;
+  rounds_.clear();
+  rounds_.reserve(loaders_.size());
+  for (int w = 0; w < workers(); ++w) {
+    data::DataLoader& loader = *loaders_[static_cast<std::size_t>(w)];
+    // AMB's micro-batch is the worker's own batch / partitions (batches differ by one sample
+    // under --global-batch-size), as its own process would set it.
+    RoundRule rule = parts.rule;
+    if (rule.anytime) rule.micro_size = loader.options().batch_size / options_.amb.partitions;
+    rounds_.push_back(std::make_unique<WorkerRound>(WorkerRound::Parts{
+        parts.net, loader, parts.clock, parts.slowdown, compute_model(parts.compute_models, w),
+        parts.stragglers, rank_of(w), w, parts.seed, rule}));
+  }
+}
+
+void EmulatedWorkers::skip_rounds(std::int64_t rounds) {
+  for (auto& round : rounds_) round->skip_rounds(rounds);
+}
+
+void EmulatedWorkers::for_each_loader(const std::function<void(data::DataLoader&)>& f) {
+  for (auto& loader : loaders_) f(*loader);
+}
+
+std::size_t EmulatedWorkers::sum_floats(std::size_t gradient_floats,
+                                        std::size_t state_floats) const {
+  return gradient_floats + state_floats +
+         static_cast<std::size_t>(workers()) * report_slot_floats(servers_ > 0);
+}
+
+std::vector<WorkerReport> EmulatedWorkers::run_step(std::int64_t step, double loss_scale,
+                                                    std::span<float> sum,
+                                                    const std::function<int(int)>& stop_of) {
+  MBKIT_CHECK(net_ != nullptr && rounds_.size() == loaders_.size(),
+              "emulated workers stepped before make_rounds()");
+  nn::Network& net = *net_;
+  const std::size_t gradient_floats = net.parameter_count();
+  const std::size_t state_floats = net.state_count();
+  MBKIT_CHECK(sum.size() == sum_floats(gradient_floats, state_floats), "a sum of ", sum.size(),
+              " floats for ", workers(), " workers");
+  const bool parameter_server = servers_ > 0;
+  // The ps master's buffer starts the sum with zeros; allreduce's starts with worker 0's.
+  if (parameter_server) std::fill_n(sum.begin(), gradient_floats + state_floats, 0.0f);
+  const std::span<float> state = net.state();
+  step_state_.assign(state.begin(), state.end());
+  std::vector<WorkerReport> reports;
+  reports.reserve(rounds_.size());
+  for (int w = 0; w < workers(); ++w) {
+    // Each worker starts from the step's state, as a rank holds it after the last exchange.
+    if (w > 0) std::copy(step_state_.begin(), step_state_.end(), state.begin());
+    WorkerReport report = rounds_[static_cast<std::size_t>(w)]->run(step, loss_scale);
+    report.stop = stop_of(w);
+    add_worker_to_sum(sum, net.gradients(), state, report, w, parameter_server);
+    reports.push_back(report);
+  }
+  return reports;
+}
+
+}  // namespace mbkit::train

@@ -1,0 +1,155 @@
+"""--emulate N: N workers inside one process give the bits of the same run with a process per
+worker. The oracle is today's emulation: mpirun -n N+1 (ps: the master and N workers) or -n N
+(allreduce), --clock virtual with a compute model and a message model, the workers' gradients
+added in rank order through shared memory (--allreduce shm). Every dataset of the checkpoint and
+every column of the metric log must be equal to the bit, for FMB and AMB, ps and allreduce, 3
+and 8 workers, with induced stragglers and a slowed worker; a resumed emulated run must equal
+a straight one; what cannot be emulated yet is refused naming both flags.
+
+Left out of the comparison: the log's wall-clock columns (wall_time), the ps servers' table (the
+master's real receive and update times), and the recorded configuration (it names how the sum
+was made: shm against in-process, and the world it ran in).
+"""
+
+import shutil
+
+import h5py
+import numpy as np
+
+import mbtest
+
+MPIRUN = shutil.which("mpirun")
+
+COMMON = ["--model", "mlp", "--hidden", "16", "--optimizer", "momentum", "--lr", "0.05",
+          "--threads", "1", "--batch-size", "16", "--steps", "12", "--eval-every", "6",
+          "--clock", "virtual", "--compute-model", "0.002,0.001", "--comm-model", "25e-6,1e-9",
+          "--induce", "niagara", "--slowdown", "2=1.5", "-q"]
+AMB = ["--batch-size", "32", "--partitions", "4", "--time-limit", "0.05"]
+# Columns measured on the real clock, and the tables of real measurements only.
+WALL_COLUMNS = {"wall_time"}
+WALL_GROUPS = {"servers"}
+
+
+def arrays(path, log):
+    """Every dataset of a checkpoint, or every compared column of a metric log, by name."""
+    out = {}
+    with h5py.File(path, "r", swmr=log) as f:
+        def visit(name, item):
+            if not isinstance(item, h5py.Dataset):
+                return
+            if log and (name.split("/")[0] in WALL_GROUPS or name.split("/")[-1] in WALL_COLUMNS):
+                return
+            out[name] = item[...]
+        f.visititems(visit)
+    return out
+
+
+class Emulate(mbtest.ToolTestCase):
+    def setUp(self):
+        super().setUp()
+        self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "400",
+                                             "--test", "90", "--seed", "3", "-o",
+                                             self.path("toy.h5")))
+
+    def train(self, name, tool, args, ranks=0, quiet=True):
+        common = COMMON if quiet else [a for a in COMMON if a != "-q"]
+        command = [mbtest.tool(tool), "--data", "toy.h5", *common, *args,
+                   "--log", f"{name}-log.h5", "--checkpoint", f"{name}.h5"]
+        if ranks > 0:
+            command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
+        result = mbtest.run(command, cwd=self.dir, env=self.env, timeout=300)
+        self.assertSucceeded(result)
+        return result
+
+    def assert_same_bits(self, a, b, skip=()):
+        for log in (False, True):
+            suffix = "-log.h5" if log else ".h5"
+            found, expected = arrays(self.path(a + suffix), log), arrays(self.path(b + suffix), log)
+            for name in [n for n in expected if n.split("/")[-1] in skip]:
+                found.pop(name, None)
+                expected.pop(name)
+            self.assertEqual(sorted(found), sorted(expected), msg=f"{a}{suffix}: datasets")
+            moved = [name for name in expected
+                     if found[name].dtype != expected[name].dtype
+                     or found[name].tobytes() != expected[name].tobytes()]
+            self.assertEqual(moved, [], msg=f"{a}{suffix} against {b}{suffix}: datasets that differ")
+
+    def test_every_sync_mode_has_the_bits_of_a_process_per_worker(self):
+        if MPIRUN is None:
+            self.skipTest("mpirun is not installed")
+        for tool, extra in (("mb-train-fmb", []), ("mb-train-amb", AMB)):
+            for comm in ("ps", "allreduce"):
+                for workers in (3, 8):
+                    with self.subTest(tool=tool, comm=comm, workers=workers):
+                        name = f"{tool[-3:]}-{comm}-{workers}"
+                        args = [*extra, "--comm", comm]
+                        self.train(f"{name}-emulated", tool, [*args, "--emulate", str(workers)])
+                        ranks = workers + (1 if comm == "ps" else 0)
+                        self.train(f"{name}-ranks", tool, [*args, "--allreduce", "shm"], ranks)
+                        self.assert_same_bits(f"{name}-emulated", f"{name}-ranks")
+                        with h5py.File(self.path(f"{name}-emulated-log.h5"), "r") as log:
+                            # Every worker, every step: the per-worker rows are there.
+                            self.assertEqual(len(log["workers/rank"]), 12 * workers)
+                            self.assertEqual(sorted(set(log["workers/rank"][...].tolist())),
+                                             list(range(ranks - workers, ranks)))
+
+    def test_a_resumed_emulated_run_has_the_bits_of_a_straight_one(self):
+        args = [*AMB, "--comm", "ps", "--emulate", "5"]
+        self.train("straight", "mb-train-amb", args)
+        self.train("resumed", "mb-train-amb", [*args, "--steps", "6"])
+        result = mbtest.run([mbtest.tool("mb-train-amb"), "--data", "toy.h5", *COMMON, *args,
+                             "--log", "resumed-log.h5", "--checkpoint", "resumed.h5",
+                             "--resume", "resumed.h5"], cwd=self.dir, env=self.env)
+        self.assertSucceeded(result)
+        # The epoch column is epoch at resume + steps since / steps per epoch: its last bits
+        # differ from steps / steps per epoch, with a process per worker as well.
+        self.assert_same_bits("resumed", "straight", skip={"epoch"})
+
+    def test_the_emulated_cluster_is_the_one_asked_for(self):
+        # 400 rows: 10 a worker, two batches of 5 each epoch.
+        result = self.train("big", "mb-train-fmb", ["--comm", "ps", "--emulate", "40",
+                                                    "--batch-size", "5", "--steps", "3"],
+                            quiet=False)
+        with h5py.File(self.path("big-log.h5"), "r") as log:
+            ranks = log["workers/rank"][...]
+            self.assertEqual(sorted(set(ranks.tolist())), list(range(1, 41)))
+            self.assertEqual(log["steps/samples"][...].tolist(), [200, 200, 200])
+            # The step is the slowest worker's: rank 2 is slowed 1.5 times, and every worker
+            # sleeps its niagara delay before computing.
+            per_step = log["workers/sleep_time"][...].reshape(3, 40) + \
+                log["workers/compute_time"][...].reshape(3, 40)
+            self.assertTrue(np.all(log["steps/step_time"][...] > per_step.max(axis=1)))
+        self.assertIn("emulated in this process", result.err + result.out)
+
+    def test_what_is_not_emulated_is_refused_naming_both_flags(self):
+        cases = [
+            (["--emulate", "4", "--clock", "wall"], "--clock virtual"),
+            (["--emulate", "4", "--async"], "--async"),
+            (["--emulate", "4", "--servers", "2"], "--servers"),
+            (["--emulate", "4", "--compress", "fp16"], "--compress"),
+            (["--emulate", "4", "--comm", "allreduce", "--allreduce", "mpi"], "--allreduce mpi"),
+            (["--emulate", "-1"], "--emulate"),
+        ]
+        for extra, named in cases:
+            with self.subTest(extra=extra):
+                result = mbtest.run([mbtest.tool("mb-train-fmb"), "--data", "toy.h5", *COMMON,
+                                     *extra], cwd=self.dir, env=self.env)
+                self.assertEqual(result.rc, 2, msg=result.err)
+                self.assertIn(named, result.err)
+                if extra[0] == "--emulate" and extra[1] == "4":
+                    self.assertIn("--emulate 4", result.err)
+        no_model = [a for a in COMMON if a not in ("--comm-model", "25e-6,1e-9")]
+        result = mbtest.run([mbtest.tool("mb-train-fmb"), "--data", "toy.h5", *no_model,
+                             "--emulate", "4"], cwd=self.dir, env=self.env)
+        self.assertEqual(result.rc, 2, msg=result.err)
+        self.assertIn("--comm-model", result.err)
+        if MPIRUN is not None:
+            result = mbtest.run([MPIRUN, "--oversubscribe", "-n", "2", mbtest.tool("mb-train-fmb"),
+                                 "--data", "toy.h5", *COMMON, "--emulate", "4"],
+                                cwd=self.dir, env=self.env)
+            self.assertNotEqual(result.rc, 0)
+            self.assertIn("without mpirun", result.err)
+
+
+if __name__ == "__main__":
+    mbtest.main()
