@@ -288,7 +288,9 @@ EvalResult TrainingRun::evaluate_emulated_slices() {
 void TrainingRun::worker_line(std::int64_t at_step, const WorkerReport& r) const {
   if (!options_.worker_log) return;
   log::info(
-      cat(world_.rank() == 0 ? "rank 0: " : "",
+      cat(emulated_            ? cat("rank ", r.rank, " (emulated): ")
+          : world_.rank() == 0 ? "rank 0: "
+                               : "",
           strprintf("%s %lld: %lld samples, loss %.4f, compute %.1f ms, sleep %.1f ms, "
                     "previous send %.1f ms, wait %.1f ms",
                     role_.async ? "round" : "step", static_cast<long long>(at_step),
