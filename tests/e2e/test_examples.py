@@ -79,6 +79,25 @@ class Examples(mbtest.ToolTestCase):
         scaling = self.make("-n", "scaling", "SCALING_WORKERS=1 3", "DATA=my.h5").out
         self.assertEqual(re.findall(r"-n (\d+) \S*mb-train-fmb", scaling), ["1", "3"])
 
+    def test_quickstart_prints_its_table_again_when_up_to_date(self):
+        # Every file of the quickstart made, each newer than what it is made from: make runs
+        # no tool, yet prints the table, which is what the user came for.
+        quick = os.path.join(self.out, "quick")
+        os.makedirs(quick)
+        table = "# run  log  tool\n   1  fmb.h5  mb-train-fmb\n# seed 1: a table from before\n"
+        files = [os.path.join(self.out, "fmnist.h5")] + [
+            os.path.join(quick, name) for name in (
+                "fmb.h5", "fmb-checkpoint.h5", "amb.h5", "amb-checkpoint.h5", "fmb-eval.h5",
+                "amb-eval.h5", "accuracy-vs-time.png", "time-to-accuracy.txt")]
+        for i, path in enumerate(files):
+            with open(path, "w") as f:
+                f.write(table if path.endswith(".txt") else "")
+            os.utime(path, (time.time() - 100 + i, time.time() - 100 + i))
+        result = self.make("quickstart")
+        self.assertSucceeded(result)
+        self.assertEqual(result.out, table)
+        self.assertNotIn("Nothing to be done", result.out + result.err)
+
     def test_only_what_changed_is_made_again(self):
         data = self.path("data.h5")
         os.makedirs(os.path.join(self.out, "partitions"))

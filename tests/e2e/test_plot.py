@@ -153,13 +153,13 @@ class Plot(mbtest.ToolTestCase):
                            "accuracy-vs-step", "--csv", "-")
         self.assertSucceeded(result)
         rows = self.read_csv(result.out)
-        self.assertEqual(sorted({r["series"] for r in rows}), ["B=32", "B=64"])
+        self.assertEqual(sorted({r["series"] for r in rows}), ["batch 32", "batch 64"])
         self.assertEqual({r["x_label"] for r in rows}, {"Step"})
-        self.assertEqual([r["x"] for r in rows if r["series"] == "B=64"], ["5", "10", "15", "20"])
+        self.assertEqual([r["x"] for r in rows if r["series"] == "batch 64"], ["5", "10", "15", "20"])
         with h5py.File(self.log("single.h5"), "r", swmr=True) as f:
             accuracy = [float(a) for a in f["eval/accuracy"][...]]
-        for row, expected in zip([r for r in rows if r["series"] == "B=64"], accuracy):
-            self.assertAlmostEqual(float(row["y"]), expected, places=9)
+        for row, expected in zip([r for r in rows if r["series"] == "batch 64"], accuracy):
+            self.assertAlmostEqual(float(row["y"]), 100 * expected, places=7)  # percent
         # Tool, stragglers, clock: the ps run, the async one and the AMB one.
         result = self.plot(self.log("ps.h5"), self.log("async.h5"), self.log("amb.h5"),
                            "--type", "loss-vs-step", "--csv", "-")
@@ -326,6 +326,8 @@ class Plot(mbtest.ToolTestCase):
             ([single, "--xmax", "3 days", "-o", "x.png"], "--xmax"),
             ([single, "--size", "4", "-o", "x.png"], "--size"),
             ([single, "--smooth", "-1", "-o", "x.png"], "--smooth"),
+            ([single, "--target", "80", "-o", "x.png"], "--target 80: a test accuracy between 0"),
+            ([single, "--target", "0", "-o", "x.png"], "--target 0: a test accuracy between 0"),
         ]
         for args, message in cases:
             with self.subTest(args=args):

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import tempfile
 
 import h5py
@@ -184,6 +185,92 @@ class Report(mbtest.ToolTestCase):
         self.assertFailsWith(again, 1, f"{output} exists; use --force")
         self.assertSucceeded(self.report(*self.paths, "-o", output, "--force"))
         self.assertNoStrayFiles()
+
+    def test_a_log_while_its_run_goes_on_and_after_kill_9(self):
+        # As mb-plot and h5py read it (SWMR): the log of a live run, and the one its writer
+        # left marked as open for writing when it was killed.
+        log = self.path("live.h5")
+        process = subprocess.Popen(
+            [mbtest.tool("mb-train-fmb"), "--data", self.toy, "--model", "mlp", "--hidden", "16",
+             "--threads", "1", "-q", "--steps", "100000000", "--eval-every", "5", "--log", log,
+             "--flush-interval", "0.05"], cwd=self.dir, env=self.env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            self.wait_for_steps(log, 10)
+            live = self.report(log, "--json")
+        finally:
+            process.kill()
+            process.wait()
+        self.assertSucceeded(live)
+        self.assertGreaterEqual(json.loads(live.out)["runs"][0]["steps"], 10)
+        killed = self.report(log, "--json")
+        self.assertSucceeded(killed)
+        with h5py.File(log, "r", swmr=True) as f:
+            steps = min(len(column) for column in f["steps"].values())
+        self.assertEqual(json.loads(killed.out)["runs"][0]["steps"], steps)
+        scaling = self.report("--scaling", log)
+        self.assertSucceeded(scaling)
+
+    def test_a_glob_of_logs_checkpoints_evaluations_and_datasets(self):
+        # out/quick/*.h5: the logs are reported, the other files left out with one line that
+        # names them and what they are; with no log left, status 3.
+        checkpoint = self.path("fmb-checkpoint.h5")
+        evaluation = self.path("fmb-eval.h5")
+        self.assertSucceeded(mbtest.run(
+            [mbtest.tool("mb-train-fmb"), "--data", self.toy, "--model", "mlp", "--hidden", "16",
+             "--threads", "1", "-q", "--steps", "2", "--checkpoint", checkpoint],
+            cwd=self.dir, env=self.env))
+        self.assertSucceeded(mbtest.run(
+            [mbtest.tool("mb-eval"), checkpoint, "--data", self.toy, "--threads", "1", "-q",
+             "-o", evaluation], cwd=self.dir, env=self.env))
+        files = [self.paths[0], checkpoint, evaluation, self.paths[1], self.toy]
+        result = self.report(*files, "--json")
+        self.assertSucceeded(result)
+        self.assertEqual([run["log"] for run in json.loads(result.out)["runs"]], self.paths[:2])
+        self.assertEqual(result.err.strip().splitlines(), [
+            f"mb-report: left out 3 files that are not a metric log: {checkpoint} (a checkpoint), "
+            f"{evaluation} (an evaluation), {self.toy} (a dataset)"])
+        self.assertSucceeded(self.report("--scaling", self.paths[0], checkpoint, self.paths[2]))
+        self.assertFailsWith(self.report(checkpoint, evaluation), 3,
+                             f"{checkpoint}: not an mbkit metric log (a checkpoint); nor is the "
+                             "other file given")
+        # A damaged log among them is still an error.
+        damaged = self.path("damaged.h5")
+        with open(self.paths[0], "rb") as f:
+            data = f.read()
+        with open(damaged, "wb") as f:
+            f.write(data[:len(data) // 2])
+        self.assertEqual(self.report(*files, damaged).rc, 3)
+
+    def test_a_log_cut_by_a_full_disk(self):
+        # The log on a small tmpfs, a row flushed per step: the disk fills, and the flush that
+        # fails can leave the tables grown over columns never written, read as 0 (step 0,
+        # accuracy 0). The report holds the rows that were written, each complete.
+        disk = self.path("small")
+        os.mkdir(disk)
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", disk],
+                                 capture_output=True, text=True)
+        if mounted.returncode != 0:
+            self.skipTest(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+        self.addCleanup(subprocess.run, ["umount", disk], capture_output=True)
+        log = os.path.join(disk, "run.h5")
+        result = mbtest.run(
+            [mbtest.tool("mb-train-fmb"), "--data", self.toy, "--model", "mlp", "--hidden", "8",
+             "--threads", "1", "-q", "--steps", "100000000", "--eval-every", "1", "--test-size",
+             "10", "--log", log, "--flush-interval", "0.01"], cwd=self.dir, env=self.env)
+        self.assertFailsWith(result, 1, "No space left on device")
+        report = self.report(log, "--json")
+        self.assertSucceeded(report)
+        [run] = json.loads(report.out)["runs"]
+        with h5py.File(log, "r", swmr=True) as f:
+            eval_steps = f["eval/step"][:run["evaluations"]]
+            accuracy = f["eval/accuracy"][:run["evaluations"]]
+            steps = f["steps/step"][:run["steps"]]
+        # An evaluation per step, from step 1, every one of them written.
+        self.assertGreater(run["evaluations"], 10)
+        self.assertEqual(list(eval_steps), list(range(1, run["evaluations"] + 1)))
+        self.assertEqual(list(steps), list(range(1, run["steps"] + 1)))
+        self.assertEqual(run["final_accuracy"], float(accuracy[-1]))
 
     def test_bad_input(self):
         text = self.path("notes.h5")

@@ -89,6 +89,41 @@ class ScalingReport(mbtest.ToolTestCase):
         self.assertFailsWith(self.run_tool(report, "--warmup-steps", "2", *logs), 2,
                              "--warmup-steps applies to --scaling")
 
+    def test_runs_of_different_setups_are_refused(self):
+        # A speedup between different models or tools measures nothing: one line naming the two
+        # runs and what differs, status 2.
+        def train(tool, name, *extra):
+            self.assertSucceeded(self.run_tool(
+                mbtest.tool(tool), "--data", self.path("toy.h5"), "--model", "mlp", "--threads",
+                "1", "-q", "--steps", "12", "--log", self.path(name), *extra))
+            return self.path(name)
+        wide = train("mb-train-fmb", "wide.h5", "--hidden", "256", "--batch-size", "16")
+        narrow = train("mb-train-fmb", "narrow.h5", "--hidden", "32", "--batch-size", "16")
+        amb = train("mb-train-amb", "amb.h5", "--hidden", "256", "--batch-size", "16",
+                    "--partitions", "4", "--time-limit", "10")
+        report = mbtest.tool("mb-report")
+        self.assertSucceeded(self.run_tool(report, "--scaling", wide, wide))
+        result = self.run_tool(report, "--scaling", wide, narrow)
+        self.assertFailsWith(result, 2, f"--scaling: {wide} and {narrow} are runs of different "
+                             "models (mlp hidden=256 against mlp hidden=32)")
+        self.assertEqual(len(result.err.strip().splitlines()), 1, result.err)
+        self.assertEqual(result.out, "")
+        self.assertFailsWith(self.run_tool(report, "--scaling", wide, amb), 2,
+                             f"--scaling: {wide} and {amb} are runs of different tools "
+                             "(mb-train-fmb against mb-train-amb)")
+
+    def test_warmup_steps_must_be_0_or_more(self):
+        self.assertSucceeded(self.run_tool(
+            mbtest.tool("mb-train-fmb"), "--data", self.path("toy.h5"), "--model", "mlp",
+            "--threads", "1", "-q", "--steps", "12", "--log", self.path("run.h5")))
+        report = mbtest.tool("mb-report")
+        for value in ("-1", "-5"):
+            result = self.run_tool(report, "--scaling", "--warmup-steps", value, self.path("run.h5"))
+            self.assertFailsWith(result, 2, f"--warmup-steps {value}: must be 0 or more")
+            self.assertEqual(result.out, "")
+        self.assertSucceeded(self.run_tool(report, "--scaling", "--warmup-steps", "0",
+                                           self.path("run.h5")))
+
 
 if __name__ == "__main__":
     mbtest.main()

@@ -166,6 +166,52 @@ TEST(MetricLog, AppendDropsRowsAfterTheResumeStepAndContinues) {
   EXPECT_FALSE(has_temporaries(dir));
 }
 
+// A disk that filled while rows were flushed leaves the columns' extents grown over values never
+// written, read as HDF5's fill value 0: such rows at a table's end are no rows, to readers and
+// to a resumed run's log.
+TEST(MetricLog, ZeroFilledRowsAtTheEndAreNoRows) {
+  test::TempDir dir;
+  const std::string path = dir.file("run.h5");
+  {
+    MetricLog log = MetricLog::create(path, sample_info(), false);
+    add_steps(log, 1, 10);
+    log.close();
+  }
+  {
+    io::File file = io::File::open(path, io::File::Mode::kReadWrite);
+    for (const char* table : {"steps", "eval", "workers"}) {
+      const io::Group group = file.open_group(table);
+      for (const auto& name : group.member_names()) {
+        io::Dataset column = group.open_dataset(name);
+        column.set_extent({column.dims()[0] + 3});
+      }
+    }
+    // In the first evaluation row past the end, every column written but the step.
+    const io::Group eval = file.open_group("eval");
+    for (const auto& name : eval.member_names()) {
+      if (name == "step") continue;
+      const double value = name == "accuracy" ? 0.75 : 1.0;
+      io::Dataset column = eval.open_dataset(name);
+      column.write_rows(2, 1, &value);
+    }
+    file.close();
+  }
+  {
+    const io::File file = open_metric_log(path);
+    EXPECT_EQ(complete_rows(file.open_group("steps"), 13), 10u);
+    EXPECT_EQ(complete_rows(file.open_group("eval"), 5), 2u);
+    EXPECT_EQ(complete_rows(file.open_group("eval"), 3), 2u);
+    EXPECT_EQ(complete_rows(file.open_group("workers"), 23), 20u);
+    // Only at the end: a table cut before its zeros keeps its rows.
+    EXPECT_EQ(complete_rows(file.open_group("steps"), 7), 7u);
+  }
+  MetricLog::append(path, 1000).close();
+  const io::File file = open_metric_log(path);
+  expect_steps_one_to(file, 10);
+  EXPECT_EQ(read_evals(file).size(), 2u);
+  EXPECT_EQ(read_workers(file).size(), 20u);
+}
+
 // --precision is a root attribute; a value no mbkit writes is damaged input.
 TEST(MetricLog, PrecisionAttribute) {
   test::TempDir dir;

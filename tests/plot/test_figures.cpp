@@ -132,6 +132,29 @@ TEST_F(Figures, CurvesTakeTheirColumns) {
   EXPECT_EQ(accuracy.xlabel, "Time (s)");
   EXPECT_EQ(accuracy.series[0].x, (std::vector<double>{5.0, 10.0}));
   EXPECT_EQ(accuracy.series[0].style, SeriesStyle::kLinePoints);
+  // As mb-report prints it: in per cent; time from the start of the run, not its first row.
+  EXPECT_EQ(accuracy.ylabel, "Test accuracy (%)");
+  EXPECT_EQ(accuracy.series[0].y, (std::vector<double>{60.0, 70.0}));
+  EXPECT_EQ(accuracy.xmin, 0);
+  EXPECT_TRUE(accuracy.horizontal_lines.empty());
+}
+
+TEST_F(Figures, TargetAccuracyIsALine) {
+  open({write_log(dir.file("a.h5"), {})});
+  PlotSettings settings;
+  settings.target = 0.8;
+  for (const char* type : {"accuracy-vs-time", "accuracy-vs-step", "accuracy-vs-epoch"}) {
+    const Figure figure = build(type, settings);
+    ASSERT_EQ(figure.panes[0].horizontal_lines.size(), 1u) << type;
+    EXPECT_EQ(figure.panes[0].horizontal_lines[0].y, 80);
+    EXPECT_EQ(figure.panes[0].horizontal_lines[0].text, "target 80%");
+    const std::string script = gnuplot_script(figure, {}, "fig.png");
+    EXPECT_NE(script.find("set arrow from graph 0, first 80 to graph 1, first 80 nohead"),
+              std::string::npos)
+        << script;
+    EXPECT_NE(script.find("set label 'target 80%'"), std::string::npos);
+  }
+  EXPECT_TRUE(build("loss-vs-time", settings).panes[0].horizontal_lines.empty());
 }
 
 TEST_F(Figures, TimeUnitsAndTheVirtualClock) {
@@ -401,8 +424,8 @@ TEST_F(Figures, CsvHoldsEverySeries) {
   write_csv(build("accuracy-vs-step"), csv);
   EXPECT_EQ(csv.str(),
             "pane,series,x_label,x,y_label,y\n"
-            "accuracy-vs-step,run0,Step,10,Test accuracy,0.6\n"
-            "accuracy-vs-step,run0,Step,20,Test accuracy,0.7\n");
+            "accuracy-vs-step,run0,Step,10,Test accuracy (%),60\n"
+            "accuracy-vs-step,run0,Step,20,Test accuracy (%),70\n");
 }
 
 TEST_F(Figures, GnuplotScriptSetsTerminalOutputAndData) {

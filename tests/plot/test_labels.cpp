@@ -38,7 +38,17 @@ TEST(Labels, NameRunsByWhatDiffers) {
   b["batch_size"] = "128";
   b["global_batch_size"] = "512";
   EXPECT_EQ(derive_labels({run("a.h5", a), run("b.h5", b)}),
-            (std::vector<std::string>{"B=64", "B=128"}));
+            (std::vector<std::string>{"batch 64", "batch 128"}));
+}
+
+TEST(Labels, AnAmbBatchIsTheMostAWorkerComputes) {
+  auto fmb = base();
+  auto amb = base();
+  amb["tool"] = "mb-train-amb";
+  amb["batch_size"] = "128";
+  amb["partitions"] = "16";
+  EXPECT_EQ(derive_labels({run("fmb.h5", fmb), run("amb.h5", amb)}),
+            (std::vector<std::string>{"FMB, batch 64", "AMB, batch up to 128"}));
 }
 
 TEST(Labels, ShowFieldsInOrderOfImportance) {
@@ -64,7 +74,7 @@ TEST(Labels, ShortFormsOfKnownFields) {
   EXPECT_EQ(describe_field("workers", "10"), "10 workers");
   EXPECT_EQ(describe_field("induce", ""), "no stragglers");
   EXPECT_EQ(describe_field("induce", "cedar"), "cedar");
-  EXPECT_EQ(describe_field("batch_size", "32"), "B=32");
+  EXPECT_EQ(describe_field("batch_size", "32"), "batch 32");
   EXPECT_EQ(describe_field("model_config.hidden", "16"), "hidden=16");
   EXPECT_EQ(describe_field("clock", "virtual"), "virtual clock");
 }
@@ -99,7 +109,7 @@ TEST(Labels, FileNamesSettleCollisions) {
   auto c = base();
   c["batch_size"] = "128";
   EXPECT_EQ(derive_labels({run("a.h5", a), run("b.h5", b), run("c.h5", c)}),
-            (std::vector<std::string>{"B=64 (a)", "B=64 (b)", "B=128 (c)"}));
+            (std::vector<std::string>{"batch 64 (a)", "batch 64 (b)", "batch 128 (c)"}));
 }
 
 TEST(Labels, IgnoredFieldsAreNotShown) {

@@ -370,6 +370,29 @@ TEST_F(Reports, BadFilesAreDataErrorsNamingThem) {
                      dir.file("other.h5") + ": not an mbkit metric log");
 }
 
+TEST_F(Reports, ARowAFullDiskLeftZeroIsNoRow) {
+  // The disk filled while the last rows were flushed: the columns' extents grew, their values
+  // were not written, and HDF5 reads its fill value, 0, for them (step 0, accuracy 0).
+  const auto path = log("full.h5", fmb(1, {0.5, 0.7, 0.9}));
+  {
+    io::File file = io::File::open(path, io::File::Mode::kReadWrite);
+    for (const char* table : {"steps", "eval"}) {
+      const io::Group group = file.open_group(table);
+      for (const auto& name : group.member_names()) {
+        io::Dataset column = group.open_dataset(name);
+        column.set_extent({column.dims()[0] + 2});
+      }
+    }
+    file.close();
+  }
+  const RunSummary run = summarize_run(plot::RunLog::open(path), 0.8);
+  EXPECT_EQ(run.steps, 10);
+  EXPECT_DOUBLE_EQ(run.time, 20);
+  EXPECT_EQ(run.evaluations, 3);
+  EXPECT_DOUBLE_EQ(run.final_accuracy, 0.9);
+  EXPECT_EQ(run.step_to_target, 6);
+}
+
 TEST_F(Reports, BadCommandLines) {
   EXPECT_MBKIT_ERROR(build_report({}, 0.8), ExitCode::kUsage, "no metric log given");
   const auto path = log("a.h5");

@@ -39,11 +39,13 @@ TEST(ThroughputStats, AreTfCnnBenchmarksPerfTiming) {
 }
 
 // A run of `workers` workers, 10 steps: the first at 1 sample/s, the others at `rate`.
-std::string write_run(const std::string& path, int workers, double rate) {
+std::string write_run(const std::string& path, int workers, double rate,
+                      const std::string& tool = "mb-train-fmb", int hidden = 16) {
   metrics::RunInfo info;
-  info.tool = "mb-train-fmb";
+  info.tool = tool;
   info.version = "test";
-  info.config_json = cat(R"({"workers":)", workers, "}");
+  info.config_json =
+      cat(R"({"workers":)", workers, R"(,"model_config":{"hidden":")", hidden, R"("}})");
   info.world_size = workers;
   info.model = "mlp";
   auto log = metrics::MetricLog::create(path, info, true);
@@ -105,6 +107,20 @@ TEST(Scaling, AgainstTheFewestWorkersWithRunsPooled) {
   const ScalingReport all = build_scaling(logs, 0);
   EXPECT_EQ(all.rows[1].steps, 20u);
   EXPECT_DOUBLE_EQ(all.rows[1].throughput, 190);
+}
+
+TEST(Scaling, RunsOfDifferentSetupsAreRefusedNamingBoth) {
+  test::TempDir dir;
+  const std::string one = write_run(dir.file("w1.h5"), 1, 50);
+  const std::string wide = write_run(dir.file("w2-wide.h5"), 2, 100, "mb-train-fmb", 256);
+  const std::string dbsl = write_run(dir.file("w2-dbsl.h5"), 2, 100, "mb-train-dbsl");
+  EXPECT_MBKIT_ERROR(build_scaling({one, wide}, -1), ExitCode::kUsage,
+                     cat("--scaling: ", one, " and ", wide,
+                         " are runs of different models (mlp hidden=16 against mlp hidden=256)"));
+  EXPECT_MBKIT_ERROR(build_scaling({one, dbsl}, -1), ExitCode::kUsage,
+                     cat("--scaling: ", one, " and ", dbsl,
+                         " are runs of different tools (mb-train-fmb against mb-train-dbsl)"));
+  EXPECT_EQ(build_scaling({one, write_run(dir.file("w2.h5"), 2, 100)}, -1).rows.size(), 2u);
 }
 
 TEST(Scaling, BadInput) {

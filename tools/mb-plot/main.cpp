@@ -45,6 +45,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->type_name("mbkit|original");
   app.add_option("--ymax", options.ymax, "Upper end of the y axis");
+  auto* target = app.add_option("--target", options.target,
+                                "Accuracy figures: draw this test accuracy, 0 to 1, as a line");
   app.add_option("--size", options.size, "Figure size in inches, WIDTH,HEIGHT")->type_name("W,H");
   app.add_option("--font-size", options.font_size, "Font size in points")->capture_default_str();
   app.add_option("--bins", options.bins, "Histograms: number of bins (default: automatic)");
@@ -58,6 +60,8 @@ int main(int argc, char** argv) {
                  "Also write the figure's series to this CSV file (-: standard output)")
       ->type_name("FILE");
   app.add_flag("--list-types", options.list_types, "List the figure types and exit");
-  return mbkit::cli::run_tool(app, argc, argv, common,
-                              [&] { return mbkit::tools::plot::run_plot(options, std::cout); });
+  return mbkit::cli::run_tool(app, argc, argv, common, [&] {
+    options.has_target = target->count() > 0;
+    return mbkit::tools::plot::run_plot(options, std::cout);
+  });
 }

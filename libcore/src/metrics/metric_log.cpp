@@ -188,7 +188,7 @@ class Table {
           },
           field.member);
     }
-    return rows;
+    return complete_rows(group, rows);
   }
 
   /// Opens the columns to append to them.
@@ -378,6 +378,33 @@ void rebuild_up_to(const std::string& path, std::int64_t resume_step) {
 }
 
 }  // namespace
+
+std::uint64_t complete_rows(const io::Group& table, std::uint64_t rows) {
+  // The column no record holds 0 in: steps, evaluations and the rows of workers, masters and
+  // servers count from step 1.
+  std::vector<io::Dataset> columns;
+  if (table.has("step")) columns.push_back(table.open_dataset("step"));
+  // Backwards a block at a time; the first block is one row, all that a sound table reads.
+  hsize_t block = 1;
+  std::vector<double> values;
+  std::vector<char> unwritten;
+  while (rows > 0) {
+    const hsize_t count = std::min<hsize_t>(block, rows);
+    const hsize_t first = rows - count;
+    unwritten.assign(count, 0);
+    values.resize(count);
+    for (const auto& column : columns) {
+      column.read_rows(first, count, values.data());
+      for (hsize_t i = 0; i < count; ++i) unwritten[i] |= values[i] == 0 ? 1 : 0;
+    }
+    for (hsize_t i = count; i > 0; --i) {
+      if (!unwritten[i - 1]) return first + i;
+    }
+    rows = first;
+    block = kChunkRows;
+  }
+  return 0;
+}
 
 io::File open_metric_log(const std::string& path) {
   io::File file = io::File::open(path, io::File::Mode::kSwmrRead);

@@ -38,6 +38,7 @@ Pane build_curve(const CurveSpec& spec, const std::vector<RunRef>& runs,
     const TimeUnit unit = choose_time_unit(longest);
     x_divisor = unit.seconds;
     pane.xlabel = time_axis_label(runs, unit);
+    pane.xmin = 0;  // from the start of the runs, not from their first evaluation
   } else if (x_column == "epoch") {
     pane.xlabel = "Epoch";  // DBSL's curves: an epoch is a push per worker
   } else {
@@ -58,6 +59,10 @@ Pane build_curve(const CurveSpec& spec, const std::vector<RunRef>& runs,
     pane.ylabel = count_label(spec.ylabel, *spec.count_unit, count);
     if (std::isfinite(pane.ymax)) pane.ymax /= count.divisor;
   }
+  if (spec.percent && std::isfinite(settings.target)) {
+    pane.horizontal_lines.push_back(
+        {100 * settings.target, cat("target ", strprintf("%.4g", 100 * settings.target), "%")});
+  }
   for (const auto& run : runs) {
     const auto x = scaled(run.log->column(spec.table, x_column), x_divisor);
     // Evaluations are marked, unless there are so many that the marks would merge.
@@ -65,6 +70,9 @@ Pane build_curve(const CurveSpec& spec, const std::vector<RunRef>& runs,
     auto y = run.log->column(spec.table, spec.y);
     if (spec.cumulative) y = cumulative_sum(y);
     y = scaled(y, count.divisor);
+    if (spec.percent) {
+      for (double& value : y) value *= 100;
+    }
     const std::string title = settings.title_runs ? run.label : std::string();
     if (spec.smoothable && settings.smooth > 1) {
       pane.series.push_back({"", run.label, x, y, run.color, SeriesStyle::kFaintLine});

@@ -64,6 +64,7 @@ struct CurveSpec {
   bool cumulative = false;  ///< draw the running sum of y
   bool marks = false;       ///< few points (evaluations): mark them
   KeyPlace key = KeyPlace::kTopRight;
+  bool percent = false;  ///< a fraction (accuracy), drawn in percent as mb-report prints it
 };
 
 /// A curve type: `spec.y` against `spec.x` of `spec.table`, a line per run.

@@ -44,15 +44,15 @@ std::vector<FigureType> make_registry() {
                         {"steps", "time", "loss", "Training loss", std::nullopt, true, false, false,
                          KeyPlace::kTopRight}));
   types.push_back(curve("accuracy-vs-step", "test accuracy against the step",
-                        {"eval", "step", "accuracy", "Test accuracy", std::nullopt, true, false,
-                         true, KeyPlace::kBottomRight}));
+                        {"eval", "step", "accuracy", "Test accuracy (%)", std::nullopt, true, false,
+                         true, KeyPlace::kBottomRight, true}));
   types.push_back(curve("accuracy-vs-time", "test accuracy against time",
-                        {"eval", "time", "accuracy", "Test accuracy", std::nullopt, true, false,
-                         true, KeyPlace::kBottomRight}));
+                        {"eval", "time", "accuracy", "Test accuracy (%)", std::nullopt, true, false,
+                         true, KeyPlace::kBottomRight, true}));
   // The DBSL paper's curves: the test split against the epoch, one curve per run.
   types.push_back(curve("accuracy-vs-epoch", "test accuracy against the epoch",
-                        {"eval", "epoch", "accuracy", "Test accuracy", std::nullopt, true, false,
-                         true, KeyPlace::kBottomRight}));
+                        {"eval", "epoch", "accuracy", "Test accuracy (%)", std::nullopt, true,
+                         false, true, KeyPlace::kBottomRight, true}));
   types.push_back(curve("test-loss-vs-epoch", "test loss against the epoch",
                         {"eval", "epoch", "loss", "Test loss", std::nullopt, true, false, true,
                          KeyPlace::kTopRight}));

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "mbkit/plot/series.hpp"
+#include "mbkit/plot/ticks.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/fs.hpp"
@@ -193,6 +194,12 @@ std::pair<double, double> y_extent(const Pane& pane) {
   return {low, high};
 }
 
+// The plotting area of a pane of `size` inches: the pane less its axes' labels and margins
+// (measured on gnuplot's cairo output at 10 points).
+std::pair<double, double> plot_area(std::pair<double, double> size) {
+  return {std::max(1.0, size.first - 1.4), std::max(0.8, size.second - 0.8)};
+}
+
 // Where a pane's legend goes ("" when it has none), and the top of its y range when the
 // legend needs room above the data.
 struct KeyLayout {
@@ -213,8 +220,7 @@ KeyLayout lay_out_key(const Pane& pane, std::pair<double, double> size, double f
   // The legend's size against the plotting area (the pane less its axes' labels). Measured on
   // gnuplot's cairo output: a key is about 10 characters wider than its longest title, and
   // its lines 1.3 characters apart.
-  const double area_width = std::max(1.0, size.first - 1.4);
-  const double area_height = std::max(0.8, size.second - 0.8);
+  const auto [area_width, area_height] = plot_area(size);
   const double key_width =
       1.1 * char_width(font_size) * static_cast<double>(longest + 10) / area_width;
   const double key_height = std::min(
@@ -262,20 +268,25 @@ void write_pane(std::ostream& out, const Pane& pane, std::size_t index,
     std::vector<std::string> tics;
     for (const double x : pane.xtics) tics.push_back(number(x));
     out << "set xtics (" << join(tics, ", ") << ")\n";
-  } else if (pane.integer_x) {
-    double first = INFINITY;
-    double last = -INFINITY;
+  } else if (!pane.logx) {
+    // The x range as drawn (autoscale xfix: the data's, unless the pane fixes it).
+    double first = pane.xmin;
+    double last = pane.xmax;
     for (const auto& series : pane.series) {
       for (const double x : series.x) {
-        if (std::isfinite(x)) {
-          first = std::min(first, x);
-          last = std::max(last, x);
-        }
+        if (!std::isfinite(x)) continue;
+        if (!std::isfinite(pane.xmin)) first = std::isfinite(first) ? std::min(first, x) : x;
+        if (!std::isfinite(pane.xmax)) last = std::isfinite(last) ? std::max(last, x) : x;
       }
     }
-    // Counts over a short range: a tic per whole number, never a fractional one.
-    if (std::isfinite(first) && last - first <= 10) out << "set xtics 1\n";
-    out << "set format x '%.0f'\n";
+    if (std::isfinite(first) && std::isfinite(last) && last > first) {
+      // Ticks as far apart as their labels need on this pane (counts: whole numbers only).
+      const AxisTicks ticks =
+          choose_ticks(first, last, plot_area(size).first, font_size, pane.integer_x);
+      out << "set xtics " << number(ticks.step) << "\nset format x '%." << ticks.decimals << "f'\n";
+    } else if (pane.integer_x) {
+      out << "set format x '%.0f'\n";
+    }
   }
   if (!key.place.empty()) {
     out << "set key default\nset key " << kKeyStyle << "\nset key " << key.place << "\n";
@@ -284,6 +295,14 @@ void write_pane(std::ostream& out, const Pane& pane, std::size_t index,
   for (const auto& line : pane.vertical_lines) {
     out << "set arrow from " << number(line.x) << ", graph 0 to " << number(line.x)
         << ", graph 1 nohead dt 2 lw 1.2 lc rgb '" << color_of(line.color) << "' back\n";
+  }
+  for (const auto& line : pane.horizontal_lines) {
+    out << "set arrow from graph 0, first " << number(line.y) << " to graph 1, first "
+        << number(line.y) << " nohead dt 3 lw 1.5 lc rgb '#404040' back\n";
+    if (!line.text.empty()) {
+      out << "set label " << quote(line.text) << " at graph 0.02, first " << number(line.y)
+          << " left offset 0,0.6 tc rgb '#404040' front\n";
+    }
   }
   for (const auto& impulse : pane.impulses) {
     out << "set arrow from " << number(impulse.x) << ", first 0 to " << number(impulse.x)

@@ -85,7 +85,7 @@ std::string describe_field(const std::string& key, const std::string& value) {
   if (key == "comm") return value.empty() ? "local" : value;
   if (key == "async") return value == "true" ? "async" : "sync";
   if (key == "async_min_grads") return cat(value, " grads/update");
-  if (key == "batch_size") return cat("B=", value);
+  if (key == "batch_size") return cat("batch ", value);
   if (key == "time_limit") return cat("T=", value, " s");
   if (key == "partitions") return cat("P=", value);
   if (key == "workers") return cat(value, value == "1" ? " worker" : " workers");
@@ -152,7 +152,12 @@ std::vector<std::string> describe_runs(const std::vector<RunDescription>& runs,
   for (std::size_t i = 0; i < runs.size(); ++i) {
     std::vector<std::string> parts;
     for (const auto& key : fields) {
-      if (runs[i].fields.contains(key)) {
+      if (!runs[i].fields.contains(key)) continue;
+      // An AMB worker computes what it can of its batch in the time limit: the batch is the
+      // most it computes in a step, not what it computed.
+      if (key == "batch_size" && runs[i].fields.contains("partitions")) {
+        parts.push_back(cat("batch up to ", value_of(runs[i], key)));
+      } else {
         parts.push_back(describe_field(key, value_of(runs[i], key)));
       }
     }

@@ -100,7 +100,9 @@ std::size_t RunLog::rows(const std::string& table) const {
         const auto dims = group.open_dataset(name).dims();
         common = std::min(common, dims.empty() ? hsize_t{1} : dims[0]);
       }
-      rows = common == std::numeric_limits<hsize_t>::max() ? 0 : static_cast<std::size_t>(common);
+      if (common != std::numeric_limits<hsize_t>::max()) {
+        rows = static_cast<std::size_t>(metrics::complete_rows(group, common));
+      }
     }
   } catch (const Error&) {
     io::rethrow_as_damaged_file(path_);

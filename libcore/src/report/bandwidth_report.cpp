@@ -1,18 +1,13 @@
 #include "mbkit/report/bandwidth_report.hpp"
 
-#include "mbkit/io/hdf5.hpp"
-#include "mbkit/util/fs.hpp"
+#include "mbkit/report/inputs.hpp"
 #include "mbkit/util/json.hpp"
 #include "mbkit/util/strings.hpp"
 
 namespace mbkit::report {
 
 bool is_bandwidth_file(const std::string& path) {
-  if (!fs::is_regular_file(path)) return false;
-  io::quiet_hdf5_errors();
-  if (H5Fis_hdf5(path.c_str()) <= 0) return false;
-  const io::File file = io::File::open(path);
-  return file.has_attribute("format") && file.string_attribute("format") == "mbkit-bandwidth";
+  return mbkit_format_of(path) == "mbkit-bandwidth";
 }
 
 std::vector<bench::Run> read_bandwidth_runs(const std::vector<std::string>& paths) {

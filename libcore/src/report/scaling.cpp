@@ -38,6 +38,43 @@ RunSteps steady_steps(const plot::RunLog& log, int requested) {
   return steps;
 }
 
+// The model and its configuration: "mlp hidden=256" (model_config keys that differ from
+// `other`'s only, so that the text shows what differs).
+std::string model_text(const plot::RunLog& log, const plot::RunLog& other) {
+  std::string text = log.info().model.empty() ? std::string("-") : log.info().model;
+  for (const auto& [key, value] : log.description().fields) {
+    if (key.starts_with("model_config.") && other.field(key) != value) {
+      text += cat(" ", key.substr(std::string("model_config.").size()), "=", value);
+    }
+  }
+  return text;
+}
+
+// What differs between two runs that a scaling table cannot compare: what each worker
+// computes (tool, model and its configuration, dataset) and on what (device and precision,
+// clock); "" when nothing does.
+std::string setup_difference(const plot::RunLog& first, const plot::RunLog& run) {
+  const auto differ = [&](const char* what, const std::string& a, const std::string& b) {
+    return a == b ? std::string() : cat(what, " (", a, " against ", b, ")");
+  };
+  const metrics::RunInfo& a = first.info();
+  const metrics::RunInfo& b = run.info();
+  std::string difference = differ("tools", a.tool, b.tool);
+  if (difference.empty()) {
+    difference = differ("models", model_text(first, run), model_text(run, first));
+  }
+  if (difference.empty()) difference = differ("datasets", a.dataset, b.dataset);
+  if (difference.empty()) {
+    const auto device_of = [](const plot::RunLog& log) {
+      const std::string device = log.field("device").empty() ? "cpu" : log.field("device");
+      return cat(device, " ", log.info().precision);
+    };
+    difference = differ("devices", device_of(first), device_of(run));
+  }
+  if (difference.empty()) difference = differ("clocks", a.clock, b.clock);
+  return difference;
+}
+
 std::string fixed(double value, int decimals) {
   if (!std::isfinite(value)) return "-";
   return strprintf("%.*f", decimals, value);
@@ -66,8 +103,15 @@ ScalingReport build_scaling(const std::vector<std::string>& logs, int warmup_ste
   std::vector<plot::ScalingPoint> points;
   std::map<double, ScalingEntry> entries;
   std::map<double, RunSteps> pooled;
+  const auto first = plot::RunLog::open(logs.front());
   for (const auto& path : logs) {
     const auto log = plot::RunLog::open(path);
+    if (const std::string difference = setup_difference(first, log); !difference.empty()) {
+      usage_error(cat("--scaling: ", first.path(), " and ", path, " are runs of different ",
+                      difference,
+                      "; a scaling table compares one setup on different numbers "
+                      "of workers"));
+    }
     const double workers = log.workers();
     RunSteps steps = steady_steps(log, warmup_steps);
     points.push_back({workers, steps.median});

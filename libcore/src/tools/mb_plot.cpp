@@ -96,6 +96,10 @@ int run_plot(const PlotOptions& options, std::ostream& out) {
   if (!(options.ymax >= 0) || !std::isfinite(options.ymax)) {
     usage_error("--ymax must be a positive number");
   }
+  if (options.has_target && !(options.target > 0 && options.target <= 1)) {
+    usage_error(cat("--target ", shortest_decimal(options.target),
+                    ": a test accuracy between 0 and 1 is expected (0.8 for 80%)"));
+  }
   if (options.x_axis != "type" && options.x_axis != "epoch") {
     usage_error(cat("--x-axis: '", options.x_axis, "' is not type or epoch"));
   }
@@ -110,6 +114,7 @@ int run_plot(const PlotOptions& options, std::ostream& out) {
   settings.bins = options.bins;
   settings.warmup_steps = options.warmup_steps;
   settings.ymax = options.ymax > 0 ? options.ymax : kUnset;
+  settings.target = options.has_target ? options.target : kUnset;
   settings.user_labels = !options.labels.empty();
   if (!options.xmax.empty()) {
     settings.xmax = parse_duration(options.xmax, "--xmax");

@@ -8,6 +8,7 @@
 
 #include "mbkit/plot/run_log.hpp"
 #include "mbkit/report/bandwidth_report.hpp"
+#include "mbkit/report/inputs.hpp"
 #include "mbkit/report/report.hpp"
 #include "mbkit/report/scaling.hpp"
 #include "mbkit/report/trace.hpp"
@@ -75,14 +76,10 @@ int report_trace(const ReportOptions& options) {
   return 0;
 }
 
-int report_bandwidth(const ReportOptions& options, std::ostream& out, std::ptrdiff_t files) {
-  if (files != static_cast<std::ptrdiff_t>(options.logs.size())) {
-    usage_error(
-        "bandwidth results (mb-bench-bandwidth --append) and metric logs cannot be "
-        "reported together");
-  }
+int report_bandwidth(const ReportOptions& options, std::ostream& out,
+                     const std::vector<std::string>& files) {
   if (options.has_target) usage_error("--target: bandwidth results have no accuracy");
-  const auto runs = mbkit::report::read_bandwidth_runs(options.logs);
+  const auto runs = mbkit::report::read_bandwidth_runs(files);
   emit(
       options, out, cat(runs.size(), " bandwidth runs"),
       [&](std::ostream& stream) { mbkit::report::write_bandwidth_json(runs, stream); },
@@ -91,12 +88,9 @@ int report_bandwidth(const ReportOptions& options, std::ostream& out, std::ptrdi
   return 0;
 }
 
-int report_scaling(const ReportOptions& options, std::ostream& out) {
-  if (options.has_target) usage_error("--scaling and --target exclude each other");
-  if (std::any_of(options.logs.begin(), options.logs.end(), mbkit::report::is_bandwidth_file)) {
-    usage_error("--scaling: bandwidth results (mb-bench-bandwidth --append) are not metric logs");
-  }
-  const auto report = mbkit::report::build_scaling(options.logs, options.warmup_steps);
+int report_scaling(const ReportOptions& options, const std::vector<std::string>& logs,
+                   std::ostream& out) {
+  const auto report = mbkit::report::build_scaling(logs, options.warmup_steps);
   emit(
       options, out, cat(report.rows.size(), " worker counts"),
       [&](std::ostream& stream) { mbkit::report::write_scaling_json(report, stream); },
@@ -112,19 +106,37 @@ int run_report(const ReportOptions& options, std::ostream& out) {
   if (options.scaling && !options.trace.empty()) {
     usage_error("--scaling and --trace exclude each other");
   }
+  if (options.scaling && options.has_target)
+    usage_error("--scaling and --target exclude each other");
   if (options.has_warmup && !options.scaling) usage_error("--warmup-steps applies to --scaling");
+  if (options.has_warmup && options.warmup_steps < 0) {
+    usage_error(cat("--warmup-steps ", options.warmup_steps, ": must be 0 or more"));
+  }
   if (!options.trace.empty()) return report_trace(options);
   if (options.json && options.csv) usage_error("--json and --csv exclude each other");
   if (!options.output.empty() && !options.force && fs::exists(options.output)) {
     fail(cat(options.output, " exists; use --force to replace it"));
   }
-  if (options.scaling) return report_scaling(options, out);
-  // mb-bench-bandwidth --append files are reported as their own table.
-  const auto bandwidth_files =
-      std::count_if(options.logs.begin(), options.logs.end(), mbkit::report::is_bandwidth_file);
-  if (bandwidth_files > 0) return report_bandwidth(options, out, bandwidth_files);
+  if (options.logs.empty()) {
+    usage_error(
+        cat("no metric log given (mb-report ", options.scaling ? "--scaling " : "", "RUN.h5 ...)"));
+  }
+  // A glob (out/quick/*.h5) names checkpoints, evaluations and datasets too: the logs are
+  // reported, the others left out with a line that says so. Bandwidth results make a table of
+  // their own when no log is given.
+  auto inputs = mbkit::report::sort_inputs(options.logs);
+  if (inputs.logs.empty() && !inputs.bandwidth.empty() && !options.scaling) {
+    if (!inputs.others.empty()) log::info(mbkit::report::skipped_text(inputs.others));
+    return report_bandwidth(options, out, inputs.bandwidth);
+  }
+  for (const auto& path : inputs.bandwidth) {
+    inputs.others.push_back({path, mbkit::report::describe_format("mbkit-bandwidth")});
+  }
+  if (inputs.logs.empty()) mbkit::report::no_log_left(inputs.others);
+  if (!inputs.others.empty()) log::info(mbkit::report::skipped_text(inputs.others));
+  if (options.scaling) return report_scaling(options, inputs.logs, out);
   const auto target = options.has_target ? std::optional<double>(options.target) : std::nullopt;
-  const mbkit::report::Report report = mbkit::report::build_report(options.logs, target);
+  const mbkit::report::Report report = mbkit::report::build_report(inputs.logs, target);
   emit(
       options, out, cat(report.runs.size(), report.runs.size() == 1 ? " run" : " runs"),
       [&](std::ostream& stream) { mbkit::report::write_json(report, stream); },

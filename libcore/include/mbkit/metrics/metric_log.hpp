@@ -34,7 +34,8 @@
 
 namespace mbkit::io {
 class File;
-}
+class Group;
+}  // namespace mbkit::io
 
 namespace mbkit::metrics {
 
@@ -124,6 +125,13 @@ struct ServerRecord {
 /// checks its format, version and tables; problems are data errors naming the file. Datasets
 /// opened from it see rows flushed later after Dataset::refresh().
 io::File open_metric_log(const std::string& path);
+/// The rows of a table (the group /steps, /eval...) that hold records: `rows` (those that every
+/// column holds) less the rows at its end whose step reads 0. A disk that fills while rows are
+/// flushed can leave a table grown over values of its columns that were never written, which
+/// HDF5 reads as its fill value 0 (step 0, accuracy 0); no record has step 0 (steps count from
+/// 1), so such a row is none. (A row whose step was written but another column was not cannot
+/// be told from a record; the step column is the one seen lost so far.)
+std::uint64_t complete_rows(const io::Group& table, std::uint64_t rows);
 /// The run description in a log's root attributes.
 RunInfo read_run_info(const io::File& log);
 

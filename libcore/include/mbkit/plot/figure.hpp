@@ -35,6 +35,12 @@ struct VerticalLine {
   int color = 0;
 };
 
+/// A horizontal dotted line across the pane, its text above its left end (a target accuracy).
+struct HorizontalLine {
+  double y = 0;
+  std::string text;
+};
+
 /// An arrow up from the x axis to y, with a text at its head (a point mass of a distribution).
 struct Impulse {
   double x = 0;
@@ -54,6 +60,7 @@ struct Pane {
   std::string ylabel;
   std::vector<Series> series;
   std::vector<VerticalLine> vertical_lines;
+  std::vector<HorizontalLine> horizontal_lines;
   std::vector<Impulse> impulses;
   double box_width = 0;  ///< for kBoxes series
   bool logx = false;

@@ -34,6 +34,7 @@ struct PlotSettings {
   bool compute_with_sleep = false;  ///< --compute-time original: compute + induced delay
   double xmax = kUnset;             ///< --xmax, in the x axis' base unit (steps, seconds, counts)
   double ymax = kUnset;             ///< --ymax, in the y axis' unit
+  double target = kUnset;           ///< --target: test accuracy (a fraction) drawn as a line
   int bins = 0;                     ///< --bins (0: automatic)
   int warmup_steps = -1;            ///< --warmup-steps (-1: a tenth of the steps)
   bool user_labels = false;         ///< the labels came from --label (scaling groups runs by them)

@@ -24,7 +24,9 @@ struct PlotOptions {
   std::string x_axis = "type";         ///< type (each curve's own x) or epoch
   std::string compute_time = "mbkit";  ///< compute-time histogram: mbkit or original
   double ymax = 0;                     ///< 0: automatic
-  std::string size;                    ///< "W,H" in inches
+  double target = 0;                   ///< test accuracy in (0, 1]; with has_target only
+  bool has_target = false;
+  std::string size;  ///< "W,H" in inches
   double font_size = 10;
   int bins = 0;
   int warmup_steps = -1;
