@@ -151,6 +151,19 @@ class ModuleGraph(unittest.TestCase):
             self.assertIn(module, graph)
         self.assertIn("util", graph["backend"], "backend's includes of util were not found")
 
+    def test_a_planted_cycle_is_named(self):
+        # The search itself, on a graph with a known loop a -> b -> c -> a beside a leaf d.
+        graph = {"a": {"b": "a:1", "d": "a:2"}, "b": {"c": "b:1"}, "c": {"a": "c:1"}, "d": {}}
+        self.assertEqual(strongly_connected(graph), [["a", "b", "c"]])
+        self.assertEqual(cycles_covering(graph, ["a", "b", "c"]), [["a", "b", "c", "a"]])
+        self.assertIn("  c -> a: c:1", describe_cycle(graph, ["a", "b", "c", "a"]))
+
+    def test_a_forward_declaration_is_a_dependency(self):
+        text = "namespace mbkit::bench {\nclass DeviceBench;\n}\n"
+        self.assertEqual([m.group(1) for m in FORWARD_DECLARATION.finditer(text)], ["bench"])
+        self.assertEqual(module_of("backend/cuda/nccl.hpp"), "backend/cuda")
+        self.assertEqual(module_of("backend/factory.hpp"), "backend")
+
     def test_no_cycle_between_modules(self):
         graph = module_graph()
         components = strongly_connected(graph)
