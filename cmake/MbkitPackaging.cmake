@@ -35,7 +35,7 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CMAKE_LIBRARY_OUTPUT_DIRECTORY
 if(MBKIT_CUDA)
   # NVIDIA's CUDA toolkit, cuDNN and NCCL (/usr/local/cuda) are not Debian packages: they are
   # named private here so that dpkg-shlibdeps accepts them, and the package does not depend on
-  # them. libmbkit-cuda is opened only when a run asks for the GPU (backend/plugin_loader).
+  # them. libmbkit-cuda is opened only when a run asks for the GPU (plugin/plugin_loader).
   foreach(library ${CUDNN_LIBRARY} ${NCCL_LIBRARY})
     get_filename_component(directory ${library} DIRECTORY)
     list(APPEND CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${directory})

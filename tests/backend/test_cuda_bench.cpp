@@ -12,10 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "mbkit/backend/cuda_plugin.hpp"
+#include "mbkit/backend/factory.hpp"
 #include "mbkit/bench/device_bench.hpp"
 #include "mbkit/comm/world.hpp"
 #include "mbkit/nn/backend.hpp"
+#include "mbkit/plugin/cuda_plugin.hpp"
 #include "mbkit/tools/mb_bench_bandwidth.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/strings.hpp"
@@ -26,12 +27,12 @@ namespace {
 class CudaBenchGpu : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!backend::gpu_driver_present()) GTEST_SKIP() << "no NVIDIA driver (libcuda.so.1)";
+    if (!plugin::gpu_driver_present()) GTEST_SKIP() << "no NVIDIA driver (libcuda.so.1)";
     std::string why_not;
-    plugin_ = backend::cuda_plugin(&why_not);
+    plugin_ = plugin::cuda_plugin(&why_not);
     if (plugin_ == nullptr) GTEST_SKIP() << "CUDA backend not run: " << why_not;
     if (plugin_->device_count() == 0) GTEST_SKIP() << "no CUDA GPU is visible to this process";
-    gpu_.reset(plugin_->make_backend(0, 0));
+    gpu_.reset(backend::cuda_backend_maker()(0, 0));
   }
   void TearDown() override { gpu_.reset(); }
 
@@ -47,7 +48,7 @@ class CudaBenchGpu : public ::testing::Test {
 
   // Sizes whose element counts are not powers of two too: NCCL's chunks do not divide them.
   const std::vector<std::size_t> sizes_ = {4, 4096, 100004, 1 << 20};
-  const backend::CudaPluginApi* plugin_ = nullptr;
+  const plugin::CudaPluginApi* plugin_ = nullptr;
   std::unique_ptr<nn::Backend> gpu_;
   comm::World world_;
 };

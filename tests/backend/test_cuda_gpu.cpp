@@ -14,9 +14,10 @@
 
 #include "mbkit/backend/cpu.hpp"
 #include "mbkit/backend/cuda/bf16.hpp"
-#include "mbkit/backend/cuda_plugin.hpp"
+#include "mbkit/backend/factory.hpp"
 #include "mbkit/nn/backend.hpp"
 #include "mbkit/optim/optimizer.hpp"
+#include "mbkit/plugin/cuda_plugin.hpp"
 #include "mbkit/util/random.hpp"
 #include "mbkit/util/strings.hpp"
 
@@ -25,13 +26,13 @@ namespace {
 
 /// The CUDA backend on GPU 0 straight from the plugin, or why there is none.
 std::unique_ptr<nn::Backend> gpu_backend(std::string& why_not) {
-  const CudaPluginApi* plugin = cuda_plugin(&why_not);
+  const plugin::CudaPluginApi* plugin = plugin::cuda_plugin(&why_not);
   if (plugin == nullptr) return nullptr;
   if (plugin->device_count() == 0) {
     why_not = "no CUDA GPU is visible to this process";
     return nullptr;
   }
-  return std::unique_ptr<nn::Backend>(plugin->make_backend(0, 0));
+  return std::unique_ptr<nn::Backend>(backend::cuda_backend_maker()(0, 0));
 }
 
 class CudaGpu : public ::testing::Test {
@@ -184,7 +185,7 @@ TEST_F(CudaGpu, Bf16CastRoundsAsTheHostReference) {
   while (values.size() < kCount) {
     values.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(rng.below(1ull << 32))));
   }
-  const CudaPluginApi* plugin = cuda_plugin();
+  const plugin::CudaPluginApi* plugin = plugin::cuda_plugin();
   ASSERT_NE(plugin, nullptr);
   std::vector<std::uint16_t> device(values.size());
   plugin->round_to_bf16(0, values.data(), device.data(), values.size());

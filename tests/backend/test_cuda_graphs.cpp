@@ -12,7 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "mbkit/backend/cuda_plugin.hpp"
+#include "mbkit/backend/factory.hpp"
+#include "mbkit/plugin/cuda_plugin.hpp"
 #include "step_trace.hpp"
 
 namespace mbkit::backend {
@@ -22,13 +23,13 @@ using test::Step;
 using test::StepTrace;
 
 /// The plugin, or null after GTEST_SKIP's reason (the caller returns).
-const CudaPluginApi* gpu_or_skip(std::string& why_not) {
+const plugin::CudaPluginApi* gpu_or_skip(std::string& why_not) {
   // Without a driver, loading the plugin would only map cuDNN and cuBLAS (a second a test).
-  if (!gpu_driver_present()) {
+  if (!plugin::gpu_driver_present()) {
     why_not = "no NVIDIA driver (libcuda.so.1 does not open)";
     return nullptr;
   }
-  const CudaPluginApi* plugin = cuda_plugin(&why_not);
+  const plugin::CudaPluginApi* plugin = plugin::cuda_plugin(&why_not);
   if (plugin == nullptr) return nullptr;
   if (plugin->device_count() == 0) {
     why_not = "no CUDA GPU is visible";
@@ -37,10 +38,10 @@ const CudaPluginApi* gpu_or_skip(std::string& why_not) {
   return plugin;
 }
 
-void expect_replay_matches_eager(const CudaPluginApi& plugin, const std::string& model,
-                                 const std::vector<Step>& steps, int recordings) {
-  std::unique_ptr<nn::Backend> eager_gpu(plugin.make_backend(0, 0));  // fp32
-  std::unique_ptr<nn::Backend> graph_gpu(plugin.make_backend(0, 0));  // fp32
+void expect_replay_matches_eager(const std::string& model, const std::vector<Step>& steps,
+                                 int recordings) {
+  std::unique_ptr<nn::Backend> eager_gpu(backend::cuda_backend_maker()(0, 0));  // fp32
+  std::unique_ptr<nn::Backend> graph_gpu(backend::cuda_backend_maker()(0, 0));  // fp32
   const StepTrace eager = test::train_steps(model, *eager_gpu, false, steps);
   const StepTrace graphs = test::train_steps(model, *graph_gpu, true, steps);
   test::expect_same_steps(graphs, eager);
@@ -53,9 +54,9 @@ class CudaGraphs : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaGraphs, ReplayMatchesEagerBitForBit) {
   std::string why_not;
-  const CudaPluginApi* plugin = gpu_or_skip(why_not);
+  const plugin::CudaPluginApi* plugin = gpu_or_skip(why_not);
   if (plugin == nullptr) GTEST_SKIP() << "CUDA graphs not run: " << why_not;
-  expect_replay_matches_eager(*plugin, GetParam(), std::vector<Step>(5, Step{8}), 1);
+  expect_replay_matches_eager(GetParam(), std::vector<Step>(5, Step{8}), 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, CudaGraphs,
@@ -69,11 +70,11 @@ INSTANTIATE_TEST_SUITE_P(Zoo, CudaGraphs,
 
 TEST(CudaGraphsShapes, BatchSizeChangesAndMicroBatchesRecordAgain) {
   std::string why_not;
-  const CudaPluginApi* plugin = gpu_or_skip(why_not);
+  const plugin::CudaPluginApi* plugin = gpu_or_skip(why_not);
   if (plugin == nullptr) GTEST_SKIP() << "CUDA graphs not run: " << why_not;
   // A short batch, the first size again, then AMB's two micro-batches a step.
   const std::vector<Step> steps{{8}, {8}, {8}, {5}, {5}, {5}, {8}, {6, true}, {6, true}, {6, true}};
-  expect_replay_matches_eager(*plugin, "resnet8", steps, 4);
+  expect_replay_matches_eager("resnet8", steps, 4);
 }
 
 }  // namespace

@@ -17,10 +17,11 @@
 #include "test_helpers.hpp"
 
 #include "mbkit/backend/cpu.hpp"
-#include "mbkit/backend/cuda_plugin.hpp"
+#include "mbkit/backend/factory.hpp"
 #include "mbkit/models/zoo.hpp"
 #include "mbkit/nn/network.hpp"
 #include "mbkit/optim/optimizer.hpp"
+#include "mbkit/plugin/cuda_plugin.hpp"
 #include "mbkit/util/random.hpp"
 #include "mbkit/util/strings.hpp"
 
@@ -117,7 +118,7 @@ class CudaModels : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaModels, TrainLikeTheCpu) {
   std::string why_not;
-  const CudaPluginApi* plugin = cuda_plugin(&why_not);
+  const plugin::CudaPluginApi* plugin = plugin::cuda_plugin(&why_not);
   if (plugin == nullptr) GTEST_SKIP() << "CUDA backend not run: " << why_not;
   if (plugin->device_count() == 0) GTEST_SKIP() << "CUDA backend not run: no CUDA GPU is visible";
   const std::string& model = GetParam();
@@ -127,7 +128,7 @@ TEST_P(CudaModels, TrainLikeTheCpu) {
     reference = train(model, *cpu);
     perturbed = train(model, *cpu, kPerturbation);
   }
-  std::unique_ptr<nn::Backend> gpu(plugin->make_backend(0, 0));
+  std::unique_ptr<nn::Backend> gpu(backend::cuda_backend_maker()(0, 0));
   const Trace trace = train(model, *gpu);
   for (int step = 0; step < kSteps; ++step) {
     const auto s = static_cast<std::size_t>(step);
@@ -169,7 +170,7 @@ class CudaModelsAtPrecision : public ::testing::TestWithParam<PrecisionCase> {};
 
 TEST_P(CudaModelsAtPrecision, TrainCloseToTheCpuInFp32) {
   std::string why_not;
-  const CudaPluginApi* plugin = cuda_plugin(&why_not);
+  const plugin::CudaPluginApi* plugin = plugin::cuda_plugin(&why_not);
   if (plugin == nullptr) GTEST_SKIP() << "CUDA backend not run: " << why_not;
   if (plugin->device_count() == 0) GTEST_SKIP() << "CUDA backend not run: no CUDA GPU is visible";
   const auto& [model, precision] = GetParam();
@@ -182,7 +183,7 @@ TEST_P(CudaModelsAtPrecision, TrainCloseToTheCpuInFp32) {
   }
   std::unique_ptr<nn::Backend> gpu;
   try {
-    gpu.reset(plugin->make_backend(0, static_cast<int>(precision)));
+    gpu.reset(backend::cuda_backend_maker()(0, static_cast<int>(precision)));
   } catch (const Error& error) {
     if (error.code() != ExitCode::kUsage) throw;  // pre-Ampere: no TF32 or bf16 tensor cores
     GTEST_SKIP() << error.what();

@@ -12,10 +12,11 @@
 #include <thread>
 #include <vector>
 
-#include "mbkit/backend/cuda_plugin.hpp"
+#include "mbkit/backend/factory.hpp"
 #include "mbkit/comm/device_allreduce.hpp"
 #include "mbkit/config.hpp"
 #include "mbkit/nn/backend.hpp"
+#include "mbkit/plugin/cuda_plugin.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/random.hpp"
 #include "test_helpers.hpp"
@@ -27,14 +28,14 @@ class CudaNcclGpu : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string why_not;
-    plugin_ = cuda_plugin(&why_not);
+    plugin_ = plugin::cuda_plugin(&why_not);
     if (plugin_ == nullptr) GTEST_SKIP() << "CUDA backend not run: " << why_not;
     if (plugin_->device_count() == 0) GTEST_SKIP() << "no CUDA GPU is visible to this process";
     if (plugin_->nccl_version().empty()) GTEST_SKIP() << "libmbkit-cuda was built without NCCL";
-    gpu_.reset(plugin_->make_backend(0, 0));
-    std::uint8_t id[kNcclIdBytes] = {};
+    gpu_.reset(backend::cuda_backend_maker()(0, 0));
+    std::uint8_t id[plugin::kNcclIdBytes] = {};
     plugin_->nccl_unique_id(id);
-    sum_.reset(plugin_->make_nccl_allreduce(*gpu_, id, 1, 0, 30.0));
+    sum_.reset(comm::cuda_nccl_allreduce_maker()(*gpu_, id, 1, 0, 30.0));
     ASSERT_TRUE(until([&] { return sum_->ready(); })) << "ncclCommInitRankConfig: 30 s";
   }
   void TearDown() override {
@@ -53,7 +54,7 @@ class CudaNcclGpu : public ::testing::Test {
     return true;
   }
 
-  const CudaPluginApi* plugin_ = nullptr;
+  const plugin::CudaPluginApi* plugin_ = nullptr;
   std::unique_ptr<nn::Backend> gpu_;
   std::unique_ptr<comm::DeviceAllreduce> sum_;
 };

@@ -100,8 +100,8 @@ TEST(Ops, NamesRoundTripAndUnknownIsAUsageError) {
 
 TEST(Table, RowsHaveTheHeadersColumns) {
   Row row{"exchange-allreduce-shm", 4096, 1024, "float", 1.5, 1, 2, 2.7, 2.7, 0};
-  const auto header = split(std::string(column_header()).substr(2), ' ');
-  std::istringstream line(format_row(row));
+  const auto header = split(std::string(results::column_header()).substr(2), ' ');
+  std::istringstream line(results::format_row(row));
   std::vector<std::string> fields;
   for (std::string field; line >> field;) fields.push_back(field);
   ASSERT_EQ(fields.size(), header.size());
@@ -128,14 +128,14 @@ Run sample_run(int ranks, const std::string& op, double time) {
 TEST(ResultsFile, AppendKeysByRanksAndOperationAndReplacesTheSameKey) {
   test::TempDir dir;
   const auto path = dir.file("bw.h5");
-  append_run(path, sample_run(3, "allreduce", 10));
-  append_run(path, sample_run(2, "allreduce", 20));
-  append_run(path, sample_run(3, "bcast", 30));
-  mbkit::bench::Run large = sample_run(3, "allreduce", 40);
+  results::append_run(path, sample_run(3, "allreduce", 10));
+  results::append_run(path, sample_run(2, "allreduce", 20));
+  results::append_run(path, sample_run(3, "bcast", 30));
+  results::Run large = sample_run(3, "allreduce", 40);
   large.large_iters = 2;
   large.large_from = 2048;
-  append_run(path, large);  // replaces the first
-  const auto runs = read_runs(path);
+  results::append_run(path, large);  // replaces the first
+  const auto runs = results::read_runs(path);
   ASSERT_EQ(runs.size(), 3u);
   EXPECT_EQ(runs[0].ranks, 2);
   EXPECT_EQ(runs[1].ranks, 3);
@@ -161,8 +161,9 @@ TEST(ResultsFile, AnotherFileIsADataError) {
   test::TempDir dir;
   const auto path = dir.file("other.h5");
   io::File::create(path).close();
-  EXPECT_EQ(code_of([&] { read_runs(path); }), ExitCode::kBadData);
-  EXPECT_EQ(code_of([&] { append_run(path, sample_run(2, "reduce", 1)); }), ExitCode::kBadData);
+  EXPECT_EQ(code_of([&] { results::read_runs(path); }), ExitCode::kBadData);
+  EXPECT_EQ(code_of([&] { results::append_run(path, sample_run(2, "reduce", 1)); }),
+            ExitCode::kBadData);
 }
 
 // The tool on one process: a table whose last '#' line before the rows names the columns.
@@ -202,7 +203,7 @@ TEST(BandwidthTool, OneProcessTableIsCheckedAndAppended) {
   const auto run = run_tool(options);
   EXPECT_EQ(run.status, 0);
   ASSERT_EQ(run.rows.size(), 9u);
-  EXPECT_EQ(run.comments[run.comments.size() - 2], column_header());
+  EXPECT_EQ(run.comments[run.comments.size() - 2], results::column_header());
   for (const auto& row : run.rows) {
     EXPECT_EQ(row[3], "double");
     EXPECT_EQ(row.back(), "0");
@@ -211,7 +212,7 @@ TEST(BandwidthTool, OneProcessTableIsCheckedAndAppended) {
   EXPECT_EQ(run.rows[2][1], "4096");
   EXPECT_EQ(run.rows[2][2], "512");
   EXPECT_EQ(run.rows[8][0], "reduce-scatter");
-  EXPECT_EQ(read_runs(options.append).size(), 3u);
+  EXPECT_EQ(results::read_runs(options.append).size(), 3u);
 }
 
 TEST(BandwidthTool, LargeItersAreInTheHeaderAndTheFile) {
@@ -229,7 +230,7 @@ TEST(BandwidthTool, LargeItersAreInTheHeaderAndTheFile) {
   EXPECT_NE(run.comments[0].find("3 iterations (1 from 2048 bytes) after 5 warm-up"),
             std::string::npos)
       << run.comments[0];
-  const auto runs = read_runs(options.append);
+  const auto runs = results::read_runs(options.append);
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].iters, 3);
   EXPECT_EQ(runs[0].large_iters, 1);

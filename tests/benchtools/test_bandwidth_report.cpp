@@ -18,7 +18,7 @@ namespace {
 std::string results_file(const test::TempDir& dir) {
   const auto path = dir.file("bw.h5");
   for (const int ranks : {3, 2}) {
-    bench::Run run;
+    results::Run run;
     run.ranks = ranks;
     run.op = "reduce-bcast";
     run.dtype = "float";
@@ -26,7 +26,7 @@ std::string results_file(const test::TempDir& dir) {
     run.hosts = "h";
     run.created = "now";
     run.rows.push_back({"reduce-bcast", 1024, 256, "float", 10.0 * ranks, 9, 11, 0.1, 0.2, 0});
-    bench::append_run(path, run);
+    results::append_run(path, run);
   }
   return path;
 }
@@ -39,7 +39,7 @@ TEST(BandwidthReport, TableRowPerRunAndSizeByRanks) {
   EXPECT_EQ(tools::report::run_report(options, out), 0);
   const auto lines = split(out.str(), '\n');
   ASSERT_EQ(lines.size(), 5u);  // two comments, two rows, the final newline
-  EXPECT_EQ(lines[1], std::string("# ranks op ") + std::string(bench::column_header()).substr(2));
+  EXPECT_EQ(lines[1], std::string("# ranks op ") + std::string(results::column_header()).substr(2));
   std::istringstream first(lines[2]);
   std::string ranks, op, mode, size, count, type, time;
   first >> ranks >> op >> mode >> size >> count >> type >> time;

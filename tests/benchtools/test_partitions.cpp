@@ -41,11 +41,11 @@ TEST(Splits, SweepIsTheOriginals) {
 }
 
 TEST(Spread, MinMedianMax) {
-  const Spread odd = spread_of({3, 1, 2});
+  const results::Spread odd = results::spread_of({3, 1, 2});
   EXPECT_EQ(odd.min, 1);
   EXPECT_EQ(odd.median, 2);
   EXPECT_EQ(odd.max, 3);
-  EXPECT_EQ(spread_of({4, 1, 3, 2}).median, 2.5);
+  EXPECT_EQ(results::spread_of({4, 1, 3, 2}).median, 2.5);
 }
 
 PartitionsRun sample_run() {
@@ -68,8 +68,8 @@ PartitionsRun sample_run() {
 TEST(PartitionsFile, ReadsBackWhatWasWritten) {
   test::TempDir dir;
   const auto path = dir.file("p.h5");
-  write_partitions_file(path, sample_run());
-  const PartitionsRun back = read_partitions_file(path);
+  results::write_partitions_file(path, sample_run());
+  const PartitionsRun back = results::read_partitions_file(path);
   EXPECT_EQ(back.model, "mlp");
   EXPECT_EQ(back.cpu_model, "a CPU");
   EXPECT_EQ(back.threads, 2);
@@ -82,19 +82,20 @@ TEST(PartitionsFile, ReadsBackWhatWasWritten) {
   EXPECT_EQ(file.open_dataset("micro_batch").read<std::int64_t>(),
             (std::vector<std::int64_t>{32, 32}));
   EXPECT_FALSE(file.string_array_attribute("libraries").empty());
-  EXPECT_EQ(code_of([&] { read_partitions_file(dir.file("missing.h5")); }), ExitCode::kBadData);
+  EXPECT_EQ(code_of([&] { results::read_partitions_file(dir.file("missing.h5")); }),
+            ExitCode::kBadData);
 }
 
 TEST(PartitionsTable, ColumnsAndUnits) {
   std::ostringstream out;
-  write_partitions_table(out, sample_run());
+  results::write_partitions_table(out, sample_run());
   const auto lines = split(out.str(), '\n');
   ASSERT_GE(lines.size(), 6u);
-  EXPECT_EQ(lines[3], partitions_columns());
+  EXPECT_EQ(lines[3], results::partitions_columns());
   std::istringstream row(lines[5]);
   std::vector<double> fields;
   for (double v; row >> v;) fields.push_back(v);
-  ASSERT_EQ(fields.size(), split(std::string(partitions_columns()).substr(2), ' ').size());
+  ASSERT_EQ(fields.size(), split(std::string(results::partitions_columns()).substr(2), ' ').size());
   EXPECT_EQ(fields[0], 1);                  // rank
   EXPECT_EQ(fields[3], 32);                 // micro-batch
   EXPECT_NEAR(fields[5], 50, 1e-9);         // median step, ms
@@ -131,7 +132,7 @@ TEST_F(PartitionsTool, TimesEverySplitAndWritesTheFile) {
   o.output = dir_.file("p.h5");
   std::ostringstream out;
   EXPECT_EQ(tools::bench_partitions::run_bench_partitions(o, out), 0);
-  const PartitionsRun run = read_partitions_file(o.output);
+  const PartitionsRun run = results::read_partitions_file(o.output);
   ASSERT_EQ(run.rows.size(), 6u);
   EXPECT_EQ(run.rows[5].split, (Split{16, 8}));
   for (const auto& row : run.rows) {
@@ -139,7 +140,7 @@ TEST_F(PartitionsTool, TimesEverySplitAndWritesTheFile) {
     for (const double s : row.seconds) EXPECT_GT(s, 0);
   }
   EXPECT_EQ(run.threads, 1);
-  EXPECT_NE(out.str().find(partitions_columns()), std::string::npos);
+  EXPECT_NE(out.str().find(results::partitions_columns()), std::string::npos);
 }
 
 TEST_F(PartitionsTool, BadInputIsAUsageError) {

@@ -1,5 +1,5 @@
 // A CPU run never maps the CUDA libraries: the CUDA side is a plugin opened on demand
-// (backend/plugin_loader). The plugin's own tests are in tests/backend/test_cuda_plugin.cpp.
+// (plugin/plugin_loader). The plugin's own tests are in tests/backend/test_cuda_plugin.cpp.
 #include <gtest/gtest.h>
 
 #include <string>

@@ -5,9 +5,9 @@
 #include <mutex>
 
 #include "mbkit/backend/cpu.hpp"
-#include "mbkit/backend/cuda_plugin.hpp"
 #include "mbkit/backend/device.hpp"
 #include "mbkit/config.hpp"
+#include "mbkit/plugin/cuda_plugin.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/strings.hpp"
 
@@ -17,8 +17,8 @@ std::vector<std::string> available_backends() {
   std::vector<std::string> names{"cpu"};
   // "cuda" where libmbkit-cuda loads and sees a GPU. This opens the plugin: nothing on a CPU
   // run's path calls it (only messages, tests and shell completion).
-  if (!gpu_driver_present()) return names;
-  const CudaPluginApi* cuda = cuda_plugin();
+  if (!plugin::gpu_driver_present()) return names;
+  const plugin::CudaPluginApi* cuda = plugin::cuda_plugin();
   if (cuda != nullptr && cuda->device_count() > 0) names.push_back("cuda");
   return names;
 }
@@ -72,12 +72,18 @@ std::unique_ptr<nn::Backend> make_backend(const std::string& name, int threads,
   }
   // A GPU was asked for: every check a GPU run will need, in the order a user can act on.
   std::string why_not;
-  const CudaPluginApi* cuda = cuda_plugin(&why_not);
+  const plugin::CudaPluginApi* cuda = plugin::cuda_plugin(&why_not);
   if (cuda == nullptr) usage_error(cat("--device ", device.text(), ": CUDA backend ", why_not));
   const int gpu = choose_gpu(device, local_rank_from_environment(), cuda->device_count(),
                              std::getenv("CUDA_VISIBLE_DEVICES"));
   // --threads is the CPU backend's: a GPU backend runs its host side on the calling thread.
-  return std::unique_ptr<nn::Backend>(cuda->make_backend(gpu, static_cast<int>(precision)));
+  const auto make_cuda_backend = cuda_backend_maker();
+  MBKIT_CHECK(make_cuda_backend != nullptr, "libmbkit-cuda defines no mbkit_cuda_make_backend");
+  return std::unique_ptr<nn::Backend>(make_cuda_backend(gpu, static_cast<int>(precision)));
+}
+
+decltype(&mbkit_cuda_make_backend) cuda_backend_maker() {
+  return MBKIT_CUDA_PLUGIN_FUNCTION(mbkit_cuda_make_backend);
 }
 
 }  // namespace mbkit::backend

@@ -121,14 +121,4 @@ void set_times(Row& row, const std::vector<double>& seconds, double factor) {
   row.busbw_gbps = row.algbw_gbps * factor;
 }
 
-const char* column_header() {
-  return "# op size count type time_us min_us max_us algbw_GBps busbw_GBps wrong";
-}
-
-std::string format_row(const Row& row) {
-  return strprintf("%-24s %12zu %11zu %6s %10.2f %10.2f %10.2f %10.3f %10.3f %6lld", row.op.c_str(),
-                   row.bytes, row.count, row.type.c_str(), row.avg_us, row.min_us, row.max_us,
-                   row.algbw_gbps, row.busbw_gbps, static_cast<long long>(row.wrong));
-}
-
 }  // namespace mbkit::bench

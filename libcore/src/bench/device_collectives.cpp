@@ -6,10 +6,11 @@
 #include <span>
 
 #include "collective_parts.hpp"
-#include "mbkit/backend/cuda_plugin.hpp"
 #include "mbkit/bench/device_bench.hpp"
 #include "mbkit/comm/device_allreduce.hpp"
 #include "mbkit/comm/world.hpp"
+#include "mbkit/plugin/cuda_plugin.hpp"
+#include "mbkit/util/check.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/strings.hpp"
 #include "mbkit/util/timer.hpp"
@@ -202,12 +203,15 @@ bool nccl_has(Op op) {
 std::unique_ptr<DeviceBench> make_device_bench(const comm::World& world, nn::Backend& backend,
                                                bool nccl) {
   std::string why_not;
-  const backend::CudaPluginApi* cuda = backend::cuda_plugin(&why_not);
-  if (cuda == nullptr) usage_error(cat("--device cuda: CUDA backend ", why_not));
-  std::array<std::uint8_t, backend::kNcclIdBytes> id{};
+  if (plugin::cuda_plugin(&why_not) == nullptr) {
+    usage_error(cat("--device cuda: CUDA backend ", why_not));
+  }
+  const auto make_bench = cuda_device_bench_maker();
+  MBKIT_CHECK(make_bench != nullptr, "libmbkit-cuda defines no mbkit_cuda_make_device_bench");
+  std::array<std::uint8_t, plugin::kNcclIdBytes> id{};
   if (nccl) id = comm::share_nccl_id(world, "--transport nccl");
-  std::unique_ptr<DeviceBench> bench(cuda->make_device_bench(
-      backend, nccl ? id.data() : nullptr, world.size(), world.rank(), world.timeout()));
+  std::unique_ptr<DeviceBench> bench(
+      make_bench(backend, nccl ? id.data() : nullptr, world.size(), world.rank(), world.timeout()));
   if (!nccl) return bench;
   // Joining is collective: a rank that never joins is found by the wait's deadline (and named).
   try {
@@ -233,6 +237,10 @@ std::vector<Row> measure_device_collective(const comm::World& world, DeviceBench
     bench.abort();  // NCCL's kernels may be spinning on a dead peer: release them
     throw;
   }
+}
+
+decltype(&mbkit_cuda_make_device_bench) cuda_device_bench_maker() {
+  return MBKIT_CUDA_PLUGIN_FUNCTION(mbkit_cuda_make_device_bench);
 }
 
 }  // namespace mbkit::bench

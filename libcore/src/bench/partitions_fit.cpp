@@ -24,7 +24,7 @@ std::vector<train::TimeModelRecord> fit_time_models(const PartitionsRun& run,
   std::map<int, std::map<int, double>> medians;  // rank -> batch -> median seconds
   for (const auto& row : run.rows) {
     if (row.split.partitions == 1)
-      medians[row.rank][row.split.batch] = spread_of(row.seconds).median;
+      medians[row.rank][row.split.batch] = results::spread_of(row.seconds).median;
   }
   std::vector<train::TimeModelRecord> records;
   for (const auto& [rank, points] : medians) {

@@ -4,8 +4,8 @@
 #include <map>
 #include <tuple>
 
-#include "mbkit/bench/bandwidth.hpp"
-#include "mbkit/bench/partitions.hpp"
+#include "mbkit/results/bandwidth_results.hpp"
+#include "mbkit/results/partition_timings.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/strings.hpp"
 
@@ -30,7 +30,7 @@ Series line_of(const std::string& title, const std::string& run, int color) {
 }
 
 // One line per batch size of a partitions file: (P, median step seconds) over every rank.
-std::map<int, std::vector<std::pair<int, double>>> lines_of(const bench::PartitionsRun& run) {
+std::map<int, std::vector<std::pair<int, double>>> lines_of(const results::PartitionsRun& run) {
   std::map<std::pair<int, int>, std::vector<double>> pooled;
   for (const auto& row : run.rows) {
     auto& times = pooled[{row.split.batch, row.split.partitions}];
@@ -38,7 +38,7 @@ std::map<int, std::vector<std::pair<int, double>>> lines_of(const bench::Partiti
   }
   std::map<int, std::vector<std::pair<int, double>>> lines;
   for (const auto& [split, times] : pooled) {
-    lines[split.first].emplace_back(split.second, bench::spread_of(times).median);
+    lines[split.first].emplace_back(split.second, results::spread_of(times).median);
   }
   return lines;
 }
@@ -50,7 +50,7 @@ Figure partitions_figure(const std::vector<std::string>& paths) {
   Pane per_sample = pane_of("time-per-sample", "Microbatch size B/P", "Time per sample (us)");
   int color = 0;
   for (const auto& path : paths) {
-    const bench::PartitionsRun run = bench::read_partitions_file(path);
+    const results::PartitionsRun run = results::read_partitions_file(path);
     const std::string prefix = paths.size() > 1 ? cat(run.model, " ") : std::string();
     for (const auto& [batch, points] : lines_of(run)) {
       Series step = line_of(cat(prefix, "B=", batch), path, color);
@@ -83,7 +83,7 @@ Figure bandwidth_figure(const std::vector<std::string>& paths) {
   // (file, operation, size) -> (ranks, time)
   std::map<std::tuple<std::string, std::string, std::size_t>, std::map<int, double>> lines;
   for (const auto& path : paths) {
-    for (const auto& run : bench::read_runs(path)) {
+    for (const auto& run : results::read_runs(path)) {
       for (const auto& row : run.rows) lines[{path, row.op, row.bytes}][run.ranks] = row.avg_us;
     }
     figure.sources.push_back(path);

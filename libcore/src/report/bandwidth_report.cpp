@@ -10,26 +10,26 @@ bool is_bandwidth_file(const std::string& path) {
   return mbkit_format_of(path) == "mbkit-bandwidth";
 }
 
-std::vector<bench::Run> read_bandwidth_runs(const std::vector<std::string>& paths) {
-  std::vector<bench::Run> runs;
+std::vector<results::Run> read_bandwidth_runs(const std::vector<std::string>& paths) {
+  std::vector<results::Run> runs;
   for (const auto& path : paths) {
-    for (auto& run : bench::read_runs(path)) runs.push_back(std::move(run));
+    for (auto& run : results::read_runs(path)) runs.push_back(std::move(run));
   }
   return runs;
 }
 
-void write_bandwidth_table(const std::vector<bench::Run>& runs, std::ostream& out) {
+void write_bandwidth_table(const std::vector<results::Run>& runs, std::ostream& out) {
   out << "# bandwidth runs (mb-bench-bandwidth --append): time of one iteration over ranks, "
          "busbw as mb-bench-bandwidth.1 defines it\n"
-      << "# ranks op " << std::string(bench::column_header()).substr(2) << "\n";
+      << "# ranks op " << std::string(results::column_header()).substr(2) << "\n";
   for (const auto& run : runs) {
     for (const auto& row : run.rows) {
-      out << strprintf("%5d %-16s ", run.ranks, run.op.c_str()) << bench::format_row(row) << "\n";
+      out << strprintf("%5d %-16s ", run.ranks, run.op.c_str()) << results::format_row(row) << "\n";
     }
   }
 }
 
-void write_bandwidth_csv(const std::vector<bench::Run>& runs, std::ostream& out) {
+void write_bandwidth_csv(const std::vector<results::Run>& runs, std::ostream& out) {
   out << "ranks,op,mode,size,count,type,time_us,min_us,max_us,algbw_GBps,busbw_GBps,wrong\n";
   for (const auto& run : runs) {
     for (const auto& r : run.rows) {
@@ -42,7 +42,7 @@ void write_bandwidth_csv(const std::vector<bench::Run>& runs, std::ostream& out)
   }
 }
 
-void write_bandwidth_json(const std::vector<bench::Run>& runs, std::ostream& out) {
+void write_bandwidth_json(const std::vector<results::Run>& runs, std::ostream& out) {
   JsonWriter json(out);
   json.begin_array();
   for (const auto& run : runs) {

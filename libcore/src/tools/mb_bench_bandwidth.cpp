@@ -17,6 +17,7 @@
 #include "mbkit/comm/world.hpp"
 #include "mbkit/config.hpp"
 #include "mbkit/nn/backend.hpp"
+#include "mbkit/results/bandwidth_results.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/fs.hpp"
 #include "mbkit/util/log.hpp"
@@ -74,7 +75,7 @@ void print_header(std::ostream& out, const BandwidthOptions& o, std::size_t larg
          "ranks\n"
       << "# algbw = size / time_us; busbw = algbw * factor (mb-bench-bandwidth.1); sizes in "
          "bytes\n"
-      << mbkit::bench::column_header() << "\n";
+      << mbkit::results::column_header() << "\n";
 }
 
 // Which size did not fit in memory, and the flag it comes from.
@@ -223,9 +224,9 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
       print_header(out, options, large_from, world.size(), hosts, device_lines);
     }
     std::int64_t wrong = 0;
-    std::vector<mbkit::bench::Run> runs;
+    std::vector<mbkit::results::Run> runs;
     for (const Op op : ops) {
-      mbkit::bench::Run run;
+      mbkit::results::Run run;
       run.ranks = world.size();
       run.op = mbkit::bench::op_name(op) + suffix;
       run.dtype = mbkit::bench::dtype_name(dtype);
@@ -235,9 +236,9 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
       run.large_from = large_from;
       run.hosts = hosts;
       run.created = utc_timestamp();
-      const auto print = [&](const std::vector<mbkit::bench::Row>& rows) {
+      const auto print = [&](const std::vector<mbkit::results::Row>& rows) {
         for (const auto& row : rows) {
-          if (world.rank() == 0) out << mbkit::bench::format_row(row) << "\n" << std::flush;
+          if (world.rank() == 0) out << mbkit::results::format_row(row) << "\n" << std::flush;
           wrong += row.wrong;
           run.rows.push_back(row);
         }
@@ -264,7 +265,7 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
       out << "# wrong elements: " << wrong << "\n" << std::flush;
       if (!out) fail("cannot write the table to standard output");
       for (const auto& run : runs) {
-        if (!options.append.empty()) mbkit::bench::append_run(options.append, run);
+        if (!options.append.empty()) mbkit::results::append_run(options.append, run);
       }
       if (!options.append.empty())
         log::info(cat("added ", runs.size(), " run(s) to ", options.append));

@@ -5,6 +5,7 @@
 #include "mbkit/bench/partitions_fit.hpp"
 #include "mbkit/bench/step_timer.hpp"
 #include "mbkit/comm/world.hpp"
+#include "mbkit/results/partition_timings.hpp"
 #include "mbkit/train/time_model.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/fs.hpp"
@@ -16,7 +17,7 @@ namespace mbkit::tools::bench_partitions {
 namespace {
 
 using mbkit::bench::RankDevice;
-using mbkit::bench::Split;
+using mbkit::results::Split;
 
 std::vector<Split> splits_of(const PartitionsOptions& o) {
   if (o.sweep) {
@@ -42,9 +43,9 @@ void check_options(const PartitionsOptions& o) {
 }
 
 // Every rank's times of one split, by rank (each rank measured itself).
-std::vector<mbkit::bench::SplitTimes> gather_times(const comm::World& world, const Split& split,
-                                                   const std::vector<double>& mine) {
-  std::vector<mbkit::bench::SplitTimes> rows(static_cast<std::size_t>(world.size()));
+std::vector<mbkit::results::SplitTimes> gather_times(const comm::World& world, const Split& split,
+                                                     const std::vector<double>& mine) {
+  std::vector<mbkit::results::SplitTimes> rows(static_cast<std::size_t>(world.size()));
   for (int r = 0; r < world.size(); ++r) {
     rows[static_cast<std::size_t>(r)].rank = r;
     rows[static_cast<std::size_t>(r)].split = split;
@@ -86,7 +87,7 @@ int run_bench_partitions(const PartitionsOptions& options, std::ostream& out) {
     timing.seed = options.seed;
     timing.rank = world.rank();
     mbkit::bench::StepTimer timer(timing);
-    mbkit::bench::PartitionsRun run;
+    mbkit::results::PartitionsRun run;
     run.model = options.model;
     run.data = options.data;
     run.device = options.device;
@@ -104,11 +105,11 @@ int run_bench_partitions(const PartitionsOptions& options, std::ostream& out) {
     }
     const auto devices = options.fit ? rank_devices(world, timer) : std::vector<RankDevice>{};
     if (world.rank() == 0) {
-      mbkit::bench::write_partitions_table(out, run);
+      mbkit::results::write_partitions_table(out, run);
       out.flush();
       if (!out) fail("cannot write the table to standard output");
       if (!options.output.empty()) {
-        mbkit::bench::write_partitions_file(options.output, run);
+        mbkit::results::write_partitions_file(options.output, run);
         log::info(cat("wrote ", options.output));
       }
       if (options.fit) {

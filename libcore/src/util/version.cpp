@@ -10,7 +10,7 @@
 #include "mbkit/config.hpp"
 #include "mbkit/util/strings.hpp"
 
-#include "mbkit/backend/cuda_plugin.hpp"
+#include "mbkit/plugin/cuda_plugin.hpp"
 
 namespace mbkit {
 
@@ -38,7 +38,7 @@ std::vector<std::pair<std::string, std::string>> library_versions() {
   versions.emplace_back("zlib", zlibVersion());
   versions.emplace_back("libarchive", ARCHIVE_VERSION_ONLY_STRING);
   std::string why_not;
-  if (const backend::CudaPluginApi* cuda = backend::cuda_plugin(&why_not); cuda != nullptr) {
+  if (const plugin::CudaPluginApi* cuda = plugin::cuda_plugin(&why_not); cuda != nullptr) {
     for (auto& entry : cuda->library_versions()) versions.push_back(std::move(entry));
   } else {
     versions.emplace_back("CUDA", why_not);

@@ -30,3 +30,16 @@ using BackendFactory = std::function<std::unique_ptr<nn::Backend>(int threads)>;
 void register_backend(const std::string& name, BackendFactory factory);
 
 }  // namespace mbkit::backend
+
+/// libmbkit-cuda's backend on visible GPU `gpu` (checked by the caller against the plugin's
+/// device_count()), computing at `precision` (an nn::Precision's value), owned by the caller;
+/// throws mbkit::Error when the GPU cannot be set up. Declared here, where backends are made,
+/// and defined by the plugin (mbkit/plugin/cuda_plugin.hpp).
+extern "C" mbkit::nn::Backend* mbkit_cuda_make_backend(int gpu, int precision);
+
+namespace mbkit::backend {
+
+/// The plugin's mbkit_cuda_make_backend; nullptr when the plugin does not load.
+decltype(&mbkit_cuda_make_backend) cuda_backend_maker();
+
+}  // namespace mbkit::backend

@@ -1,5 +1,5 @@
 // mb-bench-bandwidth --device cuda: the collectives on GPU buffers. The buffers, copies, events
-// and NCCL live in libmbkit-cuda, reached through the CUDA plugin (mbkit/backend/cuda_plugin.hpp),
+// and NCCL live in libmbkit-cuda, reached through the CUDA plugin (mbkit/plugin/cuda_plugin.hpp),
 // so the core never links CUDA or NCCL and a CPU run never loads them.
 //
 // Two transports. nccl: the collective runs on the device buffers (ncclAllReduce ...), queued on
@@ -95,5 +95,22 @@ std::vector<Row> measure_device_collective(const comm::World& world, DeviceBench
                                            Transport transport, Op op,
                                            const std::vector<std::size_t>& sizes,
                                            const MeasureOptions& options);
+
+}  // namespace mbkit::bench
+
+/// libmbkit-cuda's bench: mb-bench-bandwidth's buffers on the GPU of `backend` (one
+/// mbkit_cuda_make_backend made; any other is a usage error); with `nccl_id` (not null) also a
+/// non-blocking NCCL communicator of `ranks` as `rank`, set up as
+/// mbkit_cuda_make_nccl_allreduce's. Owned by the caller; throws mbkit::Error. Declared here and
+/// defined by the plugin (mbkit/plugin/cuda_plugin.hpp).
+extern "C" mbkit::bench::DeviceBench* mbkit_cuda_make_device_bench(mbkit::nn::Backend& backend,
+                                                                   const std::uint8_t* nccl_id,
+                                                                   int ranks, int rank,
+                                                                   double timeout);
+
+namespace mbkit::bench {
+
+/// The plugin's mbkit_cuda_make_device_bench; nullptr when the plugin does not load.
+decltype(&mbkit_cuda_make_device_bench) cuda_device_bench_maker();
 
 }  // namespace mbkit::bench

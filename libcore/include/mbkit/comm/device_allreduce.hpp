@@ -15,7 +15,7 @@
 #include <memory>
 #include <string>
 
-#include "mbkit/backend/cuda_plugin.hpp"
+#include "mbkit/plugin/cuda_plugin.hpp"
 
 namespace mbkit::nn {
 class Backend;
@@ -50,13 +50,31 @@ class DeviceAllreduce {
 /// NCCL's unique id for a communicator over every rank of `world`: rank 0 makes it with the
 /// CUDA plugin, MPI broadcasts it. A usage error naming `flag` when the plugin does not load or
 /// was built without NCCL. Collective. (mb-bench-bandwidth's NCCL joins with it too.)
-std::array<std::uint8_t, backend::kNcclIdBytes> share_nccl_id(const World& world,
-                                                              const std::string& flag);
+std::array<std::uint8_t, plugin::kNcclIdBytes> share_nccl_id(const World& world,
+                                                             const std::string& flag);
 
 /// A communicator over every rank of `world`, each on the GPU of its `backend` (a CUDA one):
 /// rank 0 makes NCCL's id, MPI broadcasts it, each rank joins. Waits for the set-up with the
 /// world's deadline (a rank that never joins is named as a silent one). A usage error when the
 /// backend is not a CUDA one or this mbkit was built without NCCL.
 std::unique_ptr<DeviceAllreduce> make_nccl_allreduce(const World& world, nn::Backend& backend);
+
+}  // namespace mbkit::comm
+
+/// libmbkit-cuda's NCCL sum: starts joining a communicator of `ranks` ranks as `rank`, on the
+/// GPU of `backend` (one mbkit_cuda_make_backend made; any other is a usage error), with NCCL's
+/// unique `id` (plugin::kNcclIdBytes bytes), non-blocking: ready() says when it is set up. A call
+/// that NCCL is still enqueuing holds the next one at most `timeout` seconds. Owned by the
+/// caller; throws mbkit::Error naming the call on failure. Declared here and defined by the
+/// plugin (mbkit/plugin/cuda_plugin.hpp).
+extern "C" mbkit::comm::DeviceAllreduce* mbkit_cuda_make_nccl_allreduce(mbkit::nn::Backend& backend,
+                                                                        const std::uint8_t* id,
+                                                                        int ranks, int rank,
+                                                                        double timeout);
+
+namespace mbkit::comm {
+
+/// The plugin's mbkit_cuda_make_nccl_allreduce; nullptr when the plugin does not load.
+decltype(&mbkit_cuda_make_nccl_allreduce) cuda_nccl_allreduce_maker();
 
 }  // namespace mbkit::comm

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "mbkit/bench/bandwidth.hpp"
+#include "mbkit/results/bandwidth_results.hpp"
 
 namespace mbkit::report {
 
@@ -16,11 +16,11 @@ namespace mbkit::report {
 bool is_bandwidth_file(const std::string& path);
 
 /// Every run of the files, in the order given, each file's by key.
-std::vector<bench::Run> read_bandwidth_runs(const std::vector<std::string>& paths);
+std::vector<results::Run> read_bandwidth_runs(const std::vector<std::string>& paths);
 
 /// Columns: ranks op mode size type time_us min_us max_us algbw_GBps busbw_GBps wrong.
-void write_bandwidth_table(const std::vector<bench::Run>& runs, std::ostream& out);
-void write_bandwidth_csv(const std::vector<bench::Run>& runs, std::ostream& out);
-void write_bandwidth_json(const std::vector<bench::Run>& runs, std::ostream& out);
+void write_bandwidth_table(const std::vector<results::Run>& runs, std::ostream& out);
+void write_bandwidth_csv(const std::vector<results::Run>& runs, std::ostream& out);
+void write_bandwidth_json(const std::vector<results::Run>& runs, std::ostream& out);
 
 }  // namespace mbkit::report

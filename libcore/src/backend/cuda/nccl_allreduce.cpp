@@ -105,7 +105,7 @@ std::string nccl_version() {
 void nccl_unique_id(std::uint8_t* id) {
   ncclUniqueId unique{};
   MBKIT_NCCL_CHECK(ncclGetUniqueId(&unique));
-  std::memcpy(id, unique.internal, kNcclIdBytes);
+  std::memcpy(id, unique.internal, plugin::kNcclIdBytes);
 }
 
 comm::DeviceAllreduce* make_nccl_allreduce(nn::Backend& backend, const std::uint8_t* id, int ranks,

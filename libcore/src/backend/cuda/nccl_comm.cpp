@@ -4,7 +4,7 @@
 #include <cstring>
 #include <thread>
 
-#include "mbkit/backend/cuda_plugin.hpp"
+#include "mbkit/plugin/cuda_plugin.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/strings.hpp"
 #include "mbkit/util/timer.hpp"
@@ -23,7 +23,8 @@ void make_event(const Context& context, OwnedEvent& event, bool timing) {
 }
 
 #if MBKIT_HAVE_NCCL
-static_assert(NCCL_UNIQUE_ID_BYTES == kNcclIdBytes, "the core carries NCCL's id in 128 bytes");
+static_assert(NCCL_UNIQUE_ID_BYTES == plugin::kNcclIdBytes,
+              "the core carries NCCL's id in 128 bytes");
 
 std::string nccl_version_text() {
   int version = 0;
@@ -36,7 +37,7 @@ NcclComm::NcclComm(Context& context, cudaStream_t stream, const std::uint8_t* id
     : context_(context), stream_(stream), timeout_(timeout) {
   context_.activate();
   ncclUniqueId unique{};
-  std::memcpy(unique.internal, id, kNcclIdBytes);
+  std::memcpy(unique.internal, id, plugin::kNcclIdBytes);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   const ncclResult_t result = ncclCommInitRankConfig(&comm_, ranks, unique, rank, &config);

@@ -1,5 +1,5 @@
 // The CUDA backend (libmbkit-cuda only; the core reaches it through the plugin, see
-// mbkit/backend/cuda_plugin.hpp): cuDNN convolution, batch norm and activations, cuBLAS dense
+// mbkit/plugin/cuda_plugin.hpp): cuDNN convolution, batch norm and activations, cuBLAS dense
 // layers, and mbkit's own kernels for pooling, dropout, residual adds, the loss and the
 // optimizers, all on one GPU's stream.
 #pragma once

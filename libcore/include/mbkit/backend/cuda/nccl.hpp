@@ -1,13 +1,16 @@
-// NCCL in libmbkit-cuda, as the plugin exports it (mbkit/backend/cuda_plugin.hpp).
+// NCCL in libmbkit-cuda, as the plugin exports it (mbkit/plugin/cuda_plugin.hpp).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-#include "mbkit/backend/cuda_plugin.hpp"
+#include "mbkit/plugin/cuda_plugin.hpp"
 
 namespace mbkit::nn {
 class Backend;
+}
+namespace mbkit::comm {
+class DeviceAllreduce;
 }
 namespace mbkit::bench {
 class DeviceBench;
@@ -17,12 +20,12 @@ namespace mbkit::backend::cuda {
 
 /// "2.28.9"; empty when built without NCCL.
 std::string nccl_version();
-/// A new ncclUniqueId into kNcclIdBytes bytes.
+/// A new ncclUniqueId into plugin::kNcclIdBytes bytes.
 void nccl_unique_id(std::uint8_t* id);
-/// See CudaPluginApi::make_nccl_allreduce.
+/// See mbkit_cuda_make_nccl_allreduce (mbkit/comm/device_allreduce.hpp).
 comm::DeviceAllreduce* make_nccl_allreduce(nn::Backend& backend, const std::uint8_t* id, int ranks,
                                            int rank, double timeout);
-/// See CudaPluginApi::make_device_bench.
+/// See mbkit_cuda_make_device_bench (mbkit/bench/device_bench.hpp).
 bench::DeviceBench* make_device_bench(nn::Backend& backend, const std::uint8_t* nccl_id, int ranks,
                                       int rank, double timeout);
 

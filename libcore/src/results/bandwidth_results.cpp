@@ -1,17 +1,18 @@
 // The results file of mb-bench-bandwidth --append (mbkit-formats.5, "Bandwidth results"):
-// a group /np<ranks>/<op> per run, a dataset per column.
+// a group /np<ranks>/<op> per run, a dataset per column; and the table's rows as printed.
+#include "mbkit/results/bandwidth_results.hpp"
+
 #include <algorithm>
 #include <climits>
 #include <utility>
 
-#include "mbkit/bench/bandwidth.hpp"
 #include "mbkit/config.hpp"
 #include "mbkit/io/hdf5.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/fs.hpp"
 #include "mbkit/util/strings.hpp"
 
-namespace mbkit::bench {
+namespace mbkit::results {
 namespace {
 
 constexpr const char* kFormat = "mbkit-bandwidth";
@@ -137,4 +138,14 @@ void append_run(const std::string& path, const Run& run) {
   output.commit();
 }
 
-}  // namespace mbkit::bench
+const char* column_header() {
+  return "# op size count type time_us min_us max_us algbw_GBps busbw_GBps wrong";
+}
+
+std::string format_row(const Row& row) {
+  return strprintf("%-24s %12zu %11zu %6s %10.2f %10.2f %10.2f %10.3f %10.3f %6lld", row.op.c_str(),
+                   row.bytes, row.count, row.type.c_str(), row.avg_us, row.min_us, row.max_us,
+                   row.algbw_gbps, row.busbw_gbps, static_cast<long long>(row.wrong));
+}
+
+}  // namespace mbkit::results

@@ -1,4 +1,6 @@
-#include "mbkit/backend/cuda_plugin.hpp"
+// The plugin module is a leaf (see cuda_plugin.hpp): nothing here but the standard library,
+// dlopen and the build's configuration.
+#include "mbkit/plugin/cuda_plugin.hpp"
 
 #include <dlfcn.h>
 
@@ -6,13 +8,13 @@
 #include <mutex>
 
 #include "mbkit/config.hpp"
-#include "mbkit/util/strings.hpp"
 
-namespace mbkit::backend {
+namespace mbkit::plugin {
 namespace {
 
 struct LoadResult {
   const CudaPluginApi* api = nullptr;
+  void* handle = nullptr;  ///< dlopen's, where api is set
   std::string why_not;
 };
 
@@ -20,7 +22,7 @@ struct LoadResult {
 /// libmbkit-cuda sits next to libmbkit-core, in the build tree and once installed; looking
 /// there first keeps a different mbkit on LD_LIBRARY_PATH from being picked up.
 std::vector<std::string> plugin_candidates() {
-  const std::string name = cat("libmbkit-cuda.so.", MBKIT_VERSION_MAJOR);
+  const std::string name = "libmbkit-cuda.so." + std::to_string(MBKIT_VERSION_MAJOR);
   std::vector<std::string> candidates;
   Dl_info info{};
   if (dladdr(reinterpret_cast<const void*>(&cuda_plugin), &info) != 0 &&
@@ -38,26 +40,28 @@ LoadResult load() {
     void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
       const char* error = dlerror();
-      errors += cat(errors.empty() ? "" : "; ", error != nullptr ? error : candidate);
+      errors += (errors.empty() ? "" : "; ") + (error != nullptr ? error : candidate);
       continue;
     }
     using Entry = const CudaPluginApi* (*)();
     auto entry = reinterpret_cast<Entry>(dlsym(handle, "mbkit_cuda_plugin"));
     if (entry == nullptr) {
-      return {nullptr, cat(candidate, ": no mbkit_cuda_plugin entry point")};
+      return {nullptr, nullptr, candidate + ": no mbkit_cuda_plugin entry point"};
     }
     const CudaPluginApi* api = entry();
     if (api == nullptr || api->abi != kCudaPluginAbi) {
-      return {nullptr, cat(candidate, ": plugin interface ", api == nullptr ? 0 : api->abi,
-                           ", this mbkit needs ", kCudaPluginAbi, " (mixed installations?)")};
+      return {nullptr, nullptr,
+              candidate + ": plugin interface " + std::to_string(api == nullptr ? 0 : api->abi) +
+                  ", this mbkit needs " + std::to_string(kCudaPluginAbi) +
+                  " (mixed installations?)"};
     }
-    return {api, ""};  // the handle stays open for the life of the process
+    return {api, handle, ""};  // the handle stays open for the life of the process
   }
-  return {nullptr, cat("cannot load the CUDA backend: ", errors)};
+  return {nullptr, nullptr, "cannot load the CUDA backend: " + errors};
 }
 #else
 LoadResult load() {
-  return {nullptr, "not built (configure with -DMBKIT_CUDA=ON)"};
+  return {nullptr, nullptr, "not built (configure with -DMBKIT_CUDA=ON)"};
 }
 #endif
 
@@ -73,12 +77,26 @@ bool gpu_driver_present() {
 #endif
 }
 
-const CudaPluginApi* cuda_plugin(std::string* why_not) {
+namespace {
+
+const LoadResult& loaded() {
   static std::once_flag once;
   static LoadResult result;
   std::call_once(once, [] { result = load(); });
+  return result;
+}
+
+}  // namespace
+
+const CudaPluginApi* cuda_plugin(std::string* why_not) {
+  const LoadResult& result = loaded();
   if (result.api == nullptr && why_not != nullptr) *why_not = result.why_not;
   return result.api;
 }
 
-}  // namespace mbkit::backend
+void* cuda_plugin_symbol(const char* name) {
+  const LoadResult& result = loaded();
+  return result.handle == nullptr ? nullptr : dlsym(result.handle, name);
+}
+
+}  // namespace mbkit::plugin
