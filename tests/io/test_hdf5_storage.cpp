@@ -3,7 +3,10 @@
 // does not write) is a data error naming the file and the dataset, before any value is read.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "mbkit/io/hdf5.hpp"
+#include "mbkit/util/fs.hpp"
 #include "test_helpers.hpp"
 
 namespace mbkit::io {
@@ -137,6 +140,42 @@ TEST(Hdf5Storage, LayoutsAndFiltersMbkitDoesNotWriteAreRefused) {
   }
   EXPECT_NE(read_error(dir.file("external.h5")).find("its values are in external files"),
             std::string::npos);
+}
+
+// Two chunk index entries exchanged whole: each chunk still passes its own Fletcher-32 check,
+// so only a checksum over the index sees it. Files are written in HDF5 1.10's format, which
+// has one (1.8's version 1 B-trees have none: the values read exchanged, silently).
+TEST(Hdf5Storage, ChunkIndexEntriesExchangedAreRefused) {
+  test::TempDir dir;
+  const std::string path = dir.file("swap.h5");
+  haddr_t addresses[2] = {};
+  {
+    File file = File::create(path);
+    StorageOptions storage;
+    storage.chunk = {4};
+    Dataset data = file.create_dataset<std::int32_t>("values", {8}, storage);
+    data.write(std::span<const std::int32_t>(std::vector<std::int32_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+    for (hsize_t i = 0; i < 2; ++i) {
+      const hsize_t offset[1] = {4 * i};
+      unsigned mask = 0;
+      hsize_t size = 0;
+      ASSERT_GE(H5Dget_chunk_info_by_coord(data.id(), offset, &mask, &addresses[i], &size), 0);
+    }
+    file.close();
+  }
+  auto bytes = fs::read_file(path);
+  std::vector<std::size_t> places;
+  for (const haddr_t address : addresses) {
+    std::uint8_t pattern[8];
+    for (int b = 0; b < 8; ++b) pattern[b] = static_cast<std::uint8_t>(address >> (8 * b));
+    const auto found = std::search(bytes.begin(), bytes.end(), pattern, pattern + 8);
+    ASSERT_NE(found, bytes.end());
+    places.push_back(static_cast<std::size_t>(found - bytes.begin()));
+  }
+  for (int b = 0; b < 8; ++b) std::swap(bytes[places[0] + b], bytes[places[1] + b]);
+  test::write_file(path, bytes);
+  EXPECT_MBKIT_ERROR(File::open(path).open_dataset("values").read<std::int32_t>(),
+                     ExitCode::kBadData, "swap.h5: damaged file");
 }
 
 TEST(Hdf5Storage, WhatMbkitWritesReadsBack) {

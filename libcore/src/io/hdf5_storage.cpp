@@ -1,8 +1,9 @@
 // What a dataset stores, checked before it is read: the layout, element type and filter pipeline
 // mbkit writes, and every chunk the extent declares, found by its coordinates. HDF5 reads a
 // chunk missing from the index as fill values, and runs no filter (so no Fletcher-32) that a
-// chunk's filter mask says was skipped: without these checks damage to the chunk index (which
-// the HDF5 1.8 file format does not checksum) reads as other numbers, silently.
+// chunk's filter mask says was skipped: without these checks damage to the chunk index of a
+// file in the HDF5 1.8 format (older mbkit's, which checksums no chunk index) reads as other
+// numbers, silently. Files written now (1.10's format) checksum their chunk indexes as well.
 #include <algorithm>
 #include <filesystem>
 #include <limits>

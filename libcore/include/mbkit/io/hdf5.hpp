@@ -193,11 +193,11 @@ class File : public Location {
     /// dataset extents and values may change; no objects or attributes may be added.
     kSwmrWrite,
   };
-  /// The oldest HDF5 library version whose file format the file may use. Both checksum all
-  /// metadata and are read by HDF5 1.10 (Debian 12's h5py and h5dump).
+  /// The oldest HDF5 version whose file format the file may use: both 1.10's, which checksums
+  /// all metadata, chunk indexes included (older mbkit wrote 1.8's; still read).
   enum class Format {
-    kChecksummed,  ///< HDF5 1.8 format: metadata checksums, attributes over 64 KiB
-    kLatest,       ///< HDF5 1.10 format: needed for SWMR
+    kChecksummed,  ///< HDF5 1.10 format: metadata and chunk index checksums
+    kLatest,       ///< HDF5 1.10 format, for files opened in kSwmrWrite
   };
   /// Opens an existing file. A missing file, one that is not a regular file or not HDF5, or
   /// one whose metadata fail their checksums, is a data error naming it.
