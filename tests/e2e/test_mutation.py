@@ -1,7 +1,8 @@
 """Damaged files: random bytes and bits flipped in, and truncations of, a small dataset, a
 checkpoint and a metric log (fixed seed); and damage on purpose: the chunk index (in files of
 the HDF5 1.8 format, which checksums no B-tree, one field of an entry: a chunk's coordinates,
-stored size, filter mask or address; mbkit now writes 1.10's, whose indexes are checksummed)
+stored size, filter mask or address; mbkit now writes 1.10's, whose indexes are checksummed, so
+an older dataset from the fuzz corpus stands in for such files)
 and the messages of object headers that say how values are stored (dataspace, datatype, layout,
 filter pipeline), with the header's checksum computed again as a hostile editor would. Every damaged copy is either refused (exit 3, one line naming
 the file) or reads back exactly as the undamaged file did, h5py (an independent reader) seeing
@@ -15,6 +16,7 @@ the number of each kind of damage on purpose (default 12).
 import concurrent.futures
 import os
 import random
+import shutil
 import struct
 import subprocess
 import sys
@@ -234,7 +236,12 @@ class MutationTest(mbtest.ToolTestCase):
                                                   "--threads", "1"]),
             "log": ("log.h5", lambda name: [mbtest.tool("mb-plot"), name, "--script", "script",
                                             "--csv", "-"]),
+            # A dataset of older mbkit, in HDF5's 1.8-era format: a chunk index of B-trees,
+            # which no checksum covers; only its chunk index is damaged here.
+            "older dataset": ("old.h5", lambda name: [mbtest.tool("mb-dataset"), "verify", name]),
         }
+        shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz",
+                                 "corpus", "dataset_file", "seed_ds.h5"), self.path("old.h5"))
 
     def run_one(self, directory, name, command):
         try:
@@ -276,15 +283,20 @@ class MutationTest(mbtest.ToolTestCase):
         self.assertIsNotNone(original)
 
         rng = random.Random(f"{SEED}-{kind}")
-        mutants = [mutate(seed_bytes, rng) for _ in range(MUTANTS)]
         entries = chunk_index_entries(self.path(name), seed_bytes)
-        messages = object_header_messages(seed_bytes)
-        self.assertTrue(entries and messages, f"{kind}: no chunk index or object header found")
-        if kind == "log":  # a shorter extendible column is a valid log: not damage to see
-            messages = [m for m in messages if STORAGE_MESSAGES[m[2]] != "dataspace"]
-        for _ in range(TARGETED_MUTANTS):
-            mutants.append(damage_chunk_index(seed_bytes, entries, rng))
-            mutants.append(damage_object_header(seed_bytes, messages, rng))
+        if kind == "older dataset":
+            self.assertTrue(all(e[5] is not None for e in entries), "not a B-tree chunk index")
+            mutants = [damage_chunk_index(seed_bytes, entries, rng)
+                       for _ in range(2 * TARGETED_MUTANTS)]
+        else:
+            mutants = [mutate(seed_bytes, rng) for _ in range(MUTANTS)]
+            messages = object_header_messages(seed_bytes)
+            self.assertTrue(entries and messages, f"{kind}: no chunk index or object header")
+            if kind == "log":  # a shorter extendible column is a valid log: not damage to see
+                messages = [m for m in messages if STORAGE_MESSAGES[m[2]] != "dataspace"]
+            for _ in range(TARGETED_MUTANTS):
+                mutants.append(damage_chunk_index(seed_bytes, entries, rng))
+                mutants.append(damage_object_header(seed_bytes, messages, rng))
         jobs = []
         for i, (how, data) in enumerate(mutants):
             directory = self.path(f"{kind}-{i}")
@@ -326,6 +338,7 @@ class MutationTest(mbtest.ToolTestCase):
 
     def test_damaged_datasets(self):
         self.check_kind("dataset")
+        self.check_kind("older dataset")
 
     def test_damaged_checkpoints(self):
         self.check_kind("checkpoint")
