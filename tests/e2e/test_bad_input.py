@@ -3,6 +3,7 @@ status, and no output (or temporary) file left behind."""
 
 import gzip
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -195,6 +196,29 @@ class BadInput(mbtest.ToolTestCase):
         self.assertFailsWith(self.mb_dataset("info", "text.h5"), 3, "text.h5: not an HDF5 file")
         self.assertFailsWith(self.mb_dataset("info", "absent.h5"), 3, "absent.h5: no such file")
         self.assertNoStrayFiles()
+
+    def test_a_damaged_chunk_index_is_refused_not_read_as_zeros(self):
+        """Issue U's files: damage to the chunk index (the HDF5 1.8 format checksums no B-tree)
+        moved a chunk off its coordinates, or set its filter mask so that Fletcher-32 is
+        skipped. HDF5 then reads fill values or unchecked bytes; verify said OK, mb-eval
+        printed an accuracy."""
+        corpus = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz", "corpus")
+        cases = [("dataset_file", "regress_verify_silent_zero_labels.h5",
+                  "/train/labels: the chunk at [0] is missing from its chunk index"),
+                 ("dataset_file", "regress_verify_silent_zero_test_images.h5",
+                  "/test/images: the chunk at [0, 0, 0, 0] is missing from its chunk index")]
+        for folder, name, problem in cases:
+            shutil.copy(os.path.join(corpus, folder, name), self.path(name))
+            self.assertFailsWith(self.mb_dataset("verify", name), 3, f"{name}:{problem}")
+            self.assertFailsWith(self.mb_dataset("info", name), 3, f"{name}:{problem}")
+        name = "regress_eval_silent_filter_mask.h5"
+        shutil.copy(os.path.join(corpus, "checkpoint", name), self.path(name))
+        self.assertSucceeded(self.mb_dataset("synth", "images", "--shape", "1,8,8", "--classes",
+                                             "4", "--train", "64", "--test", "16", "--seed", "1",
+                                             "-o", "data.h5"))
+        result = mbtest.run([mbtest.tool("mb-eval"), name, "--data", "data.h5", "--threads", "1"],
+                            cwd=self.dir, env=self.env)
+        self.assertFailsWith(result, 3, f"{name}:/params/fc2.bias: the chunk at [0] ")
 
     def test_bad_flag_values(self):
         self.assertSucceeded(self.import_idx(self.make_idx_set(), output="ok.h5"))
