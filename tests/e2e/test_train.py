@@ -183,7 +183,7 @@ class Training(mbtest.ToolTestCase):
             np.testing.assert_array_equal(f["eval/step"][()], [20, 40, 50])
             self.assertGreater(f["eval/accuracy"][-1], 0.5)  # the learnable toy is learnable
         again = self.quick("--steps", "5", "--log", "run.h5")
-        self.assertFailsWith(again, 1, "run.h5 exists; use --force to replace it")
+        self.assertFailsWith(again, 2, "run.h5 exists; use --force to replace it")
 
     def test_sigint_saves_a_checkpoint_and_resume_finishes(self):
         process = subprocess.Popen([mbtest.tool("mb-train-fmb"), "--data", self.fmnist, "--model",
@@ -325,7 +325,7 @@ class Training(mbtest.ToolTestCase):
             (self.quick("--steps", "5", "--checkpoint-every", "2"), 2, "--checkpoint-every needs --checkpoint"),
             (self.train("--data", "absent.h5", "--steps", "1"), 3, "absent.h5"),
             (self.eval("mlp.h5", "--data", self.toy, "--split", "valid"), 2, "--split"),
-            (self.quick("--steps", "5", "--checkpoint", "mlp.h5"), 1,
+            (self.quick("--steps", "5", "--checkpoint", "mlp.h5"), 2,
              "mlp.h5 exists; use --resume auto to continue from it or --force to replace it"),
             # Lengths and sizes that would run forever, wrap or exhaust memory (issue L).
             (self.quick("--epochs", "nan"), 2, "--epochs nan is not a finite number"),

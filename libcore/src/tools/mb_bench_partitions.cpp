@@ -35,9 +35,7 @@ void check_options(const PartitionsOptions& o) {
   if (o.threads < 0) usage_error("--threads must not be negative");
   if (!o.time_model.empty() && !o.fit) usage_error("--time-model needs --fit");
   for (const auto& path : {o.output, o.time_model}) {
-    if (!path.empty() && !o.force && fs::exists(path)) {
-      fail(cat(path, " exists; use --force to replace it"));
-    }
+    if (!path.empty()) fs::require_replaceable(path, o.force);
   }
 }
 

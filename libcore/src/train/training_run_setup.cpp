@@ -418,8 +418,8 @@ void TrainingRun::resume() {
   // A finished run's checkpoint is its result: replacing it takes a decision.
   if (logs_ && !options_.checkpoint.empty() && fs::exists(options_.checkpoint) && !options_.force &&
       resume_path != options_.checkpoint) {
-    fail(cat(options_.checkpoint,
-             " exists; use --resume auto to continue from it or --force to replace it"));
+    usage_error(cat(options_.checkpoint,
+                    " exists; use --resume auto to continue from it or --force to replace it"));
   }
   if (logs_ && !resume_path.empty()) {
     const Checkpoint checkpoint = read_checkpoint(resume_path);
