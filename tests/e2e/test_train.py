@@ -305,6 +305,10 @@ class Training(mbtest.ToolTestCase):
             (self.quick("--steps", "5", "--optimizer", "adamw"), 2,
              "unknown optimizer 'adamw' (known: sgd, momentum, rmsprop, adam)"),
             (self.quick("--steps", "5", "--batch-size", "0"), 2, "--batch-size 0 must be at least 1"),
+            # 0 is the field's "not given": given, it was silently ignored (issue U).
+            (self.quick("--steps", "5", "--global-batch-size", "0"), 2,
+             "--global-batch-size 0 must be at least 1"),
+            (self.quick("--steps", "5", "--compress", ""), 2, "--compress: empty"),
             (self.quick(), 2, "give the length of the run"),
             (self.quick("--steps", "5", "--lr", "-1"), 2, "--lr"),
             (self.quick("--steps", "5", "--nan-policy", "ignore"), 2, "--nan-policy"),

@@ -4,6 +4,7 @@
 
 #include "mbkit/cli/cli.hpp"
 #include "mbkit/util/error.hpp"
+#include "mbkit/util/strings.hpp"
 
 namespace mbkit::cli {
 
@@ -330,6 +331,11 @@ void add_dbsl_options(CLI::App& app, train::TrainOptions& o) {
 }
 
 void finish_train_options(const CLI::App& app, train::TrainOptions& o) {
+  // 0 is the field's "not given": given, it is a mistake, not a way to fall back to --batch-size.
+  if (app.count("--global-batch-size") > 0 && o.global_batch_size < 1) {
+    usage_error(cat("--global-batch-size ", o.global_batch_size,
+                    " must be at least 1 (and at least the number of workers)"));
+  }
   if (o.global_batch_size > 0 && app.count("--batch-size") > 0) {
     usage_error("--global-batch-size and --batch-size: give one (global, or per worker)");
   }
