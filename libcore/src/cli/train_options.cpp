@@ -192,6 +192,9 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
   run->add_option("--resume", o.resume,
                   "Continue from this checkpoint, or 'auto': from --checkpoint if it exists")
       ->type_name("FILE|auto");
+  run->add_flag("--resume-anyway", o.resume_anyway,
+                "--resume although the seed, batch size, learning rate, threads, dataset or "
+                "another option that changes the training differs from the checkpoint's");
   run->add_option("--nan-policy", o.nan_policy, "On a non-finite loss: stop, or skip the step")
       ->capture_default_str()
       ->type_name("stop|skip");

@@ -11,6 +11,7 @@
 #include "mbkit/models/zoo.hpp"
 #include "mbkit/train/checkpoint.hpp"
 #include "mbkit/train/describe.hpp"
+#include "mbkit/train/resume_check.hpp"
 #include "mbkit/train/training_run.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/fs.hpp"
@@ -441,6 +442,9 @@ void TrainingRun::resume() {
       usage_error(cat(resume_path, " was trained with --optimizer ", checkpoint.optimizer,
                       "; this run asks for ", options_.optimizer.name));
     }
+    require_same_training(checkpoint, resume_path,
+                          config_json(options_, net_->graph(), run_facts()), info_,
+                          options_.resume_anyway);
     // With several servers rank 0 keeps shard 0 of the whole optimizer state the checkpoint
     // holds; the servers get theirs in resume_server_shards().
     restore_model(checkpoint, *net_, *optimizer_, resume_path, shard_.first);
