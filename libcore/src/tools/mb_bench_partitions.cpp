@@ -28,6 +28,16 @@ std::vector<Split> splits_of(const PartitionsOptions& o) {
                                    mbkit::bench::parse_int_list(o.partitions, "--partitions"));
 }
 
+void warn_of_unusable_fits(const std::vector<train::TimeModelRecord>& records) {
+  for (const auto& record : records) {
+    if (!(record.fit.model.a > 0)) {
+      log::warn(cat("rank ", record.rank,
+                    ": the step time does not grow with the batch (a = ", record.fit.model.a,
+                    "); larger --batch-sizes or a quieter machine give a usable model"));
+    }
+  }
+}
+
 void check_options(const PartitionsOptions& o) {
   if (o.data.empty()) usage_error("--data is required");
   if (o.steps < 1) usage_error(cat("--steps: ", o.steps, " is below 1"));
@@ -112,17 +122,9 @@ int run_bench_partitions(const PartitionsOptions& options, std::ostream& out) {
       if (options.fit) {
         const auto records = mbkit::bench::fit_time_models(run, devices);
         mbkit::bench::write_fits(out, records);
-        for (const auto& record : records) {
-          if (!(record.fit.model.a > 0)) {
-            log::warn(cat("rank ", record.rank,
-                          ": the step time does not grow with the batch "
-                          "(a = ",
-                          record.fit.model.a,
-                          "); larger --batch-sizes or a quieter "
-                          "machine give a usable model"));
-          }
-        }
-        if (!options.time_model.empty()) {
+        if (options.time_model.empty()) {
+          warn_of_unusable_fits(records);
+        } else {  // an unusable fit is refused there, with the same advice
           train::write_time_model(options.time_model, records);
           log::info(cat("wrote ", options.time_model));
         }

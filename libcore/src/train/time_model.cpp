@@ -20,6 +20,15 @@ constexpr const char* kDevicesGroup = "devices";
 
 }  // namespace
 
+std::string time_model_problem(const TimeModel& model) {
+  if (!std::isfinite(model.a)) return cat("a = ", model.a, " is not finite");
+  if (!std::isfinite(model.b)) return cat("b = ", model.b, " is not finite");
+  if (model.a < 0) return cat("a = ", model.a, " s per sample is negative");
+  if (model.b < 0) return cat("b = ", model.b, " s per batch is negative");
+  if (!(model.a + model.b > 0)) return "a and b are both 0";
+  return {};
+}
+
 TimeModelFit fit_time_model(std::span<const double> batch_sizes, std::span<const double> seconds) {
   if (batch_sizes.size() != seconds.size()) {
     usage_error(
@@ -69,6 +78,15 @@ TimeModelFit fit_time_model(std::span<const double> batch_sizes, std::span<const
 
 void write_time_model(const std::string& path, const std::vector<TimeModelRecord>& records) {
   if (records.empty()) fail(cat("time model ", path, ": no measurement to write"));
+  // Before the temporary exists: an unusable model is not written at all.
+  for (const TimeModelRecord& record : records) {
+    if (const std::string problem = time_model_problem(record.fit.model); !problem.empty()) {
+      fail(cat("not writing the time model ", path, ": rank ", record.rank,
+               "'s fit t(B) = a*B + b: ", problem,
+               record.fit.model.a <= 0 ? " (the step time does not grow with the batch)" : "",
+               "; larger --batch-sizes or a quieter machine give a usable model"));
+    }
+  }
   fs::AtomicOutput output(path);
   io::File file = io::File::create(output.temp_path());
   file.set_attribute("format", kFormat);
@@ -137,6 +155,10 @@ TimeModelRecord read_record(const io::Group& device) {
                    record.seconds.size(), " times"));
   }
   if (record.rank < 0) data_error(cat(device.describe(), ": negative rank ", record.rank));
+  if (const std::string problem = time_model_problem(record.fit.model); !problem.empty()) {
+    data_error(cat(device.describe(), " (rank ", record.rank, "): t(B) = a*B + b with ", problem,
+                   ": not a usable time model"));
+  }
   return record;
 }
 

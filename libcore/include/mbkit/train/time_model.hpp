@@ -19,6 +19,12 @@ struct TimeModel {
   double seconds(double batch_size) const { return a * batch_size + b; }
 };
 
+/// Why t(x) = a*x + b cannot time a step ("a = -0.002 is negative"), or "" when it can: a and b
+/// finite, neither negative, not both 0. A plan from any other model is nonsense (negative round
+/// times), so every source of a model (--time-model-ab, a --time-model file, a fit about to be
+/// written) is held to it.
+std::string time_model_problem(const TimeModel& model);
+
 /// A least-squares line through measured (batch size, seconds) points and how well it fits.
 struct TimeModelFit {
   TimeModel model;
@@ -45,10 +51,12 @@ struct TimeModelRecord {
 };
 
 /// Writes the records (one per rank, in rank order) to `path` atomically (format "mbkit-time-model"
-/// in mbkit-formats(5)).
+/// in mbkit-formats(5)). A fit that is no usable model (time_model_problem) is refused, naming
+/// the rank and why, and nothing is written.
 void write_time_model(const std::string& path, const std::vector<TimeModelRecord>& records);
 
-/// Reads a time-model file; a missing, damaged or inconsistent file is a data error naming it.
+/// Reads a time-model file; a missing, damaged or inconsistent file, or one holding a model that
+/// is not usable (time_model_problem), is a data error naming it.
 std::vector<TimeModelRecord> read_time_model(const std::string& path);
 
 /// The model a rank uses: its own record when the file has one per rank, the only record when it
