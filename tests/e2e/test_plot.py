@@ -311,7 +311,7 @@ class Plot(mbtest.ToolTestCase):
         with open(self.path("s.csv"), "w") as f:
             f.write("keep")
         result = self.plot(self.log("single.h5"), "--csv", self.path("s.csv"))
-        self.assertFailsWith(result, 1, "s.csv exists")
+        self.assertFailsWith(result, 2, "s.csv exists")
         self.assertNoLeftovers()
 
     def test_bad_command_lines(self):
