@@ -95,6 +95,16 @@ TEST(TimeModel, FileReadsBackWhatWasWritten) {
   EXPECT_NEAR(time_model_for_rank(read_time_model(path), 5, path).b, 0.01, 1e-15);
 }
 
+TEST(TimeModel, FitKeepsTheFixedCostAtZeroOrMore) {
+  // The free line is t = 1.25 x - 0.5: noise around a small fixed cost, not a negative one.
+  const std::vector<double> sizes = {1, 2, 3};
+  const std::vector<double> seconds = {0.5, 2.5, 3.0};
+  const TimeModelFit fit = fit_time_model(sizes, seconds);
+  EXPECT_EQ(fit.model.b, 0.0);
+  EXPECT_DOUBLE_EQ(fit.model.a, 14.5 / 14.0);  // sum(x y) / sum(x x): through the origin
+  EXPECT_EQ(time_model_problem(fit.model), "");
+}
+
 TEST(TimeModel, UnusableModelsAreNamedWhereverTheyComeFrom) {
   EXPECT_EQ(time_model_problem({1e-3, 0.01}), "");
   EXPECT_EQ(time_model_problem({0, 0.01}), "");

@@ -65,6 +65,17 @@ TimeModelFit fit_time_model(std::span<const double> batch_sizes, std::span<const
   TimeModelFit fit;
   fit.model.a = sxy / sxx;
   fit.model.b = mean_y - fit.model.a * mean_x;
+  if (fit.model.b < 0) {
+    // A negative fixed cost is noise around a small one (it would plan rounds of negative
+    // length): the least-squares line with b >= 0 is then the one through the origin, whose a
+    // is positive with positive times.
+    double xx = 0, xy = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      xx += batch_sizes[i] * batch_sizes[i];
+      xy += batch_sizes[i] * seconds[i];
+    }
+    fit.model = {xy / xx, 0.0};
+  }
   double residual_sum = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const double residual = fit.model.seconds(batch_sizes[i]) - seconds[i];

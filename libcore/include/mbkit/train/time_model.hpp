@@ -32,8 +32,10 @@ struct TimeModelFit {
   double max_relative_residual = 0;  ///< max |t(x_i) - y_i| / y_i
 };
 
-/// Fits t(x) = a*x + b by ordinary least squares. Needs at least two distinct batch sizes and
-/// positive finite times; anything else is a usage error that says which.
+/// Fits t(x) = a*x + b by least squares with b >= 0 (where the free line's intercept is negative,
+/// noise around a small fixed cost, the line through the origin). Needs at least two distinct
+/// batch sizes and positive finite times; anything else is a usage error that says which. The
+/// fit's a may still be 0 or negative (times that do not grow with the batch).
 TimeModelFit fit_time_model(std::span<const double> batch_sizes, std::span<const double> seconds);
 
 /// One device's measurement: the points, the fit, and what it was measured on.
