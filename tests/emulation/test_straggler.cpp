@@ -168,9 +168,10 @@ TEST(StragglerProfile, ExpectedDelayMatchesTheIntegral) {
 }
 
 TEST(StragglerProfile, BadInduceValuesAreUsageErrors) {
-  EXPECT_MBKIT_ERROR(parse_straggler_profile("x:1:1"), ExitCode::kUsage,
-                     "--induce: 'x:1:1' is not NAME (niagara, cedar) or MEAN:STD:WEIGHT,...: "
-                     "'x' is not a number");
+  EXPECT_MBKIT_ERROR(
+      parse_straggler_profile("x:1:1"), ExitCode::kUsage,
+      "--induce: 'x:1:1' is not NAME (niagara, cedar) or MEAN:STD:WEIGHT,... or exp:MEAN: "
+      "'x' is not a number");
   struct Case {
     const char* text;
     const char* detail;

@@ -385,6 +385,39 @@ TEST_F(Figures, StragglerDistributionFromTheConfig) {
   EXPECT_NEAR(mass, 1.0, 1e-4);
 }
 
+TEST_F(Figures, WorkersDrawsTheStepTimeBesideTheSlowestDelayAndTheTimeToTarget) {
+  // FMB runs of 4 and 8 workers with exponential delays of mean 1 s; their logs record no
+  // delay, so the rest of each step is its whole 0.5 s and the theory is H_N x 1 s + 0.5 s.
+  LogSpec four;
+  four.world_size = 5;
+  four.workers = 4;
+  four.induce = "exp:1";
+  LogSpec eight = four;
+  eight.world_size = 9;
+  eight.workers = 8;
+  open({write_log(dir.file("four.h5"), four), write_log(dir.file("eight.h5"), eight)});
+  PlotSettings settings;
+  settings.target = 0.65;  // the second evaluation, at step 20: 10 s
+  const Figure figure = build("workers", settings);
+  ASSERT_EQ(figure.panes.size(), 2u);
+  const Pane& step = figure.panes[0];
+  ASSERT_EQ(step.series.size(), 2u);  // measured and theory (one group)
+  EXPECT_EQ(step.series[0].x, (std::vector<double>{4, 8}));
+  EXPECT_EQ(step.series[0].y, (std::vector<double>{0.5, 0.5}));
+  EXPECT_EQ(step.series[1].style, SeriesStyle::kDashedLine);
+  EXPECT_NEAR(step.series[1].y[0], 1 + 1 / 2.0 + 1 / 3.0 + 1 / 4.0 + 0.5, 1e-6);
+  EXPECT_NEAR(step.series[1].y[1], 2.717857142857 + 0.5, 1e-6);
+  EXPECT_EQ(figure.panes[1].series[0].y, (std::vector<double>{10, 10}));
+  EXPECT_EQ(figure.panes[1].ylabel, "Time to 65% (s)");
+  // One legend above the panes.
+  EXPECT_FALSE(figure.legend.empty());
+  // Without --target only the step times; one cluster size is not a scaling.
+  EXPECT_EQ(build("workers").panes.size(), 1u);
+  open({dir.file("four.h5")});
+  EXPECT_MBKIT_ERROR(build("workers"), ExitCode::kBadData,
+                     "workers needs runs with different numbers of workers");
+}
+
 TEST_F(Figures, ScalingOverWorkerCounts) {
   LogSpec one;
   one.throughput = 1000;

@@ -201,6 +201,19 @@ TEST(Stragglers, DensityIsTheFoldedNormal) {
   EXPECT_NE(std::find(curve.x.begin(), curve.x.end(), 1.0), curve.x.end());
 }
 
+TEST(Stragglers, DensityOfAnExponentialMixture) {
+  // Half exponential of mean 0.4 s, half a point mass at 0: the curve and the impulse make a
+  // distribution of the mean the sampler draws.
+  const auto profile = profile_of("exp:0.4:0.5,0:0:0.5");
+  EXPECT_NEAR(straggler_density(profile, 0.2), 0.5 / 0.4 * std::exp(-0.5), 1e-12);
+  const auto [mass, first_moment] = integrate(profile);
+  const auto curve = straggler_curve(profile);
+  ASSERT_EQ(curve.impulses.size(), 1u);
+  EXPECT_NEAR(mass + curve.impulses[0].weight, 1.0, 1e-6);
+  EXPECT_NEAR(first_moment, profile.expected_delay(), 1e-5);
+  EXPECT_FALSE(curve.x.empty());
+}
+
 TEST(Stragglers, PointMassesOnly) {
   const auto curve = straggler_curve(profile_of("0.5:0:0.25,0.5:0:0.25,2:0:0.5"));
   EXPECT_TRUE(curve.x.empty());

@@ -249,7 +249,8 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
                    "per worker and round (the AMB original's communication stragglers; 0: off)")
       ->type_name("SECONDS");
   dist->add_option("--induce", o.given.induce,
-                   "Induced stragglers: niagara, cedar, or MEAN:STD:WEIGHT,... (seconds)")
+                   "Induced stragglers: niagara, cedar, MEAN:STD:WEIGHT,... (seconds), or "
+                   "exp:MEAN (exponential delays)")
       ->type_name("PROFILE");
   dist->add_option("--slowdown", o.given.slowdown,
                    "Persistently slower workers: RANK=FACTOR,... (sleep (FACTOR-1) x compute)")

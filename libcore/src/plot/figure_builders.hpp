@@ -97,5 +97,9 @@ Problem check_stragglers(const RunLog& run);
 /// Throughput, speedup and efficiency against the workers, a line per group of runs.
 std::vector<Pane> build_scaling_panes(const std::vector<RunRef>& runs,
                                       const PlotSettings& settings);
+/// Straggler scaling: the mean step time against the workers, beside E[slowest of N delays] +
+/// the rest of each FMB run's step; with --target, the time each run took to reach it.
+std::vector<Pane> build_workers_panes(const std::vector<RunRef>& runs,
+                                      const PlotSettings& settings);
 
 }  // namespace mbkit::plot::figure_detail

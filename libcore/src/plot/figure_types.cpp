@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "figure_builders.hpp"
@@ -17,6 +18,7 @@ namespace {
 
 using figure_detail::build_scaling_panes;
 using figure_detail::build_straggler_distribution;
+using figure_detail::build_workers_panes;
 using figure_detail::check_stragglers;
 using figure_detail::curve;
 using figure_detail::histogram;
@@ -134,6 +136,20 @@ std::vector<FigureType> make_registry() {
         "throughput, speedup and efficiency against workers (median samples/s after warm-up)";
     type.needs = {{"steps", "throughput"}};
     type.needs_rows_of = "logged steps";
+    type.build_panes = build_scaling_panes;
+    types.push_back(std::move(type));
+  }
+  {
+    FigureType type;
+    type.name = "workers";
+    type.kind = FigureKind::kScaling;
+    type.summary =
+        "mean step time against workers beside E[slowest of N delays] (FMB), and the time to "
+        "--target";
+    type.needs = {{"steps", "step_time"}};
+    type.needs_rows_of = "logged steps";
+    type.build_panes = build_workers_panes;
+    type.shared_legend = true;
     types.push_back(std::move(type));
   }
   // Panels.
@@ -281,7 +297,20 @@ Figure build_figure(const FigureType& type, const std::vector<RunRef>& runs,
     PlotSettings pane_settings = settings;
     pane_settings.title_runs = runs.size() > 1;
     if (type.kind == FigureKind::kScaling) {
-      figure.panes = build_scaling_panes(runs, pane_settings);
+      figure.panes = type.build_panes(runs, pane_settings);
+      if (type.shared_legend) {
+        // Each title once, above the panes, in the style of its first series.
+        std::set<std::string> listed;
+        for (auto& pane : figure.panes) {
+          for (auto& series : pane.series) {
+            if (!series.title.empty() && listed.insert(series.title).second) {
+              figure.legend.push_back(
+                  {series.title, series.run, {}, {}, series.color, series.style});
+            }
+            series.title.clear();
+          }
+        }
+      }
     } else {
       figure.panes.push_back(type.build(runs, pane_settings));
       figure.panes.back().name = type.name;

@@ -1,5 +1,7 @@
-// Throughput scaling: runs that differ in their number of workers, grouped into lines, as
-// throughput, speedup and efficiency against the workers (median samples/s after warm-up).
+// Scaling: runs that differ in their number of workers, grouped into lines, as throughput,
+// speedup and efficiency against the workers (median samples/s after warm-up); and, for
+// straggler experiments (--emulate), the emulated step time against the workers beside what the
+// slowest of N induced delays predicts, and the time each run took to reach --target.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -151,6 +153,135 @@ std::vector<Pane> build_scaling_panes(const std::vector<RunRef>& runs,
     throughput.ymax /= count.divisor;  // given in samples/s
   }
   return {throughput, speedup, efficiency};
+}
+
+namespace {
+
+// One run of a straggler-scaling figure.
+struct WorkersPoint {
+  double workers = 0;
+  double step_time = 0;    ///< mean emulated (or real) seconds a step
+  double theory = kUnset;  ///< E[largest of N delays] + the rest of the run's mean step
+  double time_to_target = kUnset;
+};
+
+WorkersPoint workers_point(const RunLog& log, const PlotSettings& settings) {
+  WorkersPoint point;
+  point.workers = static_cast<double>(log.workers());
+  const auto& step_times = log.column("steps", "step_time");
+  double total = 0;
+  for (const double t : step_times) total += t;
+  point.step_time = total / static_cast<double>(std::max<std::size_t>(1, step_times.size()));
+  // A synchronous FMB step waits for the slowest worker: its mean is E[max of N delays] plus
+  // what the steps took besides their largest delay (compute, messages, the update).
+  const auto profile = log.straggler_profile();
+  if (profile && log.info().tool == "mb-train-fmb" && log.has_column("workers", "sleep_time")) {
+    const auto& steps = log.column("workers", "step");
+    const auto& sleeps = log.column("workers", "sleep_time");
+    std::map<double, double> longest;
+    for (std::size_t i = 0; i < steps.size() && i < sleeps.size(); ++i) {
+      longest[steps[i]] = std::max(longest[steps[i]], sleeps[i]);
+    }
+    const auto& step_numbers = log.column("steps", "step");
+    double rest = 0;
+    std::size_t counted = 0;
+    for (std::size_t i = 0; i < step_numbers.size() && i < step_times.size(); ++i) {
+      if (const auto found = longest.find(step_numbers[i]); found != longest.end()) {
+        rest += step_times[i] - found->second;
+        ++counted;
+      }
+    }
+    if (counted > 0) {
+      point.theory = profile->expected_max(log.workers()) + rest / static_cast<double>(counted);
+    }
+  }
+  if (std::isfinite(settings.target) && log.has_column("eval", "accuracy")) {
+    const auto& accuracy = log.column("eval", "accuracy");
+    const auto& time = log.column("eval", "time");
+    for (std::size_t i = 0; i < accuracy.size() && i < time.size(); ++i) {
+      if (accuracy[i] >= settings.target) {
+        point.time_to_target = time[i];
+        break;
+      }
+    }
+  }
+  return point;
+}
+
+}  // namespace
+
+std::vector<Pane> build_workers_panes(const std::vector<RunRef>& runs,
+                                      const PlotSettings& settings) {
+  std::vector<RunDescription> descriptions;
+  for (const auto& run : runs) descriptions.push_back(run.log->description());
+  const auto groups =
+      settings.user_labels
+          ? std::vector<std::string>()
+          : group_labels(descriptions, {"workers", "world_size", "emulate", "global_batch_size",
+                                        "steps", "epochs", "time_budget", "seed"});
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<WorkersPoint>> points;
+  std::set<double> all_workers;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const std::string group = settings.user_labels ? runs[i].label : groups[i];
+    if (!points.contains(group)) order.push_back(group);
+    points[group].push_back(workers_point(*runs[i].log, settings));
+    all_workers.insert(points[group].back().workers);
+  }
+  if (all_workers.size() < 2) {
+    data_error(cat("workers needs runs with different numbers of workers: all ", runs.size(),
+                   " runs have ", *all_workers.begin()));
+  }
+  Pane step = scaling_pane("Mean step time (s)", KeyPlace::kTopLeft);
+  Pane reach = scaling_pane(std::isfinite(settings.target)
+                                ? cat("Time to ", short_number(100 * settings.target), "% (s)")
+                                : "",
+                            KeyPlace::kTopLeft);
+  const double low = *all_workers.begin(), high = *all_workers.rbegin();
+  for (Pane* pane : {&step, &reach}) {
+    pane->xtics.assign(all_workers.begin(), all_workers.end());
+    pane->logx = low >= 1 && high / low > 8;
+    pane->xmin = pane->logx ? low / 1.15 : low - 0.05 * (high - low);
+    pane->xmax = pane->logx ? high * 1.15 : high + 0.05 * (high - low);
+  }
+  step.name = "workers-step-time";
+  reach.name = "workers-time-to-target";
+  const bool titled = order.size() > 1;
+  for (std::size_t g = 0; g < order.size(); ++g) {
+    auto& group = points[order[g]];
+    std::sort(group.begin(), group.end(),
+              [](const WorkersPoint& a, const WorkersPoint& b) { return a.workers < b.workers; });
+    const int color = static_cast<int>(g);
+    Series measured{titled ? order[g] : "", order[g], {}, {}, color, SeriesStyle::kLinePoints};
+    Series theory{cat(titled ? order[g] + ": " : "", "theory, E[slowest of N delays] + rest"),
+                  order[g] + " theory",
+                  {},
+                  {},
+                  color,
+                  SeriesStyle::kDashedLine};
+    Series reached{titled ? order[g] : "", order[g], {}, {}, color, SeriesStyle::kLinePoints};
+    for (const auto& p : group) {
+      measured.x.push_back(p.workers);
+      measured.y.push_back(p.step_time);
+      if (std::isfinite(p.theory)) {
+        theory.x.push_back(p.workers);
+        theory.y.push_back(p.theory);
+      }
+      if (std::isfinite(p.time_to_target)) {
+        reached.x.push_back(p.workers);
+        reached.y.push_back(p.time_to_target);
+      }
+    }
+    step.series.push_back(std::move(measured));
+    if (!theory.x.empty()) step.series.push_back(std::move(theory));
+    if (!reached.x.empty()) reach.series.push_back(std::move(reached));
+  }
+  if (!std::isfinite(settings.target)) return {step};
+  if (reach.series.empty()) {
+    data_error(
+        cat("workers --target ", short_number(100 * settings.target), "%: no run reached it"));
+  }
+  return {step, reach};
 }
 
 }  // namespace mbkit::plot::figure_detail

@@ -223,6 +223,10 @@ double straggler_density(const emulation::StragglerProfile& profile, double x) {
   if (x < 0) return 0;
   double density = 0;
   for (const auto& c : profile.components) {
+    if (c.exponential) {
+      density += c.weight / c.mean * std::exp(-x / c.mean);
+      continue;
+    }
     if (!(c.std > 0)) continue;
     const double norm = c.weight / (c.std * std::sqrt(2.0 * std::numbers::pi));
     const double a = (x - c.mean) / c.std;
@@ -238,7 +242,7 @@ StragglerCurve straggler_curve(const emulation::StragglerProfile& profile, std::
   bool continuous = false;
   std::map<double, double> masses;
   for (const auto& c : profile.components) {
-    if (c.std > 0) {
+    if (c.std > 0 || c.exponential) {
       continuous = true;
     } else if (c.weight > 0) {
       masses[std::min(curve.cap, std::abs(c.mean))] += c.weight;

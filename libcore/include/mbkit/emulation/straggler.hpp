@@ -3,7 +3,10 @@
 // made slower by a constant factor (--slowdown).
 //
 //   delay = min(cap, |N(mean, std)|), the component picked with probability weight,
-//   cap   = min(1024, max over the components of mean + 5 std)
+//           or min(cap, Exp(mean)) for an exponential component (exp:MEAN:WEIGHT),
+//   cap   = min(1024, max over the components of mean + 5 std, or 30 means for an
+//           exponential one: a draw reaches it with probability e^-30, so that even the
+//           largest of 10,000 workers' delays keeps its expectation, H_N x mean)
 //
 // Named profiles (mean:std:weight):
 //   niagara  0:0:0.4, 0:0.4:0.3, 2:0.3:0.2, 5:0.3:0.1           (cap 6.5 s, mean about 1.0 s)
@@ -20,11 +23,12 @@
 
 namespace mbkit::emulation {
 
-/// One folded normal of a straggler mixture, in seconds.
+/// One folded normal of a straggler mixture, in seconds, or an exponential of that mean.
 struct StragglerComponent {
   double mean = 0;
-  double std = 0;
+  double std = 0;  ///< 0 for an exponential component
   double weight = 0;
+  bool exponential = false;
   bool operator==(const StragglerComponent&) const = default;
 };
 
@@ -34,8 +38,13 @@ struct StragglerProfile {
 
   /// min(1024, max over the components of mean + 5 std): the longest delay drawn.
   double cap() const;
-  /// E[min(cap, |N(mean, std)|)] over the mixture, in closed form.
+  /// E[min(cap, |N(mean, std)|)] (or E[min(cap, Exp(mean))]) over the mixture, in closed form.
   double expected_delay() const;
+  /// P(delay <= x): the mixture's distribution function (1 from the cap on).
+  double cdf(double x) const;
+  /// E[max of n independent delays] = the integral over [0, cap] of 1 - cdf(x)^n: what a
+  /// synchronous step of n workers waits for (H_n x mean for exponential delays).
+  double expected_max(int n) const;
   /// One line: "niagara: 0:0:0.4, 0:0.4:0.3, 2:0.3:0.2, 5:0.3:0.1 (cap 6.5 s, mean 0.996 s)".
   std::string describe() const;
   /// MEAN:STD:WEIGHT,... text that parse_straggler_profile reads back to the same components.
@@ -43,8 +52,10 @@ struct StragglerProfile {
   bool operator==(const StragglerProfile&) const = default;
 };
 
-/// --induce: "" gives no profile; otherwise a known name or MEAN:STD:WEIGHT,... (numbers in
-/// full, mean, std and weight >= 0, some weight > 0). Throws a usage error naming --induce.
+/// --induce: "" gives no profile; otherwise a known name, MEAN:STD:WEIGHT,... (numbers in
+/// full, mean, std and weight >= 0, some weight > 0; an item exp:MEAN:WEIGHT is an exponential
+/// component) or exp:MEAN alone (exponential delays of that mean). Throws a usage error naming
+/// --induce.
 std::optional<StragglerProfile> parse_straggler_profile(const std::string& text);
 /// "niagara, cedar".
 std::string known_straggler_profiles();

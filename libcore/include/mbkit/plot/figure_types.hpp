@@ -68,6 +68,10 @@ struct FigureType {
   std::function<Problem(const RunLog&)> check;
   /// The pane, from runs that passed the checks. Empty for panels.
   std::function<Pane(const std::vector<RunRef>&, const PlotSettings&)> build;
+  /// Scaling types: their panes, from all the runs at once.
+  std::function<std::vector<Pane>(const std::vector<RunRef>&, const PlotSettings&)> build_panes;
+  /// The panes' titled series make one legend above them (many lines, small panes).
+  bool shared_legend = false;
   /// Panels: the types of their panes, in order.
   std::vector<std::string> panes;
 };
