@@ -62,6 +62,32 @@ TEST(RunTool, MissingSubcommandAndUnknownFlag) {
   EXPECT_NE(unknown.err.find("--bogus"), std::string::npos);
 }
 
+TEST(RunTool, AnUnknownOptionIsReportedFirstWithTheNearestOnes) {
+  // -n missing and "3" left over as well: the misspelt option is what the user needs to hear.
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"go", "--cont", "3"},
+                                               {"go", "-n", "1", "--cont=3"},
+                                               {"go", "--cont", "3", "-n", "1"}}) {
+    const auto result = run(args, [] { return 0; });
+    EXPECT_EQ(result.status, 2);
+    EXPECT_EQ(count_lines(result.err), 1) << result.err;
+    EXPECT_EQ(result.err,
+              "mb-test go: error: unknown option '--cont' (did you mean --count?) "
+              "(see 'mb-test go --help')\n");
+  }
+  // The tool's own options are known in its subcommand too; far from anything: no hint.
+  EXPECT_NE(run({"go", "-n", "1", "--quite"}, [] { return 0; }).err.find("did you mean --quiet?"),
+            std::string::npos);
+  const auto far = run({"go", "--zzzzzz"}, [] { return 0; });
+  EXPECT_NE(far.err.find("unknown option '--zzzzzz' (see"), std::string::npos) << far.err;
+  // Before the subcommand, and an unknown subcommand.
+  EXPECT_NE(
+      run({"--verbos", "go", "-n", "1"}, [] { return 0; }).err.find("did you mean --verbose?"),
+      std::string::npos);
+  const auto command = run({"og", "-n", "1"}, [] { return 0; });
+  EXPECT_EQ(command.status, 2);
+  EXPECT_NE(command.err.find("unknown command 'og' (known: go)"), std::string::npos) << command.err;
+}
+
 TEST(RunTool, HelpAndVersionExitZero) {
   const auto help = run({"--help"}, [] { return 1; });
   EXPECT_EQ(help.status, 0);

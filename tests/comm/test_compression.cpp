@@ -130,6 +130,7 @@ TEST(CompressOption, BadTextsNameTheFlag) {
   EXPECT_FALSE(parse_compression("none").enabled());
   EXPECT_EQ(parse_compression("2bit:0.5").text(), "2bit:0.5");
   EXPECT_MBKIT_ERROR(parse_compression("4bit"), ExitCode::kUsage, "--compress: '4bit'");
+  EXPECT_MBKIT_ERROR(parse_compression(""), ExitCode::kUsage, "--compress: empty");
   EXPECT_MBKIT_ERROR(parse_compression("2bit:-1"), ExitCode::kUsage, "must be a positive");
   EXPECT_MBKIT_ERROR(parse_compression("2bit:"), ExitCode::kUsage, "--compress");
   EXPECT_MBKIT_ERROR(parse_compression("2bit:1e99"), ExitCode::kUsage, "must be a positive");

@@ -186,6 +186,24 @@ TEST(Verify, NonDatasetInputs) {
   EXPECT_FALSE(looks_like_dataset(dir.file("absent.h5")));
 }
 
+// Damage to the chunk index (which the HDF5 1.8 format does not checksum) that moved a split's
+// only chunk away from its coordinates: HDF5 read the missing chunk as zeros, and verify said OK.
+TEST(Verify, AChunkMovedOutOfItsPlaceInTheIndexIsAProblem) {
+  const std::string corpus = std::string(MBKIT_TEST_DATA_DIR) + "/fuzz/corpus/dataset_file/";
+  const auto labels = verify(corpus + "regress_verify_silent_zero_labels.h5");
+  ASSERT_EQ(labels.problems.size(), 1u);
+  EXPECT_NE(labels.problems[0].find("regress_verify_silent_zero_labels.h5:/train/labels: the "
+                                    "chunk at [0] is missing from its chunk index"),
+            std::string::npos)
+      << labels.problems[0];
+  const auto images = verify(corpus + "regress_verify_silent_zero_test_images.h5");
+  ASSERT_EQ(images.problems.size(), 1u);
+  EXPECT_NE(images.problems[0].find("regress_verify_silent_zero_test_images.h5:/test/images: the "
+                                    "chunk at [0, 0, 0, 0] is missing from its chunk index"),
+            std::string::npos)
+      << images.problems[0];
+}
+
 // L's finding: --train 1000000000000 ran for hours towards a full disk. It is refused at once,
 // naming the sizes, and no file is left.
 TEST(Synth, ADatasetLargerThanTheDiskIsRefusedBeforeWriting) {

@@ -100,7 +100,7 @@ TEST(Fetch, ExistingUnrelatedOutputIsNotReplacedWithoutForce) {
   options.checksums_file = write_tiny_mnist(dir);
   options.output = dir.file("precious.h5");
   test::write_text(options.output, "my thesis");
-  EXPECT_MBKIT_ERROR(fetch_dataset(options), ExitCode::kFailure,
+  EXPECT_MBKIT_ERROR(fetch_dataset(options), ExitCode::kUsage,
                      "exists and is not a mnist dataset; use --force");
   EXPECT_EQ(fs::read_text_file(options.output), "my thesis");
 }

@@ -3,6 +3,7 @@ status, and no output (or temporary) file left behind."""
 
 import gzip
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -196,6 +197,29 @@ class BadInput(mbtest.ToolTestCase):
         self.assertFailsWith(self.mb_dataset("info", "absent.h5"), 3, "absent.h5: no such file")
         self.assertNoStrayFiles()
 
+    def test_a_damaged_chunk_index_is_refused_not_read_as_zeros(self):
+        """Issue U's files: damage to the chunk index (the HDF5 1.8 format checksums no B-tree)
+        moved a chunk off its coordinates, or set its filter mask so that Fletcher-32 is
+        skipped. HDF5 then reads fill values or unchecked bytes; verify said OK, mb-eval
+        printed an accuracy."""
+        corpus = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz", "corpus")
+        cases = [("dataset_file", "regress_verify_silent_zero_labels.h5",
+                  "/train/labels: the chunk at [0] is missing from its chunk index"),
+                 ("dataset_file", "regress_verify_silent_zero_test_images.h5",
+                  "/test/images: the chunk at [0, 0, 0, 0] is missing from its chunk index")]
+        for folder, name, problem in cases:
+            shutil.copy(os.path.join(corpus, folder, name), self.path(name))
+            self.assertFailsWith(self.mb_dataset("verify", name), 3, f"{name}:{problem}")
+            self.assertFailsWith(self.mb_dataset("info", name), 3, f"{name}:{problem}")
+        name = "regress_eval_silent_filter_mask.h5"
+        shutil.copy(os.path.join(corpus, "checkpoint", name), self.path(name))
+        self.assertSucceeded(self.mb_dataset("synth", "images", "--shape", "1,8,8", "--classes",
+                                             "4", "--train", "64", "--test", "16", "--seed", "1",
+                                             "-o", "data.h5"))
+        result = mbtest.run([mbtest.tool("mb-eval"), name, "--data", "data.h5", "--threads", "1"],
+                            cwd=self.dir, env=self.env)
+        self.assertFailsWith(result, 3, f"{name}:/params/fc2.bias: the chunk at [0] ")
+
     def test_bad_flag_values(self):
         self.assertSucceeded(self.import_idx(self.make_idx_set(), output="ok.h5"))
         cases = [
@@ -226,11 +250,62 @@ class BadInput(mbtest.ToolTestCase):
         with open(self.path("precious.h5"), "w") as f:
             f.write("years of work")
         result = self.mb_dataset("synth", "toy", "-o", "precious.h5")
-        self.assertFailsWith(result, 1, "precious.h5 exists; use --force to replace it")
+        self.assertFailsWith(result, 2, "precious.h5 exists; use --force to replace it")
         result = self.mb_dataset("fetch", "fashion-mnist", "-o", "precious.h5")
-        self.assertFailsWith(result, 1, "precious.h5 exists and is not a fashion-mnist dataset")
+        self.assertFailsWith(result, 2, "precious.h5 exists and is not a fashion-mnist dataset")
         with open(self.path("precious.h5")) as f:
             self.assertEqual(f.read(), "years of work")
+
+    def test_an_existing_output_without_force_is_a_usage_error_in_every_tool(self):
+        """"FILE exists; use --force" is a decision the command line did not make: exit status
+        2, as mbkit(7) says of a bad command line (it was 1), and the file is left alone."""
+        with open(self.path("taken"), "w") as f:
+            f.write("mine")
+        self.assertSucceeded(self.mb_dataset("synth", "toy", "--train", "50", "--test", "10",
+                                             "-o", "toy.h5"))
+        runs = [
+            ["mb-dataset", "synth", "toy", "-o", "taken"],
+            ["mb-dataset", "import", "idx", "-o", "taken", *self.idx_flags()],
+            ["mb-eval", "ck.h5", "--data", "toy.h5", "-o", "taken"],
+            ["mb-bench-partitions", "--data", "toy.h5", "--batch-sizes", "8", "-o", "taken"],
+            ["mb-bench-partitions", "--data", "toy.h5", "--batch-sizes", "8,16", "--fit",
+             "--time-model", "taken"],
+            ["mb-report", "log.h5", "-o", "taken"],
+            ["mb-train-fmb", "--data", "toy.h5", "--steps", "1", "--log", "taken"],
+        ]
+        for args in runs:
+            with self.subTest(command=" ".join(args)):
+                result = mbtest.run([mbtest.tool(args[0]), *args[1:]], cwd=self.dir, env=self.env)
+                self.assertFailsWith(result, 2, "taken exists; use --force to replace it")
+                with open(self.path("taken")) as f:
+                    self.assertEqual(f.read(), "mine")
+
+    def idx_flags(self):
+        args = []
+        for flag, path in zip(IDX_FLAGS, self.make_idx_set()):
+            args += [flag, path]
+        return args
+
+    def test_a_killed_writers_temporary_goes_with_the_next_write_beside_it(self):
+        """kill -9 leaves .NAME.tmp-HOST-PID-XXXXXX behind (no handler runs); the next output
+        written in that directory, of any name, removes it: its writer's pid is gone."""
+        process = subprocess.Popen([mbtest.tool("mb-dataset"), "synth", "images", "--shape", "3,224,224",
+                                    "--train", "100000", "--test", "10", "-o", "big.h5"],
+                                   cwd=self.dir, env=self.env, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while not any(".tmp-" in n for n in os.listdir(self.dir)):  # wait until it is writing
+            self.assertIsNone(process.poll(), "finished before it could be killed")
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.05)
+        process.kill()
+        process.wait(timeout=60)
+        left = [n for n in os.listdir(self.dir) if ".tmp-" in n]
+        self.assertEqual(len(left), 1, left)
+        self.assertIn(f"-{process.pid}-", left[0])  # the pid tells a dead writer from a live one
+        self.assertSucceeded(self.mb_dataset("synth", "toy", "--train", "50", "--test", "10",
+                                             "-o", "small.h5"))
+        self.assertFalse(os.path.exists(self.path("big.h5")))
+        self.assertNoStrayFiles()
 
     def test_interrupt_removes_the_half_written_output(self):
         process = subprocess.Popen([mbtest.tool("mb-dataset"), "synth", "images", "--shape", "3,224,224",

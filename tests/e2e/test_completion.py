@@ -108,6 +108,9 @@ class Completion(mbtest.ToolTestCase):
         self.assertEqual(sorted(self.complete("mb-plot", "run.h5", "-o", "")), ["fig.png", "runs"])
         self.assertEqual(sorted(self.complete("mb-train-fmb", "--resume", "")),
                          ["auto", "data.h5", "run.h5", "runs"])
+        # A flag: completed as an option, no value after it.
+        for tool in ("mb-train-fmb", "mb-train-amb", "mb-train-dbsl"):
+            self.assertEqual(self.complete(tool, "--resume-a"), ["--resume-anyway"])
         self.assertEqual(self.complete("mb-dataset", "info", "d"), ["data.h5"])
 
     def test_mb_completes_tools_then_as_the_tool(self):

@@ -217,6 +217,44 @@ class DualBatchSizeLearning(mbtest.ToolTestCase):
             with self.subTest(args=args):
                 self.assertFailsWith(self.dbsl(*args, ranks=0), 2, text)
 
+    def write_time_model(self, name, a, b):
+        """A time-model file as mbkit-formats(5) describes it, with the given a and b."""
+        import numpy as np
+        with h5py.File(self.path(name), "w") as f:
+            f.attrs["format"] = np.bytes_("mbkit-time-model")
+            f.attrs["format_version"] = np.int64(1)
+            f.attrs["created_by"] = np.bytes_("test")
+            device = f.create_group("devices/0")
+            for key, value in (("host", "h"), ("model", "mlp"), ("device", "cpu"),
+                               ("cpu_model", "test")):
+                device.attrs[key] = np.bytes_(value)
+            device.attrs["rank"] = np.int64(0)
+            device.attrs["threads"] = np.int64(1)
+            device.attrs["libraries"] = np.array([b"HDF5 1.10"])
+            for key, value in (("a", a), ("b", b), ("r_squared", 1.0),
+                               ("max_relative_residual", 0.0)):
+                device.attrs[key] = np.float64(value)
+            device.attrs["batch_sizes"] = np.array([8.0, 16.0])
+            device.attrs["seconds"] = np.array([8 * a + b, 16 * a + b])
+
+    def test_a_time_model_file_is_held_to_what_time_model_ab_is(self):
+        """A file with a negative or zero a and b was accepted ("round -17.0000 s"), or the
+        plan blamed --extra-time: a data error naming the file, as --time-model-ab refuses the
+        same values."""
+        plan = ["--plan", "--workers", "4", "--train-samples", "50000", "--base-batch", "500",
+                "--small-workers", "1", "--extra-time", "1.1"]
+        self.write_time_model("good.h5", 0.00056607, 0.014041204)
+        self.assertSucceeded(self.dbsl(*plan, "--time-model", "good.h5", ranks=0))
+        for name, a, b, text in (("negative-a.h5", -0.001, 0.01, "a = -0.001 s per sample is negative"),
+                                 ("negative-b.h5", 0.001, -17.0, "b = -17 s per batch is negative"),
+                                 ("zero.h5", 0.0, 0.0, "a and b are both 0")):
+            with self.subTest(file=name):
+                self.write_time_model(name, a, b)
+                result = self.dbsl(*plan, "--time-model", name, ranks=0)
+                self.assertFailsWith(result, 3, text)
+                self.assertIn(name, result.err)
+                self.assertNotIn("--extra-time", result.err)
+
 
 if __name__ == "__main__":
     mbtest.main()

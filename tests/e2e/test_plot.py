@@ -228,7 +228,7 @@ class Plot(mbtest.ToolTestCase):
         with open(os.path.join(script, "hist.pdf"), "rb") as f:
             self.assertEqual(f.read(4), b"%PDF")
         again = self.plot(self.log("ps.h5"), "--type", "panel-hist", "--script", script)
-        self.assertFailsWith(again, 1, "plot.gp exists; use --force")
+        self.assertFailsWith(again, 2, "plot.gp exists; use --force")
         self.assertSucceeded(self.plot(self.log("ps.h5"), "--type", "panel-hist", "--script",
                                        script, "-f"))
 
@@ -302,7 +302,7 @@ class Plot(mbtest.ToolTestCase):
         with open(out, "wb") as f:
             f.write(b"keep")
         result = self.plot(self.log("single.h5"), "--type", "lr-vs-step", "-o", out)
-        self.assertFailsWith(result, 1, "fig.png exists; use --force to replace it")
+        self.assertFailsWith(result, 2, "fig.png exists; use --force to replace it")
         with open(out, "rb") as f:
             self.assertEqual(f.read(), b"keep")
         self.assertSucceeded(self.plot(self.log("single.h5"), "--type", "lr-vs-step", "-o", out,
@@ -311,7 +311,7 @@ class Plot(mbtest.ToolTestCase):
         with open(self.path("s.csv"), "w") as f:
             f.write("keep")
         result = self.plot(self.log("single.h5"), "--csv", self.path("s.csv"))
-        self.assertFailsWith(result, 1, "s.csv exists")
+        self.assertFailsWith(result, 2, "s.csv exists")
         self.assertNoLeftovers()
 
     def test_bad_command_lines(self):

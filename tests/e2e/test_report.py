@@ -182,7 +182,7 @@ class Report(mbtest.ToolTestCase):
         with open(output, newline="") as f:
             self.assertEqual(f.read(), result.out)
         again = self.report("--target", self.target, *self.paths, "--csv", "-o", output)
-        self.assertFailsWith(again, 1, f"{output} exists; use --force")
+        self.assertFailsWith(again, 2, f"{output} exists; use --force")
         self.assertSucceeded(self.report(*self.paths, "-o", output, "--force"))
         self.assertNoStrayFiles()
 

@@ -136,7 +136,7 @@ class Trace(mbtest.ToolTestCase):
         self.assertFailsWith(run("--trace", "t.json", "junk.h5"), 3, "junk.h5")
         self.assertFalse(os.path.exists(self.path("t.json")))
         self.assertSucceeded(run("--trace", "t.json", "a.h5"))
-        self.assertFailsWith(run("--trace", "t.json", "a.h5"), 1, "use --force")
+        self.assertFailsWith(run("--trace", "t.json", "a.h5"), 2, "use --force")
         self.assertSucceeded(run("--trace", "t.json", "--force", "a.h5"))
         self.assertNoStrayFiles()
 

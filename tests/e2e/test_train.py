@@ -103,6 +103,47 @@ class Training(mbtest.ToolTestCase):
             np.testing.assert_array_equal(log["steps/step"][()], np.arange(1, 81))
             np.testing.assert_array_equal(log["steps/loss"][()], ref["steps/loss"][()])
 
+    def test_resume_refuses_what_changes_the_training(self):
+        """--resume with another seed, batch size, lr, thread count or dataset of the same name
+        and shape continued silently (issue U): one usage line naming the option and both
+        values, the checkpoint left as it was; --resume-anyway continues with a warning."""
+        self.assertSucceeded(self.quick("--steps", "5", "--seed", "1", "--checkpoint", "c.h5"))
+        other = mbtest.mb_dataset("synth", "toy", "--learnable", "--seed", "9", "--train", "2000",
+                                  "--test", "500", "-o", "other-toy.h5", cwd=self.dir)
+        self.assertSucceeded(other)
+        with open(self.path("c.h5"), "rb") as f:
+            saved = f.read()
+        resume = ["--steps", "10", "--checkpoint", "c.h5", "--resume", "c.h5"]
+        cases = [
+            (["--seed", "2"], "--seed 2: c.h5 was trained with --seed 1"),
+            (["--seed", "1", "--batch-size", "16"], "--batch-size 16: c.h5 was trained with --batch-size 64"),
+            (["--seed", "1", "--lr", "0.02"], "--lr 0.02: c.h5 was trained with --lr 0.01"),
+            (["--seed", "1", "--threads", "2"], "--threads 2: c.h5 was trained with --threads 1"),
+        ]
+        for extra, message in cases:
+            with self.subTest(extra=extra):
+                result = self.quick(*resume, *extra)
+                self.assertFailsWith(result, 2, message)
+                self.assertIn("--resume-anyway", result.err)
+        # Same name ("toy") and shape, other images.
+        result = self.train("--data", "other-toy.h5", "--model", "mlp", "--hidden", "32",
+                            "--activation", "relu", "--optimizer", "adam", "--lr", "0.01", "-q",
+                            "--threads", "1", "--seed", "1", *resume)
+        self.assertFailsWith(result, 2, "--data other-toy.h5: not the dataset c.h5 was trained on")
+        with open(self.path("c.h5"), "rb") as f:
+            self.assertEqual(f.read(), saved)
+        # The same options continue; --resume-anyway continues another seed, saying so.
+        self.assertSucceeded(self.quick(*resume, "--seed", "1"))
+        anyway = ["--steps", "15", "--checkpoint", "c.h5", "--resume", "c.h5", "--seed", "2",
+                  "--resume-anyway"]
+        result = self.train("--data", self.toy, "--model", "mlp", "--hidden", "32",
+                            "--activation", "relu", "--optimizer", "adam", "--lr", "0.01",
+                            "--threads", "1", *anyway)
+        self.assertSucceeded(result)
+        self.assertIn("--resume-anyway: --seed 2: c.h5 was trained with --seed 1", result.err)
+        with h5py.File(self.path("c.h5"), "r") as f:
+            self.assertEqual(mbtest.text_attrs(f)["step"], 15)
+
     def test_same_seed_same_model_other_seed_other_model(self):
         for name, seed in (("a.h5", "3"), ("b.h5", "3"), ("c.h5", "4")):
             self.assertSucceeded(self.quick("--steps", "30", "--seed", seed, "--checkpoint", name))
@@ -183,7 +224,7 @@ class Training(mbtest.ToolTestCase):
             np.testing.assert_array_equal(f["eval/step"][()], [20, 40, 50])
             self.assertGreater(f["eval/accuracy"][-1], 0.5)  # the learnable toy is learnable
         again = self.quick("--steps", "5", "--log", "run.h5")
-        self.assertFailsWith(again, 1, "run.h5 exists; use --force to replace it")
+        self.assertFailsWith(again, 2, "run.h5 exists; use --force to replace it")
 
     def test_sigint_saves_a_checkpoint_and_resume_finishes(self):
         process = subprocess.Popen([mbtest.tool("mb-train-fmb"), "--data", self.fmnist, "--model",
@@ -305,6 +346,10 @@ class Training(mbtest.ToolTestCase):
             (self.quick("--steps", "5", "--optimizer", "adamw"), 2,
              "unknown optimizer 'adamw' (known: sgd, momentum, rmsprop, adam)"),
             (self.quick("--steps", "5", "--batch-size", "0"), 2, "--batch-size 0 must be at least 1"),
+            # 0 is the field's "not given": given, it was silently ignored (issue U).
+            (self.quick("--steps", "5", "--global-batch-size", "0"), 2,
+             "--global-batch-size 0 must be at least 1"),
+            (self.quick("--steps", "5", "--compress", ""), 2, "--compress: empty"),
             (self.quick(), 2, "give the length of the run"),
             (self.quick("--steps", "5", "--lr", "-1"), 2, "--lr"),
             (self.quick("--steps", "5", "--nan-policy", "ignore"), 2, "--nan-policy"),
@@ -329,7 +374,7 @@ class Training(mbtest.ToolTestCase):
             (self.quick("--steps", "5", "--checkpoint-every", "2"), 2, "--checkpoint-every needs --checkpoint"),
             (self.train("--data", "absent.h5", "--steps", "1"), 3, "absent.h5"),
             (self.eval("mlp.h5", "--data", self.toy, "--split", "valid"), 2, "--split"),
-            (self.quick("--steps", "5", "--checkpoint", "mlp.h5"), 1,
+            (self.quick("--steps", "5", "--checkpoint", "mlp.h5"), 2,
              "mlp.h5 exists; use --resume auto to continue from it or --force to replace it"),
             # Lengths and sizes that would run forever, wrap or exhaust memory (issue L).
             (self.quick("--epochs", "nan"), 2, "--epochs nan is not a finite number"),

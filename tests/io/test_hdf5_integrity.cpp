@@ -122,23 +122,31 @@ TEST(Hdf5Integrity, DatasetsThatDoNotStoreWhatTheyDeclareAreRefused) {
 
 // An unfiltered chunk is stored whole: HDF5 1.10 copied a whole chunk out of a buffer the size
 // the chunk index records, overrunning it when that is smaller (found by fuzz_dataset_file: a
-// file whose filter pipeline message was damaged away from compressed chunks).
+// file whose filter pipeline message was damaged away from compressed chunks). The file is in
+// the HDF5 1.8 format, as older mbkit wrote: its chunk index records each chunk's size.
 TEST(Hdf5Integrity, AnUnfilteredChunkStoredShortIsRefusedBeforeHdf5ReadsIt) {
   test::TempDir dir;
   const std::string path = dir.file("short.h5");
   {
-    File file = File::create(path);
-    StorageOptions storage;
-    storage.chunk = {4};
-    storage.fletcher32 = false;
-    Dataset data = file.create_dataset<std::int32_t>("labels", {8}, storage);
-    const std::vector<std::int32_t> first{1, 2, 3, 4};
-    data.write_rows(0, 4, first.data());
-    // The second chunk as its raw bytes, 8 of the 16 it holds.
-    const hsize_t offset[1] = {4};
-    const std::int32_t half[2] = {5, 6};
-    ASSERT_GE(H5Dwrite_chunk(data.id(), H5P_DEFAULT, 0, offset, sizeof half, half), 0);
-    file.close();
+    const hid_t access = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_libver_bounds(access, H5F_LIBVER_V18, H5F_LIBVER_V18);
+    const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access);
+    const hid_t creation = H5Pcreate(H5P_DATASET_CREATE);
+    const hsize_t chunk = 4, extent = 8;
+    H5Pset_chunk(creation, 1, &chunk);
+    const hid_t space = H5Screate_simple(1, &extent, nullptr);
+    const hid_t data =
+        H5Dcreate2(file, "labels", H5T_STD_I32LE, space, H5P_DEFAULT, creation, H5P_DEFAULT);
+    // The first chunk whole, the second as its raw bytes, 8 of the 16 it holds.
+    const std::int32_t whole[4] = {1, 2, 3, 4}, half[2] = {5, 6};
+    const hsize_t first[1] = {0}, second[1] = {4};
+    ASSERT_GE(H5Dwrite_chunk(data, H5P_DEFAULT, 0, first, sizeof whole, whole), 0);
+    ASSERT_GE(H5Dwrite_chunk(data, H5P_DEFAULT, 0, second, sizeof half, half), 0);
+    H5Dclose(data);
+    H5Sclose(space);
+    H5Pclose(creation);
+    H5Fclose(file);
+    H5Pclose(access);
   }
   const File file = File::open(path);
   EXPECT_MBKIT_ERROR(file.open_dataset("labels").read<std::int32_t>(), ExitCode::kBadData,

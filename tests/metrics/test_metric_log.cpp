@@ -119,7 +119,7 @@ TEST(MetricLog, RefusesToReplaceAFileUnlessAskedTo) {
   test::TempDir dir;
   const std::string path = dir.file("run.h5");
   test::write_text(path, "not a log");
-  EXPECT_MBKIT_ERROR(MetricLog::create(path, sample_info(), false), ExitCode::kFailure,
+  EXPECT_MBKIT_ERROR(MetricLog::create(path, sample_info(), false), ExitCode::kUsage,
                      path + " exists; use --force to replace it");
   EXPECT_EQ(fs::read_text_file(path), "not a log");
 

@@ -421,7 +421,7 @@ TEST_F(Reports, OutputFileIsReplacedOnlyWithForce) {
   write_csv(build_report(options.logs, 0.8), expected);
   EXPECT_EQ(fs::read_text_file(options.output), expected.str());
   options.csv = false;
-  EXPECT_MBKIT_ERROR(tools::report::run_report(options, out), ExitCode::kFailure,
+  EXPECT_MBKIT_ERROR(tools::report::run_report(options, out), ExitCode::kUsage,
                      "report.csv exists; use --force");
   options.force = true;
   EXPECT_EQ(tools::report::run_report(options, out), 0);

@@ -340,6 +340,15 @@ TEST(Checkpoint, DamagedBytesAreDataErrors) {
   EXPECT_MBKIT_ERROR(read_checkpoint(path), ExitCode::kBadData, "ckpt.h5");
 }
 
+// Damage to the chunk index set the filter mask of params/fc2.bias's chunk: HDF5 skipped its
+// Fletcher-32 check and read damaged bytes as a bias of -4.8e31; mb-eval reported an accuracy.
+TEST(Checkpoint, AChunkIndexDamagedToSkipTheChecksumIsADataError) {
+  EXPECT_MBKIT_ERROR(read_checkpoint(std::string(MBKIT_TEST_DATA_DIR) +
+                                     "/fuzz/corpus/checkpoint/regress_eval_silent_filter_mask.h5"),
+                     ExitCode::kBadData,
+                     "regress_eval_silent_filter_mask.h5:/params/fc2.bias: the chunk at [0] ");
+}
+
 TEST(Checkpoint, RequireFiniteNamesTheArrayAndTheNegativeStepIsRefused) {
   test::TempDir dir;
   const std::string path = dir.file("ckpt.h5");

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "mbkit/io/hdf5.hpp"
+#include "mbkit/train/dbsl_plan.hpp"
 #include "mbkit/train/time_model.hpp"
 #include "mbkit/util/error.hpp"
 #include "test_helpers.hpp"
@@ -92,6 +93,52 @@ TEST(TimeModel, FileReadsBackWhatWasWritten) {
   // One record serves every rank.
   write_time_model(path, {record_of(0, 1e-3, 0.01)});
   EXPECT_NEAR(time_model_for_rank(read_time_model(path), 5, path).b, 0.01, 1e-15);
+}
+
+TEST(TimeModel, FitKeepsTheFixedCostAtZeroOrMore) {
+  // The free line is t = 1.25 x - 0.5: noise around a small fixed cost, not a negative one.
+  const std::vector<double> sizes = {1, 2, 3};
+  const std::vector<double> seconds = {0.5, 2.5, 3.0};
+  const TimeModelFit fit = fit_time_model(sizes, seconds);
+  EXPECT_EQ(fit.model.b, 0.0);
+  EXPECT_DOUBLE_EQ(fit.model.a, 14.5 / 14.0);  // sum(x y) / sum(x x): through the origin
+  EXPECT_EQ(time_model_problem(fit.model), "");
+}
+
+TEST(TimeModel, UnusableModelsAreNamedWhereverTheyComeFrom) {
+  EXPECT_EQ(time_model_problem({1e-3, 0.01}), "");
+  EXPECT_EQ(time_model_problem({0, 0.01}), "");
+  EXPECT_NE(time_model_problem({-1e-3, 0.01}).find("a = -0.001 s per sample is negative"),
+            std::string::npos);
+  EXPECT_NE(time_model_problem({1e-3, -17}).find("b = -17 s per batch is negative"),
+            std::string::npos);
+  EXPECT_EQ(time_model_problem({0, 0}), "a and b are both 0");
+  EXPECT_NE(time_model_problem({std::nan(""), 1}), "");
+  // --time-model-ab says why, naming the flag.
+  EXPECT_MBKIT_ERROR(parse_time_model_ab("-1,2", "--time-model-ab"), ExitCode::kUsage,
+                     "--time-model-ab: '-1,2' needs A >= 0 and B >= 0");
+
+  // A fit whose time falls with the batch (a < 0, mb-bench-partitions --fit on a noisy
+  // machine) is not written: the file would plan rounds of negative length.
+  test::TempDir dir;
+  TimeModelRecord falling = record_of(0, 1e-3, 0.01);
+  falling.seconds = {0.05, 0.04, 0.03};
+  falling.fit = fit_time_model(falling.batch_sizes, falling.seconds);
+  ASSERT_LT(falling.fit.model.a, 0);
+  EXPECT_MBKIT_ERROR(write_time_model(dir.file("tm.h5"), {record_of(1, 1e-3, 0.01), falling}),
+                     ExitCode::kFailure, "not writing the time model");
+  EXPECT_TRUE(dir.entries().empty());
+
+  // A file that holds one anyway (written by hand, or by an older mbkit) is a data error
+  // naming the file, not a plan of negative rounds.
+  const std::string path = dir.file("negative.h5");
+  write_time_model(path, {record_of(0, 1e-3, 0.01)});
+  {
+    io::File file = io::File::open(path, io::File::Mode::kReadWrite);
+    file.open_group("devices").open_group("0").set_attribute("b", -17.0);
+    file.close();
+  }
+  EXPECT_MBKIT_ERROR(read_time_model(path), ExitCode::kBadData, "b = -17 s per batch is negative");
 }
 
 TEST(TimeModel, OtherFilesAreDataErrors) {

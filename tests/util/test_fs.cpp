@@ -83,6 +83,30 @@ TEST(AtomicOutput, StaleTemporariesOfDeadProcessesAreRemovedOnTheNextWrite) {
   EXPECT_EQ(temporaries(), kept);
 }
 
+TEST(AtomicOutput, AnyWriteRemovesStaleTemporariesOfOtherNamesBesideIt) {
+  test::TempDir dir;
+  // A writer of big.h5 killed (kill -9) before it could remove its temporary.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    fs::AtomicOutput output(dir.file("big.h5"));
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_EQ(dir.entries().size(), 1u);
+  // Its name carries the pid, so the next writer can tell it from a live writer's.
+  EXPECT_NE(dir.entries()[0].find("-" + std::to_string(child) + "-"), std::string::npos);
+  // A file of the user's that merely looks like one is not ours.
+  test::write_text(dir.file("notes.tmp-x"), "mine");
+  {
+    fs::AtomicOutput output(dir.file("small.h5"));
+    test::write_text(output.temp_path(), "new");
+    output.commit();
+  }
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"notes.tmp-x", "small.h5"}));
+}
+
 TEST(AtomicOutput, CommitReplacesAnExistingFile) {
   test::TempDir dir;
   const std::string target = dir.file("out.bin");

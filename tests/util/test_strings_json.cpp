@@ -11,6 +11,24 @@
 namespace mbkit {
 namespace {
 
+TEST(Strings, NearestNamesForADidYouMeanHint) {
+  const std::vector<std::string> options = {
+      "epochs", "eval-every", "batch-size", "global-batch-size", "lr", "lr-schedule",
+      "seed",   "verbose",    "version"};
+  EXPECT_EQ(edit_distance("epoch", "epochs"), 1u);
+  EXPECT_EQ(edit_distance("epcohs", "epochs"), 1u);  // a swap of neighbours is one edit
+  EXPECT_EQ(edit_distance("", "lr"), 2u);
+  EXPECT_EQ(nearest_names("epoch", options), std::vector<std::string>{"epochs"});
+  EXPECT_EQ(nearest_names("batchsize", options), std::vector<std::string>{"batch-size"});
+  EXPECT_EQ(nearest_names("verbos", options), std::vector<std::string>{"verbose"});
+  EXPECT_EQ(nearest_names("lr-sched", options), std::vector<std::string>{"lr-schedule"});
+  EXPECT_EQ(nearest_names("sed", options), std::vector<std::string>{"seed"});
+  // Nothing near: no hint rather than a wild one; a known name is not "near" itself.
+  EXPECT_TRUE(nearest_names("bogus", options).empty());
+  EXPECT_TRUE(nearest_names("x", options).empty());
+  EXPECT_TRUE(nearest_names("seed", {"seed"}).empty());
+}
+
 TEST(Strings, SplitJoinTrim) {
   EXPECT_EQ(split("a,b,,c", ','), (std::vector<std::string>{"a", "b", "", "c"}));
   EXPECT_EQ(split("", ','), (std::vector<std::string>{""}));

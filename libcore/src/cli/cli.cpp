@@ -1,5 +1,7 @@
 #include "mbkit/cli/cli.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +13,7 @@
 #include "mbkit/util/fs.hpp"
 #include "mbkit/util/log.hpp"
 #include "mbkit/util/signals.hpp"
+#include "mbkit/util/strings.hpp"
 #include "mbkit/util/version.hpp"
 
 namespace mbkit::cli {
@@ -60,7 +63,96 @@ int quiet_usage_exit() {
   return static_cast<int>(ExitCode::kUsage);
 }
 
+// The long names (without dashes) of the options `app` and its option groups know.
+void add_long_names(const CLI::App& app, std::vector<std::string>& names) {
+  for (const CLI::Option* option : app.get_options()) {
+    for (const std::string& name : option->get_lnames()) names.push_back(name);
+  }
+  for (const CLI::App* group :
+       app.get_subcommands([](const CLI::App* sub) { return sub->get_name().empty(); })) {
+    add_long_names(*group, names);
+  }
+}
+
+// What the user may have meant: the options of the tool and of the subcommands given.
+std::vector<std::string> known_long_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  add_long_names(app, names);
+  for (const CLI::App* sub : app.get_subcommands()) {
+    for (const std::string& name : known_long_names(*sub)) names.push_back(name);
+  }
+  return names;
+}
+
+// "--name", "--name=value", "-x": an option, not a value such as -1 or a lone "-" (stdin).
+bool looks_like_option(std::string_view token) {
+  const std::size_t dashes = token.starts_with("--") ? 2 : token.starts_with("-") ? 1 : 0;
+  return dashes > 0 && token.size() > dashes &&
+         std::isalpha(static_cast<unsigned char>(token[dashes])) != 0;
+}
+
+// "unknown command 'x' (known: ...)" when a tool that needs a subcommand got none it knows
+// (CLI11 reports it as a missing one); "" otherwise.
+std::string unknown_command_message(const CLI::App& app, int argc, char** argv) {
+  if (app.get_require_subcommand_min() == 0) return {};
+  for (int i = 1; i < argc; ++i) {
+    const std::string token = argv[i];
+    if (token.empty() || token[0] == '-') continue;
+    std::vector<std::string> known;
+    bool found = false;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      if (sub->get_name().empty()) continue;
+      known.push_back(sub->get_name());
+      found = found || sub->check_name(token);
+    }
+    if (found) return {};
+    return cat("unknown command '", token, "' (known: ", join(known, ", "), ")");
+  }
+  return {};
+}
+
+int usage_exit(const CLI::App& app, const std::string& message, bool with_help = true) {
+  if (quiet_rank()) return quiet_usage_exit();
+  const std::string name = invoked_name(app);
+  if (with_help) {
+    std::fprintf(stderr, "%s: error: %s (see '%s --help')\n", name.c_str(), message.c_str(),
+                 name.c_str());
+  } else {
+    std::fprintf(stderr, "%s: error: %s\n", name.c_str(), message.c_str());
+  }
+  return static_cast<int>(ExitCode::kUsage);
+}
+
 }  // namespace
+
+std::string unknown_option_message(const CLI::App& app, int argc, char** argv) {
+  const std::vector<std::string> left = app.remaining(/*recurse=*/true);
+  // A prefix command's own options end at its first argument; so do a tool's when that argument
+  // is no subcommand it knows (the options that follow may be the intended subcommand's).
+  const bool options_end_at_first_argument =
+      app.get_prefix_command() ||
+      (app.get_require_subcommand_min() > 0 && app.get_subcommands().empty());
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view token = argv[i];
+    if (token == "--") break;  // what follows is positional
+    if (!looks_like_option(token)) {
+      if (options_end_at_first_argument) break;
+      continue;
+    }
+    if (std::find(left.begin(), left.end(), token) == left.end()) continue;
+    const std::string_view name = token.substr(0, token.find('='));
+    std::string message = cat("unknown option '", name, "'");
+    if (name.starts_with("--")) {
+      std::vector<std::string> suggestions;
+      for (const std::string& near : nearest_names(name.substr(2), known_long_names(app))) {
+        suggestions.push_back("--" + near);
+      }
+      if (!suggestions.empty()) message += cat(" (did you mean ", join(suggestions, " or "), "?)");
+    }
+    return message;
+  }
+  return {};
+}
 
 void add_common_options(CLI::App& app, CommonOptions& options) {
   // -q/-v work before or after a subcommand: `mb-dataset fetch ... -q`.
@@ -145,36 +237,27 @@ int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& options,
   g_command_line = command_line(argc, argv);
   log::set_program(app.get_name());
   last_value_wins(app);
-  // CLI11 reports an unknown subcommand as a missing one; name it and list the known ones.
-  if (app.get_require_subcommand_min() > 0) {
-    for (int i = 1; i < argc; ++i) {
-      const std::string token = argv[i];
-      if (token.empty() || token[0] == '-') continue;
-      std::vector<std::string> known;
-      bool found = false;
-      const CLI::App& const_app = app;
-      for (const CLI::App* sub : const_app.get_subcommands([](const CLI::App*) { return true; })) {
-        known.push_back(sub->get_name());
-        found = found || sub->check_name(token);
-      }
-      if (!found) {
-        std::fprintf(stderr, "%s: error: unknown command '%s' (known: %s)\n",
-                     app.get_name().c_str(), token.c_str(), join(known, ", ").c_str());
-        return static_cast<int>(ExitCode::kUsage);
-      }
-      break;
-    }
-  }
   try {
     app.parse(argc, argv);
+    // A prefix command (mb) hands what follows its TOOL on, unparsed: what precedes it must be
+    // its own options.
+    if (app.get_prefix_command()) {
+      if (const std::string unknown = unknown_option_message(app, argc, argv); !unknown.empty()) {
+        return usage_exit(app, unknown);
+      }
+    }
   } catch (const CLI::Success& success) {  // --help, --version
     return app.exit(success);
   } catch (const CLI::ParseError& error) {
-    if (quiet_rank()) return quiet_usage_exit();
-    const std::string name = invoked_name(app);
-    std::fprintf(stderr, "%s: error: %s (see '%s --help')\n", name.c_str(), error.what(),
-                 name.c_str());
-    return static_cast<int>(ExitCode::kUsage);
+    // A misspelt option first: CLI11 would report what follows from it ("--data is required",
+    // its value as an unexpected argument) instead.
+    if (std::string unknown = unknown_option_message(app, argc, argv); !unknown.empty()) {
+      return usage_exit(app, unknown);
+    }
+    if (std::string unknown = unknown_command_message(app, argc, argv); !unknown.empty()) {
+      return usage_exit(app, unknown, /*with_help=*/false);
+    }
+    return usage_exit(app, error.what());
   }
   if (options.quiet) {
     log::set_level(log::Level::kQuiet);

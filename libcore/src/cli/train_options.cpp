@@ -4,6 +4,7 @@
 
 #include "mbkit/cli/cli.hpp"
 #include "mbkit/util/error.hpp"
+#include "mbkit/util/strings.hpp"
 
 namespace mbkit::cli {
 
@@ -191,6 +192,9 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
   run->add_option("--resume", o.resume,
                   "Continue from this checkpoint, or 'auto': from --checkpoint if it exists")
       ->type_name("FILE|auto");
+  run->add_flag("--resume-anyway", o.resume_anyway,
+                "--resume although the seed, batch size, learning rate, threads, dataset or "
+                "another option that changes the training differs from the checkpoint's");
   run->add_option("--nan-policy", o.nan_policy, "On a non-finite loss: stop, or skip the step")
       ->capture_default_str()
       ->type_name("stop|skip");
@@ -339,6 +343,11 @@ void add_dbsl_options(CLI::App& app, train::TrainOptions& o) {
 }
 
 void finish_train_options(const CLI::App& app, train::TrainOptions& o) {
+  // 0 is the field's "not given": given, it is a mistake, not a way to fall back to --batch-size.
+  if (app.count("--global-batch-size") > 0 && o.global_batch_size < 1) {
+    usage_error(cat("--global-batch-size ", o.global_batch_size,
+                    " must be at least 1 (and at least the number of workers)"));
+  }
   if (o.global_batch_size > 0 && app.count("--batch-size") > 0) {
     usage_error("--global-batch-size and --batch-size: give one (global, or per worker)");
   }

@@ -45,7 +45,9 @@ std::size_t CompressionSpec::encoded_bytes(std::size_t values) const {
 
 CompressionSpec parse_compression(const std::string& text) {
   CompressionSpec spec;
-  if (text.empty() || text == "none") return spec;
+  // An empty text is a mistake of quoting (--compress "$UNSET"), not a choice: refuse it.
+  if (text.empty()) usage_error("--compress: empty; give 2bit:THRESHOLD, fp16, bf16 or none");
+  if (text == "none") return spec;
   if (text == "fp16" || text == "bf16") {
     spec.kind = text == "fp16" ? Compression::kFp16 : Compression::kBf16;
     return spec;

@@ -224,8 +224,8 @@ FetchReport fetch_dataset(const FetchOptions& options) {
       report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
       return report;
     }
-    fail(cat(options.output, " exists and is not a ", entry->name,
-             " dataset; use --force to replace it"));
+    usage_error(cat(options.output, " exists and is not a ", entry->name,
+                    " dataset; use --force to replace it"));
   }
   fs::AtomicOutput output(options.output);  // fails now, before any download, if unwritable
 

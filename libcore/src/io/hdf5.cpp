@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <mutex>
 
 #include "hdf5_internal.hpp"
@@ -368,6 +367,7 @@ std::vector<std::string> Dataset::read_strings() const {
   Handle space(MBKIT_H5_CHECK(H5Dget_space(id())), H5Sclose);
   const hsize_t count =
       internal::checked_element_count(space.id(), 1, hsize_t{1} << 24, cat(what, ":"));
+  check_complete();
   return internal::read_string_values(
       id(), type.id(), count, what, [&](hid_t memory_type, void* buffer) {
         if (H5Dread(id(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer) < 0) {
@@ -378,89 +378,6 @@ std::vector<std::string> Dataset::read_strings() const {
           }
         }
       });
-}
-
-namespace {
-
-// ceil(a / b), saturating.
-hsize_t chunks_along(hsize_t extent, hsize_t chunk) {
-  return chunk == 0 ? 0 : extent / chunk + (extent % chunk != 0 ? 1 : 0);
-}
-
-// Chunks without filters are stored whole. HDF5 1.10 reads one into a buffer of the size the
-// chunk index records and copies a whole chunk out of it: a smaller recorded size (a damaged
-// index, or filtered chunks whose filter pipeline message was lost) overran that buffer. Each
-// chunk is found through the index by its coordinates (a B-tree lookup), so this costs
-// O(n log n) for n chunks; mbkit's own datasets are all filtered (Fletcher-32) and skip it.
-void check_unfiltered_chunk_sizes(const Dataset& dataset, const std::vector<hsize_t>& shape,
-                                  const std::vector<hsize_t>& chunk, hsize_t count) {
-  if (!dataset.filters().empty()) return;
-  hsize_t chunk_bytes = dataset.type_size();
-  for (const hsize_t extent : chunk) chunk_bytes *= extent;  // no larger than the dataset
-  std::vector<hsize_t> offset(shape.size(), 0);
-  for (hsize_t i = 0; i < count; ++i) {
-    unsigned filter_mask = 0;
-    haddr_t address = HADDR_UNDEF;
-    hsize_t size = 0;
-    const herr_t found =
-        H5Dget_chunk_info_by_coord(dataset.id(), offset.data(), &filter_mask, &address, &size);
-    if (found < 0 || address == HADDR_UNDEF) {
-      H5Eclear2(H5E_DEFAULT);
-      data_error(cat(dataset.describe(), ": a chunk is missing from its index"));
-    }
-    if (size != chunk_bytes) {
-      data_error(cat(dataset.describe(), ": a chunk of ", chunk_bytes, " bytes is stored in ", size,
-                     " bytes without a filter"));
-    }
-    for (std::size_t d = offset.size(); d-- > 0;) {  // the next chunk, last dimension fastest
-      offset[d] += chunk[d];
-      if (offset[d] < shape[d]) break;
-      offset[d] = 0;
-    }
-  }
-}
-
-}  // namespace
-
-void Dataset::check_complete() const {
-  const auto shape = dims();
-  hsize_t values = 1;
-  for (const hsize_t extent : shape) {
-    if (extent != 0 && values > std::numeric_limits<hsize_t>::max() / extent) {
-      data_error(cat(describe(), ": declares more values than can exist"));
-    }
-    values *= extent;
-  }
-  if (values == 0) return;
-  const auto chunk = chunk_dims();
-  if (chunk.empty()) {
-    const hsize_t stored = H5Dget_storage_size(id());
-    if (stored != values * type_size()) {
-      data_error(cat(describe(), ": declares ", values, " values but stores ", stored, " bytes"));
-    }
-    return;
-  }
-  // Our chunks never exceed a fixed dataset; HDF5 1.10 overruns its buffers on one that does.
-  for (std::size_t d = 0; d < shape.size(); ++d) {
-    if (chunk[d] == 0 || chunk[d] > std::max<hsize_t>(shape[d], 1)) {
-      data_error(cat(describe(), ": its chunk shape does not fit its extent"));
-    }
-  }
-  hsize_t expected = 1;
-  for (std::size_t d = 0; d < shape.size(); ++d) {
-    const hsize_t along = chunks_along(shape[d], chunk[d]);
-    if (along != 0 && expected > std::numeric_limits<hsize_t>::max() / along) {
-      data_error(cat(describe(), ": declares more chunks than can exist"));
-    }
-    expected *= along;
-  }
-  hsize_t stored = 0;
-  Handle space(MBKIT_H5_CHECK(H5Dget_space(id())), H5Sclose);
-  MBKIT_H5_CHECK(H5Dget_num_chunks(id(), space.id(), &stored));
-  if (stored != expected) {
-    data_error(cat(describe(), ": declares ", expected, " chunks but stores ", stored));
-  }
-  check_unfiltered_chunk_sizes(*this, shape, chunk, expected);
 }
 
 void Dataset::check_element_class(bool integral) const {

@@ -12,16 +12,19 @@ using internal::make_plist;
 namespace {
 
 // See set_format_bounds.
-constexpr H5F_libver_t kChecksummedLow = H5F_LIBVER_V18;
+constexpr H5F_libver_t kChecksummedLow = H5F_LIBVER_V110;
 
 }  // namespace
 
 namespace {
 
-// The oldest format with checksums on all metadata (superblock, object headers, heaps,
-// B-trees) is 1.8's (H5F_LIBVER_V18); the newest we allow is 1.10's, which Debian 12's
-// h5py/h5dump (HDF5 1.10.8) read. SWMR needs 1.10's at least. A flipped byte in such
-// metadata fails its checksum at read instead of pointing the library at garbage.
+// 1.8's format (H5F_LIBVER_V18) checksums the superblock, object headers and heaps but not a
+// chunk index (a version 1 B-tree): damage there moved chunks or skipped their Fletcher-32
+// unseen. 1.10's (H5F_LIBVER_V110) checksums its chunk indexes too (a single chunk's in the
+// layout message, fixed and extensible arrays), costs nothing measurable in size or time, and
+// is the newest we allow: Debian 12's h5py/h5dump (HDF5 1.10.8) read it. SWMR needs it. A
+// flipped byte in such metadata fails its checksum at read instead of pointing the library at
+// garbage. Files written in 1.8's format are still read (Dataset::check_complete).
 void set_format_bounds(hid_t access, File::Format format) {
   const H5F_libver_t low = format == File::Format::kLatest ? H5F_LIBVER_V110 : kChecksummedLow;
   MBKIT_H5_CHECK(H5Pset_libver_bounds(access, low, H5F_LIBVER_V110));

@@ -471,7 +471,7 @@ MetricLog::~MetricLog() {
 MetricLog MetricLog::create(const std::string& path, const RunInfo& info, bool overwrite,
                             double flush_interval) {
   check_flush_interval(flush_interval);
-  if (!overwrite && fs::exists(path)) fail(cat(path, " exists; use --force to replace it"));
+  fs::require_replaceable(path, overwrite);
   write_empty_log(path, info);
   return MetricLog(std::make_unique<Impl>(path, flush_interval));
 }

@@ -29,6 +29,16 @@ std::vector<Split> splits_of(const PartitionsOptions& o) {
                                    mbkit::bench::parse_int_list(o.partitions, "--partitions"));
 }
 
+void warn_of_unusable_fits(const std::vector<train::TimeModelRecord>& records) {
+  for (const auto& record : records) {
+    if (!(record.fit.model.a > 0)) {
+      log::warn(cat("rank ", record.rank,
+                    ": the step time does not grow with the batch (a = ", record.fit.model.a,
+                    "); larger --batch-sizes or a quieter machine give a usable model"));
+    }
+  }
+}
+
 void check_options(const PartitionsOptions& o) {
   if (o.data.empty()) usage_error("--data is required");
   if (o.steps < 1) usage_error(cat("--steps: ", o.steps, " is below 1"));
@@ -36,9 +46,7 @@ void check_options(const PartitionsOptions& o) {
   if (o.threads < 0) usage_error("--threads must not be negative");
   if (!o.time_model.empty() && !o.fit) usage_error("--time-model needs --fit");
   for (const auto& path : {o.output, o.time_model}) {
-    if (!path.empty() && !o.force && fs::exists(path)) {
-      fail(cat(path, " exists; use --force to replace it"));
-    }
+    if (!path.empty()) fs::require_replaceable(path, o.force);
   }
 }
 
@@ -115,17 +123,9 @@ int run_bench_partitions(const PartitionsOptions& options, std::ostream& out) {
       if (options.fit) {
         const auto records = mbkit::bench::fit_time_models(run, devices);
         mbkit::bench::write_fits(out, records);
-        for (const auto& record : records) {
-          if (!(record.fit.model.a > 0)) {
-            log::warn(cat("rank ", record.rank,
-                          ": the step time does not grow with the batch "
-                          "(a = ",
-                          record.fit.model.a,
-                          "); larger --batch-sizes or a quieter "
-                          "machine give a usable model"));
-          }
-        }
-        if (!options.time_model.empty()) {
+        if (options.time_model.empty()) {
+          warn_of_unusable_fits(records);
+        } else {  // an unusable fit is refused there, with the same advice
           train::write_time_model(options.time_model, records);
           log::info(cat("wrote ", options.time_model));
         }

@@ -23,12 +23,6 @@ std::string summary_line(const data::DatasetInfo& info) {
              info.num_classes, " classes");
 }
 
-void require_new_output(const std::string& path, bool force) {
-  if (fs::exists(path) && !force) {
-    fail(cat(path, " exists; use --force to replace it"));
-  }
-}
-
 void report_written(const std::string& path, double seconds) {
   const auto info = data::DatasetFile::open(path).info();
   log::info(cat("wrote ", path, ": ", summary_line(info), " (",
@@ -141,7 +135,7 @@ int run_import(const ImportOptions& options) {
     inputs.push_back(options.from);
   }
   const auto started = std::chrono::steady_clock::now();
-  require_new_output(options.output, options.force);
+  fs::require_replaceable(options.output, options.force);
   fs::AtomicOutput output(options.output);  // fails before reading large inputs if unwritable
 
   data::LoadedDataset dataset;
@@ -190,7 +184,7 @@ int run_synth(SynthOptions options) {
     usage_error(cat("--compression ", options.deflate_level, " is not in 0..9"));
   }
   const auto started = std::chrono::steady_clock::now();
-  require_new_output(options.output, options.force);
+  fs::require_replaceable(options.output, options.force);
   fs::AtomicOutput output(options.output);
   if (options.kind == "toy") {
     data::write_synth_toy(output.temp_path(), options.toy, options.deflate_level);

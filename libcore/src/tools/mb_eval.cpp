@@ -60,9 +60,7 @@ int run_eval(const EvalOptions& options, std::ostream& out) {
   if (options.batch_size < 1) usage_error("--batch-size must be at least 1");
   const nn::Precision precision = nn::parse_precision(options.precision);
   backend::check_precision(options.device, precision);
-  if (!options.output.empty() && fs::exists(options.output) && !options.force) {
-    fail(cat(options.output, " exists; use --force to replace it"));
-  }
+  if (!options.output.empty()) fs::require_replaceable(options.output, options.force);
   const comm::World world;
   const auto checkpoint = mbkit::train::read_checkpoint(options.checkpoint);
   // A NaN model scores as a constant guess: say so instead of reporting a number.

@@ -52,10 +52,6 @@ std::pair<double, double> parse_size(const std::string& text) {
   return {width, height};
 }
 
-void refuse_existing(const std::string& path, bool force) {
-  if (!force && fs::exists(path)) fail(cat(path, " exists; use --force to replace it"));
-}
-
 }  // namespace
 
 int run_plot(const PlotOptions& options, std::ostream& out) {
@@ -127,16 +123,16 @@ int run_plot(const PlotOptions& options, std::ostream& out) {
 
   // Outputs that exist are replaced only with --force, as by every mbkit tool.
   const bool drawing = !options.output.empty() && options.script_dir.empty();
-  if (drawing) refuse_existing(options.output, options.force);
+  if (drawing) fs::require_replaceable(options.output, options.force);
   const bool csv_to_stdout = options.csv == "-";
-  if (!options.csv.empty() && !csv_to_stdout) refuse_existing(options.csv, options.force);
+  if (!options.csv.empty() && !csv_to_stdout) fs::require_replaceable(options.csv, options.force);
   const std::string script_path =
       options.script_dir.empty() ? std::string() : fs::join_path(options.script_dir, "plot.gp");
   if (!options.script_dir.empty()) {
     if (fs::exists(options.script_dir) && !fs::is_directory(options.script_dir)) {
       fail(cat("--script: ", options.script_dir, " exists and is not a directory"));
     }
-    refuse_existing(script_path, options.force);
+    fs::require_replaceable(script_path, options.force);
   }
 
   // The logs, and the figure: every data error comes before anything is written.

@@ -60,9 +60,7 @@ int report_trace(const ReportOptions& options) {
   if (options.logs.size() != 1) {
     usage_error(cat("--trace: one metric log is expected, ", options.logs.size(), " given"));
   }
-  if (!options.force && fs::exists(options.trace)) {
-    fail(cat(options.trace, " exists; use --force to replace it"));
-  }
+  fs::require_replaceable(options.trace, options.force);
   if (mbkit::report::is_bandwidth_file(options.logs[0])) {
     usage_error(cat("--trace: ", options.logs[0], " holds bandwidth results, not a metric log"));
   }
@@ -114,9 +112,7 @@ int run_report(const ReportOptions& options, std::ostream& out) {
   }
   if (!options.trace.empty()) return report_trace(options);
   if (options.json && options.csv) usage_error("--json and --csv exclude each other");
-  if (!options.output.empty() && !options.force && fs::exists(options.output)) {
-    fail(cat(options.output, " exists; use --force to replace it"));
-  }
+  if (!options.output.empty()) fs::require_replaceable(options.output, options.force);
   if (options.logs.empty()) {
     usage_error(
         cat("no metric log given (mb-report ", options.scaling ? "--scaling " : "", "RUN.h5 ...)"));

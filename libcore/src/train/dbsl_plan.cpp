@@ -166,8 +166,7 @@ TimeModel parse_time_model_ab(const std::string& text, const std::string& flag) 
     usage_error(cat(flag, ": '", text, "' is not A,B (seconds per sample, seconds per batch)"));
   }
   TimeModel model{parse_double(trim(parts[0]), flag), parse_double(trim(parts[1]), flag)};
-  if (!std::isfinite(model.a) || !std::isfinite(model.b) || model.a < 0 || model.b < 0 ||
-      !(model.a + model.b > 0)) {
+  if (!time_model_problem(model).empty()) {
     usage_error(cat(flag, ": '", text, "' needs A >= 0 and B >= 0, not both 0"));
   }
   return model;

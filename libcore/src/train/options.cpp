@@ -235,6 +235,7 @@ void validate(const TrainOptions& o) {
   if (o.checkpoint_every_epoch && o.checkpoint.empty()) {
     usage_error("--checkpoint-every-epoch needs --checkpoint FILE");
   }
+  if (o.resume_anyway && o.resume.empty()) usage_error("--resume-anyway needs --resume");
   if (o.resume == "auto" && o.checkpoint.empty())
     usage_error("--resume auto needs --checkpoint FILE");
   if (o.flush_interval <= 0) usage_error("--flush-interval must be positive");

@@ -20,6 +20,15 @@ constexpr const char* kDevicesGroup = "devices";
 
 }  // namespace
 
+std::string time_model_problem(const TimeModel& model) {
+  if (!std::isfinite(model.a)) return cat("a = ", model.a, " is not finite");
+  if (!std::isfinite(model.b)) return cat("b = ", model.b, " is not finite");
+  if (model.a < 0) return cat("a = ", model.a, " s per sample is negative");
+  if (model.b < 0) return cat("b = ", model.b, " s per batch is negative");
+  if (!(model.a + model.b > 0)) return "a and b are both 0";
+  return {};
+}
+
 TimeModelFit fit_time_model(std::span<const double> batch_sizes, std::span<const double> seconds) {
   if (batch_sizes.size() != seconds.size()) {
     usage_error(
@@ -56,6 +65,17 @@ TimeModelFit fit_time_model(std::span<const double> batch_sizes, std::span<const
   TimeModelFit fit;
   fit.model.a = sxy / sxx;
   fit.model.b = mean_y - fit.model.a * mean_x;
+  if (fit.model.b < 0) {
+    // A negative fixed cost is noise around a small one (it would plan rounds of negative
+    // length): the least-squares line with b >= 0 is then the one through the origin, whose a
+    // is positive with positive times.
+    double xx = 0, xy = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      xx += batch_sizes[i] * batch_sizes[i];
+      xy += batch_sizes[i] * seconds[i];
+    }
+    fit.model = {xy / xx, 0.0};
+  }
   double residual_sum = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const double residual = fit.model.seconds(batch_sizes[i]) - seconds[i];
@@ -69,6 +89,15 @@ TimeModelFit fit_time_model(std::span<const double> batch_sizes, std::span<const
 
 void write_time_model(const std::string& path, const std::vector<TimeModelRecord>& records) {
   if (records.empty()) fail(cat("time model ", path, ": no measurement to write"));
+  // Before the temporary exists: an unusable model is not written at all.
+  for (const TimeModelRecord& record : records) {
+    if (const std::string problem = time_model_problem(record.fit.model); !problem.empty()) {
+      fail(cat("not writing the time model ", path, ": rank ", record.rank,
+               "'s fit t(B) = a*B + b: ", problem,
+               record.fit.model.a <= 0 ? " (the step time does not grow with the batch)" : "",
+               "; larger --batch-sizes or a quieter machine give a usable model"));
+    }
+  }
   fs::AtomicOutput output(path);
   io::File file = io::File::create(output.temp_path());
   file.set_attribute("format", kFormat);
@@ -137,6 +166,10 @@ TimeModelRecord read_record(const io::Group& device) {
                    record.seconds.size(), " times"));
   }
   if (record.rank < 0) data_error(cat(device.describe(), ": negative rank ", record.rank));
+  if (const std::string problem = time_model_problem(record.fit.model); !problem.empty()) {
+    data_error(cat(device.describe(), " (rank ", record.rank, "): t(B) = a*B + b with ", problem,
+                   ": not a usable time model"));
+  }
   return record;
 }
 

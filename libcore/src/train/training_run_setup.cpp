@@ -11,6 +11,7 @@
 #include "mbkit/models/zoo.hpp"
 #include "mbkit/train/checkpoint.hpp"
 #include "mbkit/train/describe.hpp"
+#include "mbkit/train/resume_check.hpp"
 #include "mbkit/train/training_run.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/fs.hpp"
@@ -463,8 +464,8 @@ void TrainingRun::resume() {
   // A finished run's checkpoint is its result: replacing it takes a decision.
   if (logs_ && !options_.checkpoint.empty() && fs::exists(options_.checkpoint) && !options_.force &&
       resume_path != options_.checkpoint) {
-    fail(cat(options_.checkpoint,
-             " exists; use --resume auto to continue from it or --force to replace it"));
+    usage_error(cat(options_.checkpoint,
+                    " exists; use --resume auto to continue from it or --force to replace it"));
   }
   if (logs_ && !resume_path.empty()) {
     const Checkpoint checkpoint = read_checkpoint(resume_path);
@@ -486,6 +487,9 @@ void TrainingRun::resume() {
       usage_error(cat(resume_path, " was trained with --optimizer ", checkpoint.optimizer,
                       "; this run asks for ", options_.optimizer.name));
     }
+    require_same_training(checkpoint, resume_path,
+                          config_json(options_, net_->graph(), run_facts()), info_,
+                          options_.resume_anyway);
     // With several servers rank 0 keeps shard 0 of the whole optimizer state the checkpoint
     // holds; the servers get theirs in resume_server_shards().
     restore_model(checkpoint, *net_, *optimizer_, resume_path, shard_.first);

@@ -101,6 +101,10 @@ void make_directories(const std::string& path) {
   if (ec) fail(cat("cannot create directory ", path, ": ", ec.message()));
 }
 
+void require_replaceable(const std::string& path, bool force) {
+  if (!force && exists(path)) usage_error(cat(path, " exists; use --force to replace it"));
+}
+
 void require_writable_directory(const std::string& directory, const std::string& purpose) {
   struct stat info {};
   if (::stat(directory.c_str(), &info) != 0) {
@@ -183,18 +187,21 @@ std::string host_name() {
   return host.empty() ? "localhost" : host;
 }
 
-// Temporaries of `final_path` that a process of this host left when it died (kill -9, a
-// crash): their pid no longer runs. Those of other hosts (a shared filesystem) are left alone,
-// as are names without host and pid (older mbkit), which cannot be told apart from live ones.
-void remove_stale_temporaries(const std::string& final_path) noexcept {
-  const std::string prefix = "." + base_name(final_path) + ".tmp-" + host_name() + "-";
+// The temporaries that processes of this host left in `directory` when they died (kill -9, a
+// crash): ".NAME.tmp-HOST-PID-XXXXXX" whose pid no longer runs, whatever the NAME. Those of
+// other hosts (a shared filesystem) are left alone, as are names without host and pid (older
+// mbkit), which cannot be told apart from live ones. Any output written there sweeps the
+// directory, so a killed run's leftovers go with the next write beside them, of any name.
+void remove_stale_temporaries(const std::string& directory) noexcept try {
+  const std::string marker = ".tmp-" + host_name() + "-";
   std::error_code error;
-  std::filesystem::directory_iterator entries(parent_directory(final_path), error);
+  std::filesystem::directory_iterator entries(directory, error);
   if (error) return;
   for (const auto& entry : entries) {
     const std::string name = entry.path().filename().string();
-    if (!name.starts_with(prefix)) continue;
-    const std::string rest = name.substr(prefix.size());  // PID-XXXXXX
+    const auto at = name.rfind(marker);
+    if (!name.starts_with(".") || at == std::string::npos || at < 2) continue;
+    const std::string rest = name.substr(at + marker.size());  // PID-XXXXXX
     const auto dash = rest.find('-');
     if (dash == std::string::npos || dash == 0 || rest.size() - dash != 7) continue;
     if (rest.find_first_not_of("0123456789") != dash) continue;
@@ -204,6 +211,8 @@ void remove_stale_temporaries(const std::string& final_path) noexcept {
       ::unlink(entry.path().c_str());
     }
   }
+} catch (...) {
+  // A directory that cannot be listed to the end keeps its leftovers: the write goes on.
 }
 
 }  // namespace
@@ -216,7 +225,7 @@ AtomicOutput::AtomicOutput(std::string final_path) : final_path_(std::move(final
              exists(directory) ? " is not a directory" : " does not exist"));
   }
   if (is_directory(final_path_)) fail(cat("cannot write ", final_path_, ": it is a directory"));
-  remove_stale_temporaries(final_path_);
+  remove_stale_temporaries(directory);
   // Hidden name beside the target: ".NAME.tmp-HOST-PID-XXXXXX" (mkstemp fills in the X's); the
   // host and pid let a later write remove it if this process dies before removing it itself.
   std::string hidden_name = ".";

@@ -1,5 +1,6 @@
 #include "mbkit/util/strings.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -72,6 +73,49 @@ std::string to_lower(std::string_view text) {
   std::string out(text);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  // Optimal string alignment: Levenshtein plus the swap of two neighbours, the commonest typo.
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t substitution = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + substitution});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+std::vector<std::string> nearest_names(std::string_view name,
+                                       const std::vector<std::string>& candidates) {
+  // Two letters or fewer are too short to guess from.
+  if (name.size() < 3) return {};
+  const std::size_t limit = name.size() <= 4 ? 1 : 2;
+  std::size_t best = limit;
+  std::vector<std::string> nearest;
+  for (const std::string& candidate : candidates) {
+    const std::size_t distance = edit_distance(name, candidate);
+    if (distance == 0 || distance > best) continue;
+    if (distance < best) nearest.clear();
+    best = distance;
+    if (std::find(nearest.begin(), nearest.end(), candidate) == nearest.end()) {
+      nearest.push_back(candidate);
+    }
+  }
+  if (!nearest.empty()) return nearest;
+  for (const std::string& candidate : candidates) {
+    if (candidate.size() > name.size() && starts_with(candidate, name) &&
+        std::find(nearest.begin(), nearest.end(), candidate) == nearest.end()) {
+      nearest.push_back(candidate);
+    }
+  }
+  return nearest;
 }
 
 std::string human_bytes(double bytes) {

@@ -56,10 +56,16 @@ CLI::Option* add_precision_option(CLI::App& app, std::string& precision);
 
 /// Parses argv into `app`, applies the common options, installs the signal handlers that remove
 /// half-written outputs, and runs `body`. Returns the process exit status:
-/// 0 for --help/--version, 2 for a command-line error (one line on stderr), the Error's exit code
+/// 0 for --help/--version, 2 for a command-line error (one line on stderr; an unknown option
+/// before anything else), the Error's exit code
 /// when body throws mbkit::Error, 1 for any other exception.
 int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& options,
              const std::function<int()>& body);
+
+/// After a parse of argv into `app`: "unknown option '--epoch' (did you mean --epochs?)" for
+/// the first option on the command line that neither the tool nor its subcommand knows, with the
+/// nearest known names; "" when there is none. run_tool reports it before any other error.
+std::string unknown_option_message(const CLI::App& app, int argc, char** argv);
 
 /// Runs `body` and maps exceptions to an exit code and a one-line message, without parsing:
 /// the part of run_tool that tests call in-process.

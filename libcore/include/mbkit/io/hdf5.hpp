@@ -193,11 +193,11 @@ class File : public Location {
     /// dataset extents and values may change; no objects or attributes may be added.
     kSwmrWrite,
   };
-  /// The oldest HDF5 library version whose file format the file may use. Both checksum all
-  /// metadata and are read by HDF5 1.10 (Debian 12's h5py and h5dump).
+  /// The oldest HDF5 version whose file format the file may use: both 1.10's, which checksums
+  /// all metadata, chunk indexes included (older mbkit wrote 1.8's; still read).
   enum class Format {
-    kChecksummed,  ///< HDF5 1.8 format: metadata checksums, attributes over 64 KiB
-    kLatest,       ///< HDF5 1.10 format: needed for SWMR
+    kChecksummed,  ///< HDF5 1.10 format: metadata and chunk index checksums
+    kLatest,       ///< HDF5 1.10 format, for files opened in kSwmrWrite
   };
   /// Opens an existing file. A missing file, one that is not a regular file or not HDF5, or
   /// one whose metadata fail their checksums, is a data error naming it.
@@ -232,8 +232,13 @@ class Dataset : public Object {
   /// Number of elements in one row (product of all dimensions but the first).
   hsize_t row_size() const;
 
-  /// Throws a data error unless every chunk (or the contiguous block) the extent declares is
-  /// stored: HDF5 would read a missing one as fill values. For fixed-size datasets.
+  /// Throws a data error naming the dataset unless it is stored as mbkit stores datasets: an
+  /// element type mbkit writes (little-endian standard integers, IEEE floats, strings), a
+  /// contiguous or chunked layout in this file, only the filters mbkit writes with their
+  /// parameters, and every chunk (or the contiguous block) that the extent declares present at
+  /// its coordinates, inside the file, apart from the others, of a possible size, with no filter
+  /// skipped. HDF5 would read a missing chunk as fill values and a chunk whose filter mask says
+  /// Fletcher-32 was skipped unchecked. Metadata only: the values are checked when read.
   void check_complete() const;
   /// Throws a data error unless the stored values are integers (integral) or numbers.
   void check_element_class(bool integral) const;
@@ -249,13 +254,13 @@ class Dataset : public Object {
   /// Writes rows [first, first + count) along the first dimension; values holds count rows.
   template <class T>
   void write_rows(hsize_t first, hsize_t count, const T* values);
-  /// The whole dataset, after check_element_class and (fixed-size datasets) check_complete.
+  /// The whole dataset, after check_element_class and check_complete.
   template <class T>
   std::vector<T> read() const;
   /// Reads rows [first, first + count) along the first dimension into out (count rows).
   template <class T>
   void read_rows(hsize_t first, hsize_t count, T* out) const;
-  /// A 1-D dataset of strings (variable- or fixed-length).
+  /// A 1-D dataset of strings (variable- or fixed-length), after check_complete.
   std::vector<std::string> read_strings() const;
 
  private:
@@ -326,9 +331,9 @@ template <class T>
 std::vector<T> Dataset::read() const {
   check_element_class(std::is_integral_v<T>);
   const auto shape = dims();
-  // Fixed-size datasets must store what they declare; a damaged extent would otherwise ask
+  // A dataset must store what it declares; a damaged extent or chunk index would otherwise ask
   // for more memory than the machine has, or read fill values as data.
-  if (max_dims() == shape) check_complete();
+  check_complete();
   hsize_t total = 1;
   for (auto d : shape) total *= d;
   std::vector<T> values(total);

@@ -134,6 +134,9 @@ struct TrainOptions {
   /// Also keep a checkpoint of every epoch's end: NAME-epochNNNN.h5 beside --checkpoint NAME.h5.
   bool checkpoint_every_epoch = false;
   std::string resume;  ///< checkpoint to continue from, or "auto" (--checkpoint if it exists)
+  /// Resume although an option that changes the training, or the dataset, differs from the
+  /// checkpoint's (train/resume_check.hpp).
+  bool resume_anyway = false;
   std::string nan_policy = "stop";  ///< stop or skip
   std::int64_t print_every = 0;  ///< progress lines when stderr is not a terminal (0: every 10 s)
   // Distribution (under mpirun/srun).

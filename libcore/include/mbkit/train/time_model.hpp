@@ -19,6 +19,12 @@ struct TimeModel {
   double seconds(double batch_size) const { return a * batch_size + b; }
 };
 
+/// Why t(x) = a*x + b cannot time a step ("a = -0.002 is negative"), or "" when it can: a and b
+/// finite, neither negative, not both 0. A plan from any other model is nonsense (negative round
+/// times), so every source of a model (--time-model-ab, a --time-model file, a fit about to be
+/// written) is held to it.
+std::string time_model_problem(const TimeModel& model);
+
 /// A least-squares line through measured (batch size, seconds) points and how well it fits.
 struct TimeModelFit {
   TimeModel model;
@@ -26,8 +32,10 @@ struct TimeModelFit {
   double max_relative_residual = 0;  ///< max |t(x_i) - y_i| / y_i
 };
 
-/// Fits t(x) = a*x + b by ordinary least squares. Needs at least two distinct batch sizes and
-/// positive finite times; anything else is a usage error that says which.
+/// Fits t(x) = a*x + b by least squares with b >= 0 (where the free line's intercept is negative,
+/// noise around a small fixed cost, the line through the origin). Needs at least two distinct
+/// batch sizes and positive finite times; anything else is a usage error that says which. The
+/// fit's a may still be 0 or negative (times that do not grow with the batch).
 TimeModelFit fit_time_model(std::span<const double> batch_sizes, std::span<const double> seconds);
 
 /// One device's measurement: the points, the fit, and what it was measured on.
@@ -45,10 +53,12 @@ struct TimeModelRecord {
 };
 
 /// Writes the records (one per rank, in rank order) to `path` atomically (format "mbkit-time-model"
-/// in mbkit-formats(5)).
+/// in mbkit-formats(5)). A fit that is no usable model (time_model_problem) is refused, naming
+/// the rank and why, and nothing is written.
 void write_time_model(const std::string& path, const std::vector<TimeModelRecord>& records);
 
-/// Reads a time-model file; a missing, damaged or inconsistent file is a data error naming it.
+/// Reads a time-model file; a missing, damaged or inconsistent file, or one holding a model that
+/// is not usable (time_model_problem), is a data error naming it.
 std::vector<TimeModelRecord> read_time_model(const std::string& path);
 
 /// The model a rank uses: its own record when the file has one per rank, the only record when it

@@ -27,6 +27,9 @@ std::string read_text_file(const std::string& path);
 void make_directories(const std::string& path);
 /// Fails with a clear message unless `directory` exists, is a directory and is writable.
 void require_writable_directory(const std::string& directory, const std::string& purpose);
+/// A usage error (exit code 2) "PATH exists; use --force to replace it" when `path` exists and
+/// `force` is not set: replacing a result takes a decision on the command line.
+void require_replaceable(const std::string& path, bool force);
 /// $XDG_CACHE_HOME/mbkit or ~/.cache/mbkit.
 std::string default_cache_directory();
 

@@ -27,6 +27,15 @@ bool starts_with(std::string_view text, std::string_view prefix);
 bool ends_with(std::string_view text, std::string_view suffix);
 std::string to_lower(std::string_view text);
 
+/// Edits (insertions, deletions, substitutions, swaps of neighbours) that turn a into b.
+std::size_t edit_distance(std::string_view a, std::string_view b);
+/// The candidates nearest to a misspelt `name` ("epoch" -> "epochs"), for a "did you mean"
+/// hint: those at the smallest edit distance when it is small for the name's length (1 up to 4
+/// characters, else 2), or else those `name` begins; none when nothing is near or `name` has
+/// fewer than 3 characters.
+std::vector<std::string> nearest_names(std::string_view name,
+                                       const std::vector<std::string>& candidates);
+
 /// "26.4 MB" style sizes (powers of 1000, as download tools print them).
 std::string human_bytes(double bytes);
 /// "1.2 s", "3 min 20 s", "2 h 05 min".
