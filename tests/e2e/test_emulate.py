@@ -11,6 +11,7 @@ master's real receive and update times), and the recorded configuration (it name
 was made: shm against in-process, and the world it ran in).
 """
 
+import json
 import shutil
 
 import h5py
@@ -120,6 +121,11 @@ class Emulate(mbtest.ToolTestCase):
                 log["workers/compute_time"][...].reshape(3, 40)
             self.assertTrue(np.all(log["steps/step_time"][...] > per_step.max(axis=1)))
         self.assertIn("emulated in this process", result.err + result.out)
+        with h5py.File(self.path("big-log.h5"), "r") as log:
+            config = json.loads(mbtest.text_attrs(log)["config"])
+        self.assertEqual(config["emulate"], 40)
+        self.assertEqual(config["workers"], 40)
+        self.assertEqual(config["world_size"], 41)
 
     def test_what_is_not_emulated_is_refused_naming_both_flags(self):
         cases = [

@@ -116,6 +116,8 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, const Run
       json.key("batch_sizes").array(sizes);
     }
     if (o.servers > 1) json.key("servers").value(o.servers);
+    // An emulated run's workers ran inside one process (the bits are a process per worker's).
+    if (o.emulate > 0) json.key("emulate").value(o.emulate);
     if (o.compression.enabled()) {
       // Bytes of gradient a worker sends per step, as encoded and as floats.
       const std::uint64_t n = graph.parameter_count();
