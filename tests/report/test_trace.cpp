@@ -207,8 +207,8 @@ TEST(TraceTool, RefusesWhatDoesNotApply) {
   options.json = false;
   EXPECT_EQ(error_code(options), ExitCode::kSuccess);
   EXPECT_TRUE(fs::exists(options.trace));
-  // An existing trace is replaced only with --force.
-  EXPECT_EQ(error_code(options), ExitCode::kFailure);
+  // An existing trace is replaced only with --force (a usage error without it).
+  EXPECT_EQ(error_code(options), ExitCode::kUsage);
   options.force = true;
   EXPECT_EQ(error_code(options), ExitCode::kSuccess);
 }

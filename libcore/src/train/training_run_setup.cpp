@@ -328,6 +328,9 @@ void TrainingRun::check_ranks_agree() const {
     // "lr": 0.1 -> lr=0.1, as the message quotes it.
     const auto colon = key_value.find("\": ");
     if (key_value.starts_with('"') && colon != std::string_view::npos) {
+      // The config has threads only when given: the --threads line below compares it on every
+      // rank, given or not, so that the lines of two ranks stay aligned.
+      if (key_value.substr(1, colon - 1) == "threads") continue;
       lines.push_back(cat(key_value.substr(1, colon - 1), "=", key_value.substr(colon + 3)));
     } else {
       lines.emplace_back(key_value);
