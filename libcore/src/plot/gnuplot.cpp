@@ -154,7 +154,10 @@ double char_width(double points) {
 // The rows of a figure-wide legend of `entries` titles (the longest `longest` characters)
 // across `width` inches.
 std::size_t legend_rows(std::size_t entries, std::size_t longest, double width, double points) {
-  const double entry_width = char_width(points) * static_cast<double>(longest + 8);
+  // gnuplot lays the key out by its own estimate of a title's width, wider than the glyphs
+  // (0.7 of the font size a character where they take 0.55 to 0.65): sized so, the strip holds
+  // the rows gnuplot draws (a 30-character title: 2 columns in 11 inches, not 3).
+  const double entry_width = 0.7 * points / 72.0 * static_cast<double>(longest + 8);
   const auto fit = static_cast<std::size_t>(std::max(1.0, std::floor(0.95 * width / entry_width)));
   const std::size_t columns = std::clamp<std::size_t>(fit, 1, std::max<std::size_t>(entries, 1));
   return (entries + columns - 1) / columns;
@@ -162,7 +165,8 @@ std::size_t legend_rows(std::size_t entries, std::size_t longest, double width, 
 
 // A figure-wide legend: an empty plot over the strip [bottom, 1] of the figure whose key lists
 // the entries (NaN draws nothing but gives the key its sample).
-void write_legend_strip(std::ostream& out, const std::vector<Series>& legend, double bottom) {
+void write_legend_strip(std::ostream& out, const std::vector<Series>& legend, double bottom,
+                        std::size_t rows) {
   std::vector<std::string> entries;
   for (const auto& series : legend) {
     if (!series.title.empty()) {
@@ -175,7 +179,10 @@ void write_legend_strip(std::ostream& out, const std::vector<Series>& legend, do
       << "unset border; unset xtics; unset ytics\n"
       << "set lmargin 0; set rmargin 0; set tmargin 0; set bmargin 0\n"
       << "set xrange [0:1]; set yrange [0:1]\n"
-      << "set key default\nset key " << kKeyStyle << "\nset key center center horizontal\n"
+      // At most the rows the strip was sized for: gnuplot's own estimate of a title's width
+      // can give fewer columns, and the first rows would fall off the top.
+      << "set key default\nset key " << kKeyStyle << "\nset key center center horizontal maxrows "
+      << rows << "\n"
       << "plot " << join(entries, ", \\\n     ") << "\n";
 }
 
@@ -502,7 +509,7 @@ std::string gnuplot_script(const Figure& figure, const DrawOptions& options,
       write_pane(out, figure.panes[p], p, {width * pane_width, height * pane_height},
                  options.font_size, false, place.str());
     }
-    write_legend_strip(out, figure.legend, 1.0 - strip);
+    write_legend_strip(out, figure.legend, 1.0 - strip, rows);
     out << "unset multiplot\n";
   } else {
     const auto [width, height] = figure_size(figure, options);

@@ -253,7 +253,7 @@ std::vector<Pane> build_workers_panes(const std::vector<RunRef>& runs,
               [](const WorkersPoint& a, const WorkersPoint& b) { return a.workers < b.workers; });
     const int color = static_cast<int>(g);
     Series measured{titled ? order[g] : "", order[g], {}, {}, color, SeriesStyle::kLinePoints};
-    Series theory{cat(titled ? order[g] + ": " : "", "theory, E[slowest of N delays] + rest"),
+    Series theory{cat(titled ? order[g] + ": " : "", "theory"),
                   order[g] + " theory",
                   {},
                   {},
