@@ -9,7 +9,7 @@ emulator's goals (5%, 10%, 5%), and the order of the methods in time to target, 
 emulated. Not a CI test: the numbers are this machine's, under its load.
 
     /usr/bin/python3 tests/bench/emulation_agreement.py [--steps 200] [--batch-size 256]
-        [--induce 0.05:0.01:1] [--target 0.7] [--data FILE] [--keep DIR]
+        [--induce 0.05:0.01:1] [--target 0.6] [--data FILE] [--keep DIR]
 """
 
 import argparse
@@ -69,7 +69,7 @@ def main():
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--induce", default="0.05:0.01:1",
                         help="--induce of every run (default: the issue's 0.05:0.01:1)")
-    parser.add_argument("--target", type=float, default=0.7, help="test accuracy to reach")
+    parser.add_argument("--target", type=float, default=0.6, help="test accuracy to reach")
     parser.add_argument("--eval-every", type=int, default=20)
     parser.add_argument("--amb-partitions", type=int, default=8)
     parser.add_argument("--amb-time-limit", type=float, default=None,
@@ -132,13 +132,13 @@ def main():
         print(f"\n# summary: errors in %, goals median <= 5, p95 <= 10, time to "
               f"{100 * args.target:g}% <= 5")
         print(f"# {'method':<7} {'median':>7} {'p95':>7} {'real (s)':>12} {'emulated (s)':>13} "
-              f"{'error':>6} {'goals met':>10}")
+              f"{'error':>6}  goals met")
         for name, report in summary:
             error = report["step_time_error"]
             print(f"  {name:<7} {percent(error['median']):>7} {percent(error['p95']):>7} "
                   f"{seconds(report['real']):>12} {seconds(report['emulated']):>13} "
-                  f"{percent(report['time_to_target_error']):>6} "
-                  f"{report['goals_met']} of {report['goals_checked']:>1}".rstrip())
+                  f"{percent(report['time_to_target_error']):>6}  "
+                  f"{report['goals_met']} of {report['goals_checked']}")
 
         def order(which):
             reached = [(r[which]["time_to_target"], n) for n, r in summary

@@ -32,6 +32,7 @@ struct RunSpec {
   std::string config = R"("batch_size":32,"seed":1)";
   double start_up = 0;  ///< seconds before the first step (the wall clock's log time counts it)
   double per_eval = 0;  ///< seconds each evaluation adds to the log's time
+  int world_size = 2;   ///< 1: the workers emulated in one process (--emulate)
 };
 
 std::string write_run(const std::string& path, const RunSpec& run) {
@@ -39,11 +40,11 @@ std::string write_run(const std::string& path, const RunSpec& run) {
   info.tool = "mb-train-fmb";
   info.version = "test";
   info.clock = run.clock;
-  info.world_size = 2;
+  info.world_size = run.world_size;
   info.model = "mlp";
   info.dataset = "toy";
-  info.config_json =
-      cat(R"({"workers":1,"world_size":2,"clock":")", run.clock, R"(",)", run.config, "}");
+  info.config_json = cat(R"({"workers":1,"comm":"ps","world_size":)", run.world_size,
+                         R"(,"clock":")", run.clock, R"(",)", run.config, "}");
   auto log = metrics::MetricLog::create(path, info, true);
   double time = run.start_up;
   std::size_t next_eval = 0;
@@ -225,6 +226,13 @@ TEST(Compare, RefusesWhatIsNotARunAndItsEmulation) {
   const ClockComparison c =
       compare_clocks(real, write_run(dir.file("slowed.h5"), slowed), std::nullopt, 0);
   EXPECT_NE(c.emulation.find("slowdown 1=2"), std::string::npos) << c.emulation;
+  // The workers emulated inside one process: the exchange options of its configuration count.
+  RunSpec inside = emulated_run();
+  inside.world_size = 1;
+  inside.config = R"("batch_size":32,"seed":1,"emulate":1)";
+  const ClockComparison one =
+      compare_clocks(real, write_run(dir.file("inside.h5"), inside), std::nullopt, 0);
+  EXPECT_NE(one.emulation.find("emulate 1"), std::string::npos) << one.emulation;
 }
 
 }  // namespace

@@ -1,11 +1,12 @@
 #include "mbkit/plot/clock_compare.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <set>
 
+#include "mbkit/plot/config.hpp"
 #include "mbkit/plot/run_log.hpp"
 #include "mbkit/util/strings.hpp"
 
@@ -47,20 +48,39 @@ std::string clock_compare_problem(const RunLog& real, const RunLog& emulated) {
     return cat(a, " ran on the virtual clock and ", b,
                " on the wall clock: give the real run first (REAL.h5 EMULATED.h5)");
   }
-  // Every configuration key either has, and the attributes (tool, model, dataset) the
-  // description holds, but those an emulation may set otherwise.
-  std::set<std::string> keys;
-  for (const auto* log : {&real, &emulated}) {
-    for (const auto& [key, value] : log->description().fields) {
-      if (!is_free(key)) keys.insert(key);
+  // Every configuration key either has, and the attributes that say what ran, but those an
+  // emulation may set otherwise. The stored configuration as it is, not the description of
+  // labels, which leaves out what a single process does not use (an --emulate run's comm).
+  const auto settings_of = [](const RunLog& log) {
+    FlatConfig fields;
+    if (!log.info().config_json.empty()) {
+      fields = flatten_json_object(log.info().config_json, cat(log.path(), ": config"));
     }
+    // Measured at start (--allreduce auto), not set.
+    std::erase_if(fields, [](const auto& field) {
+      return field.first.starts_with("allreduce_trial.") || is_free(field.first);
+    });
+    fields["tool"] = log.info().tool;
+    fields["model"] = log.info().model;
+    fields["dataset"] = log.info().dataset;
+    return fields;
+  };
+  const FlatConfig x = settings_of(real);
+  const FlatConfig y = settings_of(emulated);
+  std::set<std::string> keys;
+  for (const auto* fields : {&x, &y}) {
+    for (const auto& [key, value] : *fields) keys.insert(key);
   }
   std::vector<std::string> differences;
   for (const auto& key : keys) {
-    const std::string x = real.field(key);
-    const std::string y = emulated.field(key);
-    if (x != y)
-      differences.push_back(cat(key, " (", value_text(x), " against ", value_text(y), ")"));
+    const auto in_x = x.find(key);
+    const auto in_y = y.find(key);
+    const std::string a_value = in_x == x.end() ? std::string() : in_x->second;
+    const std::string b_value = in_y == y.end() ? std::string() : in_y->second;
+    if (a_value != b_value) {
+      differences.push_back(
+          cat(key, " (", value_text(a_value), " against ", value_text(b_value), ")"));
+    }
   }
   if (real.info().precision != emulated.info().precision && !keys.contains("precision")) {
     differences.push_back(
