@@ -51,6 +51,8 @@ double CommModel::allreduce(std::uint64_t bytes, int ranks) const {
   if (ranks < 2) return 0;
   const double messages = 2.0 * (ranks - 1);
   if (pair_ranks == 0) return messages * (alpha + beta * static_cast<double>(bytes) / ranks);
+  MBKIT_CHECK(ranks <= pair_ranks, "CommModel: a ring of ", ranks, " ranks in a model of ",
+              pair_ranks);
   // Every rank sends to the next at once: a step of the ring lasts as long as its slowest link.
   double slowest = 0;
   for (int r = 0; r < ranks; ++r) {
