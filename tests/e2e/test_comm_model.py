@@ -70,6 +70,11 @@ class CommModel(mbtest.ToolTestCase):
         self.assertIn("--force", again.err)
         self.assertUsageError(self.bench("--comm-model", self.path("x.h5")),
                               "--comm-model needs --fit", tool="mb-bench-bandwidth")
+        alone = mbtest.run([mbtest.tool("mb-bench-bandwidth"), *FIT], cwd=self.dir, env=self.env)
+        self.assertUsageError(alone, "--fit times messages between ranks: it needs at least 2",
+                              tool="mb-bench-bandwidth")
+        self.assertUsageError(self.bench("--fit", "-b", "8", "-e", "8"),
+                              "--fit needs at least two sizes", tool="mb-bench-bandwidth")
 
         self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "200",
                                              "--test", "40", "-o", self.path("toy.h5")))
