@@ -273,9 +273,9 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
       ->type_name("wall|virtual");
   emulation
       ->add_option("--comm-model", o.given.comm_model,
-                   "virtual: ALPHA,BETA seconds per message and per byte (default: "
-                   "measured at start)")
-      ->type_name("ALPHA,BETA");
+                   "virtual: ALPHA,BETA seconds per message and per byte, or the FILE.h5 of "
+                   "mb-bench-bandwidth --fit --comm-model (default: measured at start)")
+      ->type_name("ALPHA,BETA|FILE");
   emulation
       ->add_option("--compute-model", o.given.compute_model,
                    "virtual: [RANKS=]A,B seconds per sample and per micro-batch instead of CPU "

@@ -104,6 +104,10 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, const Run
     json.key("comm_timeout").value(o.comm_timeout);
     json.key("clock").value(o.clock);
     json.key("comm_model").value(o.given.comm_model);
+    // A --comm-model file's values: a resumed run compares the model, not the file's name.
+    if (o.comm_model && !o.comm_model->file.empty()) {
+      json.key("comm_model_values").value(o.comm_model->spec());
+    }
     json.key("compute_model").value(o.compute_model.spec());
     json.key("world_size").value(facts.world_size);
     json.key("workers").value(workers);

@@ -207,14 +207,13 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
     // The emulated step: the slowest worker, the exchange, the update (virtual_clock.hpp).
     std::vector<SyncWorkerTime> times;
     for (const auto& r : combined.workers) times.push_back({r.sleep_time, r.compute_time});
-    const auto timing =
-        sync_step_time(times, role_.parameter_server, comm_model_, gradient_bytes_, update_time);
+    const auto timing = sync_step_time(times, role_.parameter_server, comm_model_, gradient_bytes_,
+                                       update_time, role_.servers);
     // The round's receive: ps's broadcast of the parameters (allreduce has none of its own).
-    const double receive = role_.parameter_server ? comm_model_.message(gradient_bytes_) : 0.0;
     for (std::size_t i = 0; i < combined.workers.size(); ++i) {
-      combined.workers[i].send_time = timing.send;
+      combined.workers[i].send_time = timing.sends[i];
       combined.workers[i].wait_time = timing.wait[i];
-      combined.workers[i].recv_time = receive;
+      combined.workers[i].recv_time = timing.receives[i];
       combined.workers[i].exit_time = 0;
     }
     combined.wait_time = timing.gather;

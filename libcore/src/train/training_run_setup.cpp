@@ -10,6 +10,7 @@
 #include "mbkit/config.hpp"
 #include "mbkit/models/zoo.hpp"
 #include "mbkit/train/checkpoint.hpp"
+#include "mbkit/train/comm_model.hpp"
 #include "mbkit/train/describe.hpp"
 #include "mbkit/train/resume_check.hpp"
 #include "mbkit/train/training_run.hpp"
@@ -359,6 +360,8 @@ void TrainingRun::set_up_emulation() {
   if (clock_.is_virtual() && role_.distributed) {
     comm_model_ =
         options_.comm_model ? *options_.comm_model : measure_comm_model(world_, gradient_bytes_);
+    check_comm_model_for_run(comm_model_, role_.ranks(world_),
+                             role_.async || options_.dbsl.enabled);
   }
 }
 
