@@ -16,6 +16,10 @@ const std::vector<std::string>& known_fields() {
       "comm",
       "async",
       "async_min_grads",
+      // The straggler methods that drop gradients (mb-train-fmb(1)).
+      "backup_workers",
+      "k_sync",
+      "gradient_coding",
       "batch_size",
       "time_limit",
       "partitions",

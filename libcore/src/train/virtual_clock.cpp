@@ -204,7 +204,9 @@ SyncStepTime sync_step_time(const std::vector<SyncWorkerTime>& workers, bool par
                             const CommModel& comm, std::uint64_t bytes, double update) {
   SyncStepTime time;
   double last_ready = 0;
-  for (const auto& w : workers) last_ready = std::max(last_ready, w.delay + w.compute);
+  for (const auto& w : workers) {
+    if (w.used) last_ready = std::max(last_ready, w.delay + w.compute);
+  }
   if (parameter_server) {
     time.gather = last_ready + comm.message(bytes);
     time.end = time.gather + update + comm.message(bytes);
@@ -216,7 +218,7 @@ SyncStepTime sync_step_time(const std::vector<SyncWorkerTime>& workers, bool par
     time.send = exchange;
   }
   for (const auto& w : workers) {
-    time.wait.push_back(std::max(0.0, time.end - w.delay - w.compute - time.send));
+    time.wait.push_back(w.used ? std::max(0.0, time.end - w.delay - w.compute - time.send) : 0.0);
   }
   return time;
 }

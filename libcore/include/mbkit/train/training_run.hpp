@@ -38,6 +38,7 @@
 #include "mbkit/train/progress.hpp"
 #include "mbkit/train/roles.hpp"
 #include "mbkit/train/run_clock.hpp"
+#include "mbkit/train/step_selection.hpp"
 #include "mbkit/train/virtual_clock.hpp"
 #include "mbkit/train/worker_round.hpp"
 #include "mbkit/util/error.hpp"
@@ -191,6 +192,10 @@ class TrainingRun {
   std::int64_t global_batch_ = 0;
   int batch_ = 0;  ///< this worker's batch (--batch-size, or its share of --global-batch-size)
   double lr_factor_ = 1;  ///< --lr-scaling's factor
+  /// Which workers' gradients a synchronous step uses (--backup-workers, --k-sync).
+  StepSelection selection_;
+  /// The workers' ready times of the step, gathered from every rank (selection_.drops()).
+  std::vector<double> gather_ready_times(const WorkerReport& report) const;
 
   // Model and optimizer.
   std::unique_ptr<nn::Network> net_;
