@@ -289,6 +289,27 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
                    "and allreduce; needs --comm-model)")
       ->check(whole_number<int>())
       ->type_name("N");
+
+  auto* methods = app.add_option_group("Straggler methods (sync ps, --clock virtual)");
+  methods
+      ->add_option("--backup-workers", o.backup_workers,
+                   "Backup workers (Chen et al. 2016): each step uses the first W-b of the W "
+                   "workers' gradients to be ready and cancels the b late ones")
+      ->check(whole_number<int>())
+      ->type_name("b");
+  methods
+      ->add_option("--k-sync", o.k_sync,
+                   "K-sync SGD (Dutta et al. 2018): each step uses the first K gradients to be "
+                   "ready and cancels the rest")
+      ->check(whole_number<int>())
+      ->type_name("K");
+  methods
+      ->add_option("--gradient-coding", o.gradient_coding,
+                   "Gradient coding (Tandon et al. 2017, fractional repetition): groups of s+1 "
+                   "workers hold the same data; each step uses the first gradient of each group, "
+                   "tolerating any s stragglers per group")
+      ->check(whole_number<int>())
+      ->type_name("s");
 }
 
 void add_amb_options(CLI::App& app, train::TrainOptions& o) {

@@ -90,7 +90,7 @@ template <>
 struct Schema<WorkerRecord> {
   static constexpr const char* kGroup = "workers";
   static constexpr bool kAddedLater = false;
-  static constexpr std::array<Field<WorkerRecord>, 14> kFields{{
+  static constexpr std::array<Field<WorkerRecord>, 15> kFields{{
       {"step", &WorkerRecord::step},
       {"rank", &WorkerRecord::rank},
       {"samples", &WorkerRecord::samples},
@@ -105,6 +105,7 @@ struct Schema<WorkerRecord> {
       {"exit_time", &WorkerRecord::exit_time, true, nullptr, 0},
       {"queued_updates", &WorkerRecord::queued_updates, true, nullptr, 0},
       {"comm_delay", &WorkerRecord::comm_delay, true, nullptr, 0},
+      {"dropped", &WorkerRecord::dropped, true, nullptr, 0},
   }};
 };
 

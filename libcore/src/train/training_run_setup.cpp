@@ -56,6 +56,7 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
       options_.device, clock_.is_virtual() && options_.threads == 0 ? 1 : options_.threads,
       nn::parse_precision(options_.precision));
   clock_.set_threads(backend_->threads());
+  selection_ = StepSelection::from_options(options_, role_.workers);
   open_data();
   open_test_data();
   build_model();
@@ -75,9 +76,10 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   progress_ = std::make_unique<Progress>(planned_, steps_per_epoch_, options_.print_every);
   if (!logs_) log::set_level(std::min(log::level(), log::Level::kNormal));
   if (role_.computes) {
-    round_ = std::make_unique<WorkerRound>(WorkerRound::Parts{
-        *net_, *train_loader_, clock_, slowdown_, compute_model_, stragglers_, world_.rank(),
-        role_.worker, options_.seed, RoundRule{amb_, micro_size_, time_limit_}});
+    round_ = std::make_unique<WorkerRound>(
+        WorkerRound::Parts{*net_, *train_loader_, clock_, slowdown_, compute_model_, stragglers_,
+                           world_.rank(), selection_.data_slice(role_.worker), options_.seed,
+                           RoundRule{amb_, micro_size_, time_limit_}});
   }
   if (emulated_) {
     emulated_->make_rounds({*net_, clock_, slowdown_, compute_models_, stragglers_, options_.seed,
@@ -98,7 +100,9 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
 // Training data: workers load their part; the master only reads what the data is (and with
 // --train-loss master loads the whole file, for a batch of its own each step).
 void TrainingRun::open_data() {
-  my_data_ = worker_data(options_.data, role_.computes ? role_.worker : 0, role_.workers);
+  // Under gradient coding a group's workers read their group's slice.
+  my_data_ = worker_data(options_.data, role_.computes ? selection_.data_slice(role_.worker) : 0,
+                         selection_.data_slices());
   if (options_.train_loss == "master" && world_.rank() == 0) {
     data::LoaderOptions master_options;
     master_options.path = my_data_.path;
@@ -293,6 +297,8 @@ void TrainingRun::size_epoch() {
     total_rows_ = emulated_->total_rows();
     steps_per_epoch_ = emulated_->most_batches();
   }
+  // Gradient coding: each group's rows are read by its s + 1 workers, counted once.
+  total_rows_ /= static_cast<std::uint64_t>(selection_.workers() / selection_.data_slices());
   global_batch_ = global_batch_size(options_, role_.workers);
   if (dbsl_) {
     // A DBSL epoch is a push per worker (the original's global round counter).

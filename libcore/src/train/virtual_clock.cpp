@@ -244,7 +244,9 @@ SyncStepTime sync_step_time(const std::vector<SyncWorkerTime>& workers, bool par
                             int servers) {
   SyncStepTime time;
   double last_ready = 0;
-  for (const auto& w : workers) last_ready = std::max(last_ready, w.delay + w.compute);
+  for (const auto& w : workers) {
+    if (w.used) last_ready = std::max(last_ready, w.delay + w.compute);
+  }
   if (parameter_server) {
     // Each worker's message on its own link (one model for all: the same for every worker,
     // and then gather = last_ready + message exactly, as rounding is monotonic).
@@ -255,9 +257,12 @@ SyncStepTime sync_step_time(const std::vector<SyncWorkerTime>& workers, bool par
       for (int server = 0; server < std::max(servers, 1); ++server) {
         link = std::max(link, comm.message(bytes, rank, server));
       }
-      time.gather = std::max(time.gather, workers[i].delay + workers[i].compute + link);
+      // A dropped worker (StepSelection) sends nothing; it only receives the parameters.
+      if (workers[i].used) {
+        time.gather = std::max(time.gather, workers[i].delay + workers[i].compute + link);
+      }
       slowest_back = std::max(slowest_back, link);
-      time.sends.push_back(2 * link);
+      time.sends.push_back(workers[i].used ? 2 * link : link);
       time.receives.push_back(link);
     }
     time.end = time.gather + update + slowest_back;
@@ -272,7 +277,8 @@ SyncStepTime sync_step_time(const std::vector<SyncWorkerTime>& workers, bool par
   }
   for (std::size_t i = 0; i < workers.size(); ++i) {
     const auto& w = workers[i];
-    time.wait.push_back(std::max(0.0, time.end - w.delay - w.compute - time.sends[i]));
+    time.wait.push_back(w.used ? std::max(0.0, time.end - w.delay - w.compute - time.sends[i])
+                               : 0.0);
   }
   return time;
 }

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <limits>
 #include <thread>
+#include <utility>
 
 #include "mbkit/train/anytime.hpp"
 #include "mbkit/util/random.hpp"
@@ -37,7 +38,8 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
   report.recv_time = previous_recv_;
   double emulated = 0;  // virtual clock: seconds since the round started
   if (sampler_) {
-    report.sleep_time = sampler_->next();
+    report.sleep_time =
+        predrawn_delay_ ? *std::exchange(predrawn_delay_, std::nullopt) : sampler_->next();
     if (!virtual_clock) sleep_for(report.sleep_time);
     emulated += report.sleep_time;
   }
@@ -90,6 +92,29 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
   report.send_time = previous_send_;
   report.wait_time = previous_wait_;
   return report;
+}
+
+std::optional<double> WorkerRound::predict_ready() {
+  if (!parts_.clock.is_virtual() || !parts_.compute_model) return std::nullopt;
+  if (sampler_ && !predrawn_delay_) predrawn_delay_ = sampler_->next();
+  double emulated = predrawn_delay_.value_or(0.0);
+  // Summed as run() sums its report's, so that the ready time is the report's to the bit.
+  double sleep = emulated, compute = 0;
+  const RoundRule& rule = parts_.rule;
+  const int size = parts_.loader.next_batch_size();
+  const auto plan = split_batch(size, rule.anytime ? rule.micro_size : size);
+  // run()'s rule over the model's costs instead of the micro-batches themselves.
+  run_anytime_round(
+      plan, rule.anytime ? rule.time_limit : std::numeric_limits<double>::infinity(),
+      [&] { return emulated; },
+      [&](int) {
+        const double cost = parts_.compute_model->cost(plan.size);
+        const double extra = parts_.slowdown.extra_delay(parts_.rank, cost);
+        emulated += cost + extra;
+        compute += cost;
+        sleep += extra;
+      });
+  return sleep + compute;
 }
 
 WorkerReport WorkerRound::run_samples(std::int64_t at_step, std::int64_t samples,

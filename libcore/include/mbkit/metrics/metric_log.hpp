@@ -102,6 +102,9 @@ struct WorkerRecord {
   double exit_time = 0;             ///< the original's last_exit
   std::int64_t queued_updates = 0;  ///< the original's last_queued_update_count (async)
   double comm_delay = 0;            ///< --async-delay-std: the message's induced delay
+  /// 1 when the step did not use this worker's gradient (--backup-workers, --k-sync: it was
+  /// late and cancelled; its samples are 0, its times those of the round it had drawn).
+  std::int64_t dropped = 0;
 };
 
 struct CollectRecord {

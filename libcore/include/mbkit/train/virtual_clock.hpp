@@ -93,6 +93,7 @@ double thread_cpu_seconds();
 struct SyncWorkerTime {
   double delay = 0;    ///< induced delay before and after computing
   double compute = 0;  ///< CPU or modelled compute
+  bool used = true;    ///< false: dropped by the step's selection (cancelled, sends nothing)
 };
 
 /// Where a synchronous step's virtual time goes.
@@ -106,7 +107,7 @@ struct SyncStepTime {
 };
 
 /// ps: each worker sends its gradient to the master (one message), the master waits for the
-/// last, updates (`update` seconds) and sends the parameters back (one message).
+/// last it uses (a dropped worker is cancelled at the end: it sends nothing, waits 0), updates (`update` seconds) and sends the parameters back (one message).
 /// allreduce: a ring allreduce of the gradient after the last worker is ready, then every rank
 /// updates. `bytes` is the gradient's (= the parameters') size. With a per-pair model worker w
 /// is rank w + `servers` (ps) and its messages cost its slowest link to a server's.

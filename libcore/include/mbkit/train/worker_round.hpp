@@ -73,6 +73,10 @@ class WorkerRound {
     previous_recv_ = recv;
     exchange_end_ = SteadyClock::now();
   }
+  /// The ready time (seconds after the round's start: induced delay, compute and slowdown) of
+  /// the next run(), without computing: on the virtual clock with a compute model and a loader
+  /// without prefetch, else nullopt. It draws the round's induced delay, which run() then uses.
+  std::optional<double> predict_ready();
   /// Samples of the last batch drawn.
   int last_drawn() const { return last_drawn_; }
   /// A resumed run's worker has done `rounds` rounds already: its induced delays continue
@@ -82,6 +86,7 @@ class WorkerRound {
  private:
   Parts parts_;
   std::optional<emulation::StragglerSampler> sampler_;
+  std::optional<double> predrawn_delay_;  ///< predict_ready()'s draw, for the next run()
   double previous_send_ = 0, previous_wait_ = 0, previous_recv_ = 0;
   std::optional<SteadyClock::time_point> exchange_end_;
   int last_drawn_ = 0;
