@@ -18,7 +18,12 @@ void sleep_for(double seconds) {
 }  // namespace
 
 WorkerRound::WorkerRound(Parts parts) : parts_(std::move(parts)) {
-  if (parts_.stragglers) sampler_.emplace(*parts_.stragglers, parts_.seed, parts_.rank);
+  if (parts_.trace) {
+    sampler_ = std::make_unique<emulation::TraceReplay>(parts_.trace, parts_.worker);
+  } else if (parts_.stragglers) {
+    sampler_ =
+        std::make_unique<emulation::StragglerSampler>(*parts_.stragglers, parts_.seed, parts_.rank);
+  }
 }
 
 void WorkerRound::skip_rounds(std::int64_t rounds) {

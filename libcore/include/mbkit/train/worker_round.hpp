@@ -1,6 +1,7 @@
 // A worker's round: what a worker computes for one step before the combining step takes it.
 //
-//   - the induced delay (--induce), slept on the wall clock, counted on the virtual one;
+//   - the induced delay (--induce: a profile's draw or the trace's cell of this worker and
+//     round), slept on the wall clock, counted on the virtual one;
 //   - the gradient of the batch's summed loss scaled by loss_scale (mbkit/train/exchange.hpp):
 //     FMB the whole batch; AMB micro-batches until the time limit, which counts from the start
 //     of the round (delays included): one is always done, a started one is finished, and the
@@ -13,9 +14,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 
 #include "mbkit/data/loader.hpp"
+#include "mbkit/emulation/delay_trace.hpp"
 #include "mbkit/emulation/straggler.hpp"
 #include "mbkit/nn/network.hpp"
 #include "mbkit/train/exchange.hpp"
@@ -44,6 +47,8 @@ class WorkerRound {
     int worker = 0;  ///< worker index: seeds its delays and dropout masks
     std::uint64_t seed = 1;
     RoundRule rule;
+    /// --induce trace:FILE: the worker's delays replayed from it, instead of `stragglers`.
+    std::shared_ptr<const emulation::DelayTrace> trace = nullptr;
   };
   explicit WorkerRound(Parts parts);
 
@@ -81,7 +86,7 @@ class WorkerRound {
 
  private:
   Parts parts_;
-  std::optional<emulation::StragglerSampler> sampler_;
+  std::unique_ptr<emulation::DelaySource> sampler_;  ///< the induced delays, if any
   double previous_send_ = 0, previous_wait_ = 0, previous_recv_ = 0;
   std::optional<SteadyClock::time_point> exchange_end_;
   int last_drawn_ = 0;
