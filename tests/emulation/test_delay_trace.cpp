@@ -143,6 +143,17 @@ TEST(DelayTrace, BadHdfNamesTheFileAndCell) {
   EXPECT_MBKIT_ERROR(read_delay_trace(dir.file("log.h5")), ExitCode::kBadData,
                      "log.h5: not a delay trace");
   EXPECT_MBKIT_ERROR(read_delay_trace(dir.file("gone.csv")), ExitCode::kBadData, "gone.csv");
+  {  // 2^28 cells declared (none stored): refused before anything is read.
+    io::File file = io::File::create(dir.file("huge.h5"));
+    file.set_attribute("format", "mbkit-delay-trace");
+    file.set_attribute("format_version", 1);
+    io::StorageOptions chunked;
+    chunked.chunk = {1024, 256};
+    file.create_group("trace").create_dataset<double>("seconds", {hsize_t{1} << 20, 256}, chunked);
+    file.close();
+  }
+  EXPECT_MBKIT_ERROR(read_delay_trace(dir.file("huge.h5")), ExitCode::kBadData,
+                     "more than a trace may");
 }
 
 TEST(DelayTrace, TracePathIsTheTextAfterTrace) {

@@ -30,6 +30,8 @@ constexpr const char* kCsvHeader = "worker,step,seconds";
 // Far beyond any cluster or run, and small enough that W x S cells never overflow.
 constexpr std::int64_t kMaxWorkers = 1 << 20;
 constexpr std::int64_t kMaxSteps = std::int64_t{1} << 32;
+// Cells an HDF5 trace may declare: 1 GiB of values, read whole.
+constexpr std::int64_t kMaxCells = std::int64_t{1} << 27;
 
 [[noreturn]] void line_error(const std::string& path, std::size_t line, const std::string& what) {
   data_error(cat(path, ":", line, ": ", what));
@@ -164,7 +166,8 @@ DelayTrace read_hdf5_trace(const std::string& path) {
     data_error(cat(path, ": /", kDataset, " is not a [steps][workers] table of one cell or more"));
   }
   if (static_cast<std::int64_t>(dims[1]) > kMaxWorkers ||
-      static_cast<std::int64_t>(dims[0]) > kMaxSteps) {
+      static_cast<std::int64_t>(dims[0]) > kMaxSteps ||
+      static_cast<std::int64_t>(dims[0] * dims[1]) > kMaxCells) {
     data_error(cat(path, ": /", kDataset, " has ", dims[0], " x ", dims[1],
                    " cells, more than a trace may"));
   }
