@@ -187,6 +187,22 @@ class InduceTrace(mbtest.ToolTestCase):
         self.assertSucceeded(self.run_tool("mb-train-fmb",
                                            [*args, "--induce", "trace:same.csv", *resume]))
 
+    def test_mb_plot_draws_a_trace_runs_log(self):
+        if shutil.which("gnuplot") is None:
+            self.skipTest("gnuplot is not installed")
+        self.train("plotted", [*ZERO_COMPUTE, "--emulate", "3", "--steps", "4", "--induce",
+                               "trace:trace.csv"])
+        plot = [mbtest.tool("mb-plot"), "plotted-log.h5"]
+        # The histograms, the delays' included; the straggler distribution is left out, said why.
+        result = mbtest.run([*plot, "--type", "panel-hist", "-o", "hist.png"], cwd=self.dir,
+                            env=self.env)
+        self.assertSucceeded(result)
+        self.assertIn("replayed a trace", result.err)
+        result = mbtest.run([*plot, "--type", "straggler-dist", "-o", "dist.png"], cwd=self.dir,
+                            env=self.env)
+        self.assertFailsWith(result, 3, "plotted-log.h5: the run replayed a trace (config induce "
+                                        "is trace:trace.csv)")
+
     def test_dbsl_workers_replay_their_column_round_after_round(self):
         if MPIRUN is None:
             self.skipTest("mpirun is not installed")
