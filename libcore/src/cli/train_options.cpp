@@ -249,9 +249,14 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
                    "per worker and round (the AMB original's communication stragglers; 0: off)")
       ->type_name("SECONDS");
   dist->add_option("--induce", o.given.induce,
-                   "Induced stragglers: niagara, cedar, MEAN:STD:WEIGHT,... (seconds), or "
-                   "exp:MEAN (exponential delays)")
+                   "Induced stragglers: niagara, cedar, MEAN:STD:WEIGHT,... (seconds), "
+                   "exp:MEAN (exponential delays), or trace:FILE (each worker's delay at each "
+                   "step, replayed from a CSV or HDF5 trace; mb-train-fmb.1)")
       ->type_name("PROFILE");
+  dist->add_option("--trace-scale", o.trace_scale,
+                   "--induce trace:FILE: multiply every delay of the trace by X")
+      ->capture_default_str()
+      ->type_name("X");
   dist->add_option("--slowdown", o.given.slowdown,
                    "Persistently slower workers: RANK=FACTOR,... (sleep (FACTOR-1) x compute)")
       ->type_name("RANK=FACTOR,...");

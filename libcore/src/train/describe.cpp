@@ -100,6 +100,17 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, const Run
     json.key("bucket_mb").value(o.bucket_mb);
     json.key("induce").value(o.given.induce);
     json.key("induce_spec").value(o.induce ? o.induce->spec() : std::string());
+    // A replayed trace: its file and the digest of its values (a resume compares it).
+    if (const auto& trace = o.induce_trace) {
+      json.key("induce_trace").begin_object();
+      json.key("file").value(trace->path);
+      json.key("sha256").value(trace->digest());
+      json.key("workers").value(trace->workers);
+      json.key("steps").value(trace->steps);
+      json.key("source").value(trace->source);
+      json.end_object();
+      json.key("trace_scale").value(o.trace_scale);
+    }
     json.key("slowdown").value(o.given.slowdown);
     json.key("comm_timeout").value(o.comm_timeout);
     json.key("clock").value(o.clock);

@@ -62,9 +62,10 @@ void EmulatedWorkers::make_rounds(const RoundParts& parts) {
     // under --global-batch-size), as its own process would set it.
     RoundRule rule = parts.rule;
     if (rule.anytime) rule.micro_size = loader.options().batch_size / options_.amb.partitions;
-    rounds_.push_back(std::make_unique<WorkerRound>(WorkerRound::Parts{
-        parts.net, loader, parts.clock, parts.slowdown, compute_model(parts.compute_models, w),
-        parts.stragglers, rank_of(w), loader.options().slice_index, parts.seed, rule}));
+    rounds_.push_back(std::make_unique<WorkerRound>(
+        WorkerRound::Parts{parts.net, loader, parts.clock, parts.slowdown,
+                           compute_model(parts.compute_models, w), parts.stragglers, rank_of(w), w,
+                           parts.seed, rule, options_.induce_trace, loader.options().slice_index}));
   }
 }
 

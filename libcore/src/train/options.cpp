@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "mbkit/backend/factory.hpp"
+#include "mbkit/emulation/delay_trace.hpp"
 #include "mbkit/emulation/straggler.hpp"
 #include "mbkit/nn/precision.hpp"
 #include "mbkit/train/dbsl_merge.hpp"
@@ -76,12 +77,36 @@ void parse_time_limit(const std::string& option, AmbOptions& amb) {
   amb.time_limit = limit;
 }
 
+namespace {
+
+// --induce: a profile, or trace:FILE, read and checked whole now (every rank reads it).
+void parse_induce(TrainOptions& o) {
+  o.induce_trace.reset();
+  const std::string path = emulation::trace_path_of(o.given.induce);
+  if (!std::isfinite(o.trace_scale) || o.trace_scale < 0) {
+    usage_error(
+        cat("--trace-scale ", shortest_decimal(o.trace_scale), " is not a finite number >= 0"));
+  }
+  if (path.empty()) {
+    if (o.given.induce == "trace:") usage_error("--induce trace: names no file (trace:FILE)");
+    if (o.trace_scale != 1) usage_error("--trace-scale needs --induce trace:FILE");
+    o.induce = emulation::parse_straggler_profile(o.given.induce);
+    return;
+  }
+  o.induce.reset();
+  auto trace = emulation::read_delay_trace(path);
+  trace.scale = o.trace_scale;
+  o.induce_trace = std::make_shared<const emulation::DelayTrace>(std::move(trace));
+}
+
+}  // namespace
+
 void parse_option_texts(TrainOptions& o) {
   o.augment =
       o.given.augment.empty() ? data::Augmentation{} : data::parse_augmentation(o.given.augment);
   o.prefetch = prefetch_depth(o.given.prefetch);
   o.allreduce = parse_allreduce_via(o.given.allreduce);
-  o.induce = emulation::parse_straggler_profile(o.given.induce);
+  parse_induce(o);
   o.slowdown = emulation::parse_slowdown(o.given.slowdown);
   o.comm_model = parse_comm_model(o.given.comm_model);
   o.compute_model = parse_compute_models(o.given.compute_model);

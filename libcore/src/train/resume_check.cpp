@@ -60,6 +60,7 @@ constexpr TrainingKey kTrainingKeys[] = {
     {"dbsl.base_batch", "--base-batch", ""},
     {"dbsl.extra_time", "--extra-time", ""},
     {"dbsl.update_factor", "--update-factor", ""},
+    {"trace_scale", "--trace-scale", "1"},
 };
 
 std::optional<std::string> value_of(const plot::FlatConfig& config, const TrainingKey& key) {
@@ -115,6 +116,22 @@ std::string changed_training(const Checkpoint& checkpoint, const std::string& pa
   if (batch_then && batch_now && batch_then != batch_now) {
     return refusal(batch_now->first, batch_now->second, path, batch_then->first,
                    batch_then->second);
+  }
+  // A replayed trace is its values, whatever its file is called now (induce_trace.sha256).
+  const auto trace_of = [](const plot::FlatConfig& config) {
+    const auto found = config.find("induce_trace.sha256");
+    return found == config.end() ? std::string() : found->second;
+  };
+  if (trace_of(then) != trace_of(now)) {
+    const auto induce = [](const plot::FlatConfig& config) {
+      const auto found = config.find("induce");
+      return found == config.end() || found->second.empty() ? std::string("none") : found->second;
+    };
+    const auto digest = [](const std::string& sha) {
+      return sha.empty() ? std::string("no trace") : cat("values sha256 ", sha.substr(0, 12));
+    };
+    return cat("--induce ", induce(now), " (", digest(trace_of(now)), "): ", path,
+               " was trained with --induce ", induce(then), " (", digest(trace_of(then)), ")");
   }
   for (const TrainingKey& key : kTrainingKeys) {
     const auto value_then = value_of(then, key);

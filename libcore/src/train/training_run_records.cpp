@@ -145,6 +145,7 @@ void TrainingRun::print_start_table() const {
   }
   if (dbsl_) print_dbsl_rows();
   if (stragglers_) row("stragglers", stragglers_->describe());
+  if (options_.induce_trace) row("stragglers", cat("trace ", options_.induce_trace->describe()));
   if (!slowdown_.empty()) row("slowdown", slowdown_.describe());
   if (clock_.is_virtual()) {
     row("clock", cat("virtual: a core per worker, compute ", compute_models_.describe(),

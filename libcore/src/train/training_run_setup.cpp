@@ -76,10 +76,10 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   progress_ = std::make_unique<Progress>(planned_, steps_per_epoch_, options_.print_every);
   if (!logs_) log::set_level(std::min(log::level(), log::Level::kNormal));
   if (role_.computes) {
-    round_ = std::make_unique<WorkerRound>(
-        WorkerRound::Parts{*net_, *train_loader_, clock_, slowdown_, compute_model_, stragglers_,
-                           world_.rank(), selection_.data_slice(role_.worker), options_.seed,
-                           RoundRule{amb_, micro_size_, time_limit_}});
+    round_ = std::make_unique<WorkerRound>(WorkerRound::Parts{
+        *net_, *train_loader_, clock_, slowdown_, compute_model_, stragglers_, world_.rank(),
+        role_.worker, options_.seed, RoundRule{amb_, micro_size_, time_limit_},
+        options_.induce_trace, selection_.data_slice(role_.worker)});
   }
   if (emulated_) {
     emulated_->make_rounds({*net_, clock_, slowdown_, compute_models_, stragglers_, options_.seed,
@@ -402,15 +402,16 @@ void TrainingRun::decide_time_limit() {
   }
   std::sort(measured.begin(), measured.end());
   const double full_batch = measured[measured.size() / 2];
-  const double delay = stragglers_ ? stragglers_->expected_delay() : 0.0;
+  const auto& trace = options_.induce_trace;
+  const double delay = stragglers_ ? stragglers_->expected_delay() : trace ? trace->mean() : 0.0;
   time_limit_ = full_batch + delay;
-  time_limit_rule_ =
-      cat("median over the workers of a full batch", slowdown_.empty() ? "" : " x slowdown", " (",
-          shortest_decimal(full_batch), " s; ", shortest_decimal(measured.front()), " to ",
-          shortest_decimal(measured.back()), " s)",
-          stragglers_ ? cat(" + the mean induced delay (", shortest_decimal(delay), " s, ",
-                            stragglers_->name, ")")
-                      : "");
+  time_limit_rule_ = cat(
+      "median over the workers of a full batch", slowdown_.empty() ? "" : " x slowdown", " (",
+      shortest_decimal(full_batch), " s; ", shortest_decimal(measured.front()), " to ",
+      shortest_decimal(measured.back()), " s)",
+      stragglers_ || trace ? cat(" + the mean induced delay (", shortest_decimal(delay), " s, ",
+                                 stragglers_ ? stragglers_->name : cat("trace ", trace->path), ")")
+                           : "");
   if (logs_)
     log::verbose(cat("--time-limit auto: ", short_duration(time_limit_), ": ", time_limit_rule_));
 }

@@ -210,9 +210,6 @@ ComputeModels parse_compute_models(const std::vector<std::string>& entries) {
     }
     const ComputeModel model{non_negative(fields[0], what + " A"),
                              non_negative(fields[1], what + " B")};
-    if (model.per_sample == 0 && model.per_batch == 0) {
-      usage_error(cat(what, ": a compute model costs something: A or B must be positive"));
-    }
     if (range) {
       models.ranges.push_back({*range, model});
     } else {

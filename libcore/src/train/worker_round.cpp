@@ -19,7 +19,12 @@ void sleep_for(double seconds) {
 }  // namespace
 
 WorkerRound::WorkerRound(Parts parts) : parts_(std::move(parts)) {
-  if (parts_.stragglers) sampler_.emplace(*parts_.stragglers, parts_.seed, parts_.rank);
+  if (parts_.trace) {
+    sampler_ = std::make_unique<emulation::TraceReplay>(parts_.trace, parts_.worker);
+  } else if (parts_.stragglers) {
+    sampler_ =
+        std::make_unique<emulation::StragglerSampler>(*parts_.stragglers, parts_.seed, parts_.rank);
+  }
 }
 
 void WorkerRound::skip_rounds(std::int64_t rounds) {
@@ -53,8 +58,10 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
   const std::size_t image = batch.images.size() / static_cast<std::size_t>(batch.size);
   // Dropout masks differ between workers; worker 0 draws those of a single-process run.
   const std::uint64_t step_seed =
-      Rng(parts_.seed, 0x57e9 + static_cast<std::uint64_t>(at_step) +
-                           (static_cast<std::uint64_t>(parts_.worker) << 40))
+      Rng(parts_.seed,
+          0x57e9 + static_cast<std::uint64_t>(at_step) +
+              (static_cast<std::uint64_t>(parts_.masks_of >= 0 ? parts_.masks_of : parts_.worker)
+               << 40))
           .next_u64();
   double exchange_in_backward = 0;
   std::function<void(std::size_t)> ready;

@@ -5,12 +5,14 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "mbkit/comm/compression.hpp"
 #include "mbkit/data/augment.hpp"
+#include "mbkit/emulation/delay_trace.hpp"
 #include "mbkit/emulation/straggler.hpp"
 #include "mbkit/models/zoo.hpp"
 #include "mbkit/optim/optimizer.hpp"
@@ -157,8 +159,11 @@ struct TrainOptions {
   double comm_timeout = 60;         ///< seconds a rank waits for another before the job fails
   std::string comm_wait = "yield";  ///< yield (sleep while waiting) or spin
   std::optional<emulation::StragglerProfile> induce;  ///< induced straggler delays
-  emulation::Slowdown slowdown;                       ///< persistently slower workers
-  bool worker_log = false;                            ///< a console line per worker per step
+  /// --induce trace:FILE: the replayed delays (read and checked at start), x trace_scale.
+  std::shared_ptr<const emulation::DelayTrace> induce_trace;
+  double trace_scale = 1;        ///< --trace-scale: multiplies every value of the trace
+  emulation::Slowdown slowdown;  ///< persistently slower workers
+  bool worker_log = false;       ///< a console line per worker per step
   // Cluster emulation (mbkit/train/virtual_clock.hpp).
   std::string clock = "wall";           ///< wall or virtual
   std::optional<CommModel> comm_model;  ///< virtual: none = measured at start
