@@ -9,6 +9,7 @@
 #include <numeric>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "mbkit/data/dataset_file.hpp"
 #include "mbkit/util/check.hpp"
@@ -75,6 +76,7 @@ struct DataLoader::Impl {
   std::shared_ptr<Batch> current;
   Position inline_position;  ///< next batch to prepare when prefetch == 0
   EpochOrder inline_order;
+  bool prepared_ahead = false;  ///< prepare_next() filled `current` with inline_position's batch
 
   // The prefetch ring, guarded by mutex.
   std::mutex mutex;
@@ -380,6 +382,7 @@ void DataLoader::seek(std::int64_t epoch, std::int64_t index) {
               " of epoch ", epoch, ": an epoch has ", impl.batches_per_epoch, " batches");
   if (impl.options.prefetch == 0) {
     impl.inline_position = {epoch, index};
+    impl.prepared_ahead = false;
     return;
   }
   {
@@ -397,8 +400,8 @@ void DataLoader::seek(std::int64_t epoch, std::int64_t index) {
 const Batch& DataLoader::next() {
   Impl& impl = *impl_;
   if (impl.options.prefetch == 0) {
-    if (!impl.current) impl.current = std::make_shared<Batch>();
-    impl.prepare(impl.inline_position, *impl.current, impl.inline_order);
+    prepare_next();  // unless a helper thread did already
+    impl.prepared_ahead = false;
     impl.inline_position = impl.following(impl.inline_position);
     return *impl.current;
   }
@@ -411,6 +414,15 @@ const Batch& DataLoader::next() {
   lock.unlock();
   impl.wake_producer.notify_one();
   return *impl.current;
+}
+
+void DataLoader::prepare_next() {
+  Impl& impl = *impl_;
+  MBKIT_CHECK(impl.options.prefetch == 0, "prepare_next() of a loader that prefetches");
+  if (impl.prepared_ahead) return;
+  if (!impl.current) impl.current = std::make_shared<Batch>();
+  impl.prepare(impl.inline_position, *impl.current, impl.inline_order);
+  impl.prepared_ahead = true;
 }
 
 int DataLoader::next_batch_size() const {

@@ -1,6 +1,11 @@
 #include "mbkit/train/emulated_workers.hpp"
 
 #include <algorithm>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <utility>
 
 #include "mbkit/train/exchange.hpp"
 #include "mbkit/util/check.hpp"
@@ -9,8 +14,71 @@
 
 namespace mbkit::train {
 
+// Prepares one loader's next batch on a thread of its own while the computing thread runs
+// another worker's round: the emulated workers' counterpart of a loader's prefetch thread.
+class BatchAhead {
+ public:
+  BatchAhead() : thread_([this] { serve(); }) {}
+  BatchAhead(const BatchAhead&) = delete;
+  BatchAhead& operator=(const BatchAhead&) = delete;
+  ~BatchAhead() {
+    {
+      const std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+  /// Starts preparing `loader`'s next batch (after the previous one is done).
+  void start(data::DataLoader& loader) {
+    wait();
+    {
+      const std::lock_guard lock(mutex_);
+      job_ = &loader;
+    }
+    wake_.notify_all();
+  }
+  /// Waits for the batch under way, if any; its preparation's error is rethrown here.
+  void wait() {
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [&] { return job_ == nullptr; });
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+ private:
+  void serve() {
+    std::unique_lock lock(mutex_);
+    while (true) {
+      wake_.wait(lock, [&] { return stopping_ || job_ != nullptr; });
+      if (job_ == nullptr) return;  // stopping, nothing under way
+      data::DataLoader* loader = job_;
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        loader->prepare_next();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      error_ = error;
+      job_ = nullptr;
+      done_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  data::DataLoader* job_ = nullptr;  ///< the loader being prepared
+  std::exception_ptr error_;
+  bool stopping_ = false;
+  std::thread thread_;  ///< last: started once the rest is there
+};
+
 EmulatedWorkers::EmulatedWorkers(const TrainOptions& options, int workers, int servers)
-    : options_(options), servers_(servers), batch_(std::make_shared<data::Batch>()) {
+    : options_(options),
+      servers_(servers),
+      batches_{std::make_shared<data::Batch>(), std::make_shared<data::Batch>()} {
   MBKIT_CHECK(workers > 0, "emulating ", workers, " workers");
   rows_ = data::load_split_rows(options.data, std::string(data::kTrain));
   loaders_.reserve(static_cast<std::size_t>(workers));
@@ -28,7 +96,7 @@ EmulatedWorkers::EmulatedWorkers(const TrainOptions& options, int workers, int s
     loader.slice_count = selection.data_slices();
     loader.prefetch = 0;  // one thread computes every worker: nothing to overlap
     loader.rows = rows_;
-    loader.batch_buffer = batch_;
+    loader.batch_buffer = batches_[w % 2];
     loaders_.push_back(std::make_unique<data::DataLoader>(std::move(loader)));
   }
 }
@@ -74,6 +142,7 @@ void EmulatedWorkers::skip_rounds(std::int64_t rounds) {
 }
 
 void EmulatedWorkers::for_each_loader(const std::function<void(data::DataLoader&)>& f) {
+  if (ahead_) ahead_->wait();  // no batch under way while the loaders are repositioned
   for (auto& loader : loaders_) f(*loader);
 }
 
@@ -116,15 +185,23 @@ std::vector<WorkerReport> EmulatedWorkers::run_step(
   }
   std::vector<WorkerReport> reports;
   reports.reserve(rounds_.size());
+  // As a one-process run's --prefetch: a helper thread where the process has cores for it.
+  if (options_.prefetch > 0 && !ahead_) ahead_ = std::make_unique<BatchAhead>();
   for (int w = 0; w < workers(); ++w) {
     // Each worker starts from the step's state, as a rank holds it after the last exchange.
     if (w > 0) std::copy(step_state_.begin(), step_state_.end(), state.begin());
+    if (ahead_) {
+      ahead_->wait();  // this worker's batch, if it was started
+      if (w + 1 < workers()) ahead_->start(*loaders_[static_cast<std::size_t>(w + 1)]);
+    }
     WorkerReport report = rounds_[static_cast<std::size_t>(w)]->run(step, loss_scale);
     report.stop = stop_of(w);
     if (!used[static_cast<std::size_t>(w)]) drop_contribution(report, net.gradients(), state);
     add_worker_to_sum(sum, net.gradients(), state, report, w, parameter_server);
     reports.push_back(report);
   }
+  // Worker 0's next batch while the step is combined (its buffer is free: the rounds are done).
+  if (ahead_) ahead_->start(*loaders_.front());
   return reports;
 }
 

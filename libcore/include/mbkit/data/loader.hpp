@@ -101,6 +101,10 @@ class DataLoader {
   /// Samples of the batch the next call to next() returns (a loader without prefetch: the
   /// emulated workers', whose rounds are timed before they compute).
   int next_batch_size() const;
+  /// A loader without prefetch: prepares the batch the next call to next() returns, which then
+  /// returns it as it is. The emulated workers call it on a helper thread for the worker after
+  /// the one computing (each batch is the same whichever thread prepares it).
+  void prepare_next();
 
  private:
   struct Impl;

@@ -13,7 +13,9 @@
 //
 //   memory: one network, one sum (gradients + state + 11 floats per worker), the split's rows,
 //           per worker its loader's order and a round (about 2 KB);
-//   time:   the workers' compute, one pass over the gradients per worker to add it up.
+//   time:   the workers' compute, one pass over the gradients per worker to add it up; the
+//           next worker's batch is prepared on a helper thread meanwhile (as a one-process
+//           run's loader prefetches on its own thread; not where --prefetch is 0).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +35,8 @@
 #include "mbkit/train/worker_round.hpp"
 
 namespace mbkit::train {
+
+class BatchAhead;
 
 class EmulatedWorkers {
  public:
@@ -93,12 +97,16 @@ class EmulatedWorkers {
   const TrainOptions& options_;
   int servers_;
   std::shared_ptr<const data::SplitRows> rows_;
-  /// One batch buffer for all loaders: a worker's batch is used before the next one draws.
-  std::shared_ptr<data::Batch> batch_;
+  /// Two batch buffers for all loaders, by worker parity: worker w's batch is in use while the
+  /// helper prepares worker w + 1's.
+  std::shared_ptr<data::Batch> batches_[2];
   std::vector<std::unique_ptr<data::DataLoader>> loaders_;
   std::vector<std::unique_ptr<WorkerRound>> rounds_;
   nn::Network* net_ = nullptr;
   std::vector<float> step_state_;  ///< the state every worker starts the step from
+  /// The helper thread preparing the next worker's batch (none with --prefetch 0); last, so
+  /// that it stops before the loaders it prepares go.
+  std::unique_ptr<BatchAhead> ahead_;
 };
 
 }  // namespace mbkit::train
