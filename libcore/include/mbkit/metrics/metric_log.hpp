@@ -15,6 +15,11 @@
 //             (its shard), bytes_received, recv_time, update_time, send_time (wall seconds;
 //             update and send of the server's previous step). Logs from before it have none.
 // Each column is an extendible 1-D dataset. Root attributes describe the run (RunInfo).
+//   /committed_rows  int64, one entry per table named in its attribute "tables": the rows of
+//             that table written completely. The writer updates it after each flush has put
+//             every column's rows and the file's metadata in the file; readers take no row past
+//             it (a flush that a full disk or a kill cut short leaves rows some of whose columns
+//             were written and others not). Logs from before it: readable_rows().
 //
 // The file is opened for single-writer/multiple-reader access (HDF5 SWMR) once its layout is
 // created, and flushed at least every `flush_interval` seconds and at every evaluation, so a
@@ -34,6 +39,7 @@
 
 namespace mbkit::io {
 class File;
+class Location;
 class Group;
 }  // namespace mbkit::io
 
@@ -125,13 +131,19 @@ struct ServerRecord {
 /// checks its format, version and tables; problems are data errors naming the file. Datasets
 /// opened from it see rows flushed later after Dataset::refresh().
 io::File open_metric_log(const std::string& path);
-/// The rows of a table (the group /steps, /eval...) that hold records: `rows` (those that every
-/// column holds) less the rows at its end whose step reads 0. A disk that fills while rows are
-/// flushed can leave a table grown over values of its columns that were never written, which
-/// HDF5 reads as its fill value 0 (step 0, accuracy 0); no record has step 0 (steps count from
-/// 1), so such a row is none. (A row whose step was written but another column was not cannot
-/// be told from a record; the step column is the one seen lost so far.)
+/// The rows of a table (the group /steps, /eval...) that hold records in a log written before
+/// committed_rows existed: `rows` (those that every column holds) less the rows at its end whose
+/// step reads 0. A disk that fills while rows are flushed can leave a table grown over values
+/// of its columns that were never written, which HDF5 reads as its fill value 0 (step 0,
+/// accuracy 0); no record has step 0 (steps count from 1), so such a row is none. (A row whose
+/// step was written but another column was not cannot be told from a record: the reason for
+/// committed_rows.)
 std::uint64_t complete_rows(const io::Group& table, std::uint64_t rows);
+/// The rows of /TABLE that readers take, at most `rows` (those that every column holds): the
+/// count the writer committed in /committed_rows once every column's values and the file's
+/// metadata had reached the file, so that a row is complete or absent whatever a full disk or
+/// a kill interrupted; in logs from before /committed_rows, complete_rows().
+std::uint64_t readable_rows(const io::Location& log, const std::string& table, std::uint64_t rows);
 /// The run description in a log's root attributes.
 RunInfo read_run_info(const io::File& log);
 
