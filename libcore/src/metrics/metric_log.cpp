@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <span>
 #include <type_traits>
 #include <variant>
@@ -17,6 +18,7 @@
 
 #include "mbkit/io/format.hpp"
 #include "mbkit/io/hdf5.hpp"
+#include "mbkit/metrics/worker_table.hpp"
 #include "mbkit/nn/precision.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/fs.hpp"
@@ -106,6 +108,20 @@ struct Schema<WorkerRecord> {
       {"queued_updates", &WorkerRecord::queued_updates, true, nullptr, 0},
       {"comm_delay", &WorkerRecord::comm_delay, true, nullptr, 0},
   }};
+};
+
+template <>
+struct Schema<WorkerSummaryRecord> {
+  static constexpr const char* kGroup = "worker_summary";
+  static constexpr bool kAddedLater = true;  // logs from before it lack the table
+#define MBKIT_STATISTIC_FIELD(name) {#name, &WorkerSummaryRecord::name},
+#define MBKIT_STATISTICS_FIELDS(column) MBKIT_WORKER_STATISTICS(MBKIT_STATISTIC_FIELD, column)
+  static constexpr std::array<Field<WorkerSummaryRecord>, 2 + 12 * 6> kFields{
+      {{"step", &WorkerSummaryRecord::step},
+       {"workers", &WorkerSummaryRecord::workers},
+       MBKIT_SUMMARISED_WORKER_COLUMNS(MBKIT_STATISTICS_FIELDS)}};
+#undef MBKIT_STATISTICS_FIELDS
+#undef MBKIT_STATISTIC_FIELD
 };
 
 template <>
@@ -292,6 +308,7 @@ void for_each_table(Function&& function) {
   function(Table<WorkerRecord>{});
   function(Table<CollectRecord>{});
   function(Table<ServerRecord>{});
+  function(Table<WorkerSummaryRecord>{});
 }
 
 // The tables in the order of /committed_rows.
@@ -510,6 +527,8 @@ struct MetricLog::Impl {
   Table<WorkerRecord> workers;
   Table<CollectRecord> collect;
   Table<ServerRecord> servers;
+  Table<WorkerSummaryRecord> worker_summary;
+  std::optional<WorkerTable> worker_table;  // none: every worker row
   std::chrono::steady_clock::duration flush_interval{};
   std::chrono::steady_clock::time_point last_flush;
   io::Dataset committed_rows;
@@ -526,6 +545,7 @@ struct MetricLog::Impl {
     workers = Table<WorkerRecord>::open(file);
     collect = Table<CollectRecord>::open(file);
     servers = Table<ServerRecord>::open(file);
+    worker_summary = Table<WorkerSummaryRecord>::open(file);
     committed_rows = file.open_dataset(kCommittedRows);
     // Capped so that the conversion to clock ticks cannot overflow ("never" is a century).
     constexpr double kCentury = 100 * 365.25 * 24 * 3600;
@@ -538,10 +558,12 @@ struct MetricLog::Impl {
 
   // Every column's rows and the file's metadata are in the file: say so, last.
   void commit() {
-    const std::vector<std::int64_t> rows{
-        static_cast<std::int64_t>(steps.rows()), static_cast<std::int64_t>(eval.rows()),
-        static_cast<std::int64_t>(workers.rows()), static_cast<std::int64_t>(collect.rows()),
-        static_cast<std::int64_t>(servers.rows())};
+    const std::vector<std::int64_t> rows{static_cast<std::int64_t>(steps.rows()),
+                                         static_cast<std::int64_t>(eval.rows()),
+                                         static_cast<std::int64_t>(workers.rows()),
+                                         static_cast<std::int64_t>(collect.rows()),
+                                         static_cast<std::int64_t>(servers.rows()),
+                                         static_cast<std::int64_t>(worker_summary.rows())};
     committed_rows.write(std::span<const std::int64_t>(rows));
     committed_rows.flush();
     file.flush();
@@ -594,7 +616,23 @@ void MetricLog::add(const EvalRecord& record) {
 
 void MetricLog::add(const WorkerRecord& record) {
   impl_->require_open();
-  impl_->workers.append(record);
+  if (!impl_->worker_table || impl_->worker_table->add(record)) impl_->workers.append(record);
+}
+
+void MetricLog::use_worker_table(WorkerTable table) {
+  impl_->require_open();
+  impl_->worker_table.emplace(std::move(table));
+}
+
+void MetricLog::end_worker_step(std::int64_t step) {
+  impl_->require_open();
+  if (!impl_->worker_table) return;
+  if (auto summary = impl_->worker_table->end_step(step)) impl_->worker_summary.append(*summary);
+}
+
+void MetricLog::add(const WorkerSummaryRecord& record) {
+  impl_->require_open();
+  impl_->worker_summary.append(record);
 }
 
 void MetricLog::add(const CollectRecord& record) {
@@ -620,6 +658,7 @@ void MetricLog::flush() {
     impl_->workers.flush();
     impl_->collect.flush();
     impl_->servers.flush();
+    impl_->worker_summary.flush();
     impl_->file.flush();
     if (!impl_->failed) impl_->commit();
   } catch (const Error& error) {
@@ -638,6 +677,7 @@ void MetricLog::close() {
   impl_->workers.close();
   impl_->collect.close();
   impl_->servers.close();
+  impl_->worker_summary.close();
   impl_->file.close();
 }
 

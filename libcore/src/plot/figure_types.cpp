@@ -228,6 +228,12 @@ Problem why_not(const FigureType& type, const RunLog& run) {
     }
   }
   for (const auto& need : type.needs) {
+    if (need.table == "workers" && run.rows("workers") == 0 && run.rows("worker_summary") > 0) {
+      return {
+          cat(run.path(), ": /workers holds no rows (--worker-table ", run.field("worker_table"),
+              ": per-step quantiles over the workers in /worker_summary)"),
+          cat(needer, "every worker's rows: rerun with --worker-table all or sample:K")};
+    }
     if (run.rows(need.table) == 0) {
       return {cat(run.path(), ": /", need.table, " has no rows"),
               needer + (type.needs_rows_of.empty() ? "rows in it" : type.needs_rows_of)};

@@ -374,6 +374,7 @@ void TrainingRun::record_step_rows(const CombinedStep& combined, double step_tim
             r.staleness, r.micro_batches, r.finished_early ? 1 : 0, r.recv_time, r.exit_time,
             r.queued_updates, r.comm_delay});
       }
+      metric_log_->end_worker_step(step_);
     }
     if (role_.distributed) {
       metric_log_->add(metrics::CollectRecord{step_,

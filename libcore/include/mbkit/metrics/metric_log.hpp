@@ -10,6 +10,10 @@
 // `time` is the run's clock (the emulated cluster's under --clock virtual), `wall_time` the
 // real seconds. Logs written before wall_time and micro_batches existed read without them;
 // appending to one adds them (wall_time = time, micro_batches = 1, finished_early = 0).
+//   /worker_summary  one row per step when /workers holds not every worker's rows
+//             (--worker-table summary or sample:K): step, workers, and for each per-worker
+//             column COLUMN its COLUMN_min, _p10, _p50, _p90, _max and _mean over the step's
+//             workers (WorkerSummaryRecord). Logs from before it have none.
 //   /collect  one row per master step (parameter server): step, gradients, samples, wait_time
 //   /servers  one row per server per step (synchronous ps, --servers S): step, rank, floats
 //             (its shard), bytes_received, recv_time, update_time, send_time (wall seconds;
@@ -44,6 +48,8 @@ class Group;
 }  // namespace mbkit::io
 
 namespace mbkit::metrics {
+
+class WorkerTable;
 
 inline constexpr const char* kLogFormat = "mbkit-log";
 inline constexpr int kLogFormatVersion = 1;
@@ -110,6 +116,30 @@ struct WorkerRecord {
   double comm_delay = 0;            ///< --async-delay-std: the message's induced delay
 };
 
+// The /workers columns that /worker_summary summarises per step, and the statistics of each
+// (mbkit/metrics/worker_table.hpp): a column `compute_time` gives compute_time_min,
+// compute_time_p10, compute_time_p50, compute_time_p90, compute_time_max, compute_time_mean.
+#define MBKIT_SUMMARISED_WORKER_COLUMNS(X)                                                \
+  X(samples)                                                                              \
+  X(compute_time)                                                                         \
+  X(sleep_time) X(send_time) X(wait_time) X(staleness) X(micro_batches) X(finished_early) \
+      X(recv_time) X(exit_time) X(queued_updates) X(comm_delay)
+#define MBKIT_WORKER_STATISTICS(X, column) \
+  X(column##_min) X(column##_p10) X(column##_p50) X(column##_p90) X(column##_max) X(column##_mean)
+
+/// One step of /worker_summary: over the step's workers, the quantiles (nearest rank: the
+/// smallest value with at least the fraction p of the values at or below it) and the mean of
+/// each summarised /workers column.
+struct WorkerSummaryRecord {
+  std::int64_t step = 0;
+  std::int64_t workers = 0;  ///< the rows summarised
+#define MBKIT_DECLARE_STATISTIC(name) double name = 0;
+#define MBKIT_DECLARE_STATISTICS(column) MBKIT_WORKER_STATISTICS(MBKIT_DECLARE_STATISTIC, column)
+  MBKIT_SUMMARISED_WORKER_COLUMNS(MBKIT_DECLARE_STATISTICS)
+#undef MBKIT_DECLARE_STATISTICS
+#undef MBKIT_DECLARE_STATISTIC
+};
+
 struct CollectRecord {
   std::int64_t step = 0;
   std::int64_t gradients = 0;
@@ -165,8 +195,14 @@ class MetricLog {
   void add(const StepRecord& record);
   void add(const EvalRecord& record);  ///< also flushes
   void add(const WorkerRecord& record);
+  void add(const WorkerSummaryRecord& record);
   void add(const CollectRecord& record);
   void add(const ServerRecord& record);
+  /// From now on the worker rows go through `table` (--worker-table): /workers keeps the rows
+  /// it chooses, /worker_summary its summaries. Without one every row is kept.
+  void use_worker_table(WorkerTable table);
+  /// After a step's worker rows: its /worker_summary row, when the worker table keeps one.
+  void end_worker_step(std::int64_t step);
   /// Flushes when flush_interval has passed since the last flush.
   void flush_if_due();
   void flush();
