@@ -200,6 +200,20 @@ class Emulate(mbtest.ToolTestCase):
         self.assertEqual(refused.rc, 3, msg=refused.err)
         self.assertEqual(len(refused.err.strip().splitlines()), 1, msg=refused.err)
         self.assertIn("--worker-table all or sample:K", refused.err)
+        # What a summary can show: the quantiles over the workers against the step.
+        for name in ("summary", "sample"):
+            drawn = mbtest.run([mbtest.tool("mb-plot"), f"{name}-log.h5", "--type",
+                                "compute-time-quantiles", "-o", f"{name}-q.png", "--csv", "-"],
+                               cwd=self.dir, env=self.env)
+            self.assertSucceeded(drawn)
+            medians = [line.split(",") for line in drawn.out.splitlines()
+                       if line.startswith("compute-time-quantiles,") and " median," in line]
+            self.assertEqual([float(row[3]) for row in medians], list(range(1, 7)))
+        refused = mbtest.run([mbtest.tool("mb-plot"), "all-log.h5", "--type",
+                              "compute-time-quantiles", "-o", "all-q.png"], cwd=self.dir,
+                             env=self.env)
+        self.assertEqual(refused.rc, 3, msg=refused.err)
+        self.assertIn("--worker-table summary or sample:K", refused.err)
         panel = mbtest.run([mbtest.tool("mb-plot"), "summary-log.h5", "-o", "panel.png"],
                            cwd=self.dir, env=self.env)
         self.assertSucceeded(panel)
