@@ -271,6 +271,7 @@ class BadInput(mbtest.ToolTestCase):
             ["mb-bench-partitions", "--data", "toy.h5", "--batch-sizes", "8,16", "--fit",
              "--time-model", "taken"],
             ["mb-report", "log.h5", "-o", "taken"],
+            ["mb-bench-bandwidth", "--fit", "-b", "8", "-e", "64", "--comm-model", "taken"],
             ["mb-train-fmb", "--data", "toy.h5", "--steps", "1", "--log", "taken"],
         ]
         for args in runs:

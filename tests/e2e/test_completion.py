@@ -66,8 +66,10 @@ class Completion(mbtest.ToolTestCase):
 
     def test_subcommands_and_fixed_values(self):
         self.assertEqual(self.complete("mb-dataset", ""),
-                         ["fetch", "import", "synth", "shard", "info", "verify"])
+                         ["fetch", "import", "import-trace", "synth", "shard", "info",
+                          "verify"])
         self.assertEqual(self.complete("mb-dataset", "fetch", "c"), ["cifar10", "cifar100"])
+        self.assertEqual(self.complete("mb-dataset", "import-trace", ""), ["pai", "csv"])
         self.assertEqual(self.complete("mb-dataset", "-q", "synth", ""), ["toy", "images"])
         self.assertEqual(self.complete("mb-dataset", "shard", "x.h5", "--by", "s"), ["strided"])
         models = self.complete("mb-train-fmb", "--data", "f.h5", "--model", "")

@@ -52,8 +52,8 @@ class Emulate(mbtest.ToolTestCase):
                                              "--test", "90", "--seed", "3", "-o",
                                              self.path("toy.h5")))
 
-    def train(self, name, tool, args, ranks=0, quiet=True):
-        common = COMMON if quiet else [a for a in COMMON if a != "-q"]
+    def train(self, name, tool, args, ranks=0, quiet=True, common=COMMON):
+        common = common if quiet else [a for a in common if a != "-q"]
         command = [mbtest.tool(tool), "--data", "toy.h5", *common, *args,
                    "--log", f"{name}-log.h5", "--checkpoint", f"{name}.h5"]
         if ranks > 0:
@@ -93,6 +93,24 @@ class Emulate(mbtest.ToolTestCase):
                             self.assertEqual(len(log["workers/rank"]), 12 * workers)
                             self.assertEqual(sorted(set(log["workers/rank"][...].tolist())),
                                              list(range(ranks - workers, ranks)))
+
+    def test_a_replayed_trace_has_the_bits_of_a_process_per_worker(self):
+        if MPIRUN is None:
+            self.skipTest("mpirun is not installed")
+        # 2 workers x 5 steps of delays for 3 workers and 12 steps: it wraps both ways.
+        with open(self.path("trace.csv"), "w") as out:
+            out.write("worker,step,seconds\n")
+            for step in range(5):
+                for worker in range(2):
+                    out.write(f"{worker},{step},{0.01 * ((3 * step + 7 * worker) % 11)!r}\n")
+        common = [a if a != "niagara" else "trace:trace.csv" for a in COMMON]
+        for tool, extra in (("mb-train-fmb", []), ("mb-train-amb", AMB)):
+            with self.subTest(tool=tool):
+                name = f"trace-{tool[-3:]}"
+                args = [*extra, "--comm", "ps"]
+                self.train(f"{name}-emulated", tool, [*args, "--emulate", "3"], common=common)
+                self.train(f"{name}-ranks", tool, [*args, "--allreduce", "shm"], 4, common=common)
+                self.assert_same_bits(f"{name}-emulated", f"{name}-ranks")
 
     def test_a_resumed_emulated_run_has_the_bits_of_a_straight_one(self):
         args = [*AMB, "--comm", "ps", "--emulate", "5"]

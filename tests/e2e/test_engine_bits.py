@@ -64,7 +64,9 @@ WALL_COLUMNS = {"wall_time", "wait_time", "throughput"}
 # last_recv, last_exit and queued-update count). They record new measurements, not a change to
 # the training, so they are left out here rather than recorded again; their values are checked
 # by hand in test_original_settings.py.
-ADDED_COLUMNS = {"recv_time", "exit_time", "queued_updates", "comm_delay"}
+# `dropped` (issue M: which gradients --backup-workers and the like dropped) is 0 in every run
+# here; it is checked in test_straggler_methods.py.
+ADDED_COLUMNS = {"recv_time", "exit_time", "queued_updates", "comm_delay", "dropped"}
 # Tables added after the digests were recorded, for the same reason (issue O: the ps servers'
 # rows, wall times and sizes; checked in test_servers.py), and the committed row counts
 # (issue U: how many rows of each table are complete; test_crash_safety.py).

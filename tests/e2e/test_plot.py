@@ -53,6 +53,9 @@ class Plot(mbtest.ToolTestCase):
         mpi = [MPIRUN, "--oversubscribe", "-n"]
         run(fmb, *common, "--steps", "20", "--log", cls.log("single.h5"))
         run(fmb, *common, "--steps", "20", "--batch-size", "32", "--log", cls.log("single-b32.h5"))
+        # single.h5's emulation, for clock-compare.
+        run(fmb, *common, "--steps", "20", "--clock", "virtual", "--log",
+            cls.log("single-virtual.h5"))
         run(*mpi, "3", fmb, *common, "--steps", "12", "--comm", "ps", "--induce", "cedar",
             "--log", cls.log("ps.h5"))
         run(*mpi, "3", fmb, *common, "--steps", "20", "--comm", "ps", "--async", "--log",
@@ -114,8 +117,9 @@ class Plot(mbtest.ToolTestCase):
             "distribution": ["ps.h5", "amb.h5"],
             "scaling": ["single.h5", "ar3.h5", "ps.h5"],
             "panel": ["single.h5", "ps.h5", "amb.h5"],
+            "comparison": ["single.h5", "single-virtual.h5"],
         }
-        panes = {"scaling": (3, 1), "panel": (3, 3), "panel-hist": (3, 4), "panel-all": (3, 9),
+        panes = {"scaling": (3, 1), "clock-compare": (2, 1), "panel": (3, 3), "panel-hist": (3, 4), "panel-all": (3, 9),
                  "epoch-curves": (2, 1)}
         for name, kind in types.items():
             if kind == "benchmark":

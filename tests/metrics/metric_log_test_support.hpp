@@ -69,7 +69,8 @@ inline WorkerRecord worker_record(std::int64_t step, std::int64_t rank) {
           x / 19,
           x / 23,
           (step + rank) % 3,
-          x / 29};
+          x / 29,
+          (step + rank) % 5 == 0};
 }
 
 inline CollectRecord collect_record(std::int64_t step) {
@@ -134,7 +135,7 @@ struct Table<WorkerRecord> {
       column("staleness", &R::staleness), column("micro_batches", &R::micro_batches),
       column("finished_early", &R::finished_early), column("recv_time", &R::recv_time),
       column("exit_time", &R::exit_time), column("queued_updates", &R::queued_updates),
-      column("comm_delay", &R::comm_delay));
+      column("comm_delay", &R::comm_delay), column("dropped", &R::dropped));
 };
 
 template <>

@@ -50,8 +50,8 @@ TEST(MetricLog, CreateWritesRunInfoAndEveryColumn) {
       {"steps", {"step", "samples"}},
       {"eval", {"step", "samples"}},
       {"workers",
-       {"step", "rank", "samples", "staleness", "micro_batches", "finished_early",
-        "queued_updates"}},
+       {"step", "rank", "samples", "staleness", "micro_batches", "finished_early", "queued_updates",
+        "dropped"}},
       {"collect", {"step", "gradients", "samples"}},
       {"servers", {"step", "rank", "floats", "bytes_received"}}};
   const std::vector<std::pair<std::string, std::vector<std::string>>> all_columns = {
@@ -60,7 +60,7 @@ TEST(MetricLog, CreateWritesRunInfoAndEveryColumn) {
         "wall_time"}},
       {"eval", {"accuracy", "epoch", "loss", "samples", "step", "time", "wall_time"}},
       {"workers",
-       {"comm_delay", "compute_time", "exit_time", "finished_early", "micro_batches",
+       {"comm_delay", "compute_time", "dropped", "exit_time", "finished_early", "micro_batches",
         "queued_updates", "rank", "recv_time", "samples", "send_time", "sleep_time", "staleness",
         "step", "wait_time"}},
       {"collect", {"gradients", "samples", "step", "wait_time"}},
@@ -247,9 +247,10 @@ TEST(MetricLog, OlderLogsWithoutTheLaterColumnsReadAndUpgradeOnAppend) {
   }
   {
     io::File file = io::File::open(path, io::File::Mode::kReadWrite);
-    for (const char* name : {"steps/wall_time", "eval/wall_time", "workers/micro_batches",
-                             "workers/finished_early", "workers/recv_time", "workers/exit_time",
-                             "workers/queued_updates", "workers/comm_delay", "servers"}) {
+    for (const char* name :
+         {"steps/wall_time", "eval/wall_time", "workers/micro_batches", "workers/finished_early",
+          "workers/recv_time", "workers/exit_time", "workers/queued_updates", "workers/comm_delay",
+          "workers/dropped", "servers"}) {
       ASSERT_EQ(H5Ldelete(file.id(), name, H5P_DEFAULT), 0);
     }
     for (const char* name : {"clock", "comm_model", "compute_model", "precision"}) {
@@ -282,6 +283,8 @@ TEST(MetricLog, OlderLogsWithoutTheLaterColumnsReadAndUpgradeOnAppend) {
   EXPECT_EQ(workers[0].queued_updates, 0);
   EXPECT_EQ(workers[0].comm_delay, 0);
   EXPECT_EQ(workers[9].comm_delay, worker_record(5, 1).comm_delay);
+  EXPECT_EQ(workers[0].dropped, 0);  // every gradient was used then
+  EXPECT_EQ(workers[9].dropped, worker_record(5, 1).dropped);
   EXPECT_EQ(workers[9].recv_time, worker_record(5, 1).recv_time);
   EXPECT_EQ(workers[9].queued_updates, worker_record(5, 1).queued_updates);
   EXPECT_EQ(workers[9].finished_early, worker_record(5, 1).finished_early);

@@ -51,6 +51,21 @@ TEST(Labels, AnAmbBatchIsTheMostAWorkerComputes) {
             (std::vector<std::string>{"FMB, batch 64", "AMB, batch up to 128"}));
 }
 
+TEST(Labels, AStragglerMethodNamesItsRunsWhereOthersHaveNone) {
+  // Each method's field is in its own run only: its presence is what differs.
+  auto fmb = base();
+  auto backup = base();
+  backup["backup_workers"] = "2";
+  auto k_sync = base();
+  k_sync["k_sync"] = "3";
+  auto coded = base();
+  coded["gradient_coding"] = "1";
+  EXPECT_EQ(derive_labels({run("fmb.h5", fmb), run("backup.h5", backup), run("ksync.h5", k_sync),
+                           run("coded.h5", coded)}),
+            (std::vector<std::string>{"fmb", "2 backup workers", "K-sync 3",
+                                      "gradient coding s=1"}));
+}
+
 TEST(Labels, ShowFieldsInOrderOfImportance) {
   auto a = base();
   auto b = base();

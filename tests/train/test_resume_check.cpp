@@ -72,5 +72,26 @@ TEST(ResumeCheck, AnotherDatasetOfTheSameNameIsRefusedUnlessAnyway) {
   require_same_training(saved(kConfig), "c.h5", kConfig, dataset(0.4), true);  // a warning
 }
 
+TEST(ResumeCheck, TheMessageModelIsComparedByItsValues) {
+  const auto with_model = [](const std::string& given, const std::string& values) {
+    return R"({"data":"a.h5","batch_size":64,"lr":0.1,"seed":1,"comm_model":")" + given +
+           (values.empty() ? "" : R"(","comm_model_values":")" + values) + R"("})";
+  };
+  const std::string inline_model = with_model("1e-3,2e-9", "");
+  // A file of the same values, and the same numbers spelt otherwise, continue.
+  EXPECT_EQ(changed_training(saved(inline_model), "c.h5",
+                             with_model("m.h5", "0.001,2.0000000000000001e-09"), dataset(0.5)),
+            "");
+  EXPECT_EQ(
+      changed_training(saved(inline_model), "c.h5", with_model("0.001,2e-9", ""), dataset(0.5)),
+      "");
+  // Other values are refused, naming both.
+  EXPECT_EQ(changed_training(saved(inline_model), "c.h5", with_model("m.h5", "0.002,1e-09"),
+                             dataset(0.5)),
+            "--comm-model m.h5 (0.002,1e-09): c.h5 was trained with --comm-model 1e-3,2e-9");
+  // Measured at start (none given) is not compared.
+  EXPECT_EQ(changed_training(saved(inline_model), "c.h5", with_model("", ""), dataset(0.5)), "");
+}
+
 }  // namespace
 }  // namespace mbkit::train

@@ -63,10 +63,20 @@ int main(int argc, char** argv) {
                  "nccl (GPU buffers only; allreduce, reduce, bcast, allgather, reduce-scatter). "
                  "Default mpi on cpu, nccl on cuda")
       ->type_name("mpi|nccl");
+  app.add_flag("--fit", options.fit,
+               "Time messages between every pair of ranks over the sizes (ping-pong) and fit "
+               "the trainers' message model time = alpha + beta * bytes (alone unless --op is "
+               "given)");
+  app.add_option("--comm-model", options.comm_model,
+                 "With --fit: write the model to this HDF5 file (the trainers' --comm-model "
+                 "reads it)")
+      ->type_name("FILE");
+  app.add_flag("--force", options.force, "Replace an existing --comm-model file");
   app.add_option("--comm-timeout", options.comm_timeout,
                  "Seconds a rank waits for the others before the job ends")
       ->capture_default_str();
   return mbkit::cli::run_tool(app, argc, argv, common, [&] {
+    options.ops_given = app.count("--op") > 0;
     return mbkit::tools::bench_bandwidth::run_bench_bandwidth(options, std::cout);
   });
 }

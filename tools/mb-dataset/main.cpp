@@ -88,6 +88,25 @@ int main(int argc, char** argv) {
   import_cmd->add_option("--compression", import.deflate_level, "Deflate level 0-9")
       ->capture_default_str();
 
+  ds::ImportTraceOptions import_trace;
+  auto* import_trace_cmd = app.add_subcommand(
+      "import-trace",
+      "Convert per-worker, per-step times (an Alibaba PAI mini-batch-time job file, or a "
+      "worker,step,seconds CSV) into the HDF5 delay trace that --induce trace:FILE replays");
+  import_trace_cmd->add_option("format", import_trace.format, "pai or csv")
+      ->required()
+      ->type_name("FORMAT");
+  import_trace_cmd->add_option("input", import_trace.input, "The file to convert")
+      ->required()
+      ->type_name("FILE");
+  import_trace_cmd->add_option("-o,--output", import_trace.output, "Delay trace file to write")
+      ->required()
+      ->type_name("FILE");
+  import_trace_cmd->add_flag("--whole", import_trace.whole,
+                             "pai: keep each worker's whole time, not its excess over the "
+                             "iteration's fastest worker");
+  import_trace_cmd->add_flag("-f,--force", import_trace.force, "Replace an existing output file");
+
   ds::SynthOptions synth;
   auto* synth_cmd = app.add_subcommand("synth", "Write a synthetic dataset (seeded)");
   synth_cmd
@@ -154,6 +173,7 @@ int main(int argc, char** argv) {
   return mbkit::cli::run_tool(app, argc, argv, common, [&]() -> int {
     if (*fetch_cmd) return ds::run_fetch(fetch);
     if (*import_cmd) return ds::run_import(import);
+    if (*import_trace_cmd) return ds::run_import_trace(import_trace);
     if (*synth_cmd) {
       // The toy and images generators share --train/--test/--seed/--classes.
       synth.images.train = synth_cmd->count("--train") ? synth.toy.train : synth.images.train;

@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
   app.add_option("--font-size", options.font_size, "Font size in points")->capture_default_str();
   app.add_option("--bins", options.bins, "Histograms: number of bins (default: automatic)");
   app.add_option("--warmup-steps", options.warmup_steps,
-                 "scaling: steps left out at the start of each run (default: a tenth)");
+                 "scaling, clock-compare: steps left out at the start of each run "
+                 "(default: a tenth; clock-compare: none)");
   app.add_option("--script", options.script_dir,
                  "Write the gnuplot script and data files into this directory instead of "
                  "drawing")

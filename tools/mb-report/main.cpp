@@ -29,9 +29,13 @@ int main(int argc, char** argv) {
   app.add_flag("--scaling", options.scaling,
                "Throughput against the number of workers: samples/s, speedup, efficiency, "
                "images/sec +/- jitter");
+  app.add_flag("--compare", options.compare,
+               "Two logs, a real (wall-clock) run and its emulation (--clock virtual): per-step "
+               "time error, time to --target and its error, final accuracy, against the "
+               "emulator's goals");
   auto* warmup = app.add_option("--warmup-steps", options.warmup_steps,
-                                "--scaling: steps left out at the start of each run (default: a "
-                                "tenth)");
+                                "--scaling, --compare: steps left out at the start of each run "
+                                "(default: a tenth; --compare: none)");
   app.add_flag("-f,--force", options.force, "Replace an existing output file");
   return mbkit::cli::run_tool(app, argc, argv, common, [&] {
     options.has_target = target->count() > 0;

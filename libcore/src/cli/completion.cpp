@@ -168,6 +168,8 @@ ValueCompletion value_completion(const std::string& command, const std::string& 
   if (name == "--by") return words({"contiguous", "strided", "random"});
   if (name == "--prefetch" || name == "--time-limit") return words({"auto"});
   if (name == "format" && sub == "import") return words({"idx", "cifar10", "cifar100"});
+  if (name == "format" && sub == "import-trace") return words({"pai", "csv"});
+  if (name == "input" && sub == "import-trace") return files({"csv"});
   if (name == "kind" && sub == "synth") return words({"toy", "images"});
   if (name == "--resume") return {{"auto"}, {"h5"}};
   // Files: HDF5 ones by their extension.

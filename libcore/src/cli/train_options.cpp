@@ -249,9 +249,14 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
                    "per worker and round (the AMB original's communication stragglers; 0: off)")
       ->type_name("SECONDS");
   dist->add_option("--induce", o.given.induce,
-                   "Induced stragglers: niagara, cedar, MEAN:STD:WEIGHT,... (seconds), or "
-                   "exp:MEAN (exponential delays)")
+                   "Induced stragglers: niagara, cedar, MEAN:STD:WEIGHT,... (seconds), "
+                   "exp:MEAN (exponential delays), or trace:FILE (each worker's delay at each "
+                   "step, replayed from a CSV or HDF5 trace; mb-train-fmb.1)")
       ->type_name("PROFILE");
+  dist->add_option("--trace-scale", o.trace_scale,
+                   "--induce trace:FILE: multiply every delay of the trace by X")
+      ->capture_default_str()
+      ->type_name("X");
   dist->add_option("--slowdown", o.given.slowdown,
                    "Persistently slower workers: RANK=FACTOR,... (sleep (FACTOR-1) x compute)")
       ->type_name("RANK=FACTOR,...");
@@ -278,9 +283,9 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
       ->type_name("wall|virtual");
   emulation
       ->add_option("--comm-model", o.given.comm_model,
-                   "virtual: ALPHA,BETA seconds per message and per byte (default: "
-                   "measured at start)")
-      ->type_name("ALPHA,BETA");
+                   "virtual: ALPHA,BETA seconds per message and per byte, or the FILE.h5 of "
+                   "mb-bench-bandwidth --fit --comm-model (default: measured at start)")
+      ->type_name("ALPHA,BETA|FILE");
   emulation
       ->add_option("--compute-model", o.given.compute_model,
                    "virtual: [RANKS=]A,B seconds per sample and per micro-batch instead of CPU "
@@ -294,6 +299,27 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
                    "and allreduce; needs --comm-model)")
       ->check(whole_number<int>())
       ->type_name("N");
+
+  auto* methods = app.add_option_group("Straggler methods (sync ps, --clock virtual)");
+  methods
+      ->add_option("--backup-workers", o.backup_workers,
+                   "Backup workers (Chen et al. 2016): each step uses the first W-b of the W "
+                   "workers' gradients to be ready and cancels the b late ones")
+      ->check(whole_number<int>())
+      ->type_name("b");
+  methods
+      ->add_option("--k-sync", o.k_sync,
+                   "K-sync SGD (Dutta et al. 2018): each step uses the first K gradients to be "
+                   "ready and cancels the rest")
+      ->check(whole_number<int>())
+      ->type_name("K");
+  methods
+      ->add_option("--gradient-coding", o.gradient_coding,
+                   "Gradient coding (Tandon et al. 2017, fractional repetition): groups of s+1 "
+                   "workers hold the same data; each step uses the first gradient of each group, "
+                   "tolerating any s stragglers per group")
+      ->check(whole_number<int>())
+      ->type_name("s");
 }
 
 void add_amb_options(CLI::App& app, train::TrainOptions& o) {

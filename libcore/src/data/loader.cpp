@@ -413,4 +413,12 @@ const Batch& DataLoader::next() {
   return *impl.current;
 }
 
+int DataLoader::next_batch_size() const {
+  const Impl& impl = *impl_;
+  MBKIT_CHECK(impl.options.prefetch == 0, "next_batch_size() of a loader that prefetches");
+  const auto batch_size = static_cast<std::uint64_t>(impl.options.batch_size);
+  const std::uint64_t first = static_cast<std::uint64_t>(impl.inline_position.index) * batch_size;
+  return static_cast<int>(std::min(batch_size, impl.rows - first));
+}
+
 }  // namespace mbkit::data

@@ -92,7 +92,7 @@ template <>
 struct Schema<WorkerRecord> {
   static constexpr const char* kGroup = "workers";
   static constexpr bool kAddedLater = false;
-  static constexpr std::array<Field<WorkerRecord>, 14> kFields{{
+  static constexpr std::array<Field<WorkerRecord>, 15> kFields{{
       {"step", &WorkerRecord::step},
       {"rank", &WorkerRecord::rank},
       {"samples", &WorkerRecord::samples},
@@ -107,6 +107,7 @@ struct Schema<WorkerRecord> {
       {"exit_time", &WorkerRecord::exit_time, true, nullptr, 0},
       {"queued_updates", &WorkerRecord::queued_updates, true, nullptr, 0},
       {"comm_delay", &WorkerRecord::comm_delay, true, nullptr, 0},
+      {"dropped", &WorkerRecord::dropped, true, nullptr, 0},
   }};
 };
 
@@ -116,7 +117,7 @@ struct Schema<WorkerSummaryRecord> {
   static constexpr bool kAddedLater = true;  // logs from before it lack the table
 #define MBKIT_STATISTIC_FIELD(name) {#name, &WorkerSummaryRecord::name},
 #define MBKIT_STATISTICS_FIELDS(column) MBKIT_WORKER_STATISTICS(MBKIT_STATISTIC_FIELD, column)
-  static constexpr std::array<Field<WorkerSummaryRecord>, 2 + 12 * 6> kFields{
+  static constexpr std::array<Field<WorkerSummaryRecord>, 2 + 13 * 6> kFields{
       {{"step", &WorkerSummaryRecord::step},
        {"workers", &WorkerSummaryRecord::workers},
        MBKIT_SUMMARISED_WORKER_COLUMNS(MBKIT_STATISTICS_FIELDS)}};

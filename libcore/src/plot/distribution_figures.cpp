@@ -219,6 +219,11 @@ Pane build_straggler_distribution(const std::vector<RunRef>& runs, const PlotSet
 
 Problem check_stragglers(const RunLog& run) {
   if (run.straggler_profile()) return {};
+  if (const std::string induce = run.field("induce"); induce.starts_with("trace:")) {
+    return {cat(run.path(), ": the run replayed a trace (config induce is ", induce,
+                "), which has no distribution to draw"),
+            "distribution straggler-dist needs a run with an --induce profile"};
+  }
   return {cat(run.path(), ": the run induced no stragglers (config induce is empty)"),
           "distribution straggler-dist needs a run with --induce"};
 }

@@ -1,7 +1,8 @@
 // What the registry of figure types (figure_types.cpp) is built from: each family of figure
 // types has its builders in a file of its own (curve_figures.cpp, distribution_figures.cpp,
-// scaling_figures.cpp) declared here, beside the axis helpers they share. A new family is a file
-// and its declarations here, and its types' entries in the registry. Internal to the plot module.
+// scaling_figures.cpp, comparison_figures.cpp) declared here, beside the axis helpers they
+// share. A new family is a file and its declarations here, and its types' entries in the
+// registry. Internal to the plot module.
 #pragma once
 
 #include <algorithm>
@@ -106,5 +107,13 @@ std::vector<Pane> build_scaling_panes(const std::vector<RunRef>& runs,
 /// the rest of each FMB run's step; with --target, the time each run took to reach it.
 std::vector<Pane> build_workers_panes(const std::vector<RunRef>& runs,
                                       const PlotSettings& settings);
+
+// ------------------------------------------------------------------------------------------
+// A real run against its emulation (comparison_figures.cpp)
+
+/// The two runs' step-time distributions (cumulative, over the steps both logged) and their
+/// test accuracy against training time, each on its own clock.
+std::vector<Pane> build_clock_compare_panes(const std::vector<RunRef>& runs,
+                                            const PlotSettings& settings);
 
 }  // namespace mbkit::plot::figure_detail

@@ -1,7 +1,8 @@
 // The registry of figure types: curves of /steps and /eval, histograms of /workers, /collect
-// and /steps, the induced straggler distribution, throughput scaling, and panels of the others
-// (the AMB original's plot set, src/plot_perf_amb.py), and how a figure is built from them. The
-// builders of each family are in files of their own (figure_builders.hpp).
+// and /steps, the induced straggler distribution, throughput scaling, a real run against its
+// emulation, and panels of the others (the AMB original's plot set, src/plot_perf_amb.py), and
+// how a figure is built from them. The builders of each family are in files of their own
+// (figure_builders.hpp).
 #include "mbkit/plot/figure_types.hpp"
 
 #include <cmath>
@@ -17,6 +18,7 @@
 namespace mbkit::plot {
 namespace {
 
+using figure_detail::build_clock_compare_panes;
 using figure_detail::build_scaling_panes;
 using figure_detail::build_straggler_distribution;
 using figure_detail::build_workers_panes;
@@ -172,6 +174,21 @@ std::vector<FigureType> make_registry() {
     type.shared_legend = true;
     types.push_back(std::move(type));
   }
+  // A real run against its emulation.
+  {
+    FigureType type;
+    type.name = "clock-compare";
+    type.kind = FigureKind::kComparison;
+    type.summary =
+        "a real run against its emulation: step-time distributions, accuracy against training "
+        "time";
+    type.needs = {
+        {"steps", "step"}, {"steps", "step_time"}, {"eval", "step"}, {"eval", "accuracy"}};
+    type.needs_rows_of = "logged steps and evaluations (--eval-every)";
+    type.build_panes = build_clock_compare_panes;
+    type.shared_legend = true;
+    types.push_back(std::move(type));
+  }
   // Panels.
   types.push_back(
       panel("panel", "3 x 3 overview: the original's panel_main",
@@ -185,7 +202,7 @@ std::vector<FigureType> make_registry() {
                          "master-wait-time", "step-time", "straggler-dist"}));
   std::vector<std::string> all;
   for (const auto& type : types) {
-    if (type.kind != FigureKind::kPanel && type.kind != FigureKind::kScaling) {
+    if (type.kind != FigureKind::kPanel && !spans_runs(type.kind)) {
       all.push_back(type.name);
     }
   }
@@ -219,10 +236,16 @@ const char* kind_name(FigureKind kind) {
       return "distribution";
     case FigureKind::kScaling:
       return "scaling";
+    case FigureKind::kComparison:
+      return "comparison";
     case FigureKind::kPanel:
       return "panel";
   }
   return "figure";
+}
+
+bool spans_runs(FigureKind kind) {
+  return kind == FigureKind::kScaling || kind == FigureKind::kComparison;
 }
 
 const std::vector<FigureType>& figure_types() {
@@ -322,7 +345,7 @@ Figure build_figure(const FigureType& type, const std::vector<RunRef>& runs,
     }
     PlotSettings pane_settings = settings;
     pane_settings.title_runs = runs.size() > 1;
-    if (type.kind == FigureKind::kScaling) {
+    if (spans_runs(type.kind)) {
       figure.panes = type.build_panes(runs, pane_settings);
       if (type.shared_legend) {
         // Each title once, above the panes, in the style of its first series.
@@ -356,7 +379,7 @@ Figure build_figure(const FigureType& type, const std::vector<RunRef>& runs,
   const std::vector<std::string>& names = subset.empty() ? type.panes : subset;
   for (const auto& name : names) {
     const FigureType& pane_type = find_figure_type(name);
-    if (pane_type.kind == FigureKind::kPanel || pane_type.kind == FigureKind::kScaling) {
+    if (pane_type.kind == FigureKind::kPanel || spans_runs(pane_type.kind)) {
       usage_error(cat("--subset: ", name, " cannot be a pane of a panel"));
     }
     Planned plan{&pane_type, {}};

@@ -16,6 +16,10 @@ const std::vector<std::string>& known_fields() {
       "comm",
       "async",
       "async_min_grads",
+      // The straggler methods that drop gradients (mb-train-fmb(1)).
+      "backup_workers",
+      "k_sync",
+      "gradient_coding",
       "batch_size",
       "time_limit",
       "partitions",
@@ -37,6 +41,13 @@ const std::vector<std::string>& known_fields() {
       "dbsl.update_factor",
       "dbsl.sync",
   };
+  return kFields;
+}
+
+// Fields a run records only when it uses them (a straggler method): one that some runs have and
+// others lack names what sets them apart, whatever its value.
+const std::set<std::string>& presence_fields() {
+  static const std::set<std::string> kFields = {"backup_workers", "k_sync", "gradient_coding"};
   return kFields;
 }
 
@@ -85,6 +96,9 @@ std::string describe_field(const std::string& key, const std::string& value) {
   if (key == "comm") return value.empty() ? "local" : value;
   if (key == "async") return value == "true" ? "async" : "sync";
   if (key == "async_min_grads") return cat(value, " grads/update");
+  if (key == "backup_workers") return cat(value, " backup workers");
+  if (key == "k_sync") return cat("K-sync ", value);
+  if (key == "gradient_coding") return cat("gradient coding s=", value);
   if (key == "batch_size") return cat("batch ", value);
   if (key == "time_limit") return cat("T=", value, " s");
   if (key == "partitions") return cat("P=", value);
@@ -125,10 +139,16 @@ Differences differing_fields(const std::vector<RunDescription>& runs,
   for (const auto& key : keys) {
     if (ignored.contains(key) || derived_fields().contains(key)) continue;
     std::set<std::string> values;
+    std::size_t present = 0;
     for (const auto& run : runs) {
-      if (const auto it = run.fields.find(key); it != run.fields.end()) values.insert(it->second);
+      if (const auto it = run.fields.find(key); it != run.fields.end()) {
+        values.insert(it->second);
+        ++present;
+      }
     }
-    if (values.size() > 1) differing.insert(key);
+    if (values.size() > 1 || (presence_fields().contains(key) && present < runs.size())) {
+      differing.insert(key);
+    }
   }
   if (differing.contains("workers")) differing.erase("world_size");
   Differences result;

@@ -69,6 +69,8 @@ int RunLog::workers() const {
 std::optional<emulation::StragglerProfile> RunLog::straggler_profile() const {
   // The components as the run drew them (induce_spec), the name as the user gave it.
   const std::string induce = field("induce");
+  // A replayed trace (--induce trace:FILE) has no distribution to draw.
+  if (induce.starts_with("trace:")) return std::nullopt;
   std::string text = field("induce_spec");
   if (text.empty()) text = induce;
   std::optional<emulation::StragglerProfile> profile;

@@ -7,10 +7,12 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "mbkit/backend/device.hpp"
 #include "mbkit/backend/factory.hpp"
 #include "mbkit/bench/bandwidth.hpp"
+#include "mbkit/bench/bandwidth_fit.hpp"
 #include "mbkit/bench/device_bench.hpp"
 #include "mbkit/bench/measure.hpp"
 #include "mbkit/comm/compression.hpp"
@@ -18,6 +20,7 @@
 #include "mbkit/config.hpp"
 #include "mbkit/nn/backend.hpp"
 #include "mbkit/results/bandwidth_results.hpp"
+#include "mbkit/train/comm_model.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/fs.hpp"
 #include "mbkit/util/log.hpp"
@@ -75,6 +78,9 @@ void print_header(std::ostream& out, const BandwidthOptions& o, std::size_t larg
          "ranks\n"
       << "# algbw = size / time_us; busbw = algbw * factor (mb-bench-bandwidth.1); sizes in "
          "bytes\n"
+      << (o.fit ? "# pingpong-I-J (--fit): a message from rank I to J and back, halved; time_us "
+                  "the median, min_us and max_us the fastest and slowest\n"
+                : "")
       << mbkit::results::column_header() << "\n";
 }
 
@@ -129,6 +135,24 @@ bool corrupt_for_tests() {
   return value != nullptr && std::strcmp(value, "1") == 0;
 }
 
+// --fit's lines after the table, and the model written to --comm-model (an unusable one is
+// refused, status 1) or, without it, a warning where it would be.
+void write_fit(const BandwidthOptions& options, mbkit::bench::PingPong& ping_pong,
+               std::ostream& out) {
+  train::fit_pairs(ping_pong.records);
+  mbkit::bench::write_comm_fits(out, ping_pong.records);
+  out.flush();
+  if (!out) fail("cannot write the table to standard output");
+  if (!options.comm_model.empty()) {
+    train::write_comm_model(options.comm_model, ping_pong.records);
+    log::info(cat("wrote ", options.comm_model));
+    return;
+  }
+  if (const auto problem = train::comm_fit_problem(ping_pong.records.all); !problem.empty()) {
+    log::warn(cat("the fit of every pair together is no usable message model: ", problem));
+  }
+}
+
 }  // namespace
 
 int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
@@ -181,11 +205,23 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
   const bool more_modes = options.servers != std::vector<std::string>{"1"} ||
                           compressions != std::vector<std::string>{"none"};
   if (more_modes && !exchange) usage_error("--servers and --compress apply to --op exchange only");
+  if (!options.comm_model.empty() && !options.fit) usage_error("--comm-model needs --fit");
+  if (options.fit && sizes.size() < 2) {
+    usage_error(
+        "--fit needs at least two sizes: a -e/--max-bytes of at least -b/--min-bytes "
+        "times -f/--step-factor");
+  }
+  if (options.fit && gpu) usage_error("--fit times messages between host buffers (--device cpu)");
+  if (!options.comm_model.empty()) fs::require_replaceable(options.comm_model, options.force);
+  const bool collectives = !options.fit || options.ops_given;
   comm::World world;
   world.set_timeout(options.comm_timeout);
   return world.run_collectively([&] {
-    if (world.size() < 2 && exchange) {
+    if (world.size() < 2 && exchange && collectives) {
       usage_error("--op exchange needs at least 2 ranks (mpirun -n 2 or more)");
+    }
+    if (world.size() < 2 && options.fit) {
+      usage_error("--fit times messages between ranks: it needs at least 2 (mpirun -n 2 or more)");
     }
     const auto servers =
         exchange ? parse_servers(options.servers, world.size()) : std::vector<int>{};
@@ -225,7 +261,7 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
     }
     std::int64_t wrong = 0;
     std::vector<mbkit::results::Run> runs;
-    for (const Op op : ops) {
+    for (const Op op : collectives ? ops : std::vector<Op>{}) {
       mbkit::results::Run run;
       run.ranks = world.size();
       run.op = mbkit::bench::op_name(op) + suffix;
@@ -261,6 +297,14 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
       }
       runs.push_back(std::move(run));
     }
+    std::optional<mbkit::bench::PingPong> ping_pong;
+    if (options.fit) {
+      ping_pong = mbkit::bench::measure_ping_pong(world, sizes, measure);
+      for (const auto& row : ping_pong->rows) {
+        if (world.rank() == 0) out << mbkit::results::format_row(row) << "\n" << std::flush;
+        wrong += row.wrong;
+      }
+    }
     if (world.rank() == 0) {
       out << "# wrong elements: " << wrong << "\n" << std::flush;
       if (!out) fail("cannot write the table to standard output");
@@ -273,6 +317,7 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
         std::fprintf(stderr, "%s: error: the check found %lld wrong elements (column wrong)\n",
                      log::program().c_str(), static_cast<long long>(wrong));
       }
+      if (ping_pong && wrong == 0) write_fit(options, *ping_pong, out);
     }
     return wrong > 0 ? static_cast<int>(ExitCode::kFailure) : 0;
   });

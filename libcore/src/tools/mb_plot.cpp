@@ -73,7 +73,7 @@ int run_plot(const PlotOptions& options, std::ostream& out) {
   }
   for (const auto& name : options.subset) {
     const FigureType& pane = find_figure_type(name);
-    if (pane.kind == FigureKind::kPanel || pane.kind == FigureKind::kScaling) {
+    if (pane.kind == FigureKind::kPanel || spans_runs(pane.kind)) {
       usage_error(cat("--subset: ", name, " cannot be a pane of a panel"));
     }
   }

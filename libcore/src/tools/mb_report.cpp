@@ -8,6 +8,7 @@
 
 #include "mbkit/plot/run_log.hpp"
 #include "mbkit/report/bandwidth_report.hpp"
+#include "mbkit/report/compare.hpp"
 #include "mbkit/report/inputs.hpp"
 #include "mbkit/report/report.hpp"
 #include "mbkit/report/scaling.hpp"
@@ -97,6 +98,24 @@ int report_scaling(const ReportOptions& options, const std::vector<std::string>&
   return 0;
 }
 
+int report_compare(const ReportOptions& options, std::ostream& out) {
+  if (options.logs.size() != 2) {
+    usage_error(
+        cat("--compare: two metric logs are expected, the real run and its emulation "
+            "(mb-report --compare REAL.h5 EMULATED.h5), ",
+            options.logs.size(), " given"));
+  }
+  const auto target = options.has_target ? std::optional<double>(options.target) : std::nullopt;
+  const auto comparison = mbkit::report::compare_clocks(
+      options.logs[0], options.logs[1], target, options.has_warmup ? options.warmup_steps : 0);
+  emit(
+      options, out, cat(comparison.real.log, " against its emulation ", comparison.emulated.log),
+      [&](std::ostream& stream) { mbkit::report::write_compare_json(comparison, stream); },
+      [&](std::ostream& stream) { mbkit::report::write_compare_csv(comparison, stream); },
+      [&](std::ostream& stream) { mbkit::report::write_compare_table(comparison, stream); });
+  return 0;
+}
+
 }  // namespace
 
 int run_report(const ReportOptions& options, std::ostream& out) {
@@ -106,13 +125,20 @@ int run_report(const ReportOptions& options, std::ostream& out) {
   }
   if (options.scaling && options.has_target)
     usage_error("--scaling and --target exclude each other");
-  if (options.has_warmup && !options.scaling) usage_error("--warmup-steps applies to --scaling");
+  if (options.compare && options.scaling) usage_error("--compare and --scaling exclude each other");
+  if (options.compare && !options.trace.empty()) {
+    usage_error("--compare and --trace exclude each other");
+  }
+  if (options.has_warmup && !options.scaling && !options.compare) {
+    usage_error("--warmup-steps applies to --scaling and --compare");
+  }
   if (options.has_warmup && options.warmup_steps < 0) {
     usage_error(cat("--warmup-steps ", options.warmup_steps, ": must be 0 or more"));
   }
   if (!options.trace.empty()) return report_trace(options);
   if (options.json && options.csv) usage_error("--json and --csv exclude each other");
   if (!options.output.empty()) fs::require_replaceable(options.output, options.force);
+  if (options.compare) return report_compare(options, out);
   if (options.logs.empty()) {
     usage_error(
         cat("no metric log given (mb-report ", options.scaling ? "--scaling " : "", "RUN.h5 ...)"));

@@ -101,10 +101,25 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, const Run
     json.key("bucket_mb").value(o.bucket_mb);
     json.key("induce").value(o.given.induce);
     json.key("induce_spec").value(o.induce ? o.induce->spec() : std::string());
+    // A replayed trace: its file and the digest of its values (a resume compares it).
+    if (const auto& trace = o.induce_trace) {
+      json.key("induce_trace").begin_object();
+      json.key("file").value(trace->path);
+      json.key("sha256").value(trace->digest());
+      json.key("workers").value(trace->workers);
+      json.key("steps").value(trace->steps);
+      json.key("source").value(trace->source);
+      json.end_object();
+      json.key("trace_scale").value(o.trace_scale);
+    }
     json.key("slowdown").value(o.given.slowdown);
     json.key("comm_timeout").value(o.comm_timeout);
     json.key("clock").value(o.clock);
     json.key("comm_model").value(o.given.comm_model);
+    // A --comm-model file's values: a resumed run compares the model, not the file's name.
+    if (o.comm_model && !o.comm_model->file.empty()) {
+      json.key("comm_model_values").value(o.comm_model->spec());
+    }
     json.key("compute_model").value(o.compute_model.spec());
     json.key("world_size").value(facts.world_size);
     json.key("workers").value(workers);
@@ -120,6 +135,9 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, const Run
     if (o.servers > 1) json.key("servers").value(o.servers);
     // An emulated run's workers ran inside one process (the bits are a process per worker's).
     if (o.emulate > 0) json.key("emulate").value(o.emulate);
+    if (o.backup_workers > 0) json.key("backup_workers").value(o.backup_workers);
+    if (o.k_sync > 0) json.key("k_sync").value(o.k_sync);
+    if (o.gradient_coding > 0) json.key("gradient_coding").value(o.gradient_coding);
     if (o.compression.enabled()) {
       // Bytes of gradient a worker sends per step, as encoded and as floats.
       const std::uint64_t n = graph.parameter_count();

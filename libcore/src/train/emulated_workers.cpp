@@ -4,6 +4,8 @@
 
 #include "mbkit/train/exchange.hpp"
 #include "mbkit/util/check.hpp"
+#include "mbkit/util/error.hpp"
+#include "mbkit/util/strings.hpp"
 
 namespace mbkit::train {
 
@@ -12,6 +14,8 @@ EmulatedWorkers::EmulatedWorkers(const TrainOptions& options, int workers, int s
   MBKIT_CHECK(workers > 0, "emulating ", workers, " workers");
   rows_ = data::load_split_rows(options.data, std::string(data::kTrain));
   loaders_.reserve(static_cast<std::size_t>(workers));
+  // Gradient coding: a group's workers read their group's slice.
+  const auto selection = StepSelection::from_options(options, workers);
   for (int w = 0; w < workers; ++w) {
     data::LoaderOptions loader;
     loader.path = options.data;
@@ -20,8 +24,8 @@ EmulatedWorkers::EmulatedWorkers(const TrainOptions& options, int workers, int s
     loader.seed = options.seed;
     loader.drop_last = options.drop_last;
     loader.augment = options.augment;
-    loader.slice_index = w;
-    loader.slice_count = workers;
+    loader.slice_index = selection.data_slice(w);
+    loader.slice_count = selection.data_slices();
     loader.prefetch = 0;  // one thread computes every worker: nothing to overlap
     loader.rows = rows_;
     loader.batch_buffer = batch_;
@@ -58,9 +62,10 @@ void EmulatedWorkers::make_rounds(const RoundParts& parts) {
     // under --global-batch-size), as its own process would set it.
     RoundRule rule = parts.rule;
     if (rule.anytime) rule.micro_size = loader.options().batch_size / options_.amb.partitions;
-    rounds_.push_back(std::make_unique<WorkerRound>(WorkerRound::Parts{
-        parts.net, loader, parts.clock, parts.slowdown, compute_model(parts.compute_models, w),
-        parts.stragglers, rank_of(w), w, parts.seed, rule}));
+    rounds_.push_back(std::make_unique<WorkerRound>(
+        WorkerRound::Parts{parts.net, loader, parts.clock, parts.slowdown,
+                           compute_model(parts.compute_models, w), parts.stragglers, rank_of(w), w,
+                           parts.seed, rule, options_.induce_trace, loader.options().slice_index}));
   }
 }
 
@@ -78,9 +83,10 @@ std::size_t EmulatedWorkers::sum_floats(std::size_t gradient_floats,
          static_cast<std::size_t>(workers()) * report_slot_floats(servers_ > 0);
 }
 
-std::vector<WorkerReport> EmulatedWorkers::run_step(std::int64_t step, double loss_scale,
-                                                    std::span<float> sum,
-                                                    const std::function<int(int)>& stop_of) {
+std::vector<WorkerReport> EmulatedWorkers::run_step(
+    std::int64_t step, double loss_scale, std::span<float> sum,
+    const std::function<int(int)>& stop_of, const StepSelection& selection,
+    const std::function<double(int, double)>& arrival_of, std::vector<bool>& used) {
   MBKIT_CHECK(net_ != nullptr && rounds_.size() == loaders_.size(),
               "emulated workers stepped before make_rounds()");
   nn::Network& net = *net_;
@@ -93,6 +99,21 @@ std::vector<WorkerReport> EmulatedWorkers::run_step(std::int64_t step, double lo
   if (parameter_server) std::fill_n(sum.begin(), gradient_floats + state_floats, 0.0f);
   const std::span<float> state = net.state();
   step_state_.assign(state.begin(), state.end());
+  used.assign(rounds_.size(), true);
+  if (selection.drops()) {
+    std::vector<double> ready(rounds_.size());
+    for (int w = 0; w < workers(); ++w) {
+      const auto predicted = rounds_[static_cast<std::size_t>(w)]->predict_ready();
+      if (!predicted) {
+        usage_error(cat("--emulate: worker ", w, " (rank ", rank_of(w),
+                        ") has no --compute-model: its ready time must be known before "
+                        "its gradient is added (",
+                        selection.describe(), ")"));
+      }
+      ready[static_cast<std::size_t>(w)] = arrival_of(w, *predicted);
+    }
+    used = selection.select(ready);
+  }
   std::vector<WorkerReport> reports;
   reports.reserve(rounds_.size());
   for (int w = 0; w < workers(); ++w) {
@@ -100,6 +121,7 @@ std::vector<WorkerReport> EmulatedWorkers::run_step(std::int64_t step, double lo
     if (w > 0) std::copy(step_state_.begin(), step_state_.end(), state.begin());
     WorkerReport report = rounds_[static_cast<std::size_t>(w)]->run(step, loss_scale);
     report.stop = stop_of(w);
+    if (!used[static_cast<std::size_t>(w)]) drop_contribution(report, net.gradients(), state);
     add_worker_to_sum(sum, net.gradients(), state, report, w, parameter_server);
     reports.push_back(report);
   }

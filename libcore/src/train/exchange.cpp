@@ -530,7 +530,8 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
   if (parameter_server_ && world_.rank() == 0) {
     result.servers = server_reports(small, gradients.size());
   }
-  const float inverse = 1.0f / static_cast<float>(workers);
+  const float inverse =
+      1.0f / static_cast<float>(state_contributors_ > 0 ? state_contributors_ : workers);
   for (std::size_t i = 0; i < state_size; ++i) state[i] = small[i] * inverse;
   finish_gradient(gradients, nominal, result.samples);
   return result;

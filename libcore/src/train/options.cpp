@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "mbkit/backend/factory.hpp"
+#include "mbkit/emulation/delay_trace.hpp"
 #include "mbkit/emulation/straggler.hpp"
 #include "mbkit/metrics/worker_table.hpp"
 #include "mbkit/nn/precision.hpp"
@@ -77,12 +78,36 @@ void parse_time_limit(const std::string& option, AmbOptions& amb) {
   amb.time_limit = limit;
 }
 
+namespace {
+
+// --induce: a profile, or trace:FILE, read and checked whole now (every rank reads it).
+void parse_induce(TrainOptions& o) {
+  o.induce_trace.reset();
+  const std::string path = emulation::trace_path_of(o.given.induce);
+  if (!std::isfinite(o.trace_scale) || o.trace_scale < 0) {
+    usage_error(
+        cat("--trace-scale ", shortest_decimal(o.trace_scale), " is not a finite number >= 0"));
+  }
+  if (path.empty()) {
+    if (o.given.induce == "trace:") usage_error("--induce trace: names no file (trace:FILE)");
+    if (o.trace_scale != 1) usage_error("--trace-scale needs --induce trace:FILE");
+    o.induce = emulation::parse_straggler_profile(o.given.induce);
+    return;
+  }
+  o.induce.reset();
+  auto trace = emulation::read_delay_trace(path);
+  trace.scale = o.trace_scale;
+  o.induce_trace = std::make_shared<const emulation::DelayTrace>(std::move(trace));
+}
+
+}  // namespace
+
 void parse_option_texts(TrainOptions& o) {
   o.augment =
       o.given.augment.empty() ? data::Augmentation{} : data::parse_augmentation(o.given.augment);
   o.prefetch = prefetch_depth(o.given.prefetch);
   o.allreduce = parse_allreduce_via(o.given.allreduce);
-  o.induce = emulation::parse_straggler_profile(o.given.induce);
+  parse_induce(o);
   o.slowdown = emulation::parse_slowdown(o.given.slowdown);
   o.comm_model = parse_comm_model(o.given.comm_model);
   o.compute_model = parse_compute_models(o.given.compute_model);
@@ -155,6 +180,59 @@ void validate_emulation(const TrainOptions& o) {
   if (o.data.find('%') != std::string::npos || o.data.find(',') != std::string::npos) {
     usage_error(cat("--emulate ", o.emulate, ": --data '", o.data,
                     "': emulated workers take slices of one dataset file, not shard files"));
+  }
+}
+
+// The straggler methods that drop late gradients (step_selection.hpp): the step must choose
+// its gradients before they are summed, which the synchronous ps round on the virtual clock
+// does; what sums during the backward pass or asynchronously is refused, naming both flags.
+void validate_step_selection(const TrainOptions& o) {
+  const std::pair<const char*, int> given[] = {{"--backup-workers", o.backup_workers},
+                                               {"--k-sync", o.k_sync},
+                                               {"--gradient-coding", o.gradient_coding}};
+  std::vector<std::string> set;
+  for (const auto& [name, value] : given) {
+    if (value < 0) usage_error(cat(name, " ", value, " must not be negative"));
+    if (value > 0) set.push_back(cat(name, " ", value));
+  }
+  if (set.empty()) return;
+  const std::string& flag = set.front();
+  if (set.size() > 1) {
+    usage_error(cat(flag, " and ", set[1], " choose the step's gradients each: give one"));
+  }
+  if (o.clock != "virtual") {
+    usage_error(cat(flag,
+                    " needs --clock virtual: on the wall clock the master would have to cancel "
+                    "the late workers' rounds mid-step, which mbkit does not do yet"));
+  }
+  const char* refused = o.dbsl.enabled            ? "mb-train-dbsl"
+                        : o.async                 ? "--async"
+                        : o.comm != "ps"          ? "--comm allreduce"
+                        : o.servers > 1           ? "--servers"
+                        : o.compression.enabled() ? "--compress"
+                        : o.bucket_mb > 0         ? "--bucket-mb"
+                        : o.device != "cpu"       ? "--device"
+                                                  : nullptr;
+  if (refused != nullptr) {
+    usage_error(cat(flag, " and ", refused,
+                    ": late gradients are dropped by the synchronous parameter server "
+                    "(--comm ps, one server) on the CPU"));
+  }
+  if (o.gradient_coding > 0) {
+    if (o.global_batch_size > 0) {
+      usage_error(cat(flag,
+                      " and --global-batch-size: a group's workers compute the same "
+                      "batch, so every worker takes --batch-size"));
+    }
+    if (o.data.find('%') != std::string::npos || o.data.find(',') != std::string::npos) {
+      usage_error(cat(flag, " and --data '", o.data,
+                      "': a group's workers read one slice of one dataset file, not shard files"));
+    }
+  }
+  if (o.emulate > 0 && o.compute_model.empty()) {
+    usage_error(cat(flag, " with --emulate ", o.emulate,
+                    " needs --compute-model: the emulated workers' ready times must be known "
+                    "before their gradients are added"));
   }
 }
 
@@ -262,6 +340,7 @@ void validate(const TrainOptions& o) {
                              : "--servers"));
   }
   validate_emulation(o);
+  validate_step_selection(o);
   if (!(o.bucket_mb >= 0) || !std::isfinite(o.bucket_mb)) {
     usage_error(cat("--bucket-mb ", o.bucket_mb, " must be a non-negative number of MiB"));
   }

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "mbkit/plot/config.hpp"
+#include "mbkit/train/virtual_clock.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/log.hpp"
 #include "mbkit/util/strings.hpp"
@@ -51,11 +52,15 @@ constexpr TrainingKey kTrainingKeys[] = {
     {"drop_last", "--drop-last", ""},
     {"threads", "--threads", "0"},
     {"compress", "--compress", "none"},
+    {"backup_workers", "--backup-workers", "0"},
+    {"k_sync", "--k-sync", "0"},
+    {"gradient_coding", "--gradient-coding", "0"},
     {"partitions", "--partitions", ""},
     {"decay_per_micro_batch", "--decay-per-micro-batch", ""},
     {"dbsl.base_batch", "--base-batch", ""},
     {"dbsl.extra_time", "--extra-time", ""},
     {"dbsl.update_factor", "--update-factor", ""},
+    {"trace_scale", "--trace-scale", "1"},
 };
 
 std::optional<std::string> value_of(const plot::FlatConfig& config, const TrainingKey& key) {
@@ -79,6 +84,19 @@ std::string refusal(const std::string& option_now, const std::string& now, const
   return cat(option_now, " ", now, ": ", path, " was trained with ", option_then, " ", then);
 }
 
+// The message model as given (shown) and its values (compared): a --comm-model file's are
+// recorded beside its name, so that a file and the same numbers inline are one model. None
+// where it was measured at start.
+std::optional<std::pair<std::string, std::string>> comm_model_of(const plot::FlatConfig& config) {
+  const auto given = config.find("comm_model");
+  if (given == config.end() || given->second.empty()) return std::nullopt;
+  if (const auto values = config.find("comm_model_values"); values != config.end()) {
+    return std::pair(cat(given->second, " (", values->second, ")"), values->second);
+  }
+  if (given->second.find(',') == std::string::npos) return std::pair(given->second, given->second);
+  return std::pair(given->second, parse_comm_model(given->second)->spec());
+}
+
 std::string numbers(const std::vector<double>& values) {
   std::vector<std::string> texts;
   for (const double value : values) texts.push_back(shortest_decimal(value));
@@ -99,12 +117,33 @@ std::string changed_training(const Checkpoint& checkpoint, const std::string& pa
     return refusal(batch_now->first, batch_now->second, path, batch_then->first,
                    batch_then->second);
   }
+  // A replayed trace is its values, whatever its file is called now (induce_trace.sha256).
+  const auto trace_of = [](const plot::FlatConfig& config) {
+    const auto found = config.find("induce_trace.sha256");
+    return found == config.end() ? std::string() : found->second;
+  };
+  if (trace_of(then) != trace_of(now)) {
+    const auto induce = [](const plot::FlatConfig& config) {
+      const auto found = config.find("induce");
+      return found == config.end() || found->second.empty() ? std::string("none") : found->second;
+    };
+    const auto digest = [](const std::string& sha) {
+      return sha.empty() ? std::string("no trace") : cat("values sha256 ", sha.substr(0, 12));
+    };
+    return cat("--induce ", induce(now), " (", digest(trace_of(now)), "): ", path,
+               " was trained with --induce ", induce(then), " (", digest(trace_of(then)), ")");
+  }
   for (const TrainingKey& key : kTrainingKeys) {
     const auto value_then = value_of(then, key);
     const auto value_now = value_of(now, key);
     if (value_then && value_now && *value_then != *value_now) {
       return refusal(key.option, *value_now, path, key.option, *value_then);
     }
+  }
+  const auto model_then = comm_model_of(then);
+  const auto model_now = comm_model_of(now);
+  if (model_then && model_now && model_then->second != model_now->second) {
+    return refusal("--comm-model", model_now->first, path, "--comm-model", model_then->first);
   }
   // The dataset: a file of the same name and shape may hold other images. Its pixel statistics
   // are recorded in both (a shard records its source's, so they hold across worker counts).

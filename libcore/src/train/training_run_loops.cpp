@@ -1,6 +1,7 @@
 // A training run's loops (training_run.hpp): synchronous steps (one process, ps, allreduce), the
 // asynchronous master and workers, and the end of the run.
 #include <algorithm>
+#include <bit>
 #include <csignal>
 #include <limits>
 
@@ -50,6 +51,7 @@ void TrainingRun::run_sync() {
         1, static_cast<std::size_t>(options_.bucket_mb * 1024.0 * 1024.0 / sizeof(float))));
   }
   exchange.set_compression(options_.compression);
+  if (selection_.drops()) exchange.set_state_contributors(selection_.used_per_step());
   if (emulated_) exchange.set_in_process(role_.workers, role_.parameter_server);
   // A host-accessible backend's gradient buffer is what the exchange sums (zero-copy); a device
   // backend's gradients are copied to the host once per step (gradient_staging_), unless NCCL
@@ -99,6 +101,24 @@ void TrainingRun::run_sync() {
   if (round_) round_->gradients_ready = nullptr;
 }
 
+double TrainingRun::arrival_of(int worker, double ready) const {
+  // Its gradient's message to the master (per pair of ranks in a per-pair model).
+  return ready + comm_model_.message(gradient_bytes_, worker_rank(worker, role_.servers), 0);
+}
+
+std::vector<double> TrainingRun::gather_arrivals(const WorkerReport& report) const {
+  // Every rank's round time (the master's: none), as rank 0 will also read it in the reports.
+  const double mine = role_.computes ? report.sleep_time + report.compute_time : 0.0;
+  const std::vector<std::uint64_t> all = world_.all_gather(std::bit_cast<std::uint64_t>(mine));
+  std::vector<double> arrivals(static_cast<std::size_t>(role_.workers));
+  for (int w = 0; w < role_.workers; ++w) {
+    const double ready =
+        std::bit_cast<double>(all[static_cast<std::size_t>(worker_rank(w, role_.servers))]);
+    arrivals[static_cast<std::size_t>(w)] = arrival_of(w, ready);
+  }
+  return arrivals;
+}
+
 int TrainingRun::first_verdict(SyncExchange& exchange) {
   int stop = stop_;
   if (role_.parameter_server) {
@@ -130,19 +150,26 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
   const bool staged = !backend.host_accessible();
   const auto step_start = SteadyClock::now();
   const double lr = schedule_->at(step_, epoch_at(step_));
-  const std::int64_t nominal = role_.distributed ? global_batch_ : 0;  // 0: the batch's size
+  // 0: the batch's size. A step that drops gradients averages the used ones' samples.
+  const std::int64_t nominal =
+      !role_.distributed   ? 0
+      : selection_.drops() ? global_batch_ * selection_.used_per_step() / selection_.workers()
+                           : global_batch_;
   WorkerReport report;
   std::vector<WorkerReport> hosted;  // --emulate: every worker's
+  std::vector<bool> used;            // by worker: whose gradient the step takes (all: empty)
   if (emulated_) {
     // The stop codes a rank per worker would send: a signal on every one, rank 0's verdict
     // on worker 0 of allreduce, and the planned end.
     const int signalled = stop_request_.requested() ? kSignalled : kContinue;
     const int rank0 = !role_.parameter_server && step_ + 1 < planned_ ? rank0_stop() : kContinue;
     const int end = !role_.parameter_server && step_ + 1 >= planned_ ? kFinished : kContinue;
-    hosted =
-        emulated_->run_step(step_, 1.0 / static_cast<double>(nominal), emulated_sum_, [&](int w) {
+    hosted = emulated_->run_step(
+        step_, 1.0 / static_cast<double>(nominal), emulated_sum_,
+        [&](int w) {
           return std::max({signalled, end, w == 0 ? rank0 : 0});
-        });
+        },
+        selection_, [&](int w, double ready) { return arrival_of(w, ready); }, used);
   } else if (role_.computes) {
     report = round_->run(step_, nominal > 0 ? 1.0 / static_cast<double>(nominal) : 0.0);
     report.stop = stop_request_.requested() ? kSignalled : kContinue;
@@ -153,12 +180,18 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
       report.stop = std::max(report.stop, static_cast<int>(kFinished));
     }
   }
+  if (!emulated_ && selection_.drops()) used = selection_.select(gather_arrivals(report));
   const std::int64_t step_nominal = nominal > 0 ? nominal : (round_ ? round_->last_drawn() : 0);
   // A device backend's gradients go to the host only to be exchanged through MPI: alone, or
   // summed by NCCL, a rank copies them only when finish_gradient rescales them.
   const bool exchanged = staged && role_.distributed && !exchange.device_allreduce();
   if (exchanged && role_.computes) backend.copy_to_host(net_->gradient_buffer(), 0, gradients);
   nn::HostView state = net_->host_state();
+  // A dropped worker sends zeros (a CPU run: `gradients` are the network's).
+  if (!emulated_ && role_.computes && !used.empty() &&
+      !used[static_cast<std::size_t>(role_.worker)]) {
+    drop_contribution(report, gradients, state.values());
+  }
   auto combined = exchange.combine(staged && !exchanged ? std::span<float>() : gradients,
                                    state.values(), report, step_, step_nominal, tail);
   state.write_back();
@@ -166,6 +199,9 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
     nn::HostView rescaled = net_->host_gradients();
     finish_gradient(rescaled.values(), step_nominal, combined.samples);
     rescaled.write_back();
+  }
+  for (std::size_t w = 0; w < used.size() && w < combined.workers.size(); ++w) {
+    combined.workers[w].dropped = !used[w];
   }
   if (role_.computes) worker_line(step_ + 1, report);
   for (const WorkerReport& r : hosted) worker_line(step_ + 1, r);
@@ -206,15 +242,16 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
   if (clock_.is_virtual() && logs_) {
     // The emulated step: the slowest worker, the exchange, the update (virtual_clock.hpp).
     std::vector<SyncWorkerTime> times;
-    for (const auto& r : combined.workers) times.push_back({r.sleep_time, r.compute_time});
-    const auto timing =
-        sync_step_time(times, role_.parameter_server, comm_model_, gradient_bytes_, update_time);
+    for (const auto& r : combined.workers) {
+      times.push_back({r.sleep_time, r.compute_time, !r.dropped});
+    }
+    const auto timing = sync_step_time(times, role_.parameter_server, comm_model_, gradient_bytes_,
+                                       update_time, role_.servers);
     // The round's receive: ps's broadcast of the parameters (allreduce has none of its own).
-    const double receive = role_.parameter_server ? comm_model_.message(gradient_bytes_) : 0.0;
     for (std::size_t i = 0; i < combined.workers.size(); ++i) {
-      combined.workers[i].send_time = timing.send;
+      combined.workers[i].send_time = timing.sends[i];
       combined.workers[i].wait_time = timing.wait[i];
-      combined.workers[i].recv_time = receive;
+      combined.workers[i].recv_time = timing.receives[i];
       combined.workers[i].exit_time = 0;
     }
     combined.wait_time = timing.gather;

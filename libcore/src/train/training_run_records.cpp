@@ -145,6 +145,7 @@ void TrainingRun::print_start_table() const {
   }
   if (dbsl_) print_dbsl_rows();
   if (stragglers_) row("stragglers", stragglers_->describe());
+  if (options_.induce_trace) row("stragglers", cat("trace ", options_.induce_trace->describe()));
   if (!slowdown_.empty()) row("slowdown", slowdown_.describe());
   if (clock_.is_virtual()) {
     row("clock", cat("virtual: a core per worker, compute ", compute_models_.describe(),
@@ -372,13 +373,15 @@ void TrainingRun::record_step_rows(const CombinedStep& combined, double step_tim
         metric_log_->add(metrics::WorkerRecord{
             step_, r.rank, r.samples, r.compute_time, r.sleep_time, r.send_time, r.wait_time,
             r.staleness, r.micro_batches, r.finished_early ? 1 : 0, r.recv_time, r.exit_time,
-            r.queued_updates, r.comm_delay});
+            r.queued_updates, r.comm_delay, r.dropped ? 1 : 0});
       }
       metric_log_->end_worker_step(step_);
     }
     if (role_.distributed) {
-      metric_log_->add(metrics::CollectRecord{step_,
-                                              static_cast<std::int64_t>(combined.workers.size()),
+      // The gradients the step used (a dropped worker's is not).
+      const auto used = std::count_if(combined.workers.begin(), combined.workers.end(),
+                                      [](const WorkerReport& r) { return !r.dropped; });
+      metric_log_->add(metrics::CollectRecord{step_, static_cast<std::int64_t>(used),
                                               combined.samples, combined.wait_time});
     }
     for (const auto& r : combined.servers) {

@@ -11,6 +11,7 @@
 #include "mbkit/metrics/worker_table.hpp"
 #include "mbkit/models/zoo.hpp"
 #include "mbkit/train/checkpoint.hpp"
+#include "mbkit/train/comm_model.hpp"
 #include "mbkit/train/describe.hpp"
 #include "mbkit/train/resume_check.hpp"
 #include "mbkit/train/training_run.hpp"
@@ -56,6 +57,7 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
       options_.device, clock_.is_virtual() && options_.threads == 0 ? 1 : options_.threads,
       nn::parse_precision(options_.precision));
   clock_.set_threads(backend_->threads());
+  selection_ = StepSelection::from_options(options_, role_.workers);
   open_data();
   open_test_data();
   build_model();
@@ -77,7 +79,8 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   if (role_.computes) {
     round_ = std::make_unique<WorkerRound>(WorkerRound::Parts{
         *net_, *train_loader_, clock_, slowdown_, compute_model_, stragglers_, world_.rank(),
-        role_.worker, options_.seed, RoundRule{amb_, micro_size_, time_limit_}});
+        role_.worker, options_.seed, RoundRule{amb_, micro_size_, time_limit_},
+        options_.induce_trace, selection_.data_slice(role_.worker)});
   }
   if (emulated_) {
     emulated_->make_rounds({*net_, clock_, slowdown_, compute_models_, stragglers_, options_.seed,
@@ -98,7 +101,9 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
 // Training data: workers load their part; the master only reads what the data is (and with
 // --train-loss master loads the whole file, for a batch of its own each step).
 void TrainingRun::open_data() {
-  my_data_ = worker_data(options_.data, role_.computes ? role_.worker : 0, role_.workers);
+  // Under gradient coding a group's workers read their group's slice.
+  my_data_ = worker_data(options_.data, role_.computes ? selection_.data_slice(role_.worker) : 0,
+                         selection_.data_slices());
   if (options_.train_loss == "master" && world_.rank() == 0) {
     data::LoaderOptions master_options;
     master_options.path = my_data_.path;
@@ -293,6 +298,8 @@ void TrainingRun::size_epoch() {
     total_rows_ = emulated_->total_rows();
     steps_per_epoch_ = emulated_->most_batches();
   }
+  // Gradient coding: each group's rows are read by its s + 1 workers, counted once.
+  total_rows_ /= static_cast<std::uint64_t>(selection_.workers() / selection_.data_slices());
   global_batch_ = global_batch_size(options_, role_.workers);
   if (dbsl_) {
     // A DBSL epoch is a push per worker (the original's global round counter).
@@ -360,6 +367,8 @@ void TrainingRun::set_up_emulation() {
   if (clock_.is_virtual() && role_.distributed) {
     comm_model_ =
         options_.comm_model ? *options_.comm_model : measure_comm_model(world_, gradient_bytes_);
+    check_comm_model_for_run(comm_model_, role_.ranks(world_),
+                             role_.async || options_.dbsl.enabled);
   }
 }
 
@@ -394,15 +403,16 @@ void TrainingRun::decide_time_limit() {
   }
   std::sort(measured.begin(), measured.end());
   const double full_batch = measured[measured.size() / 2];
-  const double delay = stragglers_ ? stragglers_->expected_delay() : 0.0;
+  const auto& trace = options_.induce_trace;
+  const double delay = stragglers_ ? stragglers_->expected_delay() : trace ? trace->mean() : 0.0;
   time_limit_ = full_batch + delay;
-  time_limit_rule_ =
-      cat("median over the workers of a full batch", slowdown_.empty() ? "" : " x slowdown", " (",
-          shortest_decimal(full_batch), " s; ", shortest_decimal(measured.front()), " to ",
-          shortest_decimal(measured.back()), " s)",
-          stragglers_ ? cat(" + the mean induced delay (", shortest_decimal(delay), " s, ",
-                            stragglers_->name, ")")
-                      : "");
+  time_limit_rule_ = cat(
+      "median over the workers of a full batch", slowdown_.empty() ? "" : " x slowdown", " (",
+      shortest_decimal(full_batch), " s; ", shortest_decimal(measured.front()), " to ",
+      shortest_decimal(measured.back()), " s)",
+      stragglers_ || trace ? cat(" + the mean induced delay (", shortest_decimal(delay), " s, ",
+                                 stragglers_ ? stragglers_->name : cat("trace ", trace->path), ")")
+                           : "");
   if (logs_)
     log::verbose(cat("--time-limit auto: ", short_duration(time_limit_), ": ", time_limit_rule_));
 }

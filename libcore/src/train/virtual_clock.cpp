@@ -9,8 +9,10 @@
 #include <cstring>
 #include <limits>
 
+#include "mbkit/train/comm_model.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/error.hpp"
+#include "mbkit/util/fs.hpp"
 #include "mbkit/util/strings.hpp"
 
 namespace mbkit::train {
@@ -36,24 +38,61 @@ std::string model_spec(const ComputeModel& model) {
 
 }  // namespace
 
+double CommModel::message(std::uint64_t bytes, int from, int to) const {
+  if (pair_ranks == 0) return message(bytes);
+  MBKIT_CHECK(from >= 0 && to >= 0 && from < pair_ranks && to < pair_ranks, "CommModel: no pair ",
+              from, "-", to, " in a model of ", pair_ranks, " ranks");
+  const auto pair = static_cast<std::size_t>(from) * static_cast<std::size_t>(pair_ranks) +
+                    static_cast<std::size_t>(to);
+  return pair_alpha[pair] + pair_beta[pair] * static_cast<double>(bytes);
+}
+
 double CommModel::allreduce(std::uint64_t bytes, int ranks) const {
   if (ranks < 2) return 0;
   const double messages = 2.0 * (ranks - 1);
-  return messages * (alpha + beta * static_cast<double>(bytes) / ranks);
+  if (pair_ranks == 0) return messages * (alpha + beta * static_cast<double>(bytes) / ranks);
+  MBKIT_CHECK(ranks <= pair_ranks, "CommModel: a ring of ", ranks, " ranks in a model of ",
+              pair_ranks);
+  // Every rank sends to the next at once: a step of the ring lasts as long as its slowest link.
+  double slowest = 0;
+  for (int r = 0; r < ranks; ++r) {
+    const auto pair = static_cast<std::size_t>(r) * static_cast<std::size_t>(pair_ranks) +
+                      static_cast<std::size_t>((r + 1) % ranks);
+    slowest =
+        std::max(slowest, pair_alpha[pair] + pair_beta[pair] * static_cast<double>(bytes) / ranks);
+  }
+  return messages * slowest;
 }
 
 std::string CommModel::describe() const {
   return cat("alpha ", short_duration(alpha), ", beta ", strprintf("%.3g", beta * 1e9), " ns/B (",
              strprintf("%.3g", beta > 0 ? 1e-9 / beta : 0.0), " GB/s)",
-             measured ? ", measured" : "");
+             measured ? ", measured" : "", file.empty() ? "" : cat(", from ", file),
+             pair_ranks > 0 ? ", per pair of ranks" : "");
 }
 
 std::string CommModel::spec() const {
-  return strprintf("%.17g,%.17g", alpha, beta);
+  std::string text = strprintf("%.17g,%.17g", alpha, beta);
+  for (int i = 0; i < pair_ranks; ++i) {
+    for (int j = i + 1; j < pair_ranks; ++j) {
+      const auto pair = static_cast<std::size_t>(i) * static_cast<std::size_t>(pair_ranks) +
+                        static_cast<std::size_t>(j);
+      text += strprintf(" %d-%d=%.17g,%.17g", i, j, pair_alpha[pair], pair_beta[pair]);
+    }
+  }
+  return text;
 }
 
 std::optional<CommModel> parse_comm_model(const std::string& text) {
   if (text.empty()) return std::nullopt;
+  if (text.find(',') == std::string::npos) {
+    if (!fs::exists(text)) {
+      usage_error(cat("--comm-model: '", text,
+                      "' is not ALPHA,BETA (seconds per message, seconds per byte) nor an "
+                      "existing file of mb-bench-bandwidth --fit --comm-model"));
+    }
+    return comm_model_of(read_comm_model(text), text);
+  }
   const auto fields = split(text, ',');
   if (fields.size() != 2) {
     usage_error(cat("--comm-model: '", text,
@@ -171,9 +210,6 @@ ComputeModels parse_compute_models(const std::vector<std::string>& entries) {
     }
     const ComputeModel model{non_negative(fields[0], what + " A"),
                              non_negative(fields[1], what + " B")};
-    if (model.per_sample == 0 && model.per_batch == 0) {
-      usage_error(cat(what, ": a compute model costs something: A or B must be positive"));
-    }
     if (range) {
       models.ranges.push_back({*range, model});
     } else {
@@ -201,22 +237,45 @@ double thread_cpu_seconds() {
 }
 
 SyncStepTime sync_step_time(const std::vector<SyncWorkerTime>& workers, bool parameter_server,
-                            const CommModel& comm, std::uint64_t bytes, double update) {
+                            const CommModel& comm, std::uint64_t bytes, double update,
+                            int servers) {
   SyncStepTime time;
   double last_ready = 0;
-  for (const auto& w : workers) last_ready = std::max(last_ready, w.delay + w.compute);
+  for (const auto& w : workers) {
+    if (w.used) last_ready = std::max(last_ready, w.delay + w.compute);
+  }
   if (parameter_server) {
-    time.gather = last_ready + comm.message(bytes);
-    time.end = time.gather + update + comm.message(bytes);
-    time.send = 2 * comm.message(bytes);
+    // Each worker's message on its own link (one model for all: the same for every worker,
+    // and then gather = last_ready + message exactly, as rounding is monotonic).
+    double slowest_back = 0;
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+      const int rank = static_cast<int>(i) + servers;
+      double link = 0;
+      for (int server = 0; server < std::max(servers, 1); ++server) {
+        link = std::max(link, comm.message(bytes, rank, server));
+      }
+      // A dropped worker (StepSelection) sends nothing; it only receives the parameters.
+      if (workers[i].used) {
+        time.gather = std::max(time.gather, workers[i].delay + workers[i].compute + link);
+      }
+      slowest_back = std::max(slowest_back, link);
+      time.sends.push_back(workers[i].used ? 2 * link : link);
+      time.receives.push_back(link);
+    }
+    time.end = time.gather + update + slowest_back;
+    time.send = 2 * slowest_back;
   } else {
     const double exchange = comm.allreduce(bytes, static_cast<int>(workers.size()));
     time.gather = last_ready + exchange;
     time.end = time.gather + update;
     time.send = exchange;
+    time.sends.assign(workers.size(), exchange);
+    time.receives.assign(workers.size(), 0.0);
   }
-  for (const auto& w : workers) {
-    time.wait.push_back(std::max(0.0, time.end - w.delay - w.compute - time.send));
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    const auto& w = workers[i];
+    time.wait.push_back(w.used ? std::max(0.0, time.end - w.delay - w.compute - time.sends[i])
+                               : 0.0);
   }
   return time;
 }

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <limits>
 #include <thread>
+#include <utility>
 
 #include "mbkit/train/anytime.hpp"
 #include "mbkit/util/random.hpp"
@@ -18,7 +19,12 @@ void sleep_for(double seconds) {
 }  // namespace
 
 WorkerRound::WorkerRound(Parts parts) : parts_(std::move(parts)) {
-  if (parts_.stragglers) sampler_.emplace(*parts_.stragglers, parts_.seed, parts_.rank);
+  if (parts_.trace) {
+    sampler_ = std::make_unique<emulation::TraceReplay>(parts_.trace, parts_.worker);
+  } else if (parts_.stragglers) {
+    sampler_ =
+        std::make_unique<emulation::StragglerSampler>(*parts_.stragglers, parts_.seed, parts_.rank);
+  }
 }
 
 void WorkerRound::skip_rounds(std::int64_t rounds) {
@@ -37,7 +43,8 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
   report.recv_time = previous_recv_;
   double emulated = 0;  // virtual clock: seconds since the round started
   if (sampler_) {
-    report.sleep_time = sampler_->next();
+    report.sleep_time =
+        predrawn_delay_ ? *std::exchange(predrawn_delay_, std::nullopt) : sampler_->next();
     if (!virtual_clock) sleep_for(report.sleep_time);
     emulated += report.sleep_time;
   }
@@ -51,8 +58,10 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
   const std::size_t image = batch.images.size() / static_cast<std::size_t>(batch.size);
   // Dropout masks differ between workers; worker 0 draws those of a single-process run.
   const std::uint64_t step_seed =
-      Rng(parts_.seed, 0x57e9 + static_cast<std::uint64_t>(at_step) +
-                           (static_cast<std::uint64_t>(parts_.worker) << 40))
+      Rng(parts_.seed,
+          0x57e9 + static_cast<std::uint64_t>(at_step) +
+              (static_cast<std::uint64_t>(parts_.masks_of >= 0 ? parts_.masks_of : parts_.worker)
+               << 40))
           .next_u64();
   double exchange_in_backward = 0;
   std::function<void(std::size_t)> ready;
@@ -90,6 +99,29 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
   report.send_time = previous_send_;
   report.wait_time = previous_wait_;
   return report;
+}
+
+std::optional<double> WorkerRound::predict_ready() {
+  if (!parts_.clock.is_virtual() || !parts_.compute_model) return std::nullopt;
+  if (sampler_ && !predrawn_delay_) predrawn_delay_ = sampler_->next();
+  double emulated = predrawn_delay_.value_or(0.0);
+  // Summed as run() sums its report's, so that the ready time is the report's to the bit.
+  double sleep = emulated, compute = 0;
+  const RoundRule& rule = parts_.rule;
+  const int size = parts_.loader.next_batch_size();
+  const auto plan = split_batch(size, rule.anytime ? rule.micro_size : size);
+  // run()'s rule over the model's costs instead of the micro-batches themselves.
+  run_anytime_round(
+      plan, rule.anytime ? rule.time_limit : std::numeric_limits<double>::infinity(),
+      [&] { return emulated; },
+      [&](int) {
+        const double cost = parts_.compute_model->cost(plan.size);
+        const double extra = parts_.slowdown.extra_delay(parts_.rank, cost);
+        emulated += cost + extra;
+        compute += cost;
+        sleep += extra;
+      });
+  return sleep + compute;
 }
 
 WorkerReport WorkerRound::run_samples(std::int64_t at_step, std::int64_t samples,

@@ -98,6 +98,9 @@ class DataLoader {
   /// The next batch (epochs follow each other without end). The reference stays valid until
   /// the next call to next() or seek(). Errors of the background thread are rethrown here.
   const Batch& next();
+  /// Samples of the batch the next call to next() returns (a loader without prefetch: the
+  /// emulated workers', whose rounds are timed before they compute).
+  int next_batch_size() const;
 
  private:
   struct Impl;

@@ -60,14 +60,23 @@ std::optional<StragglerProfile> parse_straggler_profile(const std::string& text)
 /// "niagara, cedar".
 std::string known_straggler_profiles();
 
+/// Where a worker's induced delays come from, one per step: a profile's draws
+/// (StragglerSampler) or a replayed trace (delay_trace.hpp's TraceReplay).
+class DelaySource {
+ public:
+  virtual ~DelaySource() = default;
+  /// Seconds to wait before the next step, >= 0.
+  virtual double next() = 0;
+};
+
 /// The delays of one worker, step after step: deterministic in (seed, rank), drawn from
 /// Rng(seed ^ 0x5712a66e5, rank), a stream apart from the run's other Rng(seed, ...) ones.
-class StragglerSampler {
+class StragglerSampler final : public DelaySource {
  public:
   /// The profile must have come from parse_straggler_profile; rank >= 0.
   StragglerSampler(StragglerProfile profile, std::uint64_t seed, int rank);
   /// Seconds to sleep before the next step, in [0, cap].
-  double next();
+  double next() override;
   const StragglerProfile& profile() const { return profile_; }
 
  private:

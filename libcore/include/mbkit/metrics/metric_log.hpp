@@ -114,6 +114,9 @@ struct WorkerRecord {
   double exit_time = 0;             ///< the original's last_exit
   std::int64_t queued_updates = 0;  ///< the original's last_queued_update_count (async)
   double comm_delay = 0;            ///< --async-delay-std: the message's induced delay
+  /// 1 when the step did not use this worker's gradient (--backup-workers, --k-sync: it was
+  /// late and cancelled; its samples are 0, its times those of the round it had drawn).
+  std::int64_t dropped = 0;
 };
 
 // The /workers columns that /worker_summary summarises per step, and the statistics of each
@@ -123,7 +126,7 @@ struct WorkerRecord {
   X(samples)                                                                              \
   X(compute_time)                                                                         \
   X(sleep_time) X(send_time) X(wait_time) X(staleness) X(micro_batches) X(finished_early) \
-      X(recv_time) X(exit_time) X(queued_updates) X(comm_delay)
+      X(recv_time) X(exit_time) X(queued_updates) X(comm_delay) X(dropped)
 #define MBKIT_WORKER_STATISTICS(X, column) \
   X(column##_min) X(column##_p10) X(column##_p50) X(column##_p90) X(column##_max) X(column##_mean)
 

@@ -14,10 +14,14 @@
 
 namespace mbkit::plot {
 
-enum class FigureKind { kCurve, kHistogram, kDistribution, kScaling, kPanel };
+enum class FigureKind { kCurve, kHistogram, kDistribution, kScaling, kComparison, kPanel };
 
-/// "curve", "histogram", "distribution", "scaling", "panel".
+/// "curve", "histogram", "distribution", "scaling", "comparison", "panel".
 const char* kind_name(FigureKind kind);
+
+/// True for the kinds drawn from all the runs at once (scaling, comparison): never a pane of a
+/// panel.
+bool spans_runs(FigureKind kind);
 
 /// A run as a figure draws it.
 struct RunRef {
@@ -68,7 +72,7 @@ struct FigureType {
   std::function<Problem(const RunLog&)> check;
   /// The pane, from runs that passed the checks. Empty for panels.
   std::function<Pane(const std::vector<RunRef>&, const PlotSettings&)> build;
-  /// Scaling types: their panes, from all the runs at once.
+  /// Scaling and comparison types: their panes, from all the runs at once.
   std::function<std::vector<Pane>(const std::vector<RunRef>&, const PlotSettings&)> build_panes;
   /// The panes' titled series make one legend above them (many lines, small panes).
   bool shared_legend = false;

@@ -31,6 +31,12 @@ struct BandwidthOptions {
   std::string device = "cpu";
   /// --transport mpi|nccl; empty: mpi on the CPU, nccl on a GPU.
   std::string transport;
+  bool ops_given = false;  ///< --op was given (with --fit, the collectives run too)
+  /// --fit: time messages between every pair of ranks and fit the trainers' message model;
+  /// --comm-model FILE: write it there (--force: over an existing file).
+  bool fit = false;
+  std::string comm_model;
+  bool force = false;
 };
 
 /// Measures and prints the table on `out` (rank 0). Returns the exit status: 1 when a check

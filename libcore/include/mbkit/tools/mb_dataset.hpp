@@ -32,6 +32,16 @@ struct ImportOptions {
 };
 int run_import(const ImportOptions& options);
 
+struct ImportTraceOptions {
+  std::string format;  ///< pai (Alibaba PAI mini-batch-time job file) or csv (worker,step,seconds)
+  std::string input;
+  std::string output;  ///< the HDF5 delay trace (mbkit/emulation/delay_trace.hpp)
+  bool whole = false;  ///< pai: each worker's whole time, not its excess over the fastest
+  bool force = false;
+};
+/// Converts a per-worker, per-step time file into the HDF5 delay trace --induce trace:FILE reads.
+int run_import_trace(const ImportTraceOptions& options);
+
 struct SynthOptions {
   std::string kind;  ///< toy or images
   std::string output;

@@ -28,6 +28,7 @@
 #include "mbkit/nn/network.hpp"
 #include "mbkit/train/options.hpp"
 #include "mbkit/train/run_clock.hpp"
+#include "mbkit/train/step_selection.hpp"
 #include "mbkit/train/virtual_clock.hpp"
 #include "mbkit/train/worker_round.hpp"
 
@@ -78,8 +79,15 @@ class EmulatedWorkers {
   /// network's current parameters and state, added into `sum` (sum_floats() floats) in worker
   /// order. `stop_of(w)` is the StopCode worker w's report carries. The network's state is the
   /// last worker's afterwards; its gradients are scratch. Returns the reports, by worker.
+  /// With a `selection` that drops gradients, the rounds' ready times are predicted first
+  /// (WorkerRound::predict_ready: a compute model), `arrival_of(w, ready)` turns them into
+  /// arrivals at the master, and a dropped worker adds zeros, as its rank would send them
+  /// (drop_contribution); `used` gets the choice.
   std::vector<WorkerReport> run_step(std::int64_t step, double loss_scale, std::span<float> sum,
-                                     const std::function<int(int)>& stop_of);
+                                     const std::function<int(int)>& stop_of,
+                                     const StepSelection& selection,
+                                     const std::function<double(int, double)>& arrival_of,
+                                     std::vector<bool>& used);
 
  private:
   const TrainOptions& options_;

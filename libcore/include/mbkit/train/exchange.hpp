@@ -88,6 +88,8 @@ struct WorkerReport {
   int stop = kContinue;            ///< the worker asks to stop (a StopCode)
   std::int64_t micro_batches = 1;  ///< AMB: micro-batches computed
   bool finished_early = false;     ///< AMB: the whole batch was done before the time limit
+  /// Rank 0's record, not sent: the step's selection dropped this worker's gradient.
+  bool dropped = false;
   /// The AMB original's last_recv and last_exit: seconds receiving the parameters this round
   /// started from (ps: the broadcast; allreduce has no receive of its own: 0; async: taking
   /// the newest, waiting for them included), and from having them to starting the round.
@@ -154,6 +156,9 @@ class SyncExchange {
   /// False only for the servers of ps.
   bool computes() const { return !parameter_server_ || world_.rank() >= servers_; }
   int servers() const { return parameter_server_ ? servers_ : 0; }
+  /// The workers whose state the step averages (the others' dropped by StepSelection and
+  /// sent as zeros); 0: all.
+  void set_state_contributors(int contributors) { state_contributors_ = contributors; }
 
   /// Floats combine() sends besides the gradients (the state and every worker's report).
   std::size_t tail_floats(std::size_t state_size) const;
@@ -271,6 +276,7 @@ class SyncExchange {
   void start_device_sum(std::size_t from, std::size_t count);
   /// The buckets' part of combine(): starts the sums of the rest, waits for all.
   void finish_buckets(std::span<float> gradients, std::span<float> small, const std::string& what);
+  int state_contributors_ = 0;
 };
 
 /// Multiplies by nominal / total when they differ (see above).

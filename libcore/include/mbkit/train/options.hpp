@@ -5,12 +5,14 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "mbkit/comm/compression.hpp"
 #include "mbkit/data/augment.hpp"
+#include "mbkit/emulation/delay_trace.hpp"
 #include "mbkit/emulation/straggler.hpp"
 #include "mbkit/models/zoo.hpp"
 #include "mbkit/optim/optimizer.hpp"
@@ -157,8 +159,11 @@ struct TrainOptions {
   double comm_timeout = 60;         ///< seconds a rank waits for another before the job fails
   std::string comm_wait = "yield";  ///< yield (sleep while waiting) or spin
   std::optional<emulation::StragglerProfile> induce;  ///< induced straggler delays
-  emulation::Slowdown slowdown;                       ///< persistently slower workers
-  bool worker_log = false;                            ///< a console line per worker per step
+  /// --induce trace:FILE: the replayed delays (read and checked at start), x trace_scale.
+  std::shared_ptr<const emulation::DelayTrace> induce_trace;
+  double trace_scale = 1;        ///< --trace-scale: multiplies every value of the trace
+  emulation::Slowdown slowdown;  ///< persistently slower workers
+  bool worker_log = false;       ///< a console line per worker per step
   /// --worker-table: what the log's /workers holds (all, summary, sample:K; "": all up to 64
   /// workers, summary above; mbkit/metrics/worker_table.hpp).
   std::string worker_table;
@@ -169,6 +174,12 @@ struct TrainOptions {
   /// --emulate N: N workers (and the ps master) inside this one process, on the virtual clock
   /// (mbkit/train/emulated_workers.hpp); 0: a rank per worker.
   int emulate = 0;
+  // Straggler methods that drop late gradients (mbkit/train/step_selection.hpp): sync ps on the
+  // virtual clock. 0: off.
+  int backup_workers = 0;  ///< --backup-workers b: each step uses the first W - b gradients
+  int k_sync = 0;          ///< --k-sync K: each step uses the first K gradients
+  /// --gradient-coding s: groups of s + 1 workers on the same data; each group's first is used.
+  int gradient_coding = 0;
   AmbOptions amb;
   DbslOptions dbsl;
   OptionTexts given;  ///< the parsed options' text as given, for the recorded configuration

@@ -38,6 +38,7 @@
 #include "mbkit/train/progress.hpp"
 #include "mbkit/train/roles.hpp"
 #include "mbkit/train/run_clock.hpp"
+#include "mbkit/train/step_selection.hpp"
 #include "mbkit/train/virtual_clock.hpp"
 #include "mbkit/train/worker_round.hpp"
 #include "mbkit/util/error.hpp"
@@ -191,6 +192,13 @@ class TrainingRun {
   std::int64_t global_batch_ = 0;
   int batch_ = 0;  ///< this worker's batch (--batch-size, or its share of --global-batch-size)
   double lr_factor_ = 1;  ///< --lr-scaling's factor
+  /// Which workers' gradients a synchronous step uses (--backup-workers, --k-sync).
+  StepSelection selection_;
+  /// When worker `worker`'s gradient, ready `ready` seconds into the step, reaches the master:
+  /// what the step's selection orders the workers by.
+  double arrival_of(int worker, double ready) const;
+  /// Every worker's arrival in this step, gathered from every rank (selection_.drops()).
+  std::vector<double> gather_arrivals(const WorkerReport& report) const;
 
   // Model and optimizer.
   std::unique_ptr<nn::Network> net_;

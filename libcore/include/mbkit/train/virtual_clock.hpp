@@ -29,17 +29,27 @@ struct CommModel {
   double alpha = 0;
   double beta = 0;
   bool measured = false;  ///< measured at start (not given with --comm-model)
+  std::string file{};     ///< the --comm-model FILE.h5 it was read from (comm_model.hpp)
+  /// A file's per-pair model: `pair_ranks` ranks, the pair (i, j)'s alpha and beta at
+  /// [i * pair_ranks + j] (symmetric). 0: every pair costs alpha, beta.
+  int pair_ranks = 0;
+  std::vector<double> pair_alpha{}, pair_beta{};
 
   double message(std::uint64_t bytes) const { return alpha + beta * static_cast<double>(bytes); }
-  /// A ring allreduce of `bytes` over `ranks`: 2 (ranks - 1) messages of bytes / ranks.
+  /// A message between ranks `from` and `to`: its pair's cost in a per-pair model.
+  double message(std::uint64_t bytes, int from, int to) const;
+  /// A ring allreduce of `bytes` over `ranks`: 2 (ranks - 1) messages of bytes / ranks (in a
+  /// per-pair model, each step as long as the ring's slowest link's).
   double allreduce(std::uint64_t bytes, int ranks) const;
   /// "alpha 25 us, beta 0.1 ns/B (measured)".
   std::string describe() const;
-  std::string spec() const;  ///< "ALPHA,BETA" as --comm-model takes it
+  /// "ALPHA,BETA" as --comm-model takes it; a per-pair model adds " I-J=ALPHA,BETA" per pair.
+  std::string spec() const;
 };
 
-/// "" gives none (measure at start); otherwise "ALPHA,BETA" in seconds and seconds per byte,
-/// finite and not negative. Throws a usage error naming --comm-model.
+/// "" gives none (measure at start); "ALPHA,BETA" in seconds and seconds per byte, finite and
+/// not negative; a text without a comma is a file of mb-bench-bandwidth --fit (read by
+/// comm_model.hpp). Throws a usage error naming --comm-model.
 std::optional<CommModel> parse_comm_model(const std::string& text);
 
 /// Measures the model by ping-pong between ranks 0 and 1 with an 8-byte message and one of
@@ -83,22 +93,27 @@ double thread_cpu_seconds();
 struct SyncWorkerTime {
   double delay = 0;    ///< induced delay before and after computing
   double compute = 0;  ///< CPU or modelled compute
+  bool used = true;    ///< false: dropped by the step's selection (cancelled, sends nothing)
 };
 
 /// Where a synchronous step's virtual time goes.
 struct SyncStepTime {
   double gather = 0;         ///< all gradients combined (ps: at the master; allreduce: everywhere)
   double end = 0;            ///< every worker holds the new parameters: the next step starts
-  double send = 0;           ///< a worker's communication time in this step
-  std::vector<double> wait;  ///< per worker: idle time (end - delay - compute - send)
+  double send = 0;           ///< a worker's communication time in this step (the slowest's)
+  std::vector<double> wait;  ///< per worker: idle time (end - delay - compute - its send)
+  std::vector<double> sends;     ///< per worker: its communication time in this step
+  std::vector<double> receives;  ///< per worker: ps's parameters coming back (allreduce: 0)
 };
 
 /// ps: each worker sends its gradient to the master (one message), the master waits for the
-/// last, updates (`update` seconds) and sends the parameters back (one message).
+/// last it uses (a dropped worker is cancelled at the end: it sends nothing, waits 0), updates (`update` seconds) and sends the parameters back (one message).
 /// allreduce: a ring allreduce of the gradient after the last worker is ready, then every rank
-/// updates. `bytes` is the gradient's (= the parameters') size.
+/// updates. `bytes` is the gradient's (= the parameters') size. With a per-pair model worker w
+/// is rank w + `servers` (ps) and its messages cost its slowest link to a server's.
 SyncStepTime sync_step_time(const std::vector<SyncWorkerTime>& workers, bool parameter_server,
-                            const CommModel& comm, std::uint64_t bytes, double update);
+                            const CommModel& comm, std::uint64_t bytes, double update,
+                            int servers = 1);
 
 /// The asynchronous master's event order under the virtual clock.
 ///

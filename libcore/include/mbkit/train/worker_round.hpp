@@ -1,6 +1,7 @@
 // A worker's round: what a worker computes for one step before the combining step takes it.
 //
-//   - the induced delay (--induce), slept on the wall clock, counted on the virtual one;
+//   - the induced delay (--induce: a profile's draw or the trace's cell of this worker and
+//     round), slept on the wall clock, counted on the virtual one;
 //   - the gradient of the batch's summed loss scaled by loss_scale (mbkit/train/exchange.hpp):
 //     FMB the whole batch; AMB micro-batches until the time limit, which counts from the start
 //     of the round (delays included): one is always done, a started one is finished, and the
@@ -13,9 +14,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 
 #include "mbkit/data/loader.hpp"
+#include "mbkit/emulation/delay_trace.hpp"
 #include "mbkit/emulation/straggler.hpp"
 #include "mbkit/nn/network.hpp"
 #include "mbkit/train/exchange.hpp"
@@ -41,9 +44,14 @@ class WorkerRound {
     std::optional<ComputeModel> compute_model;  ///< virtual clock: cost instead of CPU time
     std::optional<emulation::StragglerProfile> stragglers;
     int rank = 0;
-    int worker = 0;  ///< worker index: seeds its delays and dropout masks
+    int worker = 0;  ///< worker index: its trace column and (see masks_of) dropout masks
     std::uint64_t seed = 1;
     RoundRule rule;
+    /// --induce trace:FILE: the worker's delays replayed from it, instead of `stragglers`.
+    std::shared_ptr<const emulation::DelayTrace> trace = nullptr;
+    /// The worker whose dropout masks this one draws: under --gradient-coding its group's
+    /// (the group computes one gradient); -1: its own.
+    int masks_of = -1;
   };
   explicit WorkerRound(Parts parts);
 
@@ -73,6 +81,10 @@ class WorkerRound {
     previous_recv_ = recv;
     exchange_end_ = SteadyClock::now();
   }
+  /// The ready time (seconds after the round's start: induced delay, compute and slowdown) of
+  /// the next run(), without computing: on the virtual clock with a compute model and a loader
+  /// without prefetch, else nullopt. It draws the round's induced delay, which run() then uses.
+  std::optional<double> predict_ready();
   /// Samples of the last batch drawn.
   int last_drawn() const { return last_drawn_; }
   /// A resumed run's worker has done `rounds` rounds already: its induced delays continue
@@ -81,7 +93,8 @@ class WorkerRound {
 
  private:
   Parts parts_;
-  std::optional<emulation::StragglerSampler> sampler_;
+  std::unique_ptr<emulation::DelaySource> sampler_;  ///< the induced delays, if any
+  std::optional<double> predrawn_delay_;             ///< predict_ready()'s draw, for the next run()
   double previous_send_ = 0, previous_wait_ = 0, previous_recv_ = 0;
   std::optional<SteadyClock::time_point> exchange_end_;
   int last_drawn_ = 0;

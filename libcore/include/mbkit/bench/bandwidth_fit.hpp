@@ -1,0 +1,34 @@
+// mb-bench-bandwidth --fit: the one-way time of a message between every pair of ranks over the
+// sizes of the run (ping-pong), from which train/comm_model.hpp fits the trainers' message
+// model time = alpha + beta * bytes, per pair and for all pairs together.
+#pragma once
+
+#include <ostream>
+#include <vector>
+
+#include "mbkit/bench/measure.hpp"
+#include "mbkit/comm/world.hpp"
+#include "mbkit/train/comm_model.hpp"
+
+namespace mbkit::bench {
+
+/// What the ping-pong of every pair measured: a table row per pair and size ("pingpong-I-J":
+/// time_us the median one-way time, min_us and max_us the fastest and slowest, busbw = algbw)
+/// and the points of every pair (fitted by train::fit_pairs), on every rank.
+struct PingPong {
+  std::vector<Row> rows;
+  train::CommModelRecords records;
+};
+
+/// Collective: the pairs (0,1), (0,2), ..., (1,2), ... in turn, each `options.warmup_iters`
+/// untimed round trips then `options.iters_at(size)` timed ones per size, each halved; the
+/// others wait. With options.check, the lower rank checks the echoed bytes (column wrong).
+/// The two ranks of a pair spin while they wait, so that the poll loop's sleeps are not timed.
+PingPong measure_ping_pong(comm::World& world, const std::vector<std::size_t>& sizes,
+                           const MeasureOptions& options);
+
+/// '#' lines: alpha, beta and r^2 of each pair and of all together, and whether the pairs
+/// differ (then the file holds a model per pair).
+void write_comm_fits(std::ostream& out, const train::CommModelRecords& records);
+
+}  // namespace mbkit::bench

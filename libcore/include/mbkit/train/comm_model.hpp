@@ -1,0 +1,84 @@
+// The message model's calibration: time = alpha + beta * bytes fitted to point-to-point
+// messages (mb-bench-bandwidth --fit) and its file (--comm-model FILE.h5 of the trainers), as
+// time_model.hpp is the DBSL time model's. The model itself (CommModel, what a message costs on
+// the virtual clock) is virtual_clock.hpp's.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "mbkit/train/virtual_clock.hpp"
+
+namespace mbkit::train {
+
+/// A least-squares line seconds = alpha + beta * bytes through measured points.
+struct CommModelFit {
+  double alpha = 0;         ///< seconds per message
+  double beta = 0;          ///< seconds per byte
+  double r_squared = 0;     ///< 1 - SS_res / SS_tot; 1 when every point is on the line
+  double alpha_stderr = 0;  ///< standard errors of alpha and beta (0 with two points)
+  double beta_stderr = 0;
+};
+
+/// Fits seconds = alpha + beta * bytes by least squares with alpha >= 0 (where the free line's
+/// intercept is negative, noise around a small latency, the line through the origin, as
+/// fit_time_model keeps b >= 0). Needs at least two distinct sizes and positive finite times;
+/// anything else is a usage error that says which.
+CommModelFit fit_comm_model(std::span<const double> bytes, std::span<const double> seconds);
+
+/// The smallest r^2 of a fit that is written as a model.
+inline constexpr double kCommModelMinRSquared = 0.9;
+
+/// Why a fit cannot time messages ("alpha = -1e-06 s is negative"), or "" when it can: alpha
+/// and beta finite, neither negative, not both 0, and r^2 at least kCommModelMinRSquared.
+std::string comm_fit_problem(const CommModelFit& fit);
+
+/// Whether two pairs' fits differ: alpha or beta apart by more than three times their
+/// combined standard error and by more than 10% of the larger (mb-bench-bandwidth(1)).
+bool fits_differ(const CommModelFit& a, const CommModelFit& b);
+
+/// One pair of ranks' measurement: the points (median one-way seconds per size) and their fit.
+struct CommPairRecord {
+  int rank_a = 0, rank_b = 1;  ///< rank_a < rank_b
+  std::vector<double> bytes;
+  std::vector<double> seconds;
+  CommModelFit fit;
+};
+
+/// What mb-bench-bandwidth --fit measured: every pair, the fit of all their points together,
+/// and whether the pairs differ (then a trainer uses each pair's own fit).
+struct CommModelRecords {
+  int ranks = 2;
+  std::vector<std::string> hosts;       ///< by rank
+  std::vector<std::string> cpu_models;  ///< by rank
+  std::vector<std::pair<std::string, std::string>> library_versions;
+  std::string created;  ///< UTC time of the measurement
+  CommModelFit all;     ///< every pair's points together
+  bool per_pair = false;
+  std::vector<CommPairRecord> pairs;  ///< every pair, in order (0,1), (0,2), ..., (1,2), ...
+};
+
+/// Fits each pair and all points together and decides per_pair (fits_differ for any two
+/// pairs). `pairs` hold the points; their fits are filled in.
+void fit_pairs(CommModelRecords& records);
+
+/// Writes the records to `path` atomically (format "mbkit-comm-model" in mbkit-formats(5)). A
+/// fit that is no usable model (comm_fit_problem: that of all pairs together, or each pair's
+/// where per_pair) is refused with status 1, naming the pair and why, and nothing is written.
+void write_comm_model(const std::string& path, const CommModelRecords& records);
+
+/// Reads a comm-model file; a missing, damaged or inconsistent file, or one holding a fit that
+/// is not a usable model, is a data error naming it.
+CommModelRecords read_comm_model(const std::string& path);
+
+/// The model a trainer uses: the fit of all points, or each pair's where the pairs differ.
+CommModel comm_model_of(const CommModelRecords& records, const std::string& path);
+
+/// A run of `ranks` ranks with `model`: a per-pair model must be of as many ranks (a data
+/// error naming the file), and times only synchronous ps and allreduce (`async_or_dbsl`: a
+/// usage error naming --comm-model).
+void check_comm_model_for_run(const CommModel& model, int ranks, bool async_or_dbsl);
+
+}  // namespace mbkit::train

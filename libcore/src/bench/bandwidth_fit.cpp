@@ -1,0 +1,157 @@
+#include "mbkit/bench/bandwidth_fit.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+
+#include "mbkit/util/machine.hpp"
+#include "mbkit/util/strings.hpp"
+#include "mbkit/util/version.hpp"
+
+namespace mbkit::bench {
+namespace {
+
+constexpr int kPingPongTag = 23;
+
+// The byte at `i` of a message of `size` bytes: differs between sizes and along the message.
+std::uint8_t pattern(std::size_t i, std::size_t size) {
+  return static_cast<std::uint8_t>((i * 7 + size) & 0xff);
+}
+
+// One message each way between this rank and `peer`; `first` sends first.
+void round_trip(const comm::World& world, bool first, int peer, std::vector<std::uint8_t>& out,
+                std::vector<std::uint8_t>& in, std::size_t size) {
+  for (int leg = 0; leg < 2; ++leg) {
+    comm::Request request =
+        (leg == 0) == first ? world.isend(first ? out.data() : in.data(), size, peer, kPingPongTag)
+                            : world.irecv(in.data(), size, peer, kPingPongTag);
+    world.wait(request, "timing messages between two ranks (--fit)");
+  }
+}
+
+struct PairTimes {
+  std::vector<double> median, fastest, slowest;  // one-way seconds, per size
+  std::vector<double> wrong;                     // bytes that came back altered, per size
+};
+
+PairTimes time_pair(comm::World& world, int a, int b, const std::vector<std::size_t>& sizes,
+                    const MeasureOptions& options) {
+  const std::size_t n = sizes.size();
+  PairTimes times{std::vector<double>(n), std::vector<double>(n), std::vector<double>(n),
+                  std::vector<double>(n)};
+  if (world.rank() == a || world.rank() == b) {
+    const bool first = world.rank() == a;
+    const int peer = first ? b : a;
+    const comm::WaitMode mode = world.wait_mode();
+    world.set_wait_mode(comm::WaitMode::kSpin);
+    std::vector<std::uint8_t> out, in;
+    for (std::size_t s = 0; s < n; ++s) {
+      const std::size_t size = sizes[s];
+      out.resize(size);
+      in.assign(size, 0);
+      for (std::size_t i = 0; i < size; ++i) out[i] = pattern(i, size);
+      for (int i = 0; i < options.warmup_iters; ++i) round_trip(world, first, peer, out, in, size);
+      std::vector<double> one_way;
+      for (int i = 0; i < options.iters_at(size); ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        round_trip(world, first, peer, out, in, size);
+        const std::chrono::duration<double> trip = std::chrono::steady_clock::now() - start;
+        one_way.push_back(trip.count() / 2);
+      }
+      std::sort(one_way.begin(), one_way.end());
+      const std::size_t count = one_way.size();
+      times.median[s] =
+          count % 2 == 1 ? one_way[count / 2] : 0.5 * (one_way[count / 2 - 1] + one_way[count / 2]);
+      times.fastest[s] = one_way.front();
+      times.slowest[s] = one_way.back();
+      if (first && options.check) {
+        std::int64_t wrong = 0;
+        for (std::size_t i = 0; i < size; ++i) wrong += in[i] != pattern(i, size) ? 1 : 0;
+        if (options.corrupt && size > 0) ++wrong;
+        times.wrong[s] = static_cast<double>(wrong);
+      }
+    }
+    world.set_wait_mode(mode);
+  }
+  // The lower rank's times, to every rank (doubles travel as their bits).
+  std::vector<double> all;
+  for (const auto* part : {&times.median, &times.fastest, &times.slowest, &times.wrong}) {
+    all.insert(all.end(), part->begin(), part->end());
+  }
+  std::vector<std::uint8_t> raw(all.size() * sizeof(double));
+  std::memcpy(raw.data(), all.data(), raw.size());
+  world.broadcast(std::span<std::uint8_t>(raw), a);
+  std::memcpy(all.data(), raw.data(), raw.size());
+  for (std::size_t s = 0; s < n; ++s) {
+    times.median[s] = all[s];
+    times.fastest[s] = all[n + s];
+    times.slowest[s] = all[2 * n + s];
+    times.wrong[s] = all[3 * n + s];
+  }
+  return times;
+}
+
+}  // namespace
+
+PingPong measure_ping_pong(comm::World& world, const std::vector<std::size_t>& sizes,
+                           const MeasureOptions& options) {
+  PingPong result;
+  train::CommModelRecords& records = result.records;
+  records.ranks = world.size();
+  records.hosts = world.all_gather(world.host());
+  records.cpu_models = world.all_gather(util::cpu_model_name());
+  records.library_versions = library_versions();
+  records.created = utc_timestamp();
+  for (int a = 0; a < world.size(); ++a) {
+    for (int b = a + 1; b < world.size(); ++b) {
+      world.barrier();  // one pair at a time: the others' messages do not share its links
+      const PairTimes times = time_pair(world, a, b, sizes, options);
+      train::CommPairRecord pair;
+      pair.rank_a = a;
+      pair.rank_b = b;
+      for (std::size_t s = 0; s < sizes.size(); ++s) {
+        Row row;
+        row.op = cat("pingpong-", a, "-", b);
+        row.bytes = sizes[s];
+        row.count = sizes[s];
+        row.type = "byte";
+        row.avg_us = times.median[s] * 1e6;
+        row.min_us = times.fastest[s] * 1e6;
+        row.max_us = times.slowest[s] * 1e6;
+        row.algbw_gbps = static_cast<double>(sizes[s]) / times.median[s] * 1e-9;
+        row.busbw_gbps = row.algbw_gbps;
+        row.wrong = static_cast<std::int64_t>(times.wrong[s]);
+        result.rows.push_back(row);
+        pair.bytes.push_back(static_cast<double>(sizes[s]));
+        pair.seconds.push_back(times.median[s]);
+      }
+      records.pairs.push_back(std::move(pair));
+    }
+  }
+  return result;
+}
+
+void write_comm_fits(std::ostream& out, const train::CommModelRecords& records) {
+  out << "# message model time = alpha + beta * bytes, least squares over the median one-way "
+         "times:\n";
+  const auto line = [&](const std::string& what, const train::CommModelFit& fit,
+                        std::size_t points) {
+    out << strprintf(
+        "# %s: alpha = %.6g s (+- %.2g), beta = %.6g s/B (+- %.2g; %.3g GB/s), r^2 = %.6f (%zu "
+        "points)\n",
+        what.c_str(), fit.alpha, fit.alpha_stderr, fit.beta, fit.beta_stderr,
+        fit.beta > 0 ? 1e-9 / fit.beta : 0.0, fit.r_squared, points);
+  };
+  std::size_t points = 0;
+  for (const auto& pair : records.pairs) {
+    line(cat("ranks ", pair.rank_a, "-", pair.rank_b), pair.fit, pair.bytes.size());
+    points += pair.bytes.size();
+  }
+  line("all pairs", records.all, points);
+  out << (records.pairs.size() < 2 ? "# one pair: one model\n"
+          : records.per_pair       ? "# the pairs differ: a model per pair\n"
+                                   : "# the pairs agree: one model for all\n");
+}
+
+}  // namespace mbkit::bench

@@ -1,0 +1,328 @@
+#include "mbkit/train/comm_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "mbkit/config.hpp"
+#include "mbkit/io/format.hpp"
+#include "mbkit/io/hdf5.hpp"
+#include "mbkit/util/error.hpp"
+#include "mbkit/util/fs.hpp"
+#include "mbkit/util/strings.hpp"
+
+namespace mbkit::train {
+
+namespace {
+
+constexpr const char* kFormat = "mbkit-comm-model";
+constexpr int kFormatVersion = 1;
+constexpr const char* kPairsGroup = "pairs";
+
+double squared(double x) {
+  return x * x;
+}
+
+// Apart by more than three standard errors of the difference and by more than 10% of the
+// larger: the first keeps noise from splitting pairs, the second tiny errors of many points.
+bool values_differ(double a, double a_stderr, double b, double b_stderr) {
+  const double apart = std::abs(a - b);
+  return apart > 3 * std::sqrt(squared(a_stderr) + squared(b_stderr)) &&
+         apart > 0.1 * std::max(std::abs(a), std::abs(b));
+}
+
+}  // namespace
+
+CommModelFit fit_comm_model(std::span<const double> bytes, std::span<const double> seconds) {
+  if (bytes.size() != seconds.size()) {
+    usage_error(cat("message model: ", bytes.size(), " sizes for ", seconds.size(), " times"));
+  }
+  const std::size_t n = bytes.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!(std::isfinite(bytes[i]) && bytes[i] >= 0)) {
+      usage_error(cat("message model: size ", bytes[i], " is not a number of bytes"));
+    }
+    if (!(std::isfinite(seconds[i]) && seconds[i] > 0)) {
+      usage_error(cat("message model: time ", seconds[i], " s for ", bytes[i],
+                      " bytes is not a positive number"));
+    }
+  }
+  // Centred sums: the normal equations lose digits with sizes in the millions and times in
+  // microseconds.
+  double mean_x = 0, mean_y = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    mean_x += bytes[i];
+    mean_y += seconds[i];
+  }
+  mean_x /= static_cast<double>(std::max<std::size_t>(n, 1));
+  mean_y /= static_cast<double>(std::max<std::size_t>(n, 1));
+  double sxx = 0, sxy = 0, syy = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double dx = bytes[i] - mean_x, dy = seconds[i] - mean_y;
+    sxx += dx * dx;
+    sxy += dx * dy;
+    syy += dy * dy;
+  }
+  if (n < 2 || !(sxx > 0)) {
+    usage_error("message model: fitting alpha + beta * bytes needs at least two different sizes");
+  }
+  CommModelFit fit;
+  fit.beta = sxy / sxx;
+  fit.alpha = mean_y - fit.beta * mean_x;
+  bool through_origin = false;
+  double xx = 0;
+  if (fit.alpha < 0) {
+    // A negative latency is noise around a small one (it would make small messages free or
+    // worse): the least-squares line with alpha >= 0 is then the one through the origin.
+    double xy = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      xx += bytes[i] * bytes[i];
+      xy += bytes[i] * seconds[i];
+    }
+    fit.alpha = 0;
+    fit.beta = xy / xx;
+    through_origin = true;
+  }
+  double residual_sum = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    residual_sum += squared(fit.alpha + fit.beta * bytes[i] - seconds[i]);
+  }
+  fit.r_squared = syy > 0 ? 1.0 - residual_sum / syy : 1.0;
+  // Standard errors of the textbook line (n - 2 degrees of freedom); through the origin, of
+  // beta alone (n - 1) and alpha's is 0 (fixed).
+  const double freedom = static_cast<double>(n) - (through_origin ? 1.0 : 2.0);
+  if (freedom > 0) {
+    const double variance = residual_sum / freedom;
+    if (through_origin) {
+      fit.beta_stderr = std::sqrt(variance / xx);
+    } else {
+      fit.beta_stderr = std::sqrt(variance / sxx);
+      fit.alpha_stderr =
+          std::sqrt(variance * (1.0 / static_cast<double>(n) + squared(mean_x) / sxx));
+    }
+  }
+  return fit;
+}
+
+std::string comm_fit_problem(const CommModelFit& fit) {
+  if (!std::isfinite(fit.alpha)) return cat("alpha = ", fit.alpha, " is not finite");
+  if (!std::isfinite(fit.beta)) return cat("beta = ", fit.beta, " is not finite");
+  if (fit.alpha < 0) return cat("alpha = ", fit.alpha, " s is negative");
+  if (fit.beta < 0) return cat("beta = ", fit.beta, " s per byte is negative");
+  if (!(fit.alpha + fit.beta > 0)) return "alpha and beta are both 0";
+  if (!(fit.r_squared >= kCommModelMinRSquared)) {
+    return cat("r^2 = ", strprintf("%.4f", fit.r_squared), " is below ", kCommModelMinRSquared,
+               " (the times do not follow a line)");
+  }
+  return {};
+}
+
+bool fits_differ(const CommModelFit& a, const CommModelFit& b) {
+  return values_differ(a.alpha, a.alpha_stderr, b.alpha, b.alpha_stderr) ||
+         values_differ(a.beta, a.beta_stderr, b.beta, b.beta_stderr);
+}
+
+void fit_pairs(CommModelRecords& records) {
+  std::vector<double> all_bytes, all_seconds;
+  for (CommPairRecord& pair : records.pairs) {
+    pair.fit = fit_comm_model(pair.bytes, pair.seconds);
+    all_bytes.insert(all_bytes.end(), pair.bytes.begin(), pair.bytes.end());
+    all_seconds.insert(all_seconds.end(), pair.seconds.begin(), pair.seconds.end());
+  }
+  records.all = fit_comm_model(all_bytes, all_seconds);
+  records.per_pair = false;
+  for (std::size_t i = 0; i < records.pairs.size(); ++i) {
+    for (std::size_t j = i + 1; j < records.pairs.size(); ++j) {
+      if (fits_differ(records.pairs[i].fit, records.pairs[j].fit)) records.per_pair = true;
+    }
+  }
+}
+
+namespace {
+
+std::string pair_name(const CommPairRecord& pair) {
+  return cat("ranks ", pair.rank_a, "-", pair.rank_b);
+}
+
+void set_fit(io::Object& object, const CommModelFit& fit) {
+  object.set_attribute("alpha", fit.alpha);
+  object.set_attribute("beta", fit.beta);
+  object.set_attribute("r_squared", fit.r_squared);
+  object.set_attribute("alpha_stderr", fit.alpha_stderr);
+  object.set_attribute("beta_stderr", fit.beta_stderr);
+}
+
+double finite_attribute(const io::Object& object, const char* name) {
+  const double value = object.double_attribute(name);
+  if (!std::isfinite(value)) data_error(cat(object.describe(), ": '", name, "' is not finite"));
+  return value;
+}
+
+CommModelFit read_fit(const io::Object& object) {
+  CommModelFit fit;
+  fit.alpha = finite_attribute(object, "alpha");
+  fit.beta = finite_attribute(object, "beta");
+  fit.r_squared = finite_attribute(object, "r_squared");
+  fit.alpha_stderr = finite_attribute(object, "alpha_stderr");
+  fit.beta_stderr = finite_attribute(object, "beta_stderr");
+  return fit;
+}
+
+void require_usable(const io::Object& object, const CommModelFit& fit, const std::string& what) {
+  if (const std::string problem = comm_fit_problem(fit); !problem.empty()) {
+    data_error(cat(object.describe(), " (", what, "): ", problem, ": not a usable message model"));
+  }
+}
+
+}  // namespace
+
+void write_comm_model(const std::string& path, const CommModelRecords& records) {
+  if (records.pairs.empty()) fail(cat("message model ", path, ": no measurement to write"));
+  // Before the temporary exists: an unusable model is not written at all.
+  const auto refuse = [&](const std::string& what, const std::string& problem) {
+    fail(cat("not writing the message model ", path, ": the fit of ", what, ": ", problem,
+             "; a wider size range (-b, -e), more --iters or a quieter machine give a usable "
+             "model"));
+  };
+  // Where the pairs differ each pair's fit is the model (that of all together, of points off
+  // one line, is only shown); otherwise the fit of all together is.
+  if (const std::string problem = comm_fit_problem(records.all);
+      !records.per_pair && !problem.empty()) {
+    refuse("every pair together", problem);
+  }
+  if (records.per_pair) {
+    for (const CommPairRecord& pair : records.pairs) {
+      if (const std::string problem = comm_fit_problem(pair.fit); !problem.empty()) {
+        refuse(pair_name(pair), problem);
+      }
+    }
+  }
+  fs::AtomicOutput output(path);
+  io::File file = io::File::create(output.temp_path());
+  file.set_attribute("format", kFormat);
+  file.set_attribute("format_version", kFormatVersion);
+  file.set_attribute("created_by", cat("mbkit ", MBKIT_VERSION));
+  file.set_attribute("created", records.created);
+  file.set_attribute("ranks", records.ranks);
+  file.set_attribute("hosts", records.hosts);
+  file.set_attribute("cpu_models", records.cpu_models);
+  std::vector<std::string> libraries;
+  for (const auto& [name, version] : records.library_versions) {
+    libraries.push_back(cat(name, " ", version));
+  }
+  file.set_attribute("libraries", libraries);
+  file.set_attribute("per_pair", static_cast<std::int64_t>(records.per_pair ? 1 : 0));
+  set_fit(file, records.all);
+  io::Group pairs = file.create_group(kPairsGroup);
+  for (std::size_t i = 0; i < records.pairs.size(); ++i) {
+    const CommPairRecord& record = records.pairs[i];
+    io::Group pair = pairs.create_group(std::to_string(i));
+    pair.set_attribute("rank_a", record.rank_a);
+    pair.set_attribute("rank_b", record.rank_b);
+    set_fit(pair, record.fit);
+    // The points are few (one per size): attributes, so the file needs no chunked data.
+    pair.set_attribute("bytes", record.bytes);
+    pair.set_attribute("seconds", record.seconds);
+  }
+  file.close();
+  output.commit();
+}
+
+CommModelRecords read_comm_model(const std::string& path) {
+  const io::File file = io::File::open(path);
+  try {
+    io::check_format(file, kFormat, kFormatVersion, "message model");
+    CommModelRecords records;
+    const std::int64_t ranks = file.int_attribute("ranks");
+    if (ranks < 2 || ranks > 1'000'000) {
+      data_error(cat(path, ": 'ranks' is ", ranks, ", not a number of ranks of 2 or more"));
+    }
+    records.ranks = static_cast<int>(ranks);
+    records.hosts = file.string_array_attribute("hosts");
+    records.cpu_models = file.string_array_attribute("cpu_models");
+    records.created = file.string_attribute("created");
+    for (const std::string& line : file.string_array_attribute("libraries")) {
+      const auto space = line.find(' ');
+      records.library_versions.emplace_back(
+          line.substr(0, space), space == std::string::npos ? "" : line.substr(space + 1));
+    }
+    records.per_pair = file.int_attribute("per_pair") != 0;
+    records.all = read_fit(file);
+    if (!records.per_pair) require_usable(file, records.all, "every pair together");
+    const io::Group pairs = file.open_group(kPairsGroup);
+    const std::size_t expected =
+        static_cast<std::size_t>(ranks) * static_cast<std::size_t>(ranks - 1) / 2;
+    if (pairs.member_names().size() != expected) {
+      data_error(cat(path, ": /", kPairsGroup, " holds ", pairs.member_names().size(),
+                     " pairs, not the ", expected, " of ", ranks, " ranks"));
+    }
+    std::size_t index = 0;
+    for (int a = 0; a < ranks; ++a) {
+      for (int b = a + 1; b < ranks; ++b, ++index) {
+        const std::string name = std::to_string(index);
+        if (!pairs.has(name)) {
+          data_error(cat(path, ": /", kPairsGroup, " has no pair named ", name));
+        }
+        const io::Group group = pairs.open_group(name);
+        CommPairRecord pair;
+        pair.rank_a = static_cast<int>(group.int_attribute("rank_a"));
+        pair.rank_b = static_cast<int>(group.int_attribute("rank_b"));
+        if (pair.rank_a != a || pair.rank_b != b) {
+          data_error(cat(group.describe(), ": ranks ", pair.rank_a, "-", pair.rank_b,
+                         " where pair ", a, "-", b, " belongs"));
+        }
+        pair.fit = read_fit(group);
+        if (records.per_pair) require_usable(group, pair.fit, pair_name(pair));
+        pair.bytes = group.double_array_attribute("bytes");
+        pair.seconds = group.double_array_attribute("seconds");
+        if (pair.bytes.size() != pair.seconds.size()) {
+          data_error(cat(group.describe(), ": ", pair.bytes.size(), " sizes for ",
+                         pair.seconds.size(), " times"));
+        }
+        records.pairs.push_back(std::move(pair));
+      }
+    }
+    return records;
+  } catch (const Error&) {
+    io::rethrow_as_damaged_file(path);
+  }
+}
+
+CommModel comm_model_of(const CommModelRecords& records, const std::string& path) {
+  CommModel model;
+  model.alpha = records.all.alpha;
+  model.beta = records.all.beta;
+  model.file = path;
+  if (records.per_pair) {
+    const auto n = static_cast<std::size_t>(records.ranks);
+    model.pair_ranks = records.ranks;
+    model.pair_alpha.assign(n * n, 0.0);
+    model.pair_beta.assign(n * n, 0.0);
+    for (const CommPairRecord& pair : records.pairs) {
+      for (const auto& [i, j] :
+           {std::pair(pair.rank_a, pair.rank_b), std::pair(pair.rank_b, pair.rank_a)}) {
+        const std::size_t at = static_cast<std::size_t>(i) * n + static_cast<std::size_t>(j);
+        model.pair_alpha[at] = pair.fit.alpha;
+        model.pair_beta[at] = pair.fit.beta;
+      }
+    }
+  }
+  return model;
+}
+
+void check_comm_model_for_run(const CommModel& model, int ranks, bool async_or_dbsl) {
+  if (model.pair_ranks == 0) return;
+  if (model.pair_ranks != ranks) {
+    data_error(cat(model.file, ": a model per pair of ", model.pair_ranks, " ranks, for a run of ",
+                   ranks, " ranks; measure this run's ranks (mpirun -n ", ranks,
+                   " mb-bench-bandwidth --fit)"));
+  }
+  if (async_or_dbsl) {
+    usage_error(cat("--comm-model ", model.file,
+                    ": its pairs differ (a model per pair), which times synchronous ps and "
+                    "allreduce only; --async and mb-train-dbsl take one model for all: "
+                    "--comm-model ",
+                    model.spec().substr(0, model.spec().find(' '))));
+  }
+}
+
+}  // namespace mbkit::train

@@ -1,0 +1,167 @@
+"""One command measures a cluster, one emulates it: mpirun -n 2 mb-bench-bandwidth --fit times
+messages between the two ranks and writes the message model (alpha, beta, r^2; the hosts, CPU
+and date) with the -o/--force rules of the other tools; a trainer given that file with
+--comm-model on the virtual clock takes the same step times, to the bit, as the same run given
+the fitted alpha and beta inline; --resume with another model is refused; bad model files are
+refused in one line naming the file (status 3)."""
+
+import json
+import shutil
+
+import h5py
+import numpy as np
+
+import mbtest
+
+MPIRUN = shutil.which("mpirun")
+# A short sweep: 8 B to 512 KiB in 7 sizes, 20 round trips each (about a second).
+FIT = ["--fit", "-b", "8", "-e", "512K", "-f", "4", "-n", "20", "-w", "3"]
+
+
+class CommModel(mbtest.ToolTestCase):
+    def setUp(self):
+        super().setUp()
+        self.assertIsNotNone(MPIRUN, "mpirun (openmpi-bin) is required")
+
+    def bench(self, *args):
+        return mbtest.run([MPIRUN, "--oversubscribe", "-n", "2", mbtest.tool("mb-bench-bandwidth"),
+                           *args], cwd=self.dir, env=self.env, timeout=120)
+
+    def train(self, ranks, *args):
+        command = [MPIRUN, "--oversubscribe", "-n", str(ranks), mbtest.tool("mb-train-fmb"),
+                   "--data", self.path("toy.h5"), "--model", "mlp", "--hidden", "16", "--lr",
+                   "0.05", "--batch-size", "16", "--seed", "2", "-q", "--clock", "virtual",
+                   "--compute-model", "1e-4,2e-3", *args]
+        return mbtest.run(command, cwd=self.dir, env=self.env, timeout=180)
+
+    def fitted(self):
+        result = self.bench(*FIT, "--comm-model", self.path("cm.h5"))
+        self.assertSucceeded(result)
+        return result
+
+    def test_fit_writes_the_model_and_a_trainer_takes_it_as_given_inline(self):
+        result = self.fitted()
+        columns, rows = mbtest.parse_table(result.out)
+        self.assertEqual([int(r["size"]) for r in rows], [8, 32, 128, 512, 2048, 8192, 32768,
+                                                           131072, 524288])
+        self.assertEqual({r["op"] for r in rows}, {"pingpong-0-1"})
+        self.assertTrue(all(r["wrong"] == "0" for r in rows))
+        self.assertIn("# ranks 0-1: alpha = ", result.out)
+        with h5py.File(self.path("cm.h5"), "r") as f:
+            attrs = mbtest.text_attrs(f)
+            self.assertEqual(attrs["format"], "mbkit-comm-model")
+            self.assertEqual(int(attrs["ranks"]), 2)
+            self.assertEqual(int(attrs["per_pair"]), 0)
+            self.assertEqual(len(attrs["hosts"]), 2)
+            self.assertEqual(len(attrs["cpu_models"]), 2)
+            self.assertRegex(attrs["created"], r"^\d{4}-\d\d-\d\dT")
+            alpha, beta = float(f.attrs["alpha"]), float(f.attrs["beta"])
+            self.assertGreaterEqual(alpha, 0)
+            self.assertGreater(beta, 0)
+            self.assertGreaterEqual(float(f.attrs["r_squared"]), 0.9)
+            pair = f["pairs/0"]
+            self.assertEqual((int(pair.attrs["rank_a"]), int(pair.attrs["rank_b"])), (0, 1))
+            self.assertEqual(len(pair.attrs["seconds"]), 9)
+            # One pair: its fit is the model.
+            self.assertEqual(float(pair.attrs["alpha"]), alpha)
+        # The output exists: --force or nothing, as every tool.
+        again = self.bench(*FIT, "--comm-model", self.path("cm.h5"))
+        self.assertEqual(again.rc, 2, msg=repr(again))
+        self.assertIn("--force", again.err)
+        self.assertUsageError(self.bench("--comm-model", self.path("x.h5")),
+                              "--comm-model needs --fit", tool="mb-bench-bandwidth")
+        alone = mbtest.run([mbtest.tool("mb-bench-bandwidth"), *FIT], cwd=self.dir, env=self.env)
+        self.assertUsageError(alone, "--fit times messages between ranks: it needs at least 2",
+                              tool="mb-bench-bandwidth")
+        self.assertUsageError(self.bench("--fit", "-b", "8", "-e", "8"),
+                              "--fit needs at least two sizes", tool="mb-bench-bandwidth")
+
+        self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "200",
+                                             "--test", "40", "-o", self.path("toy.h5")))
+        inline = f"{alpha!r},{beta!r}"
+        for comm in ("ps", "allreduce"):
+            self.assertSucceeded(self.train(3, "--comm", comm, "--steps", "4", "--comm-model",
+                                            self.path("cm.h5"), "--log", f"{comm}-file.h5"))
+            self.assertSucceeded(self.train(3, "--comm", comm, "--steps", "4", "--comm-model",
+                                            inline, "--log", f"{comm}-inline.h5"))
+            with h5py.File(self.path(f"{comm}-file.h5"), "r") as a, \
+                    h5py.File(self.path(f"{comm}-inline.h5"), "r") as b:
+                for table, name in (("steps", "step_time"), ("steps", "time"),
+                                    ("workers", "send_time"), ("workers", "wait_time"),
+                                    ("workers", "recv_time")):
+                    self.assertTrue(np.array_equal(a[table][name][...], b[table][name][...]),
+                                    msg=f"{comm}: {table}/{name}")
+                self.assertEqual(mbtest.text_attrs(a)["comm_model"],
+                                 mbtest.text_attrs(b)["comm_model"])
+                config = json.loads(mbtest.text_attrs(a)["config"])
+                self.assertEqual(config["comm_model"], self.path("cm.h5"))
+                self.assertEqual(config["comm_model_values"], f"{alpha:.17g},{beta:.17g}")
+            # The message model is the fit's: 4 steps of compute plus ps's two messages.
+            if comm == "ps":
+                with h5py.File(self.path("ps-file.h5"), "r") as log:
+                    parameters = json.loads(mbtest.text_attrs(log)["config"])["parameters"]
+                    message = alpha + beta * 4 * parameters
+                    # (plus the master's update, measured: rtol 1e-6 as e2e.test_virtual_clock)
+                    np.testing.assert_allclose(log["steps"]["step_time"][...],
+                                               16 * 1e-4 + 2e-3 + 2 * message, rtol=1e-6)
+
+    def test_resume_with_another_model_is_refused(self):
+        self.fitted()
+        self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "200",
+                                             "--test", "40", "-o", self.path("toy.h5")))
+        with h5py.File(self.path("cm.h5"), "r") as f:
+            alpha, beta = float(f.attrs["alpha"]), float(f.attrs["beta"])
+        common = ["--comm", "ps", "--checkpoint", "ck.h5"]
+        self.assertSucceeded(self.train(2, *common, "--steps", "2", "--comm-model",
+                                        self.path("cm.h5")))
+        # The same values inline continue; other values do not.
+        self.assertSucceeded(self.train(2, *common, "--steps", "3", "--resume", "ck.h5",
+                                        "--comm-model", f"{alpha!r},{beta!r}"))
+        refused = self.train(2, *common, "--steps", "4", "--resume", "ck.h5", "--comm-model",
+                             f"{alpha * 2!r},{beta!r}")
+        self.assertEqual(refused.rc, 2, msg=repr(refused))
+        self.assertIn(f"--comm-model {alpha * 2!r},{beta!r}: ck.h5 was trained with --comm-model",
+                      refused.err)
+
+    def test_bad_model_files_are_refused_naming_them(self):
+        self.fitted()
+        self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "200",
+                                             "--test", "40", "-o", self.path("toy.h5")))
+
+        def damaged(name, change):
+            shutil.copy(self.path("cm.h5"), self.path(name))
+            with h5py.File(self.path(name), "r+") as f:
+                change(f)
+            return self.train(3, "--comm", "ps", "--steps", "2", "--comm-model", self.path(name))
+
+        def nan_alpha(f):
+            f.attrs["alpha"] = float("nan")
+
+        def negative_beta(f):
+            f.attrs["beta"] = -1e-9
+
+        def no_pairs(f):
+            del f["pairs"]
+
+        def per_pair(f):
+            f.attrs["per_pair"] = 1
+
+        for name, change, text in (
+                ("nan.h5", nan_alpha, "nan.h5:/: 'alpha' is not finite"),
+                ("negative.h5", negative_beta, "beta = -1e-09 s per byte is negative"),
+                ("nopairs.h5", no_pairs, "nopairs.h5"),
+                ("pairs.h5", per_pair, "pairs.h5: a model per pair of 2 ranks, for a run of 3")):
+            result = damaged(name, change)
+            self.assertEqual(result.rc, 3, msg=repr(result))
+            # Every rank says the same, in one line each (mpirun adds its own about the job).
+            lines = [line for line in result.err.splitlines() if "error:" in line]
+            self.assertTrue(lines, msg=repr(result))
+            for line in lines:
+                self.assertIn(text, line, msg=repr(result))
+        missing = self.train(3, "--comm", "ps", "--steps", "2", "--comm-model", "nosuch.h5")
+        self.assertEqual(missing.rc, 2, msg=repr(missing))
+        self.assertIn("'nosuch.h5' is not ALPHA,BETA", missing.err)
+
+
+if __name__ == "__main__":
+    mbtest.main()

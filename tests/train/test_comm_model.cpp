@@ -1,0 +1,230 @@
+// The message model's calibration (comm_model.hpp): the least-squares fit of alpha + beta *
+// bytes, when pairs differ, the file mb-bench-bandwidth --fit writes and the trainers' reader
+// with its refusals, and what a per-pair model charges on the virtual clock.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "mbkit/io/hdf5.hpp"
+#include "mbkit/train/comm_model.hpp"
+#include "mbkit/train/virtual_clock.hpp"
+#include "mbkit/util/error.hpp"
+#include "mbkit/util/fs.hpp"
+#include "test_helpers.hpp"
+
+namespace mbkit::train {
+namespace {
+
+using test::TempDir;
+
+TEST(CommModelFit, RecoversAnExactLine) {
+  const std::vector<double> sizes = {8, 1024, 65536, 1 << 20, 16 << 20};
+  std::vector<double> seconds;
+  for (const double x : sizes) seconds.push_back(25e-6 + 1e-10 * x);
+  const CommModelFit fit = fit_comm_model(sizes, seconds);
+  EXPECT_NEAR(fit.alpha, 25e-6, 1e-15);
+  EXPECT_NEAR(fit.beta, 1e-10, 1e-20);
+  EXPECT_NEAR(fit.r_squared, 1.0, 1e-12);
+  EXPECT_NEAR(fit.alpha_stderr, 0.0, 1e-15);
+  EXPECT_EQ(comm_fit_problem(fit), "");
+}
+
+TEST(CommModelFit, MatchesTheNormalEquationsOnNoisyPoints) {
+  // By hand: x = 1,2,3,4 and y = 1.1, 1.8, 3.3, 3.6 have means 2.5 and 2.45, sum dx dy = 4.5 and
+  // sum dx^2 = 5, so beta = 0.9 and alpha = 2.45 - 0.9 * 2.5 = 0.2. Residuals 0, 0.2, -0.4,
+  // 0.2: SS_res = 0.24, SS_tot = 4.29; the variance 0.24 / (4 - 2) = 0.12 gives the standard
+  // errors sqrt(0.12 / 5) of beta and sqrt(0.12 (1/4 + 2.5^2 / 5)) of alpha.
+  const std::vector<double> sizes = {1, 2, 3, 4};
+  const std::vector<double> seconds = {1.1, 1.8, 3.3, 3.6};
+  const CommModelFit fit = fit_comm_model(sizes, seconds);
+  EXPECT_NEAR(fit.beta, 0.9, 1e-12);
+  EXPECT_NEAR(fit.alpha, 0.2, 1e-12);
+  EXPECT_NEAR(fit.r_squared, 1 - 0.24 / 4.29, 1e-12);
+  EXPECT_NEAR(fit.beta_stderr, std::sqrt(0.12 / 5), 1e-12);
+  EXPECT_NEAR(fit.alpha_stderr, std::sqrt(0.12 * (0.25 + 6.25 / 5)), 1e-12);
+}
+
+TEST(CommModelFit, ANegativeLatencyGivesTheLineThroughTheOrigin) {
+  // The free line: beta = 2.5 / 2 = 1.25, alpha = 11/6 - 2.5 < 0. Through the origin:
+  // beta = sum xy / sum x^2 = (0.5 + 4 + 9) / 14.
+  const std::vector<double> sizes = {1, 2, 3};
+  const std::vector<double> seconds = {0.5, 2.0, 3.0};
+  const CommModelFit fit = fit_comm_model(sizes, seconds);
+  EXPECT_EQ(fit.alpha, 0.0);
+  EXPECT_NEAR(fit.beta, 13.5 / 14, 1e-12);
+  EXPECT_EQ(fit.alpha_stderr, 0.0);
+}
+
+TEST(CommModelFit, RefusesWhatCannotDefineALine) {
+  const std::vector<double> one = {64}, one_time = {0.1};
+  EXPECT_MBKIT_ERROR(fit_comm_model(one, one_time), ExitCode::kUsage, "two different sizes");
+  const std::vector<double> sizes = {32, 64}, nan = {0.1, std::nan("")};
+  EXPECT_MBKIT_ERROR(fit_comm_model(sizes, nan), ExitCode::kUsage, "not a positive number");
+  const std::vector<double> three = {0.1, 0.2, 0.3};
+  EXPECT_MBKIT_ERROR(fit_comm_model(sizes, three), ExitCode::kUsage, "2 sizes for 3 times");
+}
+
+TEST(CommModelFit, UnusableFitsAreNamed) {
+  EXPECT_NE(comm_fit_problem({-1e-6, 1e-10, 1, 0, 0}).find("alpha = -1e-06 s is negative"),
+            std::string::npos);
+  EXPECT_NE(comm_fit_problem({1e-6, -1e-10, 1, 0, 0}).find("beta"), std::string::npos);
+  EXPECT_NE(comm_fit_problem({0, 0, 1, 0, 0}).find("both 0"), std::string::npos);
+  EXPECT_NE(comm_fit_problem({1e-6, 1e-10, 0.5, 0, 0}).find("r^2 = 0.5000 is below 0.9"),
+            std::string::npos);
+  EXPECT_NE(comm_fit_problem({std::nan(""), 1e-10, 1, 0, 0}).find("not finite"), std::string::npos);
+}
+
+TEST(CommModelFit, PairsDifferBeyondTheirSpreadAndTenPercent) {
+  const CommModelFit a{10e-6, 1e-10, 1, 1e-6, 1e-12};
+  EXPECT_FALSE(fits_differ(a, {10.5e-6, 1e-10, 1, 1e-6, 1e-12}));  // within the spread
+  EXPECT_TRUE(fits_differ(a, {2e-3, 1e-10, 1, 1e-6, 1e-12}));      // a 2 ms link
+  EXPECT_TRUE(fits_differ(a, {10e-6, 8e-9, 1, 1e-6, 1e-12}));      // a slower link
+  // Far beyond tiny standard errors, but by less than 10%: the same link.
+  EXPECT_FALSE(fits_differ({10e-6, 1e-10, 1, 1e-12, 1e-20}, {10.5e-6, 1e-10, 1, 1e-12, 1e-20}));
+}
+
+// Three ranks: the pairs with rank 2 have a 2 ms latency (as another host behind netem).
+CommModelRecords three_ranks() {
+  CommModelRecords records;
+  records.ranks = 3;
+  records.hosts = {"h1", "h1", "h2"};
+  records.cpu_models = {"cpu", "cpu", "cpu"};
+  records.created = "2026-12-05T00:00:00Z";
+  for (int a = 0; a < 3; ++a) {
+    for (int b = a + 1; b < 3; ++b) {
+      CommPairRecord pair;
+      pair.rank_a = a;
+      pair.rank_b = b;
+      const double alpha = b == 2 ? 2e-3 : 5e-6;
+      for (const double x : {8.0, 4096.0, 65536.0, 1048576.0}) {
+        pair.bytes.push_back(x);
+        // Alternating noise so that the fits have a spread.
+        pair.seconds.push_back((alpha + 1e-9 * x) * (pair.bytes.size() % 2 ? 1.01 : 0.99));
+      }
+      records.pairs.push_back(pair);
+    }
+  }
+  fit_pairs(records);
+  return records;
+}
+
+TEST(CommModelFile, APerPairModelIsWrittenReadAndCharged) {
+  TempDir dir;
+  const CommModelRecords records = three_ranks();
+  ASSERT_TRUE(records.per_pair);
+  write_comm_model(dir.file("m.h5"), records);
+  const CommModelRecords back = read_comm_model(dir.file("m.h5"));
+  EXPECT_EQ(back.ranks, 3);
+  EXPECT_EQ(back.hosts, records.hosts);
+  EXPECT_EQ(back.created, records.created);
+  ASSERT_EQ(back.pairs.size(), 3u);
+  EXPECT_EQ(back.pairs[2].rank_a, 1);
+  EXPECT_EQ(back.pairs[2].seconds, records.pairs[2].seconds);
+  EXPECT_EQ(back.all.alpha, records.all.alpha);
+  const CommModel model = comm_model_of(back, dir.file("m.h5"));
+  EXPECT_EQ(model.pair_ranks, 3);
+  const CommPairRecord& slow = back.pairs[1];  // 0-2
+  EXPECT_EQ(model.message(1000, 2, 0), slow.fit.alpha + slow.fit.beta * 1000);
+  EXPECT_EQ(model.message(1000, 0, 1), back.pairs[0].fit.alpha + back.pairs[0].fit.beta * 1000);
+  // A ring of the three: every step as long as its slowest link (1-2 or 2-0).
+  double slowest = 0;
+  for (const auto& pair : {back.pairs[2], back.pairs[1]}) {
+    slowest = std::max(slowest, pair.fit.alpha + pair.fit.beta * 3000.0 / 3);
+  }
+  EXPECT_EQ(model.allreduce(3000, 3), 4 * slowest);
+  EXPECT_NE(model.spec().find(" 0-2="), std::string::npos);
+  check_comm_model_for_run(model, 3, false);
+  EXPECT_MBKIT_ERROR(check_comm_model_for_run(model, 4, false), ExitCode::kBadData,
+                     "a model per pair of 3 ranks, for a run of 4 ranks");
+  EXPECT_MBKIT_ERROR(check_comm_model_for_run(model, 3, true), ExitCode::kUsage,
+                     "synchronous ps and allreduce only");
+}
+
+TEST(CommModelFile, PairsThatAgreeGiveOneModelForAnyWorld) {
+  TempDir dir;
+  CommModelRecords records = three_ranks();
+  for (auto& pair : records.pairs) pair.seconds = records.pairs[0].seconds;
+  fit_pairs(records);
+  ASSERT_FALSE(records.per_pair);
+  write_comm_model(dir.file("m.h5"), records);
+  // The trainers' spelling: a text without a comma is a file.
+  const auto model = parse_comm_model(dir.file("m.h5"));
+  ASSERT_TRUE(model.has_value());
+  EXPECT_EQ(model->pair_ranks, 0);
+  EXPECT_EQ(model->alpha, records.all.alpha);
+  EXPECT_EQ(model->beta, records.all.beta);
+  EXPECT_EQ(model->file, dir.file("m.h5"));
+  check_comm_model_for_run(*model, 5, true);
+}
+
+TEST(CommModelFile, AnUnusableFitIsNotWritten) {
+  TempDir dir;
+  CommModelRecords records = three_ranks();
+  records.pairs[2].fit.r_squared = 0.5;  // the pairs differ: each must be usable
+  EXPECT_MBKIT_ERROR(write_comm_model(dir.file("m.h5"), records), ExitCode::kFailure,
+                     "not writing the message model " + dir.file("m.h5") +
+                         ": the fit of ranks 1-2: r^2 = 0.5000 is below 0.9");
+  records.per_pair = false;  // then the fit of all together is the model
+  records.all.beta = -1e-9;
+  EXPECT_MBKIT_ERROR(write_comm_model(dir.file("m.h5"), records), ExitCode::kFailure,
+                     "every pair together: beta = -1e-09 s per byte is negative");
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{});
+}
+
+TEST(CommModelFile, BadFilesAreRefusedInOneLineNamingThem) {
+  TempDir dir;
+  const std::string path = dir.file("m.h5");
+  EXPECT_MBKIT_ERROR(parse_comm_model(dir.file("missing.h5")), ExitCode::kUsage,
+                     "is not ALPHA,BETA (seconds per message, seconds per byte) nor an existing");
+  test::write_text(dir.file("text.h5"), "not hdf5\n");
+  EXPECT_MBKIT_ERROR(parse_comm_model(dir.file("text.h5")), ExitCode::kBadData, "not an HDF5 file");
+  const auto damaged = [&](const std::function<void(io::File&)>& change) {
+    write_comm_model(path, three_ranks());
+    io::File file = io::File::open(path, io::File::Mode::kReadWrite);
+    change(file);
+    file.close();
+  };
+  damaged([](io::File& file) { file.set_attribute("alpha", std::nan("")); });
+  EXPECT_MBKIT_ERROR(read_comm_model(path), ExitCode::kBadData, "'alpha' is not finite");
+  damaged([](io::File& file) { file.open_group("pairs/1").set_attribute("beta", -1e-9); });
+  EXPECT_MBKIT_ERROR(read_comm_model(path), ExitCode::kBadData,
+                     "m.h5:/pairs/1 (ranks 0-2): beta = -1e-09 s per byte is negative");
+  damaged([](io::File& file) { file.open_group("pairs").remove("2"); });
+  EXPECT_MBKIT_ERROR(read_comm_model(path), ExitCode::kBadData,
+                     "/pairs holds 2 pairs, not the 3 of 3 ranks");
+  damaged([](io::File& file) { file.remove("pairs"); });
+  EXPECT_MBKIT_ERROR(read_comm_model(path), ExitCode::kBadData, "m.h5");
+  damaged([](io::File& file) { file.set_attribute("format", "mbkit-time-model"); });
+  EXPECT_MBKIT_ERROR(read_comm_model(path), ExitCode::kBadData, "m.h5");
+  {  // A file with the format but nothing else: the first missing attribute is named.
+    io::File file = io::File::create(path);
+    file.set_attribute("format", "mbkit-comm-model");
+    file.set_attribute("format_version", 1);
+    file.close();
+  }
+  EXPECT_MBKIT_ERROR(read_comm_model(path), ExitCode::kBadData, "ranks");
+}
+
+TEST(CommModelClock, ParameterServerChargesEachWorkersOwnLink) {
+  // Ranks 0 (master), 1 and 2: the link to rank 2 costs 2 ms + 1 ns/B, the other 1 us.
+  CommModel comm;
+  comm.pair_ranks = 3;
+  comm.pair_alpha.assign(9, 1e-6);
+  comm.pair_beta.assign(9, 0.0);
+  for (const int at : {2, 6}) {  // 0-2 and 2-0
+    comm.pair_alpha[at] = 2e-3;
+    comm.pair_beta[at] = 1e-9;
+  }
+  const std::uint64_t bytes = 1'000'000;  // rank 2's message: 3 ms
+  const auto time = sync_step_time({{0.0, 1.0}, {0.0, 0.5}}, true, comm, bytes, 0.25, 1);
+  EXPECT_DOUBLE_EQ(time.gather, std::max(1.0 + 1e-6, 0.5 + 3e-3));
+  EXPECT_DOUBLE_EQ(time.end, time.gather + 0.25 + 3e-3);  // the slowest broadcast
+  EXPECT_DOUBLE_EQ(time.sends[0], 2e-6);
+  EXPECT_DOUBLE_EQ(time.sends[1], 6e-3);
+  EXPECT_DOUBLE_EQ(time.receives[1], 3e-3);
+  EXPECT_NEAR(time.wait[1], time.end - 0.5 - 6e-3, 1e-12);
+}
+
+}  // namespace
+}  // namespace mbkit::train
