@@ -122,13 +122,16 @@ struct WorkerRecord {
 // The /workers columns that /worker_summary summarises per step, and the statistics of each
 // (mbkit/metrics/worker_table.hpp): a column `compute_time` gives compute_time_min,
 // compute_time_p10, compute_time_p50, compute_time_p90, compute_time_max, compute_time_mean.
-#define MBKIT_SUMMARISED_WORKER_COLUMNS(X)                                                \
-  X(samples)                                                                              \
-  X(compute_time)                                                                         \
-  X(sleep_time) X(send_time) X(wait_time) X(staleness) X(micro_batches) X(finished_early) \
-      X(recv_time) X(exit_time) X(queued_updates) X(comm_delay) X(dropped)
-#define MBKIT_WORKER_STATISTICS(X, column) \
-  X(column##_min) X(column##_p10) X(column##_p50) X(column##_p90) X(column##_max) X(column##_mean)
+// (Left as written: clang-format does not settle on one layout for these macros.)
+// clang-format off
+#define MBKIT_SUMMARISED_WORKER_COLUMNS(X)                                                  \
+  X(samples) X(compute_time) X(sleep_time) X(send_time) X(wait_time) X(staleness)           \
+  X(micro_batches) X(finished_early) X(recv_time) X(exit_time) X(queued_updates)            \
+  X(comm_delay) X(dropped)
+#define MBKIT_WORKER_STATISTICS(X, column)                                                  \
+  X(column##_min) X(column##_p10) X(column##_p50) X(column##_p90) X(column##_max)           \
+  X(column##_mean)
+// clang-format on
 
 /// One step of /worker_summary: over the step's workers, the quantiles (nearest rank: the
 /// smallest value with at least the fraction p of the values at or below it) and the mean of
