@@ -145,6 +145,127 @@ class Emulate(mbtest.ToolTestCase):
         self.assertEqual(config["workers"], 40)
         self.assertEqual(config["world_size"], 41)
 
+    def test_worker_table_summary_and_sample_agree_with_every_row(self):
+        # --emulate 100 logs 100 rows a step with all; summary keeps per-step quantiles of
+        # them (nearest rank) and sample:K the rows of K workers: both must be what h5py
+        # computes from the rows of the same run with all.
+        base = ["--comm", "ps", "--emulate", "100", "--batch-size", "2", "--steps", "6"]
+        for choice in ("all", "summary", "sample:7"):
+            self.train(choice.split(":")[0], "mb-train-fmb", [*base, "--worker-table", choice])
+        with h5py.File(self.path("all-log.h5"), "r") as log:
+            rows = {name: log["workers"][name][...] for name in log["workers"]}
+            steps = {name: log["steps"][name][...] for name in log["steps"]}
+            self.assertEqual(len(log["worker_summary/step"]), 0)
+        self.assertEqual(len(rows["step"]), 6 * 100)
+        summarised = [name for name in rows if name not in ("step", "rank")]
+        self.assertIn("compute_time", summarised)
+        for name in ("summary", "sample"):
+            with h5py.File(self.path(f"{name}-log.h5"), "r") as log:
+                summary = {column: log["worker_summary"][column][...]
+                           for column in log["worker_summary"]}
+                config = json.loads(mbtest.text_attrs(log)["config"])
+                for column in steps:
+                    if column not in WALL_COLUMNS:
+                        np.testing.assert_array_equal(log["steps"][column][...], steps[column],
+                                                      err_msg=f"{name}: steps/{column}")
+                workers = {column: log["workers"][column][...] for column in log["workers"]}
+            self.assertEqual(config["worker_table"], "summary" if name == "summary" else "sample:7")
+            np.testing.assert_array_equal(summary["step"], np.arange(1, 7))
+            np.testing.assert_array_equal(summary["workers"], np.full(6, 100))
+            for i, step in enumerate(range(1, 7)):
+                for column in summarised:
+                    values = np.sort(rows[column][rows["step"] == step].astype(np.float64))
+                    n = len(values)
+                    # Nearest rank: the value at 1-based rank ceil(p n).
+                    expected = {"min": values[0], "max": values[-1],
+                                **{f"p{q}": values[int(np.ceil(q / 100 * n)) - 1]
+                                   for q in (10, 50, 90)}}
+                    for statistic, value in expected.items():
+                        self.assertEqual(summary[f"{column}_{statistic}"][i], value,
+                                         msg=f"{name}: step {step} {column}_{statistic}")
+                    np.testing.assert_allclose(summary[f"{column}_mean"][i], values.mean(),
+                                               rtol=1e-12, atol=1e-300)
+            if name == "summary":
+                self.assertEqual(len(workers["step"]), 0)
+                continue
+            sampled = sorted(set(workers["rank"].tolist()))
+            self.assertEqual(len(sampled), 7)
+            keep = np.isin(rows["rank"], sampled)
+            for column in rows:
+                np.testing.assert_array_equal(workers[column], rows[column][keep],
+                                              err_msg=f"sample: workers/{column}")
+        # The same seed samples the same workers.
+        self.train("sample-again", "mb-train-fmb", [*base, "--worker-table", "sample:7"])
+        with h5py.File(self.path("sample-again-log.h5"), "r") as log:
+            self.assertEqual(sorted(set(log["workers/rank"][...].tolist())), sampled)
+
+        # mb-report reads each form alike; mb-plot draws every worker's histogram from all and
+        # from the sample, and refuses it from a summary, saying how to get one.
+        logs = [self.path(f"{name}-log.h5") for name in ("all", "summary", "sample")]
+        report = mbtest.run([mbtest.tool("mb-report"), "--json", *logs], cwd=self.dir,
+                            env=self.env)
+        self.assertSucceeded(report)
+        runs = json.loads(report.out)["runs"]
+        for run in runs[1:]:
+            for key in ("steps", "samples", "samples_per_worker", "time", "final_accuracy"):
+                self.assertAlmostEqual(run[key], runs[0][key], places=12, msg=key)
+        for name in ("all", "sample"):
+            self.assertSucceeded(mbtest.run([mbtest.tool("mb-plot"), f"{name}-log.h5", "--type",
+                                             "compute-time", "-o", f"{name}.png"], cwd=self.dir,
+                                            env=self.env))
+        refused = mbtest.run([mbtest.tool("mb-plot"), "summary-log.h5", "--type", "compute-time",
+                              "-o", "summary.png"], cwd=self.dir, env=self.env)
+        self.assertEqual(refused.rc, 3, msg=refused.err)
+        self.assertEqual(len(refused.err.strip().splitlines()), 1, msg=refused.err)
+        self.assertIn("--worker-table all or sample:K", refused.err)
+        # What a summary can show: the quantiles over the workers against the step.
+        for name in ("summary", "sample"):
+            drawn = mbtest.run([mbtest.tool("mb-plot"), f"{name}-log.h5", "--type",
+                                "compute-time-quantiles", "-o", f"{name}-q.png", "--csv", "-"],
+                               cwd=self.dir, env=self.env)
+            self.assertSucceeded(drawn)
+            medians = [line.split(",") for line in drawn.out.splitlines()
+                       if line.startswith("compute-time-quantiles,") and " median," in line]
+            self.assertEqual([float(row[3]) for row in medians], list(range(1, 7)))
+        refused = mbtest.run([mbtest.tool("mb-plot"), "all-log.h5", "--type",
+                              "compute-time-quantiles", "-o", "all-q.png"], cwd=self.dir,
+                             env=self.env)
+        self.assertEqual(refused.rc, 3, msg=refused.err)
+        self.assertIn("--worker-table summary or sample:K", refused.err)
+        panel = mbtest.run([mbtest.tool("mb-plot"), "summary-log.h5", "-o", "panel.png"],
+                           cwd=self.dir, env=self.env)
+        self.assertSucceeded(panel)
+        self.assertIn("left out of compute-time", panel.err)
+        # The workers figure (step time against N beside E[slowest delay] + the rest) takes
+        # each step's longest delay from the summary: the same series as from every row.
+        series = {}
+        for choice in ("all", "summary"):
+            self.train(f"{choice}-70", "mb-train-fmb", [*base, "--emulate", "70",
+                                                        "--worker-table", choice])
+            plotted = mbtest.run([mbtest.tool("mb-plot"), f"{choice}-log.h5",
+                                  f"{choice}-70-log.h5", "--type", "workers", "-o",
+                                  f"{choice}-workers.png", "--label", "a", "--label", "b",
+                                  "--csv", "-"], cwd=self.dir, env=self.env)
+            self.assertSucceeded(plotted)
+            series[choice] = plotted.out
+        self.assertIn("theory", series["all"])
+        self.assertEqual(series["summary"], series["all"])
+
+    def test_worker_table_defaults_to_all_up_to_64_workers(self):
+        for workers, expected in ((64, "all"), (65, "summary")):
+            name = f"default-{workers}"
+            self.train(name, "mb-train-fmb", ["--comm", "ps", "--emulate", str(workers),
+                                              "--batch-size", "2", "--steps", "2"])
+            with h5py.File(self.path(f"{name}-log.h5"), "r") as log:
+                config = json.loads(mbtest.text_attrs(log)["config"])
+                self.assertEqual(config["worker_table"], expected)
+                self.assertEqual(len(log["workers/step"]), 2 * workers if expected == "all" else 0)
+                self.assertEqual(len(log["worker_summary/step"]), 0 if expected == "all" else 2)
+        result = mbtest.run([mbtest.tool("mb-train-fmb"), "--data", "toy.h5", *COMMON,
+                             "--worker-table", "sample:0"], cwd=self.dir, env=self.env)
+        self.assertEqual(result.rc, 2, msg=result.err)
+        self.assertIn("--worker-table sample:0", result.err)
+
     def test_what_is_not_emulated_is_refused_naming_both_flags(self):
         cases = [
             (["--emulate", "4", "--clock", "wall"], "--clock virtual"),

@@ -68,8 +68,9 @@ WALL_COLUMNS = {"wall_time", "wait_time", "throughput"}
 # here; it is checked in test_straggler_methods.py.
 ADDED_COLUMNS = {"recv_time", "exit_time", "queued_updates", "comm_delay", "dropped"}
 # Tables added after the digests were recorded, for the same reason (issue O: the ps servers'
-# rows, wall times and sizes; checked in test_servers.py).
-ADDED_GROUPS = {"servers"}
+# rows, wall times and sizes; checked in test_servers.py), and the committed row counts
+# (issue U: how many rows of each table are complete; test_crash_safety.py).
+ADDED_GROUPS = {"servers", "committed_rows", "worker_summary"}
 TIME_COLUMNS = {"time", "step_time", "compute_time", "send_time", "sleep_time"}
 
 
@@ -116,6 +117,8 @@ def log_digests(path, virtual):
         config.pop("allreduce_trial", None)
         # Recorded since the golden file was (a resumed run compares it); not a result.
         config.pop("threads", None)
+        # Recorded since (issue S: what /workers holds); not a result.
+        config.pop("worker_table", None)
         out["config"] = {"sha": hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:24],
                          "n": 1}
         for group in sorted(set(log) - ADDED_GROUPS):

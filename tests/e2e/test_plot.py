@@ -65,6 +65,12 @@ class Plot(mbtest.ToolTestCase):
         run(*mpi, "3", mbtest.tool("mb-train-amb"), *common, "--steps", "12", "--time-limit",
             "0.002", "--partitions", "4", "--induce", "niagara", "--clock", "virtual", "--log",
             cls.log("amb.h5"))
+        # A log that keeps per-step quantiles over the workers instead of their rows, and one
+        # with a sample of them beside (the quantile figures' logs).
+        run(*mpi, "3", fmb, *common, "--steps", "12", "--comm", "ps", "--induce", "cedar",
+            "--worker-table", "summary", "--log", cls.log("ps-summary.h5"))
+        run(*mpi, "4", fmb, *common, "--steps", "12", "--comm", "ps", "--induce", "cedar",
+            "--worker-table", "sample:1", "--log", cls.log("ps-sample.h5"))
         # A log from before micro-batches were logged.
         shutil.copy(cls.log("ps.h5"), cls.log("old.h5"))
         with h5py.File(cls.log("old.h5"), "r+") as f:
@@ -120,7 +126,9 @@ class Plot(mbtest.ToolTestCase):
                 continue  # drawn from the benchmark tools' files: tests/e2e/test_bench_*.py
             with self.subTest(type=name):
                 out = self.path(f"{name}.png")
-                result = self.plot(*[self.log(n) for n in logs[kind]], "--type", name, "-o", out)
+                names = (["ps-summary.h5", "ps-sample.h5"] if name.endswith("-quantiles")
+                         else logs[kind])
+                result = self.plot(*[self.log(n) for n in names], "--type", name, "-o", out)
                 self.assertSucceeded(result)
                 columns, rows = panes.get(name, (1, 1))
                 self.assertEqual(png_size(out), (PANE[0] * columns, PANE[1] * rows))

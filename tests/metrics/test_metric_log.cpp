@@ -38,7 +38,13 @@ TEST(MetricLog, CreateWritesRunInfoAndEveryColumn) {
   EXPECT_EQ(file.int_attribute("world_size"), 4);
   expect_same(read_run_info(file), sample_info());
   EXPECT_EQ(file.member_names(),
-            (std::vector<std::string>{"collect", "eval", "servers", "steps", "workers"}));
+            (std::vector<std::string>{"collect", "committed_rows", "eval", "servers", "steps",
+                                      "worker_summary", "workers"}));
+  const io::Dataset committed = file.open_dataset("committed_rows");
+  EXPECT_EQ(committed.string_array_attribute("tables"),
+            (std::vector<std::string>{"steps", "eval", "workers", "collect", "servers",
+                                      "worker_summary"}));
+  EXPECT_EQ(committed.read<std::int64_t>(), std::vector<std::int64_t>(6, 0));
 
   const std::vector<std::pair<std::string, std::vector<std::string>>> integer_columns = {
       {"steps", {"step", "samples"}},

@@ -167,5 +167,85 @@ TEST(MetricLog, KillInsideAFlushLeavesColumnsOfDifferentLengthsReadersTakeTheCom
   EXPECT_EQ(read_evals(file).size(), 2u);
 }
 
+// A flush that a full disk cut short can leave rows some of whose columns reached the file and
+// others not (the step of an evaluation, and an accuracy HDF5 reads as its fill value 0): the
+// rows past /committed_rows are none, whatever they hold. Left here by writing every column of
+// three more rows, all but the count that commits them.
+TEST(MetricLog, RowsPastTheCommittedCountAreNotRead) {
+  test::TempDir dir;
+  const std::string path = dir.file("uncommitted.h5");
+  ChildProcess writer([&] {
+    MetricLog log = MetricLog::create(path, sample_info(), false, /*flush_interval=*/3600);
+    add_steps(log, 1, 10);
+    log.close();
+    io::File file = io::File::open(path, io::File::Mode::kSwmrWrite);
+    io::Group eval = file.open_group("eval");
+    for (const char* name : {"step", "samples"}) {
+      auto column = io::Column<std::int64_t>::open(eval, name);
+      for (std::int64_t step = 15; step <= 25; step += 5) column.append(step);
+      column.flush();
+    }
+    for (const char* name : {"time", "epoch", "loss", "accuracy", "wall_time"}) {
+      auto column = io::Column<double>::open(eval, name);
+      for (int row = 0; row < 3; ++row) column.append(name == std::string("accuracy") ? 0 : 1);
+      column.flush();
+    }
+    file.flush();
+    std::raise(SIGKILL);
+  });
+  const int status = writer.wait();
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+  {
+    const io::File file = open_metric_log(path);
+    EXPECT_EQ(file.open_dataset("eval/accuracy").dims(), std::vector<hsize_t>{5});
+    EXPECT_EQ(readable_rows(file, "eval", 5), 2u);
+    EXPECT_EQ(readable_rows(file, "steps", 10), 10u);
+  }
+  const auto log = plot::RunLog::open(path);  // mb-plot's and mb-report's reader
+  EXPECT_EQ(log.rows("eval"), 2u);
+  EXPECT_EQ(log.column("eval", "step"), (std::vector<double>{5, 10}));
+
+  // A resumed run copies the committed rows only.
+  {
+    MetricLog appended = MetricLog::append(path, 30);
+    add_steps(appended, 11, 12);
+    appended.close();
+  }
+  const io::File file = io::File::open(path);
+  const auto evals = read_evals(file);
+  ASSERT_EQ(evals.size(), 2u);
+  expect_same(evals[1], eval_record(10));
+  expect_steps_one_to(file, 12);
+}
+
+// Logs written before /committed_rows: the rows at the end whose step reads 0 are none.
+TEST(MetricLog, LogsWithoutCommittedRowsDropTrailingRowsWithStepZero) {
+  test::TempDir dir;
+  const std::string path = dir.file("older.h5");
+  {
+    MetricLog log = MetricLog::create(path, sample_info(), false);
+    add_steps(log, 1, 10);
+    log.close();
+    io::File file = io::File::open(path, io::File::Mode::kReadWrite);
+    file.remove("committed_rows");
+    io::Group eval = file.open_group("eval");
+    for (const char* name : {"step", "samples"}) {
+      auto column = io::Column<std::int64_t>::open(eval, name);
+      column.append(0);
+      column.flush();
+    }
+    for (const char* name : {"time", "epoch", "loss", "accuracy", "wall_time"}) {
+      auto column = io::Column<double>::open(eval, name);
+      column.append(0.5);
+      column.flush();
+    }
+    file.close();
+  }
+  const io::File file = open_metric_log(path);
+  EXPECT_EQ(readable_rows(file, "eval", 3), 2u);
+  EXPECT_EQ(readable_rows(file, "steps", 10), 10u);
+  EXPECT_EQ(plot::RunLog::open(path).rows("eval"), 2u);
+}
+
 }  // namespace
 }  // namespace mbkit::metrics

@@ -268,6 +268,11 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
       ->capture_default_str()
       ->type_name("yield|spin");
   dist->add_flag("--worker-log", o.worker_log, "A line per worker per step on stderr");
+  dist->add_option("--worker-table", o.worker_table,
+                   "What the log's /workers holds: every worker's rows, per-step quantiles over "
+                   "the workers (/worker_summary), or K workers' rows and the quantiles "
+                   "(default: all up to 64 workers, summary above)")
+      ->type_name("all|summary|sample:K");
 
   auto* emulation = app.add_option_group("Cluster emulation (--clock virtual)");
   emulation

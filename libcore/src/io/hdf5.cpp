@@ -297,6 +297,10 @@ void Dataset::refresh() {
   MBKIT_H5_CHECK(H5Drefresh(id()));
 }
 
+void Dataset::flush() {
+  MBKIT_H5_CHECK(H5Dflush(id()));
+}
+
 void Dataset::check_element_count(std::size_t count) const {
   Handle space(MBKIT_H5_CHECK(H5Dget_space(id())), H5Sclose);
   const hsize_t expected = element_count(space.id());

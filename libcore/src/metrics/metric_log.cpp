@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <span>
 #include <type_traits>
 #include <variant>
@@ -17,6 +18,7 @@
 
 #include "mbkit/io/format.hpp"
 #include "mbkit/io/hdf5.hpp"
+#include "mbkit/metrics/worker_table.hpp"
 #include "mbkit/nn/precision.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/fs.hpp"
@@ -110,6 +112,20 @@ struct Schema<WorkerRecord> {
 };
 
 template <>
+struct Schema<WorkerSummaryRecord> {
+  static constexpr const char* kGroup = "worker_summary";
+  static constexpr bool kAddedLater = true;  // logs from before it lack the table
+#define MBKIT_STATISTIC_FIELD(name) {#name, &WorkerSummaryRecord::name},
+#define MBKIT_STATISTICS_FIELDS(column) MBKIT_WORKER_STATISTICS(MBKIT_STATISTIC_FIELD, column)
+  static constexpr std::array<Field<WorkerSummaryRecord>, 2 + 13 * 6> kFields{
+      {{"step", &WorkerSummaryRecord::step},
+       {"workers", &WorkerSummaryRecord::workers},
+       MBKIT_SUMMARISED_WORKER_COLUMNS(MBKIT_STATISTICS_FIELDS)}};
+#undef MBKIT_STATISTICS_FIELDS
+#undef MBKIT_STATISTIC_FIELD
+};
+
+template <>
 struct Schema<CollectRecord> {
   static constexpr const char* kGroup = "collect";
   static constexpr bool kAddedLater = false;
@@ -189,7 +205,7 @@ class Table {
           },
           field.member);
     }
-    return complete_rows(group, rows);
+    return readable_rows(file, kGroup, rows);
   }
 
   /// Opens the columns to append to them.
@@ -271,6 +287,13 @@ class Table {
     for (auto& column : columns_) std::visit([](auto& typed) { typed.flush(); }, column);
   }
 
+  /// Rows appended so far (every column holds as many).
+  hsize_t rows() const {
+    return columns_.empty()
+               ? 0
+               : std::visit([](const auto& typed) { return typed.size(); }, columns_.front());
+  }
+
   /// Closes the datasets (buffered values not flushed are dropped).
   void close() { columns_.clear(); }
 
@@ -286,6 +309,43 @@ void for_each_table(Function&& function) {
   function(Table<WorkerRecord>{});
   function(Table<CollectRecord>{});
   function(Table<ServerRecord>{});
+  function(Table<WorkerSummaryRecord>{});
+}
+
+// The tables in the order of /committed_rows.
+std::vector<std::string> table_names() {
+  std::vector<std::string> names;
+  for_each_table([&](auto table) { names.emplace_back(table.kGroup); });
+  return names;
+}
+
+constexpr const char* kCommittedRows = "committed_rows";
+
+// /committed_rows of a new log: no row committed (a resumed log's copy: `rows`).
+void create_committed_rows(io::File& file, const std::vector<std::int64_t>& rows) {
+  const auto names = table_names();
+  io::Dataset committed = file.create_dataset<std::int64_t>(kCommittedRows, {names.size()});
+  committed.set_attribute("tables", names);
+  committed.write(std::span<const std::int64_t>(rows));
+}
+
+// The committed row count of each table of `log`, by name; empty for a log from before them.
+std::vector<std::pair<std::string, std::uint64_t>> read_committed_rows(const io::Location& log) {
+  if (!log.has(kCommittedRows)) return {};
+  io::Dataset dataset = log.open_dataset(kCommittedRows);
+  dataset.refresh();  // a live writer's latest
+  const auto counts = dataset.read<std::int64_t>();
+  const auto names = dataset.string_array_attribute("tables");
+  if (names.size() != counts.size()) {
+    data_error(
+        cat(dataset.describe(), ": ", counts.size(), " counts for ", names.size(), " tables"));
+  }
+  std::vector<std::pair<std::string, std::uint64_t>> committed;
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] < 0) data_error(cat(dataset.describe(), ": a negative count of rows"));
+    committed.emplace_back(names[i], static_cast<std::uint64_t>(counts[i]));
+  }
+  return committed;
 }
 
 void check_flush_interval(double flush_interval) {
@@ -352,6 +412,7 @@ void write_empty_log(const std::string& path, const RunInfo& info) {
   io::File file = io::File::create(output.temp_path(), io::File::Format::kLatest);
   write_run_info(file, info);
   for_each_table([&](auto table) { table.create(file); });
+  create_committed_rows(file, std::vector<std::int64_t>(table_names().size(), 0));
   file.close();
   output.commit();
 }
@@ -368,14 +429,35 @@ void rebuild_up_to(const std::string& path, std::int64_t resume_step) {
     const io::File old = open_metric_log(path);
     io::File copy = io::File::create(output.temp_path(), io::File::Format::kLatest);
     write_run_info(copy, read_run_info(old));
+    std::vector<std::int64_t> rows;
     for_each_table([&](auto table) {
       table.create(copy);
       table.copy(old, copy);
       table.truncate(copy, resume_step);
+      rows.push_back(static_cast<std::int64_t>(table.check(copy)));
     });
+    create_committed_rows(copy, rows);
     copy.close();
   }
   output.commit();
+}
+
+// "cannot write PATH: REASON" from what HDF5 said, with the system's reason first when HDF5
+// gave one ("No space left on device"), since its own message is long.
+std::string write_failure(const std::string& path, std::string what) {
+  const std::string prefix = cat("cannot write ", path, ": ");
+  if (what.starts_with(prefix)) what.erase(0, prefix.size());
+  constexpr std::string_view kReason = "error message = '";
+  const auto at = what.find(kReason);
+  if (at != std::string::npos) {
+    const auto from = at + kReason.size();
+    const auto to = what.find('\'', from);
+    if (to != std::string::npos) {
+      const auto call = what.find(' ');
+      return cat(prefix, what.substr(from, to - from), " (", what.substr(0, call), " failed)");
+    }
+  }
+  return prefix + what;
 }
 
 }  // namespace
@@ -407,6 +489,18 @@ std::uint64_t complete_rows(const io::Group& table, std::uint64_t rows) {
   return 0;
 }
 
+std::uint64_t readable_rows(const io::Location& log, const std::string& table, std::uint64_t rows) {
+  const auto committed = read_committed_rows(log);
+  if (committed.empty()) {
+    if (!log.has(table)) return 0;
+    return complete_rows(log.open_group(table), rows);
+  }
+  for (const auto& [name, count] : committed) {
+    if (name == table) return std::min(rows, count);
+  }
+  return 0;  // a table the writer had not (no row of it is committed)
+}
+
 io::File open_metric_log(const std::string& path) {
   io::File file = io::File::open(path, io::File::Mode::kSwmrRead);
   try {
@@ -434,8 +528,14 @@ struct MetricLog::Impl {
   Table<WorkerRecord> workers;
   Table<CollectRecord> collect;
   Table<ServerRecord> servers;
+  Table<WorkerSummaryRecord> worker_summary;
+  std::optional<WorkerTable> worker_table;  // none: every worker row
   std::chrono::steady_clock::duration flush_interval{};
   std::chrono::steady_clock::time_point last_flush;
+  io::Dataset committed_rows;
+  // After a failed write no count is committed again: HDF5 may have dropped what it could not
+  // write, so a later flush that succeeds does not mean the rows are in the file.
+  bool failed = false;
   bool closed = false;
 
   // Opens a complete log at `path` for SWMR writing: from here on only rows are appended.
@@ -446,6 +546,8 @@ struct MetricLog::Impl {
     workers = Table<WorkerRecord>::open(file);
     collect = Table<CollectRecord>::open(file);
     servers = Table<ServerRecord>::open(file);
+    worker_summary = Table<WorkerSummaryRecord>::open(file);
+    committed_rows = file.open_dataset(kCommittedRows);
     // Capped so that the conversion to clock ticks cannot overflow ("never" is a century).
     constexpr double kCentury = 100 * 365.25 * 24 * 3600;
     flush_interval = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -454,6 +556,19 @@ struct MetricLog::Impl {
   }
 
   void require_open() const { MBKIT_CHECK(!closed, "metric log ", path, " is closed"); }
+
+  // Every column's rows and the file's metadata are in the file: say so, last.
+  void commit() {
+    const std::vector<std::int64_t> rows{static_cast<std::int64_t>(steps.rows()),
+                                         static_cast<std::int64_t>(eval.rows()),
+                                         static_cast<std::int64_t>(workers.rows()),
+                                         static_cast<std::int64_t>(collect.rows()),
+                                         static_cast<std::int64_t>(servers.rows()),
+                                         static_cast<std::int64_t>(worker_summary.rows())};
+    committed_rows.write(std::span<const std::int64_t>(rows));
+    committed_rows.flush();
+    file.flush();
+  }
 };
 
 MetricLog::MetricLog(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -502,7 +617,23 @@ void MetricLog::add(const EvalRecord& record) {
 
 void MetricLog::add(const WorkerRecord& record) {
   impl_->require_open();
-  impl_->workers.append(record);
+  if (!impl_->worker_table || impl_->worker_table->add(record)) impl_->workers.append(record);
+}
+
+void MetricLog::use_worker_table(WorkerTable table) {
+  impl_->require_open();
+  impl_->worker_table.emplace(std::move(table));
+}
+
+void MetricLog::end_worker_step(std::int64_t step) {
+  impl_->require_open();
+  if (!impl_->worker_table) return;
+  if (auto summary = impl_->worker_table->end_step(step)) impl_->worker_summary.append(*summary);
+}
+
+void MetricLog::add(const WorkerSummaryRecord& record) {
+  impl_->require_open();
+  impl_->worker_summary.append(record);
 }
 
 void MetricLog::add(const CollectRecord& record) {
@@ -522,12 +653,19 @@ void MetricLog::flush_if_due() {
 
 void MetricLog::flush() {
   impl_->require_open();
-  impl_->steps.flush();
-  impl_->eval.flush();
-  impl_->workers.flush();
-  impl_->collect.flush();
-  impl_->servers.flush();
-  impl_->file.flush();
+  try {
+    impl_->steps.flush();
+    impl_->eval.flush();
+    impl_->workers.flush();
+    impl_->collect.flush();
+    impl_->servers.flush();
+    impl_->worker_summary.flush();
+    impl_->file.flush();
+    if (!impl_->failed) impl_->commit();
+  } catch (const Error& error) {
+    impl_->failed = true;
+    throw Error(write_failure(impl_->path, error.what()), error.code());
+  }
   impl_->last_flush = std::chrono::steady_clock::now();
 }
 
@@ -540,6 +678,7 @@ void MetricLog::close() {
   impl_->workers.close();
   impl_->collect.close();
   impl_->servers.close();
+  impl_->worker_summary.close();
   impl_->file.close();
 }
 

@@ -13,6 +13,12 @@ Pane build_histogram(const HistogramSpec& spec, const std::vector<RunRef>& runs,
                      const PlotSettings& settings) {
   Pane pane;
   pane.ylabel = spec.table == "workers" ? "Fraction of worker steps" : "Fraction of steps";
+  // --worker-table sample:K: the rows of K workers drawn from the seed, not all of them.
+  for (const auto& run : runs) {
+    if (spec.table == "workers" && run.log->field("worker_table").starts_with("sample:")) {
+      pane.ylabel = "Fraction of sampled worker steps";
+    }
+  }
   pane.logy = settings.logy;
   pane.ymax = settings.ymax;
   pane.integer_x = spec.integer;

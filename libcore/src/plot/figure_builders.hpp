@@ -87,6 +87,11 @@ struct HistogramSpec {
 FigureType histogram(const std::string& name, const std::string& summary, const HistogramSpec& spec,
                      const std::string& needs_rows_of);
 
+/// Per-step quantiles over the workers of `spec.column` (/worker_summary): the median, p10 and
+/// p90, min and max against the step, lines per run (quantile_figures.cpp).
+FigureType worker_quantiles(const std::string& name, const std::string& summary,
+                            const HistogramSpec& spec);
+
 /// The density of every distinct straggler profile of the runs, point masses as arrows.
 Pane build_straggler_distribution(const std::vector<RunRef>& runs, const PlotSettings& settings);
 /// Refuses a run that induced no stragglers.

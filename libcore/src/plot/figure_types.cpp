@@ -8,6 +8,7 @@
 #include <cmath>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "figure_builders.hpp"
@@ -24,6 +25,8 @@ using figure_detail::build_workers_panes;
 using figure_detail::check_stragglers;
 using figure_detail::curve;
 using figure_detail::histogram;
+using figure_detail::HistogramSpec;
+using figure_detail::worker_quantiles;
 
 // ------------------------------------------------------------------------------------------
 // The registry
@@ -107,6 +110,23 @@ std::vector<FigureType> make_registry() {
   types.push_back(histogram("micro-batches", "micro-batches per worker per step",
                             {"workers", "micro_batches", "Micro-batches", false, true},
                             "a distributed run of a tool that computes in micro-batches"));
+  // From a summary (--worker-table summary, sample:K): quantiles over the workers per step.
+  for (const auto& [name, what, spec] :
+       std::vector<std::tuple<const char*, const char*, HistogramSpec>>{
+           {"compute-time-quantiles",
+            "worker computation time",
+            {"", "compute_time", "Computation time", true, false}},
+           {"wait-time-quantiles", "worker idle wait", {"", "wait_time", "Wait time", true, false}},
+           {"batch-size-quantiles",
+            "samples per worker",
+            {"", "samples", "Worker batch size", false, true}},
+           {"staleness-quantiles",
+            "age of the workers' parameters",
+            {"", "staleness", "Staleness (steps)", false, true}}}) {
+    types.push_back(worker_quantiles(
+        name, cat(what, ": median, p10, p90, min and max over the workers against the step"),
+        spec));
+  }
   types.push_back(histogram("master-batch-size", "samples combined per step (master batch size)",
                             {"collect", "samples", "Master batch size", false, true}, distributed));
   types.push_back(histogram("gradients", "gradients combined per step",
@@ -251,6 +271,12 @@ Problem why_not(const FigureType& type, const RunLog& run) {
     }
   }
   for (const auto& need : type.needs) {
+    if (need.table == "workers" && run.rows("workers") == 0 && run.rows("worker_summary") > 0) {
+      return {
+          cat(run.path(), ": /workers holds no rows (--worker-table ", run.field("worker_table"),
+              ": per-step quantiles over the workers in /worker_summary)"),
+          cat(needer, "every worker's rows: rerun with --worker-table all or sample:K")};
+    }
     if (run.rows(need.table) == 0) {
       return {cat(run.path(), ": /", need.table, " has no rows"),
               needer + (type.needs_rows_of.empty() ? "rows in it" : type.needs_rows_of)};

@@ -103,7 +103,7 @@ std::size_t RunLog::rows(const std::string& table) const {
         common = std::min(common, dims.empty() ? hsize_t{1} : dims[0]);
       }
       if (common != std::numeric_limits<hsize_t>::max()) {
-        rows = static_cast<std::size_t>(metrics::complete_rows(group, common));
+        rows = static_cast<std::size_t>(metrics::readable_rows(file_, table, common));
       }
     }
   } catch (const Error&) {

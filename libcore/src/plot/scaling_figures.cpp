@@ -175,9 +175,14 @@ WorkersPoint workers_point(const RunLog& log, const PlotSettings& settings) {
   // A synchronous FMB step waits for the slowest worker: its mean is E[max of N delays] plus
   // what the steps took besides their largest delay (compute, messages, the update).
   const auto profile = log.straggler_profile();
-  if (profile && log.info().tool == "mb-train-fmb" && log.has_column("workers", "sleep_time")) {
-    const auto& steps = log.column("workers", "step");
-    const auto& sleeps = log.column("workers", "sleep_time");
+  // The longest delay of each step: from every worker's rows, or (--worker-table summary,
+  // sample:K, where /workers holds some workers or none) the summary's maximum.
+  const bool summarised = log.rows("worker_summary") > 0;
+  const std::string table = summarised ? "worker_summary" : "workers";
+  const std::string column = summarised ? "sleep_time_max" : "sleep_time";
+  if (profile && log.info().tool == "mb-train-fmb" && log.has_column(table, column)) {
+    const auto& steps = log.column(table, "step");
+    const auto& sleeps = log.column(table, column);
     std::map<double, double> longest;
     for (std::size_t i = 0; i < steps.size() && i < sleeps.size(); ++i) {
       longest[steps[i]] = std::max(longest[steps[i]], sleeps[i]);

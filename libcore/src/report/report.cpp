@@ -167,7 +167,17 @@ RunSummary summarize_run(const plot::RunLog& log, std::optional<double> target) 
     run.samples = std::accumulate(samples.begin(), samples.end(), 0.0);
     run.time = log.column("steps", "time").back();
   }
-  if (log.rows("workers") > 0) {
+  if (log.rows("worker_summary") > 0) {
+    // --worker-table summary or sample:K: the mean over every worker's rows, from each step's.
+    const auto& means = log.column("worker_summary", "samples_mean");
+    const auto& workers = log.column("worker_summary", "workers");
+    double sum = 0, rows = 0;
+    for (std::size_t i = 0; i < means.size(); ++i) {
+      sum += means[i] * workers[i];
+      rows += workers[i];
+    }
+    run.samples_per_worker = rows > 0 ? sum / rows : kNaN;
+  } else if (log.rows("workers") > 0) {
     const auto& samples = log.column("workers", "samples");
     run.samples_per_worker =
         std::accumulate(samples.begin(), samples.end(), 0.0) / static_cast<double>(samples.size());

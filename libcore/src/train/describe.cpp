@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "mbkit/emulation/straggler.hpp"
+#include "mbkit/metrics/worker_table.hpp"
 #include "mbkit/train/virtual_clock.hpp"
 #include "mbkit/util/json.hpp"
 #include "mbkit/util/strings.hpp"
@@ -122,6 +123,7 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, const Run
     json.key("compute_model").value(o.compute_model.spec());
     json.key("world_size").value(facts.world_size);
     json.key("workers").value(workers);
+    json.key("worker_table").value(metrics::resolve_worker_table(o.worker_table, workers).text());
     json.key("global_batch_size").value(global_batch_size(o, workers));
     // Keys of options left at their defaults are left out, so that the recorded
     // configurations of runs without them stay as they were.

@@ -9,6 +9,7 @@
 #include "mbkit/backend/factory.hpp"
 #include "mbkit/emulation/delay_trace.hpp"
 #include "mbkit/emulation/straggler.hpp"
+#include "mbkit/metrics/worker_table.hpp"
 #include "mbkit/nn/precision.hpp"
 #include "mbkit/train/dbsl_merge.hpp"
 #include "mbkit/train/dbsl_plan.hpp"
@@ -239,6 +240,7 @@ void validate_step_selection(const TrainOptions& o) {
 
 void validate(const TrainOptions& o) {
   if (o.data.empty()) usage_error("--data is required");
+  if (!o.worker_table.empty()) metrics::parse_worker_table(o.worker_table);
   // The CPU refuses tf32 and bf16 here, before any file is opened; a GPU too old for them, when
   // its backend is made.
   backend::check_precision(o.device, nn::parse_precision(o.precision));

@@ -375,6 +375,7 @@ void TrainingRun::record_step_rows(const CombinedStep& combined, double step_tim
             r.staleness, r.micro_batches, r.finished_early ? 1 : 0, r.recv_time, r.exit_time,
             r.queued_updates, r.comm_delay, r.dropped ? 1 : 0});
       }
+      metric_log_->end_worker_step(step_);
     }
     if (role_.distributed) {
       // The gradients the step used (a dropped worker's is not).

@@ -8,6 +8,7 @@
 
 #include "mbkit/backend/factory.hpp"
 #include "mbkit/config.hpp"
+#include "mbkit/metrics/worker_table.hpp"
 #include "mbkit/models/zoo.hpp"
 #include "mbkit/train/checkpoint.hpp"
 #include "mbkit/train/comm_model.hpp"
@@ -618,6 +619,18 @@ void TrainingRun::plan_length() {
   }
 }
 
+namespace {
+
+// --worker-table: which worker rows the log keeps (the workers sampled are drawn from the seed).
+void use_worker_table(metrics::MetricLog& log, const TrainOptions& options, const Role& role) {
+  std::vector<std::int64_t> ranks;
+  for (int worker = 0; worker < role.workers; ++worker) ranks.push_back(role.rank_of(worker));
+  log.use_worker_table(metrics::WorkerTable(
+      metrics::resolve_worker_table(options.worker_table, role.workers), ranks, options.seed));
+}
+
+}  // namespace
+
 void TrainingRun::open_log() {
   if (!logs_ || options_.log.empty()) return;
   if (resume_.resumed != 0 && fs::exists(options_.log)) {
@@ -630,6 +643,7 @@ void TrainingRun::open_log() {
                       logged, "; resume at ", logged, " or write another --log"));
     }
     metric_log_.emplace(metrics::MetricLog::append(options_.log, step_, options_.flush_interval));
+    use_worker_table(*metric_log_, options_, role_);
     return;
   }
   metrics::RunInfo run;
@@ -665,6 +679,7 @@ void TrainingRun::open_log() {
   }
   metric_log_.emplace(
       metrics::MetricLog::create(options_.log, run, replace, options_.flush_interval));
+  use_worker_table(*metric_log_, options_, role_);
 }
 
 }  // namespace mbkit::train

@@ -248,6 +248,9 @@ class Dataset : public Object {
   /// For readers following a SWMR writer: picks up what it flushed since the dataset was
   /// opened (or last refreshed). Harmless on other files.
   void refresh();
+  /// Writes what HDF5 holds of this dataset in memory (its chunk cache) to the file now, so
+  /// that a later write can be known to follow it (a metric log's committed row counts).
+  void flush();
 
   template <class T>
   void write(std::span<const T> values);
@@ -285,7 +288,8 @@ class Column {
     buffer_.insert(buffer_.end(), values.begin(), values.end());
   }
   hsize_t size() const { return stored_ + buffer_.size(); }
-  /// Writes buffered values to the file (the file itself is flushed by File::flush).
+  /// Writes buffered values to the file, their chunks included (the file's metadata, the new
+  /// extent among them, is flushed by File::flush).
   void flush();
 
  private:
@@ -374,6 +378,7 @@ void Column<T>::flush() {
   const hsize_t count = buffer_.size();
   dataset_.set_extent({stored_ + count});
   dataset_.write_rows(stored_, count, buffer_.data());
+  dataset_.flush();
   stored_ += count;
   buffer_.clear();
 }

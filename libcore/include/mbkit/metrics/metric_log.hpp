@@ -10,11 +10,20 @@
 // `time` is the run's clock (the emulated cluster's under --clock virtual), `wall_time` the
 // real seconds. Logs written before wall_time and micro_batches existed read without them;
 // appending to one adds them (wall_time = time, micro_batches = 1, finished_early = 0).
+//   /worker_summary  one row per step when /workers holds not every worker's rows
+//             (--worker-table summary or sample:K): step, workers, and for each per-worker
+//             column COLUMN its COLUMN_min, _p10, _p50, _p90, _max and _mean over the step's
+//             workers (WorkerSummaryRecord). Logs from before it have none.
 //   /collect  one row per master step (parameter server): step, gradients, samples, wait_time
 //   /servers  one row per server per step (synchronous ps, --servers S): step, rank, floats
 //             (its shard), bytes_received, recv_time, update_time, send_time (wall seconds;
 //             update and send of the server's previous step). Logs from before it have none.
 // Each column is an extendible 1-D dataset. Root attributes describe the run (RunInfo).
+//   /committed_rows  int64, one entry per table named in its attribute "tables": the rows of
+//             that table written completely. The writer updates it after each flush has put
+//             every column's rows and the file's metadata in the file; readers take no row past
+//             it (a flush that a full disk or a kill cut short leaves rows some of whose columns
+//             were written and others not). Logs from before it: readable_rows().
 //
 // The file is opened for single-writer/multiple-reader access (HDF5 SWMR) once its layout is
 // created, and flushed at least every `flush_interval` seconds and at every evaluation, so a
@@ -34,10 +43,13 @@
 
 namespace mbkit::io {
 class File;
+class Location;
 class Group;
 }  // namespace mbkit::io
 
 namespace mbkit::metrics {
+
+class WorkerTable;
 
 inline constexpr const char* kLogFormat = "mbkit-log";
 inline constexpr int kLogFormatVersion = 1;
@@ -107,6 +119,33 @@ struct WorkerRecord {
   std::int64_t dropped = 0;
 };
 
+// The /workers columns that /worker_summary summarises per step, and the statistics of each
+// (mbkit/metrics/worker_table.hpp): a column `compute_time` gives compute_time_min,
+// compute_time_p10, compute_time_p50, compute_time_p90, compute_time_max, compute_time_mean.
+// (Left as written: clang-format does not settle on one layout for these macros.)
+// clang-format off
+#define MBKIT_SUMMARISED_WORKER_COLUMNS(X)                                                  \
+  X(samples) X(compute_time) X(sleep_time) X(send_time) X(wait_time) X(staleness)           \
+  X(micro_batches) X(finished_early) X(recv_time) X(exit_time) X(queued_updates)            \
+  X(comm_delay) X(dropped)
+#define MBKIT_WORKER_STATISTICS(X, column)                                                  \
+  X(column##_min) X(column##_p10) X(column##_p50) X(column##_p90) X(column##_max)           \
+  X(column##_mean)
+// clang-format on
+
+/// One step of /worker_summary: over the step's workers, the quantiles (nearest rank: the
+/// smallest value with at least the fraction p of the values at or below it) and the mean of
+/// each summarised /workers column.
+struct WorkerSummaryRecord {
+  std::int64_t step = 0;
+  std::int64_t workers = 0;  ///< the rows summarised
+#define MBKIT_DECLARE_STATISTIC(name) double name = 0;
+#define MBKIT_DECLARE_STATISTICS(column) MBKIT_WORKER_STATISTICS(MBKIT_DECLARE_STATISTIC, column)
+  MBKIT_SUMMARISED_WORKER_COLUMNS(MBKIT_DECLARE_STATISTICS)
+#undef MBKIT_DECLARE_STATISTICS
+#undef MBKIT_DECLARE_STATISTIC
+};
+
 struct CollectRecord {
   std::int64_t step = 0;
   std::int64_t gradients = 0;
@@ -128,13 +167,19 @@ struct ServerRecord {
 /// checks its format, version and tables; problems are data errors naming the file. Datasets
 /// opened from it see rows flushed later after Dataset::refresh().
 io::File open_metric_log(const std::string& path);
-/// The rows of a table (the group /steps, /eval...) that hold records: `rows` (those that every
-/// column holds) less the rows at its end whose step reads 0. A disk that fills while rows are
-/// flushed can leave a table grown over values of its columns that were never written, which
-/// HDF5 reads as its fill value 0 (step 0, accuracy 0); no record has step 0 (steps count from
-/// 1), so such a row is none. (A row whose step was written but another column was not cannot
-/// be told from a record; the step column is the one seen lost so far.)
+/// The rows of a table (the group /steps, /eval...) that hold records in a log written before
+/// committed_rows existed: `rows` (those that every column holds) less the rows at its end whose
+/// step reads 0. A disk that fills while rows are flushed can leave a table grown over values
+/// of its columns that were never written, which HDF5 reads as its fill value 0 (step 0,
+/// accuracy 0); no record has step 0 (steps count from 1), so such a row is none. (A row whose
+/// step was written but another column was not cannot be told from a record: the reason for
+/// committed_rows.)
 std::uint64_t complete_rows(const io::Group& table, std::uint64_t rows);
+/// The rows of /TABLE that readers take, at most `rows` (those that every column holds): the
+/// count the writer committed in /committed_rows once every column's values and the file's
+/// metadata had reached the file, so that a row is complete or absent whatever a full disk or
+/// a kill interrupted; in logs from before /committed_rows, complete_rows().
+std::uint64_t readable_rows(const io::Location& log, const std::string& table, std::uint64_t rows);
 /// The run description in a log's root attributes.
 RunInfo read_run_info(const io::File& log);
 
@@ -156,8 +201,14 @@ class MetricLog {
   void add(const StepRecord& record);
   void add(const EvalRecord& record);  ///< also flushes
   void add(const WorkerRecord& record);
+  void add(const WorkerSummaryRecord& record);
   void add(const CollectRecord& record);
   void add(const ServerRecord& record);
+  /// From now on the worker rows go through `table` (--worker-table): /workers keeps the rows
+  /// it chooses, /worker_summary its summaries. Without one every row is kept.
+  void use_worker_table(WorkerTable table);
+  /// After a step's worker rows: its /worker_summary row, when the worker table keeps one.
+  void end_worker_step(std::int64_t step);
   /// Flushes when flush_interval has passed since the last flush.
   void flush_if_due();
   void flush();

@@ -36,8 +36,8 @@ class RunLog {
 
   /// True when the dataset /TABLE/COLUMN exists.
   bool has_column(const std::string& table, const std::string& column) const;
-  /// Rows that every column of /TABLE holds (after a crash columns may differ in length), less
-  /// trailing rows a full disk left unwritten (metrics::complete_rows).
+  /// Rows that every column of /TABLE holds (after a crash columns may differ in length) and
+  /// that the writer committed (metrics::readable_rows).
   std::size_t rows(const std::string& table) const;
   /// True when the column holds a finite value in its first rows(table) rows (a run that
   /// diverged at once logs only NaN losses).

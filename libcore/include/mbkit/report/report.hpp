@@ -30,7 +30,8 @@ struct RunSummary {
   std::string precision;                 ///< root attribute "precision" (fp32, tf32, bf16)
   std::int64_t steps = 0;                ///< rows of /steps
   double samples = 0;                    ///< sum of /steps/samples
-  double samples_per_worker = 0;         ///< per worker and step: mean of /workers/samples, else of
+  double samples_per_worker = 0;         ///< per worker and step: mean of /workers/samples
+                                         ///< (/worker_summary's when the log has one), else of
                                          ///< /steps/samples / workers; NaN without steps
   double time = 0;                       ///< /steps/time of the last step (0 without steps)
   double samples_per_second = 0;         ///< samples / time; NaN when time is 0

@@ -164,6 +164,9 @@ struct TrainOptions {
   double trace_scale = 1;        ///< --trace-scale: multiplies every value of the trace
   emulation::Slowdown slowdown;  ///< persistently slower workers
   bool worker_log = false;       ///< a console line per worker per step
+  /// --worker-table: what the log's /workers holds (all, summary, sample:K; "": all up to 64
+  /// workers, summary above; mbkit/metrics/worker_table.hpp).
+  std::string worker_table;
   // Cluster emulation (mbkit/train/virtual_clock.hpp).
   std::string clock = "wall";           ///< wall or virtual
   std::optional<CommModel> comm_model;  ///< virtual: none = measured at start
