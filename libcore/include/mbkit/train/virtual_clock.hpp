@@ -98,19 +98,20 @@ struct SyncWorkerTime {
 
 /// Where a synchronous step's virtual time goes.
 struct SyncStepTime {
-  double gather = 0;         ///< all gradients combined (ps: at the master; allreduce: everywhere)
-  double end = 0;            ///< every worker holds the new parameters: the next step starts
-  double send = 0;           ///< a worker's communication time in this step (the slowest's)
-  std::vector<double> wait;  ///< per worker: idle time (end - delay - compute - its send)
-  std::vector<double> sends;     ///< per worker: its communication time in this step
+  double gather = 0;          ///< all gradients combined (ps: at the master; allreduce: everywhere)
+  double end = 0;             ///< every worker holds the new parameters: the next step starts
+  double send = 0;            ///< a worker's communication time in this step (the slowest's)
+  std::vector<double> wait;   ///< per worker: idle time (end - delay - compute - its send)
+  std::vector<double> sends;  ///< per worker: its communication time in this step
   std::vector<double> receives;  ///< per worker: ps's parameters coming back (allreduce: 0)
 };
 
 /// ps: each worker sends its gradient to the master (one message), the master waits for the
-/// last it uses (a dropped worker is cancelled at the end: it sends nothing, waits 0), updates (`update` seconds) and sends the parameters back (one message).
-/// allreduce: a ring allreduce of the gradient after the last worker is ready, then every rank
-/// updates. `bytes` is the gradient's (= the parameters') size. With a per-pair model worker w
-/// is rank w + `servers` (ps) and its messages cost its slowest link to a server's.
+/// last it uses (a dropped worker is cancelled at the end: it sends nothing, waits 0), updates
+/// (`update` seconds) and sends the parameters back (one message). allreduce: a ring allreduce of
+/// the gradient after the last worker is ready, then every rank updates. `bytes` is the gradient's
+/// (= the parameters') size. With a per-pair model worker w is rank w + `servers` (ps) and its
+/// messages cost its slowest link to a server's.
 SyncStepTime sync_step_time(const std::vector<SyncWorkerTime>& workers, bool parameter_server,
                             const CommModel& comm, std::uint64_t bytes, double update,
                             int servers = 1);
