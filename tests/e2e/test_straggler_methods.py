@@ -123,6 +123,39 @@ class StragglerMethods(mbtest.ToolTestCase):
         for name in coded:
             self.assertEqual(coded[name].tobytes(), two[name].tobytes(), msg=name)
 
+    def test_drop_compute_is_ambs_round_with_its_own_threshold(self):
+        # A fixed threshold: the round of mb-train-amb --time-limit T --partitions M, to the bit.
+        args = ["--comm", "ps", "--emulate", "4", *STRAGGLERS, "--batch-size", "32"]
+        self.train("drop", [*args, "--drop-compute", "0.05", "--micro-batches", "4"])
+        self.train("amb", [*args, "--time-limit", "0.05", "--partitions", "4"], tool="mb-train-amb")
+        self.assert_same_bits("drop", "amb")
+        # auto: the threshold that maximises the expected samples per second, recorded with how
+        # it was chosen; with exponential delays of 50 ms against 17 ms micro-batches, some
+        # rounds are cut short.
+        self.train("auto", ["--comm", "ps", "--emulate", "8", "--comm-model", "25e-6,1e-9",
+                            "--induce", "exp:0.05", "--batch-size", "32", "--drop-compute", "auto",
+                            "--micro-batches", "4", "--drop-last"])
+        with h5py.File(self.path("auto-log.h5"), "r") as log:
+            config = json.loads(mbtest.text_attrs(log)["config"])
+            micro = log["workers/micro_batches"][...]
+        self.assertEqual(config["drop_compute"], "auto")
+        self.assertIn("DropCompute auto", config["time_limit_rule"])
+        cost = 0.002 * 8 + 0.001
+        self.assertGreater(config["time_limit"], cost)
+        self.assertTrue(np.any(micro < 4) and np.any(micro == 4), msg=micro)
+        # Without stragglers nothing is worth dropping: every round does its 4 micro-batches
+        # (whole batches only: an epoch's short last batch has fewer).
+        self.train("calm", ["--comm", "ps", "--emulate", "8", "--comm-model", "25e-6,1e-9",
+                            "--batch-size", "32", "--drop-compute", "auto", "--drop-last"])
+        with h5py.File(self.path("calm-log.h5"), "r") as log:
+            self.assertTrue(np.all(log["workers/micro_batches"][...] == 4))
+        if MPIRUN is not None:  # the choice and the run: the bits of a process per worker
+            self.train("auto-ranks", ["--comm", "ps", "--allreduce", "shm", "--comm-model",
+                                      "25e-6,1e-9", "--induce", "exp:0.05", "--batch-size", "32",
+                                      "--drop-compute", "auto", "--micro-batches", "4",
+                                      "--drop-last"], ranks=9)
+            self.assert_same_bits("auto", "auto-ranks")
+
     def test_emulated_workers_have_the_bits_of_a_process_per_worker(self):
         if MPIRUN is None:
             self.skipTest("mpirun is not installed")
@@ -170,6 +203,12 @@ class StragglerMethods(mbtest.ToolTestCase):
             (["--backup-workers", "-1"], "--backup-workers"),
             (["--gradient-coding", "1", "--k-sync", "2"], "--k-sync 2"),
             (["--gradient-coding", "1", "--emulate", "5", *model], "groups of 2"),
+            (["--drop-compute", "0.05", "--async"], "--async"),
+            (["--drop-compute", "soon"], "SECONDS or auto"),
+            (["--drop-compute", "-1"], "SECONDS or auto"),
+            (["--micro-batches", "8"], "--drop-compute"),
+            (["--micro-batches", "0", "--drop-compute", "auto"], "at least 1"),
+            (["--micro-batches", "21", "--drop-compute", "auto"], "larger than the 20"),
 
         ]
         for extra, named in cases:
@@ -186,6 +225,11 @@ class StragglerMethods(mbtest.ToolTestCase):
                             cwd=self.dir, env=self.env)
         self.assertEqual(result.rc, 2, msg=result.err)
         self.assertIn("--gradient-coding 1 and --global-batch-size", result.err)
+        result = mbtest.run([mbtest.tool("mb-train-amb"), "--data", "toy.h5", *COMMON,
+                             "--time-limit", "0.05", "--partitions", "2", "--drop-compute", "0.1"],
+                            cwd=self.dir, env=self.env)
+        self.assertEqual(result.rc, 2, msg=result.err)
+        self.assertIn("--drop-compute 0.1 and mb-train-amb", result.err)
         no_compute = [a for a in COMMON if a not in ("--compute-model", "0.002,0.001")]
         result = mbtest.run([mbtest.tool("mb-train-fmb"), "--data", "toy.h5", *no_compute,
                              "--backup-workers", "1", "--emulate", "4", *model],

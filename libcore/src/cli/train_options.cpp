@@ -320,6 +320,18 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
                    "tolerating any s stragglers per group")
       ->check(whole_number<int>())
       ->type_name("s");
+  methods
+      ->add_option("--drop-compute", o.given.drop_compute,
+                   "DropCompute (Giladi et al. 2023), mb-train-fmb: a worker computes its batch "
+                   "in --micro-batches and drops those it would start after SECONDS into its "
+                   "round; auto: the threshold that maximises the expected samples per second")
+      ->type_name("SECONDS|auto");
+  methods
+      ->add_option("--micro-batches", o.drop_compute.micro_batches,
+                   "--drop-compute: micro-batches per batch")
+      ->capture_default_str()
+      ->check(whole_number<int>())
+      ->type_name("M");
 }
 
 void add_amb_options(CLI::App& app, train::TrainOptions& o) {

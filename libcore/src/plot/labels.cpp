@@ -20,6 +20,7 @@ const std::vector<std::string>& known_fields() {
       "backup_workers",
       "k_sync",
       "gradient_coding",
+      "drop_compute",
       "batch_size",
       "time_limit",
       "partitions",
@@ -47,7 +48,8 @@ const std::vector<std::string>& known_fields() {
 // Fields a run records only when it uses them (a straggler method): one that some runs have and
 // others lack names what sets them apart, whatever its value.
 const std::set<std::string>& presence_fields() {
-  static const std::set<std::string> kFields = {"backup_workers", "k_sync", "gradient_coding"};
+  static const std::set<std::string> kFields = {"backup_workers", "k_sync", "gradient_coding",
+                                                "drop_compute"};
   return kFields;
 }
 
@@ -99,6 +101,7 @@ std::string describe_field(const std::string& key, const std::string& value) {
   if (key == "backup_workers") return cat(value, " backup workers");
   if (key == "k_sync") return cat("K-sync ", value);
   if (key == "gradient_coding") return cat("gradient coding s=", value);
+  if (key == "drop_compute") return cat("DropCompute ", value);
   if (key == "batch_size") return cat("batch ", value);
   if (key == "time_limit") return cat("T=", value, " s");
   if (key == "partitions") return cat("P=", value);

@@ -162,6 +162,14 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, const Run
       json.key("micro_batch_size").value(o.batch_size / o.amb.partitions);
       json.key("decay_per_micro_batch").value(o.amb.decay_per_micro_batch);
     }
+    if (o.drop_compute.enabled) {
+      json.key("drop_compute").value(o.given.drop_compute);
+      json.key("micro_batches").value(o.drop_compute.micro_batches);
+      json.key("time_limit").value(facts.time_limit);
+      if (!facts.time_limit_rule.empty()) {
+        json.key("time_limit_rule").value(facts.time_limit_rule);
+      }
+    }
     if (dbsl != nullptr) {
       json.key("dbsl").begin_object();
       json.key("base_batch").value(o.dbsl.base_batch);

@@ -129,7 +129,7 @@ void EmulatedWorkers::make_rounds(const RoundParts& parts) {
     // AMB's micro-batch is the worker's own batch / partitions (batches differ by one sample
     // under --global-batch-size), as its own process would set it.
     RoundRule rule = parts.rule;
-    if (rule.anytime) rule.micro_size = loader.options().batch_size / options_.amb.partitions;
+    if (rule.anytime) rule.micro_size = loader.options().batch_size / anytime_partitions(options_);
     rounds_.push_back(std::make_unique<WorkerRound>(
         WorkerRound::Parts{parts.net, loader, parts.clock, parts.slowdown,
                            compute_model(parts.compute_models, w), parts.stragglers, rank_of(w), w,

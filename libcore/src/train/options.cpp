@@ -3,7 +3,9 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <system_error>
 #include <utility>
 
 #include "mbkit/backend/factory.hpp"
@@ -113,6 +115,27 @@ void parse_option_texts(TrainOptions& o) {
   o.compute_model = parse_compute_models(o.given.compute_model);
   parse_time_limit(o.given.time_limit, o.amb);
   o.compression = comm::parse_compression(o.given.compress);
+  parse_drop_compute(o.given.drop_compute, o.drop_compute);
+}
+
+void parse_drop_compute(const std::string& option, DropComputeOptions& drop) {
+  drop.enabled = !option.empty();
+  drop.auto_threshold = option == "auto";
+  drop.threshold.reset();
+  if (!drop.enabled || drop.auto_threshold) return;
+  double seconds = 0;
+  const auto* end = option.data() + option.size();
+  const auto [ptr, ec] = std::from_chars(option.data(), end, seconds);
+  if (ec != std::errc() || ptr != end || !std::isfinite(seconds) || seconds <= 0) {
+    usage_error(cat("--drop-compute '", option, "' is not positive SECONDS or auto"));
+  }
+  drop.threshold = seconds;
+}
+
+int anytime_partitions(const TrainOptions& o) {
+  return o.amb.enabled            ? o.amb.partitions
+         : o.drop_compute.enabled ? o.drop_compute.micro_batches
+                                  : 1;
 }
 
 int worker_batch_size(const TrainOptions& o, int workers, int worker) {
@@ -143,6 +166,10 @@ void validate_batches(const TrainOptions& o, int workers) {
   if (o.amb.enabled && o.amb.partitions > smallest) {
     usage_error(cat("--partitions ", o.amb.partitions, " is larger than the ", smallest,
                     " samples of a worker's batch: a micro-batch needs at least one sample"));
+  }
+  if (o.drop_compute.enabled && o.drop_compute.micro_batches > smallest) {
+    usage_error(cat("--micro-batches ", o.drop_compute.micro_batches, " is larger than the ",
+                    smallest, " samples of a worker's batch: a micro-batch needs at least one"));
   }
 }
 
@@ -186,6 +213,29 @@ void validate_emulation(const TrainOptions& o) {
 // The straggler methods that drop late gradients (step_selection.hpp): the step must choose
 // its gradients before they are summed, which the synchronous ps round on the virtual clock
 // does; what sums during the backward pass or asynchronously is refused, naming both flags.
+// DropCompute: the anytime round of mb-train-fmb's synchronous workers.
+void validate_drop_compute(const TrainOptions& o) {
+  if (!o.drop_compute.enabled) {
+    if (o.drop_compute.micro_batches != 4) {
+      usage_error(cat("--micro-batches ", o.drop_compute.micro_batches,
+                      " splits DropCompute's batch: give --drop-compute too"));
+    }
+    return;
+  }
+  const std::string flag = cat("--drop-compute ", o.given.drop_compute);
+  const char* refused = o.amb.enabled    ? "mb-train-amb (its --time-limit is this rule)"
+                        : o.dbsl.enabled ? "mb-train-dbsl"
+                        : o.async        ? "--async"
+                                         : nullptr;
+  if (refused != nullptr) {
+    usage_error(cat(flag, " and ", refused,
+                    ": DropCompute is the synchronous FMB workers' round (mb-train-fmb)"));
+  }
+  if (o.drop_compute.micro_batches < 1) {
+    usage_error(cat("--micro-batches ", o.drop_compute.micro_batches, " must be at least 1"));
+  }
+}
+
 void validate_step_selection(const TrainOptions& o) {
   const std::pair<const char*, int> given[] = {{"--backup-workers", o.backup_workers},
                                                {"--k-sync", o.k_sync},
@@ -341,6 +391,7 @@ void validate(const TrainOptions& o) {
   }
   validate_emulation(o);
   validate_step_selection(o);
+  validate_drop_compute(o);
   if (!(o.bucket_mb >= 0) || !std::isfinite(o.bucket_mb)) {
     usage_error(cat("--bucket-mb ", o.bucket_mb, " must be a non-negative number of MiB"));
   }

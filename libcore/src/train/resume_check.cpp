@@ -55,6 +55,8 @@ constexpr TrainingKey kTrainingKeys[] = {
     {"backup_workers", "--backup-workers", "0"},
     {"k_sync", "--k-sync", "0"},
     {"gradient_coding", "--gradient-coding", "0"},
+    {"drop_compute", "--drop-compute", "none"},
+    {"micro_batches", "--micro-batches", "none"},
     {"partitions", "--partitions", ""},
     {"decay_per_micro_batch", "--decay-per-micro-batch", ""},
     {"dbsl.base_batch", "--base-batch", ""},

@@ -61,7 +61,7 @@ void TrainingRun::print_start_table() const {
     const std::int64_t micro_batches = batch_ / micro_size_;
     row("anytime",
         cat("time limit ", short_duration(time_limit_),
-            options_.amb.auto_time_limit ? cat(" (auto: ", time_limit_rule_, ")") : "", ", ",
+            !time_limit_rule_.empty() ? cat(" (auto: ", time_limit_rule_, ")") : "", ", ",
             micro_batches, " micro-batches of ", micro_size_, " samples",
             micro_batches * micro_size_ < batch_
                 ? cat(" (", batch_ - micro_batches * micro_size_, " samples of each batch unused)")

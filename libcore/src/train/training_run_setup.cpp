@@ -5,14 +5,17 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <memory>
 
 #include "mbkit/backend/factory.hpp"
 #include "mbkit/config.hpp"
+#include "mbkit/emulation/delay_trace.hpp"
 #include "mbkit/metrics/worker_table.hpp"
 #include "mbkit/models/zoo.hpp"
 #include "mbkit/train/checkpoint.hpp"
 #include "mbkit/train/comm_model.hpp"
 #include "mbkit/train/describe.hpp"
+#include "mbkit/train/drop_compute.hpp"
 #include "mbkit/train/resume_check.hpp"
 #include "mbkit/train/training_run.hpp"
 #include "mbkit/util/error.hpp"
@@ -263,8 +266,9 @@ void TrainingRun::build_model() {
                                                 : "mpi";
   // The optimizer runs where updates are made: the master, or every rank of allreduce.
   // AMB: micro-batches of floor(batch / partitions) samples; a batch's leftover is not used.
-  amb_ = options_.amb.enabled;
-  micro_size_ = amb_ ? batch_ / options_.amb.partitions : batch_;
+  // DropCompute's round is AMB's: micro-batches under a threshold, at most the batch.
+  amb_ = options_.amb.enabled || options_.drop_compute.enabled;
+  micro_size_ = amb_ ? batch_ / anytime_partitions(options_) : batch_;
   // The AMB original adds weight decay per micro-batch: batch / micro-batch size times FMB's.
   optimizer_config_ = options_.optimizer;
   if (amb_ && options_.amb.decay_per_micro_batch) {
@@ -378,7 +382,12 @@ void TrainingRun::set_up_emulation() {
 // delay (the AMB experiments' recipe, so that a delayed worker is not cut short as a rule).
 void TrainingRun::decide_time_limit() {
   if (!amb_) return;
-  if (!options_.amb.auto_time_limit) {
+  const DropComputeOptions& drop = options_.drop_compute;
+  if (drop.enabled && !drop.auto_threshold) {
+    time_limit_ = drop.threshold.value();
+    return;
+  }
+  if (!drop.enabled && !options_.amb.auto_time_limit) {
     time_limit_ = options_.amb.time_limit.value();
     return;
   }
@@ -395,11 +404,15 @@ void TrainingRun::decide_time_limit() {
     const double cpu = compute_models_.empty() ? measure_full_batch() : 0.0;
     for (int w = 0; w < role_.workers; ++w) {
       const int batch = worker_batch_size(options_, role_.workers, w);
-      const int micro = batch / options_.amb.partitions;
+      const int micro = batch / anytime_partitions(options_);
       const auto model = emulated_->compute_model(compute_models_, w);
       const double full = model ? (batch / micro) * model->cost(micro) : cpu;
       measured.push_back(full * slowdown_.factor_for(emulated_->rank_of(w)));
     }
+  }
+  if (drop.enabled) {
+    choose_drop_compute_threshold(measured);  // by worker, as gathered
+    return;
   }
   std::sort(measured.begin(), measured.end());
   const double full_batch = measured[measured.size() / 2];
@@ -415,6 +428,53 @@ void TrainingRun::decide_time_limit() {
                            : "");
   if (logs_)
     log::verbose(cat("--time-limit auto: ", short_duration(time_limit_), ": ", time_limit_rule_));
+}
+
+// --drop-compute auto (drop_compute.hpp): the workers' micro-batch costs (their full batches /
+// the micro-batches), 200 trials of their delays (fewer past 1,000 workers) drawn from the
+// --induce profile or read from the trace on a stream of their own, and the step's exchange
+// under the comm model (the measured one's, else none).
+void TrainingRun::choose_drop_compute_threshold(const std::vector<double>& full_batches) {
+  const int micro_batches = batch_ / micro_size_;
+  std::vector<double> costs;
+  for (const double full : full_batches) costs.push_back(full / micro_batches);
+  const int workers = static_cast<int>(costs.size());
+  const int trials = std::clamp(200000 / std::max(1, workers), 20, 200);
+  std::vector<std::vector<double>> delays(static_cast<std::size_t>(trials),
+                                          std::vector<double>(costs.size(), 0.0));
+  const auto& trace = options_.induce_trace;
+  if (stragglers_ || trace) {
+    for (int w = 0; w < workers; ++w) {
+      std::unique_ptr<emulation::DelaySource> source;
+      if (trace) {
+        source = std::make_unique<emulation::TraceReplay>(trace, w);
+      } else {
+        // Not the workers' own streams (Rng(seed, rank)): choosing draws nothing of theirs.
+        source = std::make_unique<emulation::StragglerSampler>(*stragglers_,
+                                                               options_.seed ^ 0xd7095c0ULL, w + 1);
+      }
+      for (auto& trial : delays) trial[static_cast<std::size_t>(w)] = source->next();
+    }
+  }
+  const double message = comm_model_.message(gradient_bytes_);
+  const double exchange = !role_.distributed ? 0.0
+                          : role_.parameter_server
+                              ? 2 * message
+                              : comm_model_.allreduce(gradient_bytes_, workers);
+  const auto choice =
+      train::choose_drop_compute_threshold(costs, micro_batches, micro_size_, delays, exchange);
+  time_limit_ = choice.threshold;
+  time_limit_rule_ =
+      cat("DropCompute auto: ", shortest_decimal(choice.samples_per_second),
+          " samples/s expected against ", shortest_decimal(choice.full_batches_per_second),
+          " with nothing dropped (", trials, " draws of ", workers, " workers' delays",
+          stragglers_ ? cat(", ", stragglers_->name)
+          : trace     ? cat(", trace ", trace->path)
+                      : "",
+          ")");
+  if (logs_) {
+    log::verbose(cat("--drop-compute auto: ", short_duration(time_limit_), ": ", time_limit_rule_));
+  }
 }
 
 // A full batch's time, measured on random inputs of the data's shape so that the data stream

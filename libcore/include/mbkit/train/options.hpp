@@ -36,6 +36,15 @@ struct AmbOptions {
   bool decay_per_micro_batch = false;
 };
 
+/// DropCompute (mb-train-fmb --drop-compute, mbkit/train/drop_compute.hpp): a worker computes
+/// its batch as micro_batches micro-batches and drops those it would start after the threshold.
+struct DropComputeOptions {
+  bool enabled = false;
+  std::optional<double> threshold;  ///< seconds into the round; none with auto_threshold
+  bool auto_threshold = false;
+  int micro_batches = 4;
+};
+
 /// Dual batch size learning (mb-train-dbsl, mbkit/train/dbsl_plan.hpp): rank 0 is a parameter
 /// server that averages in each worker's model; large workers train d_L samples per round at
 /// the base batch, small ones fewer at a smaller batch, in the same predicted time.
@@ -76,6 +85,7 @@ struct OptionTexts {
   std::vector<std::string> compute_model;
   std::string time_limit;
   std::string compress = "none";
+  std::string drop_compute;  ///< --drop-compute SECONDS|auto ("" when not given)
 };
 
 struct TrainOptions {
@@ -181,6 +191,7 @@ struct TrainOptions {
   /// --gradient-coding s: groups of s + 1 workers on the same data; each group's first is used.
   int gradient_coding = 0;
   AmbOptions amb;
+  DropComputeOptions drop_compute;
   DbslOptions dbsl;
   OptionTexts given;  ///< the parsed options' text as given, for the recorded configuration
   /// --cuda-graphs: on or off; empty: on where the backend records them (CUDA), else off.
@@ -190,6 +201,9 @@ struct TrainOptions {
 /// The batch of worker `worker` of `workers`: --batch-size, or --global-batch-size split as
 /// evenly as possible (the first global % workers workers take one sample more).
 int worker_batch_size(const TrainOptions& options, int workers, int worker);
+/// Micro-batches per batch of an anytime round: AMB's --partitions, DropCompute's
+/// --micro-batches (neither: 1).
+int anytime_partitions(const TrainOptions& options);
 /// The samples of a synchronous step over all workers.
 std::int64_t global_batch_size(const TrainOptions& options, int workers);
 /// The factor --lr-scaling applies to --lr and the schedule for `workers` workers (1 for none).
@@ -202,6 +216,8 @@ AllreduceVia parse_allreduce_via(const std::string& option);
 /// --prefetch: batches loaded ahead by a thread ("auto": 2 when the process may use more than
 /// one core, else 0; a count from 0 to 64).
 int prefetch_depth(const std::string& option);
+/// --drop-compute: positive seconds, or "auto"; "" leaves DropCompute off.
+void parse_drop_compute(const std::string& option, DropComputeOptions& drop);
 /// --time-limit: positive seconds, or "auto" (sets auto_time_limit).
 void parse_time_limit(const std::string& option, AmbOptions& amb);
 /// Parses every text of `options.given` into its typed field: a usage error names the flag.

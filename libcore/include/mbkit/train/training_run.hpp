@@ -90,6 +90,8 @@ class TrainingRun {
   /// inputs, the model's state put back; the compute model's cost when there is one.
   double time_batch(int size);
   void decide_time_limit();
+  /// --drop-compute auto: the threshold from the workers' full batches (by worker).
+  void choose_drop_compute_threshold(const std::vector<double>& full_batches);
   double measure_full_batch();
   void resume();
   void resume_server_shards();
