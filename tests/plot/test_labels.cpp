@@ -66,6 +66,17 @@ TEST(Labels, AStragglerMethodNamesItsRunsWhereOthersHaveNone) {
       (std::vector<std::string>{"fmb", "2 backup workers", "K-sync 3", "gradient coding s=1"}));
 }
 
+TEST(Labels, AChosenTimeLimitShowsThreeDigits) {
+  auto amb = base();
+  amb["tool"] = "mb-train-amb";
+  amb["time_limit"] = "6.1";
+  auto dropped = base();
+  dropped["drop_compute"] = "auto";
+  dropped["time_limit"] = "5.438316589469002";
+  EXPECT_EQ(derive_labels({run("amb.h5", amb), run("drop.h5", dropped)}),
+            (std::vector<std::string>{"AMB, T=6.1 s", "FMB, DropCompute auto, T=5.44 s"}));
+}
+
 TEST(Labels, ShowFieldsInOrderOfImportance) {
   auto a = base();
   auto b = base();

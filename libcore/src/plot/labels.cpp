@@ -1,6 +1,7 @@
 #include "mbkit/plot/labels.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 
 #include "mbkit/util/fs.hpp"
@@ -103,7 +104,13 @@ std::string describe_field(const std::string& key, const std::string& value) {
   if (key == "gradient_coding") return cat("gradient coding s=", value);
   if (key == "drop_compute") return cat("DropCompute ", value);
   if (key == "batch_size") return cat("batch ", value);
-  if (key == "time_limit") return cat("T=", value, " s");
+  if (key == "time_limit") {
+    // A limit chosen at start (auto) has every digit of a double: three are enough to tell.
+    char* end = nullptr;
+    const double seconds = std::strtod(value.c_str(), &end);
+    return end != value.c_str() && *end == '\0' ? cat("T=", strprintf("%.3g", seconds), " s")
+                                                 : cat("T=", value, " s");
+  }
   if (key == "partitions") return cat("P=", value);
   if (key == "workers") return cat(value, value == "1" ? " worker" : " workers");
   if (key == "world_size") return cat(value, value == "1" ? " process" : " processes");
