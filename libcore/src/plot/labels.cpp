@@ -109,7 +109,7 @@ std::string describe_field(const std::string& key, const std::string& value) {
     char* end = nullptr;
     const double seconds = std::strtod(value.c_str(), &end);
     return end != value.c_str() && *end == '\0' ? cat("T=", strprintf("%.3g", seconds), " s")
-                                                 : cat("T=", value, " s");
+                                                : cat("T=", value, " s");
   }
   if (key == "partitions") return cat("P=", value);
   if (key == "workers") return cat(value, value == "1" ? " worker" : " workers");
