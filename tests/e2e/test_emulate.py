@@ -45,7 +45,24 @@ def arrays(path, log):
     return out
 
 
-class Emulate(mbtest.ToolTestCase):
+class SameBits:
+    """For a ToolTestCase: runs NAME (NAME.h5, NAME-log.h5 in its directory) equal to the bit."""
+
+    def assert_same_bits(self, a, b, skip=()):
+        for log in (False, True):
+            suffix = "-log.h5" if log else ".h5"
+            found, expected = arrays(self.path(a + suffix), log), arrays(self.path(b + suffix), log)
+            for name in [n for n in expected if n.split("/")[-1] in skip]:
+                found.pop(name, None)
+                expected.pop(name)
+            self.assertEqual(sorted(found), sorted(expected), msg=f"{a}{suffix}: datasets")
+            moved = [name for name in expected
+                     if found[name].dtype != expected[name].dtype
+                     or found[name].tobytes() != expected[name].tobytes()]
+            self.assertEqual(moved, [], msg=f"{a}{suffix} against {b}{suffix}: datasets that differ")
+
+
+class Emulate(SameBits, mbtest.ToolTestCase):
     def setUp(self):
         super().setUp()
         self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "400",
@@ -62,18 +79,6 @@ class Emulate(mbtest.ToolTestCase):
         self.assertSucceeded(result)
         return result
 
-    def assert_same_bits(self, a, b, skip=()):
-        for log in (False, True):
-            suffix = "-log.h5" if log else ".h5"
-            found, expected = arrays(self.path(a + suffix), log), arrays(self.path(b + suffix), log)
-            for name in [n for n in expected if n.split("/")[-1] in skip]:
-                found.pop(name, None)
-                expected.pop(name)
-            self.assertEqual(sorted(found), sorted(expected), msg=f"{a}{suffix}: datasets")
-            moved = [name for name in expected
-                     if found[name].dtype != expected[name].dtype
-                     or found[name].tobytes() != expected[name].tobytes()]
-            self.assertEqual(moved, [], msg=f"{a}{suffix} against {b}{suffix}: datasets that differ")
 
     def test_every_sync_mode_has_the_bits_of_a_process_per_worker(self):
         if MPIRUN is None:

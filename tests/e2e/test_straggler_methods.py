@@ -19,7 +19,7 @@ import h5py
 import numpy as np
 
 import mbtest
-from test_emulate import arrays
+from test_emulate import SameBits, arrays
 
 MPIRUN = shutil.which("mpirun")
 
@@ -29,7 +29,7 @@ COMMON = ["--model", "mlp", "--hidden", "16", "--optimizer", "momentum", "--lr",
 STRAGGLERS = ["--induce", "niagara", "--slowdown", "2=1.5", "--comm-model", "25e-6,1e-9"]
 
 
-class StragglerMethods(mbtest.ToolTestCase):
+class StragglerMethods(SameBits, mbtest.ToolTestCase):
     def setUp(self):
         super().setUp()
         self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "400",
@@ -44,18 +44,6 @@ class StragglerMethods(mbtest.ToolTestCase):
         result = mbtest.run(command, cwd=self.dir, env=self.env, timeout=300)
         self.assertSucceeded(result)
         return result
-
-    def assert_same_bits(self, a, b, skip=()):
-        for log in (False, True):
-            suffix = "-log.h5" if log else ".h5"
-            found, expected = arrays(self.path(a + suffix), log), arrays(self.path(b + suffix), log)
-            for name in [n for n in expected if n.split("/")[-1] in skip]:
-                found.pop(name, None)
-                expected.pop(name)
-            self.assertEqual(sorted(found), sorted(expected), msg=f"{a}{suffix}: datasets")
-            moved = [name for name in expected
-                     if found[name].tobytes() != expected[name].tobytes()]
-            self.assertEqual(moved, [], msg=f"{a}{suffix} against {b}{suffix}: datasets that differ")
 
     def test_the_first_gradients_by_hand(self):
         # 4 workers (ranks 1-4), 20 samples each: 0.002 x 20 + 0.001 = 41 ms of compute; ranks 2
