@@ -76,7 +76,7 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 part_done "configuring"
 # Only what the stage runs: the unit test and fuzz programs, and the tools the end-to-end tests
 # of e2e-tests start (the other tools, the front `mb` and the generated completion are skipped).
-# (test_bad_input checks "FILE exists" in mb-bench-partitions and mb-report as well.)
+# (test_bad_input checks "FILE exists" in mb-bench-partitions, mb-bench-bandwidth and mb-report as well.)
 e2e_tools="mb-dataset mb-eval mb-plot mb-train-fmb mb-bench-partitions mb-bench-bandwidth mb-report"
 targets=$(cmake --build "$build" --target help | sed -n 's/^\.\.\. \(test_[a-z]*\|fuzz_[a-z_]*\)$/\1/p')
 # The build gets the time left less the unit tests' (about 2 minutes): cut off, the stage ends.
