@@ -270,6 +270,22 @@ class Emulate(SameBits, mbtest.ToolTestCase):
                              "--worker-table", "sample:0"], cwd=self.dir, env=self.env)
         self.assertEqual(result.rc, 2, msg=result.err)
         self.assertIn("--worker-table sample:0", result.err)
+        # A resumed run appends to its log, so it keeps the log's table: another one is
+        # refused, naming both, and the log is left as it was.
+        before = open(self.path("default-65-log.h5"), "rb").read()
+        resume = [mbtest.tool("mb-train-fmb"), "--data", "toy.h5", *COMMON, "--comm", "ps",
+                  "--emulate", "65", "--batch-size", "2", "--steps", "3", "--log",
+                  "default-65-log.h5", "--checkpoint", "default-65.h5", "--resume",
+                  "default-65.h5"]
+        result = mbtest.run([*resume, "--worker-table", "all"], cwd=self.dir, env=self.env)
+        self.assertEqual(result.rc, 2, msg=result.err)
+        self.assertEqual(len(result.err.strip().splitlines()), 1, msg=result.err)
+        self.assertIn("--worker-table all: default-65-log.h5 holds a worker table of summary",
+                      result.err)
+        self.assertEqual(open(self.path("default-65-log.h5"), "rb").read(), before)
+        self.assertSucceeded(mbtest.run(resume, cwd=self.dir, env=self.env))
+        with h5py.File(self.path("default-65-log.h5"), "r") as log:
+            self.assertEqual(len(log["worker_summary/step"]), 3)
 
     def test_what_is_not_emulated_is_refused_naming_both_flags(self):
         cases = [
