@@ -184,8 +184,7 @@ void validate_emulation(const TrainOptions& o) {
     usage_error(cat("--emulate ", o.emulate,
                     " runs the workers one after another: it needs --clock virtual"));
   }
-  const char* refused = o.async                              ? "--async"
-                        : o.dbsl.enabled                     ? "mb-train-dbsl"
+  const char* refused = o.dbsl.enabled                       ? "mb-train-dbsl"
                         : o.servers > 1                      ? "--servers"
                         : o.compression.enabled()            ? "--compress"
                         : o.bucket_mb > 0                    ? "--bucket-mb"
@@ -195,8 +194,13 @@ void validate_emulation(const TrainOptions& o) {
                                                              : nullptr;
   if (refused != nullptr) {
     usage_error(cat("--emulate ", o.emulate, ": ", refused,
-                    " is not emulated inside one process yet (synchronous ps and allreduce "
-                    "are); run a rank per worker under mpirun"));
+                    " is not emulated inside one process yet (synchronous ps and allreduce, "
+                    "and ps --async, are); run a rank per worker under mpirun"));
+  }
+  if (o.async && o.compute_model.empty()) {
+    usage_error(cat("--emulate ", o.emulate,
+                    " --async needs --compute-model: the master takes the gradients in the order "
+                    "they arrive, which must be known before they are computed"));
   }
   if (!o.comm_model) {
     usage_error(cat("--emulate ", o.emulate,

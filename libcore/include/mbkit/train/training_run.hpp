@@ -147,6 +147,8 @@ class TrainingRun {
   /// that all end the run the same way.
   void gather_async_servers(std::vector<metrics::ServerRecord> rows);
   void run_async_worker();
+  /// The modelled receive of the asynchronous master's parameters (the virtual clock).
+  double async_parameters_receive() const;
   // DBSL (training_run_dbsl.cpp): the parameter server and a worker.
   void run_dbsl_server();
   void run_dbsl_sync_server();
