@@ -178,6 +178,7 @@ RunFacts TrainingRun::run_facts() const {
   facts.workers = role_.workers;
   facts.time_limit = time_limit_;
   facts.time_limit_rule = time_limit_rule_;
+  facts.delay_rounds = delay_rounds_;
   facts.allreduce = allreduce_used_;
   if (nccl_) facts.allreduce_library = nccl_->description();
   facts.trial = allreduce_trial_;
@@ -232,6 +233,8 @@ void TrainingRun::save_checkpoint_to(const std::string& path, double elapsed,
   checkpoint.epoch_progress = epoch_at(step_);
   checkpoint.workers = role_.workers;
   checkpoint.comm = role_.comm;
+  if (versions_) checkpoint.delayed_parameters = versions_->saved(step_);
+  if (delayed_timeline_) checkpoint.delayed_timeline = delayed_timeline_->saved();
   checkpoint.seed = options_.seed;
   checkpoint.elapsed = elapsed;
   checkpoint.wall_elapsed = clock_.wall_now();
