@@ -66,6 +66,14 @@ void TrainingRun::print_start_table() const {
             micro_batches * micro_size_ < batch_
                 ? cat(" (", batch_ - micro_batches * micro_size_, " samples of each batch unused)")
                 : ""));
+    if (options_.delayed_gradients.enabled) {
+      row("delayed",
+          cat("AMB-DG: round t computes at the parameters of update t - ", delay_rounds_,
+              options_.delayed_gradients.auto_delay
+                  ? " (auto: the message model's round trip over the time limit, rounded up)"
+                  : "",
+              delay_rounds_ == 0 ? ", which is AMB's round" : ""));
+    }
   }
   if (backend_->can_capture()) {
     row("cuda graph",
