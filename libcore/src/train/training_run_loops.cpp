@@ -156,6 +156,7 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
       !role_.distributed   ? 0
       : selection_.drops() ? global_batch_ * selection_.used_per_step() / selection_.workers()
                            : global_batch_;
+  begin_delayed_round();  // AMB-DG: the round computes at its delayed version
   WorkerReport report;
   std::vector<WorkerReport> hosted;  // --emulate: every worker's
   std::vector<bool> used;            // by worker: whose gradient the step takes (all: empty)
@@ -181,6 +182,7 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
       report.stop = std::max(report.stop, static_cast<int>(kFinished));
     }
   }
+  end_delayed_round();
   if (!emulated_ && selection_.drops()) used = selection_.select(gather_arrivals(report));
   const std::int64_t step_nominal = nominal > 0 ? nominal : (round_ ? round_->last_drawn() : 0);
   // A device backend's gradients go to the host only to be exchanged through MPI: alone, or
@@ -204,6 +206,8 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
   for (std::size_t w = 0; w < used.size() && w < combined.workers.size(); ++w) {
     combined.workers[w].dropped = !used[w];
   }
+  const std::int64_t version = versions_ ? versions_->version_for(step_) : step_;
+  for (WorkerReport& r : combined.workers) r.staleness = step_ - version;
   if (role_.computes) worker_line(step_ + 1, report);
   for (const WorkerReport& r : hosted) worker_line(step_ + 1, r);
   // The hosted workers' summed gradients are what the optimizer steps with.
@@ -246,8 +250,10 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
     for (const auto& r : combined.workers) {
       times.push_back({r.sleep_time, r.compute_time, !r.dropped});
     }
-    const auto timing = sync_step_time(times, role_.parameter_server, comm_model_, gradient_bytes_,
-                                       update_time, role_.servers);
+    const auto timing = delayed_timeline_
+                            ? delayed_timeline_->step(step_ - 1, version, times, update_time)
+                            : sync_step_time(times, role_.parameter_server, comm_model_,
+                                             gradient_bytes_, update_time, role_.servers);
     // The round's receive: ps's broadcast of the parameters (allreduce has none of its own).
     for (std::size_t i = 0; i < combined.workers.size(); ++i) {
       combined.workers[i].send_time = timing.sends[i];

@@ -73,6 +73,7 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   set_up_emulation();
   if (dbsl_) plan_dbsl();
   decide_time_limit();
+  set_up_delayed_gradients();
   resume();
   plan_length();
   hosts_ = world_.all_gather(world_.host());
@@ -568,6 +569,7 @@ void TrainingRun::resume() {
     // With several servers rank 0 keeps shard 0 of the whole optimizer state the checkpoint
     // holds; the servers get theirs in resume_server_shards().
     restore_model(checkpoint, *net_, *optimizer_, resume_path, shard_.first);
+    restore_delayed(checkpoint, resume_path);
     if (role_.servers > 1) {
       for (const auto& saved : checkpoint.optimizer_state) {
         resumed_optimizer_state_.push_back(saved.values);
@@ -607,6 +609,7 @@ void TrainingRun::resume() {
     }
     if (role_.servers > 1 && resume_.resumed != 0) resume_server_shards();
   }
+  share_delayed_versions();
   step_ = static_cast<std::int64_t>(resume_.step);
   step_base_ = step_;
   epoch_base_ = resume_.epoch_progress;
