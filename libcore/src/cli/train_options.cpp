@@ -321,6 +321,14 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
       ->check(whole_number<int>())
       ->type_name("s");
   methods
+      ->add_option("--local-steps", o.local_steps,
+                   "Local SGD (periodic averaging), mb-train-fmb, any clock, ps or allreduce: "
+                   "each worker takes tau SGD steps on its own model, then the workers' "
+                   "parameters, state and optimizer state are averaged; 1: plain FMB")
+      ->capture_default_str()
+      ->check(whole_number<int>())
+      ->type_name("tau");
+  methods
       ->add_option("--drop-compute", o.given.drop_compute,
                    "DropCompute (Giladi et al. 2023), mb-train-fmb: a worker computes its batch "
                    "in --micro-batches and drops those it would start after SECONDS into its "

@@ -30,6 +30,31 @@ int usable_cores() {
   return std::max(1, CPU_COUNT(&set));
 }
 
+void validate_local_steps(const TrainOptions& o) {
+  if (o.local_steps < 1) {
+    usage_error(cat("--local-steps ", o.local_steps, " must be at least 1 (1: plain FMB)"));
+  }
+  if (o.local_steps == 1) return;
+  const std::string flag = cat("--local-steps ", o.local_steps);
+  const char* refused = o.dbsl.enabled            ? "mb-train-dbsl"
+                        : o.amb.enabled           ? "mb-train-amb"
+                        : o.async                 ? "--async"
+                        : o.backup_workers > 0    ? "--backup-workers"
+                        : o.k_sync > 0            ? "--k-sync"
+                        : o.gradient_coding > 0   ? "--gradient-coding"
+                        : o.drop_compute.enabled  ? "--drop-compute"
+                        : o.servers > 1           ? "--servers"
+                        : o.compression.enabled() ? "--compress"
+                        : o.bucket_mb > 0         ? "--bucket-mb"
+                        : o.device != "cpu"       ? "--device"
+                                                  : nullptr;
+  if (refused != nullptr) {
+    usage_error(cat(flag, " and ", refused,
+                    ": local SGD averages whole models in synchronous rounds (ps with one "
+                    "server, or allreduce) of FMB workers on the CPU"));
+  }
+}
+
 }  // namespace
 
 // --prefetch: a count, or auto. A prefetch thread overlaps loading with computing only when it
@@ -389,6 +414,7 @@ void validate(const TrainOptions& o) {
             : o.dbsl.enabled ? "mb-train-dbsl"
                              : "--servers"));
   }
+  validate_local_steps(o);
   validate_emulation(o);
   validate_step_selection(o);
   validate_drop_compute(o);

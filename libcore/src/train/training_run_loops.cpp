@@ -30,7 +30,11 @@ int TrainingRun::train() {
       run_dbsl_server();
     }
   } else if (!role_.async) {
-    run_sync();
+    if (options_.local_steps > 1) {
+      run_local_sgd();
+    } else {
+      run_sync();
+    }
   } else if (role_.server) {  // the master, or one of several servers
     run_async_master();
   } else {

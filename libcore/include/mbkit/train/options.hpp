@@ -190,6 +190,10 @@ struct TrainOptions {
   int k_sync = 0;          ///< --k-sync K: each step uses the first K gradients
   /// --gradient-coding s: groups of s + 1 workers on the same data; each group's first is used.
   int gradient_coding = 0;
+  /// --local-steps tau: local SGD (mbkit/train/local_sgd.hpp), each worker takes tau SGD steps
+  /// on its own model, then the models are averaged. 1: every step's gradients are averaged
+  /// (plain FMB).
+  int local_steps = 1;
   AmbOptions amb;
   DropComputeOptions drop_compute;
   DbslOptions dbsl;
