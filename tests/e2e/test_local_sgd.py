@@ -6,10 +6,13 @@ then the workers' models (parameters, state, optimizer state) are averaged.
   averaging step adds the one exchange (computed by hand from a compute model and slowdowns).
 - --emulate N gives the bits of a process per worker (mpirun, --allreduce shm), ps and
   allreduce, with induced stragglers; a resumed run gives the straight run's bits.
+- --local-steps adacomm chooses the period by AdaComm's rule, recomputed here from the log,
+  with the same bits under --emulate and mpirun.
 - What local SGD cannot be combined with is refused naming both flags.
 """
 
 import json
+import math
 import shutil
 
 import h5py
@@ -47,12 +50,10 @@ class LocalSgd(SameBits, mbtest.ToolTestCase):
         return result
 
     def test_one_local_step_is_fmb(self):
-        for comm in ("ps", "allreduce"):
-            with self.subTest(comm=comm):
-                args = ["--comm", comm, "--emulate", "3", *STRAGGLERS]
-                self.train(f"fmb-{comm}", args)
-                self.train(f"one-{comm}", [*args, "--local-steps", "1"])
-                self.assert_same_bits(f"one-{comm}", f"fmb-{comm}")
+        args = ["--comm", "ps", "--emulate", "3", *STRAGGLERS]
+        self.train("fmb-ps", args)
+        self.train("one-ps", [*args, "--local-steps", "1"])
+        self.assert_same_bits("one-ps", "fmb-ps")
         # More local steps train another model.
         self.train("three", ["--comm", "ps", "--emulate", "3", *STRAGGLERS, "--local-steps", "3"])
         three, fmb = arrays(self.path("three.h5"), False), arrays(self.path("fmb-ps.h5"), False)
@@ -102,6 +103,47 @@ class LocalSgd(SameBits, mbtest.ToolTestCase):
         self.assertNotEqual(result.rc, 0)
         self.assertIn("--local-steps", result.err)
 
+    def test_adacomm_chooses_the_period_by_the_papers_rule(self):
+        # 3 workers (allreduce), 41 ms a round; the averaging adds a ring of 4 messages of 1 ms.
+        # tau_0 = 6, a choice every 0.3 s (about 7 steps): the rule, from the log's losses and
+        # times, must say where the averagings are.
+        tau0, interval, steps = 6, 0.3, 40
+        args = ["--comm", "allreduce", "--comm-model", "0.001,0", "--lr", "0.2",
+                "--steps", str(steps), "--eval-every", "0", "--local-steps", "adacomm",
+                "--adacomm-tau0", str(tau0), "--adacomm-interval", str(interval)]
+        self.train("ada-emulated", [*args, "--emulate", "3"])
+        with h5py.File(self.path("ada-emulated-log.h5"), "r") as log:
+            loss = log["steps/loss"][...].astype(float)
+            samples = log["steps/samples"][...].astype(float)
+            time = log["steps/time"][...].astype(float)
+            step_time = log["steps/step_time"][...].astype(float)
+            config = json.loads(mbtest.text_attrs(log)["config"])
+        self.assertEqual(config["local_steps"], "adacomm")
+        averaged = (step_time > 0.041 + 0.002).tolist()
+        expected, taus = [], [tau0]
+        start = time[0] - step_time[0]  # the run's clock when the first step began
+        tau, since, first, loss_sum, count = tau0, 0, None, 0.0, 0.0
+        next_choice = start + interval
+        for i in range(steps):
+            average = since + 1 >= tau or i + 1 == steps
+            expected.append(average)
+            first = loss[0] if first is None else first
+            loss_sum += loss[i] * samples[i]
+            count += samples[i]
+            since = 0 if average else since + 1
+            if average:
+                if time[i] >= next_choice:
+                    tau = max(1, math.ceil(math.sqrt(loss_sum / count / first) * tau0))
+                    next_choice = (math.floor(time[i] / interval) + 1) * interval
+                    taus.append(tau)
+                loss_sum = count = 0.0
+        self.assertEqual(averaged, expected, msg=f"periods {taus}")
+        self.assertLess(min(taus), tau0, msg=f"the loss fell: tau must fall ({taus})")
+        if MPIRUN is not None:  # rank 0's choice reaches every rank
+            self.train("ada-ranks", [*args, "--comm", "ps", "--allreduce", "shm"], ranks=4)
+            self.train("ada-ps", [*args, "--comm", "ps", "--emulate", "3"])
+            self.assert_same_bits("ada-ps", "ada-ranks")
+
     def test_what_local_sgd_cannot_do_is_refused_naming_both_flags(self):
         cases = [
             (["--local-steps", "0"], "--local-steps 0 must be at least 1"),
@@ -110,6 +152,10 @@ class LocalSgd(SameBits, mbtest.ToolTestCase):
             (["--local-steps", "2", "--k-sync", "2"], "--k-sync"),
             (["--local-steps", "2", "--gradient-coding", "1"], "--gradient-coding"),
             (["--local-steps", "2", "--compress", "fp16"], "--compress"),
+            (["--local-steps", "soon"], "not a whole number or adacomm"),
+            (["--local-steps", "adacomm", "--adacomm-tau0", "0"], "--adacomm-tau0 0"),
+            (["--local-steps", "adacomm", "--resume", "x.h5"], "--resume"),
+            (["--adacomm-tau0", "5"], "needs --local-steps adacomm"),
         ]
         for args, said in cases:
             with self.subTest(args=args):

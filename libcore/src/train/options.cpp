@@ -31,11 +31,28 @@ int usable_cores() {
 }
 
 void validate_local_steps(const TrainOptions& o) {
+  if (o.adacomm_tau0 < 1) {
+    usage_error(cat("--adacomm-tau0 ", o.adacomm_tau0,
+                    " must be at least 1 (--local-steps adacomm's first period)"));
+  }
+  if (!(o.adacomm_interval > 0) || !std::isfinite(o.adacomm_interval)) {
+    usage_error(cat("--adacomm-interval ", shortest_decimal(o.adacomm_interval),
+                    " must be a positive number of seconds"));
+  }
+  if (!o.adacomm && (o.adacomm_tau0 != 20 || o.adacomm_interval != 60)) {
+    usage_error(cat(o.adacomm_tau0 != 20 ? "--adacomm-tau0" : "--adacomm-interval",
+                    " needs --local-steps adacomm"));
+  }
   if (o.local_steps < 1) {
     usage_error(cat("--local-steps ", o.local_steps, " must be at least 1 (1: plain FMB)"));
   }
-  if (o.local_steps == 1) return;
-  const std::string flag = cat("--local-steps ", o.local_steps);
+  if (!local_sgd(o)) return;
+  const std::string flag = cat("--local-steps ", o.given.local_steps);
+  if (o.adacomm && !o.resume.empty()) {
+    usage_error(cat(flag,
+                    " and --resume: the period AdaComm chose and its losses are not in the "
+                    "checkpoint; resume with --local-steps TAU"));
+  }
   const char* refused = o.dbsl.enabled            ? "mb-train-dbsl"
                         : o.amb.enabled           ? "mb-train-amb"
                         : o.async                 ? "--async"
@@ -141,6 +158,21 @@ void parse_option_texts(TrainOptions& o) {
   parse_time_limit(o.given.time_limit, o.amb);
   o.compression = comm::parse_compression(o.given.compress);
   parse_drop_compute(o.given.drop_compute, o.drop_compute);
+  parse_local_steps(o);
+}
+
+void parse_local_steps(TrainOptions& o) {
+  const std::string& text = o.given.local_steps;
+  o.adacomm = text == "adacomm";
+  if (o.adacomm) {
+    o.local_steps = o.adacomm_tau0;
+    return;
+  }
+  const bool digits =
+      !text.empty() && text.size() <= 9 &&
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits) usage_error(cat("--local-steps ", text, " is not a whole number or adacomm"));
+  o.local_steps = std::stoi(text);
 }
 
 void parse_drop_compute(const std::string& option, DropComputeOptions& drop) {

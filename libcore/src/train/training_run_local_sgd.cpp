@@ -22,6 +22,12 @@ struct LocalSgdLoop {
   std::optional<LocalModels> hosted;  ///< --emulate: each worker's model between averagings
   LocalSgdClock clock;
   std::vector<WorkerReport> step_reports;  ///< --emulate: this step's, by worker
+  int tau = 1;                             ///< the period: --local-steps, or AdaComm's choice
+  std::int64_t since = 0;                  ///< adacomm: local steps since the last averaging
+  double first_loss = -1;                  ///< adacomm: F(w_0), the first step's mean loss (rank 0)
+  double period_loss_sum = 0;              ///< adacomm: the period's losses and samples (rank 0)
+  double period_samples = 0;
+  double next_choice = 0;  ///< adacomm: the run's time of the next choice of tau (rank 0)
 };
 
 void TrainingRun::run_local_sgd() {
@@ -35,6 +41,8 @@ void TrainingRun::run_local_sgd() {
   }
   loop.model_size = model_floats(*net_, *optimizer_);
   loop.model_sum.assign(loop.model_size + loop.models.tail_floats(net_->state_count()), 0.0f);
+  loop.tau = options_.adacomm ? options_.adacomm_tau0 : options_.local_steps;
+  loop.next_choice = clock_.now() + options_.adacomm_interval;
   stop_ = first_verdict(loop.reports);
   if (emulated_) {
     // Every worker starts from the run's model (after a resume: the checkpoint's average).
@@ -50,14 +58,17 @@ void TrainingRun::run_local_sgd() {
   }
 }
 
-bool TrainingRun::averages_after(int verdict) const {
+bool TrainingRun::averages_after(const LocalSgdLoop& loop, int verdict) const {
   const std::int64_t done = step_ + 1;
-  if (ends_period(done, options_.local_steps) || verdict != kContinue || done >= planned_) {
-    return true;
-  }
+  // A fixed period counts the run's steps (a resume averages where the straight run does);
+  // AdaComm's the steps since the last average.
+  const bool period_end =
+      options_.adacomm ? loop.since + 1 >= loop.tau : ends_period(done, loop.tau);
+  if (period_end || verdict != kContinue || done >= planned_) return true;
   const bool eval = options_.eval_every > 0 && done % options_.eval_every == 0;
   const bool save = options_.checkpoint_every > 0 && done % options_.checkpoint_every == 0;
-  const bool epoch_end = std::floor(epoch_at(done)) > whole_epochs_;
+  const bool epoch_end = (options_.eval_every_epoch || options_.checkpoint_every_epoch) &&
+                         std::floor(epoch_at(done)) > whole_epochs_;
   return eval || save || epoch_end;
 }
 
@@ -125,7 +136,7 @@ int TrainingRun::local_sgd_step(LocalSgdLoop& loop) {
     if (step_ + 1 >= planned_) verdict = std::max(verdict, +kFinished);
   }
   if (role_.parameter_server) verdict = loop.reports.distribute({}, {}, verdict, step_);
-  const bool average = averages_after(verdict);
+  const bool average = averages_after(loop, verdict);
   if (average) average_models(loop);
   ++step_;
   samples_seen_ += static_cast<double>(combined.samples);
@@ -153,7 +164,43 @@ int TrainingRun::local_sgd_step(LocalSgdLoop& loop) {
     clock_.advance(step_time);
   }
   if (logs_) record_step(combined, step_time, lr);
+  if (options_.adacomm) adapt_period(loop, combined, average);
   return verdict;
+}
+
+// AdaComm (Wang & Joshi 2018, its rule for a fixed learning rate): at the first averaging
+// after each interval of T0 seconds, tau_l = ceil(sqrt(F(w_l) / F(w_0)) tau_0), F the training
+// loss: F(w_0) is the first step's mean loss (every worker's batch at the initial model),
+// F(w_l) the mean loss over the period just ended (the workers' own models at their batches).
+void TrainingRun::adapt_period(LocalSgdLoop& loop, const CombinedStep& combined, bool averaged) {
+  loop.since = averaged ? 0 : loop.since + 1;
+  if (world_.rank() == 0) {
+    if (loop.first_loss < 0) loop.first_loss = combined.mean_loss();
+    loop.period_loss_sum += combined.loss_sum;
+    loop.period_samples += static_cast<double>(combined.samples);
+  }
+  if (!averaged) return;
+  std::int64_t tau = loop.tau;
+  if (world_.rank() == 0) {
+    const double now = clock_.now();
+    if (now >= loop.next_choice && loop.period_samples > 0 && loop.first_loss > 0) {
+      const double loss = loop.period_loss_sum / loop.period_samples;
+      const double scaled = std::ceil(std::sqrt(loss / loop.first_loss) * options_.adacomm_tau0);
+      if (std::isfinite(scaled)) tau = static_cast<std::int64_t>(std::clamp(scaled, 1.0, 1e9));
+      const double interval = options_.adacomm_interval;
+      loop.next_choice = (std::floor(now / interval) + 1) * interval;
+      if (tau != loop.tau) {
+        log::info(cat("step ", step_, ": AdaComm: tau ", loop.tau, " -> ", tau, " (loss ",
+                      strprintf("%.4f", loss), " against ", strprintf("%.4f", loop.first_loss),
+                      " at the start)"));
+      }
+    }
+    loop.period_loss_sum = loop.period_samples = 0;
+  }
+  if (role_.distributed) {
+    world_.broadcast(std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&tau), sizeof tau), 0);
+  }
+  loop.tau = static_cast<int>(tau);
 }
 
 void TrainingRun::average_models(LocalSgdLoop& loop) {

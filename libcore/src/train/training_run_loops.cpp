@@ -30,7 +30,7 @@ int TrainingRun::train() {
       run_dbsl_server();
     }
   } else if (!role_.async) {
-    if (options_.local_steps > 1) {
+    if (local_sgd(options_)) {
       run_local_sgd();
     } else {
       run_sync();

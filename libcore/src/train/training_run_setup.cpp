@@ -283,7 +283,7 @@ void TrainingRun::build_model() {
   shard_ = {0, net_->parameter_count()};
   if (role_.server) shard_ = server_shard(shard_.second, world_.rank(), role_.servers);
   // Local SGD: every worker updates its own model too.
-  if (!role_.parameter_server || role_.server || options_.local_steps > 1) {
+  if (!role_.parameter_server || role_.server || local_sgd(options_)) {
     optimizer_ =
         optim::make_optimizer(optimizer_config_, shard_.second - shard_.first, net_->backend());
   } else {
@@ -599,7 +599,7 @@ void TrainingRun::resume() {
     };
     broadcast(net_->host_parameters());
     broadcast(net_->host_state());
-    if (!role_.parameter_server || options_.local_steps > 1) {
+    if (!role_.parameter_server || local_sgd(options_)) {
       for (auto& [name, values] : optimizer_->state()) {
         broadcast(nn::HostView(net_->backend(), *values, 0, values->size()));
       }

@@ -8,8 +8,9 @@
 // averages where the straight run does) also averages the models: parameters, the network's
 // state (batch-norm statistics) and the optimizer state (momentum, Adam's moments), so that
 // after an averaging every worker holds one model and any rank can evaluate or save it. The
-// run also averages at a step an evaluation, a checkpoint, an epoch's end, the planned end or
-// a stop (signal, time budget, divergence) follows: evaluations and checkpoints only ever see
+// run also averages at a step an evaluation, a checkpoint (every so many steps or epochs), the
+// planned end or a stop (signal, time budget, divergence) follows: evaluations and checkpoints
+// only ever see
 // the average. The workers' reports (a few floats each) are still combined at every step, for
 // the log and the stop codes; the model travels only at an averaging.
 //

@@ -85,7 +85,8 @@ struct OptionTexts {
   std::vector<std::string> compute_model;
   std::string time_limit;
   std::string compress = "none";
-  std::string drop_compute;  ///< --drop-compute SECONDS|auto ("" when not given)
+  std::string drop_compute;       ///< --drop-compute SECONDS|auto ("" when not given)
+  std::string local_steps = "1";  ///< --local-steps tau|adacomm
 };
 
 struct TrainOptions {
@@ -194,6 +195,11 @@ struct TrainOptions {
   /// on its own model, then the models are averaged. 1: every step's gradients are averaged
   /// (plain FMB).
   int local_steps = 1;
+  /// --local-steps adacomm: AdaComm (Wang & Joshi 2018) chooses tau, from --adacomm-tau0, anew
+  /// every --adacomm-interval seconds of the run's clock (local_steps is then the first tau).
+  bool adacomm = false;
+  int adacomm_tau0 = 20;
+  double adacomm_interval = 60;
   AmbOptions amb;
   DropComputeOptions drop_compute;
   DbslOptions dbsl;
@@ -222,6 +228,12 @@ AllreduceVia parse_allreduce_via(const std::string& option);
 int prefetch_depth(const std::string& option);
 /// --drop-compute: positive seconds, or "auto"; "" leaves DropCompute off.
 void parse_drop_compute(const std::string& option, DropComputeOptions& drop);
+/// --local-steps tau|adacomm into local_steps and adacomm (a usage error naming the flag).
+void parse_local_steps(TrainOptions& o);
+/// Whether the run is local SGD (--local-steps above 1, or adacomm).
+inline bool local_sgd(const TrainOptions& o) {
+  return o.local_steps > 1 || o.adacomm;
+}
 /// --time-limit: positive seconds, or "auto" (sets auto_time_limit).
 void parse_time_limit(const std::string& option, AmbOptions& amb);
 /// Parses every text of `options.given` into its typed field: a usage error names the flag.

@@ -138,8 +138,11 @@ class TrainingRun {
   /// averages_after() says so. Returns the verdict, as sync_step.
   int local_sgd_step(LocalSgdLoop& loop);
   /// Whether the step just taken ends with an averaging: a period's end, or before an
-  /// evaluation, a checkpoint, an epoch's end, the planned end or a stop.
-  bool averages_after(int verdict) const;
+  /// evaluation, a checkpoint (after a number of steps or an epoch), the planned end or a stop.
+  bool averages_after(const LocalSgdLoop& loop, int verdict) const;
+  /// --local-steps adacomm: after each step, the period's losses; at an averaging past the
+  /// interval's end, rank 0's new tau for every rank.
+  void adapt_period(LocalSgdLoop& loop, const CombinedStep& combined, bool averaged);
   /// This worker's own SGD step on its gradient of its batch of `batch` (the report's samples
   /// may be fewer: the gradient is rescaled to their mean).
   void local_update(double lr, WorkerReport& report, std::int64_t batch);
