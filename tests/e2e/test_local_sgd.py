@@ -97,6 +97,13 @@ class LocalSgd(SameBits, mbtest.ToolTestCase):
                             cwd=self.dir, env=self.env)
         self.assertSucceeded(result)
         self.assert_same_bits("resumed", "straight", skip={"epoch"})
+        if MPIRUN is not None:  # ps workers take the checkpoint's optimizer state too
+            ranks = ["--comm", "ps", *STRAGGLERS, "--local-steps", "3", "--allreduce", "shm"]
+            self.train("resumed-ranks", [*ranks, "--steps", "3"], ranks=4)
+            result = mbtest.run([*self.command("resumed-ranks", ranks, ranks=4), "--resume",
+                                 "resumed-ranks.h5"], cwd=self.dir, env=self.env, timeout=300)
+            self.assertSucceeded(result)
+            self.assert_same_bits("resumed-ranks", "straight", skip={"epoch"})
         # Another tau is another training: refused at resume.
         result = mbtest.run([*self.command("resumed", [*args[:-1], "2"]), "--steps", "9",
                              "--resume", "resumed.h5"], cwd=self.dir, env=self.env)
