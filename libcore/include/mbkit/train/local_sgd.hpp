@@ -14,6 +14,10 @@
 // the average. The workers' reports (a few floats each) are still combined at every step, for
 // the log and the stop codes; the model travels only at an averaging.
 //
+// --local-steps adacomm (AdaComm, Wang & Joshi 2018) counts a period from the last averaging
+// and lets rank 0 choose tau anew at the first averaging after each --adacomm-interval seconds
+// (TrainingRun::adapt_period).
+//
 // The average is taken by the synchronous exchange (SyncExchange): the models summed in the
 // transport's order (the shared-memory sum and --emulate: worker order), then times 1/W, so
 // --emulate N gives the bits of N ranks with --allreduce shm (or ps with --allreduce shm).
