@@ -321,6 +321,25 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
       ->check(whole_number<int>())
       ->type_name("s");
   methods
+      ->add_option("--local-steps", o.given.local_steps,
+                   "Local SGD (periodic averaging), mb-train-fmb, any clock, ps or allreduce: "
+                   "each worker takes tau SGD steps on its own model, then the workers' "
+                   "parameters, state and optimizer state are averaged; 1: plain FMB; "
+                   "adacomm: tau chosen by AdaComm (Wang & Joshi 2018)")
+      ->capture_default_str()
+      ->type_name("tau|adacomm");
+  methods
+      ->add_option("--adacomm-tau0", o.adacomm_tau0,
+                   "--local-steps adacomm: the first tau, and the scale of the later ones")
+      ->capture_default_str()
+      ->check(whole_number<int>())
+      ->type_name("N");
+  methods
+      ->add_option("--adacomm-interval", o.adacomm_interval,
+                   "--local-steps adacomm: seconds of the run's clock between choices of tau")
+      ->capture_default_str()
+      ->type_name("SECONDS");
+  methods
       ->add_option("--drop-compute", o.given.drop_compute,
                    "DropCompute (Giladi et al. 2023), mb-train-fmb: a worker computes its batch "
                    "in --micro-batches and drops those it would start after SECONDS into its "

@@ -138,6 +138,13 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, const Run
     if (o.backup_workers > 0) json.key("backup_workers").value(o.backup_workers);
     if (o.k_sync > 0) json.key("k_sync").value(o.k_sync);
     if (o.gradient_coding > 0) json.key("gradient_coding").value(o.gradient_coding);
+    if (o.adacomm) {
+      json.key("local_steps").value(std::string("adacomm"));
+      json.key("adacomm_tau0").value(o.adacomm_tau0);
+      json.key("adacomm_interval").value(o.adacomm_interval);
+    } else if (o.local_steps > 1) {
+      json.key("local_steps").value(o.local_steps);
+    }
     if (o.compression.enabled()) {
       // Bytes of gradient a worker sends per step, as encoded and as floats.
       const std::uint64_t n = graph.parameter_count();

@@ -205,4 +205,18 @@ std::vector<WorkerReport> EmulatedWorkers::run_step(
   return reports;
 }
 
+WorkerReport EmulatedWorkers::run_worker(int w, std::int64_t step, double loss_scale) {
+  MBKIT_CHECK(net_ != nullptr && rounds_.size() == loaders_.size() && w >= 0 && w < workers(),
+              "emulated worker ", w, " stepped before make_rounds()");
+  // The next worker's batch is prepared meanwhile, as in run_step (worker 0's after the last).
+  if (options_.prefetch > 0 && !ahead_) ahead_ = std::make_unique<BatchAhead>();
+  if (ahead_) {
+    ahead_->wait();
+    if (w + 1 < workers()) ahead_->start(*loaders_[static_cast<std::size_t>(w + 1)]);
+  }
+  WorkerReport report = rounds_[static_cast<std::size_t>(w)]->run(step, loss_scale);
+  if (ahead_ && w + 1 == workers()) ahead_->start(*loaders_.front());
+  return report;
+}
+
 }  // namespace mbkit::train

@@ -30,6 +30,48 @@ int usable_cores() {
   return std::max(1, CPU_COUNT(&set));
 }
 
+void validate_local_steps(const TrainOptions& o) {
+  if (o.adacomm_tau0 < 1) {
+    usage_error(cat("--adacomm-tau0 ", o.adacomm_tau0,
+                    " must be at least 1 (--local-steps adacomm's first period)"));
+  }
+  if (!(o.adacomm_interval > 0) || !std::isfinite(o.adacomm_interval)) {
+    usage_error(cat("--adacomm-interval ", shortest_decimal(o.adacomm_interval),
+                    " must be a positive number of seconds"));
+  }
+  if (!o.adacomm && (o.adacomm_tau0 != 20 || o.adacomm_interval != 60)) {
+    usage_error(cat(o.adacomm_tau0 != 20 ? "--adacomm-tau0" : "--adacomm-interval",
+                    " needs --local-steps adacomm"));
+  }
+  if (o.local_steps < 1) {
+    usage_error(cat("--local-steps ", o.local_steps, " must be at least 1 (1: plain FMB)"));
+  }
+  if (!local_sgd(o)) return;
+  const std::string flag = cat("--local-steps ", o.given.local_steps);
+  if (o.adacomm && !o.resume.empty()) {
+    usage_error(cat(flag,
+                    " and --resume: the period AdaComm chose and its losses are not in the "
+                    "checkpoint; resume with --local-steps TAU"));
+  }
+  const char* refused = o.dbsl.enabled            ? "mb-train-dbsl"
+                        : o.amb.enabled           ? "mb-train-amb"
+                        : o.async                 ? "--async"
+                        : o.backup_workers > 0    ? "--backup-workers"
+                        : o.k_sync > 0            ? "--k-sync"
+                        : o.gradient_coding > 0   ? "--gradient-coding"
+                        : o.drop_compute.enabled  ? "--drop-compute"
+                        : o.servers > 1           ? "--servers"
+                        : o.compression.enabled() ? "--compress"
+                        : o.bucket_mb > 0         ? "--bucket-mb"
+                        : o.device != "cpu"       ? "--device"
+                                                  : nullptr;
+  if (refused != nullptr) {
+    usage_error(cat(flag, " and ", refused,
+                    ": local SGD averages whole models in synchronous rounds (ps with one "
+                    "server, or allreduce) of FMB workers on the CPU"));
+  }
+}
+
 }  // namespace
 
 // --prefetch: a count, or auto. A prefetch thread overlaps loading with computing only when it
@@ -117,6 +159,7 @@ void parse_option_texts(TrainOptions& o) {
   o.compression = comm::parse_compression(o.given.compress);
   parse_drop_compute(o.given.drop_compute, o.drop_compute);
   parse_delayed_gradients(o.given.delayed_gradients, o.delayed_gradients);
+  parse_local_steps(o);
 }
 
 void parse_delayed_gradients(const std::string& option, DelayedGradientsOptions& delayed) {
@@ -132,6 +175,20 @@ void parse_delayed_gradients(const std::string& option, DelayedGradientsOptions&
                     kMaxDelayRounds, " or auto"));
   }
   delayed.delay = rounds;
+}
+
+void parse_local_steps(TrainOptions& o) {
+  const std::string& text = o.given.local_steps;
+  o.adacomm = text == "adacomm";
+  if (o.adacomm) {
+    o.local_steps = o.adacomm_tau0;
+    return;
+  }
+  const bool digits =
+      !text.empty() && text.size() <= 9 &&
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits) usage_error(cat("--local-steps ", text, " is not a whole number or adacomm"));
+  o.local_steps = std::stoi(text);
 }
 
 void parse_drop_compute(const std::string& option, DropComputeOptions& drop) {
@@ -436,6 +493,7 @@ void validate(const TrainOptions& o) {
             : o.dbsl.enabled ? "mb-train-dbsl"
                              : "--servers"));
   }
+  validate_local_steps(o);
   validate_emulation(o);
   validate_step_selection(o);
   validate_drop_compute(o);

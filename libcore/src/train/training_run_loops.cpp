@@ -31,7 +31,11 @@ int TrainingRun::train() {
       run_dbsl_server();
     }
   } else if (!role_.async) {
-    run_sync();
+    if (local_sgd(options_)) {
+      run_local_sgd();
+    } else {
+      run_sync();
+    }
   } else if (role_.server) {  // the master, or one of several servers
     run_async_master();
   } else {

@@ -284,7 +284,8 @@ void TrainingRun::build_model() {
   // A server keeps the optimizer of its shard (one server: the whole buffer).
   shard_ = {0, net_->parameter_count()};
   if (role_.server) shard_ = server_shard(shard_.second, world_.rank(), role_.servers);
-  if (!role_.parameter_server || role_.server) {
+  // Local SGD: every worker updates its own model too.
+  if (!role_.parameter_server || role_.server || local_sgd(options_)) {
     optimizer_ =
         optim::make_optimizer(optimizer_config_, shard_.second - shard_.first, net_->backend());
   } else {
@@ -601,7 +602,7 @@ void TrainingRun::resume() {
     };
     broadcast(net_->host_parameters());
     broadcast(net_->host_state());
-    if (!role_.parameter_server) {
+    if (!role_.parameter_server || local_sgd(options_)) {
       for (auto& [name, values] : optimizer_->state()) {
         broadcast(nn::HostView(net_->backend(), *values, 0, values->size()));
       }

@@ -95,6 +95,9 @@ class EmulatedWorkers {
                                      const StepSelection& selection,
                                      const std::function<double(int, double)>& arrival_of,
                                      std::vector<bool>& used);
+  /// Worker `w`'s round alone (local SGD, mbkit/train/local_sgd.hpp: each worker on its own
+  /// model, which the caller puts in the network first), in worker order as run_step runs them.
+  WorkerReport run_worker(int w, std::int64_t step, double loss_scale);
 
  private:
   const TrainOptions& options_;

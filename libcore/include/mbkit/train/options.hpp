@@ -100,6 +100,7 @@ struct OptionTexts {
   std::string compress = "none";
   std::string drop_compute;       ///< --drop-compute SECONDS|auto ("" when not given)
   std::string delayed_gradients;  ///< --delayed-gradients TAU|auto ("" when not given)
+  std::string local_steps = "1";  ///< --local-steps tau|adacomm
 };
 
 struct TrainOptions {
@@ -204,6 +205,15 @@ struct TrainOptions {
   int k_sync = 0;          ///< --k-sync K: each step uses the first K gradients
   /// --gradient-coding s: groups of s + 1 workers on the same data; each group's first is used.
   int gradient_coding = 0;
+  /// --local-steps tau: local SGD (mbkit/train/local_sgd.hpp), each worker takes tau SGD steps
+  /// on its own model, then the models are averaged. 1: every step's gradients are averaged
+  /// (plain FMB).
+  int local_steps = 1;
+  /// --local-steps adacomm: AdaComm (Wang & Joshi 2018) chooses tau, from --adacomm-tau0, anew
+  /// every --adacomm-interval seconds of the run's clock (local_steps is then the first tau).
+  bool adacomm = false;
+  int adacomm_tau0 = 20;
+  double adacomm_interval = 60;
   AmbOptions amb;
   DropComputeOptions drop_compute;
   DelayedGradientsOptions delayed_gradients;
@@ -235,6 +245,12 @@ int prefetch_depth(const std::string& option);
 void parse_drop_compute(const std::string& option, DropComputeOptions& drop);
 /// --delayed-gradients: rounds (0 or more), or "auto"; "" leaves AMB-DG off.
 void parse_delayed_gradients(const std::string& option, DelayedGradientsOptions& delayed);
+/// --local-steps tau|adacomm into local_steps and adacomm (a usage error naming the flag).
+void parse_local_steps(TrainOptions& o);
+/// Whether the run is local SGD (--local-steps above 1, or adacomm).
+inline bool local_sgd(const TrainOptions& o) {
+  return o.local_steps > 1 || o.adacomm;
+}
 /// --time-limit: positive seconds, or "auto" (sets auto_time_limit).
 void parse_time_limit(const std::string& option, AmbOptions& amb);
 /// Parses every text of `options.given` into its typed field: a usage error names the flag.

@@ -47,6 +47,8 @@
 
 namespace mbkit::train {
 
+struct LocalSgdLoop;
+
 class TrainingRun {
  public:
   /// Sets the run up on this rank (collective under mpirun): everything before the first step.
@@ -141,6 +143,22 @@ class TrainingRun {
 
   // The loops (training_run_loops.cpp).
   void run_sync();
+  // Local SGD (--local-steps, training_run_local_sgd.cpp, mbkit/train/local_sgd.hpp).
+  void run_local_sgd();
+  /// One local step of every worker, its reports combined; the models averaged when
+  /// averages_after() says so. Returns the verdict, as sync_step.
+  int local_sgd_step(LocalSgdLoop& loop);
+  /// Whether the step just taken ends with an averaging: a period's end, or before an
+  /// evaluation, a checkpoint (after a number of steps or an epoch), the planned end or a stop.
+  bool averages_after(const LocalSgdLoop& loop, int verdict) const;
+  /// --local-steps adacomm: after each step, the period's losses; at an averaging past the
+  /// interval's end, rank 0's new tau for every rank.
+  void adapt_period(LocalSgdLoop& loop, const CombinedStep& combined, bool averaged);
+  /// This worker's own SGD step on its gradient of its batch of `batch` (the report's samples
+  /// may be fewer: the gradient is rescaled to their mean).
+  void local_update(double lr, WorkerReport& report, std::int64_t batch);
+  /// The step's models averaged: every worker's (ps: at the master, then distributed).
+  void average_models(LocalSgdLoop& loop);
   /// The first verdict of a synchronous run (ps: the master's; allreduce: rank 0's).
   int first_verdict(SyncExchange& exchange);
   /// Combines a step's reports, updates, and says whether to go on (sync).
