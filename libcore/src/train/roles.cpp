@@ -141,6 +141,10 @@ Role decide_role(const TrainOptions& o, const comm::World& world) {
     usage_error(cat("--async-min-grads ", o.async_min_grads, " is more than the ", role.workers,
                     " workers"));
   }
+  if (o.k_async > role.workers) {
+    usage_error(cat("--k-async ", o.k_async, " is more than the ", role.workers,
+                    " workers (it takes K distinct workers' gradients per update)"));
+  }
   return role;
 }
 

@@ -277,6 +277,7 @@ void TrainingRun::run_async_master() {
                              clock_.virtual_now());
   }
   master.use_time_window(options_.async_master_time_limit);
+  master.use_rule({options_.k_async > 0, options_.staleness_bound});
   // Host memory for the messages: views on a host-accessible backend, counted copies on a device.
   nn::Backend& backend = net_->backend();
   const bool in_place = backend.host_accessible();
@@ -301,7 +302,7 @@ void TrainingRun::run_async_master() {
     const double lr = schedule_->at(step_, epoch_at(step_));
     auto combined =
         master.collect(in_place ? net_->gradients().subspan(first, length) : gradient_staging_,
-                       state, options_.async_min_grads, step_);
+                       state, async_gradients_per_update(options_), step_);
     if (master.workers_done()) {  // another server stopped the run: no update to make
       stop_ = std::max({stop_, master.workers_stop(), static_cast<int>(kFinished)});
       break;
@@ -447,7 +448,9 @@ void TrainingRun::run_async_worker() {
   double received = 0;  // seconds of the refresh the round starts from
   const auto refresh = [&] {
     const auto start = SteadyClock::now();
-    const bool go = refresh_from(worker, rounds == 0 || clock_.is_virtual(), based_on);
+    // Under --staleness-bound every round starts at the master's go (async_rule.hpp).
+    const bool go = refresh_from(
+        worker, rounds == 0 || clock_.is_virtual() || options_.staleness_bound >= 0, based_on);
     received = seconds_since(start);
     return go;
   };

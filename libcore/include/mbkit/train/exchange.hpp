@@ -53,6 +53,7 @@
 #include "mbkit/comm/device_allreduce.hpp"
 #include "mbkit/comm/shared_sum.hpp"
 #include "mbkit/comm/world.hpp"
+#include "mbkit/train/async_rule.hpp"
 #include "mbkit/train/options.hpp"
 #include "mbkit/train/roles.hpp"
 
@@ -289,7 +290,7 @@ inline bool gradient_rescaled(std::int64_t nominal, std::int64_t total) {
 /// The master of ps --async, or one of its `servers` servers (rank s < servers keeps shard s:
 /// `parameters` is the shard's size, `state` the state's on server 0 and 0 on the others).
 /// Report times of the workers' messages are theirs; under the virtual clock send_time is the
-/// message's cost and wait_time is 0 (workers never wait).
+/// message's cost and wait_time the seconds its round waited to start (--staleness-bound; else 0).
 ///
 /// The end of a run: a master that stops (finish()) tells every worker; a worker told by any
 /// server tells every server it is done and takes every server's stop; a server whose workers
@@ -325,6 +326,10 @@ class AsyncMaster {
   /// master's step then ends at the later of the window's end and that arrival. 0 (the default):
   /// the count rule.
   void use_time_window(double seconds);
+  /// Which arrivals an update takes (--k-async: from distinct workers, the others held for
+  /// later updates) and when a worker may start (--staleness-bound): async_rule.hpp. Call
+  /// before start(); the default is the count rule.
+  void use_rule(const AsyncRuleSettings& settings);
   /// Emulates the cluster on the virtual clock (virtual_clock.hpp): gradients are taken in
   /// the order of their virtual arrival, and each worker gets the parameters it would hold
   /// when its next round starts (workers then call refresh() with wait = true every round).
