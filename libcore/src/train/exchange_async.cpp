@@ -76,7 +76,12 @@ struct AsyncMaster::Impl {
   void post_receive(std::size_t w) {
     Worker& worker = workers[w];
     worker.received.resize(gradient_bytes());
-    silence->expect(w);
+    // A worker held back by a staleness bound owes nothing until its go.
+    if (rule.may_start(static_cast<int>(w))) {
+      silence->expect(w);
+    } else {
+      silence->heard(w);
+    }
     worker.receive =
         world.irecv(worker.received.data(), worker.received.size(), rank_of(w), kGradientTag);
   }
@@ -96,6 +101,7 @@ struct AsyncMaster::Impl {
                                        rule.may_start(static_cast<int>(w))
                                  : worker.sent_step < latest_step)) {
         ++worker.granted;
+        if (!worker.done) silence->expect(w);
         worker.sending = latest;
         worker.send = world.isend(latest->data(), latest->size(), rank_of(w), kParametersTag);
         worker.sent_step = latest_step;
@@ -234,6 +240,7 @@ void AsyncMaster::publish(std::span<const float> parameters, std::span<const flo
       const double start = m.now + m.arrivals->message();
       m.workers[w].blocked = start - m.arrivals->round_start(i);
       m.arrivals->start(i, start);
+      m.silence->expect(w);
       m.send_held(w, start);
     }
   }
