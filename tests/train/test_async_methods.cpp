@@ -142,6 +142,9 @@ TEST(AsyncMethods, BadCombinationsNameBothFlags) {
   k.k_batch_async = 2;
   EXPECT_MBKIT_ERROR(validate(k), ExitCode::kUsage, "--k-async 2 and --k-batch-async 2");
   k.k_batch_async = 0;
+  k.emulate = 4;
+  EXPECT_MBKIT_ERROR(validate(k), ExitCode::kUsage, "--k-async 2 and --emulate 4");
+  k.emulate = 0;
   k.async = false;
   EXPECT_MBKIT_ERROR(validate(k), ExitCode::kUsage, "--k-async 2 needs --async");
 

@@ -257,6 +257,17 @@ void validate_async_methods(const TrainOptions& o) {
   if (flag.empty()) return;
   if (o.comm != "ps") usage_error(cat(flag, " and --comm ", o.comm, ": it needs --comm ps"));
   if (!o.async) usage_error(cat(flag, " needs --async"));
+  const std::string transport = o.emulate > 0             ? cat("--emulate ", o.emulate)
+                                : o.compression.enabled() ? cat("--compress ", o.given.compress)
+                                : o.dbsl.enabled          ? std::string("mb-train-dbsl")
+                                : o.allreduce == AllreduceVia::kSharedMemory
+                                    ? std::string("--allreduce shm")
+                                    : std::string();
+  if (!transport.empty()) {
+    usage_error(cat(flag, " and ", transport,
+                    ": the asynchronous server takes full-precision gradients from a rank per "
+                    "worker under mpirun"));
+  }
   if (o.k_async > 0 && o.k_batch_async > 0) {
     usage_error(cat(flag, " and --k-batch-async ", o.k_batch_async,
                     " are two rules for an update's gradients: give one"));
