@@ -234,7 +234,6 @@ class AsyncMethods(SameBits, mbtest.ToolTestCase):
             (["--k-async", "2", "--comm", "allreduce"], "--comm allreduce"),
             (["--k-async", "2", "--emulate", "4"], "--emulate 4"),
             (["--staleness-bound", "1", "--compress", "fp16"], "--compress fp16"),
-            (["--k-batch-async", "2", "--emulate", "4"], "--emulate 4"),
             (["--k-async", "0"], "at least 1"),
             (["--k-batch-async", "0"], "at least 1"),
         ]

@@ -22,6 +22,7 @@ const std::vector<std::string>& known_fields() {
       "k_sync",
       "gradient_coding",
       "drop_compute",
+      "delayed_gradients",
       // The asynchronous server's (async_rule.hpp).
       "k_async",
       "staleness_bound",
@@ -52,8 +53,9 @@ const std::vector<std::string>& known_fields() {
 // Fields a run records only when it uses them (a straggler method): one that some runs have and
 // others lack names what sets them apart, whatever its value.
 const std::set<std::string>& presence_fields() {
-  static const std::set<std::string> kFields = {"backup_workers", "k_sync",  "gradient_coding",
-                                                "drop_compute",   "k_async", "staleness_bound"};
+  static const std::set<std::string> kFields = {"backup_workers",   "k_sync",  "gradient_coding",
+                                                "drop_compute",     "k_async", "staleness_bound",
+                                                "delayed_gradients"};
   return kFields;
 }
 
@@ -61,7 +63,7 @@ const std::set<std::string>& presence_fields() {
 const std::set<std::string>& derived_fields() {
   static const std::set<std::string> kFields = {
       "global_batch_size", "parameters", "planned_steps", "induce_spec", "command_line", "version",
-      "host", "start_time", "format", "format_version",
+      "host", "start_time", "format", "format_version", "delayed_gradients_option",
       // What mb-train-dbsl's plan derives from its options.
       "dbsl.small", "dbsl.batch", "dbsl.samples", "dbsl.factor", "dbsl.predicted_round_time",
       "dbsl.base_time", "dbsl.target_time"};
@@ -108,6 +110,7 @@ std::string describe_field(const std::string& key, const std::string& value) {
   if (key == "staleness_bound") return cat("SSP s=", value);
   if (key == "gradient_coding") return cat("gradient coding s=", value);
   if (key == "drop_compute") return cat("DropCompute ", value);
+  if (key == "delayed_gradients") return cat("AMB-DG tau=", value);
   if (key == "batch_size") return cat("batch ", value);
   if (key == "time_limit") {
     // A limit chosen at start (auto) has every digit of a double: three are enough to tell.

@@ -70,6 +70,9 @@ class EmulatedWorkers {
   };
   void make_rounds(const RoundParts& parts);
 
+  /// Worker w's round (the asynchronous master runs them one at a time, emulated_async.hpp).
+  WorkerRound& round(int w) { return *rounds_.at(static_cast<std::size_t>(w)); }
+
   /// Resume: every worker's induced delays continue after `rounds` rounds.
   void skip_rounds(std::int64_t rounds);
   /// Calls `f` on each worker's loader, in worker order (resume seeks them).
