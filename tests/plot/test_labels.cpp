@@ -66,6 +66,17 @@ TEST(Labels, AStragglerMethodNamesItsRunsWhereOthersHaveNone) {
       (std::vector<std::string>{"fmb", "2 backup workers", "K-sync 3", "gradient coding s=1"}));
 }
 
+TEST(Labels, TheAsynchronousMethodsNameTheirRuns) {
+  auto plain = base();
+  plain["async"] = "true";
+  auto k_async = plain;
+  k_async["k_async"] = "8";
+  auto ssp = plain;
+  ssp["staleness_bound"] = "2";
+  EXPECT_EQ(derive_labels({run("async.h5", plain), run("kasync.h5", k_async), run("ssp.h5", ssp)}),
+            (std::vector<std::string>{"async", "K-async 8", "SSP s=2"}));
+}
+
 TEST(Labels, AChosenTimeLimitShowsThreeDigits) {
   auto amb = base();
   amb["tool"] = "mb-train-amb";

@@ -248,6 +248,22 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
                    "--async: delay each worker->master message by SECONDS x |N(0,1)|, seeded "
                    "per worker and round (the AMB original's communication stragglers; 0: off)")
       ->type_name("SECONDS");
+  dist->add_option("--k-batch-async", o.k_batch_async,
+                   "K-batch-async SGD (Dutta et al. 2018) by name: --async --async-min-grads K, "
+                   "an update per K gradients in order of arrival, a fast worker's several "
+                   "among them")
+      ->check(whole_number<int>())
+      ->type_name("K");
+  dist->add_option("--k-async", o.k_async,
+                   "K-async SGD (Dutta et al. 2018), implies --async: an update per K gradients "
+                   "of K distinct workers; a worker's next gradient waits for a later update")
+      ->check(whole_number<int>())
+      ->type_name("K");
+  dist->add_option("--staleness-bound", o.staleness_bound,
+                   "Stale synchronous parallel (Ho et al. 2013), implies --async: no worker "
+                   "starts a round more than s rounds ahead of the slowest (0: bulk-synchronous)")
+      ->check(whole_number<int>())
+      ->type_name("s");
   dist->add_option("--induce", o.given.induce,
                    "Induced stragglers: niagara, cedar, MEAN:STD:WEIGHT,... (seconds), "
                    "exp:MEAN (exponential delays), or trace:FILE (each worker's delay at each "
@@ -418,6 +434,18 @@ void finish_train_options(const CLI::App& app, train::TrainOptions& o) {
   if (o.global_batch_size > 0 && app.count("--batch-size") > 0) {
     usage_error("--global-batch-size and --batch-size: give one (global, or per worker)");
   }
+  // The asynchronous methods by name imply --async; --k-batch-async K is the count rule's K.
+  for (const auto* flag : {"--k-batch-async", "--k-async"}) {
+    if (app.count(flag) > 0 && app.get_option(flag)->as<int>() < 1) {
+      usage_error(cat(flag, " ", app.get_option(flag)->as<int>(), " must be at least 1"));
+    }
+  }
+  if (app.count("--k-batch-async") > 0 && app.count("--async-min-grads") > 0) {
+    usage_error(cat("--k-batch-async ", o.k_batch_async, " and --async-min-grads ",
+                    o.async_min_grads, " both set the gradients per update: give one"));
+  }
+  if (o.k_batch_async > 0) o.async_min_grads = o.k_batch_async;
+  if (o.k_batch_async > 0 || o.k_async > 0 || app.count("--staleness-bound") > 0) o.async = true;
   train::parse_option_texts(o);
   if (o.optimizer.name == "rmsprop") {
     o.optimizer.rmsprop_momentum = app.count("--momentum") > 0 ? o.optimizer.momentum : 0.0;

@@ -23,6 +23,9 @@ const std::vector<std::string>& known_fields() {
       "gradient_coding",
       "drop_compute",
       "delayed_gradients",
+      // The asynchronous server's (async_rule.hpp).
+      "k_async",
+      "staleness_bound",
       "batch_size",
       "time_limit",
       "partitions",
@@ -50,8 +53,9 @@ const std::vector<std::string>& known_fields() {
 // Fields a run records only when it uses them (a straggler method): one that some runs have and
 // others lack names what sets them apart, whatever its value.
 const std::set<std::string>& presence_fields() {
-  static const std::set<std::string> kFields = {"backup_workers", "k_sync", "gradient_coding",
-                                                "drop_compute", "delayed_gradients"};
+  static const std::set<std::string> kFields = {"backup_workers",   "k_sync",  "gradient_coding",
+                                                "drop_compute",     "k_async", "staleness_bound",
+                                                "delayed_gradients"};
   return kFields;
 }
 
@@ -102,6 +106,8 @@ std::string describe_field(const std::string& key, const std::string& value) {
   if (key == "async_min_grads") return cat(value, " grads/update");
   if (key == "backup_workers") return cat(value, " backup workers");
   if (key == "k_sync") return cat("K-sync ", value);
+  if (key == "k_async") return cat("K-async ", value);
+  if (key == "staleness_bound") return cat("SSP s=", value);
   if (key == "gradient_coding") return cat("gradient coding s=", value);
   if (key == "drop_compute") return cat("DropCompute ", value);
   if (key == "delayed_gradients") return cat("AMB-DG tau=", value);

@@ -86,6 +86,8 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, const Run
       json.key("async_master_time_limit").value(o.async_master_time_limit);
     }
     if (o.async_delay_std > 0) json.key("async_delay_std").value(o.async_delay_std);
+    if (o.k_async > 0) json.key("k_async").value(o.k_async);
+    if (o.staleness_bound >= 0) json.key("staleness_bound").value(o.staleness_bound);
     json.key("allreduce").value(facts.allreduce);
     if (!facts.allreduce_library.empty()) {
       json.key("allreduce_library").value(facts.allreduce_library);

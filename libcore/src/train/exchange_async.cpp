@@ -1,5 +1,5 @@
-// The asynchronous parameter server (AsyncMaster, AsyncWorker in mbkit/train/exchange.hpp), one
-// server or several, each with its shard: the same engine, one shard being the whole buffer.
+// The asynchronous parameter server (AsyncMaster in mbkit/train/exchange.hpp; its workers are
+// exchange_async_worker.cpp), one server or several, each with its shard: the same engine.
 #include <algorithm>
 #include <cstring>
 #include <deque>
@@ -9,6 +9,7 @@
 
 #include "exchange_internal.hpp"
 #include "mbkit/comm/peer_silence.hpp"
+#include "mbkit/train/async_rule.hpp"
 #include "mbkit/train/exchange.hpp"
 #include "mbkit/train/virtual_clock.hpp"
 #include "mbkit/util/check.hpp"
@@ -20,33 +21,6 @@ namespace mbkit::train {
 
 using namespace exchange_detail;
 using Clock = SteadyClock;
-
-namespace {
-
-// Header of a worker's message: what it did, then its gradient (sum over its samples) and
-// state. A message of kind kDone carries the header only, with the StopCode it was stopped with
-// (a server that did not stop the run itself learns from it why the run ended).
-struct GradientHeader {
-  double kind = 0;  // kGradient or kDone
-  double samples = 0, loss_sum = 0, correct = 0;
-  double compute_time = 0, sleep_time = 0, send_time = 0, wait_time = 0;
-  double based_on = 0;
-  double stop = 0;
-  double micro_batches = 1, finished_early = 0;
-  double recv_time = 0, exit_time = 0, queued_updates = 0;
-  double comm_delay = 0;  // --async-delay-std: the master holds the message this long
-};
-constexpr double kGradient = 1, kDone = 2;
-
-// Header of the master's message: the step of the parameters that follow, or stop.
-struct ParametersHeader {
-  double step = 0;
-  double stop = 0;
-};
-
-using Bytes = std::vector<unsigned char>;
-
-}  // namespace
 
 bool takes_another(const VirtualArrivals& arrivals, int count, bool timed, double deadline,
                    int min_gradients) {
@@ -63,6 +37,8 @@ struct AsyncMaster::Impl {
     std::shared_ptr<const Bytes> sending;  // the snapshot a pending send reads
     comm::Request send;
     std::int64_t sent_step = -1;
+    std::int64_t granted = 0;   // --staleness-bound: rounds the master let it start
+    double blocked = 0;         // virtual clock: seconds its round in progress waited to start
     bool done = false;          // its kDone message arrived
     int done_code = kContinue;  // the StopCode its kDone carried
     bool told_to_stop = false;
@@ -85,9 +61,17 @@ struct AsyncMaster::Impl {
   // A gradient is due from each worker whose receive is posted: one silent past --comm-timeout
   // ends the run naming it, though the others' gradients keep the master's waits short.
   std::optional<comm::PeerSilence> silence;
+  // Which arrivals an update takes and when a worker may start (async_rule.hpp); the gradients
+  // it holds for a later update, in order of arrival.
+  AsyncRule rule;
+  struct Held {
+    std::size_t worker;
+    Bytes message;
+  };
+  std::deque<Held> held_gradients;
 
   Impl(const comm::World& w, std::size_t p, std::size_t s, int n)
-      : world(w), parameters(p), state(s), servers(n) {}
+      : world(w), parameters(p), state(s), servers(n), rule(0, {}) {}
 
   std::size_t gradient_bytes() const {
     return sizeof(GradientHeader) + (parameters + state) * sizeof(float);
@@ -97,7 +81,12 @@ struct AsyncMaster::Impl {
   void post_receive(std::size_t w) {
     Worker& worker = workers[w];
     worker.received.resize(gradient_bytes());
-    silence->expect(w);
+    // A worker held back by a staleness bound owes nothing until its go.
+    if (rule.may_start(static_cast<int>(w))) {
+      silence->expect(w);
+    } else {
+      silence->heard(w);
+    }
     worker.receive =
         world.irecv(worker.received.data(), worker.received.size(), rank_of(w), kGradientTag);
   }
@@ -112,7 +101,12 @@ struct AsyncMaster::Impl {
       if (stopping) {
         worker.send = world.isend(&stop_header, sizeof stop_header, rank_of(w), kParametersTag);
         worker.told_to_stop = true;
-      } else if (!arrivals && latest && worker.sent_step < latest_step) {
+      } else if (!arrivals && latest &&
+                 (rule.bounded() ? worker.granted <= rule.clock(static_cast<int>(w)) &&
+                                       rule.may_start(static_cast<int>(w))
+                                 : worker.sent_step < latest_step)) {
+        ++worker.granted;
+        if (!worker.done) silence->expect(w);
         worker.sending = latest;
         worker.send = world.isend(latest->data(), latest->size(), rank_of(w), kParametersTag);
         worker.sent_step = latest_step;
@@ -137,6 +131,7 @@ struct AsyncMaster::Impl {
   }
 
   void mark_done(Worker& worker, const GradientHeader& header) {
+    rule.retire(static_cast<int>(&worker - workers.data()));
     worker.done = true;
     worker.done_code = static_cast<int>(header.stop);
   }
@@ -160,6 +155,7 @@ AsyncMaster::AsyncMaster(const comm::World& world, std::size_t parameters, std::
   if (world.size() < 2) usage_error("--comm ps --async needs at least 2 ranks");
   MBKIT_CHECK(servers >= 1 && servers < world.size(), "servers ", servers, " of ", world.size());
   impl_->workers.resize(static_cast<std::size_t>(worker_count(world.size(), servers)));
+  impl_->rule = AsyncRule(static_cast<int>(impl_->workers.size()), {});
   impl_->silence.emplace(impl_->workers.size(),
                          [impl = impl_](std::size_t w) { return impl->rank_of(w); });
   for (std::size_t w = 0; w < impl_->workers.size(); ++w) impl_->post_receive(w);
@@ -196,6 +192,10 @@ int AsyncMaster::workers_stop() const {
 
 void AsyncMaster::use_time_window(double seconds) {
   impl_->window = seconds;
+}
+
+void AsyncMaster::use_rule(const AsyncRuleSettings& settings) {
+  impl_->rule = AsyncRule(static_cast<int>(impl_->workers.size()), settings);
 }
 
 void AsyncMaster::use_virtual_clock(double message, double now) {
@@ -238,6 +238,16 @@ void AsyncMaster::publish(std::span<const float> parameters, std::span<const flo
   if (m.arrivals) {
     m.arrivals->publish(m.now);
     m.history.push_back(snapshot);
+    // Workers past the staleness bound start now, from these parameters, once allowed.
+    for (std::size_t w = 0; w < m.workers.size(); ++w) {
+      const int i = static_cast<int>(w);
+      if (!m.arrivals->blocked(i) || !m.rule.may_start(i)) continue;
+      const double start = m.now + m.arrivals->message();
+      m.workers[w].blocked = start - m.arrivals->round_start(i);
+      m.arrivals->start(i, start);
+      m.silence->expect(w);
+      m.send_held(w, start);
+    }
   }
   m.pump();
 }
@@ -252,11 +262,12 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
   const auto start = Clock::now();
   const double virtual_start = m.now;
   std::vector<bool> heard(m.workers.size(), false);
-  // Adds worker w's received gradient to the step.
-  auto take = [&](std::size_t w) {
-    Impl::Worker& worker = m.workers[w];
-    const GradientHeader header = Impl::header_of(worker);
-    const float* values = reinterpret_cast<const float*>(worker.received.data() + sizeof header);
+  m.rule.begin_update(min_gradients);
+  // Adds worker w's gradient (its message) to the step.
+  auto take = [&](std::size_t w, const Bytes& message) {
+    GradientHeader header;
+    std::memcpy(&header, message.data(), sizeof header);
+    const float* values = reinterpret_cast<const float*>(message.data() + sizeof header);
     for (std::size_t i = 0; i < gradients.size(); ++i) gradients[i] += values[i];
     for (std::size_t i = 0; i < state.size(); ++i) state[i] += values[gradients.size() + i];
     WorkerReport report;
@@ -277,10 +288,33 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
     report.exit_time = header.exit_time;
     report.queued_updates = static_cast<std::int64_t>(header.queued_updates);
     report.comm_delay = header.comm_delay;
+    if (m.arrivals) {  // the message's modelled cost; the wait before its round started
+      report.send_time = m.arrivals->message();
+      report.wait_time = m.workers[w].blocked;
+    }
     add_up(result, report);
+    m.rule.took(static_cast<int>(w));
     heard[w] = true;
     ++count;
   };
+  // A gradient that came in: the update takes it, or holds it for a later one.
+  auto take_or_hold = [&](std::size_t w) {
+    m.rule.completed_round(static_cast<int>(w));
+    if (m.rule.takes(static_cast<int>(w))) {
+      take(w, m.workers[w].received);
+    } else {
+      m.held_gradients.push_back({w, m.workers[w].received});
+    }
+  };
+  // Held gradients first, oldest first, as the rule takes them.
+  for (auto it = m.held_gradients.begin(); it != m.held_gradients.end() && !m.rule.complete();) {
+    if (m.rule.takes(static_cast<int>(it->worker))) {
+      take(it->worker, it->message);
+      it = m.held_gradients.erase(it);
+    } else {
+      ++it;
+    }
+  }
   // The time rule's window ends at `deadline` (master time); the count rule's never does.
   const bool timed = m.window > 0;
   const double deadline = virtual_start + m.window;
@@ -288,16 +322,22 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
   // those that arrive by the deadline, or the first after it when none did.
   auto take_in_virtual_order = [&] {
     VirtualArrivals& arrivals = *m.arrivals;
-    while (takes_another(arrivals, count, timed, deadline, min_gradients)) {
+    // K-async counts the distinct workers its rule took; the count and time rules, gradients.
+    while (m.rule.settings().distinct
+               ? !m.rule.complete()
+               : takes_another(arrivals, count, timed, deadline, min_gradients)) {
       const auto next = arrivals.next();
       if (!next) return;
       const auto w = static_cast<std::size_t>(*next);
       const double arrival = arrivals.take(*next);
-      take(w);
-      result.workers.back().send_time = arrivals.message();
-      result.workers.back().wait_time = 0;
+      take_or_hold(w);
+      m.workers[w].blocked = 0;
       m.now = std::max(m.now, arrival);
-      m.send_held(w, arrivals.round_start(*next));
+      if (m.rule.may_start(*next)) {
+        m.send_held(w, arrivals.round_start(*next));
+      } else {
+        arrivals.block(*next);  // publish() starts it
+      }
       m.post_receive(w);
       // Later rounds start no earlier than this one's: older parameter sets can go.
       const std::int64_t forgotten = arrivals.forget_before(arrivals.round_start(*next));
@@ -333,7 +373,7 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
             if (seconds_since(*worker.seen) < header.comm_delay) continue;
             worker.seen.reset();
           }
-          take(w);
+          take_or_hold(w);
           m.post_receive(w);
         }
         m.silence->check(m.world, what);
@@ -344,7 +384,7 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
           return (count >= 1 && seconds_since(start) >= m.window) || m.all_done();
         }
         // Only another server's stop ends the workers while a master collects.
-        return count >= min_gradients || m.all_done();
+        return m.rule.complete() || m.all_done();
       },
       what,
       [&] {
@@ -356,7 +396,7 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
         return silent;
       });
   // Every worker done with too few gradients for a step (enough: a step, though all are done).
-  m.ended = m.all_done() && (timed ? count == 0 : count < min_gradients);
+  m.ended = m.all_done() && (timed ? count == 0 : !m.rule.complete());
   if (m.ended) {
     discarded_ += count;
     return result;
@@ -375,6 +415,8 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
 
 void AsyncMaster::finish(std::int64_t step, int code) {
   Impl& m = *impl_;
+  discarded_ += static_cast<std::int64_t>(m.held_gradients.size());
+  m.held_gradients.clear();
   m.stopping = true;
   m.stop_header = ParametersHeader{static_cast<double>(step), static_cast<double>(code)};
   m.world.wait_until(
@@ -397,184 +439,6 @@ void AsyncMaster::finish(std::int64_t step, int code) {
         return all;
       },
       cat("master ending the run after step ", step), [&] { return m.silent_workers(); });
-}
-
-struct AsyncWorker::Impl {
-  const comm::World& world;
-  std::size_t parameters, state;
-  // One stream of parameters from each server, and one of gradients to it.
-  struct Server {
-    std::size_t first = 0, last = 0;  // its shard
-    std::size_t state = 0;            // state floats it carries (server 0's)
-    Bytes incoming[2];
-    int current = 0;  // the buffer with the posted receive
-    comm::Request receive;
-    Bytes outgoing;
-    comm::Request send;
-    bool received_any = false;
-    bool stopped = false;  // its stop arrived
-  };
-  std::vector<Server> servers;
-  bool stopped = false;
-
-  Impl(const comm::World& w, std::size_t p, std::size_t s, int n)
-      : world(w), parameters(p), state(s), servers(static_cast<std::size_t>(n)) {
-    for (int server = 0; server < n; ++server) {
-      Server& from = servers[static_cast<std::size_t>(server)];
-      std::tie(from.first, from.last) = server_shard(p, server, n);
-      from.state = server == 0 ? s : 0;
-      for (auto& buffer : from.incoming) {
-        buffer.resize(sizeof(ParametersHeader) +
-                      (from.last - from.first + from.state) * sizeof(float));
-      }
-      post(server);
-    }
-  }
-  void post(int server) {
-    Server& from = servers[static_cast<std::size_t>(server)];
-    from.receive = world.irecv(from.incoming[from.current].data(),
-                               from.incoming[from.current].size(), server, kParametersTag);
-  }
-  // The watchdog's words for server s: "the master" when it is the only one.
-  std::string name(int server) const {
-    return servers.size() == 1 ? std::string("the master") : cat("server ", server);
-  }
-};
-
-AsyncWorker::AsyncWorker(const comm::World& world, std::size_t parameters, std::size_t state,
-                         int servers)
-    : impl_(new Impl(world, parameters, state, servers)) {}
-
-AsyncWorker::~AsyncWorker() {
-  delete impl_;
-}
-
-bool AsyncWorker::refresh(std::span<float> parameters, std::span<float> state, bool wait,
-                          std::int64_t& based_on) {
-  Impl& k = *impl_;
-  if (k.stopped) return false;
-  for (int s = 0; s < static_cast<int>(k.servers.size()); ++s) {
-    Impl::Server& from = k.servers[static_cast<std::size_t>(s)];
-    if (wait || !from.received_any) {
-      k.world.wait_until([&] { return !from.receive.pending() || k.world.test(from.receive); },
-                         cat("waiting for parameters from ", k.name(s)),
-                         [s] { return std::vector<int>{s}; });
-    }
-    // Take the newest that arrived: drain the stream, alternating between two buffers.
-    const Bytes* newest = nullptr;
-    while (k.world.test(from.receive)) {
-      if (newest != nullptr) ++skipped_;
-      newest = &from.incoming[from.current];
-      ParametersHeader header;
-      std::memcpy(&header, newest->data(), sizeof header);
-      if (header.stop != 0) {
-        k.stopped = from.stopped = true;
-        stop_code_ = static_cast<int>(header.stop);
-        return false;
-      }
-      from.current = 1 - from.current;
-      k.post(s);
-    }
-    if (newest == nullptr) continue;
-    ParametersHeader header;
-    std::memcpy(&header, newest->data(), sizeof header);
-    const float* values = reinterpret_cast<const float*>(newest->data() + sizeof header);
-    const std::size_t shard = from.last - from.first;
-    std::copy(values, values + shard, parameters.begin() + static_cast<std::ptrdiff_t>(from.first));
-    std::copy(values + shard, values + shard + from.state, state.begin());
-    if (s == 0) based_on = static_cast<std::int64_t>(header.step);
-    from.received_any = true;
-  }
-  return true;
-}
-
-void AsyncWorker::send(std::span<const float> gradients, std::span<const float> state,
-                       const WorkerReport& report) {
-  Impl& k = *impl_;
-  for (int s = 0; s < static_cast<int>(k.servers.size()); ++s) {
-    k.world.wait(k.servers[static_cast<std::size_t>(s)].send,
-                 cat("sending a gradient to ", k.name(s)));
-  }
-  GradientHeader header;
-  header.kind = kGradient;
-  header.samples = static_cast<double>(report.samples);
-  header.loss_sum = report.loss_sum;
-  header.correct = static_cast<double>(report.correct);
-  header.compute_time = report.compute_time;
-  header.sleep_time = report.sleep_time;
-  header.send_time = report.send_time;
-  header.wait_time = report.wait_time;
-  header.based_on = static_cast<double>(report.based_on);
-  header.stop = report.stop;
-  header.micro_batches = static_cast<double>(report.micro_batches);
-  header.finished_early = report.finished_early ? 1 : 0;
-  header.recv_time = report.recv_time;
-  header.exit_time = report.exit_time;
-  header.queued_updates = static_cast<double>(report.queued_updates);
-  header.comm_delay = report.comm_delay;
-  for (int s = 0; s < static_cast<int>(k.servers.size()); ++s) {
-    Impl::Server& to = k.servers[static_cast<std::size_t>(s)];
-    const auto shard = gradients.subspan(to.first, to.last - to.first);
-    const auto tail = state.first(to.state);
-    to.outgoing.resize(sizeof header + shard.size_bytes() + tail.size_bytes());
-    std::memcpy(to.outgoing.data(), &header, sizeof header);
-    std::memcpy(to.outgoing.data() + sizeof header, shard.data(), shard.size_bytes());
-    std::memcpy(to.outgoing.data() + sizeof header + shard.size_bytes(), tail.data(),
-                tail.size_bytes());
-    to.send = k.world.isend(to.outgoing.data(), to.outgoing.size(), s, kGradientTag);
-  }
-}
-
-void AsyncWorker::finish() {
-  Impl& k = *impl_;
-  const int servers = static_cast<int>(k.servers.size());
-  for (int s = 0; s < servers; ++s) {
-    k.world.wait(k.servers[static_cast<std::size_t>(s)].send,
-                 servers == 1 ? std::string("sending the last gradient")
-                              : cat("sending the last gradient to server ", s));
-  }
-  GradientHeader header;
-  header.kind = kDone;
-  header.stop = stop_code_;
-  for (int s = 0; s < servers; ++s) {
-    Impl::Server& to = k.servers[static_cast<std::size_t>(s)];
-    to.outgoing.assign(reinterpret_cast<const unsigned char*>(&header),
-                       reinterpret_cast<const unsigned char*>(&header) + sizeof header);
-    to.send = k.world.isend(to.outgoing.data(), to.outgoing.size(), s, kGradientTag);
-  }
-  if (servers == 1) {
-    k.world.wait(k.servers[0].send, "telling the master it is done");
-    return;
-  }
-  // The other servers go on until every worker is done: their parameters are drained (unused)
-  // until each one's stop comes, so that none waits on a send this worker never takes.
-  const auto settled = [&](Impl::Server& from) {
-    while (!from.stopped && k.world.test(from.receive)) {
-      ParametersHeader last;
-      std::memcpy(&last, from.incoming[from.current].data(), sizeof last);
-      if (last.stop != 0) {
-        from.stopped = true;
-      } else {
-        from.current = 1 - from.current;
-        k.post(static_cast<int>(&from - k.servers.data()));
-      }
-    }
-    return k.world.test(from.send) && from.stopped;
-  };
-  k.world.wait_until(
-      [&] {
-        bool all = true;
-        for (auto& server : k.servers) all = settled(server) && all;
-        return all;
-      },
-      "telling the servers this worker is done and taking their stop",
-      [&] {
-        std::vector<int> waiting;
-        for (int s = 0; s < servers; ++s) {
-          if (!k.servers[static_cast<std::size_t>(s)].stopped) waiting.push_back(s);
-        }
-        return waiting;
-      });
 }
 
 }  // namespace mbkit::train

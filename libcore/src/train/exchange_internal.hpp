@@ -1,7 +1,8 @@
-// What the synchronous and asynchronous exchanges (exchange.cpp, exchange_async.cpp) share.
+// What the synchronous and asynchronous exchanges (exchange.cpp, exchange_async*.cpp) share.
 #pragma once
 
 #include <algorithm>
+#include <vector>
 
 #include "mbkit/train/exchange.hpp"
 
@@ -11,6 +12,30 @@ namespace mbkit::train::exchange_detail {
 constexpr int kArrivalTag = 11;
 constexpr int kGradientTag = 12;
 constexpr int kParametersTag = 13;
+
+// The asynchronous exchange's messages (exchange_async.cpp, exchange_async_worker.cpp).
+// Header of a worker's message: what it did, then its gradient (sum over its samples) and
+// state. A message of kind kDone carries the header only, with the StopCode it was stopped with
+// (a server that did not stop the run itself learns from it why the run ended).
+struct GradientHeader {
+  double kind = 0;  // kGradient or kDone
+  double samples = 0, loss_sum = 0, correct = 0;
+  double compute_time = 0, sleep_time = 0, send_time = 0, wait_time = 0;
+  double based_on = 0;
+  double stop = 0;
+  double micro_batches = 1, finished_early = 0;
+  double recv_time = 0, exit_time = 0, queued_updates = 0;
+  double comm_delay = 0;  // --async-delay-std: the master holds the message this long
+};
+constexpr double kGradient = 1, kDone = 2;
+
+// Header of the master's message: the step of the parameters that follow, or stop.
+struct ParametersHeader {
+  double step = 0;
+  double stop = 0;
+};
+
+using Bytes = std::vector<unsigned char>;
 
 /// Adds a worker's report to a combined step.
 inline void add_up(CombinedStep& step, const WorkerReport& report) {

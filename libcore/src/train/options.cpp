@@ -20,6 +20,10 @@
 #include "mbkit/util/strings.hpp"
 
 namespace mbkit::train {
+
+// options_async.cpp: the asynchronous server's methods.
+void validate_async_methods(const TrainOptions& o);
+
 namespace {
 
 // Cores this process may run on (its affinity mask, which mpirun and srun set when they bind).
@@ -477,6 +481,7 @@ void validate(const TrainOptions& o) {
   if (o.comm != "ps" && o.comm != "allreduce") {
     usage_error(cat("--comm: '", o.comm, "' is not ps or allreduce"));
   }
+  validate_async_methods(o);
   if (o.async && o.comm != "ps") usage_error("--async needs --comm ps");
   // ps may sum in shared memory too: the workers' gradients added in rank order, as --emulate
   // adds them (the master then updates and sends the parameters as ever).

@@ -151,6 +151,10 @@ Role decide_role(const TrainOptions& o, const comm::World& world) {
         "use --allreduce mpi or auto");
   }
   check_async_min_grads(o, role);
+  if (o.k_async > role.workers) {
+    usage_error(cat("--k-async ", o.k_async, " is more than the ", role.workers,
+                    " workers (it takes K distinct workers' gradients per update)"));
+  }
   return role;
 }
 

@@ -290,7 +290,10 @@ void TrainingRun::run_async_master() {
         [this] { return stop_request_.requested() ? kSignalled : kContinue; },
         [this](std::int64_t round, const WorkerReport& report) { worker_line(round, report); }});
   } else {
-    combiner = std::make_unique<AsyncMaster>(world_, length, state_floats, servers);
+    auto mpi = std::make_unique<AsyncMaster>(world_, length, state_floats, servers);
+    // K-async and stale synchronous parallel: a rank per worker (not emulated yet).
+    mpi->use_rule({options_.k_async > 0, options_.staleness_bound});
+    combiner = std::move(mpi);
   }
   AsyncCombiner& master = *combiner;
   if (clock_.is_virtual()) {
@@ -323,7 +326,7 @@ void TrainingRun::run_async_master() {
     const double lr = schedule_->at(step_, epoch_at(step_));
     auto combined =
         master.collect(in_place ? net_->gradients().subspan(first, length) : gradient_staging_,
-                       state, options_.async_min_grads, step_);
+                       state, async_gradients_per_update(options_), step_);
     if (master.workers_done()) {  // another server stopped the run: no update to make
       stop_ = std::max({stop_, master.workers_stop(), static_cast<int>(kFinished)});
       break;
@@ -469,7 +472,9 @@ void TrainingRun::run_async_worker() {
   double received = 0;  // seconds of the refresh the round starts from
   const auto refresh = [&] {
     const auto start = SteadyClock::now();
-    const bool go = refresh_from(worker, rounds == 0 || clock_.is_virtual(), based_on);
+    // Under --staleness-bound every round starts at the master's go (async_rule.hpp).
+    const bool go = refresh_from(
+        worker, rounds == 0 || clock_.is_virtual() || options_.staleness_bound >= 0, based_on);
     received = seconds_since(start);
     return go;
   };

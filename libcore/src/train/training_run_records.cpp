@@ -120,8 +120,15 @@ void TrainingRun::print_start_table() const {
                 ? (options_.async_master_time_limit > 0
                        ? cat(", an update per ", options_.async_master_time_limit,
                              " s window (at least one gradient)")
+                   : options_.k_async > 0
+                       ? cat(", an update per ", options_.k_async,
+                             " gradients of distinct workers (K-async)")
                        : cat(", an update per ", options_.async_min_grads, " gradient",
                              options_.async_min_grads > 1 ? "s" : "")) +
+                      (options_.staleness_bound >= 0
+                           ? cat(", no worker more than ", options_.staleness_bound,
+                                 " rounds ahead of the slowest")
+                           : "") +
                       (options_.async_delay_std > 0 ? cat(", gradient messages delayed ",
                                                           options_.async_delay_std, " s x |N(0,1)|")
                                                     : "")

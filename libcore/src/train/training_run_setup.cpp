@@ -316,7 +316,7 @@ void TrainingRun::size_epoch() {
   }
   if (role_.async) {
     // An asynchronous step is one update of about async_min_grads batches.
-    const auto per_step = static_cast<std::uint64_t>(options_.async_min_grads) *
+    const auto per_step = static_cast<std::uint64_t>(async_gradients_per_update(options_)) *
                           static_cast<std::uint64_t>(global_batch_ / role_.workers);
     steps_per_epoch_ = static_cast<std::int64_t>((total_rows_ + per_step - 1) / per_step);
   }

@@ -307,6 +307,15 @@ void VirtualArrivals::retire(int w) {
   state_[static_cast<std::size_t>(w)] = kRetired;
 }
 
+// A blocked worker starts only after a gradient taken later (a message after it), so it never
+// arrives before a gradient next() names: it is left out of next()'s and none_until()'s bounds.
+void VirtualArrivals::block(int w) {
+  const auto i = static_cast<std::size_t>(w);
+  MBKIT_CHECK(state_[i] == kComputing, "VirtualArrivals: worker ", w,
+              " blocked while not computing");
+  state_[i] = kBlocked;
+}
+
 std::optional<int> VirtualArrivals::next() const {
   std::optional<int> best;
   for (std::size_t i = 0; i < state_.size(); ++i) {

@@ -53,6 +53,7 @@
 #include "mbkit/comm/device_allreduce.hpp"
 #include "mbkit/comm/shared_sum.hpp"
 #include "mbkit/comm/world.hpp"
+#include "mbkit/train/async_rule.hpp"
 #include "mbkit/train/options.hpp"
 #include "mbkit/train/roles.hpp"
 #include "mbkit/train/virtual_clock.hpp"
@@ -290,7 +291,7 @@ inline bool gradient_rescaled(std::int64_t nominal, std::int64_t total) {
 /// The master of ps --async, or one of its `servers` servers (rank s < servers keeps shard s:
 /// `parameters` is the shard's size, `state` the state's on server 0 and 0 on the others).
 /// Report times of the workers' messages are theirs; under the virtual clock send_time is the
-/// message's cost and wait_time is 0 (workers never wait).
+/// message's cost and wait_time the seconds its round waited to start (--staleness-bound; else 0).
 ///
 /// The end of a run: a master that stops (finish()) tells every worker; a worker told by any
 /// server tells every server it is done and takes every server's stop; a server whose workers
@@ -367,6 +368,10 @@ class AsyncMaster final : public AsyncCombiner {
   bool workers_done() const override;
   int workers_stop() const override;
   void use_time_window(double seconds) override;
+  /// Which arrivals an update takes (--k-async: from distinct workers, the others held for
+  /// later updates) and when a worker may start (--staleness-bound): async_rule.hpp. Call
+  /// before start(); the default is the count rule.
+  void use_rule(const AsyncRuleSettings& settings);
   void use_virtual_clock(double message, double now) override;
   double virtual_now() const override;
   void advance(double seconds) override;

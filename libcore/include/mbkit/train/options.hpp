@@ -181,6 +181,15 @@ struct TrainOptions {
   /// --async, the original's communication stragglers: each worker->master message is delayed
   /// by std |N(0, 1)| seconds, drawn per (seed, worker, round) (0: none).
   double async_delay_std = 0;
+  /// --async, K-async SGD (--k-async K, Dutta et al. 2018): each update takes K gradients
+  /// from K distinct workers (mbkit/train/async_rule.hpp). 0: off.
+  int k_async = 0;
+  /// --async, stale synchronous parallel (--staleness-bound s, Ho et al. 2013): no worker's
+  /// clock runs more than s rounds ahead of the slowest's (async_rule.hpp). -1: off.
+  int staleness_bound = -1;
+  /// --k-batch-async K: K-batch-async SGD by name, --async --async-min-grads K (the command
+  /// line sets those two from it). 0: not given.
+  int k_batch_async = 0;
   double comm_timeout = 60;         ///< seconds a rank waits for another before the job fails
   std::string comm_wait = "yield";  ///< yield (sleep while waiting) or spin
   std::optional<emulation::StragglerProfile> induce;  ///< induced straggler delays
@@ -226,6 +235,8 @@ struct TrainOptions {
 /// The batch of worker `worker` of `workers`: --batch-size, or --global-batch-size split as
 /// evenly as possible (the first global % workers workers take one sample more).
 int worker_batch_size(const TrainOptions& options, int workers, int worker);
+/// Gradients per asynchronous update: --k-async K's K, else --async-min-grads.
+int async_gradients_per_update(const TrainOptions& options);
 /// Micro-batches per batch of an anytime round: AMB's --partitions, DropCompute's
 /// --micro-batches (neither: 1).
 int anytime_partitions(const TrainOptions& options);

@@ -137,6 +137,10 @@ class VirtualArrivals {
   double arrived(int w, double ready_after, double message_delay = 0);
   /// The worker stopped sending (it finished); it no longer holds back the others.
   void retire(int w);
+  /// The worker, whose gradient was taken, may not start its next round yet (a staleness
+  /// bound, async_rule.hpp): it sends nothing until start(); round_start() stays its ready time.
+  void block(int w);
+  bool blocked(int w) const { return state_[static_cast<std::size_t>(w)] == kBlocked; }
   /// The worker whose gradient is next in virtual time, when it is safe to take it.
   std::optional<int> next() const;
   /// Takes worker w's gradient (the one next() named): returns its arrival time. The worker's
@@ -163,7 +167,7 @@ class VirtualArrivals {
   std::int64_t first_kept() const { return first_kept_; }
 
  private:
-  enum State { kComputing, kWaiting, kRetired };
+  enum State { kComputing, kWaiting, kRetired, kBlocked };
   std::vector<State> state_;
   std::vector<double> start_, arrival_, delay_;
   double message_;

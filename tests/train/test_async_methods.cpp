@@ -1,0 +1,170 @@
+// The asynchronous server's rules (async_rule.hpp): K-async takes K distinct workers' gradients
+// and holds a worker's next one; the count rule takes what came in; a staleness bound lets a
+// worker start only while its clock is at most s ahead of the slowest running worker's. On the
+// virtual clock a blocked worker sends nothing and holds no one back (VirtualArrivals::block).
+#include <gtest/gtest.h>
+
+#include <utility>
+#include <vector>
+
+#include "mbkit/train/async_rule.hpp"
+#include "mbkit/train/options.hpp"
+#include "mbkit/train/virtual_clock.hpp"
+#include "mbkit/util/error.hpp"
+#include "test_helpers.hpp"
+
+namespace mbkit::train {
+namespace {
+
+TEST(AsyncRule, KAsyncTakesDistinctWorkersAndHoldsARepeat) {
+  AsyncRule rule(3, {.distinct = true});
+  rule.begin_update(2);
+  EXPECT_TRUE(rule.takes(0));
+  rule.took(0);
+  EXPECT_FALSE(rule.takes(0));  // worker 0's next gradient waits for a later update
+  EXPECT_TRUE(rule.takes(2));
+  rule.took(2);
+  EXPECT_TRUE(rule.complete());
+  EXPECT_FALSE(rule.takes(1));  // the update is full: held too
+  rule.begin_update(2);
+  EXPECT_TRUE(rule.takes(0));
+  EXPECT_EQ(rule.taken(), 0);
+}
+
+TEST(AsyncRule, TheCountRuleTakesEveryArrivalAFastWorkersSeveral) {
+  AsyncRule rule(2, {});
+  rule.begin_update(2);
+  rule.took(0);
+  EXPECT_TRUE(rule.takes(0));
+  rule.took(0);
+  EXPECT_TRUE(rule.complete());
+  EXPECT_TRUE(rule.may_start(0));  // no bound
+}
+
+TEST(AsyncRule, AStalenessBoundHoldsTheFastWorkerUntilTheSlowestCatchesUp) {
+  AsyncRule rule(3, {.staleness_bound = 1});
+  rule.completed_round(0);
+  EXPECT_TRUE(rule.may_start(0));  // 1 ahead of workers 1 and 2
+  rule.completed_round(0);
+  EXPECT_FALSE(rule.may_start(0));  // 2 ahead
+  rule.completed_round(1);
+  EXPECT_FALSE(rule.may_start(0));  // worker 2 is still at 0
+  rule.completed_round(2);
+  EXPECT_TRUE(rule.may_start(0));
+  EXPECT_EQ(rule.slowest(), 1);
+  // A worker that stopped no longer holds the others back.
+  rule.completed_round(0);
+  rule.completed_round(0);
+  EXPECT_FALSE(rule.may_start(0));
+  rule.retire(1);
+  rule.retire(2);
+  EXPECT_TRUE(rule.may_start(0));
+  EXPECT_EQ(rule.slowest(), 4);
+}
+
+TEST(AsyncRule, BoundZeroIsBulkSynchronous) {
+  AsyncRule rule(2, {.staleness_bound = 0});
+  rule.completed_round(1);
+  EXPECT_FALSE(rule.may_start(1));
+  EXPECT_TRUE(rule.may_start(0));
+  rule.completed_round(0);
+  EXPECT_TRUE(rule.may_start(1));
+}
+
+// The virtual schedule of --staleness-bound 0 for two workers of 1 s and 2.5 s per round and
+// messages of 0.5 s, stepped as AsyncMaster steps it (one gradient per update, free updates):
+// worker 0 arrives at 2 s a round ahead and blocks; worker 1 arrives at 3.5 s, worker 0 starts
+// a message later (4 s) and arrives at 5.5 s; worker 1, never blocked, started at 3 s and
+// arrives at 6 s, which lets worker 0 start at 6.5 s.
+TEST(AsyncRule, StaleSynchronousScheduleOnTheVirtualClock) {
+  VirtualArrivals arrivals(2, 0.5);
+  AsyncRule rule(2, {.staleness_bound = 0});
+  const double compute[2] = {1.0, 2.5};
+  arrivals.start(0, 0.5);
+  arrivals.start(1, 0.5);
+  std::vector<std::pair<int, double>> updates;
+  std::vector<double> starts_of_0;
+  double now = 0;
+  while (updates.size() < 5) {
+    for (int w = 0; w < 2; ++w) {
+      if (!arrivals.waiting(w) && !arrivals.blocked(w)) {
+        arrivals.arrived(w, compute[w]);
+      }
+    }
+    const auto next = arrivals.next();
+    ASSERT_TRUE(next.has_value());
+    now = std::max(now, arrivals.take(*next));
+    rule.completed_round(*next);
+    if (!rule.may_start(*next)) arrivals.block(*next);
+    updates.emplace_back(*next, now);
+    for (int w = 0; w < 2; ++w) {  // the update's publication lets blocked workers go
+      if (arrivals.blocked(w) && rule.may_start(w)) arrivals.start(w, now + 0.5);
+    }
+    starts_of_0.push_back(arrivals.round_start(0));
+  }
+  const std::vector<std::pair<int, double>> expected{
+      {0, 2.0}, {1, 3.5}, {0, 5.5}, {1, 6.0}, {0, 8.0}};
+  EXPECT_EQ(updates, expected);
+  EXPECT_EQ(starts_of_0, (std::vector<double>{1.5, 4.0, 5.0, 6.5, 7.5}));
+}
+
+TEST(AsyncRule, ABlockedWorkerHoldsNoOneBack) {
+  VirtualArrivals arrivals(2, 0.5);
+  arrivals.start(0, 0);
+  arrivals.start(1, 0);
+  arrivals.arrived(1, 1.0);
+  EXPECT_FALSE(arrivals.next().has_value());  // worker 0 could still arrive first
+  arrivals.block(0);
+  EXPECT_EQ(arrivals.next(), 1);
+  EXPECT_TRUE(arrivals.none_until(1.0));
+}
+
+TrainOptions async_options() {
+  TrainOptions o;
+  o.data = "x.h5";
+  o.steps = 1;
+  o.comm = "ps";
+  o.async = true;
+  return o;
+}
+
+TEST(AsyncMethods, BadCombinationsNameBothFlags) {
+  TrainOptions k = async_options();
+  k.k_async = 2;
+  EXPECT_NO_THROW(validate(k));
+  EXPECT_EQ(async_gradients_per_update(k), 2);
+  k.async_min_grads = 3;
+  EXPECT_MBKIT_ERROR(validate(k), ExitCode::kUsage, "--k-async 2 and --async-min-grads 3");
+  k.async_min_grads = 1;
+  k.async_master_time_limit = 1;
+  EXPECT_MBKIT_ERROR(validate(k), ExitCode::kUsage, "--k-async 2 and --async-master-time-limit");
+  k.async_master_time_limit = 0;
+  k.k_batch_async = 2;
+  EXPECT_MBKIT_ERROR(validate(k), ExitCode::kUsage, "--k-async 2 and --k-batch-async 2");
+  k.k_batch_async = 0;
+  k.emulate = 4;
+  EXPECT_MBKIT_ERROR(validate(k), ExitCode::kUsage, "--k-async 2 and --emulate 4");
+  k.emulate = 0;
+  k.async = false;
+  EXPECT_MBKIT_ERROR(validate(k), ExitCode::kUsage, "--k-async 2 needs --async");
+
+  TrainOptions ssp = async_options();
+  ssp.staleness_bound = 0;
+  EXPECT_NO_THROW(validate(ssp));
+  ssp.async_min_grads = 2;
+  EXPECT_MBKIT_ERROR(validate(ssp), ExitCode::kUsage,
+                     "--staleness-bound 0 and --async-min-grads 2");
+  ssp.async_min_grads = 1;
+  ssp.k_async = 2;
+  EXPECT_MBKIT_ERROR(validate(ssp), ExitCode::kUsage, "--k-async 2");
+  ssp.k_async = 0;
+  ssp.comm = "allreduce";
+  ssp.async = false;
+  EXPECT_MBKIT_ERROR(validate(ssp), ExitCode::kUsage, "--staleness-bound 0 and --comm allreduce");
+  ssp = async_options();
+  ssp.staleness_bound = -2;
+  EXPECT_MBKIT_ERROR(validate(ssp), ExitCode::kUsage, "--staleness-bound -2 must not be negative");
+}
+
+}  // namespace
+}  // namespace mbkit::train
