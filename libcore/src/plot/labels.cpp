@@ -21,6 +21,7 @@ const std::vector<std::string>& known_fields() {
       "backup_workers",
       "k_sync",
       "gradient_coding",
+      "k_batch_sync",
       "drop_compute",
       "batch_size",
       "time_limit",
@@ -50,7 +51,7 @@ const std::vector<std::string>& known_fields() {
 // others lack names what sets them apart, whatever its value.
 const std::set<std::string>& presence_fields() {
   static const std::set<std::string> kFields = {"backup_workers", "k_sync", "gradient_coding",
-                                                "drop_compute"};
+                                                "k_batch_sync", "drop_compute"};
   return kFields;
 }
 
@@ -102,6 +103,7 @@ std::string describe_field(const std::string& key, const std::string& value) {
   if (key == "backup_workers") return cat(value, " backup workers");
   if (key == "k_sync") return cat("K-sync ", value);
   if (key == "gradient_coding") return cat("gradient coding s=", value);
+  if (key == "k_batch_sync") return cat("K-batch-sync ", value);
   if (key == "drop_compute") return cat("DropCompute ", value);
   if (key == "batch_size") return cat("batch ", value);
   if (key == "time_limit") {

@@ -138,6 +138,7 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, const Run
     if (o.backup_workers > 0) json.key("backup_workers").value(o.backup_workers);
     if (o.k_sync > 0) json.key("k_sync").value(o.k_sync);
     if (o.gradient_coding > 0) json.key("gradient_coding").value(o.gradient_coding);
+    if (o.k_batch_sync > 0) json.key("k_batch_sync").value(o.k_batch_sync);
     if (o.compression.enabled()) {
       // Bytes of gradient a worker sends per step, as encoded and as floats.
       const std::uint64_t n = graph.parameter_count();

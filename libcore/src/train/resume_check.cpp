@@ -55,6 +55,7 @@ constexpr TrainingKey kTrainingKeys[] = {
     {"backup_workers", "--backup-workers", "0"},
     {"k_sync", "--k-sync", "0"},
     {"gradient_coding", "--gradient-coding", "0"},
+    {"k_batch_sync", "--k-batch-sync", "0"},
     {"drop_compute", "--drop-compute", "none"},
     {"micro_batches", "--micro-batches", "none"},
     {"partitions", "--partitions", ""},

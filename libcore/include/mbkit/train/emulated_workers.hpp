@@ -70,6 +70,9 @@ class EmulatedWorkers {
   };
   void make_rounds(const RoundParts& parts);
 
+  /// Worker w's round (K-batch-sync plans its batches before the step).
+  WorkerRound& round(int w) { return *rounds_.at(static_cast<std::size_t>(w)); }
+
   /// Resume: every worker's induced delays continue after `rounds` rounds.
   void skip_rounds(std::int64_t rounds);
   /// Calls `f` on each worker's loader, in worker order (resume seeks them).
@@ -86,7 +89,8 @@ class EmulatedWorkers {
   /// With a `selection` that drops gradients, the rounds' ready times are predicted first
   /// (WorkerRound::predict_ready: a compute model), `arrival_of(w, ready)` turns them into
   /// arrivals at the master, and a dropped worker adds zeros, as its rank would send them
-  /// (drop_contribution); `used` gets the choice.
+  /// (drop_contribution); `used` gets the choice. A `used` given with a flag per worker (a
+  /// K-batch-sync plan) is taken as it is.
   std::vector<WorkerReport> run_step(std::int64_t step, double loss_scale, std::span<float> sum,
                                      const std::function<int(int)>& stop_of,
                                      const StepSelection& selection,
@@ -98,7 +102,7 @@ class EmulatedWorkers {
   int servers_;
   std::shared_ptr<const data::SplitRows> rows_;
   /// Two batch buffers for all loaders, by worker parity: worker w's batch is in use while the
-  /// helper prepares worker w + 1's.
+  /// helper prepares worker w + 1's (K-batch-sync: a buffer per loader).
   std::shared_ptr<data::Batch> batches_[2];
   std::vector<std::unique_ptr<data::DataLoader>> loaders_;
   std::vector<std::unique_ptr<WorkerRound>> rounds_;

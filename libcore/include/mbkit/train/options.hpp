@@ -190,6 +190,9 @@ struct TrainOptions {
   int k_sync = 0;          ///< --k-sync K: each step uses the first K gradients
   /// --gradient-coding s: groups of s + 1 workers on the same data; each group's first is used.
   int gradient_coding = 0;
+  /// --k-batch-sync K (mbkit/train/k_batch_sync.hpp): each step ends when the workers have
+  /// finished K batches between them, computed back to back from the step's parameters. 0: off.
+  int k_batch_sync = 0;
   AmbOptions amb;
   DropComputeOptions drop_compute;
   DbslOptions dbsl;
