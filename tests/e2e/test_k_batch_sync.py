@@ -84,7 +84,8 @@ class KBatchSync(SameBits, mbtest.ToolTestCase):
                 name = f"{comm}{workers}"
                 args = ["--comm", comm, *STRAGGLERS, "--k-batch-sync", str(k)]
                 self.train(f"e{name}", [*args, "--emulate", str(workers)])
-                self.train(f"r{name}", [*args, "--allreduce", "shm"],
+                # A rank's loader prefetches: the batch sizes ahead are its reader's, not its thread's.
+                self.train(f"r{name}", [*args, "--allreduce", "shm", "--prefetch", "2"],
                            ranks=workers + (comm == "ps"))
                 self.assert_same_bits(f"e{name}", f"r{name}")
                 with h5py.File(self.path(f"e{name}-log.h5"), "r") as log:
@@ -128,6 +129,11 @@ class KBatchSync(SameBits, mbtest.ToolTestCase):
                 self.assertIn("--k-batch-sync 2", result.err)
                 self.assertIn(named, result.err)
                 self.assertEqual(len(result.err.strip().splitlines()), 1, msg=result.err)
+        result = mbtest.run([mbtest.tool("mb-train-amb"), "--data", "toy.h5", *COMMON,
+                             "--time-limit", "0.05", "--partitions", "2", "--k-batch-sync", "2"],
+                            cwd=self.dir, env=self.env)
+        self.assertEqual(result.rc, 2, msg=result.err)
+        self.assertIn("--k-batch-sync 2 and mb-train-amb", result.err)
 
 
 if __name__ == "__main__":
