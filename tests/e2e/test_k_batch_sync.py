@@ -69,6 +69,15 @@ class KBatchSync(SameBits, mbtest.ToolTestCase):
             np.testing.assert_allclose(log["steps/epoch"][...], np.arange(1, 7) / 7, rtol=1e-6)
             config = json.loads(mbtest.text_attrs(log)["config"])
         self.assertEqual(config["k_batch_sync"], 3)
+        # The start table says the rule and the samples of a step.
+        loud = [a for a in COMMON if a != "-q"]
+        result = mbtest.run([mbtest.tool("mb-train-fmb"), "--data", "toy.h5", *loud, "--comm", "ps",
+                             "--emulate", "3", "--comm-model", "0.001,0", "--k-batch-sync", "3",
+                             "--steps", "1"], cwd=self.dir, env=self.env)
+        self.assertSucceeded(result)
+        self.assertIn("K-batch-sync: a step ends when 3 batches are done over all workers "
+                      "(60 samples)", result.err)
+        self.assertIn("7 steps per epoch", result.err)
 
     def test_k_of_k_equal_workers_is_fmb(self):
         args = ["--comm", "ps", "--emulate", "4", "--comm-model", "25e-6,1e-9"]
