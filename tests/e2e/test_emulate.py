@@ -3,8 +3,9 @@ worker. The oracle is today's emulation: mpirun -n N+1 (ps: the master and N wor
 (allreduce), --clock virtual with a compute model and a message model, the workers' gradients
 added in rank order through shared memory (--allreduce shm). Every dataset of the checkpoint and
 every column of the metric log must be equal to the bit, for FMB and AMB, ps and allreduce, 3
-and 8 workers, with induced stragglers and a slowed worker; a resumed emulated run must equal
-a straight one; what cannot be emulated yet is refused naming both flags.
+and 8 workers, with induced stragglers and a slowed worker, and for the asynchronous master's
+count and time rules; a resumed emulated run must equal a straight one; what cannot be emulated
+yet is refused naming both flags.
 
 Left out of the comparison: the log's wall-clock columns (wall_time), the ps servers' table (the
 master's real receive and update times), and the recorded configuration (it names how the sum
@@ -98,6 +99,41 @@ class Emulate(SameBits, mbtest.ToolTestCase):
                             self.assertEqual(len(log["workers/rank"]), 12 * workers)
                             self.assertEqual(sorted(set(log["workers/rank"][...].tolist())),
                                              list(range(ranks - workers, ranks)))
+
+    def test_the_asynchronous_master_has_the_bits_of_a_process_per_worker(self):
+        # ps --async on the virtual clock: the count rule (1 and 2 gradients an update), the
+        # AMB original's time rule with its message delays, and AMB's rounds; then a resumed
+        # run against a resumed run with a process per worker (both draw the workers' delays
+        # from the start again, as an asynchronous resume does).
+        if MPIRUN is None:
+            self.skipTest("mpirun is not installed")
+        cases = [
+            ("count1", "mb-train-fmb", 3, []),
+            ("count2", "mb-train-fmb", 8, ["--async-min-grads", "2"]),
+            ("time", "mb-train-fmb", 3, ["--async-master-time-limit", "0.01",
+                                         "--async-delay-std", "0.01"]),
+            ("amb", "mb-train-amb", 3, AMB),
+        ]
+        for name, tool, workers, extra in cases:
+            with self.subTest(case=name):
+                args = [*extra, "--comm", "ps", "--async"]
+                self.train(f"async-{name}-emulated", tool, [*args, "--emulate", str(workers)])
+                self.train(f"async-{name}-ranks", tool, args, workers + 1)
+                self.assert_same_bits(f"async-{name}-emulated", f"async-{name}-ranks")
+        with h5py.File(self.path("async-count2-emulated-log.h5"), "r") as log:
+            self.assertEqual(len(log["workers/rank"]), 2 * 12)
+            self.assertGreater(log["workers/staleness"][...].max(), 0)
+        args = ["--comm", "ps", "--async"]
+        for name, ranks, where in (("emulated", 0, ["--emulate", "3"]), ("ranks", 4, [])):
+            self.train(f"async-resumed-{name}", "mb-train-fmb", [*args, *where, "--steps", "6"],
+                       ranks)
+            command = [mbtest.tool("mb-train-fmb"), "--data", "toy.h5", *COMMON, *args, *where,
+                       "--log", f"async-resumed-{name}-log.h5", "--checkpoint",
+                       f"async-resumed-{name}.h5", "--resume", f"async-resumed-{name}.h5"]
+            if ranks > 0:
+                command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
+            self.assertSucceeded(mbtest.run(command, cwd=self.dir, env=self.env, timeout=300))
+        self.assert_same_bits("async-resumed-emulated", "async-resumed-ranks")
 
     def test_a_replayed_trace_has_the_bits_of_a_process_per_worker(self):
         if MPIRUN is None:
@@ -270,11 +306,26 @@ class Emulate(SameBits, mbtest.ToolTestCase):
                              "--worker-table", "sample:0"], cwd=self.dir, env=self.env)
         self.assertEqual(result.rc, 2, msg=result.err)
         self.assertIn("--worker-table sample:0", result.err)
+        # A resumed run appends to its log, so it keeps the log's table: another one is
+        # refused, naming both, and the log is left as it was.
+        before = open(self.path("default-65-log.h5"), "rb").read()
+        resume = [mbtest.tool("mb-train-fmb"), "--data", "toy.h5", *COMMON, "--comm", "ps",
+                  "--emulate", "65", "--batch-size", "2", "--steps", "3", "--log",
+                  "default-65-log.h5", "--checkpoint", "default-65.h5", "--resume",
+                  "default-65.h5"]
+        result = mbtest.run([*resume, "--worker-table", "all"], cwd=self.dir, env=self.env)
+        self.assertEqual(result.rc, 2, msg=result.err)
+        self.assertEqual(len(result.err.strip().splitlines()), 1, msg=result.err)
+        self.assertIn("--worker-table all: default-65-log.h5 holds a worker table of summary",
+                      result.err)
+        self.assertEqual(open(self.path("default-65-log.h5"), "rb").read(), before)
+        self.assertSucceeded(mbtest.run(resume, cwd=self.dir, env=self.env))
+        with h5py.File(self.path("default-65-log.h5"), "r") as log:
+            self.assertEqual(len(log["worker_summary/step"]), 3)
 
     def test_what_is_not_emulated_is_refused_naming_both_flags(self):
         cases = [
             (["--emulate", "4", "--clock", "wall"], "--clock virtual"),
-            (["--emulate", "4", "--async"], "--async"),
             (["--emulate", "4", "--servers", "2"], "--servers"),
             (["--emulate", "4", "--compress", "fp16"], "--compress"),
             (["--emulate", "4", "--comm", "allreduce", "--allreduce", "mpi"], "--allreduce mpi"),
@@ -288,6 +339,13 @@ class Emulate(SameBits, mbtest.ToolTestCase):
                 self.assertIn(named, result.err)
                 if extra[0] == "--emulate" and extra[1] == "4":
                     self.assertIn("--emulate 4", result.err)
+        # The asynchronous master takes gradients in order of arrival, known before they are
+        # computed only from a compute model.
+        no_compute_model = [a for a in COMMON if a not in ("--compute-model", "0.002,0.001")]
+        result = mbtest.run([mbtest.tool("mb-train-fmb"), "--data", "toy.h5", *no_compute_model,
+                             "--emulate", "4", "--async"], cwd=self.dir, env=self.env)
+        self.assertEqual(result.rc, 2, msg=result.err)
+        self.assertIn("--emulate 4 --async needs --compute-model", result.err)
         no_model = [a for a in COMMON if a not in ("--comm-model", "25e-6,1e-9")]
         result = mbtest.run([mbtest.tool("mb-train-fmb"), "--data", "toy.h5", *no_model,
                              "--emulate", "4"], cwd=self.dir, env=self.env)

@@ -79,6 +79,17 @@ TEST(Labels, AChosenTimeLimitShowsThreeDigits) {
             (std::vector<std::string>{"AMB, T=6.1 s", "FMB, DropCompute auto, T=5.44 s"}));
 }
 
+TEST(Labels, AmbDgIsNamedByItsDelay) {
+  auto amb = base();
+  amb["tool"] = "mb-train-amb";
+  amb["time_limit"] = "6.1";
+  auto delayed = amb;
+  delayed["delayed_gradients"] = "1";
+  delayed["delayed_gradients_option"] = "auto";
+  EXPECT_EQ(derive_labels({run("amb.h5", amb), run("ambdg.h5", delayed)}),
+            (std::vector<std::string>{"amb", "AMB-DG tau=1"}));
+}
+
 TEST(Labels, ShowFieldsInOrderOfImportance) {
   auto a = base();
   auto b = base();

@@ -106,6 +106,8 @@ void expect_same(const Checkpoint& read, const Checkpoint& written) {
   EXPECT_EQ(read.std, written.std);
   EXPECT_EQ(read.config_json, written.config_json);
   EXPECT_EQ(read.created_by, written.created_by);
+  expect_same_arrays(read.delayed_parameters, written.delayed_parameters, "delayed_parameters");
+  EXPECT_EQ(read.delayed_timeline, written.delayed_timeline);
 }
 
 bool has_temporaries(const test::TempDir& dir) {
@@ -130,6 +132,26 @@ TEST(Checkpoint, EveryFieldRoundTripsBitForBit) {
   write_checkpoint(path, written);
   expect_same(read_checkpoint(path), written);
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"ckpt.h5"});
+}
+
+TEST(Checkpoint, AmbDgVersionsAndTimelineRoundTripAndAreAbsentWithout) {
+  test::TempDir dir;
+  const std::string path = dir.file("ckpt.h5");
+  Checkpoint written = sample_checkpoint();
+  write_checkpoint(path, written);
+  {
+    const io::File file = io::File::open(path);
+    EXPECT_FALSE(file.has("delayed_parameters"));
+    EXPECT_FALSE(file.has_attribute("delayed_timeline"));
+  }
+  // mb-train-amb --delayed-gradients 2 at step 7: versions 5 and 6, and the timeline (version
+  // 5 held from the start: -infinity).
+  written.delayed_parameters = {{"version_5", {3}, {1.5f, -2.0f, 0.25f}},
+                                {"version_6", {3}, {1.0f, -1.0f, 0.5f}}};
+  written.delayed_timeline = {2, -0.25, -0.5, 2, 5, -std::numeric_limits<double>::infinity(),
+                              6, -0.125};
+  write_checkpoint(path, written);
+  expect_same(read_checkpoint(path), written);
 }
 
 TEST(Checkpoint, LayoutIsPlainHdf5WithArraysInTheirShapesAndOrder) {

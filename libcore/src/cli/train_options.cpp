@@ -355,6 +355,11 @@ void add_amb_options(CLI::App& app, train::TrainOptions& o) {
   amb->add_flag("--decay-per-micro-batch", o.amb.decay_per_micro_batch,
                 "Weight decay as the AMB original: once per micro-batch (batch / micro-batch "
                 "size times FMB's) instead of once per update");
+  amb->add_option("--delayed-gradients", o.given.delayed_gradients,
+                  "AMB-DG (Al-Lawati & Draper 2020), --clock virtual: workers never wait for "
+                  "the master; round t computes at the parameters of update t - TAU; auto: TAU "
+                  "= the message model's round trip in time limits, rounded up")
+      ->type_name("TAU|auto");
 }
 
 void add_dbsl_options(CLI::App& app, train::TrainOptions& o) {

@@ -23,6 +23,7 @@ const std::vector<std::string>& known_fields() {
       "gradient_coding",
       "k_batch_sync",
       "drop_compute",
+      "delayed_gradients",
       "batch_size",
       "time_limit",
       "partitions",
@@ -50,8 +51,9 @@ const std::vector<std::string>& known_fields() {
 // Fields a run records only when it uses them (a straggler method): one that some runs have and
 // others lack names what sets them apart, whatever its value.
 const std::set<std::string>& presence_fields() {
-  static const std::set<std::string> kFields = {"backup_workers", "k_sync", "gradient_coding",
-                                                "k_batch_sync", "drop_compute"};
+  static const std::set<std::string> kFields = {"backup_workers",  "k_sync",
+                                                "gradient_coding", "k_batch_sync",
+                                                "drop_compute",    "delayed_gradients"};
   return kFields;
 }
 
@@ -59,7 +61,7 @@ const std::set<std::string>& presence_fields() {
 const std::set<std::string>& derived_fields() {
   static const std::set<std::string> kFields = {
       "global_batch_size", "parameters", "planned_steps", "induce_spec", "command_line", "version",
-      "host", "start_time", "format", "format_version",
+      "host", "start_time", "format", "format_version", "delayed_gradients_option",
       // What mb-train-dbsl's plan derives from its options.
       "dbsl.small", "dbsl.batch", "dbsl.samples", "dbsl.factor", "dbsl.predicted_round_time",
       "dbsl.base_time", "dbsl.target_time"};
@@ -105,6 +107,7 @@ std::string describe_field(const std::string& key, const std::string& value) {
   if (key == "gradient_coding") return cat("gradient coding s=", value);
   if (key == "k_batch_sync") return cat("K-batch-sync ", value);
   if (key == "drop_compute") return cat("DropCompute ", value);
+  if (key == "delayed_gradients") return cat("AMB-DG tau=", value);
   if (key == "batch_size") return cat("batch ", value);
   if (key == "time_limit") {
     // A limit chosen at start (auto) has every digit of a double: three are enough to tell.

@@ -1,13 +1,13 @@
 #include "mbkit/report/compare.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <limits>
 
 #include "mbkit/plot/clock_compare.hpp"
 #include "mbkit/plot/run_log.hpp"
 #include "mbkit/plot/series.hpp"
+#include "mbkit/report/number_text.hpp"
 #include "mbkit/report/report.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/json.hpp"
@@ -131,18 +131,6 @@ std::vector<Row> rows_of(const ClockComparison& c, double time_scale, const std:
   accuracy.decimals = 2;
   rows.push_back(accuracy);
   return rows;
-}
-
-std::string fixed(double value, int decimals) {
-  if (!std::isfinite(value)) return "-";
-  return strprintf("%.*f", decimals, value);
-}
-
-std::string csv_number(double value) {
-  if (!std::isfinite(value)) return {};
-  char buffer[64];
-  const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, value);
-  return std::string(buffer, end);
 }
 
 std::string verdict_text(const std::optional<bool>& met) {

@@ -1,13 +1,13 @@
 #include "mbkit/report/report.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <set>
 
 #include "mbkit/plot/run_log.hpp"
+#include "mbkit/report/number_text.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/json.hpp"
 #include "mbkit/util/strings.hpp"
@@ -36,11 +36,6 @@ std::optional<double> ratio_of(const RunSummary& run, const RunSummary& base) {
 // What the time-to-target column says of a run that has no time.
 std::string missing_time(const RunSummary& run) {
   return run.evaluations == 0 ? "no evaluations" : "not reached";
-}
-
-std::string fixed(double value, int decimals) {
-  if (!std::isfinite(value)) return "-";
-  return strprintf("%.*f", decimals, value);
 }
 
 // ---- table ----
@@ -85,14 +80,6 @@ void write_comparison(const Report& report, const Comparison& comparison, std::o
 }
 
 // ---- CSV and JSON ----
-
-// The shortest text that reads back as `value`; empty when it is not finite.
-std::string csv_number(double value) {
-  if (!std::isfinite(value)) return {};
-  char buffer[64];
-  const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, value);
-  return std::string(buffer, end);
-}
 
 template <class T>
 std::string csv_optional(const std::optional<T>& value) {

@@ -1,11 +1,11 @@
 #include "mbkit/report/scaling.hpp"
 
-#include <charconv>
 #include <cmath>
 #include <map>
 
 #include "mbkit/plot/run_log.hpp"
 #include "mbkit/plot/series.hpp"
+#include "mbkit/report/number_text.hpp"
 #include "mbkit/report/report.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/json.hpp"
@@ -73,18 +73,6 @@ std::string setup_difference(const plot::RunLog& first, const plot::RunLog& run)
   }
   if (difference.empty()) difference = differ("clocks", a.clock, b.clock);
   return difference;
-}
-
-std::string fixed(double value, int decimals) {
-  if (!std::isfinite(value)) return "-";
-  return strprintf("%.*f", decimals, value);
-}
-
-std::string csv_number(double value) {
-  if (!std::isfinite(value)) return {};
-  char buffer[64];
-  const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, value);
-  return std::string(buffer, end);
 }
 
 std::string base_text(const ScalingReport& report) {

@@ -19,6 +19,7 @@ namespace {
 constexpr const char* kParamsGroup = "params";
 constexpr const char* kStateGroup = "state";
 constexpr const char* kOptimizerGroup = "optimizer";
+constexpr const char* kDelayedGroup = "delayed_parameters";
 // The group attribute listing the arrays in order (member_names() would sort them).
 constexpr const char* kOrderAttribute = "names";
 // About 1 MiB per chunk: each chunk carries a Fletcher-32 checksum checked on every read.
@@ -176,6 +177,12 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
   write_arrays(file, path, kParamsGroup, checkpoint.params);
   write_arrays(file, path, kStateGroup, checkpoint.state);
   write_arrays(file, path, kOptimizerGroup, checkpoint.optimizer_state);
+  if (!checkpoint.delayed_parameters.empty()) {
+    write_arrays(file, path, kDelayedGroup, checkpoint.delayed_parameters);
+  }
+  if (!checkpoint.delayed_timeline.empty()) {
+    file.set_attribute("delayed_timeline", checkpoint.delayed_timeline);
+  }
   file.close();
   output.commit();
 }
@@ -241,6 +248,10 @@ Checkpoint read_fields(const io::File& file) {
   checkpoint.params = read_arrays(file, kParamsGroup);
   checkpoint.state = read_arrays(file, kStateGroup);
   checkpoint.optimizer_state = read_arrays(file, kOptimizerGroup);
+  if (file.has(kDelayedGroup)) checkpoint.delayed_parameters = read_arrays(file, kDelayedGroup);
+  if (file.has_attribute("delayed_timeline")) {
+    checkpoint.delayed_timeline = file.double_array_attribute("delayed_timeline");
+  }
   return checkpoint;
 }
 

@@ -162,6 +162,10 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, const Run
       json.key("partitions").value(o.amb.partitions);
       json.key("micro_batch_size").value(o.batch_size / o.amb.partitions);
       json.key("decay_per_micro_batch").value(o.amb.decay_per_micro_batch);
+      if (o.delayed_gradients.enabled) {
+        json.key("delayed_gradients").value(facts.delay_rounds);
+        json.key("delayed_gradients_option").value(o.given.delayed_gradients);
+      }
     }
     if (o.drop_compute.enabled) {
       json.key("drop_compute").value(o.given.drop_compute);

@@ -48,6 +48,11 @@ using Bytes = std::vector<unsigned char>;
 
 }  // namespace
 
+bool takes_another(const VirtualArrivals& arrivals, int count, bool timed, double deadline,
+                   int min_gradients) {
+  return timed ? !(count >= 1 && arrivals.none_until(deadline)) : count < min_gradients;
+}
+
 struct AsyncMaster::Impl {
   const comm::World& world;
   std::size_t parameters, state;
@@ -283,7 +288,7 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
   // those that arrive by the deadline, or the first after it when none did.
   auto take_in_virtual_order = [&] {
     VirtualArrivals& arrivals = *m.arrivals;
-    while (timed ? !(count >= 1 && arrivals.none_until(deadline)) : count < min_gradients) {
+    while (takes_another(arrivals, count, timed, deadline, min_gradients)) {
       const auto next = arrivals.next();
       if (!next) return;
       const auto w = static_cast<std::size_t>(*next);

@@ -116,6 +116,22 @@ void parse_option_texts(TrainOptions& o) {
   parse_time_limit(o.given.time_limit, o.amb);
   o.compression = comm::parse_compression(o.given.compress);
   parse_drop_compute(o.given.drop_compute, o.drop_compute);
+  parse_delayed_gradients(o.given.delayed_gradients, o.delayed_gradients);
+}
+
+void parse_delayed_gradients(const std::string& option, DelayedGradientsOptions& delayed) {
+  delayed.enabled = !option.empty();
+  delayed.auto_delay = option == "auto";
+  delayed.delay.reset();
+  if (!delayed.enabled || delayed.auto_delay) return;
+  int rounds = -1;
+  const auto* end = option.data() + option.size();
+  const auto [ptr, ec] = std::from_chars(option.data(), end, rounds);
+  if (ec != std::errc() || ptr != end || rounds < 0 || rounds > kMaxDelayRounds) {
+    usage_error(cat("--delayed-gradients '", option, "' is not a whole number of rounds from 0 to ",
+                    kMaxDelayRounds, " or auto"));
+  }
+  delayed.delay = rounds;
 }
 
 void parse_drop_compute(const std::string& option, DropComputeOptions& drop) {
@@ -184,8 +200,7 @@ void validate_emulation(const TrainOptions& o) {
     usage_error(cat("--emulate ", o.emulate,
                     " runs the workers one after another: it needs --clock virtual"));
   }
-  const char* refused = o.async                              ? "--async"
-                        : o.dbsl.enabled                     ? "mb-train-dbsl"
+  const char* refused = o.dbsl.enabled                       ? "mb-train-dbsl"
                         : o.servers > 1                      ? "--servers"
                         : o.compression.enabled()            ? "--compress"
                         : o.bucket_mb > 0                    ? "--bucket-mb"
@@ -195,8 +210,13 @@ void validate_emulation(const TrainOptions& o) {
                                                              : nullptr;
   if (refused != nullptr) {
     usage_error(cat("--emulate ", o.emulate, ": ", refused,
-                    " is not emulated inside one process yet (synchronous ps and allreduce "
-                    "are); run a rank per worker under mpirun"));
+                    " is not emulated inside one process yet (synchronous ps and allreduce, "
+                    "and ps --async, are); run a rank per worker under mpirun"));
+  }
+  if (o.async && o.compute_model.empty()) {
+    usage_error(cat("--emulate ", o.emulate,
+                    " --async needs --compute-model: the master takes the gradients in the order "
+                    "they arrive, which must be known before they are computed"));
   }
   if (!o.comm_model) {
     usage_error(cat("--emulate ", o.emulate,
@@ -268,6 +288,33 @@ void validate_k_batch_sync(const TrainOptions& o) {
     usage_error(cat(flag,
                     " needs --compute-model: each worker's batch count is chosen from its "
                     "batches' completion times before it computes them"));
+  }
+}
+
+// AMB-DG: mb-train-amb's synchronous ps round on the virtual clock, whose master keeps the
+// parameter versions the workers still compute at.
+void validate_delayed_gradients(const TrainOptions& o) {
+  if (!o.delayed_gradients.enabled) return;
+  const std::string flag = cat("--delayed-gradients ", o.given.delayed_gradients);
+  if (o.clock != "virtual") {
+    usage_error(cat(flag,
+                    " needs --clock virtual: on the wall clock the workers would go on computing "
+                    "while their sums are in flight, which the blocking synchronous exchange "
+                    "does not do"));
+  }
+  const char* refused = !o.amb.enabled          ? tool_name(o)
+                        : o.async               ? "--async"
+                        : o.comm != "ps"        ? "--comm allreduce"
+                        : o.servers > 1         ? "--servers"
+                        : o.backup_workers > 0  ? "--backup-workers"
+                        : o.k_sync > 0          ? "--k-sync"
+                        : o.gradient_coding > 0 ? "--gradient-coding"
+                        : o.device != "cpu"     ? "--device"
+                                                : nullptr;
+  if (refused != nullptr) {
+    usage_error(cat(flag, " and ", refused,
+                    ": AMB-DG is mb-train-amb's synchronous round over one parameter server "
+                    "(--comm ps) on the CPU, with every worker's sum used"));
   }
 }
 
@@ -428,6 +475,7 @@ void validate(const TrainOptions& o) {
   validate_step_selection(o);
   validate_k_batch_sync(o);
   validate_drop_compute(o);
+  validate_delayed_gradients(o);
   if (!(o.bucket_mb >= 0) || !std::isfinite(o.bucket_mb)) {
     usage_error(cat("--bucket-mb ", o.bucket_mb, " must be a non-negative number of MiB"));
   }

@@ -58,6 +58,7 @@ constexpr TrainingKey kTrainingKeys[] = {
     {"k_batch_sync", "--k-batch-sync", "0"},
     {"drop_compute", "--drop-compute", "none"},
     {"micro_batches", "--micro-batches", "none"},
+    {"delayed_gradients", "--delayed-gradients", "0"},
     {"partitions", "--partitions", ""},
     {"decay_per_micro_batch", "--decay-per-micro-batch", ""},
     {"dbsl.base_batch", "--base-batch", ""},

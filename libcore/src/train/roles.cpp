@@ -62,6 +62,17 @@ bool allreduce_with_nccl(const TrainOptions& o, bool distributed) {
          !o.async && !o.dbsl.enabled && !o.compression.enabled();
 }
 
+namespace {
+
+void check_async_min_grads(const TrainOptions& o, const Role& role) {
+  if (role.async && o.async_min_grads > role.workers) {
+    usage_error(cat("--async-min-grads ", o.async_min_grads, " is more than the ", role.workers,
+                    " workers"));
+  }
+}
+
+}  // namespace
+
 Role decide_role(const TrainOptions& o, const comm::World& world) {
   Role role;
   role.distributed = world.distributed();
@@ -80,8 +91,10 @@ Role decide_role(const TrainOptions& o, const comm::World& world) {
     role.server = role.parameter_server;
     role.computes = false;
     role.workers = o.emulate;
-    role.comm = role.parameter_server ? "ps" : "allreduce";
+    role.async = o.async;
+    role.comm = !role.parameter_server ? "allreduce" : o.async ? "ps-async" : "ps";
     role.shared_memory = true;  // the workers' sums are added as the shared-memory sum adds
+    check_async_min_grads(o, role);
     return role;
   }
   role.nccl = allreduce_with_nccl(o, role.distributed);
@@ -137,10 +150,7 @@ Role decide_role(const TrainOptions& o, const comm::World& world) {
         "--bucket-mb: the shared-memory sum has no buckets (it needs every gradient at once); "
         "use --allreduce mpi or auto");
   }
-  if (role.async && o.async_min_grads > role.workers) {
-    usage_error(cat("--async-min-grads ", o.async_min_grads, " is more than the ", role.workers,
-                    " workers"));
-  }
+  check_async_min_grads(o, role);
   return role;
 }
 

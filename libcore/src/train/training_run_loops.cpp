@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "mbkit/emulation/straggler.hpp"
+#include "mbkit/train/emulated_async.hpp"
 #include "mbkit/train/roles.hpp"
 #include "mbkit/train/training_run.hpp"
 #include "mbkit/util/error.hpp"
@@ -157,6 +158,7 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
       : !role_.distributed      ? 0
       : selection_.drops()      ? global_batch_ * selection_.used_per_step() / selection_.workers()
                                 : global_batch_;
+  begin_delayed_round();  // AMB-DG: the round computes at its delayed version
   WorkerReport report;
   std::vector<WorkerReport> hosted;  // --emulate: every worker's
   std::vector<bool> used;            // by worker: whose gradient the step takes (all: empty)
@@ -192,6 +194,7 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
       report.stop = std::max(report.stop, static_cast<int>(kFinished));
     }
   }
+  end_delayed_round();
   if (!emulated_ && selection_.drops()) used = selection_.select(gather_arrivals(report));
   const std::int64_t step_nominal = nominal > 0 ? nominal : (round_ ? round_->last_drawn() : 0);
   // A device backend's gradients go to the host only to be exchanged through MPI: alone, or
@@ -215,6 +218,8 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
   for (std::size_t w = 0; w < used.size() && w < combined.workers.size(); ++w) {
     combined.workers[w].dropped = !used[w];
   }
+  const std::int64_t version = versions_ ? versions_->version_for(step_) : step_;
+  for (WorkerReport& r : combined.workers) r.staleness = step_ - version;
   if (role_.computes) worker_line(step_ + 1, report);
   for (const WorkerReport& r : hosted) worker_line(step_ + 1, r);
   // The hosted workers' summed gradients are what the optimizer steps with.
@@ -257,8 +262,10 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
     for (const auto& r : combined.workers) {
       times.push_back({r.sleep_time, r.compute_time, !r.dropped});
     }
-    const auto timing = sync_step_time(times, role_.parameter_server, comm_model_, gradient_bytes_,
-                                       update_time, role_.servers);
+    const auto timing = delayed_timeline_
+                            ? delayed_timeline_->step(step_ - 1, version, times, update_time)
+                            : sync_step_time(times, role_.parameter_server, comm_model_,
+                                             gradient_bytes_, update_time, role_.servers);
     // The round's receive: ps's broadcast of the parameters (allreduce has none of its own).
     for (std::size_t i = 0; i < combined.workers.size(); ++i) {
       combined.workers[i].send_time = timing.sends[i];
@@ -283,15 +290,26 @@ void TrainingRun::run_async_master() {
   const std::size_t first = shard_.first;
   const std::size_t length = shard_.second - shard_.first;
   const std::size_t state_floats = world_.rank() == 0 ? net_->state_count() : 0;
-  AsyncMaster master(world_, length, state_floats, servers);
+  // The gradients come from a rank per worker, or from the workers emulated in this process.
+  std::unique_ptr<AsyncCombiner> combiner;
+  if (emulated_) {
+    combiner = std::make_unique<EmulatedAsyncMaster>(EmulatedAsyncMaster::Parts{
+        *emulated_, *net_, options_, async_parameters_receive(),
+        [this] { return stop_request_.requested() ? kSignalled : kContinue; },
+        [this](std::int64_t round, const WorkerReport& report) { worker_line(round, report); }});
+  } else {
+    combiner = std::make_unique<AsyncMaster>(world_, length, state_floats, servers);
+  }
+  AsyncCombiner& master = *combiner;
   if (clock_.is_virtual()) {
     master.use_virtual_clock(comm_model_.message((length + state_floats) * sizeof(float)),
                              clock_.virtual_now());
   }
   master.use_time_window(options_.async_master_time_limit);
-  // Host memory for the messages: views on a host-accessible backend, counted copies on a device.
+  // Host memory for the messages: views on a host-accessible backend, counted copies on a device
+  // (and where emulated workers compute their rounds on the network: the sum is kept apart).
   nn::Backend& backend = net_->backend();
-  const bool in_place = backend.host_accessible();
+  const bool in_place = backend.host_accessible() && !emulated_;
   const auto start = SteadyClock::now();
   master.start(net_->host_parameters().values().subspan(first, length),
                net_->host_state().values().first(state_floats), step_);
@@ -463,14 +481,7 @@ void TrainingRun::run_async_worker() {
     received = seconds_since(start);
     return go;
   };
-  // On the virtual clock a parameter message costs what the master's model says.
-  // With several servers, the largest of the shards arriving side by side.
-  double modelled_receive = 0;
-  for (int server = 0; server < servers; ++server) {
-    const auto [first, last] = server_shard(net_->parameter_count(), server, servers);
-    const std::size_t floats = last - first + (server == 0 ? net_->state_count() : 0);
-    modelled_receive = std::max(modelled_receive, comm_model_.message(floats * sizeof(float)));
-  }
+  const double modelled_receive = async_parameters_receive();
   double send_wait = 0;
   while (!master_stopped && refresh()) {
     round_->set_previous_exchange(0, send_wait, clock_.is_virtual() ? modelled_receive : received);
@@ -495,6 +506,19 @@ void TrainingRun::run_async_worker() {
   if (worker.skipped() > 0) {
     log::verbose(cat(worker.skipped(), " parameter sets were overtaken before being used"));
   }
+}
+
+double TrainingRun::async_parameters_receive() const {
+  // On the virtual clock a parameter message costs what the master's model says.
+  // With several servers, the largest of the shards arriving side by side.
+  const int servers = std::max(1, role_.servers);
+  double modelled = 0;
+  for (int server = 0; server < servers; ++server) {
+    const auto [first, last] = server_shard(net_->parameter_count(), server, servers);
+    const std::size_t floats = last - first + (server == 0 ? net_->state_count() : 0);
+    modelled = std::max(modelled, comm_model_.message(floats * sizeof(float)));
+  }
+  return modelled;
 }
 
 int TrainingRun::finish() {

@@ -66,6 +66,14 @@ void TrainingRun::print_start_table() const {
             micro_batches * micro_size_ < batch_
                 ? cat(" (", batch_ - micro_batches * micro_size_, " samples of each batch unused)")
                 : ""));
+    if (options_.delayed_gradients.enabled) {
+      row("delayed",
+          cat("AMB-DG: round t computes at the parameters of update t - ", delay_rounds_,
+              options_.delayed_gradients.auto_delay
+                  ? " (auto: the message model's round trip over the time limit, rounded up)"
+                  : "",
+              delay_rounds_ == 0 ? ", which is AMB's round" : ""));
+    }
   }
   if (backend_->can_capture()) {
     row("cuda graph",
@@ -184,6 +192,7 @@ RunFacts TrainingRun::run_facts() const {
   facts.workers = role_.workers;
   facts.time_limit = time_limit_;
   facts.time_limit_rule = time_limit_rule_;
+  facts.delay_rounds = delay_rounds_;
   facts.allreduce = allreduce_used_;
   if (nccl_) facts.allreduce_library = nccl_->description();
   facts.trial = allreduce_trial_;
@@ -238,6 +247,8 @@ void TrainingRun::save_checkpoint_to(const std::string& path, double elapsed,
   checkpoint.epoch_progress = epoch_at(step_);
   checkpoint.workers = role_.workers;
   checkpoint.comm = role_.comm;
+  if (versions_) checkpoint.delayed_parameters = versions_->saved(step_);
+  if (delayed_timeline_) checkpoint.delayed_timeline = delayed_timeline_->saved();
   checkpoint.seed = options_.seed;
   checkpoint.elapsed = elapsed;
   checkpoint.wall_elapsed = clock_.wall_now();

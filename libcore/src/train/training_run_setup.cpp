@@ -12,6 +12,7 @@
 #include "mbkit/emulation/delay_trace.hpp"
 #include "mbkit/metrics/worker_table.hpp"
 #include "mbkit/models/zoo.hpp"
+#include "mbkit/plot/config.hpp"
 #include "mbkit/train/checkpoint.hpp"
 #include "mbkit/train/comm_model.hpp"
 #include "mbkit/train/describe.hpp"
@@ -72,6 +73,7 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   set_up_emulation();
   if (dbsl_) plan_dbsl();
   decide_time_limit();
+  set_up_delayed_gradients();
   resume();
   plan_length();
   hosts_ = world_.all_gather(world_.host());
@@ -571,6 +573,7 @@ void TrainingRun::resume() {
     // With several servers rank 0 keeps shard 0 of the whole optimizer state the checkpoint
     // holds; the servers get theirs in resume_server_shards().
     restore_model(checkpoint, *net_, *optimizer_, resume_path, shard_.first);
+    restore_delayed(checkpoint, resume_path);
     if (role_.servers > 1) {
       for (const auto& saved : checkpoint.optimizer_state) {
         resumed_optimizer_state_.push_back(saved.values);
@@ -610,6 +613,7 @@ void TrainingRun::resume() {
     }
     if (role_.servers > 1 && resume_.resumed != 0) resume_server_shards();
   }
+  share_delayed_versions();
   step_ = static_cast<std::int64_t>(resume_.step);
   step_base_ = step_;
   epoch_base_ = resume_.epoch_progress;
@@ -693,19 +697,42 @@ void use_worker_table(metrics::MetricLog& log, const TrainOptions& options, cons
       metrics::resolve_worker_table(options.worker_table, role.workers), ranks, options.seed));
 }
 
+// A resumed run appends to its log: the table it keeps must be the one the log holds (logs
+// from before --worker-table hold every row).
+void refuse_other_worker_table(const metrics::RunInfo& logged, const TrainOptions& options,
+                               const Role& role) {
+  std::string then = "all";
+  if (!logged.config_json.empty()) {
+    const plot::FlatConfig config =
+        plot::flatten_json_object(logged.config_json, cat(options.log, ": config"));
+    if (const auto found = config.find("worker_table"); found != config.end()) {
+      then = found->second;
+    }
+  }
+  const std::string now = metrics::resolve_worker_table(options.worker_table, role.workers).text();
+  if (now != then) {
+    usage_error(cat("--worker-table ", now, ": ", options.log, " holds a worker table of ", then,
+                    "; resume with --worker-table ", then, " or write another --log"));
+  }
+}
+
 }  // namespace
 
 void TrainingRun::open_log() {
   if (!logs_ || options_.log.empty()) return;
   if (resume_.resumed != 0 && fs::exists(options_.log)) {
     // The log records one precision for the whole run: a resumed run must keep it.
-    const std::string logged =
-        metrics::read_run_info(metrics::open_metric_log(options_.log)).precision;
+    const metrics::RunInfo logged_run =
+        metrics::read_run_info(metrics::open_metric_log(options_.log));
+    const std::string& logged = logged_run.precision;
     const std::string_view mine = nn::precision_name(backend_->precision());
     if (logged != mine) {
       usage_error(cat("--precision ", mine, ": ", options_.log, " records a run at --precision ",
                       logged, "; resume at ", logged, " or write another --log"));
     }
+    // So does its worker table: rows of every worker after a summary's (or the other way
+    // round) would be a table no reader can take as one.
+    refuse_other_worker_table(logged_run, options_, role_);
     metric_log_.emplace(metrics::MetricLog::append(options_.log, step_, options_.flush_interval));
     use_worker_table(*metric_log_, options_, role_);
     return;

@@ -56,6 +56,11 @@ struct Checkpoint {
   double epoch_progress = 0;
   std::int64_t workers = 1;    ///< workers that computed gradients (1 for a single process)
   std::string comm = "local";  ///< exchange: local, ps, ps-async or allreduce
+  /// mb-train-amb --delayed-gradients (delayed_gradients.hpp): the parameter versions the
+  /// coming rounds still compute at (group /delayed_parameters, absent when none), and the
+  /// virtual clock's timeline of the rounds (attribute delayed_timeline, absent when none).
+  std::vector<NamedArray> delayed_parameters;
+  std::vector<double> delayed_timeline;
   // Provenance.
   std::string dataset;            ///< dataset name (from the data file)
   std::vector<double> mean, std;  ///< normalisation the model was trained with

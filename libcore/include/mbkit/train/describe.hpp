@@ -30,6 +30,7 @@ struct RunFacts {
   int workers = 1;
   double time_limit = 0;          ///< AMB's, seconds (0: none)
   std::string time_limit_rule;    ///< --time-limit auto: how the limit was chosen
+  int delay_rounds = 0;           ///< --delayed-gradients: the delay in rounds (TAU)
   std::string allreduce;          ///< a distributed allreduce run's sum: shm, mpi or nccl
   std::string allreduce_library;  ///< "NCCL 2.28.9" for nccl
   std::optional<comm::AllreduceTrial> trial;  ///< what --allreduce auto measured

@@ -70,7 +70,8 @@ class EmulatedWorkers {
   };
   void make_rounds(const RoundParts& parts);
 
-  /// Worker w's round (K-batch-sync plans its batches before the step).
+  /// Worker w's round (the asynchronous master runs them one at a time, emulated_async.hpp;
+  /// K-batch-sync plans its batches before the step).
   WorkerRound& round(int w) { return *rounds_.at(static_cast<std::size_t>(w)); }
 
   /// Resume: every worker's induced delays continue after `rounds` rounds.

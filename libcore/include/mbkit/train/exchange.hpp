@@ -55,6 +55,7 @@
 #include "mbkit/comm/world.hpp"
 #include "mbkit/train/options.hpp"
 #include "mbkit/train/roles.hpp"
+#include "mbkit/train/virtual_clock.hpp"
 
 namespace mbkit::train {
 
@@ -295,50 +296,84 @@ inline bool gradient_rescaled(std::int64_t nominal, std::int64_t total) {
 /// server tells every server it is done and takes every server's stop; a server whose workers
 /// are all done ends its collect() (workers_done()) and then calls finish() too, so every
 /// server learns that every worker is done and no rank waits on one that left.
-class AsyncMaster {
+/// The asynchronous parameter server's side of the loop (TrainingRun::run_async_master): the
+/// master over MPI (AsyncMaster, a rank per worker) or with the workers emulated inside this
+/// process (EmulatedAsyncMaster, --emulate N). The loop is one; only where the gradients come
+/// from differs.
+class AsyncCombiner {
  public:
-  AsyncMaster(const comm::World& world, std::size_t parameters, std::size_t state, int servers = 1);
-  ~AsyncMaster();
+  virtual ~AsyncCombiner() = default;
   /// Sends the starting parameters to every worker.
-  void start(std::span<const float> parameters, std::span<const float> state, std::int64_t step);
+  virtual void start(std::span<const float> parameters, std::span<const float> state,
+                     std::int64_t step) = 0;
   /// Waits until at least `min_gradients` gradients arrived and combines them: `gradients`
   /// gets sum / total, `state` the mean of their states. With a time window (use_time_window)
   /// `min_gradients` is not used: see there. Returns early, with no update to make, once
   /// every worker is done (workers_done()); what it had taken is then counted in discarded().
-  CombinedStep collect(std::span<float> gradients, std::span<float> state, int min_gradients,
-                       std::int64_t step);
+  virtual CombinedStep collect(std::span<float> gradients, std::span<float> state,
+                               int min_gradients, std::int64_t step) = 0;
   /// Sends the parameters of master step `step` to every worker (as soon as each can take
   /// them: a worker still receiving older ones gets the newest afterwards).
-  void publish(std::span<const float> parameters, std::span<const float> state, std::int64_t step);
+  virtual void publish(std::span<const float> parameters, std::span<const float> state,
+                       std::int64_t step) = 0;
   /// Tells every worker to stop (with a StopCode) and drains their last messages.
-  void finish(std::int64_t step, int code);
+  virtual void finish(std::int64_t step, int code) = 0;
   /// Gradients that arrived after the master had decided to stop (not applied).
   std::int64_t discarded() const { return discarded_; }
   /// Every worker said it is done (another server stopped the run).
-  bool workers_done() const;
+  virtual bool workers_done() const = 0;
   /// The largest StopCode the workers were stopped with (kContinue when none is done).
-  int workers_stop() const;
+  virtual int workers_stop() const = 0;
 
   /// The AMB original's time rule (--async-master-time-limit): collect() takes the gradients
   /// that arrive within `seconds` of its start (on the run's clock), and when none did, waits
   /// for the first and takes it (on the wall clock with any that came in the same poll); the
   /// master's step then ends at the later of the window's end and that arrival. 0 (the default):
   /// the count rule.
-  void use_time_window(double seconds);
+  virtual void use_time_window(double seconds) = 0;
   /// Emulates the cluster on the virtual clock (virtual_clock.hpp): gradients are taken in
   /// the order of their virtual arrival, and each worker gets the parameters it would hold
   /// when its next round starts (workers then call refresh() with wait = true every round).
   /// Call before start(); `now` is the master's virtual time, `message` a message's cost.
-  void use_virtual_clock(double message, double now);
+  virtual void use_virtual_clock(double message, double now) = 0;
   /// The master's virtual time: after collect(), the arrival of the last gradient taken.
-  double virtual_now() const;
+  virtual double virtual_now() const = 0;
   /// Adds the master's own work (its update) to its virtual time.
-  void advance(double seconds);
+  virtual void advance(double seconds) = 0;
+
+ protected:
+  std::int64_t discarded_ = 0;
+};
+
+/// Whether an update on the virtual clock takes another gradient, having taken `count`: the
+/// count rule until `min_gradients`, the time rule (`timed`) until one is taken and none can
+/// arrive by `deadline` any more.
+bool takes_another(const VirtualArrivals& arrivals, int count, bool timed, double deadline,
+                   int min_gradients);
+
+/// The master of ps --async over MPI, one rank per worker (or one of several servers, each
+/// with its shard).
+class AsyncMaster final : public AsyncCombiner {
+ public:
+  AsyncMaster(const comm::World& world, std::size_t parameters, std::size_t state, int servers = 1);
+  ~AsyncMaster() override;
+  void start(std::span<const float> parameters, std::span<const float> state,
+             std::int64_t step) override;
+  CombinedStep collect(std::span<float> gradients, std::span<float> state, int min_gradients,
+                       std::int64_t step) override;
+  void publish(std::span<const float> parameters, std::span<const float> state,
+               std::int64_t step) override;
+  void finish(std::int64_t step, int code) override;
+  bool workers_done() const override;
+  int workers_stop() const override;
+  void use_time_window(double seconds) override;
+  void use_virtual_clock(double message, double now) override;
+  double virtual_now() const override;
+  void advance(double seconds) override;
 
  private:
   struct Impl;
   Impl* impl_;
-  std::int64_t discarded_ = 0;
 };
 
 /// A worker of ps --async, talking to `servers` servers (AsyncMaster).

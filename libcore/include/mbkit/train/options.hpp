@@ -36,6 +36,19 @@ struct AmbOptions {
   bool decay_per_micro_batch = false;
 };
 
+/// The most rounds --delayed-gradients may delay: every rank keeps that many copies of the
+/// parameters.
+inline constexpr int kMaxDelayRounds = 64;
+
+/// AMB-DG (mb-train-amb --delayed-gradients, mbkit/train/delayed_gradients.hpp): the workers
+/// never wait for the master; round t's gradients are computed at the parameters of update
+/// t - delay and applied when they arrive.
+struct DelayedGradientsOptions {
+  bool enabled = false;
+  std::optional<int> delay;  ///< rounds; none with auto_delay
+  bool auto_delay = false;   ///< the round trip of the message model over the time limit
+};
+
 /// DropCompute (mb-train-fmb --drop-compute, mbkit/train/drop_compute.hpp): a worker computes
 /// its batch as micro_batches micro-batches and drops those it would start after the threshold.
 struct DropComputeOptions {
@@ -85,7 +98,8 @@ struct OptionTexts {
   std::vector<std::string> compute_model;
   std::string time_limit;
   std::string compress = "none";
-  std::string drop_compute;  ///< --drop-compute SECONDS|auto ("" when not given)
+  std::string drop_compute;       ///< --drop-compute SECONDS|auto ("" when not given)
+  std::string delayed_gradients;  ///< --delayed-gradients TAU|auto ("" when not given)
 };
 
 struct TrainOptions {
@@ -195,6 +209,7 @@ struct TrainOptions {
   int k_batch_sync = 0;
   AmbOptions amb;
   DropComputeOptions drop_compute;
+  DelayedGradientsOptions delayed_gradients;
   DbslOptions dbsl;
   OptionTexts given;  ///< the parsed options' text as given, for the recorded configuration
   /// --cuda-graphs: on or off; empty: on where the backend records them (CUDA), else off.
@@ -221,6 +236,8 @@ AllreduceVia parse_allreduce_via(const std::string& option);
 int prefetch_depth(const std::string& option);
 /// --drop-compute: positive seconds, or "auto"; "" leaves DropCompute off.
 void parse_drop_compute(const std::string& option, DropComputeOptions& drop);
+/// --delayed-gradients: rounds (0 or more), or "auto"; "" leaves AMB-DG off.
+void parse_delayed_gradients(const std::string& option, DelayedGradientsOptions& delayed);
 /// --time-limit: positive seconds, or "auto" (sets auto_time_limit).
 void parse_time_limit(const std::string& option, AmbOptions& amb);
 /// Parses every text of `options.given` into its typed field: a usage error names the flag.

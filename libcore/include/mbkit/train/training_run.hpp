@@ -30,6 +30,7 @@
 #include "mbkit/optim/optimizer.hpp"
 #include "mbkit/optim/schedule.hpp"
 #include "mbkit/train/dbsl_plan.hpp"
+#include "mbkit/train/delayed_gradients.hpp"
 #include "mbkit/train/describe.hpp"
 #include "mbkit/train/emulated_workers.hpp"
 #include "mbkit/train/evaluate.hpp"
@@ -94,6 +95,16 @@ class TrainingRun {
   /// --drop-compute auto: the threshold from the workers' full batches (by worker).
   void choose_drop_compute_threshold(const std::vector<double>& full_batches);
   double measure_full_batch();
+  // AMB-DG (training_run_delayed.cpp): the delay, the versions and rank 0's timeline.
+  void set_up_delayed_gradients();
+  /// Rank 0 on resume: the checkpoint's versions and timeline.
+  void restore_delayed(const Checkpoint& checkpoint, const std::string& path);
+  /// Every rank gets rank 0's versions (collective).
+  void share_delayed_versions();
+  /// Keeps the step's version; where a round computes here, puts its version's parameters in
+  /// the network until end_delayed_round() puts the newest back.
+  void begin_delayed_round();
+  void end_delayed_round();
   void resume();
   void resume_server_shards();
   void plan_length();
@@ -148,6 +159,8 @@ class TrainingRun {
   /// that all end the run the same way.
   void gather_async_servers(std::vector<metrics::ServerRecord> rows);
   void run_async_worker();
+  /// The modelled receive of the asynchronous master's parameters (the virtual clock).
+  double async_parameters_receive() const;
   // DBSL (training_run_dbsl.cpp): the parameter server and a worker.
   void run_dbsl_server();
   void run_dbsl_sync_server();
@@ -237,6 +250,12 @@ class TrainingRun {
   CommModel comm_model_;
   double time_limit_ = 0;
   std::string time_limit_rule_;  ///< --time-limit auto: how the limit was chosen
+  /// --delayed-gradients TAU >= 1: every rank's versions, rank 0's timeline on the virtual
+  /// clock; TAU 0 is mb-train-amb's round as it is (neither).
+  int delay_rounds_ = 0;
+  std::optional<ParameterVersions> versions_;
+  std::optional<DelayedTimeline> delayed_timeline_;
+  bool delayed_swapped_ = false;  ///< the network holds a delayed version for the round
 
   // DBSL.
   bool dbsl_ = false;

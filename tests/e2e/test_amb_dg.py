@@ -1,0 +1,141 @@
+"""AMB-DG (mb-train-amb --delayed-gradients TAU|auto; Al-Lawati & Draper, ICASSP 2020): the
+workers never wait for the master, round t computes at the parameters of update t - TAU.
+
+- The virtual step times and each round's parameter version (the log's staleness), from a
+  compute model and a message model, are what the log says, worked out by hand; auto's TAU is the
+  round trip in time limits.
+- --delayed-gradients 0 gives mb-train-amb's bits; --emulate 3 gives the bits of a process per
+  worker (mpirun, --allreduce shm) with induced stragglers; a resumed run a straight one's.
+- The wall clock and what AMB-DG does not work with are refused, naming the flags.
+"""
+
+import json
+import shutil
+
+import h5py
+import numpy as np
+
+import mbtest
+from test_emulate import SameBits
+
+MPIRUN = shutil.which("mpirun")
+
+COMMON = ["--model", "mlp", "--hidden", "16", "--optimizer", "momentum", "--lr", "0.05",
+          "--threads", "1", "--batch-size", "16", "--partitions", "4", "--steps", "6",
+          "--eval-every", "3", "--clock", "virtual", "-q"]
+STRAGGLERS = ["--induce", "niagara", "--slowdown", "2=1.5", "--comm-model", "25e-6,1e-9",
+              "--compute-model", "0.002,0.001", "--time-limit", "0.05"]
+
+
+class AmbDg(SameBits, mbtest.ToolTestCase):
+    def setUp(self):
+        super().setUp()
+        self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "400",
+                                             "--test", "90", "--seed", "3", "-o",
+                                             self.path("toy.h5")))
+
+    def train(self, name, args, ranks=0, common=COMMON):
+        command = [mbtest.tool("mb-train-amb"), "--data", "toy.h5", *common, *args,
+                   "--log", f"{name}-log.h5", "--checkpoint", f"{name}.h5"]
+        if ranks > 0:
+            command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
+        result = mbtest.run(command, cwd=self.dir, env=self.env, timeout=300)
+        self.assertSucceeded(result)
+        return result
+
+    def test_step_times_and_parameter_versions_by_hand(self):
+        # 2 workers, micro-batches of 4 samples at 1 ms a sample, a 10 ms limit: 3 micro-batches,
+        # a round of 12 ms. Messages cost 20 ms: the round trip is 40 ms, auto's TAU
+        # ceil(40 / 10) = 4. Round 0 ends at 12 ms, its sums reach the master at 32 ms (update
+        # 0); every later round starts when the worker's last ended (its version, made at least
+        # 4 rounds before, reached it long ago): an update every 12 ms. Synchronous AMB waits
+        # for the sums and the parameters: 12 + 20 + 20 = 52 ms a step.
+        cluster = ["--emulate", "2", "--compute-model", "1e-3,0", "--comm-model", "0.02,0",
+                   "--time-limit", "0.01"]
+        self.train("auto", [*cluster, "--delayed-gradients", "auto"])
+        self.train("sync", cluster)
+        with h5py.File(self.path("auto-log.h5"), "r") as log:
+            config = json.loads(mbtest.text_attrs(log)["config"])
+            step_time = log["steps/step_time"][...]
+            time = log["steps/time"][...]
+            staleness = log["workers/staleness"][...]
+            steps = log["workers/step"][...]
+            micro = log["workers/micro_batches"][...]
+        self.assertEqual(config["delayed_gradients"], 4)
+        self.assertEqual(config["delayed_gradients_option"], "auto")
+        self.assertTrue(np.all(micro == 3), msg=micro)
+        np.testing.assert_allclose(step_time, [0.032] + [0.012] * 5, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(time, np.cumsum([0.032] + [0.012] * 5), rtol=0, atol=1e-9)
+        # Round t computed at version max(0, t - 4): its age is min(t, 4).
+        self.assertEqual(staleness.tolist(), [min(s - 1, 4) for s in steps.tolist()])
+        with h5py.File(self.path("sync-log.h5"), "r") as log:
+            np.testing.assert_allclose(log["steps/step_time"][...], [0.052] * 6, rtol=0,
+                                       atol=1e-9)
+            self.assertTrue(np.all(log["workers/staleness"][...] == 0))
+        # TAU 1 against the same 40 ms round trip: not hidden. Round 2 needs version 1 (made at
+        # 32 ms, at the workers at 52): update 2 at 52 + 12 + 20 = 84 ms; round 3's version 2
+        # (made at 44 ms) reached them at 64, when round 2 ended: update 3 at 96 ms.
+        self.train("one", [*cluster, "--delayed-gradients", "1"])
+        with h5py.File(self.path("one-log.h5"), "r") as log:
+            np.testing.assert_allclose(log["steps/time"][...][:4], [0.032, 0.044, 0.084, 0.096],
+                                       rtol=0, atol=1e-9)
+
+    def test_the_bits_of_amb_of_a_process_per_worker_and_of_a_straight_run(self):
+        # TAU 0 is mb-train-amb's round, to the bit; TAU 2 is not.
+        args = ["--emulate", "3", *STRAGGLERS]
+        self.train("amb", args)
+        self.train("zero", [*args, "--delayed-gradients", "0"])
+        self.assert_same_bits("zero", "amb")
+        self.train("two", [*args, "--delayed-gradients", "2"])
+        with h5py.File(self.path("two.h5"), "r") as a, h5py.File(self.path("amb.h5")) as b:
+            self.assertNotEqual(a["params/fc1.weight"][...].tobytes(),
+                                b["params/fc1.weight"][...].tobytes())
+        # --emulate 3 against a process per worker (mpirun, the sum in rank order).
+        if MPIRUN is not None:
+            self.train("ranks", [*STRAGGLERS, "--delayed-gradients", "2", "--allreduce", "shm"],
+                       ranks=4)
+            self.assert_same_bits("two", "ranks")
+        # Stopped at step 3 (rounds 3 and 4 still compute at versions 1 and 2) and resumed.
+        self.train("resumed", [*args, "--delayed-gradients", "2", "--steps", "3"])
+        with h5py.File(self.path("resumed.h5"), "r") as checkpoint:
+            self.assertEqual(list(checkpoint["delayed_parameters"].attrs["names"]),
+                             [b"version_1", b"version_2"])
+        result = mbtest.run([mbtest.tool("mb-train-amb"), "--data", "toy.h5", *COMMON, *args,
+                             "--delayed-gradients", "2", "--log", "resumed-log.h5",
+                             "--checkpoint", "resumed.h5", "--resume", "resumed.h5"],
+                            cwd=self.dir, env=self.env)
+        self.assertSucceeded(result)
+        self.assert_same_bits("resumed", "two", skip={"epoch"})
+        # Another delay is another training.
+        result = mbtest.run([mbtest.tool("mb-train-amb"), "--data", "toy.h5", *COMMON, *args,
+                             "--delayed-gradients", "1", "--steps", "8", "--resume",
+                             "resumed.h5"], cwd=self.dir, env=self.env)
+        self.assertEqual(result.rc, 2, msg=result.err)
+        self.assertIn("--delayed-gradients", result.err)
+
+    def test_what_amb_dg_does_not_work_with_is_refused(self):
+        virtual = ["--compute-model", "0.002,0.001", "--time-limit", "0.05"]
+        common = [a for a in COMMON if a not in ("--clock", "virtual")]
+        cases = [
+            (["--delayed-gradients", "1", "--time-limit", "0.05"], "--clock virtual"),
+            (["--clock", "virtual", *virtual, "--delayed-gradients", "soon"], "0 to 64 or auto"),
+            (["--clock", "virtual", *virtual, "--delayed-gradients", "-1"], "0 to 64 or auto"),
+            (["--clock", "virtual", *virtual, "--delayed-gradients", "65"], "0 to 64 or auto"),
+            (["--clock", "virtual", *virtual, "--delayed-gradients", "1", "--async"], "--async"),
+            (["--clock", "virtual", *virtual, "--delayed-gradients", "1", "--comm",
+              "allreduce"], "--comm allreduce"),
+            (["--clock", "virtual", *virtual, "--delayed-gradients", "1", "--emulate", "4",
+              "--comm-model", "0,0", "--k-sync", "2"], "--k-sync"),
+        ]
+        for extra, named in cases:
+            with self.subTest(extra=extra):
+                result = mbtest.run([mbtest.tool("mb-train-amb"), "--data", "toy.h5", *common,
+                                     *extra], cwd=self.dir, env=self.env)
+                self.assertEqual(result.rc, 2, msg=result.err)
+                self.assertIn(named, result.err)
+                self.assertIn("--delayed-gradients", result.err)
+                self.assertEqual(len(result.err.strip().splitlines()), 1, msg=result.err)
+
+
+if __name__ == "__main__":
+    mbtest.main()
