@@ -60,10 +60,12 @@ TEST(Labels, AStragglerMethodNamesItsRunsWhereOthersHaveNone) {
   k_sync["k_sync"] = "3";
   auto coded = base();
   coded["gradient_coding"] = "1";
-  EXPECT_EQ(
-      derive_labels({run("fmb.h5", fmb), run("backup.h5", backup), run("ksync.h5", k_sync),
-                     run("coded.h5", coded)}),
-      (std::vector<std::string>{"fmb", "2 backup workers", "K-sync 3", "gradient coding s=1"}));
+  auto k_batch = base();
+  k_batch["k_batch_sync"] = "4";
+  EXPECT_EQ(derive_labels({run("fmb.h5", fmb), run("backup.h5", backup), run("ksync.h5", k_sync),
+                           run("coded.h5", coded), run("kbsync.h5", k_batch)}),
+            (std::vector<std::string>{"fmb", "2 backup workers", "K-sync 3", "gradient coding s=1",
+                                      "K-batch-sync 4"}));
 }
 
 TEST(Labels, TheAsynchronousMethodsNameTheirRuns) {

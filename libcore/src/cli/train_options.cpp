@@ -356,6 +356,13 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
       ->capture_default_str()
       ->type_name("SECONDS");
   methods
+      ->add_option("--k-batch-sync", o.k_batch_sync,
+                   "K-batch-sync SGD (Dutta et al. 2018), mb-train-fmb: every worker computes "
+                   "batches back to back from the step's parameters; the step ends when K "
+                   "batches are done over all workers and sums them (needs --compute-model)")
+      ->check(whole_number<int>())
+      ->type_name("K");
+  methods
       ->add_option("--drop-compute", o.given.drop_compute,
                    "DropCompute (Giladi et al. 2023), mb-train-fmb: a worker computes its batch "
                    "in --micro-batches and drops those it would start after SECONDS into its "

@@ -77,6 +77,7 @@ struct DataLoader::Impl {
   Position inline_position;  ///< next batch to prepare when prefetch == 0
   EpochOrder inline_order;
   bool prepared_ahead = false;  ///< prepare_next() filled `current` with inline_position's batch
+  Position consumed;  ///< the batch the next call to next() returns, with or without prefetch
 
   // The prefetch ring, guarded by mutex.
   std::mutex mutex;
@@ -380,6 +381,7 @@ void DataLoader::seek(std::int64_t epoch, std::int64_t index) {
   Impl& impl = *impl_;
   MBKIT_CHECK(epoch >= 0 && index >= 0 && index < impl.batches_per_epoch, "seek to batch ", index,
               " of epoch ", epoch, ": an epoch has ", impl.batches_per_epoch, " batches");
+  impl.consumed = {epoch, index};
   if (impl.options.prefetch == 0) {
     impl.inline_position = {epoch, index};
     impl.prepared_ahead = false;
@@ -399,6 +401,7 @@ void DataLoader::seek(std::int64_t epoch, std::int64_t index) {
 
 const Batch& DataLoader::next() {
   Impl& impl = *impl_;
+  impl.consumed = impl.following(impl.consumed);
   if (impl.options.prefetch == 0) {
     prepare_next();  // unless a helper thread did already
     impl.prepared_ahead = false;
@@ -431,6 +434,15 @@ int DataLoader::next_batch_size() const {
   const auto batch_size = static_cast<std::uint64_t>(impl.options.batch_size);
   const std::uint64_t first = static_cast<std::uint64_t>(impl.inline_position.index) * batch_size;
   return static_cast<int>(std::min(batch_size, impl.rows - first));
+}
+
+int DataLoader::batch_size_ahead(std::int64_t ahead) const {
+  const Impl& impl = *impl_;
+  MBKIT_CHECK(ahead >= 0, "the size of the batch ", ahead, " batches ahead");
+  const std::int64_t index = (impl.consumed.index + ahead) % impl.batches_per_epoch;
+  const auto batch_size = static_cast<std::uint64_t>(impl.options.batch_size);
+  return static_cast<int>(
+      std::min(batch_size, impl.rows - static_cast<std::uint64_t>(index) * batch_size));
 }
 
 }  // namespace mbkit::data

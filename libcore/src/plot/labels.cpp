@@ -21,6 +21,7 @@ const std::vector<std::string>& known_fields() {
       "backup_workers",
       "k_sync",
       "gradient_coding",
+      "k_batch_sync",
       "drop_compute",
       "delayed_gradients",
       // The asynchronous server's (async_rule.hpp).
@@ -53,9 +54,9 @@ const std::vector<std::string>& known_fields() {
 // Fields a run records only when it uses them (a straggler method): one that some runs have and
 // others lack names what sets them apart, whatever its value.
 const std::set<std::string>& presence_fields() {
-  static const std::set<std::string> kFields = {"backup_workers",   "k_sync",  "gradient_coding",
-                                                "drop_compute",     "k_async", "staleness_bound",
-                                                "delayed_gradients"};
+  static const std::set<std::string> kFields = {
+      "backup_workers", "k_sync",  "gradient_coding", "k_batch_sync",
+      "drop_compute",   "k_async", "staleness_bound", "delayed_gradients"};
   return kFields;
 }
 
@@ -109,6 +110,7 @@ std::string describe_field(const std::string& key, const std::string& value) {
   if (key == "k_async") return cat("K-async ", value);
   if (key == "staleness_bound") return cat("SSP s=", value);
   if (key == "gradient_coding") return cat("gradient coding s=", value);
+  if (key == "k_batch_sync") return cat("K-batch-sync ", value);
   if (key == "drop_compute") return cat("DropCompute ", value);
   if (key == "delayed_gradients") return cat("AMB-DG tau=", value);
   if (key == "batch_size") return cat("batch ", value);

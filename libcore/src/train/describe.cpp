@@ -147,6 +147,7 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, const Run
     } else if (o.local_steps > 1) {
       json.key("local_steps").value(o.local_steps);
     }
+    if (o.k_batch_sync > 0) json.key("k_batch_sync").value(o.k_batch_sync);
     if (o.compression.enabled()) {
       // Bytes of gradient a worker sends per step, as encoded and as floats.
       const std::uint64_t n = graph.parameter_count();

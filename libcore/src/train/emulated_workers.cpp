@@ -96,7 +96,10 @@ EmulatedWorkers::EmulatedWorkers(const TrainOptions& options, int workers, int s
     loader.slice_count = selection.data_slices();
     loader.prefetch = 0;  // one thread computes every worker: nothing to overlap
     loader.rows = rows_;
-    loader.batch_buffer = batches_[w % 2];
+    // K-batch-sync: a worker may leave the batch prepared for it unread for steps (it computed
+    // none), so it keeps a buffer of its own.
+    loader.batch_buffer =
+        options.k_batch_sync > 0 ? std::make_shared<data::Batch>() : batches_[w % 2];
     loaders_.push_back(std::make_unique<data::DataLoader>(std::move(loader)));
   }
 }
@@ -168,7 +171,8 @@ std::vector<WorkerReport> EmulatedWorkers::run_step(
   if (parameter_server) std::fill_n(sum.begin(), gradient_floats + state_floats, 0.0f);
   const std::span<float> state = net.state();
   step_state_.assign(state.begin(), state.end());
-  used.assign(rounds_.size(), true);
+  // K-batch-sync's plan comes in `used` (its workers with no batch); else all, unless dropped.
+  if (used.size() != rounds_.size()) used.assign(rounds_.size(), true);
   if (selection.drops()) {
     std::vector<double> ready(rounds_.size());
     for (int w = 0; w < workers(); ++w) {

@@ -317,6 +317,41 @@ void validate_drop_compute(const TrainOptions& o) {
   }
 }
 
+// K-batch-sync (k_batch_sync.hpp): the workers' batch counts are chosen before they compute, from
+// their batches' completion times on the virtual clock, which a compute model gives.
+void validate_k_batch_sync(const TrainOptions& o) {
+  if (o.k_batch_sync == 0) return;
+  const std::string flag = cat("--k-batch-sync ", o.k_batch_sync);
+  if (o.k_batch_sync < 0) usage_error(cat(flag, " must be at least 1"));
+  const char* refused = o.amb.enabled             ? "mb-train-amb"
+                        : o.dbsl.enabled          ? "mb-train-dbsl"
+                        : o.async                 ? "--async"
+                        : o.drop_compute.enabled  ? "--drop-compute"
+                        : o.backup_workers > 0    ? "--backup-workers"
+                        : o.k_sync > 0            ? "--k-sync"
+                        : o.gradient_coding > 0   ? "--gradient-coding"
+                        : o.servers > 1           ? "--servers"
+                        : o.compression.enabled() ? "--compress"
+                        : o.bucket_mb > 0         ? "--bucket-mb"
+                        : o.device != "cpu"       ? "--device"
+                                                  : nullptr;
+  if (refused != nullptr) {
+    usage_error(cat(flag, " and ", refused,
+                    ": K-batch-sync is the synchronous FMB workers' round on the CPU (one "
+                    "server, whole gradients)"));
+  }
+  if (o.clock != "virtual") {
+    usage_error(cat(flag,
+                    " needs --clock virtual: on the wall clock the master would have to cancel "
+                    "the workers' batches in flight once K are done, which mbkit does not do"));
+  }
+  if (o.compute_model.empty()) {
+    usage_error(cat(flag,
+                    " needs --compute-model: each worker's batch count is chosen from its "
+                    "batches' completion times before it computes them"));
+  }
+}
+
 // AMB-DG: mb-train-amb's synchronous ps round on the virtual clock, whose master keeps the
 // parameter versions the workers still compute at.
 void validate_delayed_gradients(const TrainOptions& o) {
@@ -501,6 +536,7 @@ void validate(const TrainOptions& o) {
   validate_local_steps(o);
   validate_emulation(o);
   validate_step_selection(o);
+  validate_k_batch_sync(o);
   validate_drop_compute(o);
   validate_delayed_gradients(o);
   if (!(o.bucket_mb >= 0) || !std::isfinite(o.bucket_mb)) {

@@ -56,6 +56,7 @@ constexpr TrainingKey kTrainingKeys[] = {
     {"k_sync", "--k-sync", "0"},
     {"gradient_coding", "--gradient-coding", "0"},
     {"local_steps", "--local-steps", "1"},
+    {"k_batch_sync", "--k-batch-sync", "0"},
     {"drop_compute", "--drop-compute", "none"},
     {"micro_batches", "--micro-batches", "none"},
     {"delayed_gradients", "--delayed-gradients", "0"},

@@ -156,14 +156,26 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
   const auto step_start = SteadyClock::now();
   const double lr = schedule_->at(step_, epoch_at(step_));
   // 0: the batch's size. A step that drops gradients averages the used ones' samples.
+  // K-batch-sync: K batches.
   const std::int64_t nominal =
-      !role_.distributed   ? 0
-      : selection_.drops() ? global_batch_ * selection_.used_per_step() / selection_.workers()
-                           : global_batch_;
+      options_.k_batch_sync > 0 ? k_batch_samples()
+      : !role_.distributed      ? 0
+      : selection_.drops()      ? global_batch_ * selection_.used_per_step() / selection_.workers()
+                                : global_batch_;
   begin_delayed_round();  // AMB-DG: the round computes at its delayed version
   WorkerReport report;
   std::vector<WorkerReport> hosted;  // --emulate: every worker's
   std::vector<bool> used;            // by worker: whose gradient the step takes (all: empty)
+  if (options_.k_batch_sync > 0) {
+    // The workers with no batch by the step's end send zeros; the state is the others' mean.
+    const KBatchStep plan = plan_k_batches();
+    int computing = 0;
+    for (const int batches : plan.batches) {
+      used.push_back(batches > 0);
+      computing += batches > 0 ? 1 : 0;
+    }
+    exchange.set_state_contributors(computing);
+  }
   if (emulated_) {
     // The stop codes a rank per worker would send: a signal on every one, rank 0's verdict
     // on worker 0 of allreduce, and the planned end.

@@ -146,15 +146,21 @@ void TrainingRun::print_start_table() const {
                           role_.parameter_server ? "; parameters come back as floats" : ""));
     }
     if (!dbsl_)
-      row("batch", cat(options_.global_batch_size > 0
-                           ? cat(worker_batch_size(options_, role_.workers, role_.workers - 1),
-                                 global_batch_ % role_.workers != 0
-                                     ? cat(" to ", worker_batch_size(options_, role_.workers, 0))
-                                     : "")
-                           : cat(options_.batch_size),
-                       " per worker, ", global_batch_,
-                       role_.async ? " per round of all workers" : " per step", ", ",
-                       steps_per_epoch_, " steps per epoch"));
+      row("batch",
+          cat(options_.global_batch_size > 0
+                  ? cat(worker_batch_size(options_, role_.workers, role_.workers - 1),
+                        global_batch_ % role_.workers != 0
+                            ? cat(" to ", worker_batch_size(options_, role_.workers, 0))
+                            : "")
+                  : cat(options_.batch_size),
+              " per worker, ", global_batch_,
+              role_.async || options_.k_batch_sync > 0 ? " per round of all workers" : " per step",
+              ", ", steps_per_epoch_, " steps per epoch"));
+    if (options_.k_batch_sync > 0) {
+      row("method", cat("K-batch-sync: a step ends when ", options_.k_batch_sync,
+                        " batches are done over all workers (", k_batch_samples(),
+                        " samples), computed back to back from the step's parameters"));
+    }
   } else {
     row("batch", cat(batch_, " per step, ", steps_per_epoch_, " steps per epoch"));
   }

@@ -82,18 +82,21 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   progress_ = std::make_unique<Progress>(planned_, steps_per_epoch_, options_.print_every);
   if (!logs_) log::set_level(std::min(log::level(), log::Level::kNormal));
   if (role_.computes) {
-    round_ = std::make_unique<WorkerRound>(WorkerRound::Parts{
-        *net_, *train_loader_, clock_, slowdown_, compute_model_, stragglers_, world_.rank(),
-        role_.worker, options_.seed, RoundRule{amb_, micro_size_, time_limit_},
-        options_.induce_trace, selection_.data_slice(role_.worker)});
+    round_ = std::make_unique<WorkerRound>(
+        WorkerRound::Parts{*net_, *train_loader_, clock_, slowdown_, compute_model_, stragglers_,
+                           world_.rank(), role_.worker, options_.seed,
+                           RoundRule{amb_, micro_size_, time_limit_, options_.k_batch_sync > 0},
+                           options_.induce_trace, selection_.data_slice(role_.worker)});
   }
   if (emulated_) {
     emulated_->make_rounds({*net_, clock_, slowdown_, compute_models_, stragglers_, options_.seed,
-                            RoundRule{amb_, micro_size_, time_limit_}});
+                            RoundRule{amb_, micro_size_, time_limit_, options_.k_batch_sync > 0}});
   }
   // A resumed synchronous run's workers have done a round a step: their induced delays go on
   // where an uninterrupted run's would be.
-  if (resume_.resumed != 0 && !role_.async && !dbsl_) {
+  if (resume_.resumed != 0 && options_.k_batch_sync > 0) {
+    replay_k_batch_steps(step_);  // a step's rounds read several batches, or none
+  } else if (resume_.resumed != 0 && !role_.async && !dbsl_) {
     if (round_) round_->skip_rounds(step_);
     if (emulated_) emulated_->skip_rounds(step_);
   }
@@ -314,6 +317,7 @@ void TrainingRun::size_epoch() {
     steps_per_epoch_ = role_.workers;
     return;
   }
+  if (options_.k_batch_sync > 0) steps_per_epoch_ = k_batch_steps_per_epoch();
   if (role_.async) {
     // An asynchronous step is one update of about async_min_grads batches.
     const auto per_step = static_cast<std::uint64_t>(async_gradients_per_update(options_)) *

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "mbkit/train/anytime.hpp"
+#include "mbkit/util/check.hpp"
 #include "mbkit/util/random.hpp"
 
 namespace mbkit::train {
@@ -49,13 +50,24 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
     emulated += report.sleep_time;
   }
   auto elapsed = [&] { return virtual_clock ? emulated : seconds_since(round_start); };
-  const data::Batch& batch = parts_.loader.next();
-  last_drawn_ = batch.size;
   const RoundRule& rule = parts_.rule;
+  // K-batch-sync: the planned count of whole batches, each a micro-batch of the anytime round.
+  const int whole_batches = rule.whole_batches ? std::exchange(next_batches_, -1) : 0;
+  MBKIT_CHECK(!rule.whole_batches || whole_batches >= 0, "a K-batch-sync round without its plan");
+  report.send_time = previous_send_;
+  report.wait_time = previous_wait_;
+  if (rule.whole_batches && whole_batches == 0) {
+    report.micro_batches = 0;
+    return report;
+  }
+  const data::Batch* batch = &parts_.loader.next();
+  last_drawn_ = batch->size;
   // FMB: one micro-batch, the whole batch, with no time limit.
-  const auto plan = split_batch(batch.size, rule.anytime ? rule.micro_size : batch.size);
-  const double scale = loss_scale > 0 ? loss_scale : 1.0 / batch.size;
-  const std::size_t image = batch.images.size() / static_cast<std::size_t>(batch.size);
+  const auto plan = rule.whole_batches
+                        ? MicroBatches{batch->size, whole_batches}
+                        : split_batch(batch->size, rule.anytime ? rule.micro_size : batch->size);
+  const double scale = loss_scale > 0 ? loss_scale : 1.0 / batch->size;
+  const std::size_t image = batch->images.size() / static_cast<std::size_t>(batch->size);
   // Dropout masks differ between workers; worker 0 draws those of a single-process run.
   const std::uint64_t step_seed =
       Rng(parts_.seed,
@@ -70,24 +82,28 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
   }
   WorkTimer timer(parts_.clock, parts_.net.backend());
   auto run_micro_batch = [&](int k) {
+    // Whole batches: the loader's next for each after the first (an epoch's last may be short).
+    if (rule.whole_batches && k > 0) batch = &parts_.loader.next();
+    const int size = rule.whole_batches ? batch->size : plan.size;
     timer.restart();
-    const std::size_t offset = static_cast<std::size_t>(k) * static_cast<std::size_t>(plan.size);
+    const std::size_t offset =
+        rule.whole_batches ? 0 : static_cast<std::size_t>(k) * static_cast<std::size_t>(plan.size);
     exchange_in_backward = 0;
     // Forward and backward: one replayed CUDA graph under --cuda-graphs.
     const auto outcome = parts_.net.train(
-        batch.images.data() + offset * image, batch.labels.data() + offset, plan.size,
+        batch->images.data() + offset * image, batch->labels.data() + offset, size,
         step_seed + static_cast<std::uint64_t>(k) * 0x9e3779b97f4a7c15ULL, scale, k > 0, ready);
     const double measured = timer.seconds();  // a GPU's queued work belongs to this micro-batch
     // A device's time overlaps part of the host's exchange: never below zero.
     const double cost = virtual_clock && parts_.compute_model
-                            ? parts_.compute_model->cost(plan.size)
+                            ? parts_.compute_model->cost(size)
                             : std::max(0.0, measured - exchange_in_backward);
     const double extra = parts_.slowdown.extra_delay(parts_.rank, cost);
     if (!virtual_clock) sleep_for(extra);
     emulated += cost + extra;
     report.compute_time += cost;
     report.sleep_time += extra;
-    report.samples += plan.size;
+    report.samples += size;
     report.loss_sum += outcome.loss_sum;
     report.correct += outcome.correct;
   };
@@ -96,8 +112,6 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
       run_micro_batch, between_micro_batches);
   report.micro_batches = round.done;
   report.finished_early = rule.anytime && round.finished_early;
-  report.send_time = previous_send_;
-  report.wait_time = previous_wait_;
   return report;
 }
 
@@ -122,6 +136,23 @@ std::optional<double> WorkerRound::predict_ready() {
         sleep += extra;
       });
   return sleep + compute;
+}
+
+std::optional<std::vector<double>> WorkerRound::predict_completions(int count) {
+  if (!parts_.clock.is_virtual() || !parts_.compute_model) return std::nullopt;
+  if (sampler_ && !predrawn_delay_) predrawn_delay_ = sampler_->next();
+  // Summed as run() sums its report's, so that the last batch's time is the report's to the bit.
+  double sleep = predrawn_delay_.value_or(0.0), compute = 0;
+  std::vector<double> completions;
+  completions.reserve(static_cast<std::size_t>(std::max(count, 0)));
+  for (int j = 0; j < count; ++j) {
+    const double cost = parts_.compute_model->cost(parts_.loader.batch_size_ahead(j));
+    const double extra = parts_.slowdown.extra_delay(parts_.rank, cost);
+    compute += cost;
+    sleep += extra;
+    completions.push_back(sleep + compute);
+  }
+  return completions;
 }
 
 WorkerReport WorkerRound::run_samples(std::int64_t at_step, std::int64_t samples,

@@ -101,6 +101,10 @@ class DataLoader {
   /// Samples of the batch the next call to next() returns (a loader without prefetch: the
   /// emulated workers', whose rounds are timed before they compute).
   int next_batch_size() const;
+  /// Samples of the batch `ahead` batches after the one the next call to next() returns (0:
+  /// that one), with or without prefetch: K-batch-sync times a worker's batches before it
+  /// computes them.
+  int batch_size_ahead(std::int64_t ahead) const;
   /// A loader without prefetch: prepares the batch the next call to next() returns, which then
   /// returns it as it is. The emulated workers call it on a helper thread for the worker after
   /// the one computing (each batch is the same whichever thread prepares it).

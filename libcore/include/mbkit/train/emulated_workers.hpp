@@ -70,7 +70,8 @@ class EmulatedWorkers {
   };
   void make_rounds(const RoundParts& parts);
 
-  /// Worker w's round (the asynchronous master runs them one at a time, emulated_async.hpp).
+  /// Worker w's round (the asynchronous master runs them one at a time, emulated_async.hpp;
+  /// K-batch-sync plans its batches before the step).
   WorkerRound& round(int w) { return *rounds_.at(static_cast<std::size_t>(w)); }
 
   /// Resume: every worker's induced delays continue after `rounds` rounds.
@@ -89,7 +90,8 @@ class EmulatedWorkers {
   /// With a `selection` that drops gradients, the rounds' ready times are predicted first
   /// (WorkerRound::predict_ready: a compute model), `arrival_of(w, ready)` turns them into
   /// arrivals at the master, and a dropped worker adds zeros, as its rank would send them
-  /// (drop_contribution); `used` gets the choice.
+  /// (drop_contribution); `used` gets the choice. A `used` given with a flag per worker (a
+  /// K-batch-sync plan) is taken as it is.
   std::vector<WorkerReport> run_step(std::int64_t step, double loss_scale, std::span<float> sum,
                                      const std::function<int(int)>& stop_of,
                                      const StepSelection& selection,
@@ -104,7 +106,7 @@ class EmulatedWorkers {
   int servers_;
   std::shared_ptr<const data::SplitRows> rows_;
   /// Two batch buffers for all loaders, by worker parity: worker w's batch is in use while the
-  /// helper prepares worker w + 1's.
+  /// helper prepares worker w + 1's (K-batch-sync: a buffer per loader).
   std::shared_ptr<data::Batch> batches_[2];
   std::vector<std::unique_ptr<data::DataLoader>> loaders_;
   std::vector<std::unique_ptr<WorkerRound>> rounds_;

@@ -223,6 +223,9 @@ struct TrainOptions {
   bool adacomm = false;
   int adacomm_tau0 = 20;
   double adacomm_interval = 60;
+  /// --k-batch-sync K (mbkit/train/k_batch_sync.hpp): each step ends when the workers have
+  /// finished K batches between them, computed back to back from the step's parameters. 0: off.
+  int k_batch_sync = 0;
   AmbOptions amb;
   DropComputeOptions drop_compute;
   DelayedGradientsOptions delayed_gradients;

@@ -35,6 +35,7 @@
 #include "mbkit/train/emulated_workers.hpp"
 #include "mbkit/train/evaluate.hpp"
 #include "mbkit/train/exchange.hpp"
+#include "mbkit/train/k_batch_sync.hpp"
 #include "mbkit/train/options.hpp"
 #include "mbkit/train/progress.hpp"
 #include "mbkit/train/roles.hpp"
@@ -232,6 +233,17 @@ class TrainingRun {
   double arrival_of(int worker, double ready) const;
   /// Every worker's arrival in this step, gathered from every rank (selection_.drops()).
   std::vector<double> gather_arrivals(const WorkerReport& report) const;
+  /// --k-batch-sync (k_batch_sync.hpp): the step's plan from every worker's predicted batch
+  /// completions (gathered from every rank, or the hosted workers'), each hosted round told its
+  /// batches.
+  KBatchStep plan_k_batches();
+  /// A resumed K-batch-sync run: the `steps` planned again without computing, so that every
+  /// worker's delays and data continue where the straight run's are.
+  void replay_k_batch_steps(std::int64_t steps);
+  /// The samples a K-batch-sync step is planned for: K batches.
+  std::int64_t k_batch_samples() const;
+  /// Steps of a K-batch-sync epoch: the training rows at K batches a step.
+  std::int64_t k_batch_steps_per_epoch() const;
 
   // Model and optimizer.
   std::unique_ptr<nn::Network> net_;

@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "mbkit/data/loader.hpp"
 #include "mbkit/emulation/delay_trace.hpp"
@@ -32,6 +33,9 @@ struct RoundRule {
   bool anytime = false;   ///< AMB: micro-batches under a time limit
   int micro_size = 0;     ///< AMB: samples per micro-batch
   double time_limit = 0;  ///< AMB: seconds per round on the run's clock
+  /// K-batch-sync (k_batch_sync.hpp): whole batches of the loader back to back, as many as
+  /// set_batches() says for the round (0: none, only the induced delay).
+  bool whole_batches = false;
 };
 
 class WorkerRound {
@@ -85,6 +89,18 @@ class WorkerRound {
   /// the next run(), without computing: on the virtual clock with a compute model and a loader
   /// without prefetch, else nullopt. It draws the round's induced delay, which run() then uses.
   std::optional<double> predict_ready();
+  /// K-batch-sync: the completion times (seconds after the round's start, summed as run()'s
+  /// report) of the next `count` whole batches, without computing; nullopt as predict_ready().
+  /// It draws the round's induced delay, which run() then uses.
+  std::optional<std::vector<double>> predict_completions(int count);
+  /// K-batch-sync: the next run() computes `batches` whole batches.
+  void set_batches(int batches) { next_batches_ = batches; }
+  /// Forgets the predicted round (its delay drawn, its batch count): a resumed run replays the
+  /// steps done without computing them.
+  void discard_prediction() {
+    predrawn_delay_.reset();
+    next_batches_ = -1;
+  }
   /// Samples of the last batch drawn.
   int last_drawn() const { return last_drawn_; }
   /// A resumed run's worker has done `rounds` rounds already: its induced delays continue
@@ -95,6 +111,7 @@ class WorkerRound {
   Parts parts_;
   std::unique_ptr<emulation::DelaySource> sampler_;  ///< the induced delays, if any
   std::optional<double> predrawn_delay_;             ///< predict_ready()'s draw, for the next run()
+  int next_batches_ = -1;                            ///< whole_batches: set_batches()'s count
   double previous_send_ = 0, previous_wait_ = 0, previous_recv_ = 0;
   std::optional<SteadyClock::time_point> exchange_end_;
   int last_drawn_ = 0;
