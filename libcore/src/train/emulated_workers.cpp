@@ -200,11 +200,9 @@ std::optional<ComputeModel> EmulatedWorkers::compute_model(const ComputeModels& 
 void EmulatedWorkers::make_rounds(const RoundParts& parts) {
   net_ = &parts.net;
   if (lanes_.empty()) {
-    if (lanes_count_ > 1 && !parts.net.backend().host_accessible()) {
-      usage_error(cat("--threads ", options_.threads, " with --emulate: the emulated workers' ",
-                      "threads are the CPU backend's (--device ", options_.device,
-                      " computes on one device queue); give --threads 1"));
-    }
+    // --emulate refuses a GPU --device (options.cpp): lanes are the CPU backend's.
+    MBKIT_CHECK(lanes_count_ == 1 || parts.net.backend().host_accessible(),
+                "emulated workers' lanes on a device backend");
     lanes_.resize(static_cast<std::size_t>(lanes_count_));
     lanes_.front().net = &parts.net;
     for (int t = 1; t < lanes_count_; ++t) {

@@ -4,8 +4,9 @@
 // data-parallel step.
 //
 // The process plays rank 0 of a run of N workers (and, under ps, the master) on the virtual
-// clock. It holds one network; each emulated worker is its slice of one dataset in memory
-// (data::SplitRows, a few kilobytes of order each), its straggler draws and its worker round.
+// clock. It holds a network per lane (below); each emulated worker is its slice of one dataset
+// in memory (data::SplitRows, a few kilobytes of order each), its straggler draws and its
+// worker round.
 // A step runs every worker's round, each from the step's parameters and state, and adds its
 // gradient, state and report into one sum in worker order (add_worker_to_sum), in the order
 // and with the additions of the shared-memory sum: a run gives the bits of the same run under
