@@ -3,7 +3,8 @@ own, their contributions added in worker order; every T gives T = 1's bits. Comp
 dataset of the checkpoint and every column of the metric log but wall_time (test_emulate.SameBits),
 for FMB and AMB over ps and allreduce, a straggler method that drops gradients (--k-sync, its
 ready times predicted before the rounds) and a model with dropout and batch norm (its running
-statistics are the last worker's after each step). cifar10-cnn (dropout and batch norm) takes
+statistics are the last worker's after each step); and --async, whose emulated master runs the rounds
+one at a time on its network, refused with --threads. cifar10-cnn (dropout and batch norm) takes
 too long for this test.
 """
 
@@ -70,6 +71,14 @@ class EmulateThreads(SameBits, mbtest.ToolTestCase):
         self.assertIn(", over 3 threads", result.err)
         with h5py.File(self.path("bn-3.h5"), "r") as checkpoint:
             self.assertIn("block1.1.bn.running_mean", checkpoint["state"])
+
+    def test_the_asynchronous_master_with_threads_is_refused(self):
+        # Its rounds run one at a time on the master's network: refused, not run on one thread.
+        result = mbtest.run([mbtest.tool("mb-train-fmb"), "--data", "toy.h5",
+                             *given(SHORT, "--threads", "2"), "--comm", "ps", "--async",
+                             "--emulate", "4"], cwd=self.dir, env=self.env)
+        self.assertEqual(result.rc, 2, msg=result.err)
+        self.assertIn("--emulate 4 --async --threads 2", result.err)
 
 
 if __name__ == "__main__":

@@ -153,7 +153,8 @@ class LaneThreads {
 EmulatedWorkers::EmulatedWorkers(const TrainOptions& options, int workers, int servers)
     : options_(options),
       servers_(servers),
-      lanes_count_(options.threads > 1 ? std::min(options.threads, workers) : 1) {
+      // validate() refuses --async with --threads: its master runs rounds on its own network.
+      lanes_count_(options.threads > 1 && !options.async ? std::min(options.threads, workers) : 1) {
   MBKIT_CHECK(workers > 0, "emulating ", workers, " workers");
   for (int b = 0; b < 2 * lanes_count_; ++b) batches_.push_back(std::make_shared<data::Batch>());
   rows_ = data::load_split_rows(options.data, std::string(data::kTrain));
