@@ -1,14 +1,17 @@
 #!/usr/bin/python3
 """What --emulate costs: emulated workers inside one process against a one-process run.
 
-For each worker count N, `mb-train-fmb --emulate N` (ps, virtual clock) and a one-process run
-at the same per-worker batch size and --threads 1 train in alternating rounds; prints the
-samples computed per real second of each (from the logs' wall_time, after a warm-up), their
-ratio (the issue's target: at least 0.9), the emulated run's start-up (its first step's
-wall_time minus the step's own duration, median over rounds) and peak RSS (GNU time).
+For each worker count N, `mb-train-fmb --emulate N --threads T` (ps, virtual clock) for each T
+of --threads and a one-process run at the same per-worker batch size and --threads 1 train in
+alternating rounds; prints, a line per N and T, the samples computed per real second of each
+(from the logs' wall_time, after a warm-up; medians over rounds), their ratio (the issue's
+target: at least 0.9 at T = 1; T > 1 spreads the emulated workers over T threads), the emulated
+run's start-up (its first step's wall_time minus the step's own duration, median over rounds)
+and peak RSS (GNU time, the largest over rounds). The first line gives the machine's load
+average when the benchmark started: rates on a loaded machine are lower bounds.
 
     /usr/bin/python3 tests/bench/compare_emulate.py [--workers 10,100,1000,10000]
-        [--rounds 3] [--batch-size 64] [--samples 200000] [--data fmnist.h5]
+        [--threads 1,2] [--rounds 3] [--batch-size 64] [--samples 200000] [--data fmnist.h5]
 """
 
 import argparse
@@ -40,9 +43,9 @@ def rate_and_start(log, warmup):
     return rate, wall[0] - first_step
 
 
-def train(data, log, args, extra):
+def train(data, log, args, extra, threads=1):
     command = [os.path.join(BIN, "mb-train-fmb"), "--data", data, "--model", "mlp",
-               "--threads", "1", "--batch-size", str(args.batch_size), "--clock", "virtual",
+               "--threads", str(threads), "--batch-size", str(args.batch_size), "--clock", "virtual",
                "--compute-model", "0.0001,0.001", "--comm-model", "25e-6,1e-10",
                "--eval-every", "0", "--test-size", "100", "--log", log, "--force", "-q", *extra]
     if os.path.exists(GNU_TIME):
@@ -55,6 +58,8 @@ def train(data, log, args, extra):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--workers", default="10,100,1000,10000")
+    parser.add_argument("--threads", default="1",
+                        help="the emulated runs' --threads (comma-separated)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--samples", type=int, default=200000,
@@ -68,31 +73,38 @@ def main():
                             data], check=True)
         with h5py.File(data, "r") as f:
             rows = len(f["train/labels"])
-        print(f"mlp, --threads 1, ps on the virtual clock, {args.rounds} rounds, CPU: {cpu_model()}")
-        print(f"{'workers':>8} {'batch':>6} {'one process':>12} {'emulated':>10} {'ratio':>6} "
-              f"{'start-up':>9} {'peak RSS':>9}")
+        threads = [int(t) for t in args.threads.split(",")]
+        load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+        print(f"mlp, ps on the virtual clock, {args.rounds} rounds, CPU: {cpu_model()}, "
+              f"{os.cpu_count()} cores, load average {load}")
+        print(f"{'workers':>8} {'threads':>7} {'batch':>6} {'one process':>12} {'emulated':>10} "
+              f"{'ratio':>6} {'start-up':>9} {'peak RSS':>9}")
         for workers in [int(w) for w in args.workers.split(",")]:
             batch = min(args.batch_size, rows // workers)  # a worker's slice may be smaller
             step_samples = batch * workers
             steps = max(4, args.samples // step_samples)
             single_steps = max(4, steps * workers)
             warmup = max(1, steps // 4)
-            rates = {"one": [], "emulated": []}
-            starts, rss = [], []
+            one_rates = []
+            rates, starts, rss = ({t: [] for t in threads} for _ in range(3))
             for round_ in range(args.rounds):
                 log = os.path.join(tmp, f"one-{workers}-{round_}.h5")
                 args_one = argparse.Namespace(batch_size=batch)
                 train(data, log, args_one, ["--steps", str(single_steps)])
-                rates["one"].append(rate_and_start(log, warmup * workers)[0])
-                log = os.path.join(tmp, f"emulated-{workers}-{round_}.h5")
-                rss.append(train(data, log, args_one, ["--steps", str(steps), "--emulate",
-                                                      str(workers), "--comm", "ps"]))
-                rate, start = rate_and_start(log, warmup)
-                rates["emulated"].append(rate)
-                starts.append(start)
-            one, emulated = statistics.median(rates["one"]), statistics.median(rates["emulated"])
-            print(f"{workers:>8} {batch:>6} {one:>10.0f}/s {emulated:>8.0f}/s {emulated / one:>6.2f} "
-                  f"{statistics.median(starts):>7.2f} s {max(rss):>6.0f} MB")
+                one_rates.append(rate_and_start(log, warmup * workers)[0])
+                for t in threads:
+                    log = os.path.join(tmp, f"emulated-{workers}-{t}-{round_}.h5")
+                    rss[t].append(train(data, log, args_one, ["--steps", str(steps), "--emulate",
+                                                              str(workers), "--comm", "ps"], t))
+                    rate, start = rate_and_start(log, warmup)
+                    rates[t].append(rate)
+                    starts[t].append(start)
+            one = statistics.median(one_rates)
+            for t in threads:
+                emulated = statistics.median(rates[t])
+                print(f"{workers:>8} {t:>7} {batch:>6} {one:>10.0f}/s {emulated:>8.0f}/s "
+                      f"{emulated / one:>6.2f} {statistics.median(starts[t]):>7.2f} s "
+                      f"{max(rss[t]):>6.0f} MB", flush=True)
 
 
 def cpu_model():

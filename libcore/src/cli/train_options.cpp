@@ -166,7 +166,9 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
   run->add_option("--seed", o.seed, "Seed of initialisation, shuffling, augmentation and dropout")
       ->capture_default_str()
       ->check(whole_number<std::uint64_t>());
-  run->add_option("--threads", o.threads, "Threads (default: all cores)")
+  run->add_option("--threads", o.threads,
+                  "Threads (default: all cores); with --emulate, the threads the emulated "
+                  "workers are spread over (default 1), the same bits for every count")
       ->check(whole_number<int>());
   add_device_option(*run, o.device);
   add_precision_option(*run, o.precision);

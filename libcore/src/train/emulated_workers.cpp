@@ -7,6 +7,8 @@
 #include <thread>
 #include <utility>
 
+#include "mbkit/backend/factory.hpp"
+#include "mbkit/nn/precision.hpp"
 #include "mbkit/train/exchange.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/error.hpp"
@@ -75,11 +77,88 @@ class BatchAhead {
   std::thread thread_;  ///< last: started once the rest is there
 };
 
+// Runs a job on every lane at once, lanes 1.. on threads of their own (kept for the run, so
+// that oneDNN's per-thread scratch is made once), lane 0 on the calling thread; returns once
+// every lane is done, rethrowing the first error.
+class LaneThreads {
+ public:
+  explicit LaneThreads(int lanes) {
+    for (int lane = 1; lane < lanes; ++lane) threads_.emplace_back([this, lane] { serve(lane); });
+  }
+  LaneThreads(const LaneThreads&) = delete;
+  LaneThreads& operator=(const LaneThreads&) = delete;
+  ~LaneThreads() {
+    {
+      const std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& thread : threads_) thread.join();
+  }
+
+  void run(const std::function<void(int lane)>& job) {
+    {
+      const std::lock_guard lock(mutex_);
+      job_ = &job;
+      ++generation_;
+      busy_ = threads_.size();
+    }
+    wake_.notify_all();
+    std::exception_ptr mine;
+    try {
+      job(0);
+    } catch (...) {
+      mine = std::current_exception();
+    }
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [&] { return busy_ == 0; });
+    job_ = nullptr;
+    std::exception_ptr theirs = std::exchange(error_, nullptr);
+    if (mine) std::rethrow_exception(mine);
+    if (theirs) std::rethrow_exception(theirs);
+  }
+
+ private:
+  void serve(int lane) {
+    std::uint64_t seen = 0;
+    std::unique_lock lock(mutex_);
+    while (true) {
+      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      if (stopping_) return;
+      seen = generation_;
+      const std::function<void(int)>* job = job_;
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        (*job)(lane);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      if (error && !error_) error_ = error;
+      if (--busy_ == 0) done_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  const std::function<void(int)>* job_ = nullptr;
+  std::uint64_t generation_ = 0;  ///< jobs started: a lane runs each once
+  std::size_t busy_ = 0;          ///< lanes 1.. still running the job
+  std::exception_ptr error_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;  ///< last: started once the rest is there
+};
+
 EmulatedWorkers::EmulatedWorkers(const TrainOptions& options, int workers, int servers)
     : options_(options),
       servers_(servers),
-      batches_{std::make_shared<data::Batch>(), std::make_shared<data::Batch>()} {
+      // validate() refuses --async with --threads: its master runs rounds on its own network.
+      lanes_count_(options.threads > 1 && !options.async && !local_sgd(options)
+                       ? std::min(options.threads, workers)
+                       : 1) {
   MBKIT_CHECK(workers > 0, "emulating ", workers, " workers");
+  for (int b = 0; b < 2 * lanes_count_; ++b) batches_.push_back(std::make_shared<data::Batch>());
   rows_ = data::load_split_rows(options.data, std::string(data::kTrain));
   loaders_.reserve(static_cast<std::size_t>(workers));
   // Gradient coding: a group's workers read their group's slice.
@@ -94,12 +173,14 @@ EmulatedWorkers::EmulatedWorkers(const TrainOptions& options, int workers, int s
     loader.augment = options.augment;
     loader.slice_index = selection.data_slice(w);
     loader.slice_count = selection.data_slices();
-    loader.prefetch = 0;  // one thread computes every worker: nothing to overlap
+    loader.prefetch = 0;  // a lane's helper prepares the batches (BatchAhead)
     loader.rows = rows_;
     // K-batch-sync: a worker may leave the batch prepared for it unread for steps (it computed
     // none), so it keeps a buffer of its own.
     loader.batch_buffer =
-        options.k_batch_sync > 0 ? std::make_shared<data::Batch>() : batches_[w % 2];
+        options.k_batch_sync > 0
+            ? std::make_shared<data::Batch>()
+            : batches_[static_cast<std::size_t>(2 * (w % lanes_count_) + (w / lanes_count_) % 2)];
     loaders_.push_back(std::make_unique<data::DataLoader>(std::move(loader)));
   }
 }
@@ -125,6 +206,26 @@ std::optional<ComputeModel> EmulatedWorkers::compute_model(const ComputeModels& 
 
 void EmulatedWorkers::make_rounds(const RoundParts& parts) {
   net_ = &parts.net;
+  if (lanes_.empty()) {
+    // --emulate refuses a GPU --device (options.cpp): lanes are the CPU backend's.
+    MBKIT_CHECK(lanes_count_ == 1 || parts.net.backend().host_accessible(),
+                "emulated workers' lanes on a device backend");
+    lanes_.resize(static_cast<std::size_t>(lanes_count_));
+    lanes_.front().net = &parts.net;
+    for (int t = 1; t < lanes_count_; ++t) {
+      Lane& lane = lanes_[static_cast<std::size_t>(t)];
+      // One thread per lane: a network's bits never depend on the lanes beside it.
+      lane.backend =
+          backend::make_backend(options_.device, 1, nn::parse_precision(options_.precision));
+      MBKIT_CHECK(parts.make_network != nullptr, "emulated workers' lanes need make_network");
+      lane.own = parts.make_network(*lane.backend);
+      MBKIT_CHECK(lane.own->parameter_count() == parts.net.parameter_count() &&
+                      lane.own->state_count() == parts.net.state_count(),
+                  "a lane's network differs from the run's");
+      lane.net = lane.own.get();
+    }
+    if (lanes_count_ > 1) threads_ = std::make_unique<LaneThreads>(lanes_count_);
+  }
   rounds_.clear();
   rounds_.reserve(loaders_.size());
   for (int w = 0; w < workers(); ++w) {
@@ -134,7 +235,7 @@ void EmulatedWorkers::make_rounds(const RoundParts& parts) {
     RoundRule rule = parts.rule;
     if (rule.anytime) rule.micro_size = loader.options().batch_size / anytime_partitions(options_);
     rounds_.push_back(std::make_unique<WorkerRound>(
-        WorkerRound::Parts{parts.net, loader, parts.clock, parts.slowdown,
+        WorkerRound::Parts{*lane_of(w).net, loader, parts.clock, parts.slowdown,
                            compute_model(parts.compute_models, w), parts.stragglers, rank_of(w), w,
                            parts.seed, rule, options_.induce_trace, loader.options().slice_index}));
   }
@@ -145,7 +246,10 @@ void EmulatedWorkers::skip_rounds(std::int64_t rounds) {
 }
 
 void EmulatedWorkers::for_each_loader(const std::function<void(data::DataLoader&)>& f) {
-  if (ahead_) ahead_->wait();  // no batch under way while the loaders are repositioned
+  // No batch under way while the loaders are repositioned.
+  for (Lane& lane : lanes_) {
+    if (lane.ahead) lane.ahead->wait();
+  }
   for (auto& loader : loaders_) f(*loader);
 }
 
@@ -153,6 +257,19 @@ std::size_t EmulatedWorkers::sum_floats(std::size_t gradient_floats,
                                         std::size_t state_floats) const {
   return gradient_floats + state_floats +
          static_cast<std::size_t>(workers()) * report_slot_floats(servers_ > 0);
+}
+
+WorkerReport EmulatedWorkers::compute_worker(Lane& lane, int w, std::int64_t step,
+                                             double loss_scale) {
+  // Each worker starts from the step's state, as a rank holds it after the last exchange.
+  std::copy(step_state_.begin(), step_state_.end(), lane.net->state().begin());
+  if (lane.ahead) {
+    lane.ahead->wait();  // this worker's batch, if it was started
+    if (w + lanes_count_ < workers()) {
+      lane.ahead->start(*loaders_[static_cast<std::size_t>(w + lanes_count_)]);
+    }
+  }
+  return rounds_[static_cast<std::size_t>(w)]->run(step, loss_scale);
 }
 
 std::vector<WorkerReport> EmulatedWorkers::run_step(
@@ -187,39 +304,78 @@ std::vector<WorkerReport> EmulatedWorkers::run_step(
     }
     used = selection.select(ready);
   }
-  std::vector<WorkerReport> reports;
-  reports.reserve(rounds_.size());
+  std::vector<WorkerReport> reports(rounds_.size());
   // As a one-process run's --prefetch: a helper thread where the process has cores for it.
-  if (options_.prefetch > 0 && !ahead_) ahead_ = std::make_unique<BatchAhead>();
-  for (int w = 0; w < workers(); ++w) {
-    // Each worker starts from the step's state, as a rank holds it after the last exchange.
-    if (w > 0) std::copy(step_state_.begin(), step_state_.end(), state.begin());
-    if (ahead_) {
-      ahead_->wait();  // this worker's batch, if it was started
-      if (w + 1 < workers()) ahead_->start(*loaders_[static_cast<std::size_t>(w + 1)]);
-    }
-    WorkerReport report = rounds_[static_cast<std::size_t>(w)]->run(step, loss_scale);
-    report.stop = stop_of(w);
-    if (!used[static_cast<std::size_t>(w)]) drop_contribution(report, net.gradients(), state);
-    add_worker_to_sum(sum, net.gradients(), state, report, w, parameter_server);
-    reports.push_back(report);
+  for (Lane& lane : lanes_) {
+    if (options_.prefetch > 0 && !lane.ahead) lane.ahead = std::make_unique<BatchAhead>();
   }
-  // Worker 0's next batch while the step is combined (its buffer is free: the rounds are done).
-  if (ahead_) ahead_->start(*loaders_.front());
+  // The ticket: worker w adds once every worker before it has.
+  std::mutex turn_mutex;
+  std::condition_variable turn;
+  int next_to_add = 0;
+  bool failed = false;  // a lane's error: the others stop waiting for their turn
+  const std::function<void(int)> lane_job = [&](int t) {
+    Lane& lane = lanes_[static_cast<std::size_t>(t)];
+    nn::Network& lane_net = *lane.net;
+    try {
+      if (lanes_count_ > 1) lane_net.backend().use_from_this_thread();
+      if (&lane_net != &net) {
+        const auto parameters = net.parameters();
+        std::copy(parameters.begin(), parameters.end(), lane_net.parameters().begin());
+      }
+      for (int w = t; w < workers(); w += lanes_count_) {
+        WorkerReport report = compute_worker(lane, w, step, loss_scale);
+        std::unique_lock lock(turn_mutex);
+        turn.wait(lock, [&] { return next_to_add == w || failed; });
+        if (failed) return;
+        report.stop = stop_of(w);
+        if (!used[static_cast<std::size_t>(w)]) {
+          drop_contribution(report, lane_net.gradients(), lane_net.state());
+        }
+        add_worker_to_sum(sum, lane_net.gradients(), lane_net.state(), report, w, parameter_server);
+        reports[static_cast<std::size_t>(w)] = report;
+        ++next_to_add;
+        turn.notify_all();
+      }
+    } catch (...) {
+      {
+        const std::lock_guard lock(turn_mutex);
+        failed = true;
+      }
+      turn.notify_all();
+      throw;
+    }
+  };
+  if (threads_) {
+    threads_->run(lane_job);
+  } else {
+    lane_job(0);
+  }
+  // The network's state is the last worker's, as the last rank's would be.
+  const nn::Network& last = *lane_of(workers() - 1).net;
+  if (&last != &net) std::copy(last.state().begin(), last.state().end(), state.begin());
+  // Each lane's first worker's next batch while the step is combined (its buffers are free:
+  // the rounds are done).
+  for (int t = 0; t < lanes_count_; ++t) {
+    Lane& lane = lanes_[static_cast<std::size_t>(t)];
+    if (lane.ahead) lane.ahead->start(*loaders_[static_cast<std::size_t>(t)]);
+  }
   return reports;
 }
 
 WorkerReport EmulatedWorkers::run_worker(int w, std::int64_t step, double loss_scale) {
   MBKIT_CHECK(net_ != nullptr && rounds_.size() == loaders_.size() && w >= 0 && w < workers(),
               "emulated worker ", w, " stepped before make_rounds()");
-  // The next worker's batch is prepared meanwhile, as in run_step (worker 0's after the last).
-  if (options_.prefetch > 0 && !ahead_) ahead_ = std::make_unique<BatchAhead>();
-  if (ahead_) {
-    ahead_->wait();
-    if (w + 1 < workers()) ahead_->start(*loaders_[static_cast<std::size_t>(w + 1)]);
+  // The next worker's batch is prepared meanwhile, as in run_step (worker 0's after the last);
+  // one lane here (local SGD runs its workers on the run's network).
+  Lane& lane = lanes_.front();
+  if (options_.prefetch > 0 && !lane.ahead) lane.ahead = std::make_unique<BatchAhead>();
+  if (lane.ahead) {
+    lane.ahead->wait();
+    if (w + 1 < workers()) lane.ahead->start(*loaders_[static_cast<std::size_t>(w + 1)]);
   }
   WorkerReport report = rounds_[static_cast<std::size_t>(w)]->run(step, loss_scale);
-  if (ahead_ && w + 1 == workers()) ahead_->start(*loaders_.front());
+  if (lane.ahead && w + 1 == workers()) lane.ahead->start(*loaders_.front());
   return report;
 }
 

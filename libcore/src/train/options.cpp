@@ -259,7 +259,8 @@ void validate_emulation(const TrainOptions& o) {
   if (o.emulate == 0) return;
   if (o.clock != "virtual") {
     usage_error(cat("--emulate ", o.emulate,
-                    " runs the workers one after another: it needs --clock virtual"));
+                    " runs the workers on this process's threads, not a core each: it needs "
+                    "--clock virtual"));
   }
   const char* refused = o.dbsl.enabled                       ? "mb-train-dbsl"
                         : o.servers > 1                      ? "--servers"
@@ -273,6 +274,17 @@ void validate_emulation(const TrainOptions& o) {
     usage_error(cat("--emulate ", o.emulate, ": ", refused,
                     " is not emulated inside one process yet (synchronous ps and allreduce, "
                     "and ps --async, are); run a rank per worker under mpirun"));
+  }
+  if (o.async && o.threads > 1) {
+    usage_error(cat("--emulate ", o.emulate, " --async --threads ", o.threads,
+                    ": the emulated asynchronous master runs the workers' rounds one at a time "
+                    "on its network; give --threads 1"));
+  }
+  if (local_sgd(o) && o.threads > 1) {
+    usage_error(cat("--emulate ", o.emulate, " --local-steps ", o.given.local_steps, " --threads ",
+                    o.threads,
+                    ": local SGD's emulated workers run one at a time on the run's network, "
+                    "each with its own model swapped in; give --threads 1"));
   }
   if (o.async && o.compute_model.empty()) {
     usage_error(cat("--emulate ", o.emulate,

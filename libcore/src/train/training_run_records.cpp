@@ -133,9 +133,11 @@ void TrainingRun::print_start_table() const {
                                                           options_.async_delay_std, " s x |N(0,1)|")
                                                     : "")
                 : "",
-            emulated_ ? cat("), emulated in this process on ", world_.host(),
-                            role_.parameter_server ? " with the master" : "")
-                      : cat("), ranks ", describe_hosts(hosts_, role_))));
+            emulated_
+                ? cat("), emulated in this process on ", world_.host(),
+                      role_.parameter_server ? " with the master" : "",
+                      emulated_->lanes() > 1 ? cat(", over ", emulated_->lanes(), " threads") : "")
+                : cat("), ranks ", describe_hosts(hosts_, role_))));
     if (options_.compression.enabled()) {
       const std::size_t n = net_->parameter_count();
       const double sent = static_cast<double>(options_.compression.encoded_bytes(n));

@@ -56,10 +56,12 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
                       "), which computes no gradients"));
     }
   }
-  // An emulated worker has a core of its own: one thread unless told otherwise.
-  backend_ = backend::make_backend(
-      options_.device, clock_.is_virtual() && options_.threads == 0 ? 1 : options_.threads,
-      nn::parse_precision(options_.precision));
+  // An emulated worker has a core of its own: one thread unless told otherwise. Under
+  // --emulate every worker's network has one thread: --threads spreads the workers over
+  // threads instead (emulated_workers.hpp), and the bits are the same for every --threads.
+  const bool one_thread = role_.emulated > 0 || (clock_.is_virtual() && options_.threads == 0);
+  backend_ = backend::make_backend(options_.device, one_thread ? 1 : options_.threads,
+                                   nn::parse_precision(options_.precision));
   clock_.set_threads(backend_->threads());
   selection_ = StepSelection::from_options(options_, role_.workers);
   open_data();
@@ -90,7 +92,8 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   }
   if (emulated_) {
     emulated_->make_rounds({*net_, clock_, slowdown_, compute_models_, stragglers_, options_.seed,
-                            RoundRule{amb_, micro_size_, time_limit_, options_.k_batch_sync > 0}});
+                            RoundRule{amb_, micro_size_, time_limit_, options_.k_batch_sync > 0},
+                            [this](nn::Backend& backend) { return make_network(backend); }});
   }
   // A resumed synchronous run's workers have done a round a step: their induced delays go on
   // where an uninterrupted run's would be.
@@ -238,12 +241,17 @@ void check_model_fits(const nn::Graph& graph, const models::ModelConfig& model) 
 
 }  // namespace
 
-void TrainingRun::build_model() {
+std::unique_ptr<nn::Network> TrainingRun::make_network(nn::Backend& backend) const {
   nn::Graph graph = models::build_model(
       options_.model, {shape_.channels, shape_.height, shape_.width}, info_.num_classes);
   check_model_fits(graph, options_.model);
-  net_ = std::make_unique<nn::Network>(std::move(graph), *backend_);
-  net_->initialize(options_.seed);
+  auto net = std::make_unique<nn::Network>(std::move(graph), backend);
+  net->initialize(options_.seed);
+  return net;
+}
+
+void TrainingRun::build_model() {
+  net_ = make_network(*backend_);
   // --cuda-graphs: on by default where the backend records graphs.
   if (options_.cuda_graphs == "on" && !backend_->can_capture()) {
     usage_error(

@@ -113,6 +113,10 @@ class Backend {
   /// "cpu: oneDNN 2.6.3, 2 threads".
   virtual std::string description() const = 0;
   virtual int threads() const = 0;
+  /// Readies the calling thread to run this backend's work, where the backend was made on
+  /// another thread (--emulate's worker threads): the CPU backend gives it the backend's thread
+  /// count, which OpenMP keeps per thread.
+  virtual void use_from_this_thread() {}
   /// Whether this backend has a kernel for `op`: a Network refuses a graph with an op its
   /// backend lacks before building anything, and backend parity tests skip what is not there.
   virtual bool supports(Op op) const = 0;

@@ -4,18 +4,28 @@
 // data-parallel step.
 //
 // The process plays rank 0 of a run of N workers (and, under ps, the master) on the virtual
-// clock. It holds one network; each emulated worker is its slice of one dataset in memory
-// (data::SplitRows, a few kilobytes of order each), its straggler draws and its worker round.
-// A step runs every worker's round in worker order, each from the step's parameters and state,
-// and adds its gradient, state and report into one sum as it finishes (add_worker_to_sum), in
-// the order and with the additions of the shared-memory sum: a run gives the bits of the same
-// run under mpirun with a process per worker and --allreduce shm.
+// clock. It holds a network per lane (below); each emulated worker is its slice of one dataset
+// in memory (data::SplitRows, a few kilobytes of order each), its straggler draws and its
+// worker round.
+// A step runs every worker's round, each from the step's parameters and state, and adds its
+// gradient, state and report into one sum in worker order (add_worker_to_sum), in the order
+// and with the additions of the shared-memory sum: a run gives the bits of the same run under
+// mpirun with a process per worker and --allreduce shm.
 //
-//   memory: one network, one sum (gradients + state + 11 floats per worker), the split's rows,
-//           per worker its loader's order and a round (about 2 KB);
-//   time:   the workers' compute, one pass over the gradients per worker to add it up; the
-//           next worker's batch is prepared on a helper thread meanwhile (as a one-process
-//           run's loader prefetches on its own thread; not where --prefetch is 0).
+// --threads T spreads the workers over T lanes, a thread each (the calling thread is lane 0)
+// with a network of its own on a one-thread backend: lane t computes workers t, t + T, ...
+// and adds each into the sum when its turn comes (a ticket: worker w waits for w - 1's
+// addition), so the sum, the reports and the network's state afterwards (the last worker's)
+// are T = 1's to the bit for every T. A worker's round depends only on the worker (its
+// loader, its straggler and dropout streams, its compute model), never on its lane.
+//
+//   memory: a network per lane, one sum (gradients + state + 11 floats per worker), the
+//           split's rows, two batches per lane, per worker its loader's order and a round
+//           (about 2 KB);
+//   time:   the workers' compute over T cores, one pass over the gradients per worker to add
+//           it up (one worker at a time); each lane's next batch is prepared on a helper
+//           thread of its own meanwhile (as a one-process run's loader prefetches on its own
+//           thread; not where --prefetch is 0).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +47,7 @@
 namespace mbkit::train {
 
 class BatchAhead;
+class LaneThreads;
 
 class EmulatedWorkers {
  public:
@@ -57,6 +68,8 @@ class EmulatedWorkers {
   /// The compute model of worker `w`: its rank's entry of --compute-model, if any.
   std::optional<ComputeModel> compute_model(const ComputeModels& models, int w) const;
   int rank_of(int w) const { return w + servers_; }
+  /// Lanes computing workers at once: --threads under --emulate, at most one per worker.
+  int lanes() const { return lanes_count_; }
 
   /// The rounds, once the network, the clock and AMB's rule are known.
   struct RoundParts {
@@ -67,6 +80,9 @@ class EmulatedWorkers {
     std::optional<emulation::StragglerProfile> stragglers;
     std::uint64_t seed = 1;
     RoundRule rule;
+    /// The run's model on another backend (a lane's network; its values are copied from `net`
+    /// every step). Needed only where lanes() > 1.
+    std::function<std::unique_ptr<nn::Network>(nn::Backend&)> make_network;
   };
   void make_rounds(const RoundParts& parts);
 
@@ -85,8 +101,9 @@ class EmulatedWorkers {
 
   /// One synchronous step: every worker's round (loss_scale as WorkerRound::run), from the
   /// network's current parameters and state, added into `sum` (sum_floats() floats) in worker
-  /// order. `stop_of(w)` is the StopCode worker w's report carries. The network's state is the
-  /// last worker's afterwards; its gradients are scratch. Returns the reports, by worker.
+  /// order. `stop_of(w)` is the StopCode worker w's report carries (called in worker order, on
+  /// any lane's thread). The network's state is the last worker's afterwards; its gradients are
+  /// scratch. Returns the reports, by worker.
   /// With a `selection` that drops gradients, the rounds' ready times are predicted first
   /// (WorkerRound::predict_ready: a compute model), `arrival_of(w, ready)` turns them into
   /// arrivals at the master, and a dropped worker adds zeros, as its rank would send them
@@ -102,19 +119,34 @@ class EmulatedWorkers {
   WorkerReport run_worker(int w, std::int64_t step, double loss_scale);
 
  private:
+  /// A lane: the network its workers compute on, and the helper preparing its next batch.
+  struct Lane {
+    std::unique_ptr<nn::Backend> backend;  ///< lanes but 0: a one-thread backend of their own
+    std::unique_ptr<nn::Network> own;      ///< lanes but 0: the run's model, on `backend`
+    nn::Network* net = nullptr;            ///< lane 0: the run's network
+    /// Prepares the lane's next worker's batch (none with --prefetch 0).
+    std::unique_ptr<BatchAhead> ahead;
+  };
+  /// Worker w's round on its lane's network, from the step's parameters and state: the
+  /// report, the gradient and state left in the lane's network.
+  WorkerReport compute_worker(Lane& lane, int w, std::int64_t step, double loss_scale);
+  Lane& lane_of(int w) { return lanes_[static_cast<std::size_t>(w % lanes_count_)]; }
+
   const TrainOptions& options_;
   int servers_;
+  int lanes_count_ = 1;
   std::shared_ptr<const data::SplitRows> rows_;
-  /// Two batch buffers for all loaders, by worker parity: worker w's batch is in use while the
-  /// helper prepares worker w + 1's (K-batch-sync: a buffer per loader).
-  std::shared_ptr<data::Batch> batches_[2];
+  /// Two batch buffers per lane, by the parity of the lane's round: worker w's batch is in use
+  /// while the lane's helper prepares worker w + lanes()'s (K-batch-sync: a buffer per loader).
+  std::vector<std::shared_ptr<data::Batch>> batches_;
   std::vector<std::unique_ptr<data::DataLoader>> loaders_;
   std::vector<std::unique_ptr<WorkerRound>> rounds_;
   nn::Network* net_ = nullptr;
   std::vector<float> step_state_;  ///< the state every worker starts the step from
-  /// The helper thread preparing the next worker's batch (none with --prefetch 0); last, so
-  /// that it stops before the loaders it prepares go.
-  std::unique_ptr<BatchAhead> ahead_;
+  /// Last but one: their helper threads stop before the loaders they prepare go.
+  std::vector<Lane> lanes_;
+  /// Last: the lanes' threads stop before anything they use goes.
+  std::unique_ptr<LaneThreads> threads_;
 };
 
 }  // namespace mbkit::train

@@ -80,6 +80,9 @@ class TrainingRun {
   void open_data();
   void open_test_data();
   void build_model();
+  /// The run's model on `backend`, initialised from the seed (build_model's, and --emulate's
+  /// worker threads' networks).
+  std::unique_ptr<nn::Network> make_network(nn::Backend& backend) const;
   void size_epoch();
   void check_ranks_agree() const;
   void set_up_emulation();

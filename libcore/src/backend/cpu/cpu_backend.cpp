@@ -229,6 +229,7 @@ class CpuBackend final : public nn::Backend {
   }
 
   int threads() const override { return threads_; }
+  void use_from_this_thread() override { omp_set_num_threads(threads_); }
 
   bool supports(nn::Op op) const override { return kKernels.supports(op); }
 
