@@ -108,10 +108,14 @@ std::optional<CommModel> parse_comm_model(const std::string& text) {
 namespace {
 
 constexpr int kRounds = 15;  // measured rounds, after one to warm up
+// The collectives' rounds: their time on a loaded machine swings from round to round (a
+// process switch per handshake), so their median takes twice as many.
+constexpr int kCollectiveRounds = 31;
 
 double median(std::vector<double> values) {
-  std::nth_element(values.begin(), values.begin() + kRounds / 2, values.end());
-  return values[kRounds / 2];
+  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), middle, values.end());
+  return *middle;
 }
 
 // One-way time of `size` bytes between ranks 0 and 1 (both call it): round trips, halved.
@@ -141,7 +145,7 @@ double ps_exchange(const comm::World& world, std::size_t floats) {
   const std::string what = "measuring the communication model";
   std::vector<float> values(floats, 0.0f);
   std::vector<double> ways;
-  for (int round = 0; round <= kRounds; ++round) {
+  for (int round = 0; round <= kCollectiveRounds; ++round) {
     world.rendezvous(what);
     if (world.rank() != 0) std::this_thread::sleep_for(std::chrono::duration<double>(kMeasureIdle));
     const auto start = std::chrono::steady_clock::now();
@@ -160,7 +164,7 @@ double ps_exchange(const comm::World& world, std::size_t floats) {
 double allreduce_exchange(const comm::World& world, std::size_t floats) {
   std::vector<float> values(floats, 0.0f);
   std::vector<double> times;
-  for (int round = 0; round <= kRounds; ++round) {
+  for (int round = 0; round <= kCollectiveRounds; ++round) {
     world.rendezvous("measuring the communication model");
     const auto start = std::chrono::steady_clock::now();
     world.allreduce_sum(values);
