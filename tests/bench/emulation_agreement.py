@@ -107,7 +107,22 @@ class SlowCgroup:
         return self
 
     def __exit__(self, *exc):
+        # Whether the quota bound: on a loaded machine the other jobs may keep the worker below
+        # 1/factor of a core, and then it is never throttled.
+        self.stat = {}
+        try:
+            with open(os.path.join(self.path, "cpu.stat")) as f:
+                self.stat = {k: int(v) for k, v in (line.split() for line in f if line.strip())}
+        except (OSError, ValueError):
+            pass
         os.rmdir(self.path)  # its processes ended with the run
+
+    def describe(self):
+        if "nr_periods" not in self.stat:
+            return "no cpu.stat"
+        throttled = self.stat.get("throttled_time", 0) / 1e9
+        return (f"throttled in {self.stat.get('nr_throttled', 0)} of {self.stat['nr_periods']} "
+                f"CFS periods of {self.period} us, {throttled:.2f} s")
 
     def wrap(self, command, rank):
         """`command` run by each mpirun rank, rank `rank` inside the group (threads too)."""
@@ -310,6 +325,7 @@ def main():
                                             wrap=lambda c: group.wrap(c, 1)))
                     reports[period].append(compare(f"{names[period]}-{repeat}", real_log,
                                                    emulated_log))
+                    print(f"# the worker's cgroup: {group.describe()}")
             print_summary("setting 3", [(names[p], summarize(reports[p])) for p in periods],
                           args.target)
 
