@@ -147,8 +147,12 @@ double ps_exchange(const comm::World& world, std::size_t floats) {
   std::vector<double> ways;
   for (int round = 0; round <= kCollectiveRounds; ++round) {
     world.rendezvous(what);
-    if (world.rank() != 0) std::this_thread::sleep_for(std::chrono::duration<double>(kMeasureIdle));
-    const auto start = std::chrono::steady_clock::now();
+    // From the planned end of the idle time: a rank that slept gets its core back late on a
+    // loaded machine, and that lateness is the step's as much as the messages' are.
+    const auto start = std::chrono::steady_clock::now() +
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(kMeasureIdle));
+    if (world.rank() != 0) std::this_thread::sleep_until(start);
     world.rendezvous(what);
     world.reduce_sum(values, 0);
     world.rendezvous(what);

@@ -66,9 +66,10 @@ enum class MeasuredExchange {
 
 /// Measures the model with an 8-byte message and one of `bytes` (the gradient), the median of
 /// 15 rounds (31 of the collectives) after one to warm up, as `how` says: kPingPong: one-way time
-/// of a ping-pong between ranks 0 and 1; kParameterServer: the workers idle kMeasureIdle seconds
-/// (as while they compute), then the gradient's way to the master (rendezvous + reduce) and the
-/// parameters' way back (rendezvous + broadcast) as rank 1 sees them, a message their mean;
+/// of a ping-pong between ranks 0 and 1; kParameterServer: the workers sleep kMeasureIdle seconds
+/// (as while they compute), then, from the sleep's planned end (a late wake-up counts), the
+/// gradient's way to the master (rendezvous + reduce) and the parameters' way back (rendezvous +
+/// broadcast) as rank 1 sees them, a message their mean;
 /// kAllreduce: an allreduce of the world's ranks R, a message 1 / (2 (R - 1)) of it (and beta
 /// scaled by R), the inverse of CommModel::allreduce. Every rank calls it; every rank returns
 /// rank 0's result.
