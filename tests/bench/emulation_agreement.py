@@ -1,20 +1,30 @@
 #!/usr/bin/python3
 """Real runs against their emulations, setting 1 of issue V: one host, 1 master + 1 worker under
 mpirun (one core each), FMB, AMB and asynchronous FMB with --induce delays slept for real on
-the wall clock, against the same runs on --clock virtual with the compute model that
-mb-bench-partitions --fit measures on this machine (the message model measured at start, as
---clock virtual does by default). Prints mb-report --compare's table for each method, then a
+the wall clock, against the same runs on --clock virtual with a compute model fitted to the
+steps mb-bench-partitions times on this machine (--compute-fit) and the message model measured
+at start, as --clock virtual does by default. --repeats runs each pair several times,
+interleaved, as the load drifts. Prints mb-report --compare's table for each method, then a
 summary: per-step time error (median, p95), time to --target and its error against the
 emulator's goals (5%, 10%, 5%), and the order of the methods in time to target, real and
 emulated. Not a CI test: the numbers are this machine's, under its load.
 
-    /usr/bin/python3 tests/bench/emulation_agreement.py [--steps 200] [--batch-size 256]
-        [--induce 0.05:0.01:1] [--target 0.6] [--data FILE] [--keep DIR]
+Setting 3 (--settings 3): the worker slowed for real, its rank in a cgroup v1 cpu controller
+with a CFS quota of 1/FACTOR of a core (--slow-factor, default 2) for each CFS period of
+--cfs-periods (microseconds: the throttling's granularity), against --slowdown 1=FACTOR on the
+virtual clock; skipped, with the reason, where the cgroup cannot be made (no cgroup v1 cpu
+controller, not writable).
+
+    /usr/bin/python3 tests/bench/emulation_agreement.py [--settings 1,3] [--steps 200]
+        [--batch-size 256] [--induce 0.05:0.01:1] [--target 0.6] [--data FILE] [--keep DIR]
+        [--slow-factor 2] [--cfs-periods 100000,10000,2000] [--compute-fit auto|min|median]
+        [--repeats 1]
 """
 
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -38,17 +48,101 @@ def run(command, **kwargs):
     return subprocess.run([str(c) for c in command], check=True, env=ENV, text=True, **kwargs)
 
 
-def fit_compute_model(data, model, batch_size, directory):
-    """a (s per sample) and b (s per step) of t(B) = a B + b, as mb-bench-partitions --fit
-    measures them on one core, over batch sizes around the run's."""
+def fit_compute_model(data, model, batch_size):
+    """{"min": (a, b, r^2), "median": (a, b, r^2)}: t(B) = a B + b in seconds, fitted by least
+    squares to the fastest and to the median steps mb-bench-partitions measures on one core
+    over batch sizes around the run's. Its steps run back to back: on a loaded machine the
+    scheduler shares the core among them and the other jobs, as it does a worker that computes
+    without pause (setting 3), while a worker that sleeps between rounds (its --induce delay,
+    setting 1) gets the core at once when it wakes and computes as fast as the fastest steps."""
     sizes = sorted({max(8, batch_size // 4), max(8, batch_size // 2), batch_size, 2 * batch_size})
-    path = os.path.join(directory, "time-model.h5")
-    run([tool("mb-bench-partitions"), "--data", data, "--model", model, "--batch-sizes",
-         ",".join(map(str, sizes)), "--threads", "1", "--steps", "20", "--fit", "--time-model",
-         path, "-q", "-f"], stdout=subprocess.DEVNULL)
-    with h5py.File(path, "r") as f:
-        attrs = f["devices/0"].attrs
-        return float(attrs["a"]), float(attrs["b"]), float(attrs["r_squared"])
+    out = run([tool("mb-bench-partitions"), "--data", data, "--model", model, "--batch-sizes",
+               ",".join(map(str, sizes)), "--threads", "1", "--steps", "20"],
+              capture_output=True).stdout
+    header, rows = None, []
+    for line in out.splitlines():
+        fields = line.lstrip("# ").split()
+        if line.startswith("#") and "step_ms_min" in fields:
+            header = fields
+        elif header and not line.startswith("#") and len(line.split()) == len(header):
+            rows.append(dict(zip(header, line.split())))
+    if len(rows) < 2:
+        raise SystemExit("emulation_agreement.py: mb-bench-partitions printed no table to fit")
+    fits = {}
+    for statistic in ("min", "median"):
+        points = [(float(r["batch"]), float(r[f"step_ms_{statistic}"]) / 1e3) for r in rows]
+        n = len(points)
+        mean_x = sum(x for x, _ in points) / n
+        mean_y = sum(y for _, y in points) / n
+        sxx = sum((x - mean_x) ** 2 for x, _ in points)
+        a = max(0.0, sum((x - mean_x) * (y - mean_y) for x, y in points) / sxx)
+        b = max(0.0, mean_y - a * mean_x)
+        total = sum((y - mean_y) ** 2 for _, y in points)
+        residual = sum((y - a * x - b) ** 2 for x, y in points)
+        fits[statistic] = (a, b, 1 - residual / total if total > 0 else 1.0)
+    return fits
+
+
+CGROUP_CPU = "/sys/fs/cgroup/cpu"
+
+
+class SlowCgroup:
+    """A cgroup v1 cpu controller group with a CFS quota of period / factor: a process in it
+    gets at most 1/factor of a core, throttled every `period` microseconds."""
+
+    def __init__(self, factor, period):
+        self.path = os.path.join(CGROUP_CPU, f"mbkit-agreement-{os.getpid()}-{period}")
+        self.factor, self.period = factor, period
+
+    def __enter__(self):
+        os.mkdir(self.path)
+        try:
+            for name, value in (("cpu.cfs_period_us", self.period),
+                                ("cpu.cfs_quota_us", int(round(self.period / self.factor)))):
+                with open(os.path.join(self.path, name), "w") as f:
+                    f.write(str(value))
+        except OSError:
+            os.rmdir(self.path)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        # Whether the quota bound: on a loaded machine the other jobs may keep the worker below
+        # 1/factor of a core, and then it is never throttled.
+        self.stat = {}
+        try:
+            with open(os.path.join(self.path, "cpu.stat")) as f:
+                self.stat = {k: int(v) for k, v in (line.split() for line in f if line.strip())}
+        except (OSError, ValueError):
+            pass
+        os.rmdir(self.path)  # its processes ended with the run
+
+    def describe(self):
+        if "nr_periods" not in self.stat:
+            return "no cpu.stat"
+        throttled = self.stat.get("throttled_time", 0) / 1e9
+        return (f"throttled in {self.stat.get('nr_throttled', 0)} of {self.stat['nr_periods']} "
+                f"CFS periods of {self.period} us, {throttled:.2f} s")
+
+    def wrap(self, command, rank):
+        """`command` run by each mpirun rank, rank `rank` inside the group (threads too)."""
+        tasks = shlex.quote(os.path.join(self.path, "tasks"))
+        line = " ".join(shlex.quote(str(c)) for c in command)
+        return ["sh", "-c", f'if [ "$OMPI_COMM_WORLD_RANK" = {rank} ]; then echo $$ > {tasks}; '
+                            f"fi; exec {line}"]
+
+
+def cgroup_unavailable():
+    """Why setting 3 cannot run here, or None."""
+    probe = os.path.join(CGROUP_CPU, f"mbkit-agreement-probe-{os.getpid()}")
+    if not os.path.isfile(os.path.join(CGROUP_CPU, "cpu.cfs_quota_us")):
+        return f"no cgroup v1 cpu controller at {CGROUP_CPU}"
+    try:
+        os.mkdir(probe)
+        os.rmdir(probe)
+    except OSError as error:
+        return f"cannot make a cgroup in {CGROUP_CPU}: {error.strerror}"
+    return None
 
 
 def cpu_model():
@@ -62,22 +156,78 @@ def cpu_model():
     return "unknown CPU"
 
 
+def percent(value):
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def median(values):
+    """The median of the values that are not None (None when none are)."""
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+
+
+def summarize(reports):
+    """One run's --repeats comparisons: the median of each error and of each time to target."""
+    return {"median": median([r["step_time_error"]["median"] for r in reports]),
+            "p95": median([r["step_time_error"]["p95"] for r in reports]),
+            "real": median([r["real"]["time_to_target"] for r in reports]),
+            "emulated": median([r["emulated"]["time_to_target"] for r in reports]),
+            "tta_error": median([r["time_to_target_error"] for r in reports]),
+            "repeats": len(reports)}
+
+
+def print_summary(title, summary, target):
+    print(f"\n# {title}: errors in %, the median over --repeats; goals median <= 5, p95 <= 10, "
+          f"time to {100 * target:g}% <= 5")
+    print(f"# {'run':<18} {'median':>7} {'p95':>7} {'real (s)':>12} {'emulated (s)':>13} "
+          f"{'error':>6}  goals met")
+    for name, s in summary:
+        checks = [(s["median"], 0.05), (s["p95"], 0.10), (s["tta_error"], 0.05)]
+        met = sum(1 for value, goal in checks if value is not None and value <= goal)
+        checked = sum(1 for value, _ in checks if value is not None)
+
+        def tta(value):
+            return "not reached" if value is None else f"{value:.2f}"
+
+        print(f"  {name:<18} {percent(s['median']):>7} {percent(s['p95']):>7} "
+              f"{tta(s['real']):>12} {tta(s['emulated']):>13} {percent(s['tta_error']):>6}  "
+              f"{met} of {checked}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--settings", default="1", help="1, 3 or 1,3 (default 1)")
     parser.add_argument("--model", default="mlp")
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--induce", default="0.05:0.01:1",
-                        help="--induce of every run (default: the issue's 0.05:0.01:1)")
+                        help="--induce of every run of setting 1 (default: the issue's "
+                             "0.05:0.01:1)")
     parser.add_argument("--target", type=float, default=0.6, help="test accuracy to reach")
     parser.add_argument("--eval-every", type=int, default=20)
     parser.add_argument("--amb-partitions", type=int, default=8)
     parser.add_argument("--amb-time-limit", type=float, default=None,
                         help="AMB's --time-limit (default: the mean induced delay plus 3/4 of "
                              "the fitted full-batch time)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="real and emulated runs per method, interleaved; the summary "
+                             "gives the median of each error")
+    parser.add_argument("--slow-factor", type=float, default=2.0,
+                        help="setting 3: the slow worker's factor (default 2: half a core)")
+    parser.add_argument("--cfs-periods", default="100000,10000,2000",
+                        help="setting 3: CFS periods to throttle with, in microseconds")
+    parser.add_argument("--compute-fit", choices=("auto", "min", "median"), default="auto",
+                        help="fit the compute model to mb-bench-partitions' fastest or median "
+                             "steps (auto: fastest for setting 1, whose workers sleep between "
+                             "rounds; median for setting 3, whose worker computes without "
+                             "pause)")
     parser.add_argument("--data", default=None, help="dataset file (default: Fashion-MNIST)")
     parser.add_argument("--keep", default=None, help="keep the logs and figures in this directory")
     args = parser.parse_args()
+    settings = {int(x) for x in args.settings.split(",")}
 
     with tempfile.TemporaryDirectory() as tmp:
         directory = args.keep or tmp
@@ -85,67 +235,99 @@ def main():
         data = args.data or os.path.join(directory, "fmnist.h5")
         if not args.data and not os.path.exists(data):
             run([tool("mb-dataset"), "-q", "fetch", "fashion-mnist", "-o", data])
-        a, b, r2 = fit_compute_model(data, args.model, args.batch_size, directory)
-        time_limit = args.amb_time_limit
-        if time_limit is None:
-            mean_delay = float(args.induce.split(":")[0])
-            time_limit = mean_delay + 0.75 * (a * args.batch_size + b)
-        methods = [("FMB", "mb-train-fmb", []),
-                   ("AMB", "mb-train-amb", ["--time-limit", f"{time_limit:.6g}", "--partitions",
-                                            str(args.amb_partitions)]),
-                   ("async", "mb-train-fmb", ["--async"])]
-        print(f"# CPU: {cpu_model()}; {args.model}, batch {args.batch_size}, {args.steps} steps, "
-              f"1 master + 1 worker (mpirun -n 2, 1 thread each), --induce {args.induce}")
-        print(f"# compute model (mb-bench-partitions --fit, 1 thread): a = {a:.4g} s/sample, "
-              f"b = {b:.4g} s, r^2 = {r2:.3f}; AMB --time-limit {time_limit:.4g} s, "
-              f"--partitions {args.amb_partitions}")
-        summary = []
-        for name, trainer, extra in methods:
-            logs = {}
-            for clock in ("wall", "virtual"):
-                log = os.path.join(directory, f"{name}-{clock}.h5")
-                models = ["--compute-model", f"{a!r},{b!r}"] if clock == "virtual" else []
-                run(["mpirun", "--oversubscribe", "-n", "2", tool(trainer), "--data", data,
-                     "--model", args.model, "--batch-size", str(args.batch_size), "--steps",
-                     str(args.steps), "--threads", "1", "--eval-every", str(args.eval_every),
-                     "--test-size", "1000", "--test-sample", "fixed", "--induce", args.induce,
-                     "--seed", "1", "-q", "--clock", clock, *models, *extra, "--log", log, "-f"])
-                logs[clock] = log
-            compare = [tool("mb-report"), "--compare", logs["wall"], logs["virtual"], "--target",
+        fits = fit_compute_model(data, args.model, args.batch_size)
+        common = ["--data", data, "--model", args.model, "--batch-size", str(args.batch_size),
+                  "--steps", str(args.steps), "--threads", "1", "--eval-every",
+                  str(args.eval_every), "--test-size", "1000", "--test-sample", "fixed",
+                  "--seed", "1", "-q", "-f"]
+
+        def models(setting):
+            statistic = args.compute_fit
+            if statistic == "auto":
+                statistic = "min" if setting == 1 else "median"
+            a, b, _ = fits[statistic]
+            return ["--compute-model", f"{a!r},{b!r}"]
+
+        def trainer_command(trainer, clock, log, extra, wrap=None):
+            command = [tool(trainer), *common, "--clock", clock, *extra, "--log", log]
+            return ["mpirun", "--oversubscribe", "-n", "2",
+                    *(wrap(command) if wrap else command)]
+
+        def compare(name, real_log, emulated_log):
+            command = [tool("mb-report"), "--compare", real_log, emulated_log, "--target",
                        str(args.target)]
             print(f"\n## {name}")
-            print(run(compare, capture_output=True).stdout, end="")
-            report = json.loads(run([*compare, "--json"], capture_output=True).stdout)
-            summary.append((name, report))
+            print(run(command, capture_output=True).stdout, end="")
             if args.keep:
-                run([tool("mb-plot"), "--type", "clock-compare", logs["wall"], logs["virtual"],
+                run([tool("mb-plot"), "--type", "clock-compare", real_log, emulated_log,
                      "--target", str(args.target), "-o",
                      os.path.join(directory, f"{name}-clock-compare.png"), "-f", "-q"])
+            return json.loads(run([*command, "--json"], capture_output=True).stdout)
 
-        def percent(value):
-            return "-" if value is None else f"{100 * value:.1f}"
+        print(f"# CPU: {cpu_model()}; {args.model}, batch {args.batch_size}, {args.steps} steps, "
+              f"1 master + 1 worker (mpirun -n 2, 1 thread each); load average "
+              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs at the start")
+        for statistic, (a, b, r2) in fits.items():
+            print(f"# compute model fitted to mb-bench-partitions' {statistic} steps (1 thread): "
+                  f"a = {a:.4g} s/sample, b = {b:.4g} s, r^2 = {r2:.3f}")
+        if 1 in settings:
+            time_limit = args.amb_time_limit
+            if time_limit is None:
+                mean_delay = float(args.induce.split(":")[0])
+                a, b, _ = fits["min" if args.compute_fit == "auto" else args.compute_fit]
+                time_limit = mean_delay + 0.75 * (a * args.batch_size + b)
+            methods = [("FMB", "mb-train-fmb", []),
+                       ("AMB", "mb-train-amb", ["--time-limit", f"{time_limit:.6g}",
+                                                "--partitions", str(args.amb_partitions)]),
+                       ("async", "mb-train-fmb", ["--async"])]
+            print(f"# setting 1: --induce {args.induce} slept for real, added on the virtual "
+                  f"clock; AMB --time-limit {time_limit:.4g} s, --partitions "
+                  f"{args.amb_partitions}")
+            reports = {name: [] for name, _, _ in methods}
+            for repeat in range(args.repeats):  # interleaved: the load drifts
+                for name, trainer, extra in methods:
+                    induce = ["--induce", args.induce, *extra]
+                    real_log = os.path.join(directory, f"{name}-{repeat}-wall.h5")
+                    emulated_log = os.path.join(directory, f"{name}-{repeat}-virtual.h5")
+                    run(trainer_command(trainer, "wall", real_log, induce))
+                    run(trainer_command(trainer, "virtual", emulated_log, [*induce, *models(1)]))
+                    reports[name].append(compare(f"{name}-{repeat}", real_log, emulated_log))
+            summary = [(name, summarize(reports[name])) for name, _, _ in methods]
+            print_summary("setting 1", summary, args.target)
 
-        def seconds(run_):
-            return "not reached" if run_["time_to_target"] is None else \
-                f"{run_['time_to_target']:.2f}"
+            def order(which):
+                reached = [(r[which], n) for n, r in summary if r[which] is not None]
+                return " < ".join(n for _, n in sorted(reached)) or "none reached"
 
-        print(f"\n# summary: errors in %, goals median <= 5, p95 <= 10, time to "
-              f"{100 * args.target:g}% <= 5")
-        print(f"# {'method':<7} {'median':>7} {'p95':>7} {'real (s)':>12} {'emulated (s)':>13} "
-              f"{'error':>6}  goals met")
-        for name, report in summary:
-            error = report["step_time_error"]
-            print(f"  {name:<7} {percent(error['median']):>7} {percent(error['p95']):>7} "
-                  f"{seconds(report['real']):>12} {seconds(report['emulated']):>13} "
-                  f"{percent(report['time_to_target_error']):>6}  "
-                  f"{report['goals_met']} of {report['goals_checked']}")
-
-        def order(which):
-            reached = [(r[which]["time_to_target"], n) for n, r in summary
-                       if r[which]["time_to_target"] is not None]
-            return " < ".join(n for _, n in sorted(reached)) or "none reached"
-
-        print(f"# order in time to target: real {order('real')}; emulated {order('emulated')}")
+            print(f"# order in time to target: real {order('real')}; emulated "
+                  f"{order('emulated')}")
+        if 3 in settings:
+            reason = cgroup_unavailable()
+            if reason:
+                print(f"\n# setting 3 skipped: {reason}")
+                return
+            factor = args.slow_factor
+            print(f"\n# setting 3: the worker (rank 1) in a cgroup with a CFS quota of 1/"
+                  f"{factor:g} of a core, against --slowdown 1={factor:g} on the virtual clock "
+                  f"(no --induce)")
+            periods = [int(x) for x in args.cfs_periods.split(",")]
+            names = {p: f"FMB-period-{p // 1000}ms" if p % 1000 == 0 else f"FMB-period-{p}us"
+                     for p in periods}
+            reports = {p: [] for p in periods}
+            for repeat in range(args.repeats):
+                emulated_log = os.path.join(directory, f"slow-{repeat}-virtual.h5")
+                run(trainer_command("mb-train-fmb", "virtual", emulated_log,
+                                    ["--slowdown", f"1={factor:g}", *models(3)]))
+                for period in periods:
+                    real_log = os.path.join(directory, f"{names[period]}-{repeat}-wall.h5")
+                    with SlowCgroup(factor, period) as group:
+                        run(trainer_command("mb-train-fmb", "wall", real_log, [],
+                                            wrap=lambda c: group.wrap(c, 1)))
+                    reports[period].append(compare(f"{names[period]}-{repeat}", real_log,
+                                                   emulated_log))
+                    print(f"# the worker's cgroup: {group.describe()}")
+            print_summary("setting 3", [(names[p], summarize(reports[p])) for p in periods],
+                          args.target)
 
 
 if __name__ == "__main__":

@@ -164,6 +164,27 @@ class VirtualClock(mbtest.ToolTestCase):
         self.assertGreater(log["steps"]["time"][-1], 60)
         self.assertLess(log["steps"]["wall_time"][-1], log["steps"]["time"][-1] / 4)
 
+    def test_the_measured_message_model_times_the_run_s_own_exchange(self):
+        # A hot ping-pong misses what a step's messages cost (the master waking from its wait,
+        # MPI's reduce and broadcast handshakes): synchronous ps and MPI allreduce are timed on
+        # their own collectives; point-to-point exchanges (--async) by ping-pong.
+        cases = [([], "the ps exchange"),
+                 (["--comm", "allreduce", "--allreduce", "mpi"], "allreduce"),
+                 (["--async"], "ping-pong")]
+        for extra, measured_on in cases:
+            command = [MPIRUN, "--oversubscribe", "-n", "2", mbtest.tool("mb-train-fmb"), "--data",
+                       self.path("toy.h5"), "--model", "mlp", "--hidden", "16", "--batch-size",
+                       "16", "--steps", "2", "--clock", "virtual", "--compute-model", "1e-4,2e-3",
+                       "--log", self.path("m.h5"), "-f", *extra]
+            result = mbtest.run(command, cwd=self.dir, env=self.env, timeout=120)
+            self.assertSucceeded(result)
+            self.assertRegex(result.out + result.err,
+                             rf"messages alpha [^\n]*, measured on {measured_on}\b", extra)
+            alpha, beta = (float(x) for x in
+                           read_log(self.path("m.h5"))["attrs"]["comm_model"].split(","))
+            self.assertGreater(alpha, 0, extra)
+            self.assertGreaterEqual(beta, 0, extra)
+
     def test_bad_values_are_refused(self):
         cases = [
             (["--clock", "cpu"], "--clock: 'cpu' is not wall or virtual"),

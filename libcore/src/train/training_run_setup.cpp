@@ -384,8 +384,19 @@ void TrainingRun::set_up_emulation() {
   compute_model_ = role_.computes ? compute_models_.for_rank(world_.rank()) : std::nullopt;
   gradient_bytes_ = net_->parameter_count() * sizeof(float);
   if (clock_.is_virtual() && role_.distributed) {
-    comm_model_ =
-        options_.comm_model ? *options_.comm_model : measure_comm_model(world_, gradient_bytes_);
+    // Measured on the collectives the run's synchronous exchange calls where it calls them
+    // (virtual_clock.hpp); point-to-point exchanges and device sums by ping-pong.
+    const bool collectives = !role_.async && !options_.dbsl.enabled &&
+                             !options_.compression.enabled() && net_->backend().host_accessible();
+    MeasuredExchange how = MeasuredExchange::kPingPong;
+    if (collectives && role_.parameter_server && role_.servers == 1) {
+      how = MeasuredExchange::kParameterServer;
+    } else if (collectives && !role_.parameter_server && options_.allreduce == AllreduceVia::kMpi &&
+               options_.bucket_mb == 0) {
+      how = MeasuredExchange::kAllreduce;
+    }
+    comm_model_ = options_.comm_model ? *options_.comm_model
+                                      : measure_comm_model(world_, gradient_bytes_, how);
     check_comm_model_for_run(comm_model_, role_.ranks(world_),
                              role_.async || options_.dbsl.enabled);
   }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <thread>
 
 #include "mbkit/train/comm_model.hpp"
 #include "mbkit/util/check.hpp"
@@ -67,8 +68,8 @@ double CommModel::allreduce(std::uint64_t bytes, int ranks) const {
 std::string CommModel::describe() const {
   return cat("alpha ", short_duration(alpha), ", beta ", strprintf("%.3g", beta * 1e9), " ns/B (",
              strprintf("%.3g", beta > 0 ? 1e-9 / beta : 0.0), " GB/s)",
-             measured ? ", measured" : "", file.empty() ? "" : cat(", from ", file),
-             pair_ranks > 0 ? ", per pair of ranks" : "");
+             measured ? cat(", measured", measured_on.empty() ? "" : cat(" on ", measured_on)) : "",
+             file.empty() ? "" : cat(", from ", file), pair_ranks > 0 ? ", per pair of ranks" : "");
 }
 
 std::string CommModel::spec() const {
@@ -104,39 +105,109 @@ std::optional<CommModel> parse_comm_model(const std::string& text) {
   return model;
 }
 
-CommModel measure_comm_model(const comm::World& world, std::uint64_t bytes) {
-  constexpr int kRounds = 15;
-  std::vector<double> result(2, 0.0);
-  if (world.size() >= 2 && world.rank() <= 1) {
-    const int peer = 1 - world.rank();
-    std::vector<unsigned char> buffer(std::max<std::uint64_t>(bytes, 8), 0);
-    // Round trips of `size` bytes; the median of kRounds after one to warm up, halved.
-    auto one_way = [&](std::size_t size) {
-      std::vector<double> trips;
-      for (int round = 0; round <= kRounds; ++round) {
-        const auto start = std::chrono::steady_clock::now();
-        for (int leg = 0; leg < 2; ++leg) {
-          const bool sends = (leg == 0) == (world.rank() == 0);
-          comm::Request request = sends ? world.isend(buffer.data(), size, peer, kPingTag)
-                                        : world.irecv(buffer.data(), size, peer, kPingTag);
-          world.wait(request, "measuring the communication model");
-        }
-        const std::chrono::duration<double> trip = std::chrono::steady_clock::now() - start;
-        if (round > 0) trips.push_back(trip.count());
-      }
-      std::nth_element(trips.begin(), trips.begin() + kRounds / 2, trips.end());
-      return trips[kRounds / 2] / 2;
-    };
-    const double small = one_way(8);
-    const double large = one_way(static_cast<std::size_t>(std::max<std::uint64_t>(bytes, 8)));
-    result[0] = small;
-    result[1] = bytes > 8 ? std::max(0.0, (large - small) / static_cast<double>(bytes - 8)) : 0;
+namespace {
+
+constexpr int kRounds = 15;  // measured rounds, after one to warm up
+// The collectives' rounds: their time on a loaded machine swings from round to round (a
+// process switch per handshake), so their median takes twice as many.
+constexpr int kCollectiveRounds = 31;
+
+double median(std::vector<double> values) {
+  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), middle, values.end());
+  return *middle;
+}
+
+// One-way time of `size` bytes between ranks 0 and 1 (both call it): round trips, halved.
+double ping_pong(const comm::World& world, std::size_t size) {
+  const int peer = 1 - world.rank();
+  std::vector<unsigned char> buffer(std::max<std::size_t>(size, 8), 0);
+  std::vector<double> trips;
+  for (int round = 0; round <= kRounds; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int leg = 0; leg < 2; ++leg) {
+      const bool sends = (leg == 0) == (world.rank() == 0);
+      comm::Request request = sends ? world.isend(buffer.data(), size, peer, kPingTag)
+                                    : world.irecv(buffer.data(), size, peer, kPingTag);
+      world.wait(request, "measuring the communication model");
+    }
+    const std::chrono::duration<double> trip = std::chrono::steady_clock::now() - start;
+    if (round > 0) trips.push_back(trip.count());
+  }
+  return median(trips) / 2;
+}
+
+// A synchronous ps step's messages of `floats` values, as SyncExchange sends them: after the
+// workers' idle time the master has gone from spinning to sleeping between polls; the gradient
+// reaches it by rendezvous + reduce, the parameters come back by rendezvous + broadcast. Rank
+// 1's mean of the two ways (other ranks: 0).
+double ps_exchange(const comm::World& world, std::size_t floats) {
+  const std::string what = "measuring the communication model";
+  std::vector<float> values(floats, 0.0f);
+  std::vector<double> ways;
+  for (int round = 0; round <= kCollectiveRounds; ++round) {
+    world.rendezvous(what);
+    // From the planned end of the idle time: a rank that slept gets its core back late on a
+    // loaded machine, and that lateness is the step's as much as the messages' are.
+    const auto start = std::chrono::steady_clock::now() +
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(kMeasureIdle));
+    if (world.rank() != 0) std::this_thread::sleep_until(start);
+    world.rendezvous(what);
+    world.reduce_sum(values, 0);
+    world.rendezvous(what);
+    world.broadcast(values, 0);
+    const std::chrono::duration<double> both = std::chrono::steady_clock::now() - start;
+    if (round > 0) ways.push_back(both.count() / 2);
+  }
+  return world.rank() == 1 ? median(ways) : 0.0;
+}
+
+// An allreduce of `floats` values over the world (after a rendezvous), as the message time
+// CommModel::allreduce divides it into: 1 / (2 (R - 1)) of it.
+double allreduce_exchange(const comm::World& world, std::size_t floats) {
+  std::vector<float> values(floats, 0.0f);
+  std::vector<double> times;
+  for (int round = 0; round <= kCollectiveRounds; ++round) {
+    world.rendezvous("measuring the communication model");
+    const auto start = std::chrono::steady_clock::now();
+    world.allreduce_sum(values);
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    if (round > 0) times.push_back(took.count());
+  }
+  return median(times) / (2.0 * (world.size() - 1));
+}
+
+}  // namespace
+
+CommModel measure_comm_model(const comm::World& world, std::uint64_t bytes, MeasuredExchange how) {
+  const std::uint64_t large = std::max<std::uint64_t>(bytes, 8);
+  std::vector<double> result(2, 0.0);  // one message of 8 bytes, one of `large`
+  int source = 0;                      // the rank whose times count
+  std::string measured_on = "ping-pong";
+  if (world.size() >= 2 && how == MeasuredExchange::kParameterServer) {
+    source = 1;
+    measured_on = "the ps exchange";
+    result = {ps_exchange(world, 2), ps_exchange(world, static_cast<std::size_t>(large / 4))};
+  } else if (world.size() >= 2 && how == MeasuredExchange::kAllreduce) {
+    measured_on = "allreduce";
+    result = {allreduce_exchange(world, 2),
+              allreduce_exchange(world, static_cast<std::size_t>(large / 4))};
+  } else if (world.size() >= 2 && world.rank() <= 1) {
+    result = {ping_pong(world, 8), ping_pong(world, static_cast<std::size_t>(large))};
   }
   std::vector<std::uint8_t> raw(sizeof(double) * 2);
   std::memcpy(raw.data(), result.data(), raw.size());
-  world.broadcast(std::span<std::uint8_t>(raw), 0);
+  world.broadcast(std::span<std::uint8_t>(raw), source);
   std::memcpy(result.data(), raw.data(), raw.size());
-  CommModel model{result[0], result[1], true};
+  // An allreduce's message carries 1/R of the gradient: its cost per byte is R times more.
+  const double per_byte_scale = how == MeasuredExchange::kAllreduce ? world.size() : 1.0;
+  CommModel model{result[0],
+                  bytes > 8 ? std::max(0.0, (result[1] - result[0]) /
+                                                static_cast<double>(bytes - 8) * per_byte_scale)
+                            : 0.0,
+                  true};
+  model.measured_on = measured_on;
   return model;
 }
 

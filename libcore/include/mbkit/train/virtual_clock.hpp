@@ -28,8 +28,9 @@ namespace mbkit::train {
 struct CommModel {
   double alpha = 0;
   double beta = 0;
-  bool measured = false;  ///< measured at start (not given with --comm-model)
-  std::string file{};     ///< the --comm-model FILE.h5 it was read from (comm_model.hpp)
+  bool measured = false;      ///< measured at start (not given with --comm-model)
+  std::string measured_on{};  ///< what was timed: "ping-pong", "the ps exchange", ...
+  std::string file{};         ///< the --comm-model FILE.h5 it was read from (comm_model.hpp)
   /// A file's per-pair model: `pair_ranks` ranks, the pair (i, j)'s alpha and beta at
   /// [i * pair_ranks + j] (symmetric). 0: every pair costs alpha, beta.
   int pair_ranks = 0;
@@ -52,10 +53,31 @@ struct CommModel {
 /// comm_model.hpp). Throws a usage error naming --comm-model.
 std::optional<CommModel> parse_comm_model(const std::string& text);
 
-/// Measures the model by ping-pong between ranks 0 and 1 with an 8-byte message and one of
-/// `bytes` (the gradient); every rank calls it, ranks other than 0 and 1 only wait. Every rank
-/// returns rank 0's result.
-CommModel measure_comm_model(const comm::World& world, std::uint64_t bytes);
+/// What measure_comm_model times. A hot ping-pong between two spinning ranks misses most of what
+/// a message costs in a step: the master wakes from its polling loop (it waited for the
+/// workers' compute), and MPI's reduce and broadcast take several handshakes, each a process
+/// switch on a shared or loaded machine. So a run whose exchange is MPI's collectives times
+/// those, as its steps call them.
+enum class MeasuredExchange {
+  kPingPong,         ///< isend/irecv between ranks 0 and 1 (async, dbsl, --servers, --compress)
+  kParameterServer,  ///< sync ps, one server: workers idle, rendezvous, reduce to 0, broadcast
+  kAllreduce,        ///< sync allreduce on the host: rendezvous, allreduce
+};
+
+/// Measures the model with an 8-byte message and one of `bytes` (the gradient), the median of
+/// 15 rounds (31 of the collectives) after one to warm up, as `how` says: kPingPong: one-way time
+/// of a ping-pong between ranks 0 and 1; kParameterServer: the workers sleep kMeasureIdle seconds
+/// (as while they compute), then, from the sleep's planned end (a late wake-up counts), the
+/// gradient's way to the master (rendezvous + reduce) and the parameters' way back (rendezvous +
+/// broadcast) as rank 1 sees them, a message their mean;
+/// kAllreduce: an allreduce of the world's ranks R, a message 1 / (2 (R - 1)) of it (and beta
+/// scaled by R), the inverse of CommModel::allreduce. Every rank calls it; every rank returns
+/// rank 0's result.
+CommModel measure_comm_model(const comm::World& world, std::uint64_t bytes,
+                             MeasuredExchange how = MeasuredExchange::kPingPong);
+/// The workers' idle time before each round of kParameterServer (past the 3 ms after which a
+/// waiting rank sleeps between polls, as a master waiting for its workers does).
+inline constexpr double kMeasureIdle = 0.010;
 
 /// Compute cost of a worker: per_sample * samples + per_batch, per micro-batch.
 struct ComputeModel {
