@@ -151,12 +151,7 @@ CombinedStep EmulatedAsyncMaster::collect(std::span<float> gradients, std::span<
             latest_->values.end(), parts_.net.state().begin());
   if (timed) now_ = std::max(now_, deadline);
   result.wait_time = now_ - virtual_start;
-  if (result.samples > 0) {
-    const float inverse = 1.0f / static_cast<float>(result.samples);
-    for (float& g : gradients) g *= inverse;
-  }
-  const float state_inverse = 1.0f / static_cast<float>(count);
-  for (float& s : state) s *= state_inverse;
+  average_async_sums(result, count, gradients, state);
   return result;
 }
 

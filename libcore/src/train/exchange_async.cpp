@@ -404,12 +404,7 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
   // The time rule's master waits out its window.
   if (m.arrivals && timed) m.now = std::max(m.now, deadline);
   result.wait_time = m.arrivals ? m.now - virtual_start : seconds_since(start);
-  if (result.samples > 0) {
-    const float inverse = 1.0f / static_cast<float>(result.samples);
-    for (float& g : gradients) g *= inverse;
-  }
-  const float state_inverse = 1.0f / static_cast<float>(count);
-  for (float& s : state) s *= state_inverse;
+  average_async_sums(result, count, gradients, state);
   return result;
 }
 

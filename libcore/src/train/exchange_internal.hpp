@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <span>
 #include <vector>
 
 #include "mbkit/train/exchange.hpp"
@@ -44,6 +45,18 @@ inline void add_up(CombinedStep& step, const WorkerReport& report) {
   step.correct += report.correct;
   step.stop = std::max(step.stop, report.stop);
   step.workers.push_back(report);
+}
+
+/// The asynchronous master's update from the sums of the `count` gradients it took: the
+/// gradients' sum over their samples, the state's mean.
+inline void average_async_sums(const CombinedStep& step, int count, std::span<float> gradients,
+                               std::span<float> state) {
+  if (step.samples > 0) {
+    const float inverse = 1.0f / static_cast<float>(step.samples);
+    for (float& g : gradients) g *= inverse;
+  }
+  const float state_inverse = 1.0f / static_cast<float>(count);
+  for (float& s : state) s *= state_inverse;
 }
 
 }  // namespace mbkit::train::exchange_detail

@@ -26,6 +26,23 @@ void validate_async_methods(const TrainOptions& o);
 
 namespace {
 
+// The first option that makes a run more than synchronous FMB workers on the CPU with one
+// server and whole gradients, which local SGD and K-batch-sync build on (nullptr: none).
+const char* beyond_plain_sync_fmb(const TrainOptions& o) {
+  return o.amb.enabled             ? "mb-train-amb"
+         : o.dbsl.enabled          ? "mb-train-dbsl"
+         : o.async                 ? "--async"
+         : o.drop_compute.enabled  ? "--drop-compute"
+         : o.backup_workers > 0    ? "--backup-workers"
+         : o.k_sync > 0            ? "--k-sync"
+         : o.gradient_coding > 0   ? "--gradient-coding"
+         : o.servers > 1           ? "--servers"
+         : o.compression.enabled() ? "--compress"
+         : o.bucket_mb > 0         ? "--bucket-mb"
+         : o.device != "cpu"       ? "--device"
+                                   : nullptr;
+}
+
 // Cores this process may run on (its affinity mask, which mpirun and srun set when they bind).
 int usable_cores() {
   cpu_set_t set;
@@ -57,18 +74,7 @@ void validate_local_steps(const TrainOptions& o) {
                     " and --resume: the period AdaComm chose and its losses are not in the "
                     "checkpoint; resume with --local-steps TAU"));
   }
-  const char* refused = o.dbsl.enabled            ? "mb-train-dbsl"
-                        : o.amb.enabled           ? "mb-train-amb"
-                        : o.async                 ? "--async"
-                        : o.backup_workers > 0    ? "--backup-workers"
-                        : o.k_sync > 0            ? "--k-sync"
-                        : o.gradient_coding > 0   ? "--gradient-coding"
-                        : o.drop_compute.enabled  ? "--drop-compute"
-                        : o.servers > 1           ? "--servers"
-                        : o.compression.enabled() ? "--compress"
-                        : o.bucket_mb > 0         ? "--bucket-mb"
-                        : o.device != "cpu"       ? "--device"
-                                                  : nullptr;
+  const char* refused = beyond_plain_sync_fmb(o);
   if (refused != nullptr) {
     usage_error(cat(flag, " and ", refused,
                     ": local SGD averages whole models in synchronous rounds (ps with one "
@@ -335,18 +341,7 @@ void validate_k_batch_sync(const TrainOptions& o) {
   if (o.k_batch_sync == 0) return;
   const std::string flag = cat("--k-batch-sync ", o.k_batch_sync);
   if (o.k_batch_sync < 0) usage_error(cat(flag, " must be at least 1"));
-  const char* refused = o.amb.enabled             ? "mb-train-amb"
-                        : o.dbsl.enabled          ? "mb-train-dbsl"
-                        : o.async                 ? "--async"
-                        : o.drop_compute.enabled  ? "--drop-compute"
-                        : o.backup_workers > 0    ? "--backup-workers"
-                        : o.k_sync > 0            ? "--k-sync"
-                        : o.gradient_coding > 0   ? "--gradient-coding"
-                        : o.servers > 1           ? "--servers"
-                        : o.compression.enabled() ? "--compress"
-                        : o.bucket_mb > 0         ? "--bucket-mb"
-                        : o.device != "cpu"       ? "--device"
-                                                  : nullptr;
+  const char* refused = beyond_plain_sync_fmb(o);
   if (refused != nullptr) {
     usage_error(cat(flag, " and ", refused,
                     ": K-batch-sync is the synchronous FMB workers' round on the CPU (one "
