@@ -1,0 +1,190 @@
+// A training run's emulated cluster at set-up (training_run.hpp): the compute and message
+// models, AMB's time limit and DropCompute's threshold, and the full batch they measure.
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "mbkit/backend/factory.hpp"
+#include "mbkit/config.hpp"
+#include "mbkit/emulation/delay_trace.hpp"
+#include "mbkit/metrics/worker_table.hpp"
+#include "mbkit/models/zoo.hpp"
+#include "mbkit/plot/config.hpp"
+#include "mbkit/train/checkpoint.hpp"
+#include "mbkit/train/comm_model.hpp"
+#include "mbkit/train/describe.hpp"
+#include "mbkit/train/drop_compute.hpp"
+#include "mbkit/train/resume_check.hpp"
+#include "mbkit/train/training_run.hpp"
+#include "mbkit/util/error.hpp"
+#include "mbkit/util/fs.hpp"
+#include "mbkit/util/log.hpp"
+#include "mbkit/util/random.hpp"
+#include "mbkit/util/strings.hpp"
+
+namespace mbkit::train {
+
+// Cluster emulation: this rank's compute cost and the cost of a message.
+void TrainingRun::set_up_emulation() {
+  compute_models_ = options_.compute_model;
+  compute_models_.check_ranks(role_.ranks(world_), role_.servers);
+  compute_model_ = role_.computes ? compute_models_.for_rank(world_.rank()) : std::nullopt;
+  gradient_bytes_ = net_->parameter_count() * sizeof(float);
+  if (clock_.is_virtual() && role_.distributed) {
+    // Measured on the collectives the run's synchronous exchange calls where it calls them
+    // (virtual_clock.hpp); point-to-point exchanges and device sums by ping-pong.
+    const bool collectives = !role_.async && !options_.dbsl.enabled &&
+                             !options_.compression.enabled() && net_->backend().host_accessible();
+    MeasuredExchange how = MeasuredExchange::kPingPong;
+    if (collectives && role_.parameter_server && role_.servers == 1) {
+      how = MeasuredExchange::kParameterServer;
+    } else if (collectives && !role_.parameter_server && options_.allreduce == AllreduceVia::kMpi &&
+               options_.bucket_mb == 0) {
+      how = MeasuredExchange::kAllreduce;
+    }
+    comm_model_ = options_.comm_model ? *options_.comm_model
+                                      : measure_comm_model(world_, gradient_bytes_, how);
+    check_comm_model_for_run(comm_model_, role_.ranks(world_),
+                             role_.async || options_.dbsl.enabled);
+  }
+}
+
+// AMB's time limit; "auto": the median over the workers of the time a step takes them when
+// nothing stops them early, on the run's clock: a full batch (its micro-batches, measured or
+// from the compute model) times the worker's --slowdown factor, plus the mean of the --induce
+// delay (the AMB experiments' recipe, so that a delayed worker is not cut short as a rule).
+void TrainingRun::decide_time_limit() {
+  if (!amb_) return;
+  const DropComputeOptions& drop = options_.drop_compute;
+  if (drop.enabled && !drop.auto_threshold) {
+    time_limit_ = drop.threshold.value();
+    return;
+  }
+  if (!drop.enabled && !options_.amb.auto_time_limit) {
+    time_limit_ = options_.amb.time_limit.value();
+    return;
+  }
+  const double mine = role_.computes ? measure_full_batch() * slowdown_.factor_for(world_.rank())
+                                     : std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> measured;
+  for (const std::uint64_t bits : world_.all_gather(std::bit_cast<std::uint64_t>(mine))) {
+    const double value = std::bit_cast<double>(bits);
+    if (!std::isnan(value)) measured.push_back(value);
+  }
+  if (emulated_) {
+    // Each emulated worker's full batch, as its own process would time it: its compute
+    // model's cost, else this process's measured batch (the workers share its core).
+    const double cpu = compute_models_.empty() ? measure_full_batch() : 0.0;
+    for (int w = 0; w < role_.workers; ++w) {
+      const int batch = worker_batch_size(options_, role_.workers, w);
+      const int micro = batch / anytime_partitions(options_);
+      const auto model = emulated_->compute_model(compute_models_, w);
+      const double full = model ? (batch / micro) * model->cost(micro) : cpu;
+      measured.push_back(full * slowdown_.factor_for(emulated_->rank_of(w)));
+    }
+  }
+  if (drop.enabled) {
+    choose_drop_compute_threshold(measured);  // by worker, as gathered
+    return;
+  }
+  std::sort(measured.begin(), measured.end());
+  const double full_batch = measured[measured.size() / 2];
+  const auto& trace = options_.induce_trace;
+  const double delay = stragglers_ ? stragglers_->expected_delay() : trace ? trace->mean() : 0.0;
+  time_limit_ = full_batch + delay;
+  time_limit_rule_ = cat(
+      "median over the workers of a full batch", slowdown_.empty() ? "" : " x slowdown", " (",
+      shortest_decimal(full_batch), " s; ", shortest_decimal(measured.front()), " to ",
+      shortest_decimal(measured.back()), " s)",
+      stragglers_ || trace ? cat(" + the mean induced delay (", shortest_decimal(delay), " s, ",
+                                 stragglers_ ? stragglers_->name : cat("trace ", trace->path), ")")
+                           : "");
+  if (logs_)
+    log::verbose(cat("--time-limit auto: ", short_duration(time_limit_), ": ", time_limit_rule_));
+}
+
+// --drop-compute auto (drop_compute.hpp): the workers' micro-batch costs (their full batches /
+// the micro-batches), 200 trials of their delays (fewer past 1,000 workers) drawn from the
+// --induce profile or read from the trace on a stream of their own, and the step's exchange
+// under the comm model (the measured one's, else none).
+void TrainingRun::choose_drop_compute_threshold(const std::vector<double>& full_batches) {
+  const int micro_batches = batch_ / micro_size_;
+  std::vector<double> costs;
+  for (const double full : full_batches) costs.push_back(full / micro_batches);
+  const int workers = static_cast<int>(costs.size());
+  const int trials = std::clamp(200000 / std::max(1, workers), 20, 200);
+  std::vector<std::vector<double>> delays(static_cast<std::size_t>(trials),
+                                          std::vector<double>(costs.size(), 0.0));
+  const auto& trace = options_.induce_trace;
+  if (stragglers_ || trace) {
+    for (int w = 0; w < workers; ++w) {
+      std::unique_ptr<emulation::DelaySource> source;
+      if (trace) {
+        source = std::make_unique<emulation::TraceReplay>(trace, w);
+      } else {
+        // Not the workers' own streams (Rng(seed, rank)): choosing draws nothing of theirs.
+        source = std::make_unique<emulation::StragglerSampler>(*stragglers_,
+                                                               options_.seed ^ 0xd7095c0ULL, w + 1);
+      }
+      for (auto& trial : delays) trial[static_cast<std::size_t>(w)] = source->next();
+    }
+  }
+  const double message = comm_model_.message(gradient_bytes_);
+  const double exchange = !role_.distributed ? 0.0
+                          : role_.parameter_server
+                              ? 2 * message
+                              : comm_model_.allreduce(gradient_bytes_, workers);
+  const auto choice =
+      train::choose_drop_compute_threshold(costs, micro_batches, micro_size_, delays, exchange);
+  time_limit_ = choice.threshold;
+  time_limit_rule_ =
+      cat("DropCompute auto: ", shortest_decimal(choice.samples_per_second),
+          " samples/s expected against ", shortest_decimal(choice.full_batches_per_second),
+          " with nothing dropped (", trials, " draws of ", workers, " workers' delays",
+          stragglers_ ? cat(", ", stragglers_->name)
+          : trace     ? cat(", trace ", trace->path)
+                      : "",
+          ")");
+  if (logs_) {
+    log::verbose(cat("--drop-compute auto: ", short_duration(time_limit_), ": ", time_limit_rule_));
+  }
+}
+
+// A full batch's time, measured on random inputs of the data's shape so that the data stream
+// is untouched; the model's state is put back afterwards.
+double TrainingRun::measure_full_batch() {
+  const int micro_batches = batch_ / micro_size_;
+  if (compute_model_) return micro_batches * compute_model_->cost(micro_size_);
+  const std::size_t image = static_cast<std::size_t>(shape_.channels) *
+                            static_cast<std::size_t>(shape_.height) *
+                            static_cast<std::size_t>(shape_.width);
+  std::vector<float> images(image * static_cast<std::size_t>(micro_size_));
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(micro_size_));
+  Rng rng(options_.seed, 0xa3b + static_cast<std::uint64_t>(world_.rank()));
+  for (float& x : images) x = static_cast<float>(rng.normal());
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    labels[i] = static_cast<std::int32_t>(i % static_cast<std::size_t>(info_.num_classes));
+  // Saved in backend memory: no host copy.
+  nn::Backend& backend = net_->backend();
+  const auto saved_state = backend.make_buffer(net_->state_count());
+  backend.copy(net_->state_buffer(), 0, *saved_state, 0, net_->state_count());
+  std::vector<double> times;
+  WorkTimer timer(clock_, backend);
+  for (int round = 0; round < 4; ++round) {  // one to warm up, the median of three
+    timer.restart();
+    for (int k = 0; k < micro_batches; ++k) {
+      net_->train(images.data(), labels.data(), micro_size_, 1, 1.0, k > 0);
+    }
+    const double seconds = timer.seconds();  // a GPU's queued work included
+    if (round > 0) times.push_back(seconds);
+  }
+  std::sort(times.begin(), times.end());
+  backend.copy(*saved_state, 0, net_->state_buffer(), 0, net_->state_count());
+  return times[1];
+}
+
+}  // namespace mbkit::train

@@ -1,0 +1,136 @@
+// A training run resumed from a checkpoint (training_run.hpp): rank 0 reads it and hands the
+// state to every rank (several servers: each its shard of the optimizer state).
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "mbkit/backend/factory.hpp"
+#include "mbkit/config.hpp"
+#include "mbkit/emulation/delay_trace.hpp"
+#include "mbkit/metrics/worker_table.hpp"
+#include "mbkit/models/zoo.hpp"
+#include "mbkit/plot/config.hpp"
+#include "mbkit/train/checkpoint.hpp"
+#include "mbkit/train/comm_model.hpp"
+#include "mbkit/train/describe.hpp"
+#include "mbkit/train/drop_compute.hpp"
+#include "mbkit/train/resume_check.hpp"
+#include "mbkit/train/training_run.hpp"
+#include "mbkit/util/error.hpp"
+#include "mbkit/util/fs.hpp"
+#include "mbkit/util/log.hpp"
+#include "mbkit/util/random.hpp"
+#include "mbkit/util/strings.hpp"
+
+namespace mbkit::train {
+
+// Several servers resuming: each takes its shard of the optimizer state, which rank 0 read
+// whole from the checkpoint, and the update count.
+void TrainingRun::resume_server_shards() {
+  std::int64_t arrays = static_cast<std::int64_t>(resumed_optimizer_state_.size());
+  world_.broadcast(std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&arrays), sizeof arrays),
+                   0);
+  std::vector<float> values(net_->parameter_count());
+  for (std::int64_t i = 0; i < arrays; ++i) {
+    if (world_.rank() == 0) values = resumed_optimizer_state_[static_cast<std::size_t>(i)];
+    world_.broadcast(values, 0);
+    if (role_.server && world_.rank() > 0) {
+      nn::Buffer& mine = *optimizer_->state().at(static_cast<std::size_t>(i)).second;
+      net_->backend().copy_from_host(
+          std::span<const float>(values).subspan(shard_.first, mine.size()), mine, 0);
+    }
+  }
+  if (role_.server) optimizer_->set_steps(static_cast<std::int64_t>(resume_.optimizer_steps));
+  resumed_optimizer_state_.clear();
+}
+
+// Resume: rank 0 reads the checkpoint and hands the state to every rank.
+void TrainingRun::resume() {
+  const std::string resume_path = options_.resume == "auto"
+                                      ? (fs::exists(options_.checkpoint) ? options_.checkpoint : "")
+                                      : options_.resume;
+  // A finished run's checkpoint is its result: replacing it takes a decision.
+  if (logs_ && !options_.checkpoint.empty() && fs::exists(options_.checkpoint) && !options_.force &&
+      resume_path != options_.checkpoint) {
+    usage_error(cat(options_.checkpoint,
+                    " exists; use --resume auto to continue from it or --force to replace it"));
+  }
+  if (logs_ && !resume_path.empty()) {
+    const Checkpoint checkpoint = read_checkpoint(resume_path);
+    const std::vector<std::int64_t> input = {shape_.channels, shape_.height, shape_.width};
+    if (checkpoint.model != options_.model.name ||
+        checkpoint.model_config != options_.model.to_map() || checkpoint.input_shape != input ||
+        checkpoint.num_classes != info_.num_classes) {
+      const auto saved = models::ModelConfig::from_map(checkpoint.model, checkpoint.model_config);
+      usage_error(cat(resume_path, " holds ", describe_model(saved), " for ",
+                      checkpoint.input_shape.size() == 3
+                          ? cat(checkpoint.input_shape[0], "x", checkpoint.input_shape[1], "x",
+                                checkpoint.input_shape[2])
+                          : "?",
+                      " inputs and ", checkpoint.num_classes, " classes; this run is ",
+                      describe_model(options_.model), " for ", shape_.text(), " and ",
+                      info_.num_classes));
+    }
+    if (checkpoint.optimizer != options_.optimizer.name) {
+      usage_error(cat(resume_path, " was trained with --optimizer ", checkpoint.optimizer,
+                      "; this run asks for ", options_.optimizer.name));
+    }
+    require_same_training(checkpoint, resume_path,
+                          config_json(options_, net_->graph(), run_facts()), info_,
+                          options_.resume_anyway);
+    // With several servers rank 0 keeps shard 0 of the whole optimizer state the checkpoint
+    // holds; the servers get theirs in resume_server_shards().
+    restore_model(checkpoint, *net_, *optimizer_, resume_path, shard_.first);
+    restore_delayed(checkpoint, resume_path);
+    if (role_.servers > 1) {
+      for (const auto& saved : checkpoint.optimizer_state) {
+        resumed_optimizer_state_.push_back(saved.values);
+      }
+    }
+    resume_.resumed = 1;
+    resume_.step = static_cast<double>(checkpoint.step);
+    resume_.elapsed = checkpoint.elapsed;
+    resume_.wall_elapsed = checkpoint.wall_elapsed;
+    resume_.epoch_progress = checkpoint.epoch_progress;
+    resume_.workers = static_cast<double>(checkpoint.workers);
+    resume_.same_comm = checkpoint.comm == role_.comm ? 1 : 0;
+    resume_.optimizer_steps = static_cast<double>(checkpoint.optimizer_steps);
+    resume_.samples_seen = checkpoint.epoch_progress * static_cast<double>(total_rows_);
+    log::info(cat("resuming from ", resume_path, " at step ", checkpoint.step,
+                  checkpoint.workers != role_.workers
+                      ? cat(" (saved by ", checkpoint.workers, " workers, now ", role_.workers,
+                            ": the data order differs from an uninterrupted run)")
+                      : ""));
+  }
+  // Every rank starts from rank 0's model (and, when all of them update, its optimizer).
+  if (role_.distributed) {
+    world_.rendezvous("start-up");
+    world_.broadcast(
+        std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&resume_), sizeof resume_), 0);
+    const auto broadcast = [&](nn::HostView view) {
+      world_.broadcast(view.values(), 0);
+      view.write_back();
+    };
+    broadcast(net_->host_parameters());
+    broadcast(net_->host_state());
+    if (!role_.parameter_server || local_sgd(options_)) {
+      for (auto& [name, values] : optimizer_->state()) {
+        broadcast(nn::HostView(net_->backend(), *values, 0, values->size()));
+      }
+      optimizer_->set_steps(static_cast<std::int64_t>(resume_.optimizer_steps));
+    }
+    if (role_.servers > 1 && resume_.resumed != 0) resume_server_shards();
+  }
+  share_delayed_versions();
+  step_ = static_cast<std::int64_t>(resume_.step);
+  step_base_ = step_;
+  epoch_base_ = resume_.epoch_progress;
+  clock_.resume_at(resume_.elapsed, resume_.wall_elapsed);
+  samples_seen_ = resume_.samples_seen;
+}
+
+}  // namespace mbkit::train
