@@ -62,10 +62,15 @@ TEST(Labels, AStragglerMethodNamesItsRunsWhereOthersHaveNone) {
   coded["gradient_coding"] = "1";
   auto k_batch = base();
   k_batch["k_batch_sync"] = "4";
+  auto local = base();
+  local["local_steps"] = "8";
+  auto adacomm = base();
+  adacomm["local_steps"] = "adacomm";
   EXPECT_EQ(derive_labels({run("fmb.h5", fmb), run("backup.h5", backup), run("ksync.h5", k_sync),
-                           run("coded.h5", coded), run("kbsync.h5", k_batch)}),
+                           run("coded.h5", coded), run("kbsync.h5", k_batch),
+                           run("local.h5", local), run("adacomm.h5", adacomm)}),
             (std::vector<std::string>{"fmb", "2 backup workers", "K-sync 3", "gradient coding s=1",
-                                      "K-batch-sync 4"}));
+                                      "K-batch-sync 4", "local SGD tau=8", "local SGD, AdaComm"}));
 }
 
 TEST(Labels, TheAsynchronousMethodsNameTheirRuns) {

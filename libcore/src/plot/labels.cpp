@@ -24,6 +24,7 @@ const std::vector<std::string>& known_fields() {
       "k_batch_sync",
       "drop_compute",
       "delayed_gradients",
+      "local_steps",
       // The asynchronous server's (async_rule.hpp).
       "k_async",
       "staleness_bound",
@@ -55,8 +56,8 @@ const std::vector<std::string>& known_fields() {
 // others lack names what sets them apart, whatever its value.
 const std::set<std::string>& presence_fields() {
   static const std::set<std::string> kFields = {
-      "backup_workers", "k_sync",  "gradient_coding", "k_batch_sync",
-      "drop_compute",   "k_async", "staleness_bound", "delayed_gradients"};
+      "backup_workers", "k_sync",          "gradient_coding",   "k_batch_sync", "drop_compute",
+      "k_async",        "staleness_bound", "delayed_gradients", "local_steps"};
   return kFields;
 }
 
@@ -113,6 +114,9 @@ std::string describe_field(const std::string& key, const std::string& value) {
   if (key == "k_batch_sync") return cat("K-batch-sync ", value);
   if (key == "drop_compute") return cat("DropCompute ", value);
   if (key == "delayed_gradients") return cat("AMB-DG tau=", value);
+  if (key == "local_steps") {
+    return value == "adacomm" ? std::string("local SGD, AdaComm") : cat("local SGD tau=", value);
+  }
   if (key == "batch_size") return cat("batch ", value);
   if (key == "time_limit") {
     // A limit chosen at start (auto) has every digit of a double: three are enough to tell.
