@@ -116,11 +116,17 @@ class AsyncMethods(SameBits, mbtest.ToolTestCase):
                                              "--test", "60", "--seed", "5", "-o",
                                              self.path("toy.h5")))
 
-    def train(self, name, workers, *args, checkpoint=True):
-        self.assertIsNotNone(MPIRUN, "mpirun (openmpi-bin) is required")
-        command = [MPIRUN, "--oversubscribe", "-n", str(workers + 1), mbtest.tool("mb-train-fmb"),
-                   "--data", "toy.h5", "--model", "mlp", "--hidden", "16", "--threads", "1",
-                   "--batch-size", "16", "-q", *args, "--log", f"{name}-log.h5"]
+    def train(self, name, workers, *args, checkpoint=True, emulate=False):
+        # emulate: the workers inside one process (--emulate, the bits of a process per worker
+        # for what it emulates: tests/e2e/test_emulate.py), a few seconds cheaper than mpirun.
+        command = [mbtest.tool("mb-train-fmb"), "--data", "toy.h5", "--model", "mlp", "--hidden",
+                   "16", "--threads", "1", "--batch-size", "16", "-q", *args, "--log",
+                   f"{name}-log.h5"]
+        if emulate:
+            command += ["--emulate", str(workers)]
+        else:
+            self.assertIsNotNone(MPIRUN, "mpirun (openmpi-bin) is required")
+            command = [MPIRUN, "--oversubscribe", "-n", str(workers + 1), *command]
         if checkpoint:
             command += ["--checkpoint", f"{name}.h5"]
         return mbtest.run(command, cwd=self.dir, env=self.env)
@@ -169,8 +175,10 @@ class AsyncMethods(SameBits, mbtest.ToolTestCase):
         self.assertSucceeded(self.train("unbounded", 3, *args, "--staleness-bound", "1000"))
         self.assert_same_bits("k1", "async")
         self.assert_same_bits("unbounded", "async")
-        self.assertSucceeded(self.train("min2", 3, *args, "--async", "--async-min-grads", "2"))
-        self.assertSucceeded(self.train("kbatch2", 3, *args, "--k-batch-async", "2"))
+        self.assertSucceeded(self.train("min2", 3, *args, "--async", "--async-min-grads", "2",
+                                        emulate=True))
+        self.assertSucceeded(self.train("kbatch2", 3, *args, "--k-batch-async", "2",
+                                        emulate=True))
         self.assert_same_bits("kbatch2", "min2")
         # The count rule's 2 takes worker 0's first two gradients for update 1; K-async would
         # not.
