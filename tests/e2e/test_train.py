@@ -51,7 +51,9 @@ class Training(mbtest.ToolTestCase):
         with open(GOLDEN) as f:
             torch_result = json.load(f)
         accuracies = []
-        for seed in (1, 2, 3):
+        # Three seeds at the CPU's own level; the runs again at each instruction-set level
+        # (tests/CMakeLists.txt) take the first, which is within PyTorch's spread of the mean.
+        for seed in (1, 2, 3)[:int(os.environ.get("MBKIT_ACCURACY_SEEDS", "3"))]:
             result = self.train("--data", self.fmnist, "--epochs", str(torch_result["epochs"]),
                                 "--batch-size", str(torch_result["batch"]), "--optimizer", "momentum",
                                 "--momentum", str(torch_result["momentum"]),
