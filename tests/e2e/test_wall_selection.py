@@ -71,7 +71,8 @@ class WallSelection(SameBits, mbtest.ToolTestCase):
                 self.assertTrue(np.all(np.isin(samples[dropped == 0], [13, 20])), msg=samples)
                 self.assertEqual(log["steps/samples"][...].tolist(),
                                  samples.sum(axis=1).tolist())
-                step_time = log["steps/step_time"][...]
+                # The first step also waits for every rank's start-up (FMB's too).
+                step_time = log["steps/step_time"][1:]
                 self.assertLess(float(np.mean(step_time)), SLEEP / 3, msg=step_time)
                 self.assertEqual(log["eval/step"][...].tolist(), [5, 10, 15, 20])
 
