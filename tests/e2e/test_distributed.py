@@ -324,6 +324,7 @@ class Distributed(mbtest.ToolTestCase):
         data = self.toy(3000)
         for comm, via, bucket, extra in (
                 ("ps", "auto", "0", []), ("ps", "auto", "0", ["--async", "--steps", "20000"]),
+                ("ps", "auto", "0", ["--backup-workers", "1"]),
                 ("allreduce", "shm", "0", []), ("allreduce", "mpi", "0", []),
                 ("allreduce", "mpi", "0.0001", [])):
             with self.subTest(comm=comm, allreduce=via, bucket_mb=bucket, extra=extra):
@@ -339,8 +340,8 @@ class Distributed(mbtest.ToolTestCase):
                 err = self.stderr_then_kill(job, pids[2], timeout=40)
                 self.assertEqual(job.returncode, 4, msg=err)
                 self.assertLess(time.time() - stopped, 20)
-                # (--async: the other worker's gradients keep the master's waits short; rank 2
-                # is named once it has been silent for --comm-timeout.)
+                # (--async, --backup-workers: the other worker's gradients keep the master's
+                # waits short; rank 2 is named once it has been silent for --comm-timeout.)
                 # Every rank that gives up names the ranks that do not answer: rank 2 alone,
                 # wherever it stopped (a rank blocked inside a collective that rank 2 stopped in
                 # answers pings from its watchdog thread, and names rank 2 itself).

@@ -1,5 +1,6 @@
 """Straggler methods that drop late gradients (--backup-workers b, --k-sync K, --gradient-coding
-s): each synchronous ps step uses the first gradients to be ready on the virtual clock (under
+s): each synchronous ps step uses the first gradients to be ready on the virtual clock (the wall
+clock's: test_wall_selection.py) (under
 gradient coding the first of each group of s + 1 workers on the same data) and cancels the
 others.
 
@@ -182,7 +183,7 @@ class StragglerMethods(SameBits, mbtest.ToolTestCase):
         model = ["--comm-model", "0.001,0"]
         cases = [
             (["--backup-workers", "1", "--k-sync", "3"], "--k-sync 3"),
-            (["--backup-workers", "1", "--clock", "wall"], "--clock virtual"),
+            (["--backup-workers", "1", "--servers", "2"], "--servers"),
             (["--backup-workers", "1", "--async"], "--async"),
             (["--backup-workers", "1", "--comm", "allreduce"], "--comm allreduce"),
             (["--k-sync", "2", "--compress", "fp16"], "--compress"),

@@ -27,6 +27,39 @@ TEST(StepSelection, EqualTimesGoToTheLowerWorker) {
   EXPECT_EQ(selection.select(ready), (std::vector<bool>{true, false, false, true}));
 }
 
+// The wall clock takes gradients one by one as they arrive: the same choice as select() over
+// ready times in that order.
+std::vector<bool> take_in_order(const StepSelection& selection, const std::vector<int>& order) {
+  std::vector<bool> taken(static_cast<std::size_t>(selection.workers()), false);
+  for (const int w : order) {
+    if (selection.takes(taken, w)) taken[static_cast<std::size_t>(w)] = true;
+  }
+  EXPECT_TRUE(selection.complete(taken));
+  return taken;
+}
+
+TEST(StepSelection, ArrivalsTakenOneByOneMakeTheReadyTimesChoice) {
+  const auto first3 = StepSelection::first_arrivals(3, 5);
+  EXPECT_EQ(take_in_order(first3, {3, 1, 2, 4, 0}),
+            first3.select(std::vector<double>{0.9, 0.2, 0.5, 0.1, 0.7}));
+  std::vector<bool> taken(5, false);
+  taken[3] = taken[1] = true;
+  EXPECT_FALSE(first3.complete(taken));
+  EXPECT_FALSE(first3.takes(taken, 3));  // already in
+  const auto coded = StepSelection::first_of_groups(3, 6);
+  EXPECT_EQ(take_in_order(coded, {2, 1, 4, 0, 3, 5}),
+            (std::vector<bool>{false, false, true, false, true, false}));
+  EXPECT_EQ(take_in_order(coded, {2, 1, 4, 0, 3, 5}),
+            coded.select(std::vector<double>{0.4, 0.2, 0.1, 0.5, 0.3, 0.6}));
+  std::vector<bool> one_group(6, false);
+  one_group[0] = true;
+  EXPECT_FALSE(coded.takes(one_group, 2));  // its group has its gradient
+  EXPECT_TRUE(coded.takes(one_group, 5));
+  EXPECT_FALSE(coded.complete(one_group));
+  const auto all = StepSelection::first_arrivals(4, 4);
+  EXPECT_EQ(take_in_order(all, {3, 2, 1, 0}), std::vector<bool>(4, true));
+}
+
 TEST(StepSelection, AllOfThemDropsNothing) {
   const auto selection = StepSelection::first_arrivals(4, 4);
   EXPECT_FALSE(selection.drops());

@@ -318,17 +318,17 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
       ->check(whole_number<int>())
       ->type_name("N");
 
-  auto* methods = app.add_option_group("Straggler methods (sync ps, --clock virtual)");
+  auto* methods = app.add_option_group("Straggler methods (sync ps)");
   methods
       ->add_option("--backup-workers", o.backup_workers,
                    "Backup workers (Chen et al. 2016): each step uses the first W-b of the W "
-                   "workers' gradients to be ready and cancels the b late ones")
+                   "workers' gradients to be ready and drops the b late ones")
       ->check(whole_number<int>())
       ->type_name("b");
   methods
       ->add_option("--k-sync", o.k_sync,
                    "K-sync SGD (Dutta et al. 2018): each step uses the first K gradients to be "
-                   "ready and cancels the rest")
+                   "ready and drops the rest")
       ->check(whole_number<int>())
       ->type_name("K");
   methods

@@ -36,6 +36,10 @@ std::size_t report_slots(bool parameter_server) {
   return kReportSlots + (parameter_server ? 1 : 0);
 }
 
+}  // namespace
+
+namespace exchange_detail {
+
 void put_report(const WorkerReport& r, float* slot, bool parameter_server) {
   slot[0] = static_cast<float>(r.samples);
   slot[1] = static_cast<float>(r.loss_sum);
@@ -69,7 +73,7 @@ WorkerReport get_report(const float* slot, int rank, bool parameter_server) {
   return r;
 }
 
-}  // namespace
+}  // namespace exchange_detail
 
 std::size_t report_slot_floats(bool parameter_server) {
   return report_slots(parameter_server);

@@ -38,6 +38,11 @@ struct ParametersHeader {
 
 using Bytes = std::vector<unsigned char>;
 
+/// A worker's report in the synchronous exchanges' small values: report_slot_floats() floats
+/// at `slot` (exact for counts below 2^24).
+void put_report(const WorkerReport& r, float* slot, bool parameter_server);
+WorkerReport get_report(const float* slot, int rank, bool parameter_server);
+
 /// Adds a worker's report to a combined step.
 inline void add_up(CombinedStep& step, const WorkerReport& report) {
   step.samples += report.samples;

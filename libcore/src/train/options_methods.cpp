@@ -110,9 +110,10 @@ void validate_emulation(const TrainOptions& o) {
 }
 
 // The straggler methods that drop late gradients (step_selection.hpp): the step must choose
-// its gradients before they are summed, which the synchronous ps round on the virtual clock
-// does; what sums during the backward pass or asynchronously is refused, naming both flags.
-// DropCompute: the anytime round of mb-train-fmb's synchronous workers.
+// its gradients before they are summed, which the synchronous ps round does (from the ready
+// times on the virtual clock, as the gradients arrive at the master on the wall clock); what sums
+// during the backward pass or asynchronously is refused, naming both flags. DropCompute: the
+// anytime round of mb-train-fmb's synchronous workers.
 void validate_drop_compute(const TrainOptions& o) {
   if (!o.drop_compute.enabled) {
     if (o.drop_compute.micro_batches != 4) {
@@ -200,11 +201,8 @@ void validate_step_selection(const TrainOptions& o) {
   if (set.size() > 1) {
     usage_error(cat(flag, " and ", set[1], " choose the step's gradients each: give one"));
   }
-  if (o.clock != "virtual") {
-    usage_error(cat(flag,
-                    " needs --clock virtual: on the wall clock the master would have to cancel "
-                    "the late workers' rounds mid-step, which mbkit does not do yet"));
-  }
+  // On the wall clock the master takes the gradients as they arrive (selecting_exchange.hpp);
+  // --emulate needs the virtual clock anyway (validate_emulation).
   const char* refused = o.dbsl.enabled            ? "mb-train-dbsl"
                         : o.async                 ? "--async"
                         : o.comm != "ps"          ? "--comm allreduce"

@@ -91,6 +91,21 @@ std::vector<bool> StepSelection::select(std::span<const double> ready) const {
   return used;
 }
 
+bool StepSelection::takes(const std::vector<bool>& taken, int worker) const {
+  MBKIT_CHECK(
+      taken.size() == static_cast<std::size_t>(workers_) && worker >= 0 && worker < workers_,
+      "worker ", worker, " of ", taken.size(), " taken flags for ", workers_, " workers");
+  if (taken[static_cast<std::size_t>(worker)] || complete(taken)) return false;
+  if (group_ == 1) return true;
+  const int first = worker / group_ * group_;  // its group's: none taken yet?
+  return std::none_of(taken.begin() + first, taken.begin() + first + group_,
+                      [](bool t) { return t; });
+}
+
+bool StepSelection::complete(const std::vector<bool>& taken) const {
+  return std::count(taken.begin(), taken.end(), true) >= used_;
+}
+
 std::string StepSelection::describe() const {
   if (!drops()) return "all";
   if (group_ > 1) return cat("the first of each group of ", group_, " (", used_, " groups)");

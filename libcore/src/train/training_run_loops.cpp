@@ -8,6 +8,7 @@
 #include "mbkit/emulation/straggler.hpp"
 #include "mbkit/train/emulated_async.hpp"
 #include "mbkit/train/roles.hpp"
+#include "mbkit/train/selecting_exchange.hpp"
 #include "mbkit/train/training_run.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/log.hpp"
@@ -98,6 +99,15 @@ void TrainingRun::run_sync() {
   }
   stop_ = first_verdict(exchange);
   if (round_) round_->set_previous_exchange(0, 0, exchange.last_recv_time());
+  if (selects_on_wall_clock()) {  // after the start's verdict, in step no more
+    SelectingExchange selecting(world_, selection_, net_->parameter_count(), net_->state_count());
+    if (role_.master) {
+      run_selecting_master(selecting);
+    } else {
+      run_selecting_worker(selecting);
+    }
+    return;
+  }
   while (stop_ == kContinue) {
     stop_ = sync_step(exchange, gradients, tail);
     if (stop_ == kDiverged) break;

@@ -41,7 +41,7 @@ void TrainingRun::print_start_table() const {
                     : "",
                 options_.eval_every > 0 ? cat(", every ", options_.eval_every, " steps")
                                         : ", at the end",
-                role_.distributed && !role_.async && !random_test_
+                role_.distributed && !master_evaluates_alone() && !random_test_
                     ? cat(", shared out over ", emulated_ ? emulated_eval_slices_ : world_.size(),
                           emulated_ ? " emulated ranks" : " ranks")
                     : "")
@@ -284,7 +284,7 @@ void TrainingRun::run_evaluation(double elapsed) {
   } else if (test_loader_) {
     result = evaluate(*net_, *test_loader_);
   }
-  if (!role_.async && role_.distributed && !random_test_) {
+  if (!master_evaluates_alone() && role_.distributed && !random_test_) {
     world_.rendezvous(cat("evaluation at step ", step_));
     result.reduce(world_);
   }

@@ -161,7 +161,8 @@ void TrainingRun::open_data() {
 // AMB original's master (a shuffled pass over the whole split, one batch per evaluation).
 void TrainingRun::open_test_data() {
   random_test_ = options_.test_sample == "random";
-  const bool evaluates = random_test_ ? world_.rank() == 0 : !role_.async || role_.master;
+  const bool evaluates =
+      random_test_ ? world_.rank() == 0 : !master_evaluates_alone() || role_.master;
   test_path_ = options_.test_data.empty() ? my_data_.path : options_.test_data;
   if (evaluates) {
     data::LoaderOptions test_options;
@@ -170,7 +171,7 @@ void TrainingRun::open_test_data() {
     test_options.batch_size = options_.eval_batch_size;
     test_options.shuffle = false;
     test_options.prefetch = 1;
-    if (!role_.async && !random_test_) {
+    if (!master_evaluates_alone() && !random_test_) {
       test_options.slice_index = world_.rank();
       test_options.slice_count = role_.ranks(world_);
     }
@@ -215,7 +216,7 @@ void TrainingRun::open_test_data() {
     has_test_ = found != 0;
     return;
   }
-  has_test_ = role_.async
+  has_test_ = master_evaluates_alone()
                   ? test_loader_.has_value()
                   : world_.all_gather(test_loader_ ? 1u : 0u) ==
                         std::vector<std::uint64_t>(static_cast<std::size_t>(world_.size()), 1u);

@@ -208,8 +208,8 @@ struct TrainOptions {
   /// --emulate N: N workers (and the ps master) inside this one process, on the virtual clock
   /// (mbkit/train/emulated_workers.hpp); 0: a rank per worker.
   int emulate = 0;
-  // Straggler methods that drop late gradients (mbkit/train/step_selection.hpp): sync ps on the
-  // virtual clock. 0: off.
+  // Straggler methods that drop late gradients (mbkit/train/step_selection.hpp): sync ps, on
+  // either clock (the wall clock's: mbkit/train/selecting_exchange.hpp). 0: off.
   int backup_workers = 0;  ///< --backup-workers b: each step uses the first W - b gradients
   int k_sync = 0;          ///< --k-sync K: each step uses the first K gradients
   /// --gradient-coding s: groups of s + 1 workers on the same data; each group's first is used.

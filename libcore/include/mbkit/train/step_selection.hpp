@@ -52,6 +52,11 @@ class StepSelection {
   int used_per_step() const { return used_; }
   /// used[w]: whether worker w's gradient joins the step; `ready[w]` is its ready time.
   std::vector<bool> select(std::span<const double> ready) const;
+  /// The wall clock's form of the rule, as gradients really arrive one after another:
+  /// whether `worker`'s, arriving after those marked in `taken`, joins the step.
+  bool takes(const std::vector<bool>& taken, int worker) const;
+  /// Whether the gradients in `taken` complete the step (no later one would join it).
+  bool complete(const std::vector<bool>& taken) const;
   /// "all", or e.g. "first 6 of 8".
   std::string describe() const;
 

@@ -49,6 +49,7 @@
 namespace mbkit::train {
 
 struct LocalSgdLoop;
+class SelectingExchange;
 
 class TrainingRun {
  public:
@@ -171,6 +172,14 @@ class TrainingRun {
   int sync_step(SyncExchange& exchange, std::span<float> gradients, std::span<float> tail);
   /// ps: the master's parameters and state to the workers, through host views.
   int distribute(SyncExchange& exchange, int stop);
+  // The straggler methods' selection on the wall clock (training_run_selection.cpp,
+  // mbkit/train/selecting_exchange.hpp): a rank per worker, gradients taken as they arrive.
+  bool selects_on_wall_clock() const;
+  /// Whether the master (rank 0) evaluates the whole test split alone: the workers are not
+  /// in step with it (asynchronous ps, the wall clock's selection).
+  bool master_evaluates_alone() const { return role_.async || selects_on_wall_clock(); }
+  void run_selecting_master(SelectingExchange& exchange);
+  void run_selecting_worker(SelectingExchange& exchange);
   /// An async worker's refresh (AsyncWorker::refresh) into the network, through host views.
   bool refresh_from(AsyncWorker& worker, bool wait, std::int64_t& based_on);
   void run_async_master();

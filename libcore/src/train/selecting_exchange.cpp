@@ -1,0 +1,315 @@
+#include "mbkit/train/selecting_exchange.hpp"
+
+#include "exchange_internal.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "mbkit/comm/peer_silence.hpp"
+#include "mbkit/util/check.hpp"
+#include "mbkit/util/strings.hpp"
+#include "mbkit/util/timer.hpp"
+
+namespace mbkit::train {
+namespace {
+
+using namespace exchange_detail;
+
+// Beside exchange_internal.hpp's tags and the loops' (11-18).
+constexpr int kSelectedGradientTag = 31;
+constexpr int kSelectedParametersTag = 32;
+
+// A message's step rides in its first two floats (bits, not a value).
+constexpr std::size_t kStepFloats = 2;
+// The master's message: the step, then the StopCode.
+constexpr std::size_t kAnswerHeader = kStepFloats + 1;
+
+void put_step(float* at, std::int64_t step) {
+  std::memcpy(at, &step, sizeof step);
+}
+
+std::int64_t get_step(const float* at) {
+  std::int64_t step = 0;
+  std::memcpy(&step, at, sizeof step);
+  return step;
+}
+
+std::size_t bytes(std::size_t floats) {
+  return floats * sizeof(float);
+}
+
+}  // namespace
+
+struct SelectingExchange::Impl {
+  Impl(const comm::World& w, const StepSelection& s, std::size_t p, std::size_t st)
+      : world(w),
+        selection(s),
+        parameters(p),
+        state(st),
+        slots(report_slot_floats(true)),
+        workers(s.workers()),
+        silence(static_cast<std::size_t>(s.workers()),
+                [](std::size_t worker) { return static_cast<int>(worker) + 1; }) {}
+
+  const comm::World& world;
+  StepSelection selection;
+  std::size_t parameters, state, slots;
+  int workers;
+  std::size_t message_floats() const { return kStepFloats + parameters + state + slots; }
+  std::size_t answer_floats() const { return kAnswerHeader + parameters + state; }
+
+  // The master: a receive and an answer per worker.
+  bool started = false;
+  std::vector<std::vector<float>> inbox, outbox;
+  std::vector<comm::Request> received, sent;
+  std::vector<bool> done;          ///< told to stop: nothing more comes from it
+  std::vector<bool> answer_after;  ///< came in time for the step: answered after its update
+  std::vector<float> sum;
+  int late_stop = kContinue;  ///< the largest StopCode of the discarded gradients' reports
+  comm::PeerSilence silence;
+
+  // A worker: its message and the master's answer.
+  std::vector<float> message, reply;
+  comm::Request message_sent;
+
+  void start() {
+    if (started) return;
+    started = true;
+    const auto n = static_cast<std::size_t>(workers);
+    inbox.assign(n, std::vector<float>(message_floats()));
+    outbox.assign(n, std::vector<float>(answer_floats()));
+    received.assign(n, {});
+    sent.assign(n, {});
+    done.assign(n, false);
+    answer_after.assign(n, false);
+    for (int w = 0; w < workers; ++w) post(w);
+  }
+
+  void post(int w) {
+    const auto i = static_cast<std::size_t>(w);
+    received[i] =
+        world.irecv(inbox[i].data(), bytes(message_floats()), w + 1, kSelectedGradientTag);
+    silence.expect(i);
+  }
+
+  // Parameters of `step` (none with a stop) to worker w, which is then expected again or done.
+  void answer(int w, std::span<const float> p, std::span<const float> s, std::int64_t step,
+              int stop) {
+    const auto i = static_cast<std::size_t>(w);
+    if (sent[i].pending()) world.wait(sent[i], cat("sending the parameters to rank ", w + 1));
+    std::vector<float>& out = outbox[i];
+    put_step(out.data(), step);
+    out[kStepFloats] = static_cast<float>(stop);
+    std::size_t floats = kAnswerHeader;
+    if (stop == kContinue) {
+      std::copy(p.begin(), p.end(), out.begin() + kAnswerHeader);
+      std::copy(s.begin(), s.end(),
+                out.begin() + static_cast<std::ptrdiff_t>(kAnswerHeader + p.size()));
+      floats = answer_floats();
+    }
+    sent[i] = world.isend(out.data(), bytes(floats), w + 1, kSelectedParametersTag);
+    if (stop == kContinue) {
+      post(w);
+    } else {
+      done[i] = true;
+    }
+  }
+
+  std::vector<int> ranks_waited_for(const std::vector<bool>& came) const {
+    std::vector<int> ranks;
+    for (int w = 0; w < workers; ++w) {
+      const auto i = static_cast<std::size_t>(w);
+      if (!came[i] && !done[i]) ranks.push_back(w + 1);
+    }
+    return ranks;
+  }
+};
+
+SelectingExchange::SelectingExchange(const comm::World& world, const StepSelection& selection,
+                                     std::size_t parameters, std::size_t state)
+    : impl_(std::make_unique<Impl>(world, selection, parameters, state)) {
+  MBKIT_CHECK(world.size() == selection.workers() + 1, "a selecting exchange of ",
+              selection.workers(), " workers on ", world.size(), " ranks");
+}
+
+SelectingExchange::~SelectingExchange() = default;
+
+CombinedStep SelectingExchange::collect(std::span<float> gradients, std::span<float> state,
+                                        std::span<const float> parameters, std::int64_t step,
+                                        std::int64_t nominal, std::vector<bool>& used) {
+  Impl& m = *impl_;
+  MBKIT_CHECK(gradients.size() == m.parameters && state.size() == m.state &&
+                  parameters.size() == m.parameters,
+              "collect() with buffers of another model");
+  m.start();
+  const auto n = static_cast<std::size_t>(m.workers);
+  std::vector<bool> taken(n, false), came(n, false);
+  std::vector<WorkerReport> reports(n);
+  for (int w = 0; w < m.workers; ++w) reports[static_cast<std::size_t>(w)].rank = w + 1;
+  const std::string what = cat("master waiting for the gradients of step ", step + 1);
+  const auto start = SteadyClock::now();
+  // Each poll takes what came in worker order: arrivals seen by one poll are simultaneous.
+  m.world.wait_until(
+      [&] {
+        for (int w = 0; w < m.workers; ++w) {
+          const auto i = static_cast<std::size_t>(w);
+          if (m.done[i] || !m.received[i].pending() || !m.world.test(m.received[i])) continue;
+          m.silence.heard(i);
+          const float* message = m.inbox[i].data();
+          const std::int64_t of = get_step(message);
+          const WorkerReport report =
+              get_report(message + kStepFloats + m.parameters + m.state, w + 1, true);
+          if (of < step) {  // its step was made without it: the newest parameters, at once
+            ++discarded_;
+            m.late_stop = std::max(m.late_stop, report.stop);
+            m.answer(w, parameters, state, step, kContinue);
+            continue;
+          }
+          MBKIT_CHECK(of == step, "rank ", w + 1, " sent a gradient of step ", of + 1,
+                      " during step ", step + 1);
+          came[i] = true;
+          reports[i] = report;
+          if (m.selection.takes(taken, w)) taken[i] = true;
+        }
+        m.silence.check(m.world, what);
+        return m.selection.complete(taken);
+      },
+      what, [&] { return m.ranks_waited_for(came); });
+  CombinedStep result;
+  result.wait_time = seconds_since(start);
+  // The chosen ones' sum in worker order from zeros: the additions of ps's in-process and
+  // shared-memory sums (add_worker_to_sum), a function of the choice alone.
+  m.sum.assign(m.parameters + m.state + n * m.slots, 0.0f);
+  int count = 0;
+  for (int w = 0; w < m.workers; ++w) {
+    const auto i = static_cast<std::size_t>(w);
+    WorkerReport& report = reports[i];
+    if (taken[i]) {
+      const float* values = m.inbox[i].data() + kStepFloats;
+      add_worker_to_sum(m.sum, std::span<const float>(values, m.parameters),
+                        std::span<const float>(values + m.parameters, m.state), report, w, true);
+      ++count;
+    } else {
+      report.samples = 0;
+      report.loss_sum = 0;
+      report.correct = 0;
+    }
+    add_up(result, report);
+  }
+  result.stop = std::max(result.stop, std::exchange(m.late_stop, kContinue));
+  std::copy_n(m.sum.begin(), m.parameters, gradients.begin());
+  const float inverse = 1.0f / static_cast<float>(count);
+  for (std::size_t k = 0; k < m.state; ++k) state[k] = m.sum[m.parameters + k] * inverse;
+  finish_gradient(gradients, nominal, result.samples);
+  ServerReport server;
+  server.floats = static_cast<std::int64_t>(m.parameters);
+  server.bytes_received = static_cast<std::int64_t>(bytes(m.message_floats())) * count;
+  server.recv_time = result.wait_time;
+  result.servers.push_back(server);
+  used = taken;
+  m.answer_after = came;
+  return result;
+}
+
+void SelectingExchange::publish(std::span<const float> parameters, std::span<const float> state,
+                                std::int64_t step, int stop) {
+  Impl& m = *impl_;
+  for (int w = 0; w < m.workers; ++w) {
+    if (m.answer_after[static_cast<std::size_t>(w)]) m.answer(w, parameters, state, step, stop);
+  }
+  std::fill(m.answer_after.begin(), m.answer_after.end(), false);
+}
+
+void SelectingExchange::finish(std::int64_t step, int stop) {
+  Impl& m = *impl_;
+  if (!m.started) return;  // the start's verdict reached every worker through the broadcast
+  const int code = stop == kContinue ? kFinished : stop;
+  const std::string what = cat("master waiting for the last gradients after step ", step);
+  const auto outstanding = [&] {
+    std::vector<int> ranks;
+    for (int w = 0; w < m.workers; ++w) {
+      if (!m.done[static_cast<std::size_t>(w)]) ranks.push_back(w + 1);
+    }
+    return ranks;
+  };
+  // Every round in progress ends with a gradient: received, discarded and answered with the stop.
+  m.world.wait_until(
+      [&] {
+        bool all = true;
+        for (int w = 0; w < m.workers; ++w) {
+          const auto i = static_cast<std::size_t>(w);
+          if (m.done[i]) continue;
+          if (!m.world.test(m.received[i])) {
+            all = false;
+            continue;
+          }
+          m.silence.heard(i);
+          ++discarded_;
+          m.answer(w, {}, {}, step, code);
+        }
+        m.silence.check(m.world, what);
+        return all;
+      },
+      what, outstanding);
+  m.world.wait_until(
+      [&] {
+        bool all = true;
+        for (auto& s : m.sent) all = m.world.test(s) && all;
+        return all;
+      },
+      "master sending the stop to the workers",
+      [&] {
+        std::vector<int> ranks;
+        for (const auto& s : m.sent) {
+          if (s.pending()) ranks.push_back(s.peer);
+        }
+        return ranks;
+      });
+}
+
+void SelectingExchange::send(std::span<const float> gradients, std::span<const float> state,
+                             const WorkerReport& report, std::int64_t step) {
+  Impl& m = *impl_;
+  MBKIT_CHECK(gradients.size() == m.parameters && state.size() == m.state,
+              "send() with buffers of another model");
+  const auto start = SteadyClock::now();
+  if (m.message_sent.pending()) {
+    m.world.wait(m.message_sent, cat("sending the gradient of step ", step, " to the master"));
+  }
+  m.message.resize(m.message_floats());
+  put_step(m.message.data(), step);
+  float* values = m.message.data() + kStepFloats;
+  std::copy(gradients.begin(), gradients.end(), values);
+  std::copy(state.begin(), state.end(), values + m.parameters);
+  put_report(report, values + m.parameters + m.state, true);
+  m.message_sent =
+      m.world.isend(m.message.data(), bytes(m.message.size()), 0, kSelectedGradientTag);
+  send_time_ = seconds_since(start);
+}
+
+SelectingExchange::Parameters SelectingExchange::receive(std::span<float> parameters,
+                                                         std::span<float> state) {
+  Impl& m = *impl_;
+  const auto start = SteadyClock::now();
+  m.reply.resize(m.answer_floats());
+  comm::Request reply =
+      m.world.irecv(m.reply.data(), bytes(m.reply.size()), 0, kSelectedParametersTag);
+  m.world.wait(reply, "waiting for the parameters from the master");
+  // The answer follows the gradient's arrival: the send is complete.
+  if (m.message_sent.pending()) m.world.wait(m.message_sent, "sending the gradient to the master");
+  Parameters got;
+  got.step = get_step(m.reply.data());
+  got.stop = static_cast<int>(m.reply[kStepFloats]);
+  if (got.stop == kContinue) {
+    MBKIT_CHECK(parameters.size() == m.parameters && state.size() == m.state,
+                "receive() with buffers of another model");
+    const float* values = m.reply.data() + kAnswerHeader;
+    std::copy_n(values, m.parameters, parameters.begin());
+    std::copy_n(values + m.parameters, m.state, state.begin());
+  }
+  wait_time_ = seconds_since(start);
+  return got;
+}
+
+}  // namespace mbkit::train

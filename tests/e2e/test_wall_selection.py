@@ -1,0 +1,106 @@
+"""The straggler methods that drop late gradients (--backup-workers, --k-sync, --gradient-coding)
+on the wall clock, a process per worker under mpirun: the master takes the gradients as they
+really arrive and steps with the first ones the rule selects; a late gradient is discarded and
+its worker goes on from the newest parameters.
+
+- A worker that sleeps 0.3 s a round is dropped at (almost) every step, and the steps take far
+  less than its sleep; K-sync with the same K does the same.
+- --backup-workers 0 is FMB, to the bit.
+- Gradient coding with a slow worker decodes the whole gradient: the parameters are FMB's over
+  one worker per group (a rank-order sum), to the bit.
+"""
+
+import shutil
+
+import h5py
+import numpy as np
+
+import mbtest
+from test_emulate import SameBits, arrays
+
+MPIRUN = shutil.which("mpirun")
+
+COMMON = ["--model", "mlp", "--hidden", "16", "--optimizer", "momentum", "--lr", "0.05",
+          "--threads", "1", "--batch-size", "20", "--eval-every", "5", "--clock", "wall",
+          "--comm", "ps", "-q"]
+SLEEP = 0.3  # seconds the slow worker sleeps before each round
+# The log's columns of wall seconds, which differ between any two runs.
+WALL_TIMES = {"time", "step_time", "throughput", "wait_time", "compute_time", "send_time",
+              "recv_time", "exit_time"}
+
+
+class WallSelection(SameBits, mbtest.ToolTestCase):
+    def setUp(self):
+        super().setUp()
+        if MPIRUN is None:
+            self.skipTest("mpirun is not installed")
+        self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "400",
+                                             "--test", "90", "--seed", "3", "-o",
+                                             self.path("toy.h5")))
+
+    def slow_last(self, workers):
+        """A delay trace (one step, repeated): the last of `workers` sleeps SLEEP a round."""
+        with open(self.path("slow.csv"), "w") as out:
+            out.write("worker,step,seconds\n")
+            for w in range(workers):
+                out.write(f"{w},0,{SLEEP if w == workers - 1 else 0}\n")
+        return ["--induce", "trace:slow.csv"]
+
+    def train(self, name, ranks, args):
+        command = [MPIRUN, "--oversubscribe", "-n", str(ranks), mbtest.tool("mb-train-fmb"),
+                   "--data", "toy.h5", *COMMON, *args,
+                   "--log", f"{name}-log.h5", "--checkpoint", f"{name}.h5"]
+        result = mbtest.run(command, cwd=self.dir, env=self.env, timeout=120)
+        self.assertSucceeded(result)
+        return result
+
+    def test_a_slow_worker_is_dropped_and_does_not_slow_the_steps(self):
+        steps = 20
+        for name, rule in (("backup", ["--backup-workers", "1"]), ("k-sync", ["--k-sync", "2"])):
+            self.train(name, 4, ["--steps", str(steps), *self.slow_last(3), *rule])
+            with self.subTest(rule=rule), h5py.File(self.path(f"{name}-log.h5"), "r") as log:
+                ranks = log["workers/rank"][...].reshape(steps, 3)
+                dropped = log["workers/dropped"][...].reshape(steps, 3)
+                self.assertTrue(np.all(ranks == [1, 2, 3]))
+                # Rank 3 sleeps 0.3 s a round; the others step every few milliseconds.
+                self.assertGreaterEqual(int(dropped[:, 2].sum()), steps - 2, msg=dropped)
+                self.assertEqual(log["collect/gradients"][...].tolist(), [2] * steps)
+                # Two batches of 20 (an epoch's last of a 133-row slice: 13) per step.
+                samples = log["workers/samples"][...].reshape(steps, 3)
+                self.assertTrue(np.all(samples[dropped == 1] == 0))
+                self.assertTrue(np.all(np.isin(samples[dropped == 0], [13, 20])), msg=samples)
+                self.assertEqual(log["steps/samples"][...].tolist(),
+                                 samples.sum(axis=1).tolist())
+                # The first step also waits for every rank's start-up (FMB's too).
+                step_time = log["steps/step_time"][1:]
+                self.assertLess(float(np.mean(step_time)), SLEEP / 3, msg=step_time)
+                self.assertEqual(log["eval/step"][...].tolist(), [5, 10, 15, 20])
+
+    def test_no_backup_worker_is_fmb(self):
+        args = ["--steps", "8", *self.slow_last(3)]
+        self.train("fmb", 4, args)
+        self.train("backup-0", 4, [*args, "--backup-workers", "0"])
+        self.assert_same_bits("backup-0", "fmb", skip=WALL_TIMES)
+
+    def test_gradient_coding_decodes_the_whole_gradient(self):
+        # Workers 0,1 and 2,3 (ranks 1-2, 3-4) hold the same data; worker 3 is slow, so group
+        # {2,3}'s gradient is worker 2's; group {0,1}'s is whichever comes first (the same).
+        steps = 10
+        self.train("coded", 5, ["--steps", str(steps), "--gradient-coding", "1",
+                                *self.slow_last(4)])
+        self.train("two", 3, ["--steps", str(steps), "--allreduce", "shm"])
+        with h5py.File(self.path("coded-log.h5"), "r") as log:
+            dropped = log["workers/dropped"][...].reshape(steps, 4)
+            self.assertEqual(log["collect/gradients"][...].tolist(), [2] * steps)
+            self.assertTrue(np.all(dropped[:, 0] + dropped[:, 1] == 1), msg=dropped)
+            self.assertTrue(np.all(dropped[:, 2] + dropped[:, 3] == 1), msg=dropped)
+            self.assertGreaterEqual(int(dropped[:, 3].sum()), steps - 2, msg=dropped)
+        coded, two = arrays(self.path("coded.h5"), False), arrays(self.path("two.h5"), False)
+        self.assertIn("params/fc1.weight", coded)
+        for name in coded:
+            if name.startswith(("params/", "state/", "optimizer/")):
+                self.assertEqual(coded[name].tobytes(), two[name].tobytes(), msg=name)
+
+
+if __name__ == "__main__":
+    mbtest.main()
