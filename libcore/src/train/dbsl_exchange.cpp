@@ -48,8 +48,7 @@ struct DbslServer::Impl {
   };
   std::vector<Worker> workers;
   std::deque<std::size_t> order;  // wall clock: received pushes, in arrival order
-  std::optional<VirtualArrivals> arrivals;
-  double now = 0;
+  std::optional<DbslVirtualClock> clock;
   // A push is due from each computing worker: one that stays silent past --comm-timeout ends
   // the run naming it, though the others' pushes keep the server's waits short.
   comm::PeerSilence silence;
@@ -96,9 +95,9 @@ struct DbslServer::Impl {
       worker.state = kReceived;
       silence.heard(w);
       any = true;
-      if (arrivals) {
+      if (clock) {
         const PushHeader header = header_of(w);
-        arrivals->arrived(static_cast<int>(w), header.sleep_time + header.compute_time);
+        clock->arrived(static_cast<int>(w), header.sleep_time + header.compute_time);
       } else {
         order.push_back(w);
       }
@@ -131,12 +130,7 @@ struct DbslServer::Impl {
     report.staleness = step - report.based_on;
     report.stop = static_cast<int>(header.stop);
     report.micro_batches = static_cast<std::int64_t>(header.batches);
-    if (arrivals) {
-      const double arrival = arrivals->take(static_cast<int>(w));
-      now = std::max(now, arrival);
-      report.send_time = 2 * arrivals->message();  // the push and the reply
-      report.wait_time = now - arrival;            // queued behind earlier pushes
-    }
+    if (clock) clock->take(static_cast<int>(w), report);
     return report;
   }
 
@@ -160,17 +154,23 @@ DbslServer::~DbslServer() {
   delete impl_;
 }
 
+void DbslVirtualClock::take(int w, WorkerReport& report) {
+  const double arrival = arrivals_.take(w);
+  now_ = std::max(now_, arrival);
+  report.send_time = 2 * arrivals_.message();  // the push and the reply
+  report.wait_time = now_ - arrival;           // queued behind earlier pushes
+}
+
 void DbslServer::use_virtual_clock(double message, double now) {
-  impl_->arrivals.emplace(static_cast<int>(impl_->workers.size()), message);
-  impl_->now = now;
+  impl_->clock.emplace(static_cast<int>(impl_->workers.size()), message, now);
 }
 
 double DbslServer::virtual_now() const {
-  return impl_->now;
+  return impl_->clock ? impl_->clock->now() : 0.0;
 }
 
 void DbslServer::advance(double seconds) {
-  impl_->now += seconds;
+  if (impl_->clock) impl_->clock->advance(seconds);
 }
 
 void DbslServer::start(std::span<const float> parameters, std::span<const float> state,
@@ -189,8 +189,8 @@ WorkerReport DbslServer::next_push(std::span<float> model, std::int64_t step) {
       [&] {
         m.poll();
         m.silence.check(m.world, what);
-        if (m.arrivals) {
-          if (const auto w = m.arrivals->next()) next = static_cast<std::size_t>(*w);
+        if (m.clock) {
+          if (const auto w = m.clock->next()) next = static_cast<std::size_t>(*w);
         } else if (!m.order.empty()) {
           next = m.order.front();
           m.order.pop_front();
@@ -227,7 +227,7 @@ void DbslServer::reply(int rank, std::span<const float> parameters, std::span<co
   const auto w = static_cast<std::size_t>(rank - 1);
   m.post_receive(w);
   m.send(w, ReplyHeader{static_cast<double>(round.step), round.lr, 0}, parameters, state);
-  if (m.arrivals) m.arrivals->start(static_cast<int>(w), m.now + m.arrivals->message());
+  if (m.clock) m.clock->replied(static_cast<int>(w));
 }
 
 void DbslServer::finish(std::int64_t step, int code) {

@@ -181,7 +181,27 @@ EmulatedWorkers::EmulatedWorkers(const TrainOptions& options, int workers, int s
         options.k_batch_sync > 0
             ? std::make_shared<data::Batch>()
             : batches_[static_cast<std::size_t>(2 * (w % lanes_count_) + (w / lanes_count_) % 2)];
+    masks_of_.push_back(loader.slice_index);
     loaders_.push_back(std::make_unique<data::DataLoader>(std::move(loader)));
+  }
+}
+
+void EmulatedWorkers::read_whole_split(const std::vector<int>& batches) {
+  MBKIT_CHECK(batches.size() == loaders_.size() && rounds_.empty(),
+              "emulated DBSL workers' loaders set after their rounds");
+  for (int w = 0; w < workers(); ++w) {
+    // training_run_dbsl.cpp's worker loader: the whole split, no shard of it.
+    data::LoaderOptions loader;
+    loader.path = options_.data;
+    loader.split = std::string(data::kTrain);
+    loader.batch_size = batches[static_cast<std::size_t>(w)];
+    loader.seed = options_.seed;
+    loader.augment = options_.augment;
+    loader.prefetch = 0;
+    loader.rows = rows_;
+    loader.batch_buffer = batches_.front();  // one round at a time reads its batches
+    loaders_[static_cast<std::size_t>(w)] = std::make_unique<data::DataLoader>(std::move(loader));
+    masks_of_[static_cast<std::size_t>(w)] = w;
   }
 }
 
@@ -234,10 +254,10 @@ void EmulatedWorkers::make_rounds(const RoundParts& parts) {
     // under --global-batch-size), as its own process would set it.
     RoundRule rule = parts.rule;
     if (rule.anytime) rule.micro_size = loader.options().batch_size / anytime_partitions(options_);
-    rounds_.push_back(std::make_unique<WorkerRound>(
-        WorkerRound::Parts{*lane_of(w).net, loader, parts.clock, parts.slowdown,
-                           compute_model(parts.compute_models, w), parts.stragglers, rank_of(w), w,
-                           parts.seed, rule, options_.induce_trace, loader.options().slice_index}));
+    rounds_.push_back(std::make_unique<WorkerRound>(WorkerRound::Parts{
+        *lane_of(w).net, loader, parts.clock, parts.slowdown,
+        compute_model(parts.compute_models, w), parts.stragglers, rank_of(w), w, parts.seed, rule,
+        options_.induce_trace, masks_of_[static_cast<std::size_t>(w)]}));
   }
 }
 

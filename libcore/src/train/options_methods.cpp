@@ -60,6 +60,27 @@ void validate_local_steps(const TrainOptions& o) {
 
 // --emulate: the synchronous methods of a cluster of N workers inside this process, on the
 // virtual clock; what needs real ranks is refused, naming both flags.
+// mb-train-dbsl --emulate (emulated_dbsl.hpp): the workers' rounds run one at a time on the
+// server's network; the asynchronous server needs each round's ready time before it computes.
+void validate_dbsl_emulation(const TrainOptions& o) {
+  if (o.threads > 1) {
+    usage_error(cat("--emulate ", o.emulate, " --threads ", o.threads,
+                    ": DBSL's emulated workers run one at a time on the server's network; give "
+                    "--threads 1"));
+  }
+  if (o.dbsl.calibrate) {
+    usage_error(cat("--emulate ", o.emulate,
+                    " --calibrate: emulated workers share this process's cores, so timing them "
+                    "measures nothing of the cluster; give --compute-model or --time-model-ab"));
+  }
+  if (!o.dbsl.sync && o.compute_model.empty()) {
+    usage_error(cat("--emulate ", o.emulate,
+                    " needs --compute-model for DBSL's asynchronous server: it takes the pushes "
+                    "in the order they arrive, which must be known before they are computed "
+                    "(or give --sync)"));
+  }
+}
+
 void validate_emulation(const TrainOptions& o) {
   if (o.emulate < 0) usage_error(cat("--emulate ", o.emulate, " must not be negative"));
   if (o.emulate == 0) return;
@@ -68,8 +89,7 @@ void validate_emulation(const TrainOptions& o) {
                     " runs the workers on this process's threads, not a core each: it needs "
                     "--clock virtual"));
   }
-  const char* refused = o.dbsl.enabled                       ? "mb-train-dbsl"
-                        : o.servers > 1                      ? "--servers"
+  const char* refused = o.servers > 1                        ? "--servers"
                         : o.compression.enabled()            ? "--compress"
                         : o.bucket_mb > 0                    ? "--bucket-mb"
                         : o.allreduce == AllreduceVia::kMpi  ? "--allreduce mpi"
@@ -79,8 +99,9 @@ void validate_emulation(const TrainOptions& o) {
   if (refused != nullptr) {
     usage_error(cat("--emulate ", o.emulate, ": ", refused,
                     " is not emulated inside one process yet (synchronous ps and allreduce, "
-                    "and ps --async, are); run a rank per worker under mpirun"));
+                    "ps --async and mb-train-dbsl are); run a rank per worker under mpirun"));
   }
+  if (o.dbsl.enabled) validate_dbsl_emulation(o);
   if (o.async && o.threads > 1) {
     usage_error(cat("--emulate ", o.emulate, " --async --threads ", o.threads,
                     ": the emulated asynchronous master runs the workers' rounds one at a time "

@@ -91,8 +91,11 @@ Role decide_role(const TrainOptions& o, const comm::World& world) {
     role.server = role.parameter_server;
     role.computes = false;
     role.workers = o.emulate;
-    role.async = o.async;
-    role.comm = !role.parameter_server ? "allreduce" : o.async ? "ps-async" : "ps";
+    role.async = o.async || o.dbsl.enabled;  // as under mpirun: DBSL's server takes pushes
+    role.comm = !role.parameter_server ? "allreduce"
+                : o.dbsl.enabled       ? "ps-dbsl"
+                : o.async              ? "ps-async"
+                                       : "ps";
     role.shared_memory = true;  // the workers' sums are added as the shared-memory sum adds
     check_async_min_grads(o, role);
     return role;

@@ -8,6 +8,7 @@
 #include "mbkit/train/dbsl_exchange.hpp"
 #include "mbkit/train/dbsl_merge.hpp"
 #include "mbkit/train/dbsl_options.hpp"
+#include "mbkit/train/emulated_dbsl.hpp"
 #include "mbkit/train/time_model.hpp"
 #include "mbkit/train/training_run.hpp"
 #include "mbkit/util/error.hpp"
@@ -37,6 +38,11 @@ void TrainingRun::plan_dbsl() {
   dbsl_factors_.clear();
   for (const auto& worker : dbsl_plan_.workers) {
     dbsl_factors_.push_back(worker.small ? update_factor(kind, worker.factor) : 1.0);
+  }
+  if (emulated_) {
+    std::vector<int> batches;
+    for (const auto& worker : dbsl_plan_.workers) batches.push_back(worker.batch);
+    emulated_->read_whole_split(batches);
   }
   if (!role_.computes) return;
   // Every round takes the first d samples of a fresh permutation of the whole split.
@@ -205,9 +211,21 @@ double timed_merge(bool timed, const RunClock& clock, F&& merge) {
 
 }  // namespace
 
+// The workers' side of the exchange: a rank per worker, or the workers emulated in this process.
+std::unique_ptr<DbslCombiner> TrainingRun::make_dbsl_server() {
+  if (emulated_) {
+    return std::make_unique<EmulatedDbslServer>(EmulatedDbslServer::Parts{
+        *emulated_, *net_, optimizer_config_, dbsl_plan_, options_.dbsl.keep_optimizer_state,
+        options_.dbsl.sync, [this] { return stop_request_.requested() ? kSignalled : kContinue; },
+        [this](std::int64_t round, const WorkerReport& report) { worker_line(round, report); }});
+  }
+  return std::make_unique<DbslServer>(world_, net_->parameter_count(), net_->state_count());
+}
+
 void TrainingRun::run_dbsl_server() {
   const std::size_t parameters = net_->parameter_count();
-  DbslServer server(world_, parameters, net_->state_count());
+  const std::unique_ptr<DbslCombiner> combiner = make_dbsl_server();
+  DbslCombiner& server = *combiner;
   if (clock_.is_virtual()) {
     server.use_virtual_clock(comm_model_.message((parameters + net_->state_count()) * 4),
                              clock_.virtual_now());
@@ -260,7 +278,8 @@ void TrainingRun::run_dbsl_server() {
 
 void TrainingRun::run_dbsl_sync_server() {
   const std::size_t parameters = net_->parameter_count();
-  DbslServer server(world_, parameters, net_->state_count());
+  const std::unique_ptr<DbslCombiner> combiner = make_dbsl_server();
+  DbslCombiner& server = *combiner;
   if (clock_.is_virtual()) {
     server.use_virtual_clock(comm_model_.message((parameters + net_->state_count()) * 4),
                              clock_.virtual_now());

@@ -155,13 +155,32 @@ std::optional<std::vector<double>> WorkerRound::predict_completions(int count) {
   return completions;
 }
 
+std::optional<double> WorkerRound::predict_samples_ready(std::int64_t samples) {
+  if (!parts_.clock.is_virtual() || !parts_.compute_model) return std::nullopt;
+  if (sampler_ && !predrawn_delay_) predrawn_delay_ = sampler_->next();
+  // Summed as run_samples() sums its report's, so that the ready time is the report's to the bit.
+  double sleep = predrawn_delay_.value_or(0.0), compute = 0;
+  std::int64_t done = 0;
+  for (std::int64_t j = 0; done < samples; ++j) {
+    const std::int64_t size =
+        std::min<std::int64_t>(parts_.loader.batch_size_ahead(j), samples - done);
+    const double cost = parts_.compute_model->cost(size);
+    compute += cost;
+    sleep += parts_.slowdown.extra_delay(parts_.rank, cost);
+    done += size;
+  }
+  return sleep + compute;
+}
+
 WorkerReport WorkerRound::run_samples(std::int64_t at_step, std::int64_t samples,
                                       const std::function<void()>& update) {
   const bool virtual_clock = parts_.clock.is_virtual();
   WorkerReport report;
   report.rank = parts_.rank;
   report.micro_batches = 0;
-  if (sampler_) {
+  if (predrawn_delay_) {
+    report.sleep_time = *std::exchange(predrawn_delay_, std::nullopt);
+  } else if (sampler_) {
     report.sleep_time = sampler_->next();
     if (!virtual_clock) sleep_for(report.sleep_time);
   }

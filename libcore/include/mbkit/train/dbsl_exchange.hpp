@@ -12,11 +12,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "mbkit/comm/world.hpp"
 #include "mbkit/train/exchange.hpp"
+#include "mbkit/train/virtual_clock.hpp"
 
 namespace mbkit::train {
 
@@ -27,35 +29,81 @@ struct DbslRound {
   int stop = kContinue;   ///< a StopCode: the run ended
 };
 
-class DbslServer {
+/// The server's side of DBSL's exchange, as run_dbsl_server and run_dbsl_sync_server see it:
+/// the workers as ranks under mpirun (DbslServer) or emulated inside this process
+/// (EmulatedDbslServer, emulated_dbsl.hpp).
+class DbslCombiner {
  public:
-  DbslServer(const comm::World& world, std::size_t parameters, std::size_t state);
-  ~DbslServer();
-  DbslServer(const DbslServer&) = delete;
-  DbslServer& operator=(const DbslServer&) = delete;
+  virtual ~DbslCombiner() = default;
 
   /// Emulates the cluster on the virtual clock; call before start(). `message` is the cost of
   /// a model's message, `now` the server's virtual time.
-  void use_virtual_clock(double message, double now);
-  double virtual_now() const;
+  virtual void use_virtual_clock(double message, double now) = 0;
+  virtual double virtual_now() const = 0;
   /// Adds the server's own work (a merge timed in CPU seconds) to its virtual time.
-  void advance(double seconds);
+  virtual void advance(double seconds) = 0;
 
   /// Sends every worker the starting model.
-  void start(std::span<const float> parameters, std::span<const float> state,
-             const DbslRound& round);
+  virtual void start(std::span<const float> parameters, std::span<const float> state,
+                     const DbslRound& round) = 0;
   /// The next push (virtual order under the virtual clock, else arrival order): `model` gets
   /// the worker's parameters followed by its state. Waiting names `step`.
-  WorkerReport next_push(std::span<float> model, std::int64_t step);
+  virtual WorkerReport next_push(std::span<float> model, std::int64_t step) = 0;
   /// --sync: every worker's push; models[w] gets worker w's (resized to fit).
-  std::vector<WorkerReport> all_pushes(std::vector<std::vector<float>>& models, std::int64_t step);
+  virtual std::vector<WorkerReport> all_pushes(std::vector<std::vector<float>>& models,
+                                               std::int64_t step) = 0;
   /// Replies to the worker of `rank` (whose push was taken) with the model for its next round.
-  void reply(int rank, std::span<const float> parameters, std::span<const float> state,
-             const DbslRound& round);
+  virtual void reply(int rank, std::span<const float> parameters, std::span<const float> state,
+                     const DbslRound& round) = 0;
   /// Tells every worker to stop (a reply with `code`), discarding pushes still coming.
-  void finish(std::int64_t step, int code);
+  virtual void finish(std::int64_t step, int code) = 0;
   /// Pushes that arrived after the server had decided to stop (not merged).
-  std::int64_t discarded() const { return discarded_; }
+  virtual std::int64_t discarded() const = 0;
+};
+
+/// The DBSL server's virtual clock, one for the MPI server and the emulated one: the order it
+/// takes pushes in (VirtualArrivals) and the times it records.
+class DbslVirtualClock {
+ public:
+  DbslVirtualClock(int workers, double message, double now)
+      : arrivals_(workers, message), now_(now) {}
+  double now() const { return now_; }
+  void advance(double seconds) { now_ += seconds; }
+  /// The server replied to worker w now: its next round starts when the reply reached it.
+  void replied(int w) { arrivals_.start(w, now_ + arrivals_.message()); }
+  /// Worker w's push is on its way: it was ready `ready_after` seconds (delay + compute) after
+  /// its round started.
+  void arrived(int w, double ready_after) { arrivals_.arrived(w, ready_after); }
+  /// The worker whose push is next in virtual time, once it is safe to take it.
+  std::optional<int> next() const { return arrivals_.next(); }
+  /// Takes worker w's push: the server merges at max(its time, the arrival); the report's send
+  /// time is the push's and the reply's messages, its wait the time queued behind earlier pushes.
+  void take(int w, WorkerReport& report);
+
+ private:
+  VirtualArrivals arrivals_;
+  double now_ = 0;
+};
+
+class DbslServer final : public DbslCombiner {
+ public:
+  DbslServer(const comm::World& world, std::size_t parameters, std::size_t state);
+  ~DbslServer() override;
+  DbslServer(const DbslServer&) = delete;
+  DbslServer& operator=(const DbslServer&) = delete;
+
+  void use_virtual_clock(double message, double now) override;
+  double virtual_now() const override;
+  void advance(double seconds) override;
+  void start(std::span<const float> parameters, std::span<const float> state,
+             const DbslRound& round) override;
+  WorkerReport next_push(std::span<float> model, std::int64_t step) override;
+  std::vector<WorkerReport> all_pushes(std::vector<std::vector<float>>& models,
+                                       std::int64_t step) override;
+  void reply(int rank, std::span<const float> parameters, std::span<const float> state,
+             const DbslRound& round) override;
+  void finish(std::int64_t step, int code) override;
+  std::int64_t discarded() const override { return discarded_; }
 
  private:
   struct Impl;

@@ -71,6 +71,12 @@ class EmulatedWorkers {
   /// Lanes computing workers at once: --threads under --emulate, at most one per worker.
   int lanes() const { return lanes_count_; }
 
+  /// DBSL (emulated_dbsl.hpp): every worker reads the whole split, worker w in batches of
+  /// `batches[w]`, as DBSL's worker processes do (its plan); call before make_rounds().
+  void read_whole_split(const std::vector<int>& batches);
+  /// Worker w's loader (DBSL's rounds seek it to their permutation).
+  data::DataLoader& loader(int w) { return *loaders_.at(static_cast<std::size_t>(w)); }
+
   /// The rounds, once the network, the clock and AMB's rule are known.
   struct RoundParts {
     nn::Network& net;
@@ -141,6 +147,8 @@ class EmulatedWorkers {
   std::vector<std::shared_ptr<data::Batch>> batches_;
   std::vector<std::unique_ptr<data::DataLoader>> loaders_;
   std::vector<std::unique_ptr<WorkerRound>> rounds_;
+  /// By worker: whose dropout masks its rounds draw (WorkerRound::Parts::masks_of).
+  std::vector<int> masks_of_;
   nn::Network* net_ = nullptr;
   std::vector<float> step_state_;  ///< the state every worker starts the step from
   /// Last but one: their helper threads stop before the loaders they prepare go.

@@ -29,6 +29,7 @@
 #include "mbkit/nn/network.hpp"
 #include "mbkit/optim/optimizer.hpp"
 #include "mbkit/optim/schedule.hpp"
+#include "mbkit/train/dbsl_exchange.hpp"
 #include "mbkit/train/dbsl_plan.hpp"
 #include "mbkit/train/delayed_gradients.hpp"
 #include "mbkit/train/describe.hpp"
@@ -192,6 +193,8 @@ class TrainingRun {
   /// The modelled receive of the asynchronous master's parameters (the virtual clock).
   double async_parameters_receive() const;
   // DBSL (training_run_dbsl.cpp): the parameter server and a worker.
+  /// The server's exchange: DbslServer over MPI, or the emulated workers' (--emulate).
+  std::unique_ptr<DbslCombiner> make_dbsl_server();
   void run_dbsl_server();
   void run_dbsl_sync_server();
   void run_dbsl_worker();

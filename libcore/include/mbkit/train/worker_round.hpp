@@ -89,6 +89,10 @@ class WorkerRound {
   /// the next run(), without computing: on the virtual clock with a compute model and a loader
   /// without prefetch, else nullopt. It draws the round's induced delay, which run() then uses.
   std::optional<double> predict_ready();
+  /// DBSL: the ready time (seconds after the round's start, summed as run_samples()'s report)
+  /// of the next run_samples(`samples`), without computing; nullopt as predict_ready(). It
+  /// draws the round's induced delay, which run_samples() then uses.
+  std::optional<double> predict_samples_ready(std::int64_t samples);
   /// K-batch-sync: the completion times (seconds after the round's start, summed as run()'s
   /// report) of the next `count` whole batches, without computing; nullopt as predict_ready().
   /// It draws the round's induced delay, which run() then uses.

@@ -1,0 +1,83 @@
+// DBSL's parameter server with its workers emulated inside this process (mb-train-dbsl
+// --emulate N): DbslServer's virtual clock (DbslVirtualClock) without messages. A worker's
+// round (its samples at its own batch, from the model it pulled, with its own optimizer) runs
+// when the server takes its push, in the order the server with a rank per worker takes pushes.
+//
+// Asynchronous server: the order needs each round's ready time when the round starts, before it
+// is computed: WorkerRound::predict_samples_ready(), from the compute model (--compute-model).
+// --sync takes every worker's push at once, each round computed then (no prediction needed).
+//
+//   memory: one network, and the models still in flight: per worker the model it pulled until
+//           its round runs (one shared by all under --sync, whose replies carry one model), the
+//           server's model while a round uses the network, and with --keep-optimizer-state
+//           each worker's optimizer state;
+//   time:   the workers' compute, and three copies of the model per round.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "mbkit/nn/network.hpp"
+#include "mbkit/optim/optimizer.hpp"
+#include "mbkit/train/dbsl_exchange.hpp"
+#include "mbkit/train/dbsl_plan.hpp"
+#include "mbkit/train/emulated_workers.hpp"
+
+namespace mbkit::train {
+
+class EmulatedDbslServer final : public DbslCombiner {
+ public:
+  struct Parts {
+    EmulatedWorkers& workers;
+    nn::Network& net;  ///< the server's network, on which the workers' rounds run too
+    const optim::OptimizerConfig& optimizer;
+    const DbslPlan& plan;
+    bool keep_optimizer_state = false;
+    bool sync = false;  ///< --sync: pushes are taken all at once (all_pushes)
+    /// The StopCode a worker's report carries (a signal).
+    std::function<int()> stop_of;
+    /// Called with each round's number (from 1) and report, as a worker's --worker-log line.
+    std::function<void(std::int64_t, const WorkerReport&)> worker_line;
+  };
+  explicit EmulatedDbslServer(Parts parts);
+
+  void use_virtual_clock(double message, double now) override;
+  double virtual_now() const override { return clock_ ? clock_->now() : 0.0; }
+  void advance(double seconds) override;
+  void start(std::span<const float> parameters, std::span<const float> state,
+             const DbslRound& round) override;
+  WorkerReport next_push(std::span<float> model, std::int64_t step) override;
+  std::vector<WorkerReport> all_pushes(std::vector<std::vector<float>>& models,
+                                       std::int64_t step) override;
+  void reply(int rank, std::span<const float> parameters, std::span<const float> state,
+             const DbslRound& round) override;
+  void finish(std::int64_t step, int code) override;
+  std::int64_t discarded() const override { return discarded_; }
+
+ private:
+  using Model = std::vector<float>;  ///< parameters, then state
+  struct Worker {
+    std::shared_ptr<const Model> pulled;  ///< the model its round starts from (in flight)
+    DbslRound round;                      ///< what its pull said
+    std::int64_t rounds = 0;              ///< rounds it finished
+    std::optional<double> ready;          ///< the asynchronous server's predicted ready time
+    std::unique_ptr<optim::Optimizer> optimizer;  ///< kept across rounds when asked
+  };
+
+  /// Runs worker w's round from the model it pulled: `model` gets the model it pushes; returns
+  /// the report as the server reads it from the push.
+  WorkerReport run_round(int w, std::span<float> model, std::int64_t step);
+
+  Parts parts_;
+  std::optional<DbslVirtualClock> clock_;
+  std::vector<Worker> workers_;
+  std::shared_ptr<const Model> last_reply_;  ///< shared by the replies that carry one model
+  Model server_;  ///< the server's model while a worker's round uses the network
+  std::int64_t discarded_ = 0;
+};
+
+}  // namespace mbkit::train

@@ -1,0 +1,157 @@
+#include "mbkit/train/emulated_dbsl.hpp"
+
+#include <algorithm>
+
+#include "mbkit/util/check.hpp"
+#include "mbkit/util/error.hpp"
+#include "mbkit/util/strings.hpp"
+
+namespace mbkit::train {
+
+EmulatedDbslServer::EmulatedDbslServer(Parts parts)
+    : parts_(std::move(parts)), workers_(static_cast<std::size_t>(parts_.workers.workers())) {}
+
+void EmulatedDbslServer::use_virtual_clock(double message, double now) {
+  clock_.emplace(parts_.workers.workers(), message, now);
+}
+
+void EmulatedDbslServer::advance(double seconds) {
+  if (clock_) clock_->advance(seconds);
+}
+
+void EmulatedDbslServer::start(std::span<const float> parameters, std::span<const float> state,
+                               const DbslRound& round) {
+  MBKIT_CHECK(clock_.has_value(), "emulated DBSL server without the virtual clock");
+  for (int w = 0; w < parts_.workers.workers(); ++w) {
+    reply(parts_.workers.rank_of(w), parameters, state, round);
+  }
+}
+
+void EmulatedDbslServer::reply(int rank, std::span<const float> parameters,
+                               std::span<const float> state, const DbslRound& round) {
+  const int w = rank - parts_.workers.rank_of(0);
+  Worker& worker = workers_.at(static_cast<std::size_t>(w));
+  // The start and --sync reply to every worker with one model: they share it.
+  const auto same = [&](const Model& model) {
+    return model.size() == parameters.size() + state.size() &&
+           std::equal(parameters.begin(), parameters.end(), model.begin()) &&
+           std::equal(state.begin(), state.end(), model.begin() + std::ssize(parameters));
+  };
+  if (!last_reply_ || !same(*last_reply_)) {
+    auto model = std::make_shared<Model>(parameters.begin(), parameters.end());
+    model->insert(model->end(), state.begin(), state.end());
+    last_reply_ = std::move(model);
+  }
+  worker.pulled = last_reply_;
+  worker.round = round;
+  clock_->replied(w);
+  // The round's permutation, as run_dbsl_worker seeks it after its pull.
+  parts_.workers.loader(w).seek(round.step * parts_.workers.workers() + w, 0);
+  if (parts_.sync) return;  // all_pushes runs every round at once
+  const std::int64_t samples = parts_.plan.workers[static_cast<std::size_t>(w)].samples;
+  worker.ready = parts_.workers.round(w).predict_samples_ready(samples);
+  if (!worker.ready) {
+    usage_error(cat("--emulate ", parts_.workers.workers(), ": worker ", w, " (rank ", rank,
+                    ") has no --compute-model: the asynchronous DBSL server takes pushes in the "
+                    "order they arrive, which must be known before they are computed"));
+  }
+  clock_->arrived(w, *worker.ready);
+}
+
+WorkerReport EmulatedDbslServer::run_round(int w, std::span<float> model, std::int64_t step) {
+  Worker& worker = workers_[static_cast<std::size_t>(w)];
+  MBKIT_CHECK(worker.pulled != nullptr, "emulated DBSL worker ", w, " has no model to train");
+  nn::Network& net = parts_.net;
+  const std::size_t parameter_floats = net.parameter_count();
+  // The server's model waits aside while the worker's round uses the network.
+  server_.assign(net.parameters().begin(), net.parameters().end());
+  server_.insert(server_.end(), net.state().begin(), net.state().end());
+  const Model& pulled = *worker.pulled;
+  std::copy(pulled.begin(), pulled.begin() + static_cast<std::ptrdiff_t>(parameter_floats),
+            net.parameters().begin());
+  std::copy(pulled.begin() + static_cast<std::ptrdiff_t>(parameter_floats), pulled.end(),
+            net.state().begin());
+  worker.pulled.reset();
+  if (last_reply_.use_count() == 1) last_reply_.reset();  // no worker holds it any more
+  // As run_dbsl_worker: a fresh optimizer each round unless it keeps its state.
+  if (!worker.optimizer || !parts_.keep_optimizer_state) {
+    worker.optimizer = optim::make_optimizer(parts_.optimizer, parameter_floats, net.backend());
+  }
+  WorkerRound& round = parts_.workers.round(w);
+  round.set_previous_exchange(0, 0);
+  const double lr = worker.round.lr;
+  WorkerReport report = round.run_samples(
+      worker.round.step, parts_.plan.workers[static_cast<std::size_t>(w)].samples,
+      [&] { worker.optimizer->step(net.parameter_buffer(), net.gradient_buffer(), lr); });
+  if (!parts_.keep_optimizer_state) worker.optimizer.reset();
+  if (worker.ready) {
+    MBKIT_CHECK(report.sleep_time + report.compute_time == *worker.ready, "worker ", w,
+                "'s DBSL round was ready at ", report.sleep_time + report.compute_time,
+                " s, predicted ", *worker.ready, " s");
+    worker.ready.reset();
+  }
+  report.stop = parts_.stop_of();
+  report.based_on = worker.round.step;
+  ++worker.rounds;
+  if (parts_.worker_line) parts_.worker_line(worker.rounds, report);
+  // The push: the worker's model, and the server's back in the network.
+  std::copy(net.parameters().begin(), net.parameters().end(), model.begin());
+  std::copy(net.state().begin(), net.state().end(),
+            model.begin() + static_cast<std::ptrdiff_t>(parameter_floats));
+  std::copy(server_.begin(), server_.begin() + static_cast<std::ptrdiff_t>(parameter_floats),
+            net.parameters().begin());
+  std::copy(server_.begin() + static_cast<std::ptrdiff_t>(parameter_floats), server_.end(),
+            net.state().begin());
+  // What the server reads from a push: the fields it carries, and no others.
+  WorkerReport taken;
+  taken.rank = parts_.workers.rank_of(w);
+  taken.samples = report.samples;
+  taken.loss_sum = report.loss_sum;
+  taken.correct = report.correct;
+  taken.compute_time = report.compute_time;
+  taken.sleep_time = report.sleep_time;
+  taken.send_time = report.send_time;
+  taken.wait_time = report.wait_time;
+  taken.based_on = report.based_on;
+  taken.staleness = step - report.based_on;
+  taken.stop = report.stop;
+  taken.micro_batches = report.micro_batches;
+  return taken;
+}
+
+WorkerReport EmulatedDbslServer::next_push(std::span<float> model, std::int64_t step) {
+  const auto next = clock_->next();
+  MBKIT_CHECK(next.has_value(), "no emulated DBSL worker is computing");
+  WorkerReport report = run_round(*next, model, step);
+  clock_->take(*next, report);
+  return report;
+}
+
+std::vector<WorkerReport> EmulatedDbslServer::all_pushes(std::vector<std::vector<float>>& models,
+                                                         std::int64_t step) {
+  const int workers = parts_.workers.workers();
+  const std::size_t floats = parts_.net.parameter_count() + parts_.net.state_count();
+  models.resize(static_cast<std::size_t>(workers));
+  std::vector<WorkerReport> reports;
+  for (int w = 0; w < workers; ++w) {
+    auto& model = models[static_cast<std::size_t>(w)];
+    model.resize(floats);
+    reports.push_back(run_round(w, model, step));
+    clock_->arrived(w, reports.back().sleep_time + reports.back().compute_time);
+  }
+  // Taken in worker order once all are in, as DbslServer::all_pushes takes them.
+  for (int w = 0; w < workers; ++w) clock_->take(w, reports[static_cast<std::size_t>(w)]);
+  return reports;
+}
+
+void EmulatedDbslServer::finish(std::int64_t, int) {
+  // Every round still in flight would push after the end.
+  for (Worker& worker : workers_) {
+    if (worker.pulled) ++discarded_;
+    worker.pulled.reset();
+    worker.optimizer.reset();
+  }
+  last_reply_.reset();
+}
+
+}  // namespace mbkit::train

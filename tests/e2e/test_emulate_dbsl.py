@@ -1,0 +1,111 @@
+"""mb-train-dbsl --emulate N: DBSL's workers inside one process give the bits of the same run
+with a process per worker. The oracle: mpirun -n N+1 (the server and N workers), --clock virtual
+with a compute model and a message model. Every dataset of the checkpoint and every column of
+the metric log but wall_time must be equal to the bit, for the asynchronous server (a merge per
+push, taken in the order of virtual arrival) and the synchronous one (--sync), 3 and 8 workers,
+with induced stragglers, a slowed worker and workers keeping their optimizer state; and a run
+resumed from a checkpoint against a resumed run with a process per worker. What cannot be
+emulated is refused in one line.
+
+Left out of the comparison: the log's wall-clock column, the servers' table (real receive and
+update times) and the recorded configuration (it names the world the run ran in).
+"""
+
+import shutil
+
+import h5py
+
+import mbtest
+from test_emulate import SameBits
+
+MPIRUN = shutil.which("mpirun")
+
+COMMON = ["--model", "mlp", "--hidden", "16", "--threads", "1", "--lr", "0.05",
+          "--base-batch", "16", "--extra-time", "1.25", "--clock", "virtual",
+          "--compute-model", "0.001,0.01", "--comm-model", "25e-6,1e-9", "--induce", "niagara",
+          "--slowdown", "1=1.5", "--eval-every", "6", "-q"]
+
+
+class EmulateDbsl(SameBits, mbtest.ToolTestCase):
+    def setUp(self):
+        super().setUp()
+        self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "400",
+                                             "--test", "90", "--seed", "3", "-o",
+                                             self.path("toy.h5")))
+
+    def train(self, name, args, ranks=0, resume=False):
+        command = [mbtest.tool("mb-train-dbsl"), "--data", "toy.h5", *COMMON, *args,
+                   "--log", f"{name}-log.h5", "--checkpoint", f"{name}.h5"]
+        if resume:
+            command += ["--resume", f"{name}.h5"]
+        if ranks > 0:
+            command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
+        result = mbtest.run(command, cwd=self.dir, env=self.env, timeout=300)
+        self.assertSucceeded(result)
+        return result
+
+    def test_both_servers_have_the_bits_of_a_process_per_worker(self):
+        if MPIRUN is None:
+            self.skipTest("mpirun is not installed")
+        cases = [
+            ("async-3", 3, ["--small-workers", "1", "--steps", "12"]),
+            ("async-8", 8, ["--small-workers", "2", "--steps", "24", "--optimizer", "momentum",
+                            "--keep-optimizer-state"]),
+            ("sync-3", 3, ["--small-workers", "1", "--steps", "12", "--sync"]),
+            ("sync-8", 8, ["--small-workers", "2", "--steps", "24", "--sync", "--optimizer",
+                           "momentum", "--keep-optimizer-state"]),
+        ]
+        for name, workers, args in cases:
+            with self.subTest(case=name):
+                self.train(f"{name}-emulated", [*args, "--emulate", str(workers)])
+                self.train(f"{name}-ranks", args, workers + 1)
+                self.assert_same_bits(f"{name}-emulated", f"{name}-ranks")
+                with h5py.File(self.path(f"{name}-emulated-log.h5"), "r") as log:
+                    ranks = log["workers/rank"][...].tolist()
+                    # A row per push, a step per push (a slow one may not push in 24 steps).
+                    self.assertEqual(len(ranks), log["steps/step"][-1])
+                    self.assertLessEqual(set(ranks), set(range(1, workers + 1)))
+                    self.assertGreater(len(set(ranks)), workers // 2)
+                    if name.startswith("async"):
+                        # Pushes were taken out of the order of the replies.
+                        self.assertGreater(log["workers/staleness"][...].max(), 0)
+
+    def test_a_resumed_emulated_run_has_the_bits_of_a_resumed_process_per_worker(self):
+        if MPIRUN is None:
+            self.skipTest("mpirun is not installed")
+        for server in ([], ["--sync"]):
+            for name, ranks, where in (("emulated", 0, ["--emulate", "3"]), ("ranks", 4, [])):
+                with self.subTest(server=server, run=name):
+                    run = f"resumed{''.join(server)}-{name}"
+                    args = ["--small-workers", "1", *server, *where]
+                    self.train(run, [*args, "--steps", "6"], ranks)
+                    self.train(run, [*args, "--steps", "12"], ranks, resume=True)
+            self.assert_same_bits(f"resumed{''.join(server)}-emulated",
+                                  f"resumed{''.join(server)}-ranks")
+
+    def test_what_is_not_emulated_is_refused_in_one_line(self):
+        no_compute_model = [a for a in COMMON if a not in ("--compute-model", "0.001,0.01")]
+        cases = [
+            (["--emulate", "3", "--time-model-ab", "0.001,0.01", "--small-workers", "1"],
+             no_compute_model, "needs --compute-model"),
+            (["--emulate", "3", "--small-workers", "1", "--calibrate"], COMMON, "--calibrate"),
+            (["--emulate", "3", "--small-workers", "1", "--threads", "2"],
+             [a for a in COMMON if a not in ("--threads", "1")], "--threads 2"),
+        ]
+        for extra, common, named in cases:
+            with self.subTest(extra=extra):
+                result = mbtest.run([mbtest.tool("mb-train-dbsl"), "--data", "toy.h5", *common,
+                                     *extra, "--steps", "6"], cwd=self.dir, env=self.env)
+                self.assertEqual(result.rc, 2, msg=result.err)
+                self.assertIn("--emulate 3", result.err)
+                self.assertIn(named, result.err)
+                self.assertEqual(len(result.err.strip().splitlines()), 1, msg=result.err)
+        # The synchronous server needs no prediction: a time model for the plan is enough.
+        self.assertSucceeded(mbtest.run(
+            [mbtest.tool("mb-train-dbsl"), "--data", "toy.h5", *no_compute_model, "--emulate",
+             "3", "--time-model-ab", "0.001,0.01", "--small-workers", "1", "--sync", "--steps",
+             "6"], cwd=self.dir, env=self.env))
+
+
+if __name__ == "__main__":
+    mbtest.main()
