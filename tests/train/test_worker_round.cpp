@@ -117,6 +117,41 @@ TEST_F(WorkerRoundTest, SlowdownAndInducedDelayCountAgainstTheLimit) {
   EXPECT_NEAR(report.compute_time, 0.28, 1e-12);
 }
 
+TEST_F(WorkerRoundTest, ADbslRoundsReadyTimeIsPredictedToTheBitBeforeItRuns) {
+  // mb-train-dbsl --emulate's asynchronous server orders pushes by this prediction. 70 samples
+  // of 64 rows at batch 16: 16, 16, 16, 16, then the next epoch's first batch cut to 6; each
+  // batch slowed by half its cost again, after a drawn delay that the run must take over.
+  auto data = loader();
+  auto net = network(*data);
+  emulation::Slowdown slower;
+  slower.factors[1] = 1.5;
+  const emulation::StragglerProfile drawn{"custom", {{0.3, 0.1, 1.0}}};
+  WorkerRound worker({*net, *data, clock_, slower, kModel, drawn, 1, 0, 11, RoundRule{}});
+  double expected_compute = 0;
+  for (const int size : {16, 16, 16, 16, 6}) expected_compute += kModel.cost(size);
+  for (int round = 0; round < 2; ++round) {
+    const std::optional<double> predicted = worker.predict_samples_ready(70);
+    ASSERT_TRUE(predicted.has_value());
+    const WorkerReport report = worker.run_samples(round, 70, [] {});
+    EXPECT_EQ(report.samples, 70);
+    EXPECT_EQ(report.micro_batches, 5);
+    EXPECT_DOUBLE_EQ(report.compute_time, expected_compute);
+    EXPECT_EQ(report.sleep_time + report.compute_time, *predicted);
+  }
+  // The same rounds unpredicted draw the same delays: the prediction drew the run's, no other.
+  auto again = loader();
+  WorkerRound unpredicted({*net, *again, clock_, slower, kModel, drawn, 1, 0, 11, RoundRule{}});
+  auto data_predicted = loader();
+  WorkerRound predicted(
+      {*net, *data_predicted, clock_, slower, kModel, drawn, 1, 0, 11, RoundRule{}});
+  ASSERT_TRUE(predicted.predict_samples_ready(70).has_value());
+  EXPECT_EQ(predicted.run_samples(0, 70, [] {}).sleep_time,
+            unpredicted.run_samples(0, 70, [] {}).sleep_time);
+  // Without a compute model nothing is predicted.
+  WorkerRound measured({*net, *data, clock_, slower, std::nullopt, drawn, 1, 0, 11, RoundRule{}});
+  EXPECT_FALSE(measured.predict_samples_ready(70).has_value());
+}
+
 TEST_F(WorkerRoundTest, AWholeBatchOfMicroBatchesHasTheFixedBatchsLoss) {
   // The same batch (same loader seed) and parameters: the per-sample losses are the same,
   // summed in another order.
