@@ -1,12 +1,53 @@
 #include "mbkit/cli/train_options.hpp"
 
 #include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "mbkit/cli/cli.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/strings.hpp"
 
 namespace mbkit::cli {
+namespace {
+
+// An option whose value is one of an enum's names (train's to_string): parsed here, once, into
+// the enum; another word is CLI11's one line naming the flag ("--clock: 'cpu' is not wall or
+// virtual") and a usage exit. The help shows the default as the name it is given by.
+template <class Enum>
+CLI::Option* add_enum_option(CLI::App& group, const std::string& flag, Enum& value,
+                             std::initializer_list<Enum> values, const std::string& description) {
+  const std::vector<Enum> known(values);
+  std::string names;         // "ps|allreduce"
+  std::string alternatives;  // "ps or allreduce"
+  for (std::size_t i = 0; i < known.size(); ++i) {
+    names += cat(i > 0 ? "|" : "", train::to_string(known[i]));
+    alternatives += cat(i == 0                 ? ""
+                        : i + 1 < known.size() ? ", "
+                                               : " or ",
+                        train::to_string(known[i]));
+  }
+  const auto find = [known](const std::string& text) -> std::optional<Enum> {
+    for (const Enum candidate : known) {
+      if (text == train::to_string(candidate)) return candidate;
+    }
+    return std::nullopt;
+  };
+  return group
+      .add_option_function<std::string>(
+          flag, [&value, find](const std::string& text) { value = *find(text); }, description)
+      ->check(CLI::Validator(
+          [find, alternatives](std::string& text) -> std::string {
+            return find(text) ? std::string() : cat("'", text, "' is not ", alternatives);
+          },
+          ""))  // no description: CLI11 would append it to the type name in --help
+      ->default_str(train::to_string(value))
+      ->type_name(names);
+}
+
+}  // namespace
 
 void add_train_options(CLI::App& app, train::TrainOptions& o) {
   auto* data = app.add_option_group("Data");
@@ -208,11 +249,9 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
 
 void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
   auto* dist = app.add_option_group("Distribution (under mpirun or srun)");
-  dist->add_option("--comm", o.comm,
-                   "Gradient exchange: ps (rank 0 is the master) or allreduce (every rank "
-                   "computes)")
-      ->capture_default_str()
-      ->type_name("ps|allreduce");
+  add_enum_option(*dist, "--comm", o.comm, {train::CommMode::kPs, train::CommMode::kAllreduce},
+                  "Gradient exchange: ps (rank 0 is the master) or allreduce (every rank "
+                  "computes)");
   dist->add_option("--allreduce", o.given.allreduce,
                    "How --comm allreduce sums: shm (memory shared by ranks on one host), mpi "
                    "(MPI_Allreduce), nccl (NCCL in GPU memory, --device cuda) or auto (nccl on "
@@ -293,12 +332,10 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
       ->type_name("all|summary|sample:K");
 
   auto* emulation = app.add_option_group("Cluster emulation (--clock virtual)");
-  emulation
-      ->add_option("--clock", o.clock,
-                   "wall (real time) or virtual (emulate a cluster with a core per worker: CPU "
-                   "time, induced delays without sleeping, modelled messages)")
-      ->capture_default_str()
-      ->type_name("wall|virtual");
+  add_enum_option(*emulation, "--clock", o.clock,
+                  {train::ClockMode::kWall, train::ClockMode::kVirtual},
+                  "wall (real time) or virtual (emulate a cluster with a core per worker: CPU "
+                  "time, induced delays without sleeping, modelled messages)");
   emulation
       ->add_option("--comm-model", o.given.comm_model,
                    "virtual: ALPHA,BETA seconds per message and per byte, or the FILE.h5 of "
