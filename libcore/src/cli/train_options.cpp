@@ -47,6 +47,39 @@ CLI::Option* add_enum_option(CLI::App& group, const std::string& flag, Enum& val
       ->type_name(names);
 }
 
+// --async and its rules of when the master updates (mb-train-fmb and mb-train-amb).
+void add_async_options(CLI::App& dist, train::TrainOptions& o) {
+  dist.add_flag("--async", o.async, "ps: the master updates as soon as gradients arrive");
+  dist.add_option("--async-min-grads", o.async_min_grads, "--async: gradients combined per update")
+      ->capture_default_str()
+      ->check(whole_number<int>());
+  dist.add_option("--async-master-time-limit", o.async_master_time_limit,
+                  "--async: each update applies the gradients that arrived within SECONDS of "
+                  "the master's step start (at least one: else the first to arrive); the "
+                  "AMB original's time rule, instead of --async-min-grads (0: off)")
+      ->type_name("SECONDS");
+  dist.add_option("--async-delay-std", o.async_delay_std,
+                  "--async: delay each worker->master message by SECONDS x |N(0,1)|, seeded "
+                  "per worker and round (the AMB original's communication stragglers; 0: off)")
+      ->type_name("SECONDS");
+  dist.add_option("--k-batch-async", o.k_batch_async,
+                  "K-batch-async SGD (Dutta et al. 2018) by name: --async --async-min-grads K, "
+                  "an update per K gradients in order of arrival, a fast worker's several "
+                  "among them")
+      ->check(whole_number<int>())
+      ->type_name("K");
+  dist.add_option("--k-async", o.k_async,
+                  "K-async SGD (Dutta et al. 2018), implies --async: an update per K gradients "
+                  "of K distinct workers; a worker's next gradient waits for a later update")
+      ->check(whole_number<int>())
+      ->type_name("K");
+  dist.add_option("--staleness-bound", o.staleness_bound,
+                  "Stale synchronous parallel (Ho et al. 2013), implies --async: no worker "
+                  "starts a round more than s rounds ahead of the slowest (0: bulk-synchronous)")
+      ->check(whole_number<int>())
+      ->type_name("s");
+}
+
 }  // namespace
 
 void add_train_options(CLI::App& app, train::TrainOptions& o) {
@@ -247,7 +280,7 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
       ->type_name("N");
 }
 
-void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
+void add_distribution_options(CLI::App& app, train::TrainOptions& o, bool straggler_methods) {
   auto* dist = app.add_option_group("Distribution (under mpirun or srun)");
   add_enum_option(*dist, "--comm", o.comm, {train::CommMode::kPs, train::CommMode::kAllreduce},
                   "Gradient exchange: ps (rank 0 is the master) or allreduce (every rank "
@@ -276,35 +309,8 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
                    "bf16 or none (synchronous ps and allreduce)")
       ->capture_default_str()
       ->type_name("ENCODING");
-  dist->add_flag("--async", o.async, "ps: the master updates as soon as gradients arrive");
-  dist->add_option("--async-min-grads", o.async_min_grads, "--async: gradients combined per update")
-      ->capture_default_str()
-      ->check(whole_number<int>());
-  dist->add_option("--async-master-time-limit", o.async_master_time_limit,
-                   "--async: each update applies the gradients that arrived within SECONDS of "
-                   "the master's step start (at least one: else the first to arrive); the "
-                   "AMB original's time rule, instead of --async-min-grads (0: off)")
-      ->type_name("SECONDS");
-  dist->add_option("--async-delay-std", o.async_delay_std,
-                   "--async: delay each worker->master message by SECONDS x |N(0,1)|, seeded "
-                   "per worker and round (the AMB original's communication stragglers; 0: off)")
-      ->type_name("SECONDS");
-  dist->add_option("--k-batch-async", o.k_batch_async,
-                   "K-batch-async SGD (Dutta et al. 2018) by name: --async --async-min-grads K, "
-                   "an update per K gradients in order of arrival, a fast worker's several "
-                   "among them")
-      ->check(whole_number<int>())
-      ->type_name("K");
-  dist->add_option("--k-async", o.k_async,
-                   "K-async SGD (Dutta et al. 2018), implies --async: an update per K gradients "
-                   "of K distinct workers; a worker's next gradient waits for a later update")
-      ->check(whole_number<int>())
-      ->type_name("K");
-  dist->add_option("--staleness-bound", o.staleness_bound,
-                   "Stale synchronous parallel (Ho et al. 2013), implies --async: no worker "
-                   "starts a round more than s rounds ahead of the slowest (0: bulk-synchronous)")
-      ->check(whole_number<int>())
-      ->type_name("s");
+  // What mb-train-dbsl refuses is not its option at all: its server is asynchronous already.
+  if (straggler_methods) add_async_options(*dist, o);
   dist->add_option("--induce", o.given.induce,
                    "Induced stragglers: niagara, cedar, MEAN:STD:WEIGHT,... (seconds), "
                    "exp:MEAN (exponential delays), or trace:FILE (each worker's delay at each "
@@ -347,6 +353,7 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
                    "time (repeat for ranks: 3=A,B or 2-5=A,B)")
       ->allow_extra_args(false)
       ->type_name("[RANKS=]A,B");
+  if (!straggler_methods) return;
   emulation
       ->add_option("--emulate", o.emulate,
                    "virtual: N workers (and the ps master) inside this one process, one after "
@@ -480,18 +487,23 @@ void finish_train_options(const CLI::App& app, train::TrainOptions& o) {
   if (o.global_batch_size > 0 && app.count("--batch-size") > 0) {
     usage_error("--global-batch-size and --batch-size: give one (global, or per worker)");
   }
+  // mb-train-dbsl declares none of the asynchronous options.
+  const auto given = [&app](const char* flag) {
+    const CLI::Option* option = app.get_option_no_throw(flag);
+    return option != nullptr && option->count() > 0;
+  };
   // The asynchronous methods by name imply --async; --k-batch-async K is the count rule's K.
   for (const auto* flag : {"--k-batch-async", "--k-async"}) {
-    if (app.count(flag) > 0 && app.get_option(flag)->as<int>() < 1) {
+    if (given(flag) && app.get_option(flag)->as<int>() < 1) {
       usage_error(cat(flag, " ", app.get_option(flag)->as<int>(), " must be at least 1"));
     }
   }
-  if (app.count("--k-batch-async") > 0 && app.count("--async-min-grads") > 0) {
+  if (given("--k-batch-async") && given("--async-min-grads")) {
     usage_error(cat("--k-batch-async ", o.k_batch_async, " and --async-min-grads ",
                     o.async_min_grads, " both set the gradients per update: give one"));
   }
   if (o.k_batch_async > 0) o.async_min_grads = o.k_batch_async;
-  if (o.k_batch_async > 0 || o.k_async > 0 || app.count("--staleness-bound") > 0) o.async = true;
+  if (o.k_batch_async > 0 || o.k_async > 0 || given("--staleness-bound")) o.async = true;
   train::parse_option_texts(o);
   if (o.optimizer.name == "rmsprop") {
     o.optimizer.rmsprop_momentum = app.count("--momentum") > 0 ? o.optimizer.momentum : 0.0;
