@@ -73,7 +73,8 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, const Run
     if (o.test_sample != "fixed") json.key("test_sample").value(o.test_sample);
     if (o.train_loss != "workers") json.key("train_loss").value(o.train_loss);
     json.key("seed").value(o.seed);
-    // The thread count changes the sums' order (a resumed run compares it); all cores: left out.
+    // The thread count changes the sums' order (a resumed run compares it, but between emulated
+    // runs); all cores: left out.
     if (o.threads > 0) json.key("threads").value(o.threads);
     json.key("device").value(o.device);
     if (o.precision != "fp32") json.key("precision").value(o.precision);
