@@ -288,6 +288,18 @@ class ToolTestCase(unittest.TestCase):
     def mb_dataset(self, *args, timeout=300):
         return mb_dataset(*args, cwd=self.dir, env=self.env, timeout=timeout)
 
+    def train_toy(self, program, name, common, args, ranks=0, extra=()):
+        """Runs the trainer `program` on toy.h5 in the test's directory with `common`, `args`, a
+        log NAME-log.h5, a checkpoint NAME.h5 and `extra` (under mpirun -n RANKS when ranks >
+        0); checks that it succeeded and returns the result."""
+        command = [tool(program), "--data", "toy.h5", *common, *args,
+                   "--log", f"{name}-log.h5", "--checkpoint", f"{name}.h5", *extra]
+        if ranks > 0:
+            command = [shutil.which("mpirun"), "--oversubscribe", "-n", str(ranks), *command]
+        result = run(command, cwd=self.dir, env=self.env, timeout=300)
+        self.assertSucceeded(result)
+        return result
+
     def assertSucceeded(self, result):
         self.assertEqual(result.rc, 0, msg=repr(result))
 

@@ -35,13 +35,7 @@ class AmbDg(SameBits, mbtest.ToolTestCase):
                                              self.path("toy.h5")))
 
     def train(self, name, args, ranks=0, common=COMMON):
-        command = [mbtest.tool("mb-train-amb"), "--data", "toy.h5", *common, *args,
-                   "--log", f"{name}-log.h5", "--checkpoint", f"{name}.h5"]
-        if ranks > 0:
-            command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
-        result = mbtest.run(command, cwd=self.dir, env=self.env, timeout=300)
-        self.assertSucceeded(result)
-        return result
+        return self.train_toy("mb-train-amb", name, common, args, ranks)
 
     def test_step_times_and_parameter_versions_by_hand(self):
         # 2 workers, micro-batches of 4 samples at 1 ms a sample, a 10 ms limit: 3 micro-batches,

@@ -6,6 +6,7 @@ plans and bad flags are one clear line and exit status 2."""
 
 import json
 import os
+import re
 import shutil
 
 import h5py
@@ -216,6 +217,31 @@ class DualBatchSizeLearning(mbtest.ToolTestCase):
         for args, text in cases:
             with self.subTest(args=args):
                 self.assertFailsWith(self.dbsl(*args, ranks=0), 2, text)
+
+    def test_help_lists_no_method_that_dbsl_refuses(self):
+        # The asynchronous options, --emulate and mb-train-fmb's straggler methods are refused
+        # by DBSL: not its options at all (mb-train-fmb lists them), so given, they are unknown.
+        refused = ["--async", "--async-min-grads", "--async-master-time-limit",
+                   "--async-delay-std", "--k-batch-async", "--k-async", "--staleness-bound",
+                   "--emulate", "--backup-workers", "--k-sync", "--gradient-coding",
+                   "--local-steps", "--adacomm-tau0", "--adacomm-interval", "--k-batch-sync",
+                   "--drop-compute", "--micro-batches"]
+
+        def listed(tool):
+            result = mbtest.run([mbtest.tool(tool), "--help"])
+            self.assertSucceeded(result)
+            # The options' column (an option group's lines are indented 2 to 4).
+            return set(re.findall(r"^ {2,4}(--[a-z][a-z0-9-]*)", result.out, re.M))
+
+        dbsl, fmb = listed("mb-train-dbsl"), listed("mb-train-fmb")
+        self.assertEqual([flag for flag in refused if flag not in fmb], [])
+        self.assertEqual([flag for flag in refused if flag in dbsl], [])
+        # What DBSL takes of the same groups is still listed.
+        for flag in ("--comm", "--induce", "--clock", "--comm-model", "--compute-model"):
+            self.assertIn(flag, dbsl)
+        self.assertFailsWith(self.dbsl("--data", "toy.h5", "--base-batch", "16", "--epochs", "1",
+                                       "--time-model-ab", "1,2", "--k-sync", "1", ranks=0),
+                             2, "unknown option '--k-sync'")
 
     def write_time_model(self, name, a, b):
         """A time-model file as mbkit-formats(5) describes it, with the given a and b."""

@@ -72,13 +72,7 @@ class Emulate(SameBits, mbtest.ToolTestCase):
 
     def train(self, name, tool, args, ranks=0, quiet=True, common=COMMON):
         common = common if quiet else [a for a in common if a != "-q"]
-        command = [mbtest.tool(tool), "--data", "toy.h5", *common, *args,
-                   "--log", f"{name}-log.h5", "--checkpoint", f"{name}.h5"]
-        if ranks > 0:
-            command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
-        result = mbtest.run(command, cwd=self.dir, env=self.env, timeout=300)
-        self.assertSucceeded(result)
-        return result
+        return self.train_toy(tool, name, common, args, ranks)
 
 
     def test_every_sync_mode_has_the_bits_of_a_process_per_worker(self):

@@ -3,9 +3,10 @@ own, their contributions added in worker order; every T gives T = 1's bits. Comp
 dataset of the checkpoint and every column of the metric log but wall_time (test_emulate.SameBits),
 for FMB and AMB over ps and allreduce, a straggler method that drops gradients (--k-sync, its
 ready times predicted before the rounds) and a model with batch norm (densenet40: its running
-statistics are the last worker's after each step); and --async, whose emulated master runs the
-rounds one at a time on its network, is refused with --threads. cifar10-cnn (dropout and batch
-norm) takes too long here; checked by hand: --threads 1 and 3 equal to the bit.
+statistics are the last worker's after each step); a run resumed with another --threads has the
+straight run's bits; and --async, whose emulated master runs the rounds one at a time on its
+network, is refused with --threads. cifar10-cnn (dropout and batch norm) takes too long here;
+checked by hand: --threads 1 and 3 equal to the bit.
 """
 
 import h5py
@@ -71,6 +72,16 @@ class EmulateThreads(SameBits, mbtest.ToolTestCase):
         self.assertIn(", over 3 threads", result.err)
         with h5py.File(self.path("bn-3.h5"), "r") as checkpoint:
             self.assertIn("block1.1.bn.running_mean", checkpoint["state"])
+
+    def test_a_run_resumed_with_other_threads_has_the_straight_runs_bits(self):
+        # --threads changes no bit of an emulated run: --resume takes another.
+        # Resumed at an evaluation (--eval-every STEPS), as the straight run evaluates.
+        args, total = ["--comm", "allreduce"], ["--steps", str(2 * STEPS)]
+        self.train("straight", "mb-train-fmb", [*args, *total], 1)
+        self.train("resumed", "mb-train-fmb", args, 1)
+        self.train("resumed", "mb-train-fmb", [*args, *total, "--resume", "resumed.h5"], 3)
+        # The epoch column is epoch at resume + steps since / steps per epoch (test_emulate).
+        self.assert_same_bits("resumed", "straight", skip={"epoch"})
 
     def test_the_asynchronous_master_with_threads_is_refused(self):
         # Its rounds run one at a time on the master's network: refused, not run on one thread.

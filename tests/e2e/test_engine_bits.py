@@ -24,14 +24,11 @@ import json
 import os
 import sys
 
-import shutil
-
 import h5py
 import numpy as np
 
 import mbtest
 
-MPIRUN = shutil.which("mpirun")
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden", "engine_bits.json")
 
 COMMON = ["--model", "mlp", "--hidden", "16", "--optimizer", "momentum", "--lr", "0.05",
@@ -149,13 +146,7 @@ class EngineBits(mbtest.ToolTestCase):
         self.assertSucceeded(result)
 
     def train(self, name, tool, ranks, args, extra=()):
-        command = [mbtest.tool(tool), "--data", "toy.h5", *COMMON, *args,
-                   "--log", f"{name}-log.h5", "--checkpoint", f"{name}.h5", *extra]
-        if ranks > 0:
-            command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
-        result = mbtest.run(command, cwd=self.dir, env=self.env, timeout=300)
-        self.assertSucceeded(result)
-        return result
+        return self.train_toy(tool, name, COMMON, args, ranks, extra)
 
     def digests_of(self, name, args):
         virtual = "virtual" in args

@@ -67,10 +67,7 @@ class InduceTrace(mbtest.ToolTestCase):
         return mbtest.run(command, cwd=self.dir, env=self.env, timeout=300)
 
     def train(self, name, args, tool="mb-train-fmb", ranks=0):
-        result = self.run_tool(tool, [*args, "--log", f"{name}-log.h5", "--checkpoint",
-                                      f"{name}.h5"], ranks)
-        self.assertSucceeded(result)
-        return result
+        return self.train_toy(tool, name, COMMON, args, ranks)
 
     def log(self, name):
         with h5py.File(self.path(f"{name}-log.h5"), "r") as f:

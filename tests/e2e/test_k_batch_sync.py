@@ -35,13 +35,7 @@ class KBatchSync(SameBits, mbtest.ToolTestCase):
                                              self.path("toy.h5")))
 
     def train(self, name, args, ranks=0, extra=()):
-        command = [mbtest.tool("mb-train-fmb"), "--data", "toy.h5", *COMMON, *args,
-                   "--log", f"{name}-log.h5", "--checkpoint", f"{name}.h5", *extra]
-        if ranks > 0:
-            command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
-        result = mbtest.run(command, cwd=self.dir, env=self.env, timeout=300)
-        self.assertSucceeded(result)
-        return result
+        return self.train_toy("mb-train-fmb", name, COMMON, args, ranks, extra)
 
     def test_the_step_by_hand(self):
         # 3 workers (ranks 1-3), batches of 20 at 0.002 x 20 + 0.001 = 41 ms; ranks 2 and 3 are

@@ -38,13 +38,7 @@ class StragglerMethods(SameBits, mbtest.ToolTestCase):
                                              self.path("toy.h5")))
 
     def train(self, name, args, ranks=0, tool="mb-train-fmb"):
-        command = [mbtest.tool(tool), "--data", "toy.h5", *COMMON, *args,
-                   "--log", f"{name}-log.h5", "--checkpoint", f"{name}.h5"]
-        if ranks > 0:
-            command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
-        result = mbtest.run(command, cwd=self.dir, env=self.env, timeout=300)
-        self.assertSucceeded(result)
-        return result
+        return self.train_toy(tool, name, COMMON, args, ranks)
 
     def test_the_first_gradients_by_hand(self):
         # 4 workers (ranks 1-4), 20 samples each: 0.002 x 20 + 0.001 = 41 ms of compute; ranks 2

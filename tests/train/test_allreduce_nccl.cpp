@@ -28,7 +28,7 @@ TEST(AllreduceNccl, ParsesAndPrintsTheOption) {
 
 TrainOptions allreduce_on(const std::string& device, AllreduceVia via) {
   TrainOptions o;
-  o.comm = "allreduce";
+  o.comm = CommMode::kAllreduce;
   o.device = device;
   o.allreduce = via;
   return o;
@@ -52,7 +52,7 @@ TEST(AllreduceNccl, AutoChoosesNcclOnGpusWithSeveralRanks) {
   EXPECT_FALSE(allreduce_with_nccl(allreduce_on("cuda", AllreduceVia::kMpi), true));
   EXPECT_FALSE(allreduce_with_nccl(allreduce_on("cuda", AllreduceVia::kSharedMemory), true));
   TrainOptions ps = allreduce_on("cuda", AllreduceVia::kAuto);
-  ps.comm = "ps";
+  ps.comm = CommMode::kPs;
   EXPECT_FALSE(allreduce_with_nccl(ps, true));
   TrainOptions compressed = allreduce_on("cuda", AllreduceVia::kAuto);
   compressed.compression = comm::parse_compression("2bit:0.5");

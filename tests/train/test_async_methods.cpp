@@ -123,7 +123,7 @@ TrainOptions async_options() {
   TrainOptions o;
   o.data = "x.h5";
   o.steps = 1;
-  o.comm = "ps";
+  o.comm = CommMode::kPs;
   o.async = true;
   return o;
 }
@@ -158,7 +158,7 @@ TEST(AsyncMethods, BadCombinationsNameBothFlags) {
   ssp.k_async = 2;
   EXPECT_MBKIT_ERROR(validate(ssp), ExitCode::kUsage, "--k-async 2");
   ssp.k_async = 0;
-  ssp.comm = "allreduce";
+  ssp.comm = CommMode::kAllreduce;
   ssp.async = false;
   EXPECT_MBKIT_ERROR(validate(ssp), ExitCode::kUsage, "--staleness-bound 0 and --comm allreduce");
   ssp = async_options();

@@ -19,7 +19,7 @@ TrainOptions async_options(int servers) {
   TrainOptions o;
   o.data = "x.h5";
   o.steps = 1;
-  o.comm = "ps";
+  o.comm = CommMode::kPs;
   o.async = true;
   o.servers = servers;
   return o;
@@ -60,7 +60,7 @@ TEST(AsyncServers, CompressionAndAllreduceStayRefused) {
   EXPECT_MBKIT_ERROR(validate(compressed), ExitCode::kUsage, "--compress: the asynchronous");
   TrainOptions allreduce = async_options(2);
   allreduce.async = false;
-  allreduce.comm = "allreduce";
+  allreduce.comm = CommMode::kAllreduce;
   EXPECT_MBKIT_ERROR(validate(allreduce), ExitCode::kUsage, "--comm allreduce has none");
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "mbkit/train/resume_check.hpp"
+#include "mbkit/util/strings.hpp"
 #include "test_helpers.hpp"
 
 namespace mbkit::train {
@@ -59,6 +60,21 @@ TEST(ResumeCheck, NamesTheOptionAndBothValues) {
                               R"("optimizer":{"momentum":0.9}})";
   EXPECT_EQ(changed_training(saved(kConfig), "c.h5", threads, dataset(0.5)),
             "--threads 2: c.h5 was trained with --threads 0");
+}
+
+// --emulate's bits are the same for every --threads: an emulated run may resume with another.
+TEST(ResumeCheck, AnEmulatedRunMayChangeItsThreads) {
+  const auto config = [](int threads, int emulate) {
+    return cat(R"({"data":"a.h5","batch_size":64,"lr":0.1,"seed":1,"threads":)", threads,
+               emulate > 0 ? cat(R"(,"emulate":)", emulate) : std::string(), "}");
+  };
+  EXPECT_EQ(changed_training(saved(config(1, 8)), "c.h5", config(3, 8), dataset(0.5)), "");
+  EXPECT_EQ(changed_training(saved(config(1, 8)), "c.h5", config(3, 4), dataset(0.5)), "");
+  // A rank's threads change its sums: not when either run had a process per worker.
+  EXPECT_EQ(changed_training(saved(config(1, 0)), "c.h5", config(3, 8), dataset(0.5)),
+            "--threads 3: c.h5 was trained with --threads 1");
+  EXPECT_EQ(changed_training(saved(config(1, 8)), "c.h5", config(3, 0), dataset(0.5)),
+            "--threads 3: c.h5 was trained with --threads 1");
 }
 
 TEST(ResumeCheck, AnotherDatasetOfTheSameNameIsRefusedUnlessAnyway) {

@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   mbkit::tools::train::TrainOptions options = mbkit::tools::train::dbsl_defaults();
   mbkit::cli::add_train_options(app, options);
   mbkit::cli::add_dbsl_options(app, options);
-  mbkit::cli::add_distribution_options(app, options);
+  mbkit::cli::add_distribution_options(app, options, /*straggler_methods=*/false);
   return mbkit::cli::run_tool(app, argc, argv, common, [&] {
     mbkit::cli::finish_train_options(app, options);
     return mbkit::tools::train::run_train_dbsl(options);

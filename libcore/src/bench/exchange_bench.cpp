@@ -102,7 +102,7 @@ std::int64_t count_wrong(const comm::World& world, const Mode& mode, std::span<f
 // timing of both sums on this buffer.
 AllreduceVia auto_choice(const comm::World& world, std::size_t floats) {
   train::TrainOptions trainer;
-  trainer.comm = "allreduce";
+  trainer.comm = train::CommMode::kAllreduce;
   trainer.allreduce = AllreduceVia::kAuto;
   train::Role role = train::decide_role(trainer, world);
   if (role.time_allreduce) {

@@ -1,12 +1,86 @@
 #include "mbkit/cli/train_options.hpp"
 
 #include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "mbkit/cli/cli.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/strings.hpp"
 
 namespace mbkit::cli {
+namespace {
+
+// An option whose value is one of an enum's names (train's to_string): parsed here, once, into
+// the enum; another word is CLI11's one line naming the flag ("--clock: 'cpu' is not wall or
+// virtual") and a usage exit. The help shows the default as the name it is given by.
+template <class Enum>
+CLI::Option* add_enum_option(CLI::App& group, const std::string& flag, Enum& value,
+                             std::initializer_list<Enum> values, const std::string& description) {
+  const std::vector<Enum> known(values);
+  std::string names;         // "ps|allreduce"
+  std::string alternatives;  // "ps or allreduce"
+  for (std::size_t i = 0; i < known.size(); ++i) {
+    names += cat(i > 0 ? "|" : "", train::to_string(known[i]));
+    alternatives += cat(i == 0                 ? ""
+                        : i + 1 < known.size() ? ", "
+                                               : " or ",
+                        train::to_string(known[i]));
+  }
+  const auto find = [known](const std::string& text) -> std::optional<Enum> {
+    for (const Enum candidate : known) {
+      if (text == train::to_string(candidate)) return candidate;
+    }
+    return std::nullopt;
+  };
+  return group
+      .add_option_function<std::string>(
+          flag, [&value, find](const std::string& text) { value = *find(text); }, description)
+      ->check(CLI::Validator(
+          [find, alternatives](std::string& text) -> std::string {
+            return find(text) ? std::string() : cat("'", text, "' is not ", alternatives);
+          },
+          ""))  // no description: CLI11 would append it to the type name in --help
+      ->default_str(train::to_string(value))
+      ->type_name(names);
+}
+
+// --async and its rules of when the master updates (mb-train-fmb and mb-train-amb).
+void add_async_options(CLI::App& dist, train::TrainOptions& o) {
+  dist.add_flag("--async", o.async, "ps: the master updates as soon as gradients arrive");
+  dist.add_option("--async-min-grads", o.async_min_grads, "--async: gradients combined per update")
+      ->capture_default_str()
+      ->check(whole_number<int>());
+  dist.add_option("--async-master-time-limit", o.async_master_time_limit,
+                  "--async: each update applies the gradients that arrived within SECONDS of "
+                  "the master's step start (at least one: else the first to arrive); the "
+                  "AMB original's time rule, instead of --async-min-grads (0: off)")
+      ->type_name("SECONDS");
+  dist.add_option("--async-delay-std", o.async_delay_std,
+                  "--async: delay each worker->master message by SECONDS x |N(0,1)|, seeded "
+                  "per worker and round (the AMB original's communication stragglers; 0: off)")
+      ->type_name("SECONDS");
+  dist.add_option("--k-batch-async", o.k_batch_async,
+                  "K-batch-async SGD (Dutta et al. 2018) by name: --async --async-min-grads K, "
+                  "an update per K gradients in order of arrival, a fast worker's several "
+                  "among them")
+      ->check(whole_number<int>())
+      ->type_name("K");
+  dist.add_option("--k-async", o.k_async,
+                  "K-async SGD (Dutta et al. 2018), implies --async: an update per K gradients "
+                  "of K distinct workers; a worker's next gradient waits for a later update")
+      ->check(whole_number<int>())
+      ->type_name("K");
+  dist.add_option("--staleness-bound", o.staleness_bound,
+                  "Stale synchronous parallel (Ho et al. 2013), implies --async: no worker "
+                  "starts a round more than s rounds ahead of the slowest (0: bulk-synchronous)")
+      ->check(whole_number<int>())
+      ->type_name("s");
+}
+
+}  // namespace
 
 void add_train_options(CLI::App& app, train::TrainOptions& o) {
   auto* data = app.add_option_group("Data");
@@ -206,13 +280,11 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
       ->type_name("N");
 }
 
-void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
+void add_distribution_options(CLI::App& app, train::TrainOptions& o, bool straggler_methods) {
   auto* dist = app.add_option_group("Distribution (under mpirun or srun)");
-  dist->add_option("--comm", o.comm,
-                   "Gradient exchange: ps (rank 0 is the master) or allreduce (every rank "
-                   "computes)")
-      ->capture_default_str()
-      ->type_name("ps|allreduce");
+  add_enum_option(*dist, "--comm", o.comm, {train::CommMode::kPs, train::CommMode::kAllreduce},
+                  "Gradient exchange: ps (rank 0 is the master) or allreduce (every rank "
+                  "computes)");
   dist->add_option("--allreduce", o.given.allreduce,
                    "How --comm allreduce sums: shm (memory shared by ranks on one host), mpi "
                    "(MPI_Allreduce), nccl (NCCL in GPU memory, --device cuda) or auto (nccl on "
@@ -237,35 +309,8 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
                    "bf16 or none (synchronous ps and allreduce)")
       ->capture_default_str()
       ->type_name("ENCODING");
-  dist->add_flag("--async", o.async, "ps: the master updates as soon as gradients arrive");
-  dist->add_option("--async-min-grads", o.async_min_grads, "--async: gradients combined per update")
-      ->capture_default_str()
-      ->check(whole_number<int>());
-  dist->add_option("--async-master-time-limit", o.async_master_time_limit,
-                   "--async: each update applies the gradients that arrived within SECONDS of "
-                   "the master's step start (at least one: else the first to arrive); the "
-                   "AMB original's time rule, instead of --async-min-grads (0: off)")
-      ->type_name("SECONDS");
-  dist->add_option("--async-delay-std", o.async_delay_std,
-                   "--async: delay each worker->master message by SECONDS x |N(0,1)|, seeded "
-                   "per worker and round (the AMB original's communication stragglers; 0: off)")
-      ->type_name("SECONDS");
-  dist->add_option("--k-batch-async", o.k_batch_async,
-                   "K-batch-async SGD (Dutta et al. 2018) by name: --async --async-min-grads K, "
-                   "an update per K gradients in order of arrival, a fast worker's several "
-                   "among them")
-      ->check(whole_number<int>())
-      ->type_name("K");
-  dist->add_option("--k-async", o.k_async,
-                   "K-async SGD (Dutta et al. 2018), implies --async: an update per K gradients "
-                   "of K distinct workers; a worker's next gradient waits for a later update")
-      ->check(whole_number<int>())
-      ->type_name("K");
-  dist->add_option("--staleness-bound", o.staleness_bound,
-                   "Stale synchronous parallel (Ho et al. 2013), implies --async: no worker "
-                   "starts a round more than s rounds ahead of the slowest (0: bulk-synchronous)")
-      ->check(whole_number<int>())
-      ->type_name("s");
+  // What mb-train-dbsl refuses is not its option at all: its server is asynchronous already.
+  if (straggler_methods) add_async_options(*dist, o);
   dist->add_option("--induce", o.given.induce,
                    "Induced stragglers: niagara, cedar, MEAN:STD:WEIGHT,... (seconds), "
                    "exp:MEAN (exponential delays), or trace:FILE (each worker's delay at each "
@@ -293,12 +338,10 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
       ->type_name("all|summary|sample:K");
 
   auto* emulation = app.add_option_group("Cluster emulation (--clock virtual)");
-  emulation
-      ->add_option("--clock", o.clock,
-                   "wall (real time) or virtual (emulate a cluster with a core per worker: CPU "
-                   "time, induced delays without sleeping, modelled messages)")
-      ->capture_default_str()
-      ->type_name("wall|virtual");
+  add_enum_option(*emulation, "--clock", o.clock,
+                  {train::ClockMode::kWall, train::ClockMode::kVirtual},
+                  "wall (real time) or virtual (emulate a cluster with a core per worker: CPU "
+                  "time, induced delays without sleeping, modelled messages)");
   emulation
       ->add_option("--comm-model", o.given.comm_model,
                    "virtual: ALPHA,BETA seconds per message and per byte, or the FILE.h5 of "
@@ -310,6 +353,7 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o) {
                    "time (repeat for ranks: 3=A,B or 2-5=A,B)")
       ->allow_extra_args(false)
       ->type_name("[RANKS=]A,B");
+  if (!straggler_methods) return;
   emulation
       ->add_option("--emulate", o.emulate,
                    "virtual: N workers (and the ps master) inside this one process, one after "
@@ -443,18 +487,23 @@ void finish_train_options(const CLI::App& app, train::TrainOptions& o) {
   if (o.global_batch_size > 0 && app.count("--batch-size") > 0) {
     usage_error("--global-batch-size and --batch-size: give one (global, or per worker)");
   }
+  // mb-train-dbsl declares none of the asynchronous options.
+  const auto given = [&app](const char* flag) {
+    const CLI::Option* option = app.get_option_no_throw(flag);
+    return option != nullptr && option->count() > 0;
+  };
   // The asynchronous methods by name imply --async; --k-batch-async K is the count rule's K.
   for (const auto* flag : {"--k-batch-async", "--k-async"}) {
-    if (app.count(flag) > 0 && app.get_option(flag)->as<int>() < 1) {
+    if (given(flag) && app.get_option(flag)->as<int>() < 1) {
       usage_error(cat(flag, " ", app.get_option(flag)->as<int>(), " must be at least 1"));
     }
   }
-  if (app.count("--k-batch-async") > 0 && app.count("--async-min-grads") > 0) {
+  if (given("--k-batch-async") && given("--async-min-grads")) {
     usage_error(cat("--k-batch-async ", o.k_batch_async, " and --async-min-grads ",
                     o.async_min_grads, " both set the gradients per update: give one"));
   }
   if (o.k_batch_async > 0) o.async_min_grads = o.k_batch_async;
-  if (o.k_batch_async > 0 || o.k_async > 0 || app.count("--staleness-bound") > 0) o.async = true;
+  if (o.k_batch_async > 0 || o.k_async > 0 || given("--staleness-bound")) o.async = true;
   train::parse_option_texts(o);
   if (o.optimizer.name == "rmsprop") {
     o.optimizer.rmsprop_momentum = app.count("--momentum") > 0 ? o.optimizer.momentum : 0.0;

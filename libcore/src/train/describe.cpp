@@ -73,13 +73,14 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, const Run
     if (o.test_sample != "fixed") json.key("test_sample").value(o.test_sample);
     if (o.train_loss != "workers") json.key("train_loss").value(o.train_loss);
     json.key("seed").value(o.seed);
-    // The thread count changes the sums' order (a resumed run compares it); all cores: left out.
+    // The thread count changes the sums' order (a resumed run compares it, but between emulated
+    // runs); all cores: left out.
     if (o.threads > 0) json.key("threads").value(o.threads);
     json.key("device").value(o.device);
     if (o.precision != "fp32") json.key("precision").value(o.precision);
     if (facts.step_graphs) json.key("cuda_graphs").value(*facts.step_graphs ? "on" : "off");
     json.key("nan_policy").value(o.nan_policy);
-    json.key("comm").value(o.comm);
+    json.key("comm").value(to_string(o.comm));
     json.key("async").value(o.async);
     json.key("async_min_grads").value(o.async_min_grads);
     if (o.async_master_time_limit > 0) {
@@ -116,7 +117,7 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, const Run
     }
     json.key("slowdown").value(o.given.slowdown);
     json.key("comm_timeout").value(o.comm_timeout);
-    json.key("clock").value(o.clock);
+    json.key("clock").value(to_string(o.clock));
     json.key("comm_model").value(o.given.comm_model);
     // A --comm-model file's values: a resumed run compares the model, not the file's name.
     if (o.comm_model && !o.comm_model->file.empty()) {

@@ -54,6 +54,14 @@ int prefetch_depth(const std::string& option) {
   return depth;
 }
 
+const char* to_string(CommMode comm) {
+  return comm == CommMode::kAllreduce ? "allreduce" : "ps";
+}
+
+const char* to_string(ClockMode clock) {
+  return clock == ClockMode::kVirtual ? "virtual" : "wall";
+}
+
 const char* to_string(AllreduceVia via) {
   switch (via) {
     case AllreduceVia::kSharedMemory:
@@ -292,15 +300,14 @@ void validate(const TrainOptions& o) {
     usage_error("--resume auto needs --checkpoint FILE");
   if (o.flush_interval <= 0) usage_error("--flush-interval must be positive");
   if (o.print_every < 0) usage_error("--print-every must not be negative");
-  if (o.comm != "ps" && o.comm != "allreduce") {
-    usage_error(cat("--comm: '", o.comm, "' is not ps or allreduce"));
-  }
   validate_async_methods(o);
-  if (o.async && o.comm != "ps") usage_error("--async needs --comm ps");
+  if (o.async && o.comm != CommMode::kPs) usage_error("--async needs --comm ps");
   // ps may sum in shared memory too: the workers' gradients added in rank order, as --emulate
   // adds them (the master then updates and sends the parameters as ever).
-  const bool ps_in_shared_memory = o.comm == "ps" && o.allreduce == AllreduceVia::kSharedMemory;
-  if (o.allreduce != AllreduceVia::kAuto && o.comm != "allreduce" && !ps_in_shared_memory) {
+  const bool ps_in_shared_memory =
+      o.comm == CommMode::kPs && o.allreduce == AllreduceVia::kSharedMemory;
+  if (o.allreduce != AllreduceVia::kAuto && o.comm != CommMode::kAllreduce &&
+      !ps_in_shared_memory) {
     usage_error(cat("--allreduce ", to_string(o.allreduce),
                     " needs --comm allreduce (ps takes --allreduce shm alone)"));
   }
@@ -316,16 +323,17 @@ void validate(const TrainOptions& o) {
   if (!(o.bucket_mb >= 0) || !std::isfinite(o.bucket_mb)) {
     usage_error(cat("--bucket-mb ", o.bucket_mb, " must be a non-negative number of MiB"));
   }
-  if (o.bucket_mb > 0 && o.comm != "allreduce") usage_error("--bucket-mb needs --comm allreduce");
+  if (o.bucket_mb > 0 && o.comm != CommMode::kAllreduce)
+    usage_error("--bucket-mb needs --comm allreduce");
   if (o.bucket_mb > 0 && o.amb.enabled) {
     usage_error(
         "--bucket-mb: an anytime step's gradient is final only after its last "
         "micro-batch, so it cannot be summed in buckets");
   }
   if (o.servers < 1) usage_error(cat("--servers ", o.servers, " must be at least 1"));
-  if (o.servers > 1 && (o.comm != "ps" || o.dbsl.enabled)) {
+  if (o.servers > 1 && (o.comm != CommMode::kPs || o.dbsl.enabled)) {
     usage_error(cat("--servers ", o.servers, ": several servers serve ps, synchronous or --async (",
-                    o.comm != "ps" ? "--comm allreduce has none" : "not DBSL", ")"));
+                    o.comm != CommMode::kPs ? "--comm allreduce has none" : "not DBSL", ")"));
   }
   if (o.servers > 1 && o.async) {
     // Each asynchronous server updates its shard on its own: no rank holds the whole model of
@@ -375,10 +383,7 @@ void validate(const TrainOptions& o) {
   if (o.comm_wait != "yield" && o.comm_wait != "spin") {
     usage_error(cat("--comm-wait: '", o.comm_wait, "' is not yield or spin"));
   }
-  if (o.clock != "wall" && o.clock != "virtual") {
-    usage_error(cat("--clock: '", o.clock, "' is not wall or virtual"));
-  }
-  if (o.clock != "virtual" && (o.comm_model || !o.compute_model.empty())) {
+  if (o.clock != ClockMode::kVirtual && (o.comm_model || !o.compute_model.empty())) {
     usage_error(cat(o.comm_model ? "--comm-model" : "--compute-model", " needs --clock virtual"));
   }
   if (o.dbsl.enabled) validate_dbsl(o);
@@ -427,7 +432,7 @@ void validate_dbsl(const TrainOptions& o) {
     usage_error(cat(d.workers != 0 ? "--workers" : "--train-samples",
                     " goes with --plan (a run takes them from mpirun and --data)"));
   }
-  if (o.comm != "ps") usage_error("--comm: DBSL's rank 0 is the parameter server (ps)");
+  if (o.comm != CommMode::kPs) usage_error("--comm: DBSL's rank 0 is the parameter server (ps)");
   if (o.async)
     usage_error("--async: the DBSL server merges each push at once already (--sync waits)");
   if (o.amb.enabled) usage_error("--time-limit: DBSL workers take a number of samples per round");

@@ -27,7 +27,9 @@ void validate_async_methods(const TrainOptions& o) {
                            : o.staleness_bound >= 0 ? cat("--staleness-bound ", o.staleness_bound)
                                                     : std::string();
   if (flag.empty()) return;
-  if (o.comm != "ps") usage_error(cat(flag, " and --comm ", o.comm, ": it needs --comm ps"));
+  if (o.comm != CommMode::kPs) {
+    usage_error(cat(flag, " and --comm ", to_string(o.comm), ": it needs --comm ps"));
+  }
   if (!o.async) usage_error(cat(flag, " needs --async"));
   if (o.emulate > 0 && (o.k_async > 0 || o.staleness_bound >= 0)) {
     usage_error(cat(flag, " and --emulate ", o.emulate,

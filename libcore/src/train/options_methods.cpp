@@ -84,7 +84,7 @@ void validate_dbsl_emulation(const TrainOptions& o) {
 void validate_emulation(const TrainOptions& o) {
   if (o.emulate < 0) usage_error(cat("--emulate ", o.emulate, " must not be negative"));
   if (o.emulate == 0) return;
-  if (o.clock != "virtual") {
+  if (o.clock != ClockMode::kVirtual) {
     usage_error(cat("--emulate ", o.emulate,
                     " runs the workers on this process's threads, not a core each: it needs "
                     "--clock virtual"));
@@ -169,7 +169,7 @@ void validate_k_batch_sync(const TrainOptions& o) {
                     ": K-batch-sync is the synchronous FMB workers' round on the CPU (one "
                     "server, whole gradients)"));
   }
-  if (o.clock != "virtual") {
+  if (o.clock != ClockMode::kVirtual) {
     usage_error(cat(flag,
                     " needs --clock virtual: on the wall clock the master would have to cancel "
                     "the workers' batches in flight once K are done, which mbkit does not do"));
@@ -186,21 +186,21 @@ void validate_k_batch_sync(const TrainOptions& o) {
 void validate_delayed_gradients(const TrainOptions& o) {
   if (!o.delayed_gradients.enabled) return;
   const std::string flag = cat("--delayed-gradients ", o.given.delayed_gradients);
-  if (o.clock != "virtual") {
+  if (o.clock != ClockMode::kVirtual) {
     usage_error(cat(flag,
                     " needs --clock virtual: on the wall clock the workers would go on computing "
                     "while their sums are in flight, which the blocking synchronous exchange "
                     "does not do"));
   }
-  const char* refused = !o.amb.enabled          ? tool_name(o)
-                        : o.async               ? "--async"
-                        : o.comm != "ps"        ? "--comm allreduce"
-                        : o.servers > 1         ? "--servers"
-                        : o.backup_workers > 0  ? "--backup-workers"
-                        : o.k_sync > 0          ? "--k-sync"
-                        : o.gradient_coding > 0 ? "--gradient-coding"
-                        : o.device != "cpu"     ? "--device"
-                                                : nullptr;
+  const char* refused = !o.amb.enabled            ? tool_name(o)
+                        : o.async                 ? "--async"
+                        : o.comm != CommMode::kPs ? "--comm allreduce"
+                        : o.servers > 1           ? "--servers"
+                        : o.backup_workers > 0    ? "--backup-workers"
+                        : o.k_sync > 0            ? "--k-sync"
+                        : o.gradient_coding > 0   ? "--gradient-coding"
+                        : o.device != "cpu"       ? "--device"
+                                                  : nullptr;
   if (refused != nullptr) {
     usage_error(cat(flag, " and ", refused,
                     ": AMB-DG is mb-train-amb's synchronous round over one parameter server "
@@ -226,7 +226,7 @@ void validate_step_selection(const TrainOptions& o) {
   // --emulate needs the virtual clock anyway (validate_emulation).
   const char* refused = o.dbsl.enabled            ? "mb-train-dbsl"
                         : o.async                 ? "--async"
-                        : o.comm != "ps"          ? "--comm allreduce"
+                        : o.comm != CommMode::kPs ? "--comm allreduce"
                         : o.servers > 1           ? "--servers"
                         : o.compression.enabled() ? "--compress"
                         : o.bucket_mb > 0         ? "--bucket-mb"

@@ -1,6 +1,7 @@
 #include "mbkit/train/resume_check.hpp"
 
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "mbkit/plot/config.hpp"
@@ -138,7 +139,11 @@ std::string changed_training(const Checkpoint& checkpoint, const std::string& pa
     return cat("--induce ", induce(now), " (", digest(trace_of(now)), "): ", path,
                " was trained with --induce ", induce(then), " (", digest(trace_of(then)), ")");
   }
+  // --emulate's workers compute on one-thread networks whatever --threads spreads them over:
+  // the thread count changes no bit when both runs are emulated.
+  const bool both_emulated = then.count("emulate") > 0 && now.count("emulate") > 0;
   for (const TrainingKey& key : kTrainingKeys) {
+    if (both_emulated && std::string_view(key.key) == "threads") continue;
     const auto value_then = value_of(then, key);
     const auto value_now = value_of(now, key);
     if (value_then && value_now && *value_then != *value_now) {

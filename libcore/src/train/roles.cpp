@@ -56,10 +56,10 @@ bool allreduce_with_nccl(const TrainOptions& o, bool distributed) {
     if (o.compression.enabled()) {
       usage_error("--compress: encoded gradients are gathered through MPI; use --allreduce mpi");
     }
-    return o.comm == "allreduce";
+    return o.comm == CommMode::kAllreduce;
   }
-  return o.allreduce == AllreduceVia::kAuto && cuda && distributed && o.comm == "allreduce" &&
-         !o.async && !o.dbsl.enabled && !o.compression.enabled();
+  return o.allreduce == AllreduceVia::kAuto && cuda && distributed &&
+         o.comm == CommMode::kAllreduce && !o.async && !o.dbsl.enabled && !o.compression.enabled();
 }
 
 namespace {
@@ -85,7 +85,7 @@ Role decide_role(const TrainOptions& o, const comm::World& world) {
     }
     role.distributed = true;  // an emulated run of o.emulate workers
     role.emulated = o.emulate;
-    role.parameter_server = o.comm == "ps";
+    role.parameter_server = o.comm == CommMode::kPs;
     role.servers = role.parameter_server ? 1 : 0;
     role.master = role.parameter_server;
     role.server = role.parameter_server;
@@ -117,7 +117,7 @@ Role decide_role(const TrainOptions& o, const comm::World& world) {
     }
     return role;
   }
-  role.parameter_server = o.comm == "ps";
+  role.parameter_server = o.comm == CommMode::kPs;
   role.async = o.async || o.dbsl.enabled;  // DBSL's server merges each push as it comes
   role.servers = role.parameter_server ? o.servers : 0;
   if (role.servers > 1 && world.size() <= role.servers) {

@@ -13,7 +13,7 @@
 namespace mbkit::train {
 
 bool TrainingRun::selects_on_wall_clock() const {
-  return selection_.drops() && options_.clock != "virtual" && role_.parameter_server &&
+  return selection_.drops() && options_.clock != ClockMode::kVirtual && role_.parameter_server &&
          role_.emulated == 0;
 }
 

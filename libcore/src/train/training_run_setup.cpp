@@ -32,7 +32,7 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
       world_(world),
       command_line_(std::move(command_line)),
       started_(SteadyClock::now()),
-      clock_(options.clock == "virtual", started_) {
+      clock_(options.clock == ClockMode::kVirtual, started_) {
   world_.set_timeout(options_.comm_timeout);
   world_.set_wait_mode(options_.comm_wait == "spin" ? comm::WaitMode::kSpin
                                                     : comm::WaitMode::kYield);
@@ -505,7 +505,7 @@ void TrainingRun::open_log() {
   run.world_size = role_.ranks(world_);
   run.model = options_.model.name;
   run.dataset = info_.name;
-  run.clock = options_.clock;
+  run.clock = to_string(options_.clock);
   run.comm_model = clock_.is_virtual() && role_.distributed ? comm_model_.spec() : "";
   run.compute_model = compute_models_.spec();
   run.precision = std::string(nn::precision_name(backend_->precision()));

@@ -86,6 +86,17 @@ enum class AllreduceVia { kAuto, kSharedMemory, kMpi, kNccl };
 /// "auto", "shm", "mpi" or "nccl", as --allreduce takes it.
 const char* to_string(AllreduceVia via);
 
+/// --comm: the gradient exchange, ps (rank 0 is the master; --servers: ranks 0 to S - 1) or
+/// allreduce (every rank computes). cli/ parses the name once.
+enum class CommMode { kPs, kAllreduce };
+/// "ps" or "allreduce", as --comm takes it (and the recorded configuration holds it).
+const char* to_string(CommMode comm);
+
+/// --clock: wall (real time) or virtual (an emulated cluster, mbkit/train/virtual_clock.hpp).
+enum class ClockMode { kWall, kVirtual };
+/// "wall" or "virtual", as --clock takes it (and the log and configuration hold it).
+const char* to_string(ClockMode clock);
+
 /// The options given as text that need parsing, as the command line gave them: cli/ parses
 /// them into TrainOptions' typed fields; the run records the text as given (its configuration).
 struct OptionTexts {
@@ -167,8 +178,8 @@ struct TrainOptions {
   std::string nan_policy = "stop";  ///< stop or skip
   std::int64_t print_every = 0;  ///< progress lines when stderr is not a terminal (0: every 10 s)
   // Distribution (under mpirun/srun).
-  std::string comm = "ps";  ///< ps (rank 0 is the master) or allreduce
-  bool async = false;       ///< ps only: the master updates as gradients arrive
+  CommMode comm = CommMode::kPs;
+  bool async = false;  ///< ps only: the master updates as gradients arrive
   AllreduceVia allreduce = AllreduceVia::kAuto;  ///< allreduce only
   double bucket_mb = 0;  ///< allreduce through MPI: bucket size in MiB (0: one sum)
   int servers = 1;       ///< ps: ranks 0 to servers - 1 serve a shard of the parameters each
@@ -202,7 +213,7 @@ struct TrainOptions {
   /// workers, summary above; mbkit/metrics/worker_table.hpp).
   std::string worker_table;
   // Cluster emulation (mbkit/train/virtual_clock.hpp).
-  std::string clock = "wall";           ///< wall or virtual
+  ClockMode clock = ClockMode::kWall;
   std::optional<CommModel> comm_model;  ///< virtual: none = measured at start
   ComputeModels compute_model;          ///< virtual: empty = CPU time
   /// --emulate N: N workers (and the ps master) inside this one process, on the virtual clock
