@@ -219,11 +219,11 @@ class DualBatchSizeLearning(mbtest.ToolTestCase):
                 self.assertFailsWith(self.dbsl(*args, ranks=0), 2, text)
 
     def test_help_lists_no_method_that_dbsl_refuses(self):
-        # The asynchronous options, --emulate and mb-train-fmb's straggler methods are refused
+        # The asynchronous options and mb-train-fmb's straggler methods are refused
         # by DBSL: not its options at all (mb-train-fmb lists them), so given, they are unknown.
         refused = ["--async", "--async-min-grads", "--async-master-time-limit",
                    "--async-delay-std", "--k-batch-async", "--k-async", "--staleness-bound",
-                   "--emulate", "--backup-workers", "--k-sync", "--gradient-coding",
+                   "--backup-workers", "--k-sync", "--gradient-coding",
                    "--local-steps", "--adacomm-tau0", "--adacomm-interval", "--k-batch-sync",
                    "--drop-compute", "--micro-batches"]
 
@@ -237,7 +237,8 @@ class DualBatchSizeLearning(mbtest.ToolTestCase):
         self.assertEqual([flag for flag in refused if flag not in fmb], [])
         self.assertEqual([flag for flag in refused if flag in dbsl], [])
         # What DBSL takes of the same groups is still listed.
-        for flag in ("--comm", "--induce", "--clock", "--comm-model", "--compute-model"):
+        for flag in ("--comm", "--induce", "--clock", "--comm-model", "--compute-model",
+                     "--emulate"):
             self.assertIn(flag, dbsl)
         self.assertFailsWith(self.dbsl("--data", "toy.h5", "--base-batch", "16", "--epochs", "1",
                                        "--time-model-ab", "1,2", "--k-sync", "1", ranks=0),

@@ -353,14 +353,13 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o, bool stragg
                    "time (repeat for ranks: 3=A,B or 2-5=A,B)")
       ->allow_extra_args(false)
       ->type_name("[RANKS=]A,B");
-  if (!straggler_methods) return;
   emulation
       ->add_option("--emulate", o.emulate,
-                   "virtual: N workers (and the ps master) inside this one process, one after "
-                   "another, with the bits of a run with a process per worker (synchronous ps "
-                   "and allreduce; needs --comm-model)")
+                   "virtual: N workers (and the ps master or server) inside this one process, "
+                   "with the bits of a run with a process per worker (needs --comm-model)")
       ->check(whole_number<int>())
       ->type_name("N");
+  if (!straggler_methods) return;
 
   auto* methods = app.add_option_group("Straggler methods (sync ps)");
   methods
