@@ -17,13 +17,25 @@ link:
   unshaped link's alpha + 2 ms + 1 ms (the delay adds to the link's own latency; a millisecond
   of margin for the noise of two polling ranks on a loaded 2-core machine still tells one way
   from a round trip, 4 ms more); beta is the rate's 8e-8 s per byte give or take the headers (Ethernet, IP and TCP add
-  about 5% to a full frame, Open MPI its own: 0.95x to 1.5x).
+  about 5% to a full frame, Open MPI its own: 0.95x to 1.5x);
+- tbf alone at 100 Mbit/s on each end, which this kernel has where it lacks netem: a token
+  bucket of 12500 B (1 ms at the rate) and room for 4 MB queued. The burst is what a message
+  gets through at once when the bucket is full (it refills while the other rank answers), so
+  the line is straight from the burst up, below it shifted down by at most 1 ms; a bucket of a
+  frame or two (1600-3000 B) would be straighter still but costs rate here: every frame then
+  waits for tbf's timer, and each late wake-up on a loaded CPU is rate lost (a 1 MB message
+  took 1.4x its 84 ms at 1600 B, 1.14x at 12500 B over a plain TCP socket). The queue holds a
+  whole message so that tbf drops nothing (a drop costs TCP a 200 ms retransmission timeout).
+  Sizes go to 1 MiB (84 ms at the rate) so that the slope stands out of the few ms of
+  scheduling noise of two polling ranks on a loaded machine: beta must be 0.9x to 2x the
+  rate's 8e-8 s per byte (headers add 5%, Open MPI's rendezvous for large messages a round trip
+  or two; the unshaped link's beta is 2 to 3 times below the lower bound).
 
 Needs root, iproute2 (ip, tc), util-linux (nsenter, unshare), mpirun and a kernel that makes
 network namespaces; elsewhere the file is reported skipped (status 77) with the reason. The
-shaped test also needs the kernel's netem qdisc (sch_netem), a kernel module that no package
+netem test also needs the kernel's netem qdisc (sch_netem), a kernel module that no package
 installs (this project's development VM lacks it): where tc cannot add it, that test alone is
-skipped, saying so."""
+skipped, saying so; the tbf test runs there (it is skipped, saying so, where tc cannot add tbf)."""
 
 import os
 import re
@@ -40,6 +52,9 @@ RATE_BITS = 100e6
 DELAY = 2e-3
 # 8 B to 256 KiB (a 256 KiB message takes 21 ms at 100 Mbit/s): a few seconds a run.
 FIT = ["--fit", "-b", "8", "-e", "256K", "-f", "8", "-n", "10", "-w", "2"]
+# tbf: 100 Mbit/s, a bucket of 1 ms at the rate, 64 B to 1 MiB (84 ms at the rate).
+TBF = ["rate", "100mbit", "burst", "12500", "limit", "4mb"]
+FIT_TBF = ["--fit", "-b", "64", "-e", "1M", "-f", "4", "-n", "10", "-w", "2"]
 
 
 def tc(namespace, *args):
@@ -81,7 +96,16 @@ class ShapedLink(mbtest.ToolTestCase):
                               f"'{result.stderr.strip()}'")
             self.assertEqual(result.returncode, 0, msg=result.stderr)
 
-    def fit(self, write=True):
+    def shape_tbf(self):
+        """Both ends: tbf alone (skips the test where the kernel has no tbf qdisc)."""
+        for namespace, link in zip(self.hosts.namespaces, self.hosts.links):
+            result = tc(namespace, "qdisc", "add", "dev", link, "root", "tbf", *TBF)
+            if result.returncode != 0 and "unknown" in result.stderr.lower():
+                self.skipTest(f"the kernel has no tbf qdisc (sch_tbf): tc says "
+                              f"'{result.stderr.strip()}'")
+            self.assertEqual(result.returncode, 0, msg=result.stderr)
+
+    def fit(self, write=True, sizes=FIT):
         """mpirun -n 2 mb-bench-bandwidth --fit, rank 0 on h1 and rank 1 on h2: alpha, beta
         and the output, from the --comm-model file written (or, write=False, from the fit's
         line: a fit that is no usable model is then only warned of)."""
@@ -96,7 +120,7 @@ class ShapedLink(mbtest.ToolTestCase):
                    "--host", f"{h1.address}:1,{h2.address}:1", "--mca", "plm_rsh_agent", agent,
                    "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", subnet,
                    "--mca", "oob_tcp_if_include", subnet, mbtest.tool("mb-bench-bandwidth"),
-                   *FIT, *(["--comm-model", self.path("cm.h5"), "--force"] if write else [])]
+                   *sizes, *(["--comm-model", self.path("cm.h5"), "--force"] if write else [])]
         result = mbtest.run(command, cwd=self.dir, env=self.env, timeout=120)
         self.assertSucceeded(result)
         self.assertIn("2 ranks (h1, h2)", result.out)
@@ -122,6 +146,12 @@ class ShapedLink(mbtest.ToolTestCase):
         self.assertLessEqual(alpha, unshaped + DELAY + 1e-3, msg=out)
         self.assertGreaterEqual(beta, 0.95 * 8 / RATE_BITS, msg=out)
         self.assertLessEqual(beta, 1.5 * 8 / RATE_BITS, msg=out)
+
+    def test_tbf_rate_shows_in_beta(self):
+        self.shape_tbf()
+        _, beta, out = self.fit(sizes=FIT_TBF)
+        self.assertGreaterEqual(beta, 0.9 * 8 / RATE_BITS, msg=out)
+        self.assertLessEqual(beta, 2.0 * 8 / RATE_BITS, msg=out)
 
 
 if __name__ == "__main__":

@@ -40,14 +40,16 @@ TEST(ClockCompare, StepsAreMatchedByNumber) {
 }
 
 std::string write_log(const std::string& path, const std::string& clock,
-                      const std::vector<double>& step_times, int batch = 32) {
+                      const std::vector<double>& step_times, int batch = 32,
+                      const std::string& extra_config = "") {
   metrics::RunInfo info;
   info.tool = "mb-train-fmb";
   info.version = "test";
   info.clock = clock;
   info.world_size = 2;
   info.model = "mlp";
-  info.config_json = cat(R"({"workers":1,"batch_size":)", batch, R"(,"clock":")", clock, R"("})");
+  info.config_json = cat(R"({"workers":1,"batch_size":)", batch, R"(,"clock":")", clock, R"(")",
+                         extra_config, "}");
   auto log = metrics::MetricLog::create(path, info, true);
   double time = clock == "wall" ? 5.0 : 0.0;  // the wall clock's start-up
   for (std::size_t i = 0; i < step_times.size(); ++i) {
@@ -120,6 +122,17 @@ TEST(ClockCompare, FigureRefusesWhatIsNotARunAndItsEmulation) {
   EXPECT_MBKIT_ERROR(
       build({real, other}), ExitCode::kUsage,
       cat(real, " and ", other, " are not runs of the same settings: batch_size (32 against 64)"));
+}
+
+TEST(ClockCompare, AnEmulationOnACommModelFileIsARunOfTheSameSettings) {
+  // --comm-model FILE.h5 records the file's values too (comm_model_values): a model as much
+  // as the file's name is.
+  test::TempDir dir;
+  const std::string real = write_log(dir.file("real.h5"), "wall", {0.1, 0.2});
+  const std::string emulated =
+      write_log(dir.file("emulated.h5"), "virtual", {0.1, 0.2}, 32,
+                R"(,"comm_model":"link.h5","comm_model_values":"0.001,8e-09")");
+  EXPECT_EQ(clock_compare_problem(RunLog::open(real), RunLog::open(emulated)), "");
 }
 
 }  // namespace

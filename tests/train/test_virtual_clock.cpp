@@ -160,6 +160,21 @@ TEST(VirtualArrivals, AMessageDelayPutsOffTheArrivalNotTheWorkersNextRound) {
   EXPECT_FALSE(arrivals.none_until(5.0));  // worker 0 from 4 s: 5 s at the earliest
 }
 
+TEST(VirtualArrivals, AWorkersSendWaitsForItsPreviousOne) {
+  // Rounds of 1 s, messages of 3 s: the worker sends one gradient per 3 s, as the real worker
+  // whose send waits for the previous one.
+  VirtualArrivals arrivals(1, 3.0);
+  arrivals.publish(0.0);
+  arrivals.start(0, 0.0);
+  EXPECT_DOUBLE_EQ(arrivals.arrived(0, 1.0), 4.0);  // sent at 1 s
+  EXPECT_DOUBLE_EQ(arrivals.take(0), 4.0);
+  EXPECT_DOUBLE_EQ(arrivals.round_start(0), 1.0);
+  EXPECT_DOUBLE_EQ(arrivals.arrived(0, 1.0), 7.0);  // ready at 2 s, sent at 4 s
+  EXPECT_DOUBLE_EQ(arrivals.take(0), 7.0);
+  EXPECT_DOUBLE_EQ(arrivals.round_start(0), 4.0);  // it computed on from its send
+  EXPECT_DOUBLE_EQ(arrivals.arrived(0, 1.0), 10.0);
+}
+
 TEST(VirtualArrivals, RetiredWorkersNoLongerHoldBackTheOthers) {
   VirtualArrivals arrivals(2, 0.5);
   arrivals.publish(0.0);

@@ -25,9 +25,10 @@ std::string value_text(const std::string& value) {
 }  // namespace
 
 const std::vector<std::string>& clock_compare_free_keys() {
-  static const std::vector<std::string> kKeys = {"clock",     "comm_model",   "compute_model",
-                                                 "emulate",   "world_size",   "data",
-                                                 "test_data", "comm_timeout", "slowdown"};
+  // comm_model_values: a --comm-model FILE's values, recorded beside the file's name.
+  static const std::vector<std::string> kKeys = {
+      "clock",      "comm_model", "comm_model_values", "compute_model", "emulate",
+      "world_size", "data",       "test_data",         "comm_timeout",  "slowdown"};
   return kKeys;
 }
 

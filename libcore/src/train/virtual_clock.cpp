@@ -356,6 +356,7 @@ VirtualArrivals::VirtualArrivals(int workers, double message_seconds)
       start_(static_cast<std::size_t>(workers), 0.0),
       arrival_(static_cast<std::size_t>(workers), 0.0),
       delay_(static_cast<std::size_t>(workers), 0.0),
+      link_free_(static_cast<std::size_t>(workers), 0.0),
       message_(message_seconds) {}
 
 void VirtualArrivals::start(int w, double start) {
@@ -370,7 +371,11 @@ double VirtualArrivals::arrived(int w, double ready_after, double message_delay)
               " not computing");
   state_[i] = kWaiting;
   delay_[i] = message_delay;
-  arrival_[i] = start_[i] + ready_after + message_ + message_delay;
+  // The worker's send first waits for its previous one (AsyncWorker::send): a gradient that
+  // is ready before the previous is through leaves when the link is free.
+  const double sent = std::max(start_[i] + ready_after, link_free_[i]);
+  link_free_[i] = sent + message_;
+  arrival_[i] = sent + message_ + message_delay;
   return arrival_[i];
 }
 

@@ -142,7 +142,10 @@ SyncStepTime sync_step_time(const std::vector<SyncWorkerTime>& workers, bool par
 ///
 /// Each worker computes without pause: it starts a round at a virtual time the master knows,
 /// computes, sends (arriving `message` seconds after it is ready) and starts its next round at
-/// once on the newest parameters that had reached it by then. The master takes gradients in
+/// once on the newest parameters that had reached it by then. Its sends go one at a time: a
+/// gradient ready before the previous one is through waits for it (the worker waits for its
+/// previous send before it posts the next, and computes on after), so a worker whose message
+/// takes longer than its round sends one gradient per message time. The master takes gradients in
 /// order of arrival (ties by worker index), but only when no worker still computing could
 /// deliver an earlier one: a worker without a gradient waiting arrives no sooner than its start
 /// + `message` (conservative discrete-event simulation: correct whatever order the real
@@ -166,7 +169,7 @@ class VirtualArrivals {
   /// The worker whose gradient is next in virtual time, when it is safe to take it.
   std::optional<int> next() const;
   /// Takes worker w's gradient (the one next() named): returns its arrival time. The worker's
-  /// next round starts when it was ready (arrival - message - its message delay).
+  /// next round starts when it sent (arrival - message - its message delay).
   double take(int w);
   /// Worker w's arrival time (it is waiting).
   double arrival(int w) const { return arrival_[static_cast<std::size_t>(w)]; }
@@ -192,6 +195,7 @@ class VirtualArrivals {
   enum State { kComputing, kWaiting, kRetired, kBlocked };
   std::vector<State> state_;
   std::vector<double> start_, arrival_, delay_;
+  std::vector<double> link_free_;  ///< when each worker's previous send is through
   double message_;
   std::deque<double> published_;  ///< publish times, from index first_kept_
   std::int64_t first_kept_ = 0;
