@@ -240,7 +240,6 @@ class AsyncMethods(SameBits, mbtest.ToolTestCase):
             (["--staleness-bound", "1", "--k-async", "2"], "--k-async 2"),
             (["--staleness-bound", "1", "--async-min-grads", "2"], "--async-min-grads 2"),
             (["--k-async", "2", "--comm", "allreduce"], "--comm allreduce"),
-            (["--k-async", "2", "--emulate", "4"], "--emulate 4"),
             (["--staleness-bound", "1", "--compress", "fp16"], "--compress fp16"),
             (["--k-async", "0"], "at least 1"),
             (["--k-batch-async", "0"], "at least 1"),

@@ -4,8 +4,8 @@ worker. The oracle is today's emulation: mpirun -n N+1 (ps: the master and N wor
 added in rank order through shared memory (--allreduce shm). Every dataset of the checkpoint and
 every column of the metric log must be equal to the bit, for FMB and AMB, ps and allreduce, 3
 and 8 workers, with induced stragglers and a slowed worker, and for the asynchronous master's
-count and time rules; a resumed emulated run must equal a straight one; what cannot be emulated
-yet is refused naming both flags.
+count and time rules, K-async and stale synchronous parallel; a resumed emulated run must equal
+a straight one; what cannot be emulated yet is refused naming both flags.
 
 Left out of the comparison: the log's wall-clock columns (wall_time), the ps servers' table (the
 master's real receive and update times), and the recorded configuration (it names how the sum
@@ -128,6 +128,48 @@ class Emulate(SameBits, mbtest.ToolTestCase):
                 command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
             self.assertSucceeded(mbtest.run(command, cwd=self.dir, env=self.env, timeout=300))
         self.assert_same_bits("async-resumed-emulated", "async-resumed-ranks")
+
+    def test_k_async_and_ssp_have_the_bits_of_a_process_per_worker(self):
+        # The asynchronous server's methods on the emulated master (async_rule.hpp): K-async's
+        # held gradients and the staleness bound's blocked workers, 3 and 8 workers; then a
+        # resumed run of each against a resumed run with a process per worker.
+        if MPIRUN is None:
+            self.skipTest("mpirun is not installed")
+        cases = [
+            ("kasync3", 3, ["--k-async", "2"]),
+            ("kasync8", 8, ["--k-async", "3"]),
+            ("ssp3", 3, ["--staleness-bound", "1"]),
+            ("ssp8", 8, ["--staleness-bound", "0"]),
+        ]
+        for name, workers, extra in cases:
+            with self.subTest(case=name):
+                args = [*extra, "--comm", "ps", "--async"]
+                self.train(f"{name}-emulated", "mb-train-fmb", [*args, "--emulate", str(workers)])
+                self.train(f"{name}-ranks", "mb-train-fmb", args, workers + 1)
+                self.assert_same_bits(f"{name}-emulated", f"{name}-ranks")
+        # The runs held gradients and blocked workers: K distinct workers an update, one of
+        # them a gradient computed before an earlier update (held); waits before SSP's rounds.
+        with h5py.File(self.path("kasync8-emulated-log.h5"), "r") as log:
+            ranks, staleness = log["workers/rank"][...], log["workers/staleness"][...]
+            self.assertEqual(len(ranks), 3 * 12)
+            for step in range(12):
+                self.assertEqual(len(set(ranks[3 * step:3 * step + 3].tolist())), 3)
+            self.assertGreater(staleness.max(), 0)
+        for name in ("ssp3", "ssp8"):
+            with h5py.File(self.path(f"{name}-emulated-log.h5"), "r") as log:
+                self.assertGreater(log["workers/wait_time"][...].max(), 0, msg=name)
+        for name, extra in (("kasync", ["--k-async", "2"]), ("ssp", ["--staleness-bound", "1"])):
+            args = [*extra, "--comm", "ps", "--async"]
+            for where, ranks, emulate in (("emulated", 0, ["--emulate", "3"]), ("ranks", 4, [])):
+                run = f"{name}-resumed-{where}"
+                self.train(run, "mb-train-fmb", [*args, *emulate, "--steps", "6"], ranks)
+                command = [mbtest.tool("mb-train-fmb"), "--data", "toy.h5", *COMMON, *args,
+                           *emulate, "--log", f"{run}-log.h5", "--checkpoint", f"{run}.h5",
+                           "--resume", f"{run}.h5"]
+                if ranks > 0:
+                    command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
+                self.assertSucceeded(mbtest.run(command, cwd=self.dir, env=self.env, timeout=300))
+            self.assert_same_bits(f"{name}-resumed-emulated", f"{name}-resumed-ranks")
 
     def test_a_replayed_trace_has_the_bits_of_a_process_per_worker(self):
         if MPIRUN is None:

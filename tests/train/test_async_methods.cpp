@@ -4,6 +4,7 @@
 // virtual clock a blocked worker sends nothing and holds no one back (VirtualArrivals::block).
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <utility>
 #include <vector>
 
@@ -72,10 +73,11 @@ TEST(AsyncRule, BoundZeroIsBulkSynchronous) {
 }
 
 // The virtual schedule of --staleness-bound 0 for two workers of 1 s and 2.5 s per round and
-// messages of 0.5 s, stepped as AsyncMaster steps it (one gradient per update, free updates):
-// worker 0 arrives at 2 s a round ahead and blocks; worker 1 arrives at 3.5 s, worker 0 starts
-// a message later (4 s) and arrives at 5.5 s; worker 1, never blocked, started at 3 s and
-// arrives at 6 s, which lets worker 0 start at 6.5 s.
+// messages of 0.5 s, stepped as both asynchronous masters step it (one gradient per update,
+// free updates; starts_next_round and release_blocked): worker 0 arrives at 2 s a round ahead
+// and blocks; worker 1 arrives at 3.5 s, worker 0 starts a message later (4 s, 2.5 s after it
+// was ready) and arrives at 5.5 s; worker 1, never blocked, started at 3 s and arrives at 6 s,
+// which lets worker 0 start at 6.5 s (1.5 s after it was ready).
 TEST(AsyncRule, StaleSynchronousScheduleOnTheVirtualClock) {
   VirtualArrivals arrivals(2, 0.5);
   AsyncRule rule(2, {.staleness_bound = 0});
@@ -83,7 +85,7 @@ TEST(AsyncRule, StaleSynchronousScheduleOnTheVirtualClock) {
   arrivals.start(0, 0.5);
   arrivals.start(1, 0.5);
   std::vector<std::pair<int, double>> updates;
-  std::vector<double> starts_of_0;
+  std::vector<double> starts_of_0, waits_of_0;
   double now = 0;
   while (updates.size() < 5) {
     for (int w = 0; w < 2; ++w) {
@@ -95,10 +97,15 @@ TEST(AsyncRule, StaleSynchronousScheduleOnTheVirtualClock) {
     ASSERT_TRUE(next.has_value());
     now = std::max(now, arrivals.take(*next));
     rule.completed_round(*next);
-    if (!rule.may_start(*next)) arrivals.block(*next);
+    const bool starts = starts_next_round(arrivals, rule, *next);
+    EXPECT_EQ(starts, !arrivals.blocked(*next));
     updates.emplace_back(*next, now);
-    for (int w = 0; w < 2; ++w) {  // the update's publication lets blocked workers go
-      if (arrivals.blocked(w) && rule.may_start(w)) arrivals.start(w, now + 0.5);
+    // The update's publication lets blocked workers go.
+    for (const ReleasedWorker& released : release_blocked(arrivals, rule, now)) {
+      EXPECT_EQ(released.worker, 0);
+      EXPECT_EQ(released.start, now + 0.5);
+      EXPECT_FALSE(arrivals.blocked(0));
+      waits_of_0.push_back(released.waited);
     }
     starts_of_0.push_back(arrivals.round_start(0));
   }
@@ -106,6 +113,29 @@ TEST(AsyncRule, StaleSynchronousScheduleOnTheVirtualClock) {
       {0, 2.0}, {1, 3.5}, {0, 5.5}, {1, 6.0}, {0, 8.0}};
   EXPECT_EQ(updates, expected);
   EXPECT_EQ(starts_of_0, (std::vector<double>{1.5, 4.0, 5.0, 6.5, 7.5}));
+  EXPECT_EQ(waits_of_0, (std::vector<double>{2.5, 1.5}));
+}
+
+// K-async's held gradients at an update's start: oldest first, one per worker, until K.
+TEST(AsyncRule, AnUpdateTakesHeldGradientsOldestFirstOnePerWorker) {
+  struct Held {
+    std::size_t worker;
+    int round;
+  };
+  AsyncRule rule(3, {.distinct = true});
+  std::deque<Held> held{{1, 0}, {1, 1}, {2, 0}, {0, 0}};
+  rule.begin_update(2);
+  std::vector<int> taken;
+  take_held(rule, held, [&](const Held& h) {
+    taken.push_back(static_cast<int>(h.worker) * 10 + h.round);
+    rule.took(static_cast<int>(h.worker));
+  });
+  EXPECT_EQ(taken, (std::vector<int>{10, 20}));
+  ASSERT_EQ(held.size(), 2u);
+  EXPECT_EQ(held[0].round, 1);  // worker 1's newer gradient waits for the next update
+  EXPECT_EQ(held[1].worker, 0u);
+  EXPECT_TRUE(rule.complete());
+  EXPECT_FALSE(update_takes_another(rule, VirtualArrivals(3, 0.5), 2, false, 0, 2));
 }
 
 TEST(AsyncRule, ABlockedWorkerHoldsNoOneBack) {
@@ -142,9 +172,6 @@ TEST(AsyncMethods, BadCombinationsNameBothFlags) {
   k.k_batch_async = 2;
   EXPECT_MBKIT_ERROR(validate(k), ExitCode::kUsage, "--k-async 2 and --k-batch-async 2");
   k.k_batch_async = 0;
-  k.emulate = 4;
-  EXPECT_MBKIT_ERROR(validate(k), ExitCode::kUsage, "--k-async 2 and --emulate 4");
-  k.emulate = 0;
   k.async = false;
   EXPECT_MBKIT_ERROR(validate(k), ExitCode::kUsage, "--k-async 2 needs --async");
 

@@ -54,4 +54,29 @@ bool AsyncRule::may_start(int w) const {
   return !bounded() || clock(w) - slowest() <= settings_.staleness_bound;
 }
 
+bool update_takes_another(const AsyncRule& rule, const VirtualArrivals& arrivals, int count,
+                          bool timed, double deadline, int min_gradients) {
+  // K-async counts the distinct workers its rule took; the count and time rules, gradients.
+  if (rule.settings().distinct) return !rule.complete();
+  return timed ? !(count >= 1 && arrivals.none_until(deadline)) : count < min_gradients;
+}
+
+bool starts_next_round(VirtualArrivals& arrivals, const AsyncRule& rule, int w) {
+  if (rule.may_start(w)) return true;
+  arrivals.block(w);
+  return false;
+}
+
+std::vector<ReleasedWorker> release_blocked(VirtualArrivals& arrivals, const AsyncRule& rule,
+                                            double now) {
+  std::vector<ReleasedWorker> released;
+  for (int w = 0; w < static_cast<int>(rule.workers()); ++w) {
+    if (!arrivals.blocked(w) || !rule.may_start(w)) continue;
+    const double start = now + arrivals.message();
+    released.push_back({w, start, start - arrivals.round_start(w)});
+    arrivals.start(w, start);
+  }
+  return released;
+}
+
 }  // namespace mbkit::train

@@ -4,6 +4,7 @@
 
 #include "exchange_internal.hpp"
 #include "mbkit/emulation/straggler.hpp"
+#include "mbkit/train/async_rule.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/strings.hpp"
@@ -13,7 +14,14 @@ namespace mbkit::train {
 using namespace exchange_detail;
 
 EmulatedAsyncMaster::EmulatedAsyncMaster(Parts parts)
-    : parts_(std::move(parts)), in_flight_(static_cast<std::size_t>(parts_.workers.workers())) {}
+    : parts_(std::move(parts)),
+      rule_(parts_.workers.workers(), {}),
+      in_flight_(static_cast<std::size_t>(parts_.workers.workers())),
+      blocked_(in_flight_.size(), 0.0) {}
+
+void EmulatedAsyncMaster::use_rule(const AsyncRuleSettings& settings) {
+  rule_ = AsyncRule(parts_.workers.workers(), settings);
+}
 
 void EmulatedAsyncMaster::use_virtual_clock(double message, double now) {
   arrivals_.emplace(parts_.workers.workers(), message);
@@ -47,6 +55,11 @@ void EmulatedAsyncMaster::publish(std::span<const float> parameters, std::span<c
   latest_ = snapshot;
   arrivals_->publish(now_);
   history_.push_back(snapshot);
+  // Workers past the staleness bound start now, from these parameters, once allowed.
+  for (const ReleasedWorker& released : release_blocked(*arrivals_, rule_, now_)) {
+    blocked_[static_cast<std::size_t>(released.worker)] = released.waited;
+    begin_round(released.worker, released.start);
+  }
 }
 
 void EmulatedAsyncMaster::begin_round(int w, double start) {
@@ -70,8 +83,7 @@ void EmulatedAsyncMaster::begin_round(int w, double start) {
   arrivals_->arrived(w, round.ready, round.comm_delay);
 }
 
-WorkerReport EmulatedAsyncMaster::run_round(int w, std::span<float> gradients,
-                                            std::span<float> state, std::int64_t step) {
+WorkerReport EmulatedAsyncMaster::run_round(int w) {
   InFlight& round = in_flight_[static_cast<std::size_t>(w)];
   nn::Network& net = parts_.net;
   const std::size_t parameter_floats = net.parameter_count();
@@ -92,11 +104,11 @@ WorkerReport EmulatedAsyncMaster::run_round(int w, std::span<float> gradients,
   report.comm_delay = round.comm_delay;
   ++round.rounds;
   if (parts_.worker_line) parts_.worker_line(round.rounds, report);
-  // The master's sums, in the order it takes the gradients (AsyncMaster's additions).
-  const std::span<const float> computed = net.gradients();
-  for (std::size_t i = 0; i < gradients.size(); ++i) gradients[i] += computed[i];
-  const std::span<const float> computed_state = net.state();
-  for (std::size_t i = 0; i < state.size(); ++i) state[i] += computed_state[i];
+  return report;
+}
+
+WorkerReport EmulatedAsyncMaster::as_taken(int w, const WorkerReport& report,
+                                           std::int64_t step) const {
   // What the master reads from a worker's message: the fields it carries, and no others.
   WorkerReport taken;
   taken.rank = parts_.workers.rank_of(w);
@@ -106,7 +118,7 @@ WorkerReport EmulatedAsyncMaster::run_round(int w, std::span<float> gradients,
   taken.compute_time = report.compute_time;
   taken.sleep_time = report.sleep_time;
   taken.send_time = arrivals_->message();
-  taken.wait_time = 0;
+  taken.wait_time = blocked_[static_cast<std::size_t>(w)];  // before its round started
   taken.based_on = report.based_on;
   taken.staleness = step - report.based_on;
   taken.stop = report.stop;
@@ -128,15 +140,53 @@ CombinedStep EmulatedAsyncMaster::collect(std::span<float> gradients, std::span<
   const double virtual_start = now_;
   const bool timed = window_ > 0;
   const double deadline = virtual_start + window_;
-  while (takes_another(*arrivals_, count, timed, deadline, min_gradients)) {
+  rule_.begin_update(min_gradients);
+  // Adds worker w's gradient and state (parameters then state, as in a message) to the sums,
+  // in the order the master takes them (AsyncMaster's additions).
+  auto take = [&](int w, const WorkerReport& report, std::span<const float> computed,
+                  std::span<const float> computed_state) {
+    for (std::size_t i = 0; i < gradients.size(); ++i) gradients[i] += computed[i];
+    for (std::size_t i = 0; i < state.size(); ++i) state[i] += computed_state[i];
+    add_up(result, as_taken(w, report, step));
+    rule_.took(w);
+    ++count;
+  };
+  // K-async: held gradients first, oldest first, as the rule takes them.
+  take_held(rule_, held_, [&](HeldGradient& held) {
+    const std::span<const float> values = held.values;
+    take(static_cast<int>(held.worker), held.report, values.first(gradients.size()),
+         values.subspan(gradients.size()));
+    spare_values_.push_back(std::move(held.values));
+  });
+  while (update_takes_another(rule_, *arrivals_, count, timed, deadline, min_gradients)) {
     const auto next = arrivals_->next();
     MBKIT_CHECK(next.has_value(), "no emulated worker is computing");
     const int w = *next;
     const double arrival = arrivals_->take(w);
-    add_up(result, run_round(w, gradients, state, step));
-    ++count;
+    // The round runs now, before the worker's next one is predicted: taken into the sums, or
+    // (K-async, a worker already in this update) its gradient and state held for a later one.
+    const WorkerReport report = run_round(w);
+    rule_.completed_round(w);
+    if (rule_.takes(w)) {
+      take(w, report, parts_.net.gradients(), parts_.net.state());
+    } else {
+      std::vector<float> values;
+      if (!spare_values_.empty()) {
+        values = std::move(spare_values_.back());
+        spare_values_.pop_back();
+      }
+      const std::span<const float> computed = parts_.net.gradients();
+      const std::span<const float> computed_state = parts_.net.state();
+      values.assign(computed.begin(),
+                    computed.begin() + static_cast<std::ptrdiff_t>(gradients.size()));
+      values.insert(values.end(), computed_state.begin(),
+                    computed_state.begin() + static_cast<std::ptrdiff_t>(state.size()));
+      held_.push_back({static_cast<std::size_t>(w), report, std::move(values)});
+    }
+    blocked_[static_cast<std::size_t>(w)] = 0;
     now_ = std::max(now_, arrival);
-    begin_round(w, arrivals_->round_start(w));
+    // A worker past the staleness bound is blocked: publish() starts it.
+    if (starts_next_round(*arrivals_, rule_, w)) begin_round(w, arrivals_->round_start(w));
     // Later rounds start no earlier than this one's: older publications can go (rounds in
     // flight keep what they started from).
     const std::int64_t forgotten = arrivals_->forget_before(arrivals_->round_start(w));
@@ -156,8 +206,13 @@ CombinedStep EmulatedAsyncMaster::collect(std::span<float> gradients, std::span<
 }
 
 void EmulatedAsyncMaster::finish(std::int64_t, int) {
-  // Every worker has a round in flight whose gradient would arrive after the end.
-  discarded_ += parts_.workers.workers();
+  // The held gradients, and the round in flight of every worker not blocked, whose gradient
+  // would arrive after the end.
+  discarded_ += static_cast<std::int64_t>(held_.size());
+  held_.clear();
+  for (int w = 0; w < parts_.workers.workers(); ++w) {
+    if (!arrivals_->blocked(w)) ++discarded_;
+  }
 }
 
 }  // namespace mbkit::train

@@ -22,11 +22,6 @@ namespace mbkit::train {
 using namespace exchange_detail;
 using Clock = SteadyClock;
 
-bool takes_another(const VirtualArrivals& arrivals, int count, bool timed, double deadline,
-                   int min_gradients) {
-  return timed ? !(count >= 1 && arrivals.none_until(deadline)) : count < min_gradients;
-}
-
 struct AsyncMaster::Impl {
   const comm::World& world;
   std::size_t parameters, state;
@@ -239,14 +234,11 @@ void AsyncMaster::publish(std::span<const float> parameters, std::span<const flo
     m.arrivals->publish(m.now);
     m.history.push_back(snapshot);
     // Workers past the staleness bound start now, from these parameters, once allowed.
-    for (std::size_t w = 0; w < m.workers.size(); ++w) {
-      const int i = static_cast<int>(w);
-      if (!m.arrivals->blocked(i) || !m.rule.may_start(i)) continue;
-      const double start = m.now + m.arrivals->message();
-      m.workers[w].blocked = start - m.arrivals->round_start(i);
-      m.arrivals->start(i, start);
+    for (const ReleasedWorker& released : release_blocked(*m.arrivals, m.rule, m.now)) {
+      const auto w = static_cast<std::size_t>(released.worker);
+      m.workers[w].blocked = released.waited;
       m.silence->expect(w);
-      m.send_held(w, start);
+      m.send_held(w, released.start);
     }
   }
   m.pump();
@@ -307,14 +299,8 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
     }
   };
   // Held gradients first, oldest first, as the rule takes them.
-  for (auto it = m.held_gradients.begin(); it != m.held_gradients.end() && !m.rule.complete();) {
-    if (m.rule.takes(static_cast<int>(it->worker))) {
-      take(it->worker, it->message);
-      it = m.held_gradients.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  take_held(m.rule, m.held_gradients,
+            [&](const Impl::Held& held) { take(held.worker, held.message); });
   // The time rule's window ends at `deadline` (master time); the count rule's never does.
   const bool timed = m.window > 0;
   const double deadline = virtual_start + m.window;
@@ -322,10 +308,7 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
   // those that arrive by the deadline, or the first after it when none did.
   auto take_in_virtual_order = [&] {
     VirtualArrivals& arrivals = *m.arrivals;
-    // K-async counts the distinct workers its rule took; the count and time rules, gradients.
-    while (m.rule.settings().distinct
-               ? !m.rule.complete()
-               : takes_another(arrivals, count, timed, deadline, min_gradients)) {
+    while (update_takes_another(m.rule, arrivals, count, timed, deadline, min_gradients)) {
       const auto next = arrivals.next();
       if (!next) return;
       const auto w = static_cast<std::size_t>(*next);
@@ -333,11 +316,8 @@ CombinedStep AsyncMaster::collect(std::span<float> gradients, std::span<float> s
       take_or_hold(w);
       m.workers[w].blocked = 0;
       m.now = std::max(m.now, arrival);
-      if (m.rule.may_start(*next)) {
-        m.send_held(w, arrivals.round_start(*next));
-      } else {
-        arrivals.block(*next);  // publish() starts it
-      }
+      // A worker past the staleness bound is blocked: publish() starts it.
+      if (starts_next_round(arrivals, m.rule, *next)) m.send_held(w, arrivals.round_start(*next));
       m.post_receive(w);
       // Later rounds start no earlier than this one's: older parameter sets can go.
       const std::int64_t forgotten = arrivals.forget_before(arrivals.round_start(*next));

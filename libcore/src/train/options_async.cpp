@@ -31,11 +31,6 @@ void validate_async_methods(const TrainOptions& o) {
     usage_error(cat(flag, " and --comm ", to_string(o.comm), ": it needs --comm ps"));
   }
   if (!o.async) usage_error(cat(flag, " needs --async"));
-  if (o.emulate > 0 && (o.k_async > 0 || o.staleness_bound >= 0)) {
-    usage_error(cat(flag, " and --emulate ", o.emulate,
-                    ": the held gradients and the workers' clocks are the MPI master's; run a "
-                    "rank per worker under mpirun"));
-  }
   const std::string transport = o.compression.enabled() ? cat("--compress ", o.given.compress)
                                 : o.dbsl.enabled        ? std::string("mb-train-dbsl")
                                 : o.allreduce == AllreduceVia::kSharedMemory

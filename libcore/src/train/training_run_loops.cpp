@@ -312,12 +312,10 @@ void TrainingRun::run_async_master() {
         [this] { return stop_request_.requested() ? kSignalled : kContinue; },
         [this](std::int64_t round, const WorkerReport& report) { worker_line(round, report); }});
   } else {
-    auto mpi = std::make_unique<AsyncMaster>(world_, length, state_floats, servers);
-    // K-async and stale synchronous parallel: a rank per worker (not emulated yet).
-    mpi->use_rule({options_.k_async > 0, options_.staleness_bound});
-    combiner = std::move(mpi);
+    combiner = std::make_unique<AsyncMaster>(world_, length, state_floats, servers);
   }
   AsyncCombiner& master = *combiner;
+  master.use_rule({options_.k_async > 0, options_.staleness_bound});
   if (clock_.is_virtual()) {
     master.use_virtual_clock(comm_model_.message((length + state_floats) * sizeof(float)),
                              clock_.virtual_now());

@@ -17,7 +17,10 @@
 //    master publishes after the slowest worker's gradient is applied. s = 0: a bulk-synchronous
 //    schedule; s larger than any gap: plain --async.
 #include <cstdint>
+#include <deque>
 #include <vector>
+
+#include "mbkit/train/virtual_clock.hpp"
 
 namespace mbkit::train {
 
@@ -31,6 +34,7 @@ class AsyncRule {
   AsyncRule(int workers, AsyncRuleSettings settings);
 
   const AsyncRuleSettings& settings() const { return settings_; }
+  int workers() const { return static_cast<int>(clock_.size()); }
   /// An update of `gradients` gradients starts: it has taken nothing yet.
   void begin_update(int gradients);
   /// Whether the update in progress takes worker w's gradient now (else it is held for a
@@ -59,5 +63,42 @@ class AsyncRule {
   std::vector<std::int64_t> clock_;
   int taken_ = 0, wanted_ = 1;
 };
+
+/// K-async, an update's start: the held gradients (in order of arrival; each has `worker`) it
+/// takes first, oldest first, one per worker. take(held) adds one to the update and calls
+/// rule.took(); the gradients taken leave `held`. Both masters keep their own held messages.
+template <class Held, class Take>
+void take_held(const AsyncRule& rule, std::deque<Held>& held, Take take) {
+  for (auto it = held.begin(); it != held.end() && !rule.complete();) {
+    if (rule.takes(static_cast<int>(it->worker))) {
+      take(*it);
+      it = held.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+/// Whether an update on the virtual clock waits for another arrival, having taken `count`
+/// gradients: K-async until K distinct workers' are in; the count rule until `min_gradients`;
+/// the time rule (`timed`) until one is taken and none can arrive by `deadline` any more.
+bool update_takes_another(const AsyncRule& rule, const VirtualArrivals& arrivals, int count,
+                          bool timed, double deadline, int min_gradients);
+
+/// Virtual clock, worker w's gradient just taken from `arrivals` (and the rule told of its
+/// round): true when its next round starts at once (round_start(w), when it was ready); false
+/// when the staleness bound holds it back (it is blocked until release_blocked() lets it go).
+bool starts_next_round(VirtualArrivals& arrivals, const AsyncRule& rule, int w);
+
+/// A blocked worker let go by a publication: its round starts at `start` (the parameters'
+/// arrival), after `waited` seconds past its ready time.
+struct ReleasedWorker {
+  int worker;
+  double start, waited;
+};
+/// Virtual clock, a publication at master time `now`: the blocked workers the rule now lets
+/// start, in worker order, each started in `arrivals` once the parameters reached it.
+std::vector<ReleasedWorker> release_blocked(VirtualArrivals& arrivals, const AsyncRule& rule,
+                                            double now);
 
 }  // namespace mbkit::train

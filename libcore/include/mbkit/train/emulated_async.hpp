@@ -2,16 +2,18 @@
 // --async): AsyncMaster's virtual clock without messages. The master takes gradients in the
 // order of their virtual arrival (VirtualArrivals, the same rule and the same code path's
 // decisions as a rank per worker), and each worker's round runs when its gradient is taken,
-// on the parameters it held when the round started.
+// on the parameters it held when the round started. K-async and the staleness bound are the
+// same AsyncRule and async_rule.hpp functions as AsyncMaster's.
 //
 // A round's ready time must be known when it starts, before its gradient is computed, for the
 // order of arrivals: WorkerRound::predict_ready(), which needs a compute model (--compute-model).
-// Computing the gradient later, when it is taken, is what keeps the memory small: no gradient is
-// held, only the parameter sets some worker's round still starts from.
+// Computing the gradient later, when it arrives, is what keeps the memory small: no gradient is
+// kept but K-async's held ones, and the parameter sets some worker's round still starts from.
 //
-//   memory: one network, the gradient sum, and the parameter sets (parameters + state) still
-//           referenced by a worker's round in flight: at most one per update made while the
-//           slowest round ran (about N with the count rule at one gradient an update);
+//   memory: one network, the gradient sum, K-async's held gradients (parameters + state each,
+//           as AsyncMaster holds the message), and the parameter sets (parameters + state)
+//           still referenced by a worker's round in flight: at most one per update made while
+//           the slowest round ran (about N with the count rule at one gradient an update);
 //   time:   the workers' compute, one pass over the gradients per gradient taken, and a copy
 //           of the held parameters into the network before each round.
 #pragma once
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "mbkit/nn/network.hpp"
+#include "mbkit/train/async_rule.hpp"
 #include "mbkit/train/emulated_workers.hpp"
 #include "mbkit/train/exchange.hpp"
 #include "mbkit/train/options.hpp"
@@ -57,6 +60,7 @@ class EmulatedAsyncMaster final : public AsyncCombiner {
   bool workers_done() const override { return false; }  // only the master stops them
   int workers_stop() const override { return kContinue; }
   void use_time_window(double seconds) override { window_ = seconds; }
+  void use_rule(const AsyncRuleSettings& settings) override;
   void use_virtual_clock(double message, double now) override;
   double virtual_now() const override { return now_; }
   void advance(double seconds) override { now_ += seconds; }
@@ -76,16 +80,28 @@ class EmulatedAsyncMaster final : public AsyncCombiner {
 
   /// Worker w's round starts at virtual time `start`, from the newest set that reached it.
   void begin_round(int w, double start);
-  /// Runs worker w's round and adds its gradient and state into the sums; returns the report
-  /// as the master receives it.
-  WorkerReport run_round(int w, std::span<float> gradients, std::span<float> state,
-                         std::int64_t step);
+  /// Runs worker w's round in flight on the network (its gradient and state are then the
+  /// network's); returns the worker's report.
+  WorkerReport run_round(int w);
+  /// The report as the master takes it at master step `step`: the fields a message carries.
+  WorkerReport as_taken(int w, const WorkerReport& report, std::int64_t step) const;
+
+  /// K-async: a gradient that came in while its worker's was already in the update.
+  struct HeldGradient {
+    std::size_t worker;
+    WorkerReport report;
+    std::vector<float> values;  ///< its gradient, then its state
+  };
 
   Parts parts_;
+  AsyncRule rule_;
   std::optional<VirtualArrivals> arrivals_;
   double now_ = 0;
   double window_ = 0;
   std::vector<InFlight> in_flight_;
+  std::vector<double> blocked_;    ///< --staleness-bound: seconds a round in flight waited to start
+  std::deque<HeldGradient> held_;  ///< in order of arrival
+  std::vector<std::vector<float>> spare_values_;  ///< held gradients' buffers to reuse
   /// history_[i]: publication arrivals_->first_kept() + i.
   std::deque<std::shared_ptr<const Snapshot>> history_;
   std::shared_ptr<const Snapshot> latest_;

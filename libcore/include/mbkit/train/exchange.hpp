@@ -332,6 +332,10 @@ class AsyncCombiner {
   /// master's step then ends at the later of the window's end and that arrival. 0 (the default):
   /// the count rule.
   virtual void use_time_window(double seconds) = 0;
+  /// Which arrivals an update takes (--k-async: from distinct workers, the others held for
+  /// later updates) and when a worker may start (--staleness-bound): async_rule.hpp. Call
+  /// before start(); the default is the count rule.
+  virtual void use_rule(const AsyncRuleSettings& settings) = 0;
   /// Emulates the cluster on the virtual clock (virtual_clock.hpp): gradients are taken in
   /// the order of their virtual arrival, and each worker gets the parameters it would hold
   /// when its next round starts (workers then call refresh() with wait = true every round).
@@ -345,12 +349,6 @@ class AsyncCombiner {
  protected:
   std::int64_t discarded_ = 0;
 };
-
-/// Whether an update on the virtual clock takes another gradient, having taken `count`: the
-/// count rule until `min_gradients`, the time rule (`timed`) until one is taken and none can
-/// arrive by `deadline` any more.
-bool takes_another(const VirtualArrivals& arrivals, int count, bool timed, double deadline,
-                   int min_gradients);
 
 /// The master of ps --async over MPI, one rank per worker (or one of several servers, each
 /// with its shard).
@@ -368,10 +366,7 @@ class AsyncMaster final : public AsyncCombiner {
   bool workers_done() const override;
   int workers_stop() const override;
   void use_time_window(double seconds) override;
-  /// Which arrivals an update takes (--k-async: from distinct workers, the others held for
-  /// later updates) and when a worker may start (--staleness-bound): async_rule.hpp. Call
-  /// before start(); the default is the count rule.
-  void use_rule(const AsyncRuleSettings& settings);
+  void use_rule(const AsyncRuleSettings& settings) override;
   void use_virtual_clock(double message, double now) override;
   double virtual_now() const override;
   void advance(double seconds) override;
