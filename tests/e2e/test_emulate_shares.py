@@ -86,6 +86,19 @@ class EmulateShares(SameBits, mbtest.ToolTestCase):
         # The epoch column is epoch at resume + steps since / steps per epoch (test_emulate).
         self.assert_same_bits("resumed", "first", skip={"epoch"})
 
+    def test_fewer_test_rows_than_emulated_ranks_are_evaluated_in_one_slice(self):
+        self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "400",
+                                             "--test", "5", "--seed", "3", "-o",
+                                             self.path("few.h5")))
+        args = ["--comm", "allreduce", "--emulate", "8", "--steps", "6", "--test-data", "few.h5"]
+        self.train("few-one", "mb-train-fmb", args)
+        self.train("few-r2", "mb-train-fmb", args, 2)
+        with h5py.File(self.path("few-one-log.h5"), "r") as one, \
+                h5py.File(self.path("few-r2-log.h5"), "r") as shared:
+            self.assertEqual(shared["eval/samples"][...].tolist(), [5])
+            self.assertEqual(shared["eval/samples"][...].tolist(), one["eval/samples"][...].tolist())
+            np.testing.assert_allclose(shared["eval/loss"][...], one["eval/loss"][...], atol=1e-4)
+
     def test_what_the_shares_do_not_combine_is_refused_naming_both_flags(self):
         cases = [
             (["--emulate", "4", "--comm", "ps", "--async"], "--async"),

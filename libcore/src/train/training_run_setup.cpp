@@ -179,7 +179,8 @@ void TrainingRun::open_test_data() {
     test_options.shuffle = false;
     test_options.prefetch = 1;
     if (!master_evaluates_alone() && !random_test_) {
-      test_options.slice_index = world_.rank();
+      // --emulate: the emulated ranks' slices, all evaluated by rank 0 (run_evaluation).
+      test_options.slice_index = role_.emulated > 0 ? 0 : world_.rank();
       test_options.slice_count = role_.ranks(world_);
     }
     const data::DatasetInfo test_info = data::DatasetFile::open(test_path_).info();
