@@ -150,20 +150,26 @@ class LaneThreads {
   std::vector<std::thread> threads_;  ///< last: started once the rest is there
 };
 
-EmulatedWorkers::EmulatedWorkers(const TrainOptions& options, int workers, int servers)
+EmulatedWorkers::EmulatedWorkers(const TrainOptions& options, int workers, int servers, int first,
+                                 int hosted)
     : options_(options),
       servers_(servers),
+      workers_(workers),
+      first_(first),
       // validate() refuses --async with --threads: its master runs rounds on its own network.
       lanes_count_(options.threads > 1 && !options.async && !local_sgd(options)
-                       ? std::min(options.threads, workers)
+                       ? std::min(options.threads, hosted < 0 ? workers : hosted)
                        : 1) {
-  MBKIT_CHECK(workers > 0, "emulating ", workers, " workers");
+  if (hosted < 0) hosted = workers;
+  MBKIT_CHECK(workers > 0 && first >= 0 && hosted > 0 && first + hosted <= workers, "hosting ",
+              hosted, " from worker ", first, " of ", workers, " emulated workers");
   for (int b = 0; b < 2 * lanes_count_; ++b) batches_.push_back(std::make_shared<data::Batch>());
   rows_ = data::load_split_rows(options.data, std::string(data::kTrain));
-  loaders_.reserve(static_cast<std::size_t>(workers));
+  loaders_.reserve(static_cast<std::size_t>(hosted));
   // Gradient coding: a group's workers read their group's slice.
   const auto selection = StepSelection::from_options(options, workers);
-  for (int w = 0; w < workers; ++w) {
+  for (int i = 0; i < hosted; ++i) {
+    const int w = first + i;
     data::LoaderOptions loader;
     loader.path = options.data;
     loader.split = std::string(data::kTrain);
@@ -180,7 +186,7 @@ EmulatedWorkers::EmulatedWorkers(const TrainOptions& options, int workers, int s
     loader.batch_buffer =
         options.k_batch_sync > 0
             ? std::make_shared<data::Batch>()
-            : batches_[static_cast<std::size_t>(2 * (w % lanes_count_) + (w / lanes_count_) % 2)];
+            : batches_[static_cast<std::size_t>(2 * (i % lanes_count_) + (i / lanes_count_) % 2)];
     masks_of_.push_back(loader.slice_index);
     loaders_.push_back(std::make_unique<data::DataLoader>(std::move(loader)));
   }
@@ -248,8 +254,8 @@ void EmulatedWorkers::make_rounds(const RoundParts& parts) {
   }
   rounds_.clear();
   rounds_.reserve(loaders_.size());
-  for (int w = 0; w < workers(); ++w) {
-    data::DataLoader& loader = *loaders_[static_cast<std::size_t>(w)];
+  for (int w = first_; w < first_ + hosted(); ++w) {
+    data::DataLoader& loader = loader_of(w);
     // AMB's micro-batch is the worker's own batch / partitions (batches differ by one sample
     // under --global-batch-size), as its own process would set it.
     RoundRule rule = parts.rule;
@@ -257,7 +263,7 @@ void EmulatedWorkers::make_rounds(const RoundParts& parts) {
     rounds_.push_back(std::make_unique<WorkerRound>(WorkerRound::Parts{
         *lane_of(w).net, loader, parts.clock, parts.slowdown,
         compute_model(parts.compute_models, w), parts.stragglers, rank_of(w), w, parts.seed, rule,
-        options_.induce_trace, masks_of_[static_cast<std::size_t>(w)]}));
+        options_.induce_trace, masks_of_[static_cast<std::size_t>(w - first_)]}));
   }
 }
 
@@ -285,11 +291,9 @@ WorkerReport EmulatedWorkers::compute_worker(Lane& lane, int w, std::int64_t ste
   std::copy(step_state_.begin(), step_state_.end(), lane.net->state().begin());
   if (lane.ahead) {
     lane.ahead->wait();  // this worker's batch, if it was started
-    if (w + lanes_count_ < workers()) {
-      lane.ahead->start(*loaders_[static_cast<std::size_t>(w + lanes_count_)]);
-    }
+    if (w + lanes_count_ < first_ + hosted()) lane.ahead->start(loader_of(w + lanes_count_));
   }
-  return rounds_[static_cast<std::size_t>(w)]->run(step, loss_scale);
+  return round(w).run(step, loss_scale);
 }
 
 std::vector<WorkerReport> EmulatedWorkers::run_step(
@@ -304,16 +308,25 @@ std::vector<WorkerReport> EmulatedWorkers::run_step(
   MBKIT_CHECK(sum.size() == sum_floats(gradient_floats, state_floats), "a sum of ", sum.size(),
               " floats for ", workers(), " workers");
   const bool parameter_server = servers_ > 0;
-  // The ps master's buffer starts the sum with zeros; allreduce's starts with worker 0's.
-  if (parameter_server) std::fill_n(sum.begin(), gradient_floats + state_floats, 0.0f);
+  // The ps master's buffer starts the sum with zeros; allreduce's starts with worker 0's. A
+  // share's sum starts from zeros, the other workers' report slots included.
+  if (hosted() < workers()) {
+    std::fill(sum.begin(), sum.end(), 0.0f);
+  } else if (parameter_server) {
+    std::fill_n(sum.begin(), gradient_floats + state_floats, 0.0f);
+  }
   const std::span<float> state = net.state();
   step_state_.assign(state.begin(), state.end());
   // K-batch-sync's plan comes in `used` (its workers with no batch); else all, unless dropped.
-  if (used.size() != rounds_.size()) used.assign(rounds_.size(), true);
+  if (used.size() != static_cast<std::size_t>(workers())) {
+    used.assign(static_cast<std::size_t>(workers()), true);
+  }
   if (selection.drops()) {
+    // Every worker's ready time: one process hosts them all (Role: refused under mpirun).
+    MBKIT_CHECK(hosted() == workers(), "dropping gradients of a share of the emulated workers");
     std::vector<double> ready(rounds_.size());
     for (int w = 0; w < workers(); ++w) {
-      const auto predicted = rounds_[static_cast<std::size_t>(w)]->predict_ready();
+      const auto predicted = round(w).predict_ready();
       if (!predicted) {
         usage_error(cat("--emulate: worker ", w, " (rank ", rank_of(w),
                         ") has no --compute-model: its ready time must be known before "
@@ -343,17 +356,18 @@ std::vector<WorkerReport> EmulatedWorkers::run_step(
         const auto parameters = net.parameters();
         std::copy(parameters.begin(), parameters.end(), lane_net.parameters().begin());
       }
-      for (int w = t; w < workers(); w += lanes_count_) {
+      for (int i = t; i < hosted(); i += lanes_count_) {
+        const int w = first_ + i;
         WorkerReport report = compute_worker(lane, w, step, loss_scale);
         std::unique_lock lock(turn_mutex);
-        turn.wait(lock, [&] { return next_to_add == w || failed; });
+        turn.wait(lock, [&] { return next_to_add == i || failed; });
         if (failed) return;
         report.stop = stop_of(w);
         if (!used[static_cast<std::size_t>(w)]) {
           drop_contribution(report, lane_net.gradients(), lane_net.state());
         }
         add_worker_to_sum(sum, lane_net.gradients(), lane_net.state(), report, w, parameter_server);
-        reports[static_cast<std::size_t>(w)] = report;
+        reports[static_cast<std::size_t>(i)] = report;
         ++next_to_add;
         turn.notify_all();
       }
@@ -372,7 +386,7 @@ std::vector<WorkerReport> EmulatedWorkers::run_step(
     lane_job(0);
   }
   // The network's state is the last worker's, as the last rank's would be.
-  const nn::Network& last = *lane_of(workers() - 1).net;
+  const nn::Network& last = *lane_of(first_ + hosted() - 1).net;
   if (&last != &net) std::copy(last.state().begin(), last.state().end(), state.begin());
   // Each lane's first worker's next batch while the step is combined (its buffers are free:
   // the rounds are done).
@@ -384,18 +398,19 @@ std::vector<WorkerReport> EmulatedWorkers::run_step(
 }
 
 WorkerReport EmulatedWorkers::run_worker(int w, std::int64_t step, double loss_scale) {
-  MBKIT_CHECK(net_ != nullptr && rounds_.size() == loaders_.size() && w >= 0 && w < workers(),
-              "emulated worker ", w, " stepped before make_rounds()");
+  MBKIT_CHECK(
+      net_ != nullptr && rounds_.size() == loaders_.size() && w >= first_ && w < first_ + hosted(),
+      "emulated worker ", w, " stepped before make_rounds(), or not hosted here");
   // The next worker's batch is prepared meanwhile, as in run_step (worker 0's after the last);
   // one lane here (local SGD runs its workers on the run's network).
   Lane& lane = lanes_.front();
   if (options_.prefetch > 0 && !lane.ahead) lane.ahead = std::make_unique<BatchAhead>();
   if (lane.ahead) {
     lane.ahead->wait();
-    if (w + 1 < workers()) lane.ahead->start(*loaders_[static_cast<std::size_t>(w + 1)]);
+    if (w + 1 < first_ + hosted()) lane.ahead->start(loader_of(w + 1));
   }
-  WorkerReport report = rounds_[static_cast<std::size_t>(w)]->run(step, loss_scale);
-  if (lane.ahead && w + 1 == workers()) lane.ahead->start(*loaders_.front());
+  WorkerReport report = round(w).run(step, loss_scale);
+  if (lane.ahead && w + 1 == first_ + hosted()) lane.ahead->start(*loaders_.front());
   return report;
 }
 

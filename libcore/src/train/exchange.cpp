@@ -135,8 +135,8 @@ bool SyncExchange::uses_shared_memory(const comm::World& world, bool parameter_s
 SyncExchange::~SyncExchange() = default;
 
 void SyncExchange::set_in_process(int workers, bool parameter_server) {
-  MBKIT_CHECK(workers > 0 && !world_.distributed() && !shared_memory_ && bucket_floats_ == 0 &&
-                  device_ == nullptr && !compression_.enabled() && servers_ == 1,
+  MBKIT_CHECK(workers > 0 && !shared_memory_ && bucket_floats_ == 0 && device_ == nullptr &&
+                  !compression_.enabled() && servers_ == 1,
               "an in-process exchange of ", workers,
               " workers with several ranks, buckets, a device sum, compression or servers");
   in_process_workers_ = workers;
@@ -543,7 +543,8 @@ CombinedStep SyncExchange::combine(std::span<float> gradients, std::span<float> 
 
 int SyncExchange::distribute(std::span<float> parameters, std::span<float> state, int stop,
                              std::int64_t step) {
-  if (!parameter_server_) return stop;
+  // In process: the network holds the parameters updated (under mpirun, every rank updates).
+  if (!parameter_server_ || in_process()) return stop;
   const auto start = Clock::now();
   small_.assign(state.size() + 1, 0.0f);
   if (world_.rank() == 0) {

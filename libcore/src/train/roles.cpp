@@ -73,17 +73,50 @@ void check_async_min_grads(const TrainOptions& o, const Role& role) {
 
 }  // namespace
 
+std::pair<int, int> emulated_share(int workers, int ranks, int rank) {
+  const int base = workers / ranks, extra = workers % ranks;
+  return {rank * base + std::min(rank, extra), base + (rank < extra ? 1 : 0)};
+}
+
+namespace {
+
+// --emulate N under mpirun -n R: what the ranks' shares of the workers do not combine yet is
+// refused, naming both flags (the one-process --emulate takes more).
+void check_emulated_shares(const TrainOptions& o, int ranks) {
+  const std::string flags = cat("--emulate ", o.emulate, " under mpirun -n ", ranks);
+  if (o.emulate < ranks) {
+    usage_error(cat(flags, ": each rank hosts at least one worker; give --emulate ", ranks,
+                    " or more, or fewer ranks"));
+  }
+  const char* refused = o.dbsl.enabled                       ? "mb-train-dbsl"
+                        : o.async                            ? "--async"
+                        : local_sgd(o)                       ? "--local-steps"
+                        : o.backup_workers > 0               ? "--backup-workers"
+                        : o.k_sync > 0                       ? "--k-sync"
+                        : o.gradient_coding > 0              ? "--gradient-coding"
+                        : o.k_batch_sync > 0                 ? "--k-batch-sync"
+                        : !o.given.delayed_gradients.empty() ? "--delayed-gradients"
+                        : o.train_loss == "master"           ? "--train-loss master"
+                                                             : nullptr;
+  if (refused != nullptr) {
+    usage_error(cat(flags, " and ", refused,
+                    ": ranks hosting shares of the emulated workers run synchronous FMB and AMB "
+                    "(ps and allreduce) only; run it without mpirun"));
+  }
+}
+
+}  // namespace
+
 Role decide_role(const TrainOptions& o, const comm::World& world) {
   Role role;
   role.distributed = world.distributed();
   if (o.emulate > 0) {
-    if (role.distributed) {
-      usage_error(cat("--emulate ", o.emulate,
-                      " hosts every worker in one process; under mpirun -n ", world.size(),
-                      " ranks hosting shares of them are not supported yet: run "
-                      "it without mpirun"));
-    }
-    role.distributed = true;  // an emulated run of o.emulate workers
+    if (role.distributed) check_emulated_shares(o, world.size());
+    const auto [first, count] = emulated_share(o.emulate, world.size(), world.rank());
+    role.emulated_first = first;
+    role.emulated_hosted = count;
+    role.shares = role.distributed;  // mpirun: this rank hosts its share of the workers
+    role.distributed = true;         // an emulated run of o.emulate workers
     role.emulated = o.emulate;
     role.parameter_server = o.comm == CommMode::kPs;
     role.servers = role.parameter_server ? 1 : 0;

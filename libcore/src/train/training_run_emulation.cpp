@@ -1,12 +1,15 @@
-// A training run's emulated cluster at set-up (training_run.hpp): the compute and message
-// models, AMB's time limit and DropCompute's threshold, and the full batch they measure.
+// A training run's emulated cluster (training_run.hpp): at set-up the compute and message
+// models, AMB's time limit and DropCompute's threshold, and the full batch they measure; under
+// mpirun, the ranks' shares of the emulated workers combined each step.
 #include <unistd.h>
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <memory>
+#include <span>
 
 #include "mbkit/backend/factory.hpp"
 #include "mbkit/config.hpp"
@@ -185,6 +188,44 @@ double TrainingRun::measure_full_batch() {
   std::sort(times.begin(), times.end());
   backend.copy(*saved_state, 0, net_->state_buffer(), 0, net_->state_count());
   return times[1];
+}
+
+// --emulate under mpirun: each rank's sum of its hosted workers (their gradients and state in
+// worker order, their report slots) goes to rank 0, which adds them in rank order, rank 0's
+// first: the additions of one process hosting them all, grouped by rank. MPI_Reduce would add
+// in an order Open MPI chooses (README.md), so the sums are gathered and added here.
+void TrainingRun::combine_shares() {
+  const std::size_t floats = emulated_sum_.size();
+  const std::size_t bytes = floats * sizeof(float);
+  const auto mine = std::as_bytes(std::span<const float>(emulated_sum_));
+  const bool root = world_.rank() == 0;
+  if (root) share_sums_.resize(floats * static_cast<std::size_t>(world_.size() - 1));
+  world_.gather_blocks(
+      root ? std::span<const std::uint8_t>()
+           : std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(mine.data()),
+                                           bytes),
+      root ? std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(share_sums_.data()),
+                                     share_sums_.size() * sizeof(float))
+           : std::span<std::uint8_t>(),
+      bytes, 0, 1);
+  if (root) {
+    float* total = emulated_sum_.data();
+    for (int r = 1; r < world_.size(); ++r) {
+      const float* share = share_sums_.data() + static_cast<std::size_t>(r - 1) * floats;
+      for (std::size_t i = 0; i < floats; ++i) total[i] += share[i];
+    }
+  }
+  world_.broadcast(std::span<float>(emulated_sum_), 0);
+}
+
+int TrainingRun::share_verdict(int verdict, double& update_time) {
+  struct {
+    std::int64_t verdict;
+    double update_time;
+  } mine{verdict, update_time};
+  world_.broadcast(std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&mine), sizeof mine), 0);
+  update_time = mine.update_time;
+  return static_cast<int>(mine.verdict);
 }
 
 }  // namespace mbkit::train

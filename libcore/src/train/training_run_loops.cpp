@@ -46,9 +46,11 @@ int TrainingRun::train() {
 }
 
 void TrainingRun::run_sync() {
-  SyncExchange exchange(world_, role_.parameter_server,
-                        role_.shared_memory ? AllreduceVia::kSharedMemory : AllreduceVia::kMpi,
-                        std::max(1, role_.servers));
+  // --emulate sums in process (under mpirun too: combine_shares adds the ranks' sums).
+  SyncExchange exchange(
+      world_, role_.parameter_server,
+      role_.shared_memory && !emulated_ ? AllreduceVia::kSharedMemory : AllreduceVia::kMpi,
+      std::max(1, role_.servers));
   if (nccl_) {
     exchange.set_device_allreduce(*nccl_, net_->gradient_buffer(), net_->parameter_count());
   }
@@ -136,7 +138,7 @@ std::vector<double> TrainingRun::gather_arrivals(const WorkerReport& report) con
 
 int TrainingRun::first_verdict(SyncExchange& exchange) {
   int stop = stop_;
-  if (role_.parameter_server) {
+  if (role_.parameter_server && !role_.shares) {
     // The master's verdict before the first step (the run may be complete already).
     return distribute(exchange, logs_ ? std::max(stop, rank0_stop()) : 0);
   }
@@ -198,6 +200,7 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
           return std::max({signalled, end, w == 0 ? rank0 : 0});
         },
         selection_, [&](int w, double ready) { return arrival_of(w, ready); }, used);
+    if (role_.shares) combine_shares();
   } else if (role_.computes) {
     report = round_->run(step_, nominal > 0 ? 1.0 / static_cast<double>(nominal) : 0.0);
     report.stop = stop_request_.requested() ? kSignalled : kContinue;
@@ -265,12 +268,13 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
     if (step_ >= planned_) verdict = std::max(verdict, static_cast<int>(kFinished));
   }
   if (role_.parameter_server) verdict = distribute(exchange, verdict);
+  if (role_.shares) verdict = share_verdict(verdict, update_time);
   if (round_) {
     round_->set_previous_exchange(exchange.last_send_time(), exchange.last_wait_time(),
                                   exchange.last_recv_time());
   }
   double step_time = seconds_since(step_start);
-  if (clock_.is_virtual() && logs_) {
+  if (clock_.is_virtual() && (logs_ || role_.shares)) {
     // The emulated step: the slowest worker, the exchange, the update (virtual_clock.hpp).
     std::vector<SyncWorkerTime> times;
     for (const auto& r : combined.workers) {

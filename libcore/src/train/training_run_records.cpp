@@ -134,7 +134,11 @@ void TrainingRun::print_start_table() const {
                                                     : "")
                 : "",
             emulated_
-                ? cat("), emulated in this process on ", world_.host(),
+                ? cat("), emulated ",
+                      role_.shares ? cat("on ", world_.size(),
+                                         " ranks hosting shares of the workers (ranks ",
+                                         describe_hosts(hosts_, Role{}), ")")
+                                   : cat("in this process on ", world_.host()),
                       role_.parameter_server ? " with the master" : "",
                       emulated_->lanes() > 1 ? cat(", over ", emulated_->lanes(), " threads") : "")
                 : cat("), ranks ", describe_hosts(hosts_, role_))));
@@ -280,11 +284,12 @@ void TrainingRun::run_evaluation(double elapsed) {
     const std::int64_t draws = test_loader_->batches_per_epoch();
     result = evaluate_batch(*net_, *test_loader_, step_ / draws, step_ % draws);
   } else if (emulated_) {
-    result = evaluate_emulated_slices();
+    // Every rank holds the model: rank 0 evaluates every emulated rank's slice, alone.
+    if (logs_) result = evaluate_emulated_slices();
   } else if (test_loader_) {
     result = evaluate(*net_, *test_loader_);
   }
-  if (!master_evaluates_alone() && role_.distributed && !random_test_) {
+  if (!master_evaluates_alone() && role_.distributed && !random_test_ && !emulated_) {
     world_.rendezvous(cat("evaluation at step ", step_));
     result.reduce(world_);
   }

@@ -117,7 +117,7 @@ void TrainingRun::resume() {
     };
     broadcast(net_->host_parameters());
     broadcast(net_->host_state());
-    if (!role_.parameter_server || local_sgd(options_)) {
+    if (!role_.parameter_server || local_sgd(options_) || role_.shares) {
       for (auto& [name, values] : optimizer_->state()) {
         broadcast(nn::HostView(net_->backend(), *values, 0, values->size()));
       }

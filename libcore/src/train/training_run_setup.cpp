@@ -75,6 +75,12 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   set_up_emulation();
   if (dbsl_) plan_dbsl();
   decide_time_limit();
+  if (role_.shares) {
+    // Rank 0's, where a rank's own measurement decided it (no compute model).
+    world_.broadcast(
+        std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&time_limit_), sizeof time_limit_),
+        0);
+  }
   set_up_delayed_gradients();
   resume();
   plan_length();
@@ -126,7 +132,8 @@ void TrainingRun::open_data() {
     master_loader_.emplace(master_options);
   }
   if (role_.emulated > 0) {
-    emulated_ = std::make_unique<EmulatedWorkers>(options_, role_.workers, role_.servers);
+    emulated_ = std::make_unique<EmulatedWorkers>(options_, role_.workers, role_.servers,
+                                                  role_.emulated_first, role_.emulated_hosted);
     info_ = emulated_->info();
     shape_ = emulated_->shape();
     return;
@@ -172,7 +179,8 @@ void TrainingRun::open_test_data() {
     test_options.shuffle = false;
     test_options.prefetch = 1;
     if (!master_evaluates_alone() && !random_test_) {
-      test_options.slice_index = world_.rank();
+      // --emulate: the emulated ranks' slices, all evaluated by rank 0 (run_evaluation).
+      test_options.slice_index = role_.emulated > 0 ? 0 : world_.rank();
       test_options.slice_count = role_.ranks(world_);
     }
     const data::DatasetInfo test_info = data::DatasetFile::open(test_path_).info();
@@ -295,7 +303,10 @@ void TrainingRun::build_model() {
   }
   // A server keeps the optimizer of its shard (one server: the whole buffer).
   shard_ = {0, net_->parameter_count()};
-  if (role_.server) shard_ = server_shard(shard_.second, world_.rank(), role_.servers);
+  // Under --emulate every rank updates the whole buffer.
+  if (role_.server && role_.emulated == 0) {
+    shard_ = server_shard(shard_.second, world_.rank(), role_.servers);
+  }
   // Local SGD: every worker updates its own model too.
   if (!role_.parameter_server || role_.server || local_sgd(options_)) {
     optimizer_ =
@@ -314,8 +325,13 @@ void TrainingRun::size_epoch() {
     steps_per_epoch_ = std::max(steps_per_epoch_, static_cast<std::int64_t>(batches_of[r]));
   }
   if (emulated_) {
-    total_rows_ = emulated_->total_rows();
-    steps_per_epoch_ = emulated_->most_batches();
+    // Under mpirun each rank knows its share's.
+    total_rows_ = 0;
+    for (const std::uint64_t rows : world_.all_gather(emulated_->total_rows())) total_rows_ += rows;
+    for (const std::uint64_t batches :
+         world_.all_gather(static_cast<std::uint64_t>(emulated_->most_batches()))) {
+      steps_per_epoch_ = std::max(steps_per_epoch_, static_cast<std::int64_t>(batches));
+    }
   }
   // Gradient coding: each group's rows are read by its s + 1 workers, counted once.
   total_rows_ /= static_cast<std::uint64_t>(selection_.workers() / selection_.data_slices());

@@ -54,21 +54,28 @@ class EmulatedWorkers {
   /// Loads the training split of options.data once and gives each of `workers` workers its
   /// slice (as a run with a rank per worker slices it), at its batch (worker_batch_size).
   /// `servers`: 1 under ps (worker w is rank w + 1), 0 under allreduce.
-  EmulatedWorkers(const TrainOptions& options, int workers, int servers);
+  /// Under mpirun a rank hosts its share (Role::emulated_first, emulated_hosted): workers
+  /// `first` to `first + hosted - 1` of the `workers`; hosted < 0: all of them.
+  EmulatedWorkers(const TrainOptions& options, int workers, int servers, int first = 0,
+                  int hosted = -1);
   EmulatedWorkers(const EmulatedWorkers&) = delete;
   EmulatedWorkers& operator=(const EmulatedWorkers&) = delete;
   ~EmulatedWorkers();
 
-  int workers() const { return static_cast<int>(loaders_.size()); }
+  /// The emulated run's workers, and the ones this process hosts (all, without mpirun).
+  int workers() const { return workers_; }
+  int first() const { return first_; }
+  int hosted() const { return static_cast<int>(loaders_.size()); }
   const data::DatasetInfo& info() const { return rows_->info; }
   data::ImageShape shape() const { return rows_->shape; }
-  /// Rows over all workers, and the most batches a worker's epoch has (a run's steps per epoch).
+  /// Rows over the hosted workers, and the most batches a hosted worker's epoch has (a run's
+  /// steps per epoch: under mpirun, gathered over the ranks).
   std::uint64_t total_rows() const;
   std::int64_t most_batches() const;
   /// The compute model of worker `w`: its rank's entry of --compute-model, if any.
   std::optional<ComputeModel> compute_model(const ComputeModels& models, int w) const;
   int rank_of(int w) const { return w + servers_; }
-  /// Lanes computing workers at once: --threads under --emulate, at most one per worker.
+  /// Lanes computing workers at once: --threads under --emulate, at most one per hosted worker.
   int lanes() const { return lanes_count_; }
 
   /// DBSL (emulated_dbsl.hpp): every worker reads the whole split, worker w in batches of
@@ -94,27 +101,27 @@ class EmulatedWorkers {
 
   /// Worker w's round (the asynchronous master runs them one at a time, emulated_async.hpp;
   /// K-batch-sync plans its batches before the step).
-  WorkerRound& round(int w) { return *rounds_.at(static_cast<std::size_t>(w)); }
+  WorkerRound& round(int w) { return *rounds_.at(static_cast<std::size_t>(w - first_)); }
 
   /// Resume: every worker's induced delays continue after `rounds` rounds.
   void skip_rounds(std::int64_t rounds);
-  /// Calls `f` on each worker's loader, in worker order (resume seeks them).
+  /// Calls `f` on each hosted worker's loader, in worker order (resume seeks them).
   void for_each_loader(const std::function<void(data::DataLoader&)>& f);
 
   /// Floats of the sum: gradients, state and a report slot per worker (SyncExchange's fused
   /// buffer for this many workers).
   std::size_t sum_floats(std::size_t gradient_floats, std::size_t state_floats) const;
 
-  /// One synchronous step: every worker's round (loss_scale as WorkerRound::run), from the
-  /// network's current parameters and state, added into `sum` (sum_floats() floats) in worker
-  /// order. `stop_of(w)` is the StopCode worker w's report carries (called in worker order, on
-  /// any lane's thread). The network's state is the last worker's afterwards; its gradients are
-  /// scratch. Returns the reports, by worker.
-  /// With a `selection` that drops gradients, the rounds' ready times are predicted first
-  /// (WorkerRound::predict_ready: a compute model), `arrival_of(w, ready)` turns them into
-  /// arrivals at the master, and a dropped worker adds zeros, as its rank would send them
-  /// (drop_contribution); `used` gets the choice. A `used` given with a flag per worker (a
-  /// K-batch-sync plan) is taken as it is.
+  /// One synchronous step: every hosted worker's round (loss_scale as WorkerRound::run), from
+  /// the network's current parameters and state, added into `sum` (sum_floats() floats) in
+  /// worker order (a share's: from zeros; the other workers' report slots stay zero). `stop_of(w)`
+  /// is the StopCode worker w's report carries (called in worker order, on any lane's thread). The
+  /// network's state is the last hosted worker's afterwards; its gradients are scratch. Returns the
+  /// hosted workers' reports, in worker order. With a `selection` that drops gradients, the rounds'
+  /// ready times are predicted first (WorkerRound::predict_ready: a compute model), `arrival_of(w,
+  /// ready)` turns them into arrivals at the master, and a dropped worker adds zeros, as its rank
+  /// would send them (drop_contribution); `used` gets the choice. A `used` given with a flag per
+  /// worker (a K-batch-sync plan) is taken as it is.
   std::vector<WorkerReport> run_step(std::int64_t step, double loss_scale, std::span<float> sum,
                                      const std::function<int(int)>& stop_of,
                                      const StepSelection& selection,
@@ -136,10 +143,13 @@ class EmulatedWorkers {
   /// Worker w's round on its lane's network, from the step's parameters and state: the
   /// report, the gradient and state left in the lane's network.
   WorkerReport compute_worker(Lane& lane, int w, std::int64_t step, double loss_scale);
-  Lane& lane_of(int w) { return lanes_[static_cast<std::size_t>(w % lanes_count_)]; }
+  Lane& lane_of(int w) { return lanes_[static_cast<std::size_t>((w - first_) % lanes_count_)]; }
+  data::DataLoader& loader_of(int w) { return *loaders_[static_cast<std::size_t>(w - first_)]; }
 
   const TrainOptions& options_;
   int servers_;
+  int workers_;    ///< the emulated run's
+  int first_ = 0;  ///< the first hosted worker
   int lanes_count_ = 1;
   std::shared_ptr<const data::SplitRows> rows_;
   /// Two batch buffers per lane, by the parity of the lane's round: worker w's batch is in use
@@ -147,7 +157,8 @@ class EmulatedWorkers {
   std::vector<std::shared_ptr<data::Batch>> batches_;
   std::vector<std::unique_ptr<data::DataLoader>> loaders_;
   std::vector<std::unique_ptr<WorkerRound>> rounds_;
-  /// By worker: whose dropout masks its rounds draw (WorkerRound::Parts::masks_of).
+  /// By hosted worker (w - first_): whose dropout masks its rounds draw
+  /// (WorkerRound::Parts::masks_of).
   std::vector<int> masks_of_;
   nn::Network* net_ = nullptr;
   std::vector<float> step_state_;  ///< the state every worker starts the step from

@@ -155,8 +155,10 @@ class SyncExchange {
   static bool uses_shared_memory(const comm::World& world, bool parameter_server, AllreduceVia via);
 
   bool parameter_server() const { return parameter_server_; }
-  /// False only for the servers of ps.
-  bool computes() const { return !parameter_server_ || world_.rank() >= servers_; }
+  /// False only for the servers of ps (in process: every rank plays the master).
+  bool computes() const {
+    return !parameter_server_ || (!in_process() && world_.rank() >= servers_);
+  }
   int servers() const { return parameter_server_ ? servers_ : 0; }
   /// The workers whose state the step averages (the others' dropped by StepSelection and
   /// sent as zeros); 0: all.

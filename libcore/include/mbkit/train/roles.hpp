@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mbkit/comm/world.hpp"
@@ -44,6 +45,12 @@ struct Role {
   /// rank 0 of an emulated run of `workers` workers (and the ps master), computing nothing
   /// itself, and `distributed` holds although the world has one rank.
   int emulated = 0;
+  /// --emulate under mpirun -n R: this rank hosts workers emulated_first to emulated_first +
+  /// emulated_hosted - 1 (emulated_share); every rank plays rank 0 of the emulated run (each
+  /// updates from the same combined sum), rank 0 alone logs and writes checkpoints.
+  bool shares = false;
+  int emulated_first = 0;
+  int emulated_hosted = 0;
 
   /// Rank of worker `index`.
   int rank_of(int index) const { return worker_rank(index, servers); }
@@ -52,6 +59,10 @@ struct Role {
     return emulated > 0 ? workers + servers : world.size();
   }
 };
+
+/// --emulate N under mpirun -n R: rank r's share of the N workers, as (first, count): contiguous,
+/// in rank order, the first N mod R ranks one more than the others (N / R).
+std::pair<int, int> emulated_share(int workers, int ranks, int rank);
 
 /// Whether --comm allreduce sums with NCCL: --allreduce nccl (with one rank too: the sum then
 /// runs on a one-rank communicator, a check of the path), or auto on a CUDA --device with

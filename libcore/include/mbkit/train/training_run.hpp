@@ -167,6 +167,12 @@ class TrainingRun {
   void average_models(LocalSgdLoop& loop);
   /// The first verdict of a synchronous run (ps: the master's; allreduce: rank 0's).
   int first_verdict(SyncExchange& exchange);
+  /// --emulate under mpirun (Role::shares): the ranks' sums of their hosted workers added in
+  /// rank order on rank 0 into emulated_sum_, which every rank then holds.
+  void combine_shares();
+  /// --emulate under mpirun: rank 0's verdict and update time, on every rank (each updates
+  /// from the same sum; the step's end and its virtual time are rank 0's).
+  int share_verdict(int verdict, double& update_time);
   /// Combines a step's reports, updates, and says whether to go on (sync).
   /// `gradients`: the host memory the exchange sums (the gradient buffer itself on a
   /// host-accessible backend, else a staged copy), `tail` right after it.
@@ -218,6 +224,7 @@ class TrainingRun {
   // and the test split the evaluations share out over the emulated ranks.
   std::unique_ptr<EmulatedWorkers> emulated_;
   std::vector<float> emulated_sum_;
+  std::vector<float> share_sums_;  ///< rank 0 under mpirun: the other ranks' sums
   std::shared_ptr<const data::SplitRows> emulated_test_rows_;
   int emulated_eval_slices_ = 0;
   /// --emulate: every slice of the test split evaluated, added up in rank order.

@@ -1,0 +1,119 @@
+"""--emulate N under mpirun -n R: each rank hosts a contiguous share of the N emulated workers
+(the first N mod R ranks one more than the others), sums its workers' gradients in worker order,
+and rank 0 adds the R sums in rank order. Everything but the float sums is the one-process
+--emulate N run's to the bit (virtual times, step times, batch counts, every worker's row); the
+parameters are the one-process run's with R = 1, the same bits for a given R run twice, and
+within float rounding of them for other R (the additions are grouped by rank). A resumed run
+(same R) equals a straight one; what the shares do not combine is refused naming both flags.
+"""
+
+import os
+import shutil
+import unittest
+
+import h5py
+import numpy as np
+
+import mbtest
+from test_emulate import AMB, COMMON, SameBits, arrays
+
+MPIRUN = shutil.which("mpirun")
+# Every column of the log but these holds the same values for every R: the losses and
+# accuracies (the model, whose sums' bits depend on R) and the wall clock.
+MODEL_COLUMNS = {"loss", "accuracy", "wall_time"}
+
+
+@unittest.skipIf(MPIRUN is None, "mpirun is not installed")
+class EmulateShares(SameBits, mbtest.ToolTestCase):
+    def setUp(self):
+        super().setUp()
+        self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "400",
+                                             "--test", "90", "--seed", "3", "-o",
+                                             self.path("toy.h5")))
+
+    def run_tool(self, name, tool, args, ranks, resume=False):
+        command = [mbtest.tool(tool), "--data", "toy.h5", *COMMON, *args,
+                   "--log", f"{name}-log.h5", "--checkpoint", f"{name}.h5"]
+        if resume:
+            command += ["--resume", f"{name}.h5"]
+        if ranks > 0:
+            command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
+        return mbtest.run(command, cwd=self.dir, env=self.env, timeout=300)
+
+    def train(self, name, tool, args, ranks=0, resume=False):
+        self.assertSucceeded(self.run_tool(name, tool, args, ranks, resume))
+
+    def assert_close(self, a, b):
+        """Every column but the model's equal to the bit, the parameters within 1e-4."""
+        found, expected = arrays(self.path(a + "-log.h5"), True), arrays(self.path(b + "-log.h5"),
+                                                                           True)
+        self.assertEqual(sorted(found), sorted(expected))
+        moved = [name for name in expected if name.split("/")[-1] not in MODEL_COLUMNS
+                 and found[name].tobytes() != expected[name].tobytes()]
+        self.assertEqual(moved, [], msg=f"{a} against {b}: log columns that differ")
+        for name in ("steps/loss", "eval/loss"):
+            np.testing.assert_allclose(found[name], expected[name], rtol=0, atol=1e-4)
+        found, expected = arrays(self.path(a + ".h5"), False), arrays(self.path(b + ".h5"), False)
+        params = [name for name in expected if name.startswith("params/")]
+        self.assertTrue(params)
+        for name in params:
+            self.assertEqual(found[name].shape, expected[name].shape)
+            self.assertLess(np.max(np.abs(found[name] - expected[name])), 1e-4, msg=name)
+
+    def test_shares_are_the_one_process_run_up_to_the_order_of_float_sums(self):
+        for tool, extra, comm in (("mb-train-fmb", [], "ps"),
+                                  ("mb-train-amb", AMB, "allreduce")):
+            with self.subTest(tool=tool, comm=comm):
+                name = f"{tool[-3:]}-{comm}"
+                args = [*extra, "--comm", comm, "--emulate", "8"]
+                self.train(f"{name}-one", tool, args)
+                self.train(f"{name}-r1", tool, args, 1)
+                self.assert_same_bits(f"{name}-r1", f"{name}-one")
+                for ranks in (2, 3):
+                    self.train(f"{name}-r{ranks}", tool, args, ranks)
+                    self.assert_close(f"{name}-r{ranks}", f"{name}-one")
+                with h5py.File(self.path(f"{name}-r3-log.h5"), "r") as log:
+                    # Rank 0's log holds every worker's row, every step.
+                    self.assertEqual(len(log["workers/rank"]), 12 * 8)
+
+    def test_the_same_ranks_give_the_same_bits_and_resume_to_them(self):
+        args = ["--comm", "ps", "--emulate", "8"]
+        self.train("first", "mb-train-fmb", args, 3)
+        self.train("again", "mb-train-fmb", args, 3)
+        self.assert_same_bits("again", "first")
+        self.train("resumed", "mb-train-fmb", [*args, "--steps", "6"], 3)
+        self.train("resumed", "mb-train-fmb", args, 3, resume=True)
+        # The epoch column is epoch at resume + steps since / steps per epoch (test_emulate).
+        self.assert_same_bits("resumed", "first", skip={"epoch"})
+
+    def test_fewer_test_rows_than_emulated_ranks_are_evaluated_in_one_slice(self):
+        self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "400",
+                                             "--test", "5", "--seed", "3", "-o",
+                                             self.path("few.h5")))
+        args = ["--comm", "allreduce", "--emulate", "8", "--steps", "6", "--test-data", "few.h5"]
+        self.train("few-one", "mb-train-fmb", args)
+        self.train("few-r2", "mb-train-fmb", args, 2)
+        with h5py.File(self.path("few-one-log.h5"), "r") as one, \
+                h5py.File(self.path("few-r2-log.h5"), "r") as shared:
+            self.assertEqual(shared["eval/samples"][...].tolist(), [5])
+            self.assertEqual(shared["eval/samples"][...].tolist(), one["eval/samples"][...].tolist())
+            np.testing.assert_allclose(shared["eval/loss"][...], one["eval/loss"][...], atol=1e-4)
+
+    def test_what_the_shares_do_not_combine_is_refused_naming_both_flags(self):
+        cases = [
+            (["--emulate", "4", "--comm", "ps", "--async"], "--async"),
+            (["--emulate", "4", "--backup-workers", "1"], "--backup-workers"),
+            (["--emulate", "4", "--local-steps", "2"], "--local-steps"),
+            (["--emulate", "1"], "at least one worker"),
+        ]
+        for extra, named in cases:
+            with self.subTest(extra=extra):
+                result = self.run_tool("refused", "mb-train-fmb", extra, 2)
+                self.assertEqual(result.rc, 2, msg=result.err)
+                self.assertIn(f"--emulate {extra[1]} under mpirun -n 2", result.err)
+                self.assertIn(named, result.err)
+                self.assertFalse(os.path.exists(self.path("refused-log.h5")))
+
+
+if __name__ == "__main__":
+    mbtest.main()
