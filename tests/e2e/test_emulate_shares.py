@@ -105,10 +105,13 @@ class EmulateShares(SameBits, mbtest.ToolTestCase):
             (["--emulate", "4", "--backup-workers", "1"], "--backup-workers"),
             (["--emulate", "4", "--local-steps", "2"], "--local-steps"),
             (["--emulate", "1"], "at least one worker"),
+            (["--emulate", "4", "--base-batch", "16", "--time-model-ab", "0.001,0.01"],
+             "and mb-train-dbsl"),
         ]
         for extra, named in cases:
             with self.subTest(extra=extra):
-                result = self.run_tool("refused", "mb-train-fmb", extra, 2)
+                tool = "mb-train-dbsl" if "--base-batch" in extra else "mb-train-fmb"
+                result = self.run_tool("refused", tool, extra, 2)
                 self.assertEqual(result.rc, 2, msg=result.err)
                 self.assertIn(f"--emulate {extra[1]} under mpirun -n 2", result.err)
                 self.assertIn(named, result.err)
