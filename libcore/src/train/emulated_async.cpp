@@ -109,20 +109,9 @@ WorkerReport EmulatedAsyncMaster::run_round(int w) {
 
 WorkerReport EmulatedAsyncMaster::as_taken(int w, const WorkerReport& report,
                                            std::int64_t step) const {
-  // What the master reads from a worker's message: the fields it carries, and no others.
-  WorkerReport taken;
-  taken.rank = parts_.workers.rank_of(w);
-  taken.samples = report.samples;
-  taken.loss_sum = report.loss_sum;
-  taken.correct = report.correct;
-  taken.compute_time = report.compute_time;
-  taken.sleep_time = report.sleep_time;
+  WorkerReport taken = report.as_carried(parts_.workers.rank_of(w), step);
   taken.send_time = arrivals_->message();
   taken.wait_time = blocked_[static_cast<std::size_t>(w)];  // before its round started
-  taken.based_on = report.based_on;
-  taken.staleness = step - report.based_on;
-  taken.stop = report.stop;
-  taken.micro_batches = report.micro_batches;
   taken.finished_early = report.finished_early;
   taken.recv_time = report.recv_time;
   taken.exit_time = report.exit_time;

@@ -102,21 +102,7 @@ WorkerReport EmulatedDbslServer::run_round(int w, std::span<float> model, std::i
             net.parameters().begin());
   std::copy(server_.begin() + static_cast<std::ptrdiff_t>(parameter_floats), server_.end(),
             net.state().begin());
-  // What the server reads from a push: the fields it carries, and no others.
-  WorkerReport taken;
-  taken.rank = parts_.workers.rank_of(w);
-  taken.samples = report.samples;
-  taken.loss_sum = report.loss_sum;
-  taken.correct = report.correct;
-  taken.compute_time = report.compute_time;
-  taken.sleep_time = report.sleep_time;
-  taken.send_time = report.send_time;
-  taken.wait_time = report.wait_time;
-  taken.based_on = report.based_on;
-  taken.staleness = step - report.based_on;
-  taken.stop = report.stop;
-  taken.micro_batches = report.micro_batches;
-  return taken;
+  return report.as_carried(parts_.workers.rank_of(w), step);
 }
 
 WorkerReport EmulatedDbslServer::next_push(std::span<float> model, std::int64_t step) {

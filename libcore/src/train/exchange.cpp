@@ -38,6 +38,23 @@ std::size_t report_slots(bool parameter_server) {
 
 }  // namespace
 
+WorkerReport WorkerReport::as_carried(int from_rank, std::int64_t step) const {
+  WorkerReport taken;
+  taken.rank = from_rank;
+  taken.samples = samples;
+  taken.loss_sum = loss_sum;
+  taken.correct = correct;
+  taken.compute_time = compute_time;
+  taken.sleep_time = sleep_time;
+  taken.send_time = send_time;
+  taken.wait_time = wait_time;
+  taken.based_on = based_on;
+  taken.staleness = step - based_on;
+  taken.stop = stop;
+  taken.micro_batches = micro_batches;
+  return taken;
+}
+
 namespace exchange_detail {
 
 void put_report(const WorkerReport& r, float* slot, bool parameter_server) {

@@ -103,6 +103,11 @@ struct WorkerReport {
   /// --async-delay-std: seconds the message carrying this report was delayed on its way to
   /// the master (the AMB original's communication straggler).
   double comm_delay = 0;
+
+  /// What a master or server reads of this report in a worker's message, taken at its `step`:
+  /// the fields every such message carries and no others (the asynchronous master's carries a
+  /// few more), so that the emulated servers give the MPI ones' bits.
+  WorkerReport as_carried(int from_rank, std::int64_t step) const;
 };
 
 /// What one ps server reports about a step (a row of the log's /servers table), in wall
