@@ -50,7 +50,7 @@ class Examples(mbtest.ToolTestCase):
             "cifar100": ["fetch cifar100 "],
             "toy": ["synth toy"],
             "shards": ["shard"],
-            "quickstart": ["-n 11 " + tool("mb-train-amb"), "--target 0.8"],
+            "quickstart": [tool("mb-train-amb") + " --emulate 10", "--target 0.8"],
             "dbsl-small": [tool("mb-train-dbsl"), "--small-workers 3"],
             "dbsl-paper": ["--model resnet18"],
             "clean": ["rm -rf " + self.out],
