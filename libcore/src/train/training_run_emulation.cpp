@@ -218,6 +218,30 @@ void TrainingRun::combine_shares() {
   world_.broadcast(std::span<float>(emulated_sum_), 0);
 }
 
+std::vector<double> TrainingRun::emulated_arrivals() {
+  const auto mine = emulated_->predict_arrivals(
+      selection_, [&](int w, double ready) { return arrival_of(w, ready); });
+  if (!role_.shares) return mine;
+  // A block per rank, as large as the largest share (the first rank's), of which rank r's
+  // first emulated_share(...).second entries are its hosted workers' arrivals.
+  const int ranks = world_.size();
+  const std::size_t block =
+      static_cast<std::size_t>(emulated_share(role_.workers, ranks, 0).second);
+  std::vector<double> blocks(block * static_cast<std::size_t>(ranks), 0.0);
+  std::copy(mine.begin(), mine.end(),
+            blocks.begin() + static_cast<std::ptrdiff_t>(block) * world_.rank());
+  world_.all_gather_in_place(std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(blocks.data()),
+                                                     blocks.size() * sizeof(double)),
+                             block * sizeof(double));
+  std::vector<double> arrivals;
+  arrivals.reserve(static_cast<std::size_t>(role_.workers));
+  for (int r = 0; r < ranks; ++r) {
+    const auto first = blocks.begin() + static_cast<std::ptrdiff_t>(block) * r;
+    arrivals.insert(arrivals.end(), first, first + emulated_share(role_.workers, ranks, r).second);
+  }
+  return arrivals;
+}
+
 int TrainingRun::share_verdict(int verdict, double& update_time) {
   struct {
     std::int64_t verdict;
