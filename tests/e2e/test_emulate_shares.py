@@ -4,7 +4,10 @@ and rank 0 adds the R sums in rank order. Everything but the float sums is the o
 --emulate N run's to the bit (virtual times, step times, batch counts, every worker's row); the
 parameters are the one-process run's with R = 1, the same bits for a given R run twice, and
 within float rounding of them for other R (the additions are grouped by rank). A resumed run
-(same R) equals a straight one; what the shares do not combine is refused naming both flags.
+(same R) equals a straight one. The methods that choose from every worker's prediction
+(--backup-workers, --k-sync, --gradient-coding, --k-batch-sync) all-gather the ranks' shares of
+the predictions and choose as the one process does. What the shares do not combine is refused
+naming both flags.
 """
 
 import os
@@ -76,6 +79,46 @@ class EmulateShares(SameBits, mbtest.ToolTestCase):
                     # Rank 0's log holds every worker's row, every step.
                     self.assertEqual(len(log["workers/rank"]), 12 * 8)
 
+    def test_the_selection_over_every_rank_s_workers_is_the_one_process_run_s(self):
+        # Each rank predicts its hosted workers' ready times; gathered, every rank drops the
+        # workers the one-process run drops (/workers/dropped compared to the bit).
+        for name, extra in (("backup", ["--backup-workers", "2"]),
+                            ("coding", ["--gradient-coding", "1"]),
+                            ("ksync", ["--k-sync", "5"])):
+            with self.subTest(method=name):
+                args = [*extra, "--comm", "ps", "--emulate", "8"]
+                self.train(f"{name}-one", "mb-train-fmb", args)
+                self.train(f"{name}-r1", "mb-train-fmb", args, 1)
+                self.assert_same_bits(f"{name}-r1", f"{name}-one")
+                for ranks in (2, 3):
+                    self.train(f"{name}-r{ranks}", "mb-train-fmb", args, ranks)
+                    self.assert_close(f"{name}-r{ranks}", f"{name}-one")
+                with h5py.File(self.path(f"{name}-r3-log.h5"), "r") as log:
+                    # A row per worker per step, in worker order.
+                    workers = np.nonzero(log["workers/dropped"][...])[0] % 8
+                # Workers of more than one rank's share were dropped (shares 0-2, 3-5, 6-7).
+                self.assertGreater(len({int(w) // 3 for w in workers}), 1, msg=workers)
+
+    def test_the_k_batch_sync_plan_over_every_rank_s_workers_is_the_one_process_run_s(self):
+        # Each rank predicts its hosted workers' batch completions; gathered, every rank plans
+        # the one-process run's batch counts (/workers/micro_batches compared to the bit).
+        args = ["--k-batch-sync", "6", "--comm", "ps", "--emulate", "8"]
+        self.train("kbatch-one", "mb-train-fmb", args)
+        self.train("kbatch-r1", "mb-train-fmb", args, 1)
+        self.assert_same_bits("kbatch-r1", "kbatch-one")
+        for ranks in (2, 3):
+            self.train(f"kbatch-r{ranks}", "mb-train-fmb", args, ranks)
+            self.assert_close(f"kbatch-r{ranks}", "kbatch-one")
+        with h5py.File(self.path("kbatch-r3-log.h5"), "r") as log:
+            samples = log["workers/samples"][...].reshape(-1, 8)
+        # Some workers of more than one rank's share computed no batch in some step.
+        idle = np.nonzero(samples == 0)[1]
+        self.assertGreater(len({int(w) // 3 for w in idle}), 1, msg=samples)
+        # A resumed run (same R) replays the plans to its place.
+        self.train("kbatch-resumed", "mb-train-fmb", [*args, "--steps", "6"], 3)
+        self.train("kbatch-resumed", "mb-train-fmb", args, 3, resume=True)
+        self.assert_same_bits("kbatch-resumed", "kbatch-r3", skip={"epoch"})
+
     def test_the_same_ranks_give_the_same_bits_and_resume_to_them(self):
         args = ["--comm", "ps", "--emulate", "8"]
         self.train("first", "mb-train-fmb", args, 3)
@@ -102,7 +145,7 @@ class EmulateShares(SameBits, mbtest.ToolTestCase):
     def test_what_the_shares_do_not_combine_is_refused_naming_both_flags(self):
         cases = [
             (["--emulate", "4", "--comm", "ps", "--async"], "--async"),
-            (["--emulate", "4", "--backup-workers", "1"], "--backup-workers"),
+            (["--emulate", "4", "--comm", "ps", "--train-loss", "master"], "--train-loss master"),
             (["--emulate", "4", "--local-steps", "2"], "--local-steps"),
             (["--emulate", "1"], "at least one worker"),
             (["--emulate", "4", "--base-batch", "16", "--time-model-ab", "0.001,0.01"],

@@ -296,12 +296,30 @@ WorkerReport EmulatedWorkers::compute_worker(Lane& lane, int w, std::int64_t ste
   return round(w).run(step, loss_scale);
 }
 
-std::vector<WorkerReport> EmulatedWorkers::run_step(
-    std::int64_t step, double loss_scale, std::span<float> sum,
-    const std::function<int(int)>& stop_of, const StepSelection& selection,
-    const std::function<double(int, double)>& arrival_of, std::vector<bool>& used) {
+std::vector<double> EmulatedWorkers::predict_arrivals(
+    const StepSelection& selection, const std::function<double(int, double)>& arrival_of) {
+  std::vector<double> arrivals(static_cast<std::size_t>(hosted()));
+  for (int w = first_; w < first_ + hosted(); ++w) {
+    const auto predicted = round(w).predict_ready();
+    if (!predicted) {
+      usage_error(cat("--emulate: worker ", w, " (rank ", rank_of(w),
+                      ") has no --compute-model: its ready time must be known before "
+                      "its gradient is added (",
+                      selection.describe(), ")"));
+    }
+    arrivals[static_cast<std::size_t>(w - first_)] = arrival_of(w, *predicted);
+  }
+  return arrivals;
+}
+
+std::vector<WorkerReport> EmulatedWorkers::run_step(std::int64_t step, double loss_scale,
+                                                    std::span<float> sum,
+                                                    const std::function<int(int)>& stop_of,
+                                                    const std::vector<bool>& used) {
   MBKIT_CHECK(net_ != nullptr && rounds_.size() == loaders_.size(),
               "emulated workers stepped before make_rounds()");
+  MBKIT_CHECK(used.empty() || used.size() == static_cast<std::size_t>(workers()), used.size(),
+              " used flags for ", workers(), " workers");
   nn::Network& net = *net_;
   const std::size_t gradient_floats = net.parameter_count();
   const std::size_t state_floats = net.state_count();
@@ -317,26 +335,6 @@ std::vector<WorkerReport> EmulatedWorkers::run_step(
   }
   const std::span<float> state = net.state();
   step_state_.assign(state.begin(), state.end());
-  // K-batch-sync's plan comes in `used` (its workers with no batch); else all, unless dropped.
-  if (used.size() != static_cast<std::size_t>(workers())) {
-    used.assign(static_cast<std::size_t>(workers()), true);
-  }
-  if (selection.drops()) {
-    // Every worker's ready time: one process hosts them all (Role: refused under mpirun).
-    MBKIT_CHECK(hosted() == workers(), "dropping gradients of a share of the emulated workers");
-    std::vector<double> ready(rounds_.size());
-    for (int w = 0; w < workers(); ++w) {
-      const auto predicted = round(w).predict_ready();
-      if (!predicted) {
-        usage_error(cat("--emulate: worker ", w, " (rank ", rank_of(w),
-                        ") has no --compute-model: its ready time must be known before "
-                        "its gradient is added (",
-                        selection.describe(), ")"));
-      }
-      ready[static_cast<std::size_t>(w)] = arrival_of(w, *predicted);
-    }
-    used = selection.select(ready);
-  }
   std::vector<WorkerReport> reports(rounds_.size());
   // As a one-process run's --prefetch: a helper thread where the process has cores for it.
   for (Lane& lane : lanes_) {
@@ -363,7 +361,7 @@ std::vector<WorkerReport> EmulatedWorkers::run_step(
         turn.wait(lock, [&] { return next_to_add == i || failed; });
         if (failed) return;
         report.stop = stop_of(w);
-        if (!used[static_cast<std::size_t>(w)]) {
+        if (!used.empty() && !used[static_cast<std::size_t>(w)]) {
           drop_contribution(report, lane_net.gradients(), lane_net.state());
         }
         add_worker_to_sum(sum, lane_net.gradients(), lane_net.state(), report, w, parameter_server);

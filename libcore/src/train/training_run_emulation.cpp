@@ -218,6 +218,37 @@ void TrainingRun::combine_shares() {
   world_.broadcast(std::span<float>(emulated_sum_), 0);
 }
 
+std::vector<double> TrainingRun::emulated_arrivals() {
+  return gather_shares(emulated_->predict_arrivals(
+                           selection_, [&](int w, double ready) { return arrival_of(w, ready); }),
+                       1);
+}
+
+std::vector<double> TrainingRun::gather_shares(std::vector<double> hosted,
+                                               std::size_t per_worker) const {
+  if (!role_.shares) return hosted;
+  // A block per rank, as large as the largest share (the first rank's), of which rank r's
+  // first emulated_share(...).second workers' values are its hosted workers'.
+  const int ranks = world_.size();
+  const std::size_t block =
+      static_cast<std::size_t>(emulated_share(role_.workers, ranks, 0).second) * per_worker;
+  std::vector<double> blocks(block * static_cast<std::size_t>(ranks), 0.0);
+  std::copy(hosted.begin(), hosted.end(),
+            blocks.begin() + static_cast<std::ptrdiff_t>(block) * world_.rank());
+  world_.all_gather_in_place(std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(blocks.data()),
+                                                     blocks.size() * sizeof(double)),
+                             block * sizeof(double));
+  std::vector<double> all;
+  all.reserve(static_cast<std::size_t>(role_.workers) * per_worker);
+  for (int r = 0; r < ranks; ++r) {
+    const auto first = blocks.begin() + static_cast<std::ptrdiff_t>(block) * r;
+    const auto values =
+        static_cast<std::size_t>(emulated_share(role_.workers, ranks, r).second) * per_worker;
+    all.insert(all.end(), first, first + static_cast<std::ptrdiff_t>(values));
+  }
+  return all;
+}
+
 int TrainingRun::share_verdict(int verdict, double& update_time) {
   struct {
     std::int64_t verdict;

@@ -31,10 +31,18 @@ KBatchStep TrainingRun::plan_k_batches() {
                     "before it computes them"));
   };
   if (emulated_) {
-    for (int w = 0; w < role_.workers; ++w) {
-      auto predicted = emulated_->round(w).predict_completions(k);
+    // The hosted workers' (under mpirun, gathered from every rank's share).
+    std::vector<double> hosted;
+    for (int w = emulated_->first(); w < emulated_->first() + emulated_->hosted(); ++w) {
+      const auto predicted = emulated_->round(w).predict_completions(k);
       if (!predicted) unknown(w);
-      completions[static_cast<std::size_t>(w)] = std::move(*predicted);
+      hosted.insert(hosted.end(), predicted->begin(), predicted->end());
+    }
+    const std::vector<double> all = gather_shares(std::move(hosted), count);
+    for (int w = 0; w < role_.workers; ++w) {
+      const auto first = all.begin() + static_cast<std::ptrdiff_t>(count) * w;
+      completions[static_cast<std::size_t>(w)].assign(first,
+                                                      first + static_cast<std::ptrdiff_t>(count));
     }
   } else {
     // Each rank's K completion times (NaN: unknown; the master's: zeros), gathered in rank order.
@@ -64,7 +72,7 @@ KBatchStep TrainingRun::plan_k_batches() {
   }
   const KBatchStep plan = plan_k_batch_step(k, completions);
   if (emulated_) {
-    for (int w = 0; w < role_.workers; ++w) {
+    for (int w = emulated_->first(); w < emulated_->first() + emulated_->hosted(); ++w) {
       emulated_->round(w).set_batches(plan.batches[static_cast<std::size_t>(w)]);
     }
   } else if (role_.computes) {
@@ -83,6 +91,7 @@ void TrainingRun::replay_k_batch_steps(std::int64_t steps) {
       loader.seek(done / loader.batches_per_epoch(), done % loader.batches_per_epoch());
     };
     if (emulated_) {
+      w = emulated_->first();
       emulated_->for_each_loader(seek);
     } else if (train_loader_ && role_.computes) {
       w = role_.worker;
@@ -94,7 +103,9 @@ void TrainingRun::replay_k_batch_steps(std::int64_t steps) {
     const KBatchStep plan = plan_k_batches();
     for (std::size_t w = 0; w < read.size(); ++w) read[w] += plan.batches[w];
     if (emulated_) {
-      for (int w = 0; w < role_.workers; ++w) emulated_->round(w).discard_prediction();
+      for (int w = emulated_->first(); w < emulated_->first() + emulated_->hosted(); ++w) {
+        emulated_->round(w).discard_prediction();
+      }
     } else if (round_) {
       round_->discard_prediction();
     }

@@ -188,6 +188,7 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
     }
     exchange.set_state_contributors(computing);
   }
+  if (emulated_ && selection_.drops()) used = selection_.select(emulated_arrivals());
   if (emulated_) {
     // The stop codes a rank per worker would send: a signal on every one, rank 0's verdict
     // on worker 0 of allreduce, and the planned end.
@@ -199,7 +200,7 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
         [&](int w) {
           return std::max({signalled, end, w == 0 ? rank0 : 0});
         },
-        selection_, [&](int w, double ready) { return arrival_of(w, ready); }, used);
+        used);
     if (role_.shares) combine_shares();
   } else if (role_.computes) {
     report = round_->run(step_, nominal > 0 ? 1.0 / static_cast<double>(nominal) : 0.0);

@@ -112,21 +112,25 @@ class EmulatedWorkers {
   /// buffer for this many workers).
   std::size_t sum_floats(std::size_t gradient_floats, std::size_t state_floats) const;
 
+  /// The hosted workers' arrivals at the master this step, in worker order, for a `selection`
+  /// that drops gradients: each round's ready time predicted before it computes
+  /// (WorkerRound::predict_ready: a compute model), turned into an arrival by `arrival_of(w,
+  /// ready)`. Call it once per step, before run_step.
+  std::vector<double> predict_arrivals(const StepSelection& selection,
+                                       const std::function<double(int, double)>& arrival_of);
+
   /// One synchronous step: every hosted worker's round (loss_scale as WorkerRound::run), from
   /// the network's current parameters and state, added into `sum` (sum_floats() floats) in
   /// worker order (a share's: from zeros; the other workers' report slots stay zero). `stop_of(w)`
   /// is the StopCode worker w's report carries (called in worker order, on any lane's thread). The
   /// network's state is the last hosted worker's afterwards; its gradients are scratch. Returns the
-  /// hosted workers' reports, in worker order. With a `selection` that drops gradients, the rounds'
-  /// ready times are predicted first (WorkerRound::predict_ready: a compute model), `arrival_of(w,
-  /// ready)` turns them into arrivals at the master, and a dropped worker adds zeros, as its rank
-  /// would send them (drop_contribution); `used` gets the choice. A `used` given with a flag per
-  /// worker (a K-batch-sync plan) is taken as it is.
+  /// hosted workers' reports, in worker order. `used` (empty: all) has a flag per worker of the
+  /// run: whose gradient the step takes (the step's selection over every worker's arrival, or a
+  /// K-batch-sync plan); a worker not used adds zeros, as its rank would send them
+  /// (drop_contribution).
   std::vector<WorkerReport> run_step(std::int64_t step, double loss_scale, std::span<float> sum,
                                      const std::function<int(int)>& stop_of,
-                                     const StepSelection& selection,
-                                     const std::function<double(int, double)>& arrival_of,
-                                     std::vector<bool>& used);
+                                     const std::vector<bool>& used);
   /// Worker `w`'s round alone (local SGD, mbkit/train/local_sgd.hpp: each worker on its own
   /// model, which the caller puts in the network first), in worker order as run_step runs them.
   WorkerReport run_worker(int w, std::int64_t step, double loss_scale);

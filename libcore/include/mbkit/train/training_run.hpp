@@ -170,6 +170,13 @@ class TrainingRun {
   /// --emulate under mpirun (Role::shares): the ranks' sums of their hosted workers added in
   /// rank order on rank 0 into emulated_sum_, which every rank then holds.
   void combine_shares();
+  /// --emulate with a selection that drops gradients: every emulated worker's arrival this
+  /// step, predicted by the rank that hosts it and, under mpirun, gathered from every rank, so
+  /// that every rank makes the one-process run's selection.
+  std::vector<double> emulated_arrivals();
+  /// --emulate: `per_worker` values of each hosted worker, in worker order, to every worker's,
+  /// in worker order (under mpirun, all-gathered from the ranks' shares; else as they are).
+  std::vector<double> gather_shares(std::vector<double> hosted, std::size_t per_worker) const;
   /// --emulate under mpirun: rank 0's verdict and update time, on every rank (each updates
   /// from the same sum; the step's end and its virtual time are rank 0's).
   int share_verdict(int verdict, double& update_time);
