@@ -79,8 +79,8 @@ part_done "configuring"
 # (test_bad_input checks "FILE exists" in mb-bench-partitions, mb-bench-bandwidth and mb-report as well.)
 e2e_tools="mb-dataset mb-eval mb-plot mb-train-fmb mb-bench-partitions mb-bench-bandwidth mb-report"
 targets=$(cmake --build "$build" --target help | sed -n 's/^\.\.\. \(test_[a-z]*\|fuzz_[a-z_]*\)$/\1/p')
-# The build gets the time left less the unit tests' (about 2 minutes): cut off, the stage ends.
-build_seconds=$(( $(time_left) - 150 ))
+# The build gets the time left less the unit tests' (about 3 minutes): cut off, the stage ends.
+build_seconds=$(( $(time_left) - 180 ))
 # shellcheck disable=SC2086 # word lists
 if ! timeout "$build_seconds" cmake --build "$build" -j"$(nproc)" --target $targets $e2e_tools; then
   if [ "$(time_left)" -le 150 ]; then
@@ -111,7 +111,7 @@ run_part() {
 # cannot name its library (<unknown module>) and lsan.supp cannot match it: the one test that
 # makes MPI fail runs with every check but the leak check.
 mpi_failure='^util\.Check\.MpiFailureIsACommunicationErrorWithMpisOwnText$'
-need_time 150 "the unit tests"
+need_time 180 "the unit tests"
 run_part "unit tests" ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -L unit -LE isa \
   -E "$mpi_failure"
 run_part "unit test of an MPI failure" env ASAN_OPTIONS="${ASAN_OPTIONS}:detect_leaks=0" \
