@@ -78,7 +78,7 @@ class Completion(mbtest.ToolTestCase):
             self.assertIn(model, models)
         self.assertEqual(self.complete("mb-train-amb", "--optimizer", ""),
                          ["sgd", "momentum", "rmsprop", "adam"])
-        self.assertEqual(self.complete("mb-train-dbsl", "--comm", ""), ["ps", "allreduce"])
+        self.assertEqual(self.complete("mb-train-fmb", "--comm", ""), ["ps", "allreduce"])
         types = mbtest.run([mbtest.tool("mb-plot"), "--list-types"]).out
         expected = [line.split()[0] for line in types.splitlines()
                     if line.strip() and not line.startswith(("#", " "))]

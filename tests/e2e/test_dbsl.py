@@ -225,7 +225,8 @@ class DualBatchSizeLearning(mbtest.ToolTestCase):
                    "--async-delay-std", "--k-batch-async", "--k-async", "--staleness-bound",
                    "--backup-workers", "--k-sync", "--gradient-coding",
                    "--local-steps", "--adacomm-tau0", "--adacomm-interval", "--k-batch-sync",
-                   "--drop-compute", "--micro-batches"]
+                   "--drop-compute", "--micro-batches",
+                   "--comm", "--allreduce", "--bucket-mb", "--servers", "--compress"]
 
         def listed(tool):
             result = mbtest.run([mbtest.tool(tool), "--help"])
@@ -237,8 +238,8 @@ class DualBatchSizeLearning(mbtest.ToolTestCase):
         self.assertEqual([flag for flag in refused if flag not in fmb], [])
         self.assertEqual([flag for flag in refused if flag in dbsl], [])
         # What DBSL takes of the same groups is still listed.
-        for flag in ("--comm", "--induce", "--clock", "--comm-model", "--compute-model",
-                     "--emulate"):
+        for flag in ("--induce", "--clock", "--comm-model", "--compute-model", "--emulate",
+                     "--comm-timeout"):
             self.assertIn(flag, dbsl)
         self.assertFailsWith(self.dbsl("--data", "toy.h5", "--base-batch", "16", "--epochs", "1",
                                        "--time-model-ab", "1,2", "--k-sync", "1", ranks=0),

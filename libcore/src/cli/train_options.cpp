@@ -280,35 +280,46 @@ void add_train_options(CLI::App& app, train::TrainOptions& o) {
       ->type_name("N");
 }
 
-void add_distribution_options(CLI::App& app, train::TrainOptions& o, bool straggler_methods) {
-  auto* dist = app.add_option_group("Distribution (under mpirun or srun)");
-  add_enum_option(*dist, "--comm", o.comm, {train::CommMode::kPs, train::CommMode::kAllreduce},
+namespace {
+
+// --comm, --allreduce, --bucket-mb, --servers, --compress: how the gradients travel.
+void add_gradient_exchange_options(CLI::Option_group& dist, train::TrainOptions& o) {
+  add_enum_option(dist, "--comm", o.comm, {train::CommMode::kPs, train::CommMode::kAllreduce},
                   "Gradient exchange: ps (rank 0 is the master) or allreduce (every rank "
                   "computes)");
-  dist->add_option("--allreduce", o.given.allreduce,
-                   "How --comm allreduce sums: shm (memory shared by ranks on one host), mpi "
-                   "(MPI_Allreduce), nccl (NCCL in GPU memory, --device cuda) or auto (nccl on "
-                   "GPUs, else shm when every rank is on one host); --comm ps takes shm: the "
-                   "workers' gradients added in rank order, as --emulate adds them")
+  dist.add_option("--allreduce", o.given.allreduce,
+                  "How --comm allreduce sums: shm (memory shared by ranks on one host), mpi "
+                  "(MPI_Allreduce), nccl (NCCL in GPU memory, --device cuda) or auto (nccl on "
+                  "GPUs, else shm when every rank is on one host); --comm ps takes shm: the "
+                  "workers' gradients added in rank order, as --emulate adds them")
       ->capture_default_str()
       ->type_name("auto|shm|mpi|nccl");
-  dist->add_option(
+  dist.add_option(
           "--bucket-mb", o.bucket_mb,
           "--allreduce mpi or nccl: sum the gradients in buckets of MB MiB, each started as soon "
           "as the backward pass finished it (0: one sum after the pass)")
       ->capture_default_str()
       ->type_name("MB");
-  dist->add_option("--servers", o.servers,
-                   "ps: ranks 0..S-1 are servers, each keeping and updating a contiguous shard "
-                   "of the parameters; the other ranks are workers (MXNet's key sharding)")
+  dist.add_option("--servers", o.servers,
+                  "ps: ranks 0..S-1 are servers, each keeping and updating a contiguous shard "
+                  "of the parameters; the other ranks are workers (MXNet's key sharding)")
       ->capture_default_str()
       ->check(whole_number<int>())
       ->type_name("S");
-  dist->add_option("--compress", o.given.compress,
-                   "Gradients on the wire: 2bit:THRESHOLD (MXNet's, with error feedback), fp16, "
-                   "bf16 or none (synchronous ps and allreduce)")
+  dist.add_option("--compress", o.given.compress,
+                  "Gradients on the wire: 2bit:THRESHOLD (MXNet's, with error feedback), fp16, "
+                  "bf16 or none (synchronous ps and allreduce)")
       ->capture_default_str()
       ->type_name("ENCODING");
+}
+
+}  // namespace
+
+void add_distribution_options(CLI::App& app, train::TrainOptions& o, bool straggler_methods) {
+  auto* dist = app.add_option_group("Distribution (under mpirun or srun)");
+  // mb-train-dbsl's exchange is its server's merge of models: none of the gradient
+  // exchange's choices (transport, buckets, servers, compression) are its options at all.
+  if (straggler_methods) add_gradient_exchange_options(*dist, o);
   // What mb-train-dbsl refuses is not its option at all: its server is asynchronous already.
   if (straggler_methods) add_async_options(*dist, o);
   dist->add_option("--induce", o.given.induce,

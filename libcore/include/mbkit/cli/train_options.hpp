@@ -10,9 +10,10 @@ namespace mbkit::cli {
 
 /// Declares the data, model, optimiser, schedule, length, evaluation and run options.
 void add_train_options(CLI::App& app, train::TrainOptions& options);
-/// Declares the options of data-parallel runs (--comm, stragglers, timeouts, the virtual clock)
-/// and, with straggler_methods, --async and its rules, --emulate and the straggler methods
-/// (--backup-workers, --local-steps, ...): mb-train-dbsl refuses those, so does not declare them.
+/// Declares the options of data-parallel runs (stragglers, timeouts, the virtual clock) and,
+/// with straggler_methods, the gradient exchange's (--comm, --allreduce, --bucket-mb, --servers,
+/// --compress), --async and its rules and the straggler methods (--backup-workers,
+/// --local-steps, ...): mb-train-dbsl refuses those, so does not declare them.
 void add_distribution_options(CLI::App& app, train::TrainOptions& options,
                               bool straggler_methods = true);
 /// Declares the options of anytime mini-batch training (--time-limit, --partitions).
