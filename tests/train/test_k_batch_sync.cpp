@@ -11,6 +11,7 @@
 #include "mbkit/data/synth.hpp"
 #include "mbkit/emulation/delay_trace.hpp"
 #include "mbkit/models/zoo.hpp"
+#include "mbkit/nn/graph.hpp"
 #include "mbkit/nn/network.hpp"
 #include "mbkit/train/k_batch_sync.hpp"
 #include "mbkit/train/worker_round.hpp"
@@ -180,6 +181,45 @@ TEST_F(KBatchSyncRounds, AContinuedRoundHasNoInducedDelayOfItsOwn) {
   // The next step's round draws its delay again.
   worker.set_batches(1);
   EXPECT_EQ(worker.run(1, 1.0 / 16).sleep_time, 0.0625 + 0.125);
+}
+
+TEST_F(KBatchSyncRounds, AContinuedRoundDrawsTheRoundsNextDropoutMasks) {
+  // Two batches run one at a time (the wall clock's worker) give the gradients of one round
+  // of two (the virtual clock's): the second draws the masks of the round's second batch.
+  const auto dropout_net = [&](data::DataLoader& data) {
+    const auto shape = data.shape();
+    nn::GraphBuilder b("dropout-mlp", {shape.channels, shape.height, shape.width},
+                       data.info().num_classes);
+    const int x = b.relu(b.dense(b.flatten(b.input()), 16, "fc1"));
+    auto net =
+        std::make_unique<nn::Network>(b.finish(b.dense(b.dropout(x, 0.5), 10, "fc2")), *backend_);
+    net->initialize(7);
+    return net;
+  };
+  std::vector<float> rounds[2];
+  for (const bool continued : {false, true}) {
+    auto data = loader(16);
+    auto net = dropout_net(*data);
+    WorkerRound worker = round(*net, *data, 0);
+    std::vector<float>& sum = rounds[continued ? 1 : 0];
+    if (continued) {
+      worker.set_batches(1);
+      worker.run(0, 1.0 / 32);
+      sum.assign(net->gradients().begin(), net->gradients().end());
+      worker.continue_round();
+      worker.set_batches(1);
+      worker.run(0, 1.0 / 32);
+      for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += net->gradients()[i];
+    } else {
+      worker.set_batches(2);
+      worker.run(0, 1.0 / 32);
+      sum.assign(net->gradients().begin(), net->gradients().end());
+    }
+  }
+  ASSERT_EQ(rounds[0].size(), rounds[1].size());
+  for (std::size_t i = 0; i < rounds[0].size(); ++i) {
+    EXPECT_NEAR(rounds[1][i], rounds[0][i], 1e-6) << i;
+  }
 }
 
 TEST_F(KBatchSyncRounds, SeveralBatchesSumTheirGradients) {
