@@ -7,7 +7,8 @@ workers (T*, on the virtual clock from a compute model) and sums every finished 
 - K = W equal workers without delays is FMB, to the bit.
 - --emulate N gives the bits of a process per worker (mpirun, --allreduce shm), ps with N = 3
   and 8 and allreduce with 3, with induced stragglers; a resumed run gives a straight one's.
-- The wall clock, a missing compute model and the other round rules are refused naming the flag.
+- A missing compute model, the other round rules and the wall clock's allreduce are refused
+  naming the flag (the wall clock's K-batch-sync under mpirun: test_wall_selection.py).
 """
 
 import json
@@ -118,7 +119,7 @@ class KBatchSync(SameBits, mbtest.ToolTestCase):
     def test_what_cannot_plan_its_batches_is_refused_naming_the_flag(self):
         no_compute = [a for a in COMMON if a not in ("--compute-model", "0.002,0.001")]
         cases = [
-            (COMMON, ["--clock", "wall"], "--clock virtual"),
+            (no_compute, ["--clock", "wall", "--comm", "allreduce"], "--comm allreduce"),
             (no_compute, ["--emulate", "3", "--comm-model", "0.001,0"], "--compute-model"),
             (COMMON, ["--k-sync", "2"], "--k-sync"),
             (COMMON, ["--drop-compute", "0.05"], "--drop-compute"),

@@ -8,6 +8,10 @@ its worker goes on from the newest parameters.
 - --backup-workers 0 is FMB, to the bit.
 - Gradient coding with a slow worker decodes the whole gradient: the parameters are FMB's over
   one worker per group (a rank-order sum), to the bit.
+- K-batch-sync (--k-batch-sync K): every step sums K batches from any workers; a worker that
+  sleeps 0.3 s a step contributes fewer batches than the fast ones; K = the workers with equal
+  workers trains too and resumes from its checkpoint; each run ends with exit 0. What it cannot
+  run with on the wall clock is refused in one line naming both flags.
 """
 
 import shutil
@@ -100,6 +104,73 @@ class WallSelection(SameBits, mbtest.ToolTestCase):
         for name in coded:
             if name.startswith(("params/", "state/", "optimizer/")):
                 self.assertEqual(coded[name].tobytes(), two[name].tobytes(), msg=name)
+
+    def k_batch_log(self, name, steps, workers=3):
+        """The K-batch-sync run's batches and samples by step and worker, and its losses."""
+        with h5py.File(self.path(f"{name}-log.h5"), "r") as log:
+            self.assertEqual(log["steps/step"][...].tolist()[-1], steps)
+            rows = len(log["steps/step"])
+            ranks = log["workers/rank"][...].reshape(rows, workers)
+            self.assertTrue(np.all(ranks == np.arange(1, workers + 1)), msg=ranks)
+            batches = log["workers/micro_batches"][...].reshape(rows, workers)
+            samples = log["workers/samples"][...].reshape(rows, workers)
+            dropped = log["workers/dropped"][...].reshape(rows, workers)
+            # A worker without a batch in the step is marked dropped, with no samples.
+            self.assertTrue(np.array_equal(dropped == 1, batches == 0), msg=(dropped, batches))
+            self.assertTrue(np.all(samples[batches == 0] == 0), msg=samples)
+            # Batches of 20 (an epoch's last of a 133-row slice: 13).
+            self.assertTrue(np.all(samples <= 20 * batches), msg=(samples, batches))
+            self.assertTrue(np.all(samples >= 13 * batches), msg=(samples, batches))
+            self.assertEqual(log["steps/samples"][...].tolist(), samples.sum(axis=1).tolist())
+            self.assertEqual(log["collect/gradients"][...].tolist(),
+                             (batches > 0).sum(axis=1).tolist())
+            return batches, log["steps/loss"][...]
+
+    def test_k_batch_sync_takes_k_batches_and_a_slow_worker_gives_fewer(self):
+        steps = 30
+        self.train("kbatch", 4, ["--steps", str(steps), "--k-batch-sync", "2",
+                                 *self.slow_last(3)])
+        batches, loss = self.k_batch_log("kbatch", steps)
+        self.assertEqual(batches.sum(axis=1).tolist(), [2] * steps)
+        # Rank 3 sleeps 0.3 s a step before its first batch; the others step meanwhile (how
+        # they share the steps is up to the scheduler: one may take them all).
+        total = batches.sum(axis=0)
+        self.assertLess(total[2], max(total[0], total[1]), msg=batches)
+        self.assertLessEqual(total[2], 2, msg=batches)
+        self.assertLess(float(np.mean(loss[-5:])), float(np.mean(loss[:5])) - 0.1, msg=loss)
+
+    def test_k_batch_sync_with_k_equal_workers_trains_and_resumes(self):
+        self.train("equal", 4, ["--steps", "30", "--k-batch-sync", "3"])
+        batches, loss = self.k_batch_log("equal", 30)
+        self.assertEqual(batches.sum(axis=1).tolist(), [3] * 30)
+        self.assertLess(float(np.mean(loss[-5:])), float(np.mean(loss[:5])) - 0.1, msg=loss)
+        with h5py.File(self.path("equal-log.h5"), "r") as log:
+            self.assertEqual(log["eval/step"][...].tolist(), [5, 10, 15, 20, 25, 30])
+        # Resumed from its checkpoint: the steps go on from 30, K batches each.
+        command = [MPIRUN, "--oversubscribe", "-n", "4", mbtest.tool("mb-train-fmb"),
+                   "--data", "toy.h5", *COMMON, "--steps", "36", "--k-batch-sync", "3",
+                   "--resume", "equal.h5", "--log", "resumed-log.h5", "--checkpoint", "equal.h5"]
+        self.assertSucceeded(mbtest.run(command, cwd=self.dir, env=self.env, timeout=120))
+        batches, _ = self.k_batch_log("resumed", 36)
+        self.assertEqual(batches.sum(axis=1).tolist(), [3] * 6)
+        with h5py.File(self.path("equal.h5"), "r") as checkpoint:
+            self.assertEqual(int(checkpoint.attrs["step"]), 36)
+
+    def test_k_batch_sync_that_cannot_run_on_the_wall_clock_is_refused(self):
+        cases = [(["--comm", "allreduce"], 4, "--comm allreduce"),
+                 (["--backup-workers", "1"], 4, "--backup-workers"),
+                 ([], 0, "mpirun")]
+        for extra, ranks, named in cases:
+            with self.subTest(extra=extra):
+                command = [mbtest.tool("mb-train-fmb"), "--data", "toy.h5", *COMMON,
+                           "--steps", "3", "--k-batch-sync", "2", *extra]
+                if ranks > 0:
+                    command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
+                result = mbtest.run(command, cwd=self.dir, env=self.env, timeout=60)
+                self.assertUsageError(result, named)
+                self.assertIn("--k-batch-sync 2", result.err)
+                lines = [line for line in result.err.splitlines() if "mb-train-fmb" in line]
+                self.assertEqual(len(set(lines)), 1, msg=result.err)
 
 
 if __name__ == "__main__":

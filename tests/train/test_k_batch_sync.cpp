@@ -11,9 +11,11 @@
 #include "mbkit/data/synth.hpp"
 #include "mbkit/emulation/delay_trace.hpp"
 #include "mbkit/models/zoo.hpp"
+#include "mbkit/nn/graph.hpp"
 #include "mbkit/nn/network.hpp"
 #include "mbkit/train/k_batch_sync.hpp"
 #include "mbkit/train/worker_round.hpp"
+#include "mbkit/util/error.hpp"
 #include "test_helpers.hpp"
 
 namespace mbkit::train {
@@ -37,6 +39,40 @@ TEST(KBatchStep, TakesTheFirstKCompletionsTiesToTheLowerWorker) {
 }
 
 // Each batch of 16 costs 16 / 128 = 0.125 s under this model (exact in binary).
+TEST(KBatchArrivals, TakesTheStepsFirstKBatchesFromAnyWorkers) {
+  KBatchArrivals arrivals(3, 3);
+  arrivals.begin(0);
+  // Worker 2 sends two batches before worker 0's first: a fast worker may send several.
+  EXPECT_TRUE(arrivals.take(2, 0));
+  EXPECT_TRUE(arrivals.take(2, 0));
+  EXPECT_FALSE(arrivals.complete());
+  EXPECT_EQ(arrivals.taken(), 2);
+  EXPECT_TRUE(arrivals.take(0, 0));
+  EXPECT_TRUE(arrivals.complete());
+  EXPECT_EQ(arrivals.batches(), (std::vector<int>{1, 0, 2}));
+  // One more of the step after the K-th is not taken.
+  EXPECT_FALSE(arrivals.take(1, 0));
+  EXPECT_EQ(arrivals.batches(), (std::vector<int>{1, 0, 2}));
+}
+
+TEST(KBatchArrivals, DiscardsTheBatchesOfEarlierSteps) {
+  KBatchArrivals arrivals(2, 2);
+  arrivals.begin(0);
+  EXPECT_TRUE(arrivals.take(0, 0));
+  EXPECT_TRUE(arrivals.take(0, 0));
+  arrivals.begin(1);
+  EXPECT_EQ(arrivals.batches(), (std::vector<int>{0, 0}));
+  // Worker 1 was inside a batch of step 0 when step 1 began: that batch is late.
+  EXPECT_FALSE(arrivals.take(1, 0));
+  EXPECT_EQ(arrivals.taken(), 0);
+  EXPECT_TRUE(arrivals.take(1, 1));
+  EXPECT_TRUE(arrivals.take(0, 1));
+  EXPECT_TRUE(arrivals.complete());
+  EXPECT_EQ(arrivals.batches(), (std::vector<int>{1, 1}));
+  // A batch of a step not begun yet is a protocol error.
+  EXPECT_THROW(arrivals.take(0, 2), Error);
+}
+
 constexpr ComputeModel kModel{1.0 / 128, 0};
 
 class KBatchSyncRounds : public ::testing::Test {
@@ -128,6 +164,61 @@ TEST_F(KBatchSyncRounds, StepEndBatchCountsAndRoundsByHand) {
     EXPECT_EQ(report.compute_time, 0.125 * plan.batches[i]) << "worker " << w;
     // Each read its batches in order from its slice: the next is batch n_w of the epoch.
     EXPECT_EQ(loaders[i]->next().index, plan.batches[i]) << "worker " << w;
+  }
+}
+
+TEST_F(KBatchSyncRounds, AContinuedRoundHasNoInducedDelayOfItsOwn) {
+  // The wall clock's worker computes a step's batches one run() each: the round's induced
+  // delay (worker 1's 1/16 s) comes before the first only; the slowdown (x2) before each.
+  auto data = loader(16);
+  auto net = network(*data);
+  WorkerRound worker = round(*net, *data, 1);
+  worker.set_batches(1);
+  EXPECT_EQ(worker.run(0, 1.0 / 16).sleep_time, 0.0625 + 0.125);
+  worker.continue_round();
+  worker.set_batches(1);
+  EXPECT_EQ(worker.run(0, 1.0 / 16).sleep_time, 0.125);
+  // The next step's round draws its delay again.
+  worker.set_batches(1);
+  EXPECT_EQ(worker.run(1, 1.0 / 16).sleep_time, 0.0625 + 0.125);
+}
+
+TEST_F(KBatchSyncRounds, AContinuedRoundDrawsTheRoundsNextDropoutMasks) {
+  // Two batches run one at a time (the wall clock's worker) give the gradients of one round
+  // of two (the virtual clock's): the second draws the masks of the round's second batch.
+  const auto dropout_net = [&](data::DataLoader& data) {
+    const auto shape = data.shape();
+    nn::GraphBuilder b("dropout-mlp", {shape.channels, shape.height, shape.width},
+                       data.info().num_classes);
+    const int x = b.relu(b.dense(b.flatten(b.input()), 16, "fc1"));
+    auto net =
+        std::make_unique<nn::Network>(b.finish(b.dense(b.dropout(x, 0.5), 10, "fc2")), *backend_);
+    net->initialize(7);
+    return net;
+  };
+  std::vector<float> rounds[2];
+  for (const bool continued : {false, true}) {
+    auto data = loader(16);
+    auto net = dropout_net(*data);
+    WorkerRound worker = round(*net, *data, 0);
+    std::vector<float>& sum = rounds[continued ? 1 : 0];
+    if (continued) {
+      worker.set_batches(1);
+      worker.run(0, 1.0 / 32);
+      sum.assign(net->gradients().begin(), net->gradients().end());
+      worker.continue_round();
+      worker.set_batches(1);
+      worker.run(0, 1.0 / 32);
+      for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += net->gradients()[i];
+    } else {
+      worker.set_batches(2);
+      worker.run(0, 1.0 / 32);
+      sum.assign(net->gradients().begin(), net->gradients().end());
+    }
+  }
+  ASSERT_EQ(rounds[0].size(), rounds[1].size());
+  for (std::size_t i = 0; i < rounds[0].size(); ++i) {
+    EXPECT_NEAR(rounds[1][i], rounds[0][i], 1e-6) << i;
   }
 }
 

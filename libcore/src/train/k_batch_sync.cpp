@@ -38,4 +38,26 @@ KBatchStep plan_k_batch_step(int k, std::span<const std::vector<double>> complet
   return step;
 }
 
+KBatchArrivals::KBatchArrivals(int k, int workers)
+    : k_(k), batches_(static_cast<std::size_t>(workers), 0) {
+  MBKIT_CHECK(k >= 1 && workers >= 1, "K-batch-sync with K = ", k, " over ", workers, " workers");
+}
+
+void KBatchArrivals::begin(std::int64_t step) {
+  step_ = step;
+  taken_ = 0;
+  std::fill(batches_.begin(), batches_.end(), 0);
+}
+
+bool KBatchArrivals::take(int worker, std::int64_t of) {
+  MBKIT_CHECK(worker >= 0 && static_cast<std::size_t>(worker) < batches_.size(), "worker ", worker,
+              " of ", batches_.size());
+  MBKIT_CHECK(of <= step_, "worker ", worker, " sent a batch of step ", of + 1, " during step ",
+              step_ + 1);
+  if (of < step_ || complete()) return false;
+  ++taken_;
+  ++batches_[static_cast<std::size_t>(worker)];
+  return true;
+}
+
 }  // namespace mbkit::train

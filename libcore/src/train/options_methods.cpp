@@ -157,8 +157,10 @@ void validate_drop_compute(const TrainOptions& o) {
   }
 }
 
-// K-batch-sync (k_batch_sync.hpp): the workers' batch counts are chosen before they compute, from
-// their batches' completion times on the virtual clock, which a compute model gives.
+// K-batch-sync (k_batch_sync.hpp): on the virtual clock the workers' batch counts are chosen
+// before they compute, from their batches' completion times, which a compute model gives; on the
+// wall clock the master takes the first K batches as they arrive (selecting_exchange.hpp), over
+// one parameter server.
 void validate_k_batch_sync(const TrainOptions& o) {
   if (o.k_batch_sync == 0) return;
   const std::string flag = cat("--k-batch-sync ", o.k_batch_sync);
@@ -170,9 +172,12 @@ void validate_k_batch_sync(const TrainOptions& o) {
                     "server, whole gradients)"));
   }
   if (o.clock != ClockMode::kVirtual) {
-    usage_error(cat(flag,
-                    " needs --clock virtual: on the wall clock the master would have to cancel "
-                    "the workers' batches in flight once K are done, which mbkit does not do"));
+    if (o.comm != CommMode::kPs) {
+      usage_error(cat(flag,
+                      " and --comm allreduce: on the wall clock the master (--comm ps) takes "
+                      "the first K batches as they arrive"));
+    }
+    return;
   }
   if (o.compute_model.empty()) {
     usage_error(cat(flag,

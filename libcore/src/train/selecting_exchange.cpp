@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "mbkit/comm/peer_silence.hpp"
+#include "mbkit/train/k_batch_sync.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/strings.hpp"
 #include "mbkit/util/timer.hpp"
@@ -24,6 +26,10 @@ constexpr int kSelectedParametersTag = 32;
 constexpr std::size_t kStepFloats = 2;
 // The master's message: the step, then the StopCode.
 constexpr std::size_t kAnswerHeader = kStepFloats + 1;
+// K-batch-sync: a worker's goodbye is a step alone, this one.
+constexpr std::int64_t kGoodbye = -1;
+// K-batch-sync: no parameters waiting for the previous ones' delivery.
+constexpr int kNothingDeferred = -1;
 
 void put_step(float* at, std::int64_t step) {
   std::memcpy(at, &step, sizeof step);
@@ -68,10 +74,16 @@ struct SelectingExchange::Impl {
   std::vector<float> sum;
   int late_stop = kContinue;  ///< the largest StopCode of the discarded gradients' reports
   comm::PeerSilence silence;
+  // K-batch-sync (take_batches()).
+  std::optional<KBatchArrivals> arrivals;
+  std::vector<int> deferred;  ///< the StopCode of parameters waiting for the previous ones
+  std::vector<bool> left;     ///< said goodbye: nothing more comes from it
 
   // A worker: its message and the master's answer.
   std::vector<float> message, reply;
   comm::Request message_sent;
+  comm::Request reply_received;  ///< K-batch-sync: the receive poll() keeps posted
+  bool listening = false;
 
   void start() {
     if (started) return;
@@ -83,6 +95,8 @@ struct SelectingExchange::Impl {
     sent.assign(n, {});
     done.assign(n, false);
     answer_after.assign(n, false);
+    deferred.assign(n, kNothingDeferred);
+    left.assign(n, false);
     for (int w = 0; w < workers; ++w) post(w);
   }
 
@@ -98,6 +112,18 @@ struct SelectingExchange::Impl {
               int stop) {
     const auto i = static_cast<std::size_t>(w);
     if (sent[i].pending()) world.wait(sent[i], cat("sending the parameters to rank ", w + 1));
+    send_parameters(w, p, s, step, stop);
+    if (stop == kContinue) {
+      post(w);
+    } else {
+      done[i] = true;
+    }
+  }
+
+  // The message itself; the previous one to w is delivered.
+  void send_parameters(int w, std::span<const float> p, std::span<const float> s, std::int64_t step,
+                       int stop) {
+    const auto i = static_cast<std::size_t>(w);
     std::vector<float>& out = outbox[i];
     put_step(out.data(), step);
     out[kStepFloats] = static_cast<float>(stop);
@@ -109,11 +135,62 @@ struct SelectingExchange::Impl {
       floats = answer_floats();
     }
     sent[i] = world.isend(out.data(), bytes(floats), w + 1, kSelectedParametersTag);
-    if (stop == kContinue) {
-      post(w);
-    } else {
-      done[i] = true;
+  }
+
+  // K-batch-sync: parameters of `step` (or a stop) to worker w now, or, while the previous
+  // ones are not delivered (it is inside a batch), once they are (flush()), newest then.
+  // Its receive stays posted: its batches go on coming until its goodbye.
+  void deliver(int w, std::span<const float> p, std::span<const float> s, std::int64_t step,
+               int stop) {
+    const auto i = static_cast<std::size_t>(w);
+    deferred[i] = stop;
+    flush(w, p, s, step);
+  }
+
+  void flush(int w, std::span<const float> p, std::span<const float> s, std::int64_t step) {
+    const auto i = static_cast<std::size_t>(w);
+    if (deferred[i] == kNothingDeferred || !world.test(sent[i])) return;
+    const int stop = std::exchange(deferred[i], kNothingDeferred);
+    send_parameters(w, p, s, step, stop);
+    if (stop != kContinue) done[i] = true;
+  }
+
+  // K-batch-sync's end: every worker is sent the stop and says goodbye after its last batch
+  // (received and discarded, as are the batches before it).
+  void finish_batches(std::int64_t step, int code, std::int64_t& discarded) {
+    for (int w = 0; w < workers; ++w) {
+      if (!done[static_cast<std::size_t>(w)]) deferred[static_cast<std::size_t>(w)] = code;
     }
+    const std::string what = cat("master waiting for the workers' goodbyes after step ", step);
+    world.wait_until(
+        [&] {
+          bool all = true;
+          for (int w = 0; w < workers; ++w) {
+            const auto i = static_cast<std::size_t>(w);
+            flush(w, {}, {}, step);
+            if (deferred[i] != kNothingDeferred) all = false;
+            if (left[i]) continue;
+            all = false;
+            if (!world.test(received[i])) continue;
+            silence.heard(i);
+            if (get_step(inbox[i].data()) == kGoodbye) {
+              left[i] = true;
+            } else {
+              ++discarded;
+              post(w);
+            }
+          }
+          silence.check(world, what);
+          return all;
+        },
+        what,
+        [&] {
+          std::vector<int> ranks;
+          for (int w = 0; w < workers; ++w) {
+            if (!left[static_cast<std::size_t>(w)]) ranks.push_back(w + 1);
+          }
+          return ranks;
+        });
   }
 
   std::vector<int> ranks_waited_for(const std::vector<bool>& came) const {
@@ -212,9 +289,107 @@ CombinedStep SelectingExchange::collect(std::span<float> gradients, std::span<fl
   return result;
 }
 
+void SelectingExchange::take_batches(int k) {
+  impl_->arrivals.emplace(k, impl_->workers);
+}
+
+CombinedStep SelectingExchange::collect_batches(std::span<float> gradients, std::span<float> state,
+                                                std::span<const float> parameters,
+                                                std::int64_t step, std::int64_t nominal,
+                                                std::vector<int>& batches) {
+  Impl& m = *impl_;
+  MBKIT_CHECK(m.arrivals.has_value(), "collect_batches() without take_batches()");
+  MBKIT_CHECK(gradients.size() == m.parameters && state.size() == m.state &&
+                  parameters.size() == m.parameters,
+              "collect_batches() with buffers of another model");
+  m.start();
+  KBatchArrivals& arrivals = *m.arrivals;
+  arrivals.begin(step);
+  const auto n = static_cast<std::size_t>(m.workers);
+  std::vector<WorkerReport> reports(n);
+  std::vector<bool> came(n, false);
+  const std::size_t values = m.parameters + m.state;
+  m.sum.assign(values, 0.0f);
+  const std::string what = cat("master waiting for the batches of step ", step + 1);
+  const auto start = SteadyClock::now();
+  // Each poll takes what came in worker order: arrivals seen by one poll are simultaneous.
+  m.world.wait_until(
+      [&] {
+        for (int w = 0; w < m.workers && !arrivals.complete(); ++w) {
+          const auto i = static_cast<std::size_t>(w);
+          m.flush(w, parameters, state, step);
+          if (m.left[i] || !m.world.test(m.received[i])) continue;
+          m.silence.heard(i);
+          const float* message = m.inbox[i].data();
+          const std::int64_t of = get_step(message);
+          MBKIT_CHECK(of != kGoodbye, "rank ", w + 1, " left during step ", step + 1);
+          const WorkerReport report = get_report(message + kStepFloats + values, w + 1, true);
+          if (arrivals.take(w, of)) {
+            // Added as it is taken: the sum's order is the arrivals'.
+            const float* value = message + kStepFloats;
+            for (std::size_t k = 0; k < values; ++k) m.sum[k] += value[k];
+            WorkerReport& mine = reports[i];
+            if (!came[i]) {
+              mine = report;
+              came[i] = true;
+            } else {
+              mine.samples += report.samples;
+              mine.loss_sum += report.loss_sum;
+              mine.correct += report.correct;
+              mine.compute_time += report.compute_time;
+              mine.sleep_time += report.sleep_time;
+              mine.micro_batches += report.micro_batches;
+              mine.stop = std::max(mine.stop, report.stop);
+            }
+          } else {  // of an earlier step: its worker has the newer parameters or soon will
+            ++discarded_;
+            m.late_stop = std::max(m.late_stop, report.stop);
+          }
+          m.post(w);  // its next batch
+        }
+        m.silence.check(m.world, what);
+        return arrivals.complete();
+      },
+      what,
+      [&] {
+        std::vector<int> ranks;
+        for (int w = 0; w < m.workers; ++w) ranks.push_back(w + 1);
+        return ranks;
+      });
+  CombinedStep result;
+  result.wait_time = seconds_since(start);
+  for (int w = 0; w < m.workers; ++w) {
+    const auto i = static_cast<std::size_t>(w);
+    if (!came[i]) {
+      reports[i].rank = w + 1;
+      reports[i].micro_batches = 0;
+    }
+    add_up(result, reports[i]);
+  }
+  result.stop = std::max(result.stop, std::exchange(m.late_stop, kContinue));
+  const int k = arrivals.taken();
+  std::copy_n(m.sum.begin(), m.parameters, gradients.begin());
+  const float inverse = 1.0f / static_cast<float>(k);
+  for (std::size_t j = 0; j < m.state; ++j) state[j] = m.sum[m.parameters + j] * inverse;
+  finish_gradient(gradients, nominal, result.samples);
+  ServerReport server;
+  server.floats = static_cast<std::int64_t>(m.parameters);
+  server.bytes_received = static_cast<std::int64_t>(bytes(m.message_floats())) * k;
+  server.recv_time = result.wait_time;
+  result.servers.push_back(server);
+  batches = arrivals.batches();
+  return result;
+}
+
 void SelectingExchange::publish(std::span<const float> parameters, std::span<const float> state,
                                 std::int64_t step, int stop) {
   Impl& m = *impl_;
+  if (m.arrivals) {
+    for (int w = 0; w < m.workers; ++w) {
+      if (!m.done[static_cast<std::size_t>(w)]) m.deliver(w, parameters, state, step, stop);
+    }
+    return;
+  }
   for (int w = 0; w < m.workers; ++w) {
     if (m.answer_after[static_cast<std::size_t>(w)]) m.answer(w, parameters, state, step, stop);
   }
@@ -225,6 +400,29 @@ void SelectingExchange::finish(std::int64_t step, int stop) {
   Impl& m = *impl_;
   if (!m.started) return;  // the start's verdict reached every worker through the broadcast
   const int code = stop == kContinue ? kFinished : stop;
+  if (m.arrivals) {
+    m.finish_batches(step, code, discarded_);
+  } else {
+    finish_rounds(step, code);
+  }
+  m.world.wait_until(
+      [&] {
+        bool all = true;
+        for (auto& s : m.sent) all = m.world.test(s) && all;
+        return all;
+      },
+      "master sending the stop to the workers",
+      [&] {
+        std::vector<int> ranks;
+        for (const auto& s : m.sent) {
+          if (s.pending()) ranks.push_back(s.peer);
+        }
+        return ranks;
+      });
+}
+
+void SelectingExchange::finish_rounds(std::int64_t step, int code) {
+  Impl& m = *impl_;
   const std::string what = cat("master waiting for the last gradients after step ", step);
   const auto outstanding = [&] {
     std::vector<int> ranks;
@@ -252,20 +450,6 @@ void SelectingExchange::finish(std::int64_t step, int stop) {
         return all;
       },
       what, outstanding);
-  m.world.wait_until(
-      [&] {
-        bool all = true;
-        for (auto& s : m.sent) all = m.world.test(s) && all;
-        return all;
-      },
-      "master sending the stop to the workers",
-      [&] {
-        std::vector<int> ranks;
-        for (const auto& s : m.sent) {
-          if (s.pending()) ranks.push_back(s.peer);
-        }
-        return ranks;
-      });
 }
 
 void SelectingExchange::send(std::span<const float> gradients, std::span<const float> state,
@@ -310,6 +494,52 @@ SelectingExchange::Parameters SelectingExchange::receive(std::span<float> parame
   }
   wait_time_ = seconds_since(start);
   return got;
+}
+
+std::optional<SelectingExchange::Parameters> SelectingExchange::poll(std::span<float> parameters,
+                                                                     std::span<float> state) {
+  Impl& m = *impl_;
+  MBKIT_CHECK(parameters.size() == m.parameters && state.size() == m.state,
+              "poll() with buffers of another model");
+  const auto start = SteadyClock::now();
+  std::optional<Parameters> newest;
+  // Every message that came, in order: the last is the newest.
+  while (!newest || newest->stop == kContinue) {
+    if (!m.listening) {
+      m.reply.resize(m.answer_floats());
+      m.reply_received =
+          m.world.irecv(m.reply.data(), bytes(m.reply.size()), 0, kSelectedParametersTag);
+      m.listening = true;
+    }
+    if (!m.world.test(m.reply_received)) break;
+    m.listening = false;
+    Parameters got;
+    got.step = get_step(m.reply.data());
+    got.stop = static_cast<int>(m.reply[kStepFloats]);
+    if (got.stop == kContinue) {
+      const float* values = m.reply.data() + kAnswerHeader;
+      std::copy_n(values, m.parameters, parameters.begin());
+      std::copy_n(values + m.parameters, m.state, state.begin());
+    }
+    newest = got;
+  }
+  wait_time_ = seconds_since(start);
+  return newest;
+}
+
+void SelectingExchange::leave() {
+  Impl& m = *impl_;
+  if (m.message.empty()) return;  // sent nothing: the master never started either
+  if (m.listening) {
+    m.world.cancel(m.reply_received);
+    m.listening = false;
+  }
+  if (m.message_sent.pending()) {
+    m.world.wait(m.message_sent, "sending the last batch's gradient to the master");
+  }
+  put_step(m.message.data(), kGoodbye);
+  m.message_sent = m.world.isend(m.message.data(), bytes(kStepFloats), 0, kSelectedGradientTag);
+  m.world.wait(m.message_sent, "telling the master that no more batches follow");
 }
 
 }  // namespace mbkit::train

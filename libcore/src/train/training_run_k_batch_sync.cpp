@@ -26,6 +26,11 @@ KBatchStep TrainingRun::plan_k_batches() {
   const auto count = static_cast<std::size_t>(k);
   std::vector<std::vector<double>> completions(static_cast<std::size_t>(role_.workers));
   const auto unknown = [&](int w) {
+    if (options_.clock != ClockMode::kVirtual) {
+      usage_error(cat("--k-batch-sync ", k,
+                      " on the wall clock needs a master and a rank per worker under mpirun "
+                      "(--comm ps, at least 2 ranks)"));
+    }
     usage_error(cat("--k-batch-sync ", k, ": worker ", w, " (rank ", worker_rank(w, role_.servers),
                     ") has no --compute-model: its batches' completion times must be known "
                     "before it computes them"));

@@ -1,6 +1,7 @@
 // The straggler methods' selection of gradients (--backup-workers, --k-sync, --gradient-coding)
-// on the wall clock, a rank per worker (mbkit/train/selecting_exchange.hpp): the master takes
-// the gradients as they really arrive; the workers are not in step with each other.
+// and K-batch-sync (--k-batch-sync: the first K batches from any workers) on the wall clock, a
+// rank per worker (mbkit/train/selecting_exchange.hpp): the master takes the gradients as they
+// really arrive; the workers are not in step with each other.
 #include <algorithm>
 #include <vector>
 
@@ -13,13 +14,18 @@
 namespace mbkit::train {
 
 bool TrainingRun::selects_on_wall_clock() const {
-  return selection_.drops() && options_.clock != ClockMode::kVirtual && role_.parameter_server &&
-         role_.emulated == 0;
+  return (selection_.drops() || options_.k_batch_sync > 0) &&
+         options_.clock != ClockMode::kVirtual && role_.parameter_server && role_.emulated == 0;
 }
 
 void TrainingRun::run_selecting_master(SelectingExchange& exchange) {
-  // The gradients are scaled for the samples of the used ones (as on the virtual clock).
-  const std::int64_t nominal = global_batch_ * selection_.used_per_step() / selection_.workers();
+  // The gradients are scaled for the samples of the used ones (as on the virtual clock):
+  // K-batch-sync's for K batches.
+  const bool k_batches = options_.k_batch_sync > 0;
+  if (k_batches) exchange.take_batches(options_.k_batch_sync);
+  const std::int64_t nominal =
+      k_batches ? k_batch_samples()
+                : global_batch_ * selection_.used_per_step() / selection_.workers();
   while (stop_ == kContinue) {
     const auto step_start = SteadyClock::now();
     const double lr = schedule_->at(step_, epoch_at(step_));
@@ -28,8 +34,15 @@ void TrainingRun::run_selecting_master(SelectingExchange& exchange) {
     {
       const nn::HostView parameters = net_->host_parameters();
       nn::HostView state = net_->host_state();
-      combined = exchange.collect(net_->gradients(), state.values(), parameters.values(), step_,
-                                  nominal, used);
+      if (k_batches) {
+        std::vector<int> batches;
+        combined = exchange.collect_batches(net_->gradients(), state.values(), parameters.values(),
+                                            step_, nominal, batches);
+        for (const int b : batches) used.push_back(b > 0);
+      } else {
+        combined = exchange.collect(net_->gradients(), state.values(), parameters.values(), step_,
+                                    nominal, used);
+      }
       state.write_back();
     }
     for (std::size_t w = 0; w < used.size() && w < combined.workers.size(); ++w) {
@@ -60,11 +73,16 @@ void TrainingRun::run_selecting_master(SelectingExchange& exchange) {
   }
   exchange.finish(step_, stop_);
   if (exchange.discarded() > 0) {
-    log::verbose(cat(exchange.discarded(), " late gradients received and discarded"));
+    log::verbose(cat(exchange.discarded(), k_batches ? " late batches" : " late gradients",
+                     " received and discarded"));
   }
 }
 
 void TrainingRun::run_selecting_worker(SelectingExchange& exchange) {
+  if (options_.k_batch_sync > 0) {
+    run_k_batch_worker(exchange);
+    return;
+  }
   const std::int64_t nominal = global_batch_ * selection_.used_per_step() / selection_.workers();
   // FMB reads a batch per round: a late worker that skips steps skips their batches too, so a
   // step's batch stays the step's (a gradient-coding group's workers compute the same one).
@@ -90,6 +108,36 @@ void TrainingRun::run_selecting_worker(SelectingExchange& exchange) {
     round_->set_previous_exchange(exchange.last_send_time(), exchange.last_wait_time());
     after_step(clock_.now());
   }
+}
+
+void TrainingRun::run_k_batch_worker(SelectingExchange& exchange) {
+  exchange.take_batches(options_.k_batch_sync);
+  const double loss_scale = 1.0 / static_cast<double>(k_batch_samples());
+  bool continues = false;  // the next batch goes on with the step's round: no induced delay
+  while (stop_ == kContinue) {
+    // A batch is not interrupted: newer parameters are taken after it.
+    if (continues) round_->continue_round();
+    round_->set_batches(1);
+    WorkerReport report = round_->run(step_, loss_scale);
+    report.stop = stop_request_.requested() ? kSignalled : kContinue;
+    nn::HostView state = net_->host_state();
+    exchange.send(net_->gradients(), state.values(), report, step_);
+    worker_line(step_ + 1, report);
+    nn::HostView parameters = net_->host_parameters();
+    const auto got = exchange.poll(parameters.values(), state.values());
+    continues = !got.has_value();
+    if (continues) continue;
+    parameters.write_back();
+    state.write_back();
+    stop_ = got->stop;
+    if (stop_ != kContinue) break;
+    // A round's induced delay per step, as the other methods' workers draw it.
+    if (got->step > step_ + 1) round_->skip_rounds(got->step - (step_ + 1));
+    step_ = got->step;
+    round_->set_previous_exchange(exchange.last_send_time(), exchange.last_wait_time());
+    after_step(clock_.now());
+  }
+  exchange.leave();
 }
 
 }  // namespace mbkit::train

@@ -103,7 +103,7 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   }
   // A resumed synchronous run's workers have done a round a step: their induced delays go on
   // where an uninterrupted run's would be.
-  if (resume_.resumed != 0 && options_.k_batch_sync > 0) {
+  if (resume_.resumed != 0 && options_.k_batch_sync > 0 && !selects_on_wall_clock()) {
     replay_k_batch_steps(step_);  // a step's rounds read several batches, or none
   } else if (resume_.resumed != 0 && !role_.async && !dbsl_) {
     if (round_) round_->skip_rounds(step_);
@@ -442,8 +442,11 @@ void TrainingRun::plan_length() {
   // Workers continue their data stream where the checkpoint left it: exactly when the same
   // workers resume a synchronous run, else from the same point of the epoch.
   if (resume_.resumed != 0) {
+    // Wall-clock K-batch-sync's workers read as many batches as they computed, which real
+    // arrivals decide: from the same point of the epoch.
     const bool same_workers = static_cast<int>(resume_.workers) == role_.workers &&
-                              resume_.same_comm != 0 && !role_.async;
+                              resume_.same_comm != 0 && !role_.async &&
+                              !(options_.k_batch_sync > 0 && selects_on_wall_clock());
     const auto seek = [&](data::DataLoader& loader) {
       const std::int64_t batches = loader.batches_per_epoch();
       if (same_workers) {

@@ -43,7 +43,10 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
   }
   report.recv_time = previous_recv_;
   double emulated = 0;  // virtual clock: seconds since the round started
-  if (sampler_) {
+  const bool continues = std::exchange(continues_, false);
+  // A continued round's batch j of the step draws the masks of the virtual clock's j-th.
+  continued_batches_ = continues ? continued_batches_ + 1 : 0;
+  if (sampler_ && !continues) {
     report.sleep_time =
         predrawn_delay_ ? *std::exchange(predrawn_delay_, std::nullopt) : sampler_->next();
     if (!virtual_clock) sleep_for(report.sleep_time);
@@ -92,7 +95,8 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
     // Forward and backward: one replayed CUDA graph under --cuda-graphs.
     const auto outcome = parts_.net.train(
         batch->images.data() + offset * image, batch->labels.data() + offset, size,
-        step_seed + static_cast<std::uint64_t>(k) * 0x9e3779b97f4a7c15ULL, scale, k > 0, ready);
+        step_seed + static_cast<std::uint64_t>(k + continued_batches_) * 0x9e3779b97f4a7c15ULL,
+        scale, k > 0, ready);
     const double measured = timer.seconds();  // a GPU's queued work belongs to this micro-batch
     // A device's time overlaps part of the host's exchange: never below zero.
     const double cost = virtual_clock && parts_.compute_model

@@ -14,6 +14,7 @@
 // 1 / (K x batch), rescaled as FMB's when a batch was an epoch's short last one).
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -26,5 +27,32 @@ struct KBatchStep {
 
 /// `completions[w]`: worker w's batch completion times, ascending (K of them suffice).
 KBatchStep plan_k_batch_step(int k, std::span<const std::vector<double>> completions);
+
+/// The wall clock's form of the step (selecting_exchange.hpp), as the batches' gradients really
+/// arrive at the master one after another, each tagged with the step whose parameters it was
+/// computed at: the step takes the first K of its own, from any workers; one of an earlier
+/// step (its worker had not yet seen the newer parameters), or one more of this step after
+/// the K-th, is discarded.
+class KBatchArrivals {
+ public:
+  KBatchArrivals(int k, int workers);
+  /// Starts taking the batches of `step`: none taken yet.
+  void begin(std::int64_t step);
+  /// Whether worker `worker`'s batch computed at step `of` joins the step (else discarded).
+  /// A batch of a later step than the one begun is a protocol error.
+  bool take(int worker, std::int64_t of);
+  /// Whether the step has its K batches.
+  bool complete() const { return taken_ == k_; }
+  /// Batches the step has taken so far.
+  int taken() const { return taken_; }
+  /// Batches each worker contributed to the step (summing to K once complete).
+  const std::vector<int>& batches() const { return batches_; }
+
+ private:
+  int k_;
+  std::int64_t step_ = 0;
+  int taken_ = 0;
+  std::vector<int> batches_;
+};
 
 }  // namespace mbkit::train

@@ -14,11 +14,24 @@
 // step, a StopCode, the parameters and state. Every gradient sent is received: at the end
 // the master waits for each worker's last one and answers it with the stop, so nothing is
 // left in flight. A worker silent past --comm-timeout fails the run naming it (PeerSilence).
+//
+// K-batch-sync (take_batches(K), k_batch_sync.hpp) over the same receives: a worker computes
+// batches back to back at the newest parameters it has, sending each batch's gradient tagged
+// with its step and checking, between batches, whether newer parameters came (without
+// waiting); a batch is never interrupted, so a worker sees new parameters only after the batch
+// in progress. The master keeps a receive posted from every worker, takes the first K batches
+// of the step from any workers (KBatchArrivals), adding each into the sum as it is taken, in
+// arrival order (the arrivals one poll sees in worker order), and sends the new parameters to
+// every worker; a batch of an earlier step is received and discarded. A parameter message
+// whose previous one to that worker is not yet delivered (the worker is inside a batch) waits
+// until it is, and then carries the newest parameters. At the end every worker, told to stop,
+// says goodbye (leave()) after its last batch, which the master receives and discards.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -49,8 +62,21 @@ class SelectingExchange {
   CombinedStep collect(std::span<float> gradients, std::span<float> state,
                        std::span<const float> parameters, std::int64_t step, std::int64_t nominal,
                        std::vector<bool>& used);
+  /// K-batch-sync (both sides, before anything else): the master's steps take `k` batches
+  /// each (collect_batches), and publish() answers every worker.
+  void take_batches(int k);
+  /// K-batch-sync: waits until the first `k` batches of `step` came, from any workers;
+  /// `gradients` gets their sum (over their samples, scaled as collect()'s for `nominal`),
+  /// `state` their mean, `batches[w]` worker w's count of them. The result's reports, one per
+  /// worker in worker order, add up each worker's batches (micro_batches: their count; none:
+  /// its rank only). `parameters` and `state` as they are go to the workers whose previous
+  /// parameters were delivered meanwhile.
+  CombinedStep collect_batches(std::span<float> gradients, std::span<float> state,
+                               std::span<const float> parameters, std::int64_t step,
+                               std::int64_t nominal, std::vector<int>& batches);
   /// Sends the parameters of step `step` (after its update) and `stop` to the workers whose
-  /// gradients of the step came; with a stop those workers are done.
+  /// gradients of the step came (K-batch-sync: to every worker); with a stop those workers are
+  /// done.
   void publish(std::span<const float> parameters, std::span<const float> state, std::int64_t step,
                int stop);
   /// The end: receives every other worker's last gradient (discarded) and answers it with
@@ -71,11 +97,21 @@ class SelectingExchange {
   };
   /// Waits for the master's answer to the last send: the newest parameters and state.
   Parameters receive(std::span<float> parameters, std::span<float> state);
+  /// K-batch-sync: the newest parameters and state the master has sent since the last call,
+  /// if any came (without waiting); nullopt leaves `parameters` and `state` as they were.
+  std::optional<Parameters> poll(std::span<float> parameters, std::span<float> state);
+  /// K-batch-sync, after a stop came: tells the master that no more batches follow and waits
+  /// until every message of this worker is delivered.
+  void leave();
   /// Seconds of the last send (completing the previous one) and of waiting for the answer.
   double last_send_time() const { return send_time_; }
   double last_wait_time() const { return wait_time_; }
 
  private:
+  /// The end of the StepSelection's rounds: every worker's gradient in progress answered with
+  /// `code`.
+  void finish_rounds(std::int64_t step, int code);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::int64_t discarded_ = 0;

@@ -194,6 +194,9 @@ class TrainingRun {
   bool master_evaluates_alone() const { return role_.async || selects_on_wall_clock(); }
   void run_selecting_master(SelectingExchange& exchange);
   void run_selecting_worker(SelectingExchange& exchange);
+  /// --k-batch-sync on the wall clock: batches back to back, sent one by one, at the newest
+  /// parameters that came between them.
+  void run_k_batch_worker(SelectingExchange& exchange);
   /// An async worker's refresh (AsyncWorker::refresh) into the network, through host views.
   bool refresh_from(AsyncWorker& worker, bool wait, std::int64_t& based_on);
   void run_async_master();

@@ -99,6 +99,10 @@ class WorkerRound {
   std::optional<std::vector<double>> predict_completions(int count);
   /// K-batch-sync: the next run() computes `batches` whole batches.
   void set_batches(int batches) { next_batches_ = batches; }
+  /// K-batch-sync on the wall clock: the next run() goes on with the round at the same step
+  /// (one more batch), so it has no induced delay of its own: a round's delay is drawn once;
+  /// its dropout masks are those of the round's next batch.
+  void continue_round() { continues_ = true; }
   /// Forgets the predicted round (its delay drawn, its batch count): a resumed run replays the
   /// steps done without computing them.
   void discard_prediction() {
@@ -116,6 +120,8 @@ class WorkerRound {
   std::unique_ptr<emulation::DelaySource> sampler_;  ///< the induced delays, if any
   std::optional<double> predrawn_delay_;             ///< predict_ready()'s draw, for the next run()
   int next_batches_ = -1;                            ///< whole_batches: set_batches()'s count
+  bool continues_ = false;                           ///< continue_round(): no induced delay
+  int continued_batches_ = 0;                        ///< batches before this run() in its round
   double previous_send_ = 0, previous_wait_ = 0, previous_recv_ = 0;
   std::optional<SteadyClock::time_point> exchange_end_;
   int last_drawn_ = 0;
