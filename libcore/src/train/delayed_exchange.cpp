@@ -8,9 +8,11 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
+#include "mbkit/train/delayed_gradients.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/strings.hpp"
 #include "mbkit/util/timer.hpp"
@@ -83,8 +85,8 @@ struct DelayedExchange::Impl {
   std::vector<Buffer> spare;  ///< received buffers, reused
   Buffer sum;
 
-  // A worker: the versions held (oldest first), its receive, its last sum in flight.
-  std::deque<std::pair<std::int64_t, Buffer>> held;
+  // A worker: the versions held, its receive, its last sum in flight.
+  std::optional<WorkerVersions> held;
   Buffer incoming, outgoing;
   comm::Request receive, sent;
   int stop = kContinue;
@@ -138,9 +140,7 @@ struct DelayedExchange::Impl {
         stop = code;
         return;
       }
-      MBKIT_CHECK(held.empty() || version == held.back().first + 1, "version ", version,
-                  " from the master after version ", held.empty() ? -1 : held.back().first);
-      held.emplace_back(version, std::move(incoming));
+      held->add(version, std::move(incoming));
       incoming.assign(version_floats(), 0.0f);
       receive = world.irecv(incoming.data(), bytes(version_floats()), 0, kDelayedVersionTag);
     }
@@ -148,8 +148,9 @@ struct DelayedExchange::Impl {
 };
 
 DelayedExchange::DelayedExchange(const comm::World& world, int workers, std::size_t parameters,
-                                 std::size_t state)
+                                 std::size_t state, int delay)
     : impl_(std::make_unique<Impl>(world, workers, parameters, state)) {
+  impl_->held.emplace(delay);
   MBKIT_CHECK(world.size() == workers + 1, "a delayed exchange of ", workers, " workers on ",
               world.size(), " ranks");
 }
@@ -190,8 +191,8 @@ CombinedStep DelayedExchange::collect(std::span<float> gradients, std::span<floa
     m.came[i].pop_front();
     const std::int64_t round = get_step(message.data());
     const std::int64_t version = get_step(message.data() + kStepFloats);
-    MBKIT_CHECK(round == step, "rank ", w + 1, " sent the sum of round ", round + 1,
-                " for step ", step + 1);
+    MBKIT_CHECK(round == step, "rank ", w + 1, " sent the sum of round ", round + 1, " for step ",
+                step + 1);
     const float* values = message.data() + kSumHeader;
     WorkerReport report = get_report(values + m.parameters + m.state, w + 1, true);
     report.based_on = version;
@@ -223,8 +224,7 @@ void DelayedExchange::publish(std::span<const float> parameters, std::span<const
       std::make_shared<const Buffer>(version_message(version, kContinue, parameters, state));
   for (int w = 0; w < m.workers; ++w) {
     m.sending[static_cast<std::size_t>(w)].emplace_back(
-        m.world.isend(message->data(), bytes(message->size()), w + 1, kDelayedVersionTag),
-        message);
+        m.world.isend(message->data(), bytes(message->size()), w + 1, kDelayedVersionTag), message);
   }
   m.poll();
 }
@@ -236,8 +236,7 @@ void DelayedExchange::finish(std::int64_t step, int stop) {
   const auto message = std::make_shared<const Buffer>(version_message(step, code, {}, {}));
   for (int w = 0; w < m.workers; ++w) {
     m.sending[static_cast<std::size_t>(w)].emplace_back(
-        m.world.isend(message->data(), bytes(message->size()), w + 1, kDelayedVersionTag),
-        message);
+        m.world.isend(message->data(), bytes(message->size()), w + 1, kDelayedVersionTag), message);
   }
   const auto outstanding = [&] {
     std::vector<int> ranks;
@@ -265,18 +264,13 @@ void DelayedExchange::hold(std::int64_t version, std::span<const float> paramete
   Impl& k = *impl_;
   MBKIT_CHECK(parameters.size() == k.parameters && state.size() == k.state,
               "hold() with buffers of another model");
-  MBKIT_CHECK(k.held.empty() || version == k.held.back().first + 1, "hold(): version ", version,
-              " after ", k.held.empty() ? -1 : k.held.back().first);
-  k.held.emplace_back(version, version_message(version, kContinue, parameters, state));
+  k.held->add(version, version_message(version, kContinue, parameters, state));
 }
 
-int DelayedExchange::take(std::int64_t version, std::span<float> parameters,
-                          std::span<float> state) {
+int DelayedExchange::take(std::int64_t round, std::span<float> parameters, std::span<float> state) {
   Impl& k = *impl_;
   MBKIT_CHECK(parameters.size() == k.parameters && state.size() == k.state,
               "take() with buffers of another model");
-  MBKIT_CHECK(!k.held.empty() && version >= k.held.front().first, "take(): version ", version,
-              " is no longer held");
   if (!k.receive.pending() && k.stop == kContinue) {  // the first take: the receive posted
     k.incoming.assign(k.version_floats(), 0.0f);
     k.receive = k.world.irecv(k.incoming.data(), bytes(k.version_floats()), 0, kDelayedVersionTag);
@@ -284,24 +278,29 @@ int DelayedExchange::take(std::int64_t version, std::span<float> parameters,
   const auto start = SteadyClock::now();
   const auto arrived = [&] {
     k.take_in();
-    return k.stop != kContinue || k.held.back().first >= version;
+    return k.stop != kContinue || k.held->ready(round);
   };
   if (!arrived()) {
-    k.world.wait_until(arrived, cat("waiting for parameter version ", version, " from the master"),
+    // Past --comm-timeout the ranks that do not answer a ping are named (the master, or the
+    // worker whose sum it waits for).
+    k.world.wait_until(arrived,
+                       cat("waiting for parameter version ", k.held->version_for(round),
+                           " from the master for round ", round + 1),
                        {});
   }
   wait_time_ = seconds_since(start);
   if (k.stop != kContinue) return k.stop;
-  while (k.held.front().first < version) k.held.pop_front();
-  const float* values = k.held.front().second.data() + kVersionHeader;
-  std::copy_n(values, k.parameters, parameters.begin());
-  std::copy_n(k.held.back().second.data() + kVersionHeader + k.parameters, k.state, state.begin());
+  version_ = k.held->version_for(round);
+  const std::span<const float> values = k.held->take(round);
+  std::copy_n(values.begin() + kVersionHeader, k.parameters, parameters.begin());
+  const std::span<const float> newest = k.held->newest_values();
+  std::copy_n(newest.begin() + static_cast<std::ptrdiff_t>(kVersionHeader + k.parameters), k.state,
+              state.begin());
   return kContinue;
 }
 
 void DelayedExchange::send(std::span<const float> gradients, std::span<const float> state,
-                           const WorkerReport& report, std::int64_t round,
-                           std::int64_t version) {
+                           const WorkerReport& report, std::int64_t round, std::int64_t version) {
   Impl& k = *impl_;
   MBKIT_CHECK(gradients.size() == k.parameters && state.size() == k.state,
               "send() with buffers of another model");
@@ -341,7 +340,6 @@ void DelayedExchange::finish_worker() {
   put_step(k.outgoing.data(), kDoneRound);
   k.sent = k.world.isend(k.outgoing.data(), bytes(k.outgoing.size()), 0, kDelayedSumTag);
   k.world.wait(k.sent, "telling the master this worker is done");
-  k.held.clear();
 }
 
 }  // namespace mbkit::train

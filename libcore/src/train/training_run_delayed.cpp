@@ -93,7 +93,8 @@ bool TrainingRun::delays_on_wall_clock() const {
 
 void TrainingRun::run_delayed() {
   if (stop_ != kContinue) return;  // the start's verdict reached every rank (distribute)
-  DelayedExchange exchange(world_, role_.workers, net_->parameter_count(), net_->state_count());
+  DelayedExchange exchange(world_, role_.workers, net_->parameter_count(), net_->state_count(),
+                           delay_rounds_);
   if (role_.master) {
     run_delayed_master(exchange);
   } else {
@@ -144,7 +145,7 @@ void TrainingRun::run_delayed_master(DelayedExchange& exchange) {
 
 void TrainingRun::run_delayed_worker(DelayedExchange& exchange) {
   // The versions held at the start: those a resumed checkpoint carried (share_delayed_versions)
-  // and the parameters now, version step_. Round t computes at max(oldest, t - TAU).
+  // and the parameters now, version step_.
   {
     const nn::HostView parameters = net_->host_parameters();
     const nn::HostView state = net_->host_state();
@@ -153,18 +154,14 @@ void TrainingRun::run_delayed_worker(DelayedExchange& exchange) {
     }
     exchange.hold(step_, parameters.values(), state.values());
   }
-  const std::int64_t oldest = std::max<std::int64_t>(
-      versions_->versions().empty() ? step_ : versions_->versions().front().first,
-      step_ - delay_rounds_);
   versions_->set_versions({});  // the exchange holds them now
   const double scale = 1.0 / static_cast<double>(global_batch_);
   int stop = kContinue;
   while (true) {
-    const std::int64_t version = std::max(oldest, step_ - delay_rounds_);
     {
       nn::HostView parameters = net_->host_parameters();
       nn::HostView state = net_->host_state();
-      stop = exchange.take(version, parameters.values(), state.values());
+      stop = exchange.take(step_, parameters.values(), state.values());
       parameters.write_back();
       state.write_back();
     }
@@ -173,7 +170,7 @@ void TrainingRun::run_delayed_worker(DelayedExchange& exchange) {
     WorkerReport report = round_->run(step_, scale);
     report.stop = stop_request_.requested() ? kSignalled : kContinue;
     const nn::HostView state = net_->host_state();
-    exchange.send(net_->gradients(), state.values(), report, step_, version);
+    exchange.send(net_->gradients(), state.values(), report, step_, exchange.last_version());
     worker_line(step_ + 1, report);
     ++step_;
   }

@@ -32,9 +32,9 @@ namespace mbkit::train {
 
 class DelayedExchange {
  public:
-  /// `parameters` and `state`: the floats of the model's parameters and state.
-  DelayedExchange(const comm::World& world, int workers, std::size_t parameters,
-                  std::size_t state);
+  /// `parameters` and `state`: the floats of the model's parameters and state; `delay`: TAU.
+  DelayedExchange(const comm::World& world, int workers, std::size_t parameters, std::size_t state,
+                  int delay);
   ~DelayedExchange();
   DelayedExchange(const DelayedExchange&) = delete;
   DelayedExchange& operator=(const DelayedExchange&) = delete;
@@ -59,12 +59,15 @@ class DelayedExchange {
 
   // A worker.
 
-  /// A version held from the start (before any message): the parameters and state.
+  /// A version held from the start (before any message), oldest first: the parameters and
+  /// state (WorkerVersions: round t computes at max(the first held, t - TAU)).
   void hold(std::int64_t version, std::span<const float> parameters, std::span<const float> state);
-  /// Waits until version `version` has come (or the master's stop), forgets older versions and
-  /// copies it into `parameters`; `state` gets the newest state held (batch-norm statistics are
-  /// not delayed). Returns kContinue, or the master's StopCode.
-  int take(std::int64_t version, std::span<float> parameters, std::span<float> state);
+  /// Waits until round `round`'s version has come (or the master's stop), forgets older versions
+  /// and copies it into `parameters`; `state` gets the newest state held (batch-norm statistics
+  /// are not delayed). Returns kContinue, or the master's StopCode.
+  int take(std::int64_t round, std::span<float> parameters, std::span<float> state);
+  /// The version the last take() gave.
+  std::int64_t last_version() const { return version_; }
   /// Sends the sum of round `round`, computed at `version` (its previous send completes first).
   void send(std::span<const float> gradients, std::span<const float> state,
             const WorkerReport& report, std::int64_t round, std::int64_t version);
@@ -79,6 +82,7 @@ class DelayedExchange {
   std::unique_ptr<Impl> impl_;
   std::int64_t discarded_ = 0;
   double send_time_ = 0, wait_time_ = 0;
+  std::int64_t version_ = 0;
 };
 
 }  // namespace mbkit::train
