@@ -164,6 +164,13 @@ class AmbDg(SameBits, mbtest.ToolTestCase):
                     self.assertEqual(wall[dataset].tobytes(), values.tobytes(), msg=dataset)
                 with h5py.File(self.path(f"{virtual}-log.h5"), "r") as log:
                     self.assertEqual(log["steps/loss"][...].tobytes(), loss.tobytes())
+                    evaluated = {k: log["eval"][k][...].tolist()
+                                 for k in ("step", "samples", "accuracy")}
+                # The master evaluates the whole test split alone (the workers are not in step).
+                with h5py.File(self.path(f"{name}-log.h5"), "r") as log:
+                    self.assertEqual({k: log["eval"][k][...].tolist()
+                                      for k in ("step", "samples", "accuracy")}, evaluated)
+                self.assertEqual(evaluated["samples"], [90] * 3)
 
     def test_wall_clock_resume_continues_the_straight_run(self):
         if MPIRUN is None:

@@ -87,8 +87,12 @@ void TrainingRun::end_delayed_round() {
 namespace mbkit::train {
 
 bool TrainingRun::delays_on_wall_clock() const {
-  return versions_.has_value() && !clock_.is_virtual() && role_.parameter_server &&
-         role_.distributed && role_.emulated == 0;
+  // From the options, not versions_: the test data's split (master_evaluates_alone) is decided
+  // before the delay is set up. auto is refused on the wall clock; TAU 0 is AMB's round.
+  const DelayedGradientsOptions& delayed = options_.delayed_gradients;
+  return delayed.enabled && delayed.delay.value_or(0) > 0 &&
+         options_.clock != ClockMode::kVirtual && role_.parameter_server && role_.distributed &&
+         role_.emulated == 0;
 }
 
 void TrainingRun::run_delayed() {
