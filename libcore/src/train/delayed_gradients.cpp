@@ -67,6 +67,30 @@ void ParameterVersions::restore(const std::vector<NamedArray>& arrays, std::int6
   }
 }
 
+void WorkerVersions::add(std::int64_t version, std::vector<float> values) {
+  MBKIT_CHECK(held_.empty() || version == held_.back().first + 1, "WorkerVersions: version ",
+              version, " after ", held_.empty() ? -1 : held_.back().first);
+  if (held_.empty()) first_ = version;
+  held_.emplace_back(version, std::move(values));
+}
+
+std::int64_t WorkerVersions::version_for(std::int64_t round) const {
+  MBKIT_CHECK(!held_.empty(), "WorkerVersions: no version held");
+  return std::max(first_, round - delay_);
+}
+
+bool WorkerVersions::ready(std::int64_t round) const {
+  return newest() >= version_for(round);
+}
+
+std::span<const float> WorkerVersions::take(std::int64_t round) {
+  const std::int64_t version = version_for(round);
+  MBKIT_CHECK(ready(round) && held_.front().first <= version, "WorkerVersions: version ", version,
+              " of round ", round, " is not held");
+  while (held_.front().first < version) held_.pop_front();
+  return held_.front().second;
+}
+
 namespace {
 
 constexpr double kHeldFromStart = -std::numeric_limits<double>::infinity();

@@ -191,11 +191,11 @@ void validate_k_batch_sync(const TrainOptions& o) {
 void validate_delayed_gradients(const TrainOptions& o) {
   if (!o.delayed_gradients.enabled) return;
   const std::string flag = cat("--delayed-gradients ", o.given.delayed_gradients);
-  if (o.clock != ClockMode::kVirtual) {
+  if (o.delayed_gradients.auto_delay && o.clock != ClockMode::kVirtual) {
     usage_error(cat(flag,
-                    " needs --clock virtual: on the wall clock the workers would go on computing "
-                    "while their sums are in flight, which the blocking synchronous exchange "
-                    "does not do"));
+                    " reads the round trip from the virtual clock's message model: give "
+                    "--clock virtual, or the delay in rounds (0 to ",
+                    kMaxDelayRounds, ") on the wall clock"));
   }
   const char* refused = !o.amb.enabled            ? tool_name(o)
                         : o.async                 ? "--async"

@@ -138,6 +138,12 @@ Role decide_role(const TrainOptions& o, const comm::World& world) {
           "(--plan needs neither)");
     }
     if (o.async) usage_error("--async needs a master and workers: run under mpirun -n 2 or more");
+    if (o.delayed_gradients.enabled && o.clock != ClockMode::kVirtual) {
+      usage_error(cat("--delayed-gradients ", o.given.delayed_gradients,
+                      " on the wall clock needs a master and workers, whose rounds go on while "
+                      "their sums are in flight: run under mpirun -n 2 or more, or give --clock "
+                      "virtual"));
+    }
     if (o.compression.enabled()) {
       usage_error("--compress compresses the exchange: run under mpirun -n 2 or more");
     }

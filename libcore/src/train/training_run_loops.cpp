@@ -110,6 +110,7 @@ void TrainingRun::run_sync() {
     }
     return;
   }
+  if (delays_on_wall_clock()) return run_delayed();  // AMB-DG (training_run_delayed.cpp)
   while (stop_ == kContinue) {
     stop_ = sync_step(exchange, gradients, tail);
     if (stop_ == kDiverged) break;

@@ -72,7 +72,10 @@ void TrainingRun::print_start_table() const {
               options_.delayed_gradients.auto_delay
                   ? " (auto: the message model's round trip over the time limit, rounded up)"
                   : "",
-              delay_rounds_ == 0 ? ", which is AMB's round" : ""));
+              delay_rounds_ == 0 ? ", which is AMB's round" : "",
+              delays_on_wall_clock()
+                  ? "; each worker's rounds back to back, its sums sent as it goes on"
+                  : ""));
     }
   }
   if (backend_->can_capture()) {

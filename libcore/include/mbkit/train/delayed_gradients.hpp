@@ -67,6 +67,32 @@ class ParameterVersions {
   std::deque<std::pair<std::int64_t, std::vector<float>>> versions_;
 };
 
+/// A worker's versions on the wall clock (delayed_exchange.hpp): those it held at the start
+/// (version `first` on), then the master's as they come, in order. Round t computes at version
+/// max(first, t - delay), and may start once that version has come; the older ones are then
+/// forgotten. The values are the exchange's (a version's message), kept as they came.
+class WorkerVersions {
+ public:
+  explicit WorkerVersions(int delay) : delay_(delay) {}
+
+  /// The next version, `version`: the one after the newest held (any, when none is).
+  void add(std::int64_t version, std::vector<float> values);
+  /// The version round `round` computes at (a version must be held).
+  std::int64_t version_for(std::int64_t round) const;
+  /// Whether round `round`'s version has come.
+  bool ready(std::int64_t round) const;
+  /// Round `round`'s version (ready), the older ones forgotten.
+  std::span<const float> take(std::int64_t round);
+  std::int64_t newest() const { return held_.back().first; }
+  std::span<const float> newest_values() const { return held_.back().second; }
+  std::size_t held() const { return held_.size(); }
+
+ private:
+  int delay_;
+  std::int64_t first_ = 0;  ///< the oldest version held at the start
+  std::deque<std::pair<std::int64_t, std::vector<float>>> held_;
+};
+
 /// Rank 0's timeline of AMB-DG's rounds on the virtual clock (ps, one server). Worker w's link
 /// to the master costs link_w per message (CommModel::message of the gradient's bytes). Worker
 /// w starts round t when it has ended round t - 1 and holds the version the round computes at,

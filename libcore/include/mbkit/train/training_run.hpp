@@ -51,6 +51,7 @@ namespace mbkit::train {
 
 struct LocalSgdLoop;
 class SelectingExchange;
+class DelayedExchange;
 
 class TrainingRun {
  public:
@@ -112,6 +113,12 @@ class TrainingRun {
   /// the network until end_delayed_round() puts the newest back.
   void begin_delayed_round();
   void end_delayed_round();
+  /// AMB-DG on the wall clock under mpirun (delayed_exchange.hpp): the workers compute their
+  /// rounds back to back, the master updates as the sums come.
+  bool delays_on_wall_clock() const;
+  void run_delayed();
+  void run_delayed_master(DelayedExchange& exchange);
+  void run_delayed_worker(DelayedExchange& exchange);
   void resume();
   void resume_server_shards();
   void plan_length();
@@ -190,8 +197,10 @@ class TrainingRun {
   // mbkit/train/selecting_exchange.hpp): a rank per worker, gradients taken as they arrive.
   bool selects_on_wall_clock() const;
   /// Whether the master (rank 0) evaluates the whole test split alone: the workers are not
-  /// in step with it (asynchronous ps, the wall clock's selection).
-  bool master_evaluates_alone() const { return role_.async || selects_on_wall_clock(); }
+  /// in step with it (asynchronous ps, the wall clock's selection and AMB-DG).
+  bool master_evaluates_alone() const {
+    return role_.async || selects_on_wall_clock() || delays_on_wall_clock();
+  }
   void run_selecting_master(SelectingExchange& exchange);
   void run_selecting_worker(SelectingExchange& exchange);
   /// --k-batch-sync on the wall clock: batches back to back, sent one by one, at the newest
