@@ -41,6 +41,9 @@ TEST(QuotaWindow, ComputeCountsOnlyRunnableTime) {
   // A tenth of a core in periods of 2 ms: 0.0005 of compute needs the windows of 5 periods.
   const QuotaWindow tenth{0.0002, 0.002};
   EXPECT_NEAR(tenth.compute_end(0.0, 0.001), 0.0082, kTight);
+  // A tiny quota takes its periods in one go: 1 s of compute at 1 us per second.
+  const QuotaWindow tiny{1e-6, 1.0};
+  EXPECT_NEAR(tiny.compute_end(0.0, 1.0), 999999.0 + 1e-6, 1e-6);
   // A whole core: no stop.
   const QuotaWindow whole{0.1, 0.1};
   EXPECT_NEAR(whole.compute_end(0.37, 1.5), 1.87, 1e-9);

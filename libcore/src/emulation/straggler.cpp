@@ -374,6 +374,14 @@ double QuotaWindow::compute_end(double start, double seconds) const {
     left -= runnable;
     k += 1;
     now = k * period;
+    // The whole windows in between at once (a tiny quota must not loop for ever); the last
+    // one or two are walked, so that compute ending at a window's end is found as above.
+    const double whole = std::floor(left / quota);
+    if (whole > 1) {
+      k += whole - 1;
+      left -= (whole - 1) * quota;
+      now = k * period;
+    }
   }
 }
 
