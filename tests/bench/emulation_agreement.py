@@ -24,14 +24,19 @@ Skipped, with the reason, where namespaces or tc's tbf cannot be made.
 
 Setting 3 (--settings 3): the worker slowed for real, its rank in a cgroup v1 cpu controller
 with a CFS quota of 1/FACTOR of a core (--slow-factor, default 2) for each CFS period of
---cfs-periods (microseconds: the throttling's granularity), against --slowdown 1=FACTOR on the
-virtual clock; skipped, with the reason, where the cgroup cannot be made (no cgroup v1 cpu
+--cfs-periods (microseconds: the throttling's granularity), against the same quota and period
+on the virtual clock (--cpu-quota 1=QUOTA/PERIOD: runnable in the first QUOTA of each period,
+stopped for the rest, one emulation per period; the worker emulated in one process, --emulate 1,
+with the message model measured by a one-step mpirun -n 2 run on the virtual clock), or with
+--setting3-emulation slowdown against --slowdown 1=FACTOR as before (one emulation for all
+periods); skipped, with the reason, where the cgroup cannot be made (no cgroup v1 cpu
 controller, not writable).
 
     /usr/bin/python3 tests/bench/emulation_agreement.py [--settings 1,2,3] [--steps 200]
         [--batch-size 256] [--induce 0.05:0.01:1] [--target 0.6] [--data FILE] [--keep DIR]
         [--slow-factor 2] [--cfs-periods 100000,10000,2000] [--compute-fit auto|min|median]
         [--repeats 1] [--link-rates 1gbit,10gbit] [--measured-model]
+        [--setting3-emulation quota|slowdown]
 """
 
 import argparse
@@ -132,6 +137,10 @@ class SlowCgroup:
         except (OSError, ValueError):
             pass
         os.rmdir(self.path)  # its processes ended with the run
+
+    def quota_seconds(self):
+        """The quota written to cpu.cfs_quota_us, in seconds."""
+        return int(round(self.period / self.factor)) / 1e6
 
     def describe(self):
         if "nr_periods" not in self.stat:
@@ -303,6 +312,9 @@ def main():
                         help="setting 3: the slow worker's factor (default 2: half a core)")
     parser.add_argument("--cfs-periods", default="100000,10000,2000",
                         help="setting 3: CFS periods to throttle with, in microseconds")
+    parser.add_argument("--setting3-emulation", choices=("quota", "slowdown"), default="quota",
+                        help="setting 3: emulate the cgroup with --cpu-quota of the same quota "
+                             "and period (default), or with --slowdown 1=FACTOR (the old model)")
     parser.add_argument("--link-rates", default="1gbit,10gbit",
                         help="setting 2: tbf rates of the link, one pass each")
     parser.add_argument("--measured-model", action="store_true",
@@ -400,27 +412,56 @@ def main():
                 print(f"\n# setting 3 skipped: {reason}")
                 return
             factor = args.slow_factor
+            by_quota = args.setting3_emulation == "quota"
+            model = ("--cpu-quota of the same quota and period" if by_quota
+                     else f"--slowdown 1={factor:g}")
             print(f"\n# setting 3: the worker (rank 1) in a cgroup with a CFS quota of 1/"
-                  f"{factor:g} of a core, against --slowdown 1={factor:g} on the virtual clock "
-                  f"(no --induce)")
+                  f"{factor:g} of a core, against {model} on the virtual clock (no --induce)")
             periods = [int(x) for x in args.cfs_periods.split(",")]
             names = {p: f"FMB-period-{p // 1000}ms" if p % 1000 == 0 else f"FMB-period-{p}us"
                      for p in periods}
             reports = {p: [] for p in periods}
+            comm_model = (measured_comm_model(directory, trainer_command, models) if by_quota
+                          else None)
             for repeat in range(args.repeats):
                 emulated_log = os.path.join(directory, f"slow-{repeat}-virtual.h5")
-                run(trainer_command("mb-train-fmb", "virtual", emulated_log,
-                                    ["--slowdown", f"1={factor:g}", *models(3)]))
+                if not by_quota:
+                    run(trainer_command("mb-train-fmb", "virtual", emulated_log,
+                                        ["--slowdown", f"1={factor:g}", *models(3)]))
                 for period in periods:
                     real_log = os.path.join(directory, f"{names[period]}-{repeat}-wall.h5")
                     with SlowCgroup(factor, period) as group:
                         run(trainer_command("mb-train-fmb", "wall", real_log, [],
                                             wrap=lambda c: group.wrap(c, 1)))
+                    if by_quota:
+                        emulated_log = os.path.join(directory,
+                                                    f"{names[period]}-{repeat}-virtual.h5")
+                        run([tool("mb-train-fmb"), *common, "--clock", "virtual", "--emulate", "1",
+                             "--comm-model", comm_model, "--cpu-quota",
+                             f"1={group.quota_seconds()!r}/{period / 1e6!r}", *models(3),
+                             "--log", emulated_log])
                     reports[period].append(compare(f"{names[period]}-{repeat}", real_log,
                                                    emulated_log))
                     print(f"# the worker's cgroup: {group.describe()}")
+            print(f"# load average {os.getloadavg()[0]:.1f} at the end of setting 3")
             print_summary("setting 3", [(names[p], summarize(reports[p])) for p in periods],
                           args.target)
+
+
+def measured_comm_model(directory, trainer_command, models):
+    """The message model the trainer measures at start across mpirun -n 2 (the ps exchange), as
+    --comm-model ALPHA,BETA: a one-step run on the virtual clock, for the one-process emulation
+    (--emulate 1) that --cpu-quota needs."""
+    log = os.path.join(directory, "comm-model-virtual.h5")
+    command = trainer_command("mb-train-fmb", "virtual", log, models(3))
+    steps = command.index("--steps")
+    command[steps + 1] = "1"
+    run(command)
+    with h5py.File(log, "r") as f:
+        spec = f.attrs.get("comm_model", b"")
+    spec = spec.decode() if isinstance(spec, bytes) else str(spec)
+    print(f"# emulated with --comm-model {spec} (measured at start across mpirun -n 2)")
+    return spec
 
 
 def setting_two(args, directory, trainer_command, compare, models, fits):

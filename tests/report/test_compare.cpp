@@ -233,6 +233,23 @@ TEST(Compare, RefusesWhatIsNotARunAndItsEmulation) {
   const ClockComparison one =
       compare_clocks(real, write_run(dir.file("inside.h5"), inside), std::nullopt, 0);
   EXPECT_NE(one.emulation.find("emulate 1"), std::string::npos) << one.emulation;
+  // A cgroup's quota emulated by --cpu-quota, the worker inside one process: its sum is
+  // "in-process" where the real run's was "auto".
+  RunSpec auto_sum = real_run();
+  auto_sum.config = R"("batch_size":32,"seed":1,"allreduce":"auto")";
+  RunSpec quota = emulated_run();
+  quota.world_size = 1;
+  quota.config =
+      R"("batch_size":32,"seed":1,"emulate":1,"allreduce":"in-process","cpu_quota":"1=0.05/0.1")";
+  const ClockComparison q = compare_clocks(write_run(dir.file("auto.h5"), auto_sum),
+                                           write_run(dir.file("quota.h5"), quota), std::nullopt, 0);
+  EXPECT_NE(q.emulation.find("cpu_quota 1=0.05/0.1"), std::string::npos) << q.emulation;
+  // Any other sum is a setting of its own.
+  RunSpec shm = emulated_run();
+  shm.config = R"("batch_size":32,"seed":1,"allreduce":"shm")";
+  EXPECT_MBKIT_ERROR(compare_clocks(write_run(dir.file("auto2.h5"), auto_sum),
+                                    write_run(dir.file("shm.h5"), shm), std::nullopt, 0),
+                     ExitCode::kUsage, "allreduce (auto against shm)");
 }
 
 }  // namespace

@@ -70,6 +70,7 @@ class WorkerRoundTest : public ::testing::Test {
   test::TempDir dir_;
   std::unique_ptr<nn::Backend> backend_;
   RunClock clock_{true, SteadyClock::now()};
+  emulation::Slowdown none_;
 };
 
 TEST_F(WorkerRoundTest, FixedBatchIsOneMicroBatchOfTheWholeBatch) {
@@ -115,6 +116,60 @@ TEST_F(WorkerRoundTest, SlowdownAndInducedDelayCountAgainstTheLimit) {
   EXPECT_EQ(report.micro_batches, 2);
   EXPECT_NEAR(report.sleep_time, 0.3, 1e-12);
   EXPECT_NEAR(report.compute_time, 0.28, 1e-12);
+}
+
+// --cpu-quota 1=0.1/0.2: runnable in [0, 0.1), [0.2, 0.3), [0.4, 0.5), ... of the virtual
+// timeline; compute advances only there, the stopped time is the round's delay.
+TEST_F(WorkerRoundTest, ACpuQuotaStopsTheComputeOutsideItsWindows) {
+  const emulation::QuotaWindow window{0.1, 0.2};
+  auto data = loader();
+  auto net = network(*data);
+  WorkerRound worker({*net, *data, clock_, none_, kModel, std::nullopt, 1, 0, 11, RoundRule{},
+                      nullptr, -1, window});
+  // From 0 the batch's 0.26 s: 0.1 in [0, 0.1), 0.1 in [0.2, 0.3), 0.06 from 0.4: ready at 0.46.
+  std::optional<double> predicted = worker.predict_ready();
+  WorkerReport report = worker.run(0, 0);
+  EXPECT_NEAR(report.compute_time, 0.26, 1e-12);
+  EXPECT_NEAR(report.sleep_time, 0.2, 1e-12);
+  ASSERT_TRUE(predicted.has_value());
+  EXPECT_EQ(report.sleep_time + report.compute_time, *predicted);
+  // A round that starts at 0.25 (set_round_start: the asynchronous master's): 0.05 in
+  // [0.25, 0.3), 0.1 in [0.4, 0.5), 0.1 in [0.6, 0.7), 0.01 from 0.8: ready at 0.81, 0.56 s on.
+  worker.set_round_start(0.25);
+  predicted = worker.predict_ready();
+  report = worker.run(1, 0);
+  EXPECT_NEAR(report.sleep_time + report.compute_time, 0.56, 1e-12);
+  EXPECT_EQ(report.sleep_time + report.compute_time, *predicted);
+  // Else the round starts at the run clock's time (a synchronous step's start): from 0.35,
+  // stopped, it starts at 0.4: 0.1 in [0.4, 0.5), 0.1 in [0.6, 0.7), 0.06 from 0.8: 0.86.
+  RunClock later{true, SteadyClock::now()};
+  later.advance(0.35);
+  auto again = loader();
+  WorkerRound late({*net, *again, later, none_, kModel, std::nullopt, 1, 0, 11, RoundRule{},
+                    nullptr, -1, window});
+  predicted = late.predict_ready();
+  report = late.run(0, 0);
+  EXPECT_NEAR(report.sleep_time, 0.51 - 0.26, 1e-12);
+  EXPECT_EQ(report.sleep_time + report.compute_time, *predicted);
+}
+
+TEST_F(WorkerRoundTest, AnAnytimeRoundUnderACpuQuotaCountsOnlyRunnableTimeAsProgress) {
+  // Micro-batches of 0.14 s under the limit 0.5 from 0: 0.1 + 0.04 ends at 0.24; 0.06 + 0.08
+  // at 0.48 < 0.5; 0.02 + 0.1 + 0.02 at 0.82: three micro-batches where a core of its own
+  // does all four by 0.56.
+  const emulation::QuotaWindow window{0.1, 0.2};
+  auto data = loader();
+  auto net = network(*data);
+  WorkerRound worker({*net, *data, clock_, none_, kModel, std::nullopt, 1, 0, 11,
+                      RoundRule{true, 4, 0.5}, nullptr, -1, window});
+  const std::optional<double> predicted = worker.predict_ready();
+  const WorkerReport report = worker.run(0, 0);
+  EXPECT_EQ(report.micro_batches, 3);
+  EXPECT_EQ(report.samples, 12);
+  EXPECT_NEAR(report.compute_time, 0.42, 1e-12);
+  EXPECT_NEAR(report.sleep_time, 0.4, 1e-12);
+  ASSERT_TRUE(predicted.has_value());
+  EXPECT_EQ(report.sleep_time + report.compute_time, *predicted);
 }
 
 TEST_F(WorkerRoundTest, ADbslRoundsReadyTimeIsPredictedToTheBitBeforeItRuns) {

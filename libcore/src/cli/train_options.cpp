@@ -334,6 +334,10 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o, bool stragg
   dist->add_option("--slowdown", o.given.slowdown,
                    "Persistently slower workers: RANK=FACTOR,... (sleep (FACTOR-1) x compute)")
       ->type_name("RANK=FACTOR,...");
+  dist->add_option("--cpu-quota", o.given.cpu_quota,
+                   "--clock virtual: workers under a CFS quota, runnable for QUOTA seconds of "
+                   "each PERIOD (seconds, from time 0), stopped for the rest")
+      ->type_name("RANK=QUOTA/PERIOD,...");
   dist->add_option("--comm-timeout", o.comm_timeout,
                    "Seconds a rank waits for another before the job fails")
       ->capture_default_str();

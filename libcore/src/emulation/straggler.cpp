@@ -19,6 +19,7 @@ constexpr const char* kInduceFormat = "MEAN:STD:WEIGHT,... or exp:MEAN";
 // An exponential component's cap, in means (see straggler.hpp).
 constexpr double kExponentialCap = 30.0;
 constexpr const char* kSlowdownFormat = "RANK=FACTOR,...";
+constexpr const char* kCpuQuotaFormat = "RANK=QUOTA/PERIOD,... (seconds)";
 
 // Keeps the sampler's stream apart from the other Rng(seed, rank) streams of a run (data
 // order, initialisation), so that inducing stragglers changes nothing else.
@@ -33,6 +34,10 @@ constexpr std::uint64_t kSamplerSeedMix = 0x5712a66e5ULL;
 
 [[noreturn]] void slowdown_error(const std::string& text, const std::string& detail) {
   usage_error(cat("--slowdown: '", text, "' is not ", kSlowdownFormat, ": ", detail));
+}
+
+[[noreturn]] void cpu_quota_error(const std::string& text, const std::string& detail) {
+  usage_error(cat("--cpu-quota: '", text, "' is not ", kCpuQuotaFormat, ": ", detail));
 }
 
 // The whole field as a finite decimal, or nullopt: no blanks, no '+', no hex (from_chars).
@@ -337,6 +342,104 @@ Slowdown parse_slowdown(const std::string& text) {
     }
   }
   return slowdown;
+}
+
+namespace {
+
+// Times a rounding error away from a window's end count as at its end: compute that ends
+// there, however rounded, is done by then and the worker stopped at once. A nanosecond per
+// second of period, and more where the time's own rounding is larger (long runs).
+double window_slack(double period, double time) {
+  return period * 1e-9 + std::abs(time) * 1e-14;
+}
+
+}  // namespace
+
+double QuotaWindow::runnable_from(double time) const {
+  const double k = std::floor(time / period);
+  return time - k * period < quota - window_slack(period, time) ? time : (k + 1) * period;
+}
+
+double QuotaWindow::compute_end(double start, double seconds) const {
+  double now = runnable_from(start);
+  double left = seconds;
+  // Period by period; each period's start is k * period, not a running sum, so that rounding
+  // does not drift over a long run.
+  double k = std::floor(now / period);
+  if (now >= (k + 1) * period) k += 1;  // runnable_from rounded onto the next period
+  while (true) {
+    const double window_end = k * period + quota;
+    const double runnable = window_end - now;
+    if (left <= runnable + window_slack(period, now)) return now + left;
+    left -= runnable;
+    k += 1;
+    now = k * period;
+    // The whole windows in between at once (a tiny quota must not loop for ever); the last
+    // one or two are walked, so that compute ending at a window's end is found as above.
+    const double whole = std::floor(left / quota);
+    if (whole > 1) {
+      k += whole - 1;
+      left -= (whole - 1) * quota;
+      now = k * period;
+    }
+  }
+}
+
+std::optional<QuotaWindow> CpuQuota::for_rank(int rank) const {
+  const auto found = windows.find(rank);
+  if (found == windows.end()) return std::nullopt;
+  return found->second;
+}
+
+void CpuQuota::check_ranks(int world_size) const {
+  for (const auto& [rank, window] : windows) {
+    if (rank >= world_size) {
+      usage_error(cat("--cpu-quota: rank ", rank, " does not exist (", world_size,
+                      world_size == 1 ? " rank" : " ranks", ")"));
+    }
+  }
+}
+
+std::string CpuQuota::describe() const {
+  if (windows.empty()) return "none";
+  std::vector<std::string> parts;
+  for (const auto& [rank, window] : windows) {
+    parts.push_back(cat("rank ", rank, " ", shortest_decimal(window.quota), " s per ",
+                        shortest_decimal(window.period), " s"));
+  }
+  return join(parts, ", ");
+}
+
+CpuQuota parse_cpu_quota(const std::string& text) {
+  CpuQuota quota;
+  if (text.empty()) return quota;
+  const auto items = split(text, ',');
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const auto& item = items[i];
+    if (item.empty()) cpu_quota_error(text, cat("item ", i + 1, " is empty"));
+    const auto fields = split(item, '=');
+    if (fields.size() != 2) cpu_quota_error(text, cat("'", item, "' is not RANK=QUOTA/PERIOD"));
+    const auto rank = read_rank(fields[0]);
+    if (!rank) cpu_quota_error(text, cat("'", fields[0], "' is not a rank"));
+    const auto times = split(fields[1], '/');
+    if (times.size() != 2) {
+      cpu_quota_error(text, cat("'", fields[1], "' is not QUOTA/PERIOD"));
+    }
+    const auto share = read_number(times[0]);
+    const auto period = read_number(times[1]);
+    if (!share) cpu_quota_error(text, cat("'", times[0], "' is not a number"));
+    if (!period) cpu_quota_error(text, cat("'", times[1], "' is not a number"));
+    if (!(*period > 0))
+      cpu_quota_error(text, cat("the period of rank ", *rank, " is not positive"));
+    if (!(*share > 0 && *share <= *period)) {
+      cpu_quota_error(text,
+                      cat("the quota of rank ", *rank, " is not above 0 and at most its period"));
+    }
+    if (!quota.windows.emplace(*rank, QuotaWindow{*share, *period}).second) {
+      cpu_quota_error(text, cat("rank ", *rank, " is given twice"));
+    }
+  }
+  return quota;
 }
 
 }  // namespace mbkit::emulation

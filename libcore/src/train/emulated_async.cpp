@@ -67,6 +67,7 @@ void EmulatedAsyncMaster::begin_round(int w, double start) {
   arrivals_->start(w, start);
   const std::int64_t held = arrivals_->held_at(start);
   round.held = history_[static_cast<std::size_t>(held - arrivals_->first_kept())];
+  parts_.workers.round(w).set_round_start(start);  // --cpu-quota: its periods' phase
   const auto ready = parts_.workers.round(w).predict_ready();
   if (!ready) {
     usage_error(cat("--emulate ", parts_.workers.workers(), " --async: worker ", w, " (rank ",

@@ -263,7 +263,8 @@ void EmulatedWorkers::make_rounds(const RoundParts& parts) {
     rounds_.push_back(std::make_unique<WorkerRound>(WorkerRound::Parts{
         *lane_of(w).net, loader, parts.clock, parts.slowdown,
         compute_model(parts.compute_models, w), parts.stragglers, rank_of(w), w, parts.seed, rule,
-        options_.induce_trace, masks_of_[static_cast<std::size_t>(w - first_)]}));
+        options_.induce_trace, masks_of_[static_cast<std::size_t>(w - first_)],
+        parts.cpu_quota ? parts.cpu_quota->for_rank(rank_of(w)) : std::nullopt}));
   }
 }
 

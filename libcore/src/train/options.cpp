@@ -125,6 +125,7 @@ void parse_option_texts(TrainOptions& o) {
   o.allreduce = parse_allreduce_via(o.given.allreduce);
   parse_induce(o);
   o.slowdown = emulation::parse_slowdown(o.given.slowdown);
+  o.cpu_quota = emulation::parse_cpu_quota(o.given.cpu_quota);
   o.comm_model = parse_comm_model(o.given.comm_model);
   o.compute_model = parse_compute_models(o.given.compute_model);
   parse_time_limit(o.given.time_limit, o.amb);
@@ -385,6 +386,11 @@ void validate(const TrainOptions& o) {
   }
   if (o.clock != ClockMode::kVirtual && (o.comm_model || !o.compute_model.empty())) {
     usage_error(cat(o.comm_model ? "--comm-model" : "--compute-model", " needs --clock virtual"));
+  }
+  if (o.clock != ClockMode::kVirtual && !o.cpu_quota.empty()) {
+    usage_error(
+        "--cpu-quota needs --clock virtual (on the wall clock put the rank in a cgroup with a "
+        "CFS quota instead)");
   }
   if (o.dbsl.enabled) validate_dbsl(o);
   if (o.amb.enabled) {

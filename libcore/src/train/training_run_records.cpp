@@ -177,6 +177,9 @@ void TrainingRun::print_start_table() const {
   if (stragglers_) row("stragglers", stragglers_->describe());
   if (options_.induce_trace) row("stragglers", cat("trace ", options_.induce_trace->describe()));
   if (!slowdown_.empty()) row("slowdown", slowdown_.describe());
+  if (!options_.cpu_quota.empty()) {
+    row("cpu quota", cat(options_.cpu_quota.describe(), " (runnable from each period's start)"));
+  }
   if (clock_.is_virtual()) {
     row("clock", cat("virtual: a core per worker, compute ", compute_models_.describe(),
                      role_.distributed ? cat(", messages ", comm_model_.describe()) : "",

@@ -27,6 +27,38 @@
 
 namespace mbkit::train {
 
+namespace {
+
+// --cpu-quota's periods are those of the emulated cluster's clock, so a round under a quota
+// must know its start on that clock: in the process that keeps it (--emulate, one process).
+void check_cpu_quota(const TrainOptions& o, const Role& role, const comm::World& world) {
+  const emulation::CpuQuota& quota = o.cpu_quota;
+  if (quota.empty()) return;
+  quota.check_ranks(role.ranks(world));
+  for (const auto& [rank, window] : quota.windows) {
+    if (role.master && rank == 0) {
+      usage_error("--cpu-quota: rank 0 is the master, which computes no gradients");
+    }
+    if (rank > 0 && rank < role.servers) {
+      usage_error(cat("--cpu-quota: rank ", rank, " is a server (--servers ", role.servers,
+                      "), which computes no gradients"));
+    }
+  }
+  if (world.distributed() && role.emulated == 0) {
+    usage_error(cat("--cpu-quota under mpirun -n ", world.size(),
+                    ": a worker rank does not keep the emulated cluster's clock that the quota's "
+                    "periods follow; emulate the workers (--emulate N)"));
+  }
+  const char* unmodelled = o.k_batch_sync > 0               ? "--k-batch-sync"
+                           : o.dbsl.enabled                 ? "mb-train-dbsl"
+                           : o.local_steps > 1 || o.adacomm ? "--local-steps"
+                           : o.delayed_gradients.enabled    ? "--delayed-gradients"
+                                                            : nullptr;
+  if (unmodelled) usage_error(cat("--cpu-quota is not modelled with ", unmodelled, " yet"));
+}
+
+}  // namespace
+
 TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::string command_line)
     : options_(options),
       world_(world),
@@ -56,6 +88,7 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
                       "), which computes no gradients"));
     }
   }
+  check_cpu_quota(options_, role_, world_);
   // An emulated worker has a core of its own: one thread unless told otherwise. Under
   // --emulate every worker's network has one thread: --threads spreads the workers over
   // threads instead (emulated_workers.hpp), and the bits are the same for every --threads.
@@ -90,16 +123,17 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
   progress_ = std::make_unique<Progress>(planned_, steps_per_epoch_, options_.print_every);
   if (!logs_) log::set_level(std::min(log::level(), log::Level::kNormal));
   if (role_.computes) {
-    round_ = std::make_unique<WorkerRound>(
-        WorkerRound::Parts{*net_, *train_loader_, clock_, slowdown_, compute_model_, stragglers_,
-                           world_.rank(), role_.worker, options_.seed,
-                           RoundRule{amb_, micro_size_, time_limit_, options_.k_batch_sync > 0},
-                           options_.induce_trace, selection_.data_slice(role_.worker)});
+    round_ = std::make_unique<WorkerRound>(WorkerRound::Parts{
+        *net_, *train_loader_, clock_, slowdown_, compute_model_, stragglers_, world_.rank(),
+        role_.worker, options_.seed,
+        RoundRule{amb_, micro_size_, time_limit_, options_.k_batch_sync > 0}, options_.induce_trace,
+        selection_.data_slice(role_.worker), options_.cpu_quota.for_rank(world_.rank())});
   }
   if (emulated_) {
     emulated_->make_rounds({*net_, clock_, slowdown_, compute_models_, stragglers_, options_.seed,
                             RoundRule{amb_, micro_size_, time_limit_, options_.k_batch_sync > 0},
-                            [this](nn::Backend& backend) { return make_network(backend); }});
+                            [this](nn::Backend& backend) { return make_network(backend); },
+                            &options_.cpu_quota});
   }
   // A resumed synchronous run's workers have done a round a step: their induced delays go on
   // where an uninterrupted run's would be.

@@ -17,6 +17,27 @@ void sleep_for(double seconds) {
   if (seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
 }
 
+// A round under --cpu-quota on the virtual clock, in absolute virtual time (the quota's periods
+// start at the run's time 0). The round starts when the worker is runnable; its induced delay
+// and --slowdown sleeps pass whether it is stopped or not; its compute advances only while
+// it is runnable; its gradient leaves when it is runnable.
+class QuotaTimeline {
+ public:
+  QuotaTimeline(const emulation::QuotaWindow& window, double start, double delay)
+      : window_(window), start_(start), now_(window.runnable_from(start) + delay) {}
+
+  void compute(double cost, double extra) { now_ = window_.compute_end(now_, cost) + extra; }
+  /// Seconds since the round's start (AMB's time limit counts them).
+  double elapsed() const { return now_ - start_; }
+  /// The round's seconds until its gradient can leave, less `compute`: its delay.
+  double delay(double compute) const { return window_.runnable_from(now_) - start_ - compute; }
+
+ private:
+  emulation::QuotaWindow window_;
+  double start_;
+  double now_;
+};
+
 }  // namespace
 
 WorkerRound::WorkerRound(Parts parts) : parts_(std::move(parts)) {
@@ -52,7 +73,16 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
     if (!virtual_clock) sleep_for(report.sleep_time);
     emulated += report.sleep_time;
   }
-  auto elapsed = [&] { return virtual_clock ? emulated : seconds_since(round_start); };
+  std::optional<QuotaTimeline> quota;
+  if (virtual_clock && parts_.cpu_quota) {
+    const double start = round_start_.value_or(parts_.clock.virtual_now());
+    quota.emplace(*parts_.cpu_quota, start, report.sleep_time);
+  }
+  round_start_.reset();
+  auto elapsed = [&] {
+    if (quota) return quota->elapsed();
+    return virtual_clock ? emulated : seconds_since(round_start);
+  };
   const RoundRule& rule = parts_.rule;
   // K-batch-sync: the planned count of whole batches, each a micro-batch of the anytime round.
   const int whole_batches = rule.whole_batches ? std::exchange(next_batches_, -1) : 0;
@@ -105,6 +135,7 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
     const double extra = parts_.slowdown.extra_delay(parts_.rank, cost);
     if (!virtual_clock) sleep_for(extra);
     emulated += cost + extra;
+    if (quota) quota->compute(cost, extra);
     report.compute_time += cost;
     report.sleep_time += extra;
     report.samples += size;
@@ -116,6 +147,7 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
       run_micro_batch, between_micro_batches);
   report.micro_batches = round.done;
   report.finished_early = rule.anytime && round.finished_early;
+  if (quota) report.sleep_time = quota->delay(report.compute_time);
   return report;
 }
 
@@ -125,20 +157,26 @@ std::optional<double> WorkerRound::predict_ready() {
   double emulated = predrawn_delay_.value_or(0.0);
   // Summed as run() sums its report's, so that the ready time is the report's to the bit.
   double sleep = emulated, compute = 0;
+  std::optional<QuotaTimeline> quota;
+  if (parts_.cpu_quota) {
+    quota.emplace(*parts_.cpu_quota, round_start_.value_or(parts_.clock.virtual_now()), emulated);
+  }
   const RoundRule& rule = parts_.rule;
   const int size = parts_.loader.next_batch_size();
   const auto plan = split_batch(size, rule.anytime ? rule.micro_size : size);
   // run()'s rule over the model's costs instead of the micro-batches themselves.
   run_anytime_round(
       plan, rule.anytime ? rule.time_limit : std::numeric_limits<double>::infinity(),
-      [&] { return emulated; },
+      [&] { return quota ? quota->elapsed() : emulated; },
       [&](int) {
         const double cost = parts_.compute_model->cost(plan.size);
         const double extra = parts_.slowdown.extra_delay(parts_.rank, cost);
         emulated += cost + extra;
+        if (quota) quota->compute(cost, extra);
         compute += cost;
         sleep += extra;
       });
+  if (quota) sleep = quota->delay(compute);
   return sleep + compute;
 }
 

@@ -111,4 +111,36 @@ struct Slowdown {
 /// factors >= 1. Throws a usage error naming --slowdown.
 Slowdown parse_slowdown(const std::string& text);
 
+/// A CFS bandwidth quota (--cpu-quota RANK=QUOTA/PERIOD): the worker gets `quota` seconds of a
+/// core in each `period`, periods starting at time 0 of the run's virtual timeline. It spends
+/// its quota whether it computes or spins in a wait (MPI's polling), so it is runnable during
+/// [kP, kP + quota) of every period and stopped for the rest: not a uniformly slower CPU.
+struct QuotaWindow {
+  double quota = 0;   ///< seconds runnable per period, 0 < quota <= period
+  double period = 0;  ///< seconds
+
+  /// The first time at or after `time` at which the worker is runnable.
+  double runnable_from(double time) const;
+  /// When compute of `seconds` that starts at `start` ends: once `seconds` of runnable time
+  /// have passed (the stopped parts of the periods in between do not count).
+  double compute_end(double start, double seconds) const;
+};
+
+/// --cpu-quota RANK=QUOTA/PERIOD,...: the ranks' quota windows on the virtual clock.
+struct CpuQuota {
+  std::map<int, QuotaWindow> windows;  ///< rank -> its quota
+
+  /// The window of `rank`, if it has one.
+  std::optional<QuotaWindow> for_rank(int rank) const;
+  /// Throws a usage error naming --cpu-quota and the first listed rank >= world_size.
+  void check_ranks(int world_size) const;
+  /// "rank 1 0.05 s per 0.1 s", or "none".
+  std::string describe() const;
+  bool empty() const { return windows.empty(); }
+};
+
+/// "" gives none; otherwise RANK=QUOTA/PERIOD,... in seconds, ranks >= 0 given once, finite
+/// 0 < QUOTA <= PERIOD. Throws a usage error naming --cpu-quota.
+CpuQuota parse_cpu_quota(const std::string& text);
+
 }  // namespace mbkit::emulation

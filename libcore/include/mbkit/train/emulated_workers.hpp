@@ -96,6 +96,8 @@ class EmulatedWorkers {
     /// The run's model on another backend (a lane's network; its values are copied from `net`
     /// every step). Needed only where lanes() > 1.
     std::function<std::unique_ptr<nn::Network>(nn::Backend&)> make_network;
+    /// --cpu-quota by rank (none: no worker under a quota).
+    const emulation::CpuQuota* cpu_quota = nullptr;
   };
   void make_rounds(const RoundParts& parts);
 

@@ -105,6 +105,7 @@ struct OptionTexts {
   std::string allreduce = "auto";
   std::string induce;
   std::string slowdown;
+  std::string cpu_quota;
   std::string comm_model;
   std::vector<std::string> compute_model;
   std::string time_limit;
@@ -206,9 +207,10 @@ struct TrainOptions {
   std::optional<emulation::StragglerProfile> induce;  ///< induced straggler delays
   /// --induce trace:FILE: the replayed delays (read and checked at start), x trace_scale.
   std::shared_ptr<const emulation::DelayTrace> induce_trace;
-  double trace_scale = 1;        ///< --trace-scale: multiplies every value of the trace
-  emulation::Slowdown slowdown;  ///< persistently slower workers
-  bool worker_log = false;       ///< a console line per worker per step
+  double trace_scale = 1;         ///< --trace-scale: multiplies every value of the trace
+  emulation::Slowdown slowdown;   ///< persistently slower workers
+  emulation::CpuQuota cpu_quota;  ///< --cpu-quota: workers under a CFS quota (virtual clock)
+  bool worker_log = false;        ///< a console line per worker per step
   /// --worker-table: what the log's /workers holds (all, summary, sample:K; "": all up to 64
   /// workers, summary above; mbkit/metrics/worker_table.hpp).
   std::string worker_table;

@@ -6,7 +6,11 @@
 //     FMB the whole batch; AMB micro-batches until the time limit, which counts from the start
 //     of the round (delays included): one is always done, a started one is finished, and the
 //     batch's leftover (batch mod micro size) is never used (mbkit/train/anytime.hpp);
-//   - each micro-batch's --slowdown delay, in proportion to its compute time.
+//   - each micro-batch's --slowdown delay, in proportion to its compute time;
+//   - on the virtual clock, the worker's --cpu-quota: its compute advances only while it is
+//     runnable, in the first QUOTA seconds of each PERIOD of the run's virtual timeline, and
+//     neither the round nor its gradient's message starts while it is stopped; the time it was
+//     stopped counts as delay (the report's sleep_time), and AMB's time limit counts it.
 // Compute time is the wall time of forward and backward, or on the virtual clock the compute
 // model's cost, else this worker's CPU time; time the backward pass spent in the exchange
 // (buckets) is not compute.
@@ -56,6 +60,8 @@ class WorkerRound {
     /// The worker whose dropout masks this one draws: under --gradient-coding its group's
     /// (the group computes one gradient); -1: its own.
     int masks_of = -1;
+    /// --cpu-quota of this worker's rank (virtual clock only; mbkit/emulation/straggler.hpp).
+    std::optional<emulation::QuotaWindow> cpu_quota = std::nullopt;
   };
   explicit WorkerRound(Parts parts);
 
@@ -109,6 +115,10 @@ class WorkerRound {
     predrawn_delay_.reset();
     next_batches_ = -1;
   }
+  /// Under --cpu-quota: the virtual time at which the next round starts (the asynchronous
+  /// master's round starts); without it a round starts at the run clock's virtual_now() (a
+  /// synchronous step's start). Both run() and the predictions use it.
+  void set_round_start(double start) { round_start_ = start; }
   /// Samples of the last batch drawn.
   int last_drawn() const { return last_drawn_; }
   /// A resumed run's worker has done `rounds` rounds already: its induced delays continue
@@ -122,6 +132,7 @@ class WorkerRound {
   int next_batches_ = -1;                            ///< whole_batches: set_batches()'s count
   bool continues_ = false;                           ///< continue_round(): no induced delay
   int continued_batches_ = 0;                        ///< batches before this run() in its round
+  std::optional<double> round_start_;                ///< set_round_start()'s, for the next run()
   double previous_send_ = 0, previous_wait_ = 0, previous_recv_ = 0;
   std::optional<SteadyClock::time_point> exchange_end_;
   int last_drawn_ = 0;

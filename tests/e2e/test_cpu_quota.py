@@ -1,0 +1,114 @@
+"""--cpu-quota RANK=QUOTA/PERIOD on the virtual clock: a worker under a CFS quota is runnable
+only in the first QUOTA seconds of each PERIOD of the run's timeline (it spends its quota in its
+waits too), so its steps equal hand-computed window arithmetic, not a uniformly slower CPU; for
+FMB, AMB and the asynchronous master alike. The wall clock refuses the flag (a real cgroup does
+it there), and so does a worker rank of its own under mpirun, which does not keep the emulated
+clock."""
+
+import json
+import shutil
+
+import h5py
+import numpy as np
+
+import mbtest
+
+MPIRUN = shutil.which("mpirun")
+
+# Workers cost 100 us per sample + 2 ms per micro-batch: 5.2 ms for a batch of 32. Messages
+# cost 1 ms; the update nothing (a compute model is given).
+MODELS = ["--clock", "virtual", "--compute-model", "1e-4,2e-3", "--comm-model", "1e-3,0"]
+# Rank 2 gets 2 ms of a core in each period of 10 ms: runnable in [0, 2), [10, 12), ... ms.
+QUOTA = ["--cpu-quota", "2=0.002/0.01"]
+
+
+def read_log(path):
+    with h5py.File(path, "r", swmr=True) as log:
+        tables = {group: {name: log[group][name][...] for name in log[group]}
+                  for group in ("steps", "workers")}
+        tables["config"] = json.loads(mbtest.text_attrs(log)["config"])
+    return tables
+
+
+class CpuQuota(mbtest.ToolTestCase):
+    def setUp(self):
+        super().setUp()
+        self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "600",
+                                             "--test", "60", "-o", self.path("toy.h5")))
+
+    def train(self, *args, tool="mb-train-fmb", ranks=0):
+        command = [mbtest.tool(tool), "--data", self.path("toy.h5"), "--model", "mlp",
+                   "--hidden", "16", "--lr", "0.05", "--threads", "1", "-q", *args]
+        if ranks > 0:
+            command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
+        return mbtest.run(command, cwd=self.dir, env=self.env)
+
+    def test_fmb_steps_follow_the_quota_s_windows(self):
+        # ps, two emulated workers (ranks 1 and 2) of batch 32. Worker 1 is ready 5.2 ms after
+        # each step's start; worker 2 computes 2 ms per window:
+        #   step 1 from 0:     [0, 2) [10, 12) [20, 21.2): ready 21.2, end 21.2 + 2 x 1 = 23.2
+        #   step 2 from 23.2:  stopped until 30; [30, 32) [40, 42) [50, 51.2): end 53.2 (30.0)
+        #   step 3 from 53.2:  the same from 60: end 83.2 (30.0), and so on.
+        # (--slowdown 2=5, the same half-share as a uniformly slower CPU, gives 28.0 every step.)
+        self.assertSucceeded(self.train("--comm", "ps", "--emulate", "2", "--batch-size", "32",
+                                        "--steps", "5", "--drop-last", *MODELS, *QUOTA,
+                                        "--log", "fmb.h5"))
+        log = read_log(self.path("fmb.h5"))
+        self.assertEqual(log["config"]["cpu_quota"], "2=0.002/0.01")
+        np.testing.assert_allclose(log["steps"]["step_time"],
+                                   np.array([23.2, 30.0, 30.0, 30.0, 30.0]) / 1e3, rtol=1e-6)
+        np.testing.assert_allclose(log["steps"]["time"],
+                                   np.array([23.2, 53.2, 83.2, 113.2, 143.2]) / 1e3, rtol=1e-6)
+        workers = log["workers"]
+        ranks = workers["rank"]
+        np.testing.assert_allclose(workers["compute_time"], 5.2e-3, rtol=1e-6)
+        # The time rank 2 was stopped is its delay: 21.2 - 5.2, then 28.0 - 5.2 every step.
+        np.testing.assert_allclose(workers["sleep_time"][ranks == 2],
+                                   np.array([16.0, 22.8, 22.8, 22.8, 22.8]) / 1e3, rtol=1e-6)
+        np.testing.assert_allclose(workers["sleep_time"][ranks == 1], 0)
+
+    def test_amb_counts_only_runnable_time_as_progress(self):
+        # AMB, batch 32 in 4 micro-batches of 8 (2.8 ms each), --time-limit 4 ms. Worker 1 does
+        # 2 micro-batches (2.8, 5.6 >= 4). Worker 2 from 0: [0, 2) + [10, 10.8) ends the first
+        # at 10.8 >= 4: one micro-batch of 8 samples, ready at 10.8; end 12.8. Step 2 from 12.8:
+        # stopped until 20, [20, 22) + [30, 30.8): ready 30.8, end 32.8 (20.0 ms).
+        self.assertSucceeded(self.train("--comm", "ps", "--emulate", "2", "--batch-size", "32",
+                                        "--partitions", "4", "--time-limit", "0.004",
+                                        "--steps", "3", "--drop-last", *MODELS, *QUOTA,
+                                        "--log", "amb.h5", tool="mb-train-amb"))
+        log = read_log(self.path("amb.h5"))
+        np.testing.assert_allclose(log["steps"]["step_time"],
+                                   np.array([12.8, 20.0, 20.0]) / 1e3, rtol=1e-6)
+        workers = log["workers"]
+        ranks = workers["rank"]
+        np.testing.assert_array_equal(workers["samples"][ranks == 2], [8, 8, 8])
+        np.testing.assert_array_equal(workers["samples"][ranks == 1], [16, 16, 16])
+
+    def test_the_asynchronous_master_sees_the_quota(self):
+        # Async, messages 1 ms. Worker 2's first round from 1 ms (the parameters' message):
+        # [1, 2) + [10, 12) + [20, 22) + [30, 30.2): ready at 30.2, arrives 31.2. Worker 1 is
+        # ready every 5.2 ms: 7.2, 12.4, ... arriving 1 ms later each, from 6.2 + 1 = 7.2.
+        self.assertSucceeded(self.train("--comm", "ps", "--async", "--emulate", "2",
+                                        "--batch-size", "32", "--steps", "6", "--drop-last",
+                                        *MODELS, *QUOTA, "--log", "async.h5"))
+        log = read_log(self.path("async.h5"))
+        ranks = list(log["workers"]["rank"])
+        times = log["steps"]["time"]
+        # Worker 1's arrivals 7.2, 12.4, 17.6, 22.8, 28.0, then worker 2's at 31.2.
+        self.assertEqual(ranks, [1, 1, 1, 1, 1, 2])
+        np.testing.assert_allclose(times, np.array([7.2, 12.4, 17.6, 22.8, 28.0, 31.2]) / 1e3,
+                                   rtol=1e-6)
+
+    def test_the_wall_clock_and_worker_ranks_refuse_it(self):
+        self.assertFailsWith(self.train("--steps", "1", "--cpu-quota", "0=0.05/0.1"), 2,
+                             "--cpu-quota needs --clock virtual")
+        self.assertFailsWith(self.train("--steps", "1", *MODELS, "--cpu-quota", "0=0.2/0.1"), 2,
+                             "--cpu-quota: '0=0.2/0.1' is not RANK=QUOTA/PERIOD")
+        if MPIRUN is None:
+            self.skipTest("mpirun is not installed")
+        self.assertUsageError(self.train("--steps", "1", *MODELS, *QUOTA, ranks=3),
+                              "--cpu-quota under mpirun -n 3")
+
+
+if __name__ == "__main__":
+    mbtest.main()
