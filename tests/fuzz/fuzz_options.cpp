@@ -1,8 +1,11 @@
 // The parsers of option values: the first byte picks the option, the rest is its text.
 // --induce, --compute-model (entries separated by spaces, as several flags), --comm-model,
-// --slowdown, --time-model-ab, integer lists (--batch-sizes, --partitions), sizes
+// --slowdown, --cpu-quota, --time-model-ab, integer lists (--batch-sizes, --partitions), sizes
 // (--min-bytes), durations (--xmax), whole and real numbers, checksum lists, run configurations
 // (JSON, as the logs store them).
+#include <cmath>
+#include <cstdlib>
+
 #include "fuzz_input.hpp"
 #include "mbkit/bench/bandwidth.hpp"
 #include "mbkit/bench/partitions.hpp"
@@ -18,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size < 1) return 0;
   const std::string text = mbkit::fuzz::text_of({data + 1, size - 1});
   mbkit::fuzz::expect_errors_only([&] {
-    switch (data[0] % 12) {
+    switch (data[0] % 13) {
       case 0: {
         const auto profile = mbkit::emulation::parse_straggler_profile(text);
         if (profile) {
@@ -76,6 +79,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 10:
         (void)mbkit::data::parse_checksum_list(text, "SHA256SUMS");
         break;
+      case 11: {
+        const auto quota = mbkit::emulation::parse_cpu_quota(text);
+        quota.check_ranks(8);
+        (void)quota.describe();
+        for (const auto& [rank, window] : quota.windows) {
+          // Runnable at the returned time, no earlier than asked; compute takes at least its
+          // own seconds, and no more than whole periods at the quota's rate and one more.
+          const double start = window.runnable_from(0.37 * window.period);
+          const double phase = std::fmod(start, window.period);
+          if (!(start >= 0.37 * window.period) || !(phase <= window.quota + 1e-9 * window.period))
+            std::abort();
+          const double seconds = 2.5 * window.quota;
+          const double end = window.compute_end(start, seconds);
+          if (!(end >= start + seconds * (1 - 1e-12)) ||
+              !(end <= start + (seconds / window.quota + 2) * window.period))
+            std::abort();
+        }
+        break;
+      }
       default:
         (void)mbkit::plot::flatten_json_object(text, "config");
     }

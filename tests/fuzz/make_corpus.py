@@ -75,7 +75,8 @@ options = [
     (8, "100"), (8, "-1"), (8, "99999999999999999999"),
     (9, "0.1"), (9, "nan"), (9, "1e300"), (9, "inf"),
     (10, "d41d8cd98f00b204e9800998ecf8427e  train-images-idx3-ubyte.gz\n"),
-    (11, '{"lr": 0.1, "model": "mlp", "milestones": [80, 120], "nested": {"a": true}}'),
+    (11, "1=0.05/0.1"), (11, "0=1e-6/1,3=0.002/0.002"),
+    (12, '{"lr": 0.1, "model": "mlp", "milestones": [80, 120], "nested": {"a": true}}'),
 ]
 for number, (selector, text) in enumerate(options):
     put("options", f"{selector:02d}_{number:02d}", bytes([selector]) + text.encode())
