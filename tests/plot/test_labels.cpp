@@ -41,6 +41,16 @@ TEST(Labels, NameRunsByWhatDiffers) {
             (std::vector<std::string>{"batch 64", "batch 128"}));
 }
 
+TEST(Labels, ACpuQuotaNamesItsRunBesideOneWithout) {
+  // The emulation of a cgroup's quota (--cpu-quota, recorded where given) beside the same run
+  // unthrottled, which keeps its file's name.
+  auto free = base();
+  auto throttled = base();
+  throttled["cpu_quota"] = "1=0.05/0.1";
+  EXPECT_EQ(derive_labels({run("free.h5", free), run("quota.h5", throttled)}),
+            (std::vector<std::string>{"free", "CPU quota 1=0.05/0.1"}));
+}
+
 TEST(Labels, AnAmbBatchIsTheMostAWorkerComputes) {
   auto fmb = base();
   auto amb = base();

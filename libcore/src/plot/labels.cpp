@@ -35,6 +35,7 @@ const std::vector<std::string>& known_fields() {
       "world_size",
       "induce",
       "slowdown",
+      "cpu_quota",
       "model",
       "dataset",
       "optimizer.name",
@@ -56,8 +57,10 @@ const std::vector<std::string>& known_fields() {
 // others lack names what sets them apart, whatever its value.
 const std::set<std::string>& presence_fields() {
   static const std::set<std::string> kFields = {
-      "backup_workers", "k_sync",          "gradient_coding",   "k_batch_sync", "drop_compute",
-      "k_async",        "staleness_bound", "delayed_gradients", "local_steps"};
+      "backup_workers", "k_sync", "gradient_coding", "k_batch_sync", "drop_compute", "k_async",
+      "staleness_bound", "delayed_gradients", "local_steps",
+      // Recorded where given, as the methods are: --cpu-quota.
+      "cpu_quota"};
   return kFields;
 }
 
@@ -130,6 +133,7 @@ std::string describe_field(const std::string& key, const std::string& value) {
   if (key == "world_size") return cat(value, value == "1" ? " process" : " processes");
   if (key == "induce") return value.empty() ? "no stragglers" : value;
   if (key == "slowdown") return value.empty() ? "no slowdown" : cat("slowdown ", value);
+  if (key == "cpu_quota") return cat("CPU quota ", value);
   if (key == "model" || key == "dataset" || key == "optimizer.name") {
     return value.empty() ? cat("no ", last_component(key)) : value;
   }
