@@ -6,8 +6,10 @@ parameters are the one-process run's with R = 1, the same bits for a given R run
 within float rounding of them for other R (the additions are grouped by rank). A resumed run
 (same R) equals a straight one. The methods that choose from every worker's prediction
 (--backup-workers, --k-sync, --gradient-coding, --k-batch-sync) all-gather the ranks' shares of
-the predictions and choose as the one process does. What the shares do not combine is refused
-naming both flags.
+the predictions and choose as the one process does. Local SGD (--local-steps TAU|adacomm) sums
+the ranks' sums of their hosted workers' models in rank order at each averaging, every rank
+taking the average: the same relations hold, AdaComm's periods included. What the shares do not
+combine is refused naming both flags.
 """
 
 import os
@@ -129,6 +131,43 @@ class EmulateShares(SameBits, mbtest.ToolTestCase):
         # The epoch column is epoch at resume + steps since / steps per epoch (test_emulate).
         self.assert_same_bits("resumed", "first", skip={"epoch"})
 
+    def test_local_sgd_shares_average_as_the_one_process_run(self):
+        # Each rank's hosted workers take their local steps on their own models (momentum's
+        # state too); at an averaging the ranks' sums of the models are added in rank order.
+        for comm in ("ps", "allreduce"):
+            with self.subTest(comm=comm):
+                name = f"local-{comm}"
+                args = ["--comm", comm, "--emulate", "8", "--local-steps", "3"]
+                self.train(f"{name}-one", "mb-train-fmb", args)
+                self.train(f"{name}-r1", "mb-train-fmb", args, 1)
+                self.assert_same_bits(f"{name}-r1", f"{name}-one")
+                self.train(f"{name}-r2", "mb-train-fmb", args, 2)
+                self.assert_close(f"{name}-r2", f"{name}-one")
+        # The same ranks again (each over 2 threads): the same bits; resumed at an averaging:
+        # the straight run's.
+        args = ["--comm", "ps", "--emulate", "8", "--local-steps", "3"]
+        self.train("local-again", "mb-train-fmb", [*args, "--threads", "2"], 2)
+        self.assert_same_bits("local-again", "local-ps-r2")
+        self.train("local-resumed", "mb-train-fmb", [*args, "--steps", "6"], 2)
+        self.train("local-resumed", "mb-train-fmb", args, 2, resume=True)
+        self.assert_same_bits("local-resumed", "local-ps-r2", skip={"epoch"})
+
+    def test_adacomm_s_periods_under_shares_are_the_one_process_run_s(self):
+        # Rank 0 chooses tau from the combined losses and every rank takes it: the averagings
+        # (the steps whose workers send) fall where the one process's do, and tau changed.
+        tau0, steps = 5, 20
+        args = ["--comm", "allreduce", "--emulate", "8", "--lr", "0.3", "--steps", str(steps),
+                "--eval-every", "0", "--local-steps", "adacomm", "--adacomm-tau0", str(tau0),
+                "--adacomm-interval", "0.01"]
+        self.train("ada-one", "mb-train-fmb", args)
+        self.train("ada-r3", "mb-train-fmb", args, 3)
+        self.assert_close("ada-r3", "ada-one")
+        with h5py.File(self.path("ada-r3-log.h5"), "r") as log:
+            sends = log["workers/send_time"][...].reshape(steps, 8)
+        averaged = np.nonzero(sends.max(axis=1) > 0)[0] + 1
+        periods = np.diff(np.concatenate([[0], averaged]))[:-1]  # the last ends at the end
+        self.assertTrue(any(p != tau0 for p in periods), msg=f"averaged after {averaged}")
+
     def test_fewer_test_rows_than_emulated_ranks_are_evaluated_in_one_slice(self):
         self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "400",
                                              "--test", "5", "--seed", "3", "-o",
@@ -146,7 +185,6 @@ class EmulateShares(SameBits, mbtest.ToolTestCase):
         cases = [
             (["--emulate", "4", "--comm", "ps", "--async"], "--async"),
             (["--emulate", "4", "--comm", "ps", "--train-loss", "master"], "--train-loss master"),
-            (["--emulate", "4", "--local-steps", "2"], "--local-steps"),
             (["--emulate", "1"], "at least one worker"),
             (["--emulate", "4", "--base-batch", "16", "--time-model-ab", "0.001,0.01"],
              "and mb-train-dbsl"),

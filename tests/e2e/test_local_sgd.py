@@ -6,6 +6,8 @@ then the workers' models (parameters, state, optimizer state) are averaged.
   averaging step adds the one exchange (computed by hand from a compute model and slowdowns).
 - --emulate N gives the bits of a process per worker (mpirun, --allreduce shm), ps and
   allreduce, with induced stragglers; a resumed run gives the straight run's bits.
+- --emulate N --threads T spreads the workers' local steps over T threads: every T gives
+  T = 1's bits, a run resumed with another T too.
 - --local-steps adacomm chooses the period by AdaComm's rule, recomputed here from the log,
   with the same bits under --emulate and mpirun.
 - What local SGD cannot be combined with is refused naming both flags.
@@ -106,6 +108,22 @@ class LocalSgd(SameBits, mbtest.ToolTestCase):
                              "--resume", "resumed.h5"], cwd=self.dir, env=self.env)
         self.assertNotEqual(result.rc, 0)
         self.assertIn("--local-steps", result.err)
+
+    def test_emulated_workers_over_threads_have_the_bits_of_one_thread(self):
+        # 5 workers over 2 and 3 lanes (uneven), each worker's model and momentum its own.
+        args = ["--comm", "ps", "--emulate", "5", *STRAGGLERS, "--local-steps", "2"]
+        self.train("threads-1", args)
+        for threads in (2, 3):
+            with self.subTest(threads=threads):
+                self.train(f"threads-{threads}", [*args, "--threads", str(threads)])
+                self.assert_same_bits(f"threads-{threads}", "threads-1")
+        # Resumed at an evaluation (an averaging) with another --threads: the straight run's
+        # bits.
+        self.train("threads-resumed", [*args, "--steps", "3"])
+        result = mbtest.run([*self.command("threads-resumed", [*args, "--threads", "3"]),
+                             "--resume", "threads-resumed.h5"], cwd=self.dir, env=self.env)
+        self.assertSucceeded(result)
+        self.assert_same_bits("threads-resumed", "threads-1", skip={"epoch"})
 
     def test_adacomm_chooses_the_period_by_the_papers_rule(self):
         # 3 workers (allreduce), 41 ms a round; the averaging adds a ring of 4 messages of 1 ms.

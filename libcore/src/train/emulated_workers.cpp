@@ -157,7 +157,7 @@ EmulatedWorkers::EmulatedWorkers(const TrainOptions& options, int workers, int s
       workers_(workers),
       first_(first),
       // validate() refuses --async with --threads: its master runs rounds on its own network.
-      lanes_count_(options.threads > 1 && !options.async && !local_sgd(options)
+      lanes_count_(options.threads > 1 && !options.async
                        ? std::min(options.threads, hosted < 0 ? workers : hosted)
                        : 1) {
   if (hosted < 0) hosted = workers;
@@ -287,14 +287,19 @@ std::size_t EmulatedWorkers::sum_floats(std::size_t gradient_floats,
 }
 
 WorkerReport EmulatedWorkers::compute_worker(Lane& lane, int w, std::int64_t step,
-                                             double loss_scale) {
-  // Each worker starts from the step's state, as a rank holds it after the last exchange.
-  std::copy(step_state_.begin(), step_state_.end(), lane.net->state().begin());
+                                             double loss_scale, const OwnModels* own) {
+  // Each worker starts from the step's state, as a rank holds it after the last exchange
+  // (local SGD: from its own).
+  if (own != nullptr) {
+    own->load(w, (w - first_) % lanes_count_, *lane.net);
+  } else {
+    std::copy(step_state_.begin(), step_state_.end(), lane.net->state().begin());
+  }
   if (lane.ahead) {
     lane.ahead->wait();  // this worker's batch, if it was started
     if (w + lanes_count_ < first_ + hosted()) lane.ahead->start(loader_of(w + lanes_count_));
   }
-  return round(w).run(step, loss_scale);
+  return round(w).run(step, own != nullptr ? own->loss_scale(w) : loss_scale);
 }
 
 std::vector<double> EmulatedWorkers::predict_arrivals(
@@ -334,7 +339,41 @@ std::vector<WorkerReport> EmulatedWorkers::run_step(std::int64_t step, double lo
   } else if (parameter_server) {
     std::fill_n(sum.begin(), gradient_floats + state_floats, 0.0f);
   }
-  const std::span<float> state = net.state();
+  std::vector<WorkerReport> reports =
+      run_lanes(step, loss_scale, nullptr, [&](int w, nn::Network& lane_net, WorkerReport& report) {
+        report.stop = stop_of(w);
+        if (!used.empty() && !used[static_cast<std::size_t>(w)]) {
+          drop_contribution(report, lane_net.gradients(), lane_net.state());
+        }
+        add_worker_to_sum(sum, lane_net.gradients(), lane_net.state(), report, w, parameter_server);
+      });
+  // The network's state is the last worker's, as the last rank's would be.
+  const nn::Network& last = *lane_of(first_ + hosted() - 1).net;
+  if (&last != &net) std::copy(last.state().begin(), last.state().end(), net.state().begin());
+  return reports;
+}
+
+std::vector<WorkerReport> EmulatedWorkers::run_local_step(std::int64_t step,
+                                                          std::span<float> report_sum,
+                                                          const std::function<int(int)>& stop_of,
+                                                          const OwnModels& own) {
+  MBKIT_CHECK(net_ != nullptr && rounds_.size() == loaders_.size(),
+              "emulated workers stepped before make_rounds()");
+  const bool parameter_server = servers_ > 0;
+  MBKIT_CHECK(report_sum.size() == sum_floats(0, 0), "report slots of ", report_sum.size(),
+              " floats for ", workers(), " workers");
+  std::fill(report_sum.begin(), report_sum.end(), 0.0f);
+  return run_lanes(step, 0.0, &own, [&](int w, nn::Network&, WorkerReport& report) {
+    report.stop = stop_of(w);
+    add_worker_to_sum(report_sum, {}, {}, report, w, parameter_server);
+  });
+}
+
+std::vector<WorkerReport> EmulatedWorkers::run_lanes(
+    std::int64_t step, double loss_scale, const OwnModels* own,
+    const std::function<void(int w, nn::Network& net, WorkerReport& report)>& add) {
+  nn::Network& net = *net_;
+  const std::span<const float> state = net.state();
   step_state_.assign(state.begin(), state.end());
   std::vector<WorkerReport> reports(rounds_.size());
   // As a one-process run's --prefetch: a helper thread where the process has cores for it.
@@ -351,21 +390,18 @@ std::vector<WorkerReport> EmulatedWorkers::run_step(std::int64_t step, double lo
     nn::Network& lane_net = *lane.net;
     try {
       if (lanes_count_ > 1) lane_net.backend().use_from_this_thread();
-      if (&lane_net != &net) {
+      if (&lane_net != &net && own == nullptr) {
         const auto parameters = net.parameters();
         std::copy(parameters.begin(), parameters.end(), lane_net.parameters().begin());
       }
       for (int i = t; i < hosted(); i += lanes_count_) {
         const int w = first_ + i;
-        WorkerReport report = compute_worker(lane, w, step, loss_scale);
+        WorkerReport report = compute_worker(lane, w, step, loss_scale, own);
+        if (own != nullptr) own->update(w, t, lane_net, report);
         std::unique_lock lock(turn_mutex);
         turn.wait(lock, [&] { return next_to_add == i || failed; });
         if (failed) return;
-        report.stop = stop_of(w);
-        if (!used.empty() && !used[static_cast<std::size_t>(w)]) {
-          drop_contribution(report, lane_net.gradients(), lane_net.state());
-        }
-        add_worker_to_sum(sum, lane_net.gradients(), lane_net.state(), report, w, parameter_server);
+        add(w, lane_net, report);
         reports[static_cast<std::size_t>(i)] = report;
         ++next_to_add;
         turn.notify_all();
@@ -384,9 +420,6 @@ std::vector<WorkerReport> EmulatedWorkers::run_step(std::int64_t step, double lo
   } else {
     lane_job(0);
   }
-  // The network's state is the last worker's, as the last rank's would be.
-  const nn::Network& last = *lane_of(first_ + hosted() - 1).net;
-  if (&last != &net) std::copy(last.state().begin(), last.state().end(), state.begin());
   // Each lane's first worker's next batch while the step is combined (its buffers are free:
   // the rounds are done).
   for (int t = 0; t < lanes_count_; ++t) {
@@ -394,23 +427,6 @@ std::vector<WorkerReport> EmulatedWorkers::run_step(std::int64_t step, double lo
     if (lane.ahead) lane.ahead->start(*loaders_[static_cast<std::size_t>(t)]);
   }
   return reports;
-}
-
-WorkerReport EmulatedWorkers::run_worker(int w, std::int64_t step, double loss_scale) {
-  MBKIT_CHECK(
-      net_ != nullptr && rounds_.size() == loaders_.size() && w >= first_ && w < first_ + hosted(),
-      "emulated worker ", w, " stepped before make_rounds(), or not hosted here");
-  // The next worker's batch is prepared meanwhile, as in run_step (worker 0's after the last);
-  // one lane here (local SGD runs its workers on the run's network).
-  Lane& lane = lanes_.front();
-  if (options_.prefetch > 0 && !lane.ahead) lane.ahead = std::make_unique<BatchAhead>();
-  if (lane.ahead) {
-    lane.ahead->wait();
-    if (w + 1 < first_ + hosted()) lane.ahead->start(loader_of(w + 1));
-  }
-  WorkerReport report = round(w).run(step, loss_scale);
-  if (lane.ahead && w + 1 == first_ + hosted()) lane.ahead->start(*loaders_.front());
-  return report;
 }
 
 }  // namespace mbkit::train

@@ -107,12 +107,6 @@ void validate_emulation(const TrainOptions& o) {
                     ": the emulated asynchronous master runs the workers' rounds one at a time "
                     "on its network; give --threads 1"));
   }
-  if (local_sgd(o) && o.threads > 1) {
-    usage_error(cat("--emulate ", o.emulate, " --local-steps ", o.given.local_steps, " --threads ",
-                    o.threads,
-                    ": local SGD's emulated workers run one at a time on the run's network, "
-                    "each with its own model swapped in; give --threads 1"));
-  }
   if (o.async && o.compute_model.empty()) {
     usage_error(cat("--emulate ", o.emulate,
                     " --async needs --compute-model: the master takes the gradients in the order "

@@ -90,15 +90,14 @@ void check_emulated_shares(const TrainOptions& o, int ranks) {
   }
   const char* refused = o.dbsl.enabled                       ? "mb-train-dbsl"
                         : o.async                            ? "--async"
-                        : local_sgd(o)                       ? "--local-steps"
                         : !o.given.delayed_gradients.empty() ? "--delayed-gradients"
                         : o.train_loss == "master"           ? "--train-loss master"
                                                              : nullptr;
   if (refused != nullptr) {
     usage_error(cat(flags, " and ", refused,
                     ": ranks hosting shares of the emulated workers run synchronous FMB and AMB "
-                    "(ps and allreduce, with their step selection and K-batch-sync) only; run "
-                    "it without mpirun"));
+                    "(ps and allreduce, with their step selection and K-batch-sync) and local "
+                    "SGD only; run it without mpirun"));
   }
 }
 

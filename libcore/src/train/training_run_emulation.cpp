@@ -194,10 +194,10 @@ double TrainingRun::measure_full_batch() {
 // worker order, their report slots) goes to rank 0, which adds them in rank order, rank 0's
 // first: the additions of one process hosting them all, grouped by rank. MPI_Reduce would add
 // in an order Open MPI chooses (README.md), so the sums are gathered and added here.
-void TrainingRun::combine_shares() {
-  const std::size_t floats = emulated_sum_.size();
+void TrainingRun::combine_shares(std::span<float> sum) {
+  const std::size_t floats = sum.size();
   const std::size_t bytes = floats * sizeof(float);
-  const auto mine = std::as_bytes(std::span<const float>(emulated_sum_));
+  const auto mine = std::as_bytes(std::span<const float>(sum));
   const bool root = world_.rank() == 0;
   if (root) share_sums_.resize(floats * static_cast<std::size_t>(world_.size() - 1));
   world_.gather_blocks(
@@ -209,13 +209,13 @@ void TrainingRun::combine_shares() {
            : std::span<std::uint8_t>(),
       bytes, 0, 1);
   if (root) {
-    float* total = emulated_sum_.data();
+    float* total = sum.data();
     for (int r = 1; r < world_.size(); ++r) {
       const float* share = share_sums_.data() + static_cast<std::size_t>(r - 1) * floats;
       for (std::size_t i = 0; i < floats; ++i) total[i] += share[i];
     }
   }
-  world_.broadcast(std::span<float>(emulated_sum_), 0);
+  world_.broadcast(sum, 0);
 }
 
 std::vector<double> TrainingRun::emulated_arrivals() {

@@ -19,7 +19,9 @@ struct LocalSgdLoop {
   std::size_t model_size = 0;
   std::vector<float> report_sum;      ///< --emulate: the workers' report slots
   std::vector<float> model_sum;       ///< the model, then the exchange's tail (state, reports)
-  std::optional<LocalModels> hosted;  ///< --emulate: each worker's model between averagings
+  std::optional<LocalModels> hosted;  ///< --emulate: each hosted worker's model between averagings
+  /// --emulate --threads: the optimizer of each lane but lane 0's (the run's), on its network
+  std::vector<std::unique_ptr<optim::Optimizer>> lane_optimizers;
   LocalSgdClock clock;
   std::vector<WorkerReport> step_reports;  ///< --emulate: this step's, by worker
   int tau = 1;                             ///< the period: --local-steps, or AdaComm's choice
@@ -32,8 +34,10 @@ struct LocalSgdLoop {
 
 void TrainingRun::run_local_sgd() {
   MBKIT_CHECK(net_->backend().host_accessible() && optimizer_, "local SGD on the CPU");
-  LocalSgdLoop loop(world_, role_.parameter_server,
-                    role_.shared_memory ? AllreduceVia::kSharedMemory : AllreduceVia::kMpi);
+  // --emulate sums in process (under mpirun too: combine_shares adds the ranks' sums).
+  LocalSgdLoop loop(
+      world_, role_.parameter_server,
+      role_.shared_memory && !emulated_ ? AllreduceVia::kSharedMemory : AllreduceVia::kMpi);
   if (emulated_) {
     loop.reports.set_in_process(role_.workers, role_.parameter_server);
     loop.models.set_in_process(role_.workers, role_.parameter_server);
@@ -46,7 +50,11 @@ void TrainingRun::run_local_sgd() {
   stop_ = first_verdict(loop.reports);
   if (emulated_) {
     // Every worker starts from the run's model (after a resume: the checkpoint's average).
-    loop.hosted.emplace(role_.workers, loop.model_size, net_->state_count());
+    loop.hosted.emplace(emulated_->hosted(), loop.model_size, net_->state_count());
+    for (int t = 1; t < emulated_->lanes(); ++t) {
+      loop.lane_optimizers.push_back(optim::make_optimizer(optimizer_config_, optimizer_->size(),
+                                                           emulated_->lane_network(t).backend()));
+    }
     loop.hosted->set_all(*net_, *optimizer_);
     log::info(cat("--local-steps: the emulated workers' models take ",
                   with_commas(static_cast<std::int64_t>(loop.hosted->bytes())), " bytes"));
@@ -72,12 +80,13 @@ bool TrainingRun::averages_after(const LocalSgdLoop& loop, int verdict) const {
   return eval || save || epoch_end;
 }
 
-void TrainingRun::local_update(double lr, WorkerReport& report, std::int64_t batch) {
+void TrainingRun::local_update(nn::Network& net, optim::Optimizer& optimizer, double lr,
+                               WorkerReport& report, std::int64_t batch) const {
   if (gradient_rescaled(batch, report.samples)) {
-    finish_gradient(net_->gradients(), batch, report.samples);
+    finish_gradient(net.gradients(), batch, report.samples);
   }
-  WorkTimer timer(clock_, net_->backend());
-  optimizer_->step(net_->parameter_buffer(), net_->gradient_buffer(), lr, 0);
+  WorkTimer timer(clock_, net.backend());
+  optimizer.step(net.parameter_buffer(), net.gradient_buffer(), lr, 0);
   // On the virtual clock the update is the worker's own work (free under a compute model).
   const double seconds = timer.seconds();
   if (clock_.is_virtual() && compute_models_.empty()) report.compute_time += seconds;
@@ -99,22 +108,31 @@ int TrainingRun::local_sgd_step(LocalSgdLoop& loop) {
   WorkerReport report;
   loop.step_reports.clear();
   if (emulated_) {
+    // Each hosted worker's round and update on its lane, from its own model (the lanes'
+    // rounds and updates in parallel, the reports added in worker order: the same bits for
+    // every --threads).
     const std::int64_t optimizer_steps = optimizer_->steps();
-    if (role_.parameter_server) std::fill(loop.report_sum.begin(), loop.report_sum.end(), 0.0f);
-    for (int w = 0; w < role_.workers; ++w) {
-      const std::int64_t batch = worker_batch_size(options_, role_.workers, w);
-      loop.hosted->load(w, *net_, *optimizer_);
-      optimizer_->set_steps(optimizer_steps);  // each worker's own count
-      WorkerReport r = emulated_->run_worker(w, step_, 1.0 / static_cast<double>(batch));
-      local_update(lr, r, batch);
-      loop.hosted->store(w, *net_, *optimizer_);
-      r.stop = stop_of(w);
-      add_worker_to_sum(loop.report_sum, {}, {}, r, w, role_.parameter_server);
-      loop.step_reports.push_back(r);
-    }
+    const int first = emulated_->first();
+    const auto optimizer_of = [&](int lane) -> optim::Optimizer& {
+      return lane == 0 ? *optimizer_ : *loop.lane_optimizers[static_cast<std::size_t>(lane - 1)];
+    };
+    const auto batch_of = [&](int w) { return worker_batch_size(options_, role_.workers, w); };
+    const EmulatedWorkers::OwnModels own{
+        [&](int w) { return 1.0 / static_cast<double>(batch_of(w)); },
+        [&](int w, int lane, nn::Network& net) {
+          loop.hosted->load(w - first, net, optimizer_of(lane));
+          optimizer_of(lane).set_steps(optimizer_steps);  // each worker's own count
+        },
+        [&](int w, int lane, nn::Network& net, WorkerReport& r) {
+          local_update(net, optimizer_of(lane), lr, r, batch_of(w));
+          loop.hosted->store(w - first, net, optimizer_of(lane));
+        }};
+    loop.step_reports = emulated_->run_local_step(step_, loop.report_sum, stop_of, own);
+    optimizer_->set_steps(optimizer_steps + 1);
+    if (role_.shares) combine_shares(loop.report_sum);
   } else if (role_.computes) {
     report = round_->run(step_, 1.0 / static_cast<double>(batch_));
-    local_update(lr, report, batch_);
+    local_update(*net_, *optimizer_, lr, report, batch_);
     report.stop = stop_of(role_.worker);
   } else {
     // The ps master keeps the workers' count of updates, which a checkpoint records.
@@ -136,12 +154,17 @@ int TrainingRun::local_sgd_step(LocalSgdLoop& loop) {
     if (step_ + 1 >= planned_) verdict = std::max(verdict, +kFinished);
   }
   if (role_.parameter_server) verdict = loop.reports.distribute({}, {}, verdict, step_);
+  if (role_.shares) {
+    double no_update_time = 0;  // the workers' updates are in their rounds' compute
+    verdict = share_verdict(verdict, no_update_time);
+  }
   const bool average = averages_after(loop, verdict);
   if (average) average_models(loop);
   ++step_;
   samples_seen_ += static_cast<double>(combined.samples);
   double step_time = seconds_since(step_start);
-  if (clock_.is_virtual() && logs_) {
+  // Under mpirun every rank hosting a share keeps the clock (the combined reports are all).
+  if (clock_.is_virtual() && (logs_ || role_.shares)) {
     std::vector<SyncWorkerTime> rounds;
     for (const auto& r : combined.workers) rounds.push_back({r.sleep_time, r.compute_time, true});
     if (average) {
@@ -209,11 +232,16 @@ void TrainingRun::average_models(LocalSgdLoop& loop) {
   const WorkerReport none;  // the reports went with the step's first exchange
   const std::span<float> state = net_->state();
   if (emulated_) {
-    if (role_.parameter_server) std::fill(loop.model_sum.begin(), loop.model_sum.end(), 0.0f);
-    for (int w = 0; w < role_.workers; ++w) {
-      add_worker_to_sum(loop.model_sum, loop.hosted->model(w), loop.hosted->state(w), none, w,
-                        role_.parameter_server);
+    // A share's sum starts from zeros, the other workers' report slots included (run_step's).
+    if (role_.parameter_server || role_.shares) {
+      std::fill(loop.model_sum.begin(), loop.model_sum.end(), 0.0f);
     }
+    const int first = emulated_->first();
+    for (int w = first; w < first + emulated_->hosted(); ++w) {
+      add_worker_to_sum(loop.model_sum, loop.hosted->model(w - first),
+                        loop.hosted->state(w - first), none, w, role_.parameter_server);
+    }
+    if (role_.shares) combine_shares(loop.model_sum);
   } else if (role_.computes) {
     read_model(*net_, *optimizer_, model);
   }

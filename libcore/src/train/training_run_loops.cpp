@@ -202,7 +202,7 @@ int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
           return std::max({signalled, end, w == 0 ? rank0 : 0});
         },
         used);
-    if (role_.shares) combine_shares();
+    if (role_.shares) combine_shares(emulated_sum_);
   } else if (role_.computes) {
     report = round_->run(step_, nominal > 0 ? 1.0 / static_cast<double>(nominal) : 0.0);
     report.stop = stop_request_.requested() ? kSignalled : kContinue;

@@ -133,9 +133,24 @@ class EmulatedWorkers {
   std::vector<WorkerReport> run_step(std::int64_t step, double loss_scale, std::span<float> sum,
                                      const std::function<int(int)>& stop_of,
                                      const std::vector<bool>& used);
-  /// Worker `w`'s round alone (local SGD, mbkit/train/local_sgd.hpp: each worker on its own
-  /// model, which the caller puts in the network first), in worker order as run_step runs them.
-  WorkerReport run_worker(int w, std::int64_t step, double loss_scale);
+  /// Local SGD (mbkit/train/local_sgd.hpp): each worker on a model of its own. On the thread
+  /// of worker w's lane (`lane`, its network `net`), `load` puts the worker's model and state
+  /// in before its round and `update` takes its own optimizer step and keeps the model after;
+  /// `loss_scale(w)` is its round's (WorkerRound::run: 1 / its own batch).
+  struct OwnModels {
+    std::function<double(int w)> loss_scale;
+    std::function<void(int w, int lane, nn::Network& net)> load;
+    std::function<void(int w, int lane, nn::Network& net, WorkerReport& report)> update;
+  };
+  /// One local step: every hosted worker's round and update over the lanes, as run_step's
+  /// rounds; only the reports are added into `report_sum` (a report slot per worker of the
+  /// run, zeroed first), in worker order, each with the stop code `stop_of(w)`. Returns the
+  /// hosted workers' reports, in worker order.
+  std::vector<WorkerReport> run_local_step(std::int64_t step, std::span<float> report_sum,
+                                           const std::function<int(int)>& stop_of,
+                                           const OwnModels& own);
+  /// Lane t's network (lane 0's is the run's), for what runs on it beside the rounds.
+  nn::Network& lane_network(int t) { return *lanes_.at(static_cast<std::size_t>(t)).net; }
 
  private:
   /// A lane: the network its workers compute on, and the helper preparing its next batch.
@@ -146,9 +161,16 @@ class EmulatedWorkers {
     /// Prepares the lane's next worker's batch (none with --prefetch 0).
     std::unique_ptr<BatchAhead> ahead;
   };
-  /// Worker w's round on its lane's network, from the step's parameters and state: the
-  /// report, the gradient and state left in the lane's network.
-  WorkerReport compute_worker(Lane& lane, int w, std::int64_t step, double loss_scale);
+  /// Worker w's round on its lane's network, from the step's parameters and state (`own`:
+  /// from its own model): the report, the gradient and state left in the lane's network.
+  WorkerReport compute_worker(Lane& lane, int w, std::int64_t step, double loss_scale,
+                              const OwnModels* own);
+  /// Every hosted worker's round over the lanes (compute_worker), then `add(w, net, report)`
+  /// in worker order, each when its turn comes (the ticket). Without `own` each lane's network
+  /// takes the run's parameters first.
+  std::vector<WorkerReport> run_lanes(
+      std::int64_t step, double loss_scale, const OwnModels* own,
+      const std::function<void(int w, nn::Network& net, WorkerReport& report)>& add);
   Lane& lane_of(int w) { return lanes_[static_cast<std::size_t>((w - first_) % lanes_count_)]; }
   data::DataLoader& loader_of(int w) { return *loaders_[static_cast<std::size_t>(w - first_)]; }
 

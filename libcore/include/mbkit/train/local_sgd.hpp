@@ -20,7 +20,11 @@
 //
 // The average is taken by the synchronous exchange (SyncExchange): the models summed in the
 // transport's order (the shared-memory sum and --emulate: worker order), then times 1/W, so
-// --emulate N gives the bits of N ranks with --allreduce shm (or ps with --allreduce shm).
+// --emulate N gives the bits of N ranks with --allreduce shm (or ps with --allreduce shm), for
+// every --threads (the workers' local steps on the lanes, EmulatedWorkers::run_local_step).
+// Under mpirun each rank hosts a share of the N workers: the ranks' sums of their workers'
+// models are added in rank order (TrainingRun::combine_shares), as the synchronous step's
+// gradients are.
 #pragma once
 
 #include <cstdint>
@@ -49,8 +53,9 @@ void write_model(std::span<const float> model, nn::Network& net, optim::Optimize
 /// The sum of the workers' models times 1 / workers, in place (the exchange's sum in).
 void finish_average(std::span<float> model, int workers);
 
-/// --emulate N: each emulated worker's model between averagings, as one flat vector (the model,
-/// then the network's state): N x (parameters + optimizer state + state) floats.
+/// --emulate N: each hosted emulated worker's model between averagings, as one flat vector (the
+/// model, then the network's state): hosted x (parameters + optimizer state + state) floats.
+/// Workers on different lanes load and store their own copies at once.
 class LocalModels {
  public:
   LocalModels(int workers, std::size_t model, std::size_t state);

@@ -167,16 +167,19 @@ class TrainingRun {
   /// --local-steps adacomm: after each step, the period's losses; at an averaging past the
   /// interval's end, rank 0's new tau for every rank.
   void adapt_period(LocalSgdLoop& loop, const CombinedStep& combined, bool averaged);
-  /// This worker's own SGD step on its gradient of its batch of `batch` (the report's samples
-  /// may be fewer: the gradient is rescaled to their mean).
-  void local_update(double lr, WorkerReport& report, std::int64_t batch);
+  /// A worker's own SGD step, on `net` with `optimizer` (an emulated worker's lane's), on its
+  /// gradient of its batch of `batch` (the report's samples may be fewer: the gradient is
+  /// rescaled to their mean).
+  void local_update(nn::Network& net, optim::Optimizer& optimizer, double lr, WorkerReport& report,
+                    std::int64_t batch) const;
   /// The step's models averaged: every worker's (ps: at the master, then distributed).
   void average_models(LocalSgdLoop& loop);
   /// The first verdict of a synchronous run (ps: the master's; allreduce: rank 0's).
   int first_verdict(SyncExchange& exchange);
-  /// --emulate under mpirun (Role::shares): the ranks' sums of their hosted workers added in
-  /// rank order on rank 0 into emulated_sum_, which every rank then holds.
-  void combine_shares();
+  /// --emulate under mpirun (Role::shares): the ranks' sums of their hosted workers (the
+  /// step's gradients, or local SGD's reports and models) added in rank order on rank 0 into
+  /// `sum`, which every rank then holds.
+  void combine_shares(std::span<float> sum);
   /// --emulate with a selection that drops gradients: every emulated worker's arrival this
   /// step, predicted by the rank that hosts it and, under mpirun, gathered from every rank, so
   /// that every rank makes the one-process run's selection.
