@@ -18,9 +18,9 @@ namespace mbkit::train {
 // with one server), on its own: it stops by the run's rules applied to its own updates, or when
 // every worker is done because another server stopped the run. Server 0 keeps the state, logs
 // the steps and, with several servers, gets the others' shards and /servers rows at the end.
-class TrainingRun::AsyncServer final : public ServerPolicy {
+class TrainingRun::AsyncServerPolicy final : public ServerPolicy {
  public:
-  explicit AsyncServer(TrainingRun& run)
+  explicit AsyncServerPolicy(TrainingRun& run)
       : run_(run),
         servers_(std::max(1, run.role_.servers)),
         first_(run.shard_.first),
@@ -142,7 +142,7 @@ class TrainingRun::AsyncServer final : public ServerPolicy {
 };
 
 std::unique_ptr<ServerPolicy> TrainingRun::make_async_server() {
-  return std::make_unique<AsyncServer>(*this);
+  return std::make_unique<AsyncServerPolicy>(*this);
 }
 
 void TrainingRun::gather_async_servers(std::vector<metrics::ServerRecord> rows) {

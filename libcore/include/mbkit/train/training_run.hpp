@@ -215,7 +215,7 @@ class TrainingRun {
   void run_server(ServerPolicy& policy);
   void run_worker(WorkerPolicy& policy);
   // The asynchronous master (or one of several servers) and worker (training_run_async.cpp).
-  class AsyncServer;
+  class AsyncServerPolicy;
   class AsyncWorkerPolicy;
   std::unique_ptr<ServerPolicy> make_async_server();
   std::unique_ptr<WorkerPolicy> make_async_worker();
