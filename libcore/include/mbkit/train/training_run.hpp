@@ -8,10 +8,10 @@
 //     they arrive by the asynchronous master;
 //   the clock (run_clock.hpp): wall or virtual;
 //   the loops: synchronous steps (training_run_sync.cpp), local SGD's, the wall clock's
-//     selection, K-batch-sync's; one server loop and one worker loop (training_run_loops.cpp)
-//     over a method's policies (loop_policies.hpp: the asynchronous master's and worker's in
-//     training_run_async.cpp, DBSL's in training_run_dbsl.cpp); the end of the run; rank 0's
-//     records of each step (training_run_records.cpp).
+//     selection, K-batch-sync's, AMB-DG's; one server loop and one worker loop
+//     (training_run_loops.cpp) over a method's policies (loop_policies.hpp: the asynchronous
+//     master's and worker's in training_run_async.cpp, DBSL's in training_run_dbsl.cpp); the end of
+//     the run; rank 0's records of each step (training_run_records.cpp).
 // libcore/src/train/README.md says how a new trainer plugs in.
 #pragma once
 
