@@ -94,7 +94,8 @@ WorkerReport EmulatedAsyncMaster::run_round(int w) {
   std::copy(held.begin() + static_cast<std::ptrdiff_t>(parameter_floats), held.end(),
             net.state().begin());
   WorkerRound& worker = parts_.workers.round(w);
-  // As run_async_worker: no send of its own to wait for, the parameters' modelled receive.
+  // As the asynchronous worker policy: no send of its own to wait for, the parameters'
+  // modelled receive.
   worker.set_previous_exchange(0, 0, parts_.modelled_receive);
   WorkerReport report = worker.run(round.held->step + round.rounds, 1.0);
   MBKIT_CHECK(report.sleep_time + report.compute_time == round.ready, "worker ", w,

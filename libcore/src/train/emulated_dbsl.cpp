@@ -45,7 +45,7 @@ void EmulatedDbslServer::reply(int rank, std::span<const float> parameters,
   worker.pulled = last_reply_;
   worker.round = round;
   clock_->replied(w);
-  // The round's permutation, as run_dbsl_worker seeks it after its pull.
+  // The round's permutation, as the DBSL worker policy seeks it after its pull.
   parts_.workers.loader(w).seek(round.step * parts_.workers.workers() + w, 0);
   if (parts_.sync) return;  // all_pushes runs every round at once
   const std::int64_t samples = parts_.plan.workers[static_cast<std::size_t>(w)].samples;
@@ -73,7 +73,7 @@ WorkerReport EmulatedDbslServer::run_round(int w, std::span<float> model, std::i
             net.state().begin());
   worker.pulled.reset();
   if (last_reply_.use_count() == 1) last_reply_.reset();  // no worker holds it any more
-  // As run_dbsl_worker: a fresh optimizer each round unless it keeps its state.
+  // As the DBSL worker policy: a fresh optimizer each round unless it keeps its state.
   if (!worker.optimizer || !parts_.keep_optimizer_state) {
     worker.optimizer = optim::make_optimizer(parts_.optimizer, parameter_floats, net.backend());
   }

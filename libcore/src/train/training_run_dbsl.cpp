@@ -150,53 +150,57 @@ void TrainingRun::print_dbsl_rows() const {
   }
 }
 
-void TrainingRun::run_dbsl_worker() {
-  DbslWorker worker(world_, net_->parameter_count(), net_->state_count());
-  const DbslWorkerPlan& mine = dbsl_plan_.workers[static_cast<std::size_t>(role_.worker)];
-  std::unique_ptr<optim::Optimizer> optimizer;
-  DbslRound round;
-  std::int64_t rounds = 0;
+class TrainingRun::DbslWorkerPolicy final : public WorkerPolicy {
+ public:
+  explicit DbslWorkerPolicy(TrainingRun& run)
+      : run_(run),
+        worker_(run.world_, run.net_->parameter_count(), run.net_->state_count()),
+        mine_(run.dbsl_plan_.workers[static_cast<std::size_t>(run.role_.worker)]) {}
+
   // The model travels through host views: the buffers themselves on the CPU, counted copies on
   // a device.
-  const auto pull = [&] {
-    nn::HostView parameters = net_->host_parameters();
-    nn::HostView state = net_->host_state();
-    const bool go = worker.pull(parameters.values(), state.values(), round);
+  bool receive(std::int64_t /*rounds*/) override {
+    nn::HostView parameters = run_.net_->host_parameters();
+    nn::HostView state = run_.net_->host_state();
+    const bool go = worker_.pull(parameters.values(), state.values(), pulled_);
     parameters.write_back();
     state.write_back();
     return go;
-  };
-  while (pull()) {
+  }
+
+  WorkerReport round(std::int64_t /*rounds*/) override {
+    nn::Network& net = *run_.net_;
     // A fresh optimizer each round, as the original compiles its model every round.
-    if (!optimizer || !options_.dbsl.keep_optimizer_state) {
-      optimizer =
-          optim::make_optimizer(optimizer_config_, net_->parameter_count(), net_->backend());
+    if (!optimizer_ || !run_.options_.dbsl.keep_optimizer_state) {
+      optimizer_ =
+          optim::make_optimizer(run_.optimizer_config_, net.parameter_count(), net.backend());
     }
     // The round's permutation: a function of the seed, the push count and the worker.
-    train_loader_->seek(round.step * role_.workers + role_.worker, 0);
-    round_->set_previous_exchange(0, worker.last_wait());
-    auto report = round_->run_samples(round.step, mine.samples, [&] {
-      optimizer->step(net_->parameter_buffer(), net_->gradient_buffer(), round.lr);
+    run_.train_loader_->seek(pulled_.step * run_.role_.workers + run_.role_.worker, 0);
+    run_.round_->set_previous_exchange(0, worker_.last_wait());
+    WorkerReport report = run_.round_->run_samples(pulled_.step, mine_.samples, [&] {
+      optimizer_->step(net.parameter_buffer(), net.gradient_buffer(), pulled_.lr);
     });
-    report.stop = stop_request_.requested() ? kSignalled : kContinue;
-    report.based_on = round.step;
-    worker.push(net_->host_parameters().values(), net_->host_state().values(), report);
-    worker_line(++rounds, report);
+    report.based_on = pulled_.step;
+    return report;
   }
-  stop_ = round.stop;
-}
 
-void TrainingRun::record_pushes(const std::vector<WorkerReport>& reports, double step_time) {
-  CombinedStep combined;
-  for (const auto& r : reports) {
-    combined.samples += r.samples;
-    combined.loss_sum += r.loss_sum;
-    combined.correct += r.correct;
-    combined.workers.push_back(r);
+  void send(const WorkerReport& report) override {
+    worker_.push(run_.net_->host_parameters().values(), run_.net_->host_state().values(), report);
   }
-  // The learning rate the round trained at: the one of the step its worker pulled.
-  const std::int64_t based_on = reports.front().based_on;
-  record_step(combined, step_time, schedule_->at(based_on, epoch_at(based_on)));
+
+  int finish() override { return pulled_.stop; }
+
+ private:
+  TrainingRun& run_;
+  DbslWorker worker_;
+  const DbslWorkerPlan& mine_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  DbslRound pulled_;  // the round the last pull started (or the stop it brought)
+};
+
+std::unique_ptr<WorkerPolicy> TrainingRun::make_dbsl_worker() {
+  return std::make_unique<DbslWorkerPolicy>(*this);
 }
 
 namespace {
@@ -211,133 +215,150 @@ double timed_merge(bool timed, const RunClock& clock, F&& merge) {
 
 }  // namespace
 
-// The workers' side of the exchange: a rank per worker, or the workers emulated in this process.
-std::unique_ptr<DbslCombiner> TrainingRun::make_dbsl_server() {
-  if (emulated_) {
-    return std::make_unique<EmulatedDbslServer>(EmulatedDbslServer::Parts{
-        *emulated_, *net_, optimizer_config_, dbsl_plan_, options_.dbsl.keep_optimizer_state,
-        options_.dbsl.sync, [this] { return stop_request_.requested() ? kSignalled : kContinue; },
-        [this](std::int64_t round, const WorkerReport& report) { worker_line(round, report); }});
+// DBSL's parameter server: it merges the workers' models (pushes) into its own and replies to
+// each with the merged model. The workers' side of the exchange is a rank per worker
+// (DbslServer) or the workers emulated in this process (EmulatedDbslServer). A push is a step;
+// the subclasses differ in what an update takes: a push as it comes, or (--sync) one of each.
+class TrainingRun::DbslServerPolicy : public ServerPolicy {
+ public:
+  explicit DbslServerPolicy(TrainingRun& run)
+      : run_(run),
+        parameters_(run.net_->parameter_count()),
+        timed_(run.clock_.is_virtual() && run.compute_models_.empty()) {
+    if (run.emulated_) {
+      server_ = std::make_unique<EmulatedDbslServer>(EmulatedDbslServer::Parts{
+          *run.emulated_, *run.net_, run.optimizer_config_, run.dbsl_plan_,
+          run.options_.dbsl.keep_optimizer_state, run.options_.dbsl.sync,
+          [&run] { return run.stop_request_.requested() ? kSignalled : kContinue; },
+          [&run](std::int64_t round, const WorkerReport& report) {
+            run.worker_line(round, report);
+          }});
+    } else {
+      server_ = std::make_unique<DbslServer>(run.world_, parameters_, run.net_->state_count());
+    }
+    if (run.clock_.is_virtual()) {
+      server_->use_virtual_clock(
+          run.comm_model_.message((parameters_ + run.net_->state_count()) * 4),
+          run.clock_.virtual_now());
+    }
   }
-  return std::make_unique<DbslServer>(world_, net_->parameter_count(), net_->state_count());
-}
 
-void TrainingRun::run_dbsl_server() {
-  const std::size_t parameters = net_->parameter_count();
-  const std::unique_ptr<DbslCombiner> combiner = make_dbsl_server();
-  DbslCombiner& server = *combiner;
-  if (clock_.is_virtual()) {
-    server.use_virtual_clock(comm_model_.message((parameters + net_->state_count()) * 4),
-                             clock_.virtual_now());
+  void start(std::int64_t step, int stop) override {
+    if (stop != kContinue) return;  // finish() tells the workers
+    server_->start(run_.net_->host_parameters().values(), run_.net_->host_state().values(),
+                   round_at(step));
   }
-  auto round_at = [&](std::int64_t step) {
-    return DbslRound{step, schedule_->at(step, epoch_at(step)), kContinue};
-  };
-  stop_ = std::max(stop_, rank0_stop());
-  if (stop_ == kContinue) {
-    server.start(net_->host_parameters().values(), net_->host_state().values(), round_at(step_));
-  }
-  std::vector<float> model(parameters + net_->state_count());
-  const bool timed = clock_.is_virtual() && compute_models_.empty();
-  while (stop_ == kContinue) {
-    const auto step_start = SteadyClock::now();
-    const double virtual_start = server.virtual_now();
-    const WorkerReport report = server.next_push(model, step_);
-    const double f = dbsl_factors_[static_cast<std::size_t>(report.rank - 1)];
-    const int decision = accept_update(
-        report.loss_sum / static_cast<double>(std::max<std::int64_t>(report.samples, 1)));
-    if (decision == kContinue) {
-      server.advance(timed_merge(timed, clock_, [&] {
-        nn::HostView merged = net_->host_parameters();
-        nn::HostView state = net_->host_state();
-        merge_push(merged.values(), std::span(model).first(parameters), f);
-        merge_push(state.values(), std::span(model).subspan(parameters), f);
-        merged.write_back();
-        state.write_back();
-      }));
-    }
-    ++step_;
-    samples_seen_ += static_cast<double>(report.samples);
-    if (clock_.is_virtual()) clock_.set_virtual_now(server.virtual_now());
-    record_pushes({report}, clock_.is_virtual() ? server.virtual_now() - virtual_start
-                                                : seconds_since(step_start));
-    stop_ = std::max(report.stop, rank0_stop());
-    if (decision == kDiverged) stop_ = kDiverged;
-    if (step_ >= planned_) stop_ = std::max(stop_, static_cast<int>(kFinished));
-    if (stop_ == kContinue) {
-      server.reply(report.rank, net_->host_parameters().values(), net_->host_state().values(),
-                   round_at(step_));
-    }
-    if (stop_ != kDiverged) after_step(clock_.now());
-  }
-  server.finish(step_, stop_);
-  if (server.discarded() > 0) {
-    log::verbose(cat(server.discarded(), " pushes arrived after the end and were not merged"));
-  }
-}
 
-void TrainingRun::run_dbsl_sync_server() {
-  const std::size_t parameters = net_->parameter_count();
-  const std::unique_ptr<DbslCombiner> combiner = make_dbsl_server();
-  DbslCombiner& server = *combiner;
-  if (clock_.is_virtual()) {
-    server.use_virtual_clock(comm_model_.message((parameters + net_->state_count()) * 4),
-                             clock_.virtual_now());
+  double virtual_now() const override { return server_->virtual_now(); }
+
+  // Every worker whose push the update took gets the merged model.
+  void publish(std::int64_t step) override {
+    const DbslRound next = round_at(step);
+    const nn::HostView merged = run_.net_->host_parameters();
+    const nn::HostView state = run_.net_->host_state();
+    for (const auto& r : taken_) server_->reply(r.rank, merged.values(), state.values(), next);
   }
-  const DbslRound first{step_, schedule_->at(step_, epoch_at(step_)), kContinue};
-  stop_ = std::max(stop_, rank0_stop());
-  if (stop_ == kContinue) {
-    server.start(net_->host_parameters().values(), net_->host_state().values(), first);
+
+  int finish(std::int64_t step, int stop) override {
+    server_->finish(step, stop);
+    if (server_->discarded() > 0) {
+      log::verbose(cat(server_->discarded(), " pushes arrived after the end and were not merged"));
+    }
+    return stop;
   }
-  std::vector<std::vector<float>> models;
-  const bool timed = clock_.is_virtual() && compute_models_.empty();
-  while (stop_ == kContinue) {
-    const auto step_start = SteadyClock::now();
-    const double virtual_start = server.virtual_now();
-    const auto reports = server.all_pushes(models, step_);
-    double loss = 0;
-    std::int64_t samples = 0;
-    int stop = kContinue;
-    for (const auto& r : reports) {
-      loss += r.loss_sum;
-      samples += r.samples;
-      stop = std::max(stop, r.stop);
-    }
-    const int decision =
-        accept_update(loss / static_cast<double>(std::max<std::int64_t>(samples, 1)));
-    if (decision == kContinue) {
-      server.advance(timed_merge(timed, clock_, [&] {
-        std::vector<std::span<const float>> params, states;
-        for (const auto& m : models) {
-          params.push_back(std::span<const float>(m).first(parameters));
-          states.push_back(std::span<const float>(m).subspan(parameters));
-        }
-        nn::HostView merged = net_->host_parameters();
-        nn::HostView state = net_->host_state();
-        merge_sync(merged.values(), params, dbsl_factors_);
-        merge_sync(state.values(), states, dbsl_factors_);
-        merged.write_back();
-        state.write_back();
-      }));
-    }
-    // Every worker's push counts: a round of all of them is `workers` steps.
-    step_ += static_cast<std::int64_t>(reports.size());
-    samples_seen_ += static_cast<double>(samples);
-    if (clock_.is_virtual()) clock_.set_virtual_now(server.virtual_now());
-    record_pushes(reports, clock_.is_virtual() ? server.virtual_now() - virtual_start
-                                               : seconds_since(step_start));
-    stop_ = std::max(stop, rank0_stop());
-    if (decision == kDiverged) stop_ = kDiverged;
-    if (step_ >= planned_) stop_ = std::max(stop_, static_cast<int>(kFinished));
-    if (stop_ == kContinue) {
-      const DbslRound next{step_, schedule_->at(step_, epoch_at(step_)), kContinue};
-      const nn::HostView merged = net_->host_parameters();
-      const nn::HostView state = net_->host_state();
-      for (const auto& r : reports) server.reply(r.rank, merged.values(), state.values(), next);
-    }
-    if (stop_ != kDiverged) after_step(clock_.now());
+
+ protected:
+  DbslRound round_at(std::int64_t step) const {
+    return DbslRound{step, run_.schedule_->at(step, run_.epoch_at(step)), kContinue};
   }
-  server.finish(step_, stop_);
+
+  // The pushes taken as a step: a push each, recorded with the learning rate its round trained
+  // at (the one of the step its worker pulled).
+  ServerUpdate taken(std::vector<WorkerReport> reports) {
+    taken_ = std::move(reports);
+    ServerUpdate update;
+    for (const auto& r : taken_) {
+      update.combined.samples += r.samples;
+      update.combined.loss_sum += r.loss_sum;
+      update.combined.correct += r.correct;
+      update.combined.stop = std::max(update.combined.stop, r.stop);
+      update.combined.workers.push_back(r);
+    }
+    const std::int64_t based_on = taken_.front().based_on;
+    update.lr = run_.schedule_->at(based_on, run_.epoch_at(based_on));
+    update.steps = static_cast<std::int64_t>(taken_.size());
+    return update;
+  }
+
+  // Merges into the server's model through host views, timed on the virtual clock.
+  template <class F>
+  void merge(F&& into) {
+    server_->advance(timed_merge(timed_, run_.clock_, [&] {
+      nn::HostView merged = run_.net_->host_parameters();
+      nn::HostView state = run_.net_->host_state();
+      into(merged.values(), state.values());
+      merged.write_back();
+      state.write_back();
+    }));
+  }
+
+  TrainingRun& run_;
+  const std::size_t parameters_;
+  const bool timed_;
+  std::unique_ptr<DbslCombiner> server_;
+  std::vector<WorkerReport> taken_;
+};
+
+// A push merged as it comes (algorithms.md §3): x <- x + f (pushed - x).
+class TrainingRun::DbslPushServer final : public DbslServerPolicy {
+ public:
+  using DbslServerPolicy::DbslServerPolicy;
+
+  ServerUpdate collect(std::int64_t step) override {
+    model_.resize(parameters_ + run_.net_->state_count());
+    return taken({server_->next_push(model_, step)});
+  }
+
+  void update(const ServerUpdate& /*update*/) override {
+    const double f = run_.dbsl_factors_[static_cast<std::size_t>(taken_.front().rank - 1)];
+    merge([&](std::span<float> parameters, std::span<float> state) {
+      merge_push(parameters, std::span(model_).first(parameters_), f);
+      merge_push(state, std::span(model_).subspan(parameters_), f);
+    });
+  }
+
+ private:
+  std::vector<float> model_;
+};
+
+// --sync: a round of every worker's push merged at once.
+class TrainingRun::DbslRoundServer final : public DbslServerPolicy {
+ public:
+  using DbslServerPolicy::DbslServerPolicy;
+
+  ServerUpdate collect(std::int64_t step) override {
+    return taken(server_->all_pushes(models_, step));
+  }
+
+  void update(const ServerUpdate& /*update*/) override {
+    merge([&](std::span<float> parameters, std::span<float> state) {
+      std::vector<std::span<const float>> params, states;
+      for (const auto& m : models_) {
+        params.push_back(std::span<const float>(m).first(parameters_));
+        states.push_back(std::span<const float>(m).subspan(parameters_));
+      }
+      merge_sync(parameters, params, run_.dbsl_factors_);
+      merge_sync(state, states, run_.dbsl_factors_);
+    });
+  }
+
+ private:
+  std::vector<std::vector<float>> models_;
+};
+
+std::unique_ptr<ServerPolicy> TrainingRun::make_dbsl_server() {
+  if (options_.dbsl.sync) return std::make_unique<DbslRoundServer>(*this);
+  return std::make_unique<DbslPushServer>(*this);
 }
 
 }  // namespace mbkit::train

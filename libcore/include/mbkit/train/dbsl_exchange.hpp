@@ -29,7 +29,7 @@ struct DbslRound {
   int stop = kContinue;   ///< a StopCode: the run ended
 };
 
-/// The server's side of DBSL's exchange, as run_dbsl_server and run_dbsl_sync_server see it:
+/// The server's side of DBSL's exchange, as DBSL's server policies see it (training_run_dbsl.cpp):
 /// the workers as ranks under mpirun (DbslServer) or emulated inside this process
 /// (EmulatedDbslServer, emulated_dbsl.hpp).
 class DbslCombiner {

@@ -304,10 +304,10 @@ inline bool gradient_rescaled(std::int64_t nominal, std::int64_t total) {
 /// server tells every server it is done and takes every server's stop; a server whose workers
 /// are all done ends its collect() (workers_done()) and then calls finish() too, so every
 /// server learns that every worker is done and no rank waits on one that left.
-/// The asynchronous parameter server's side of the loop (TrainingRun::run_async_master): the
-/// master over MPI (AsyncMaster, a rank per worker) or with the workers emulated inside this
-/// process (EmulatedAsyncMaster, --emulate N). The loop is one; only where the gradients come
-/// from differs.
+/// The asynchronous parameter server's side of the loop (the asynchronous master's ServerPolicy,
+/// training_run_async.cpp): the master over MPI (AsyncMaster, a rank per worker) or with the
+/// workers emulated inside this process (EmulatedAsyncMaster, --emulate N). The loop is one;
+/// only where the gradients come from differs.
 class AsyncCombiner {
  public:
   virtual ~AsyncCombiner() = default;

@@ -7,8 +7,11 @@
 //   the combining step (exchange.hpp): the gradients summed over ps or allreduce, or taken as
 //     they arrive by the asynchronous master;
 //   the clock (run_clock.hpp): wall or virtual;
-//   the loops (training_run_loops.cpp): synchronous steps, the asynchronous master and worker,
-//     and the end of the run; rank 0's records of each step (training_run_records.cpp).
+//   the loops: synchronous steps (training_run_sync.cpp), local SGD's, the wall clock's
+//     selection, K-batch-sync's, AMB-DG's; one server loop and one worker loop
+//     (training_run_loops.cpp) over a method's policies (loop_policies.hpp: the asynchronous
+//     master's and worker's in training_run_async.cpp, DBSL's in training_run_dbsl.cpp); the end of
+//     the run; rank 0's records of each step (training_run_records.cpp).
 // libcore/src/train/README.md says how a new trainer plugs in.
 #pragma once
 
@@ -37,6 +40,7 @@
 #include "mbkit/train/evaluate.hpp"
 #include "mbkit/train/exchange.hpp"
 #include "mbkit/train/k_batch_sync.hpp"
+#include "mbkit/train/loop_policies.hpp"
 #include "mbkit/train/options.hpp"
 #include "mbkit/train/progress.hpp"
 #include "mbkit/train/roles.hpp"
@@ -154,7 +158,7 @@ class TrainingRun {
   int rank0_stop() const;
   void worker_line(std::int64_t at_step, const WorkerReport& report) const;
 
-  // The loops (training_run_loops.cpp).
+  // The synchronous loop (training_run_sync.cpp).
   void run_sync();
   // Local SGD (--local-steps, training_run_local_sgd.cpp, mbkit/train/local_sgd.hpp).
   void run_local_sgd();
@@ -209,25 +213,30 @@ class TrainingRun {
   /// --k-batch-sync on the wall clock: batches back to back, sent one by one, at the newest
   /// parameters that came between them.
   void run_k_batch_worker(SelectingExchange& exchange);
-  /// An async worker's refresh (AsyncWorker::refresh) into the network, through host views.
-  bool refresh_from(AsyncWorker& worker, bool wait, std::int64_t& based_on);
-  void run_async_master();
+  // The one server loop and the one worker loop (training_run_loops.cpp), over the policies
+  // of the method (loop_policies.hpp), each a class nested here for the run's pieces.
+  void run_server(ServerPolicy& policy);
+  void run_worker(WorkerPolicy& policy);
+  // The asynchronous master (or one of several servers) and worker (training_run_async.cpp).
+  class AsyncServerPolicy;
+  class AsyncWorkerPolicy;
+  std::unique_ptr<ServerPolicy> make_async_server();
+  std::unique_ptr<WorkerPolicy> make_async_worker();
   /// --servers S --async, at the end: the servers send rank 0 their shards of the parameters
   /// (for the evaluation and the checkpoint), their /servers rows and StopCodes; rank 0 writes
   /// all rows (its own `rows` too) in step order and sends every server the largest code, so
   /// that all end the run the same way.
   void gather_async_servers(std::vector<metrics::ServerRecord> rows);
-  void run_async_worker();
   /// The modelled receive of the asynchronous master's parameters (the virtual clock).
   double async_parameters_receive() const;
-  // DBSL (training_run_dbsl.cpp): the parameter server and a worker.
-  /// The server's exchange: DbslServer over MPI, or the emulated workers' (--emulate).
-  std::unique_ptr<DbslCombiner> make_dbsl_server();
-  void run_dbsl_server();
-  void run_dbsl_sync_server();
-  void run_dbsl_worker();
-  /// The report of a merged push (or a --sync round) recorded as a step.
-  void record_pushes(const std::vector<WorkerReport>& reports, double step_time);
+  // DBSL (training_run_dbsl.cpp): the parameter server (a push merged as it comes, or with
+  // --sync a round of them) and a worker.
+  class DbslServerPolicy;
+  class DbslPushServer;
+  class DbslRoundServer;
+  class DbslWorkerPolicy;
+  std::unique_ptr<ServerPolicy> make_dbsl_server();
+  std::unique_ptr<WorkerPolicy> make_dbsl_worker();
   int finish();
 
   const TrainOptions& options_;

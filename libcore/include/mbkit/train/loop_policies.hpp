@@ -1,0 +1,65 @@
+// The policies of the engine's server loop and worker loop (TrainingRun::run_server,
+// TrainingRun::run_worker, training_run_loops.cpp). The loops are written once: a server collects
+// an update, the nan policy accepts it, the server applies it, counts the step and its samples,
+// moves the virtual clock, records the step, decides whether the run goes on, publishes, and
+// after the last step finishes; a worker receives what its next round starts from, runs the
+// round and sends its result. What differs between the methods is here, chosen at set-up:
+// the asynchronous master (an AsyncCombiner, training_run_async.cpp) and DBSL's servers (a
+// DbslCombiner, training_run_dbsl.cpp) are ServerPolicies, their workers WorkerPolicies. A new
+// straggler method that takes updates as they come is a new policy, not a new loop.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include "mbkit/train/exchange.hpp"
+
+namespace mbkit::train {
+
+/// What one of the server's updates brought.
+struct ServerUpdate {
+  /// The workers' reports as recorded: samples, losses (the nan policy's mean), the largest
+  /// StopCode they sent (`stop`).
+  CombinedStep combined;
+  double lr = 0;              ///< the learning rate the step is recorded with
+  std::int64_t steps = 1;     ///< steps the update counts (DBSL --sync: a push each)
+  bool workers_done = false;  ///< no update: every worker is done (`combined.stop` says how)
+};
+
+/// A server's side of the loop. Calls, in order: start, then per step collect, update (unless
+/// the nan policy skips it), virtual_now, publish (unless the run stops), and finish.
+class ServerPolicy {
+ public:
+  virtual ~ServerPolicy() = default;
+  /// The samples after which the run ends (infinity: its steps alone decide).
+  virtual double planned_samples() const { return std::numeric_limits<double>::infinity(); }
+  /// Before the first step; `stop` is the run's verdict so far (the workers wait for either
+  /// the starting parameters or the stop).
+  virtual void start(std::int64_t step, int stop) = 0;
+  /// Waits for the workers' next update of step `step`.
+  virtual ServerUpdate collect(std::int64_t step) = 0;
+  /// Applies the update collected (an optimizer step, a merge), its work on the virtual clock.
+  virtual void update(const ServerUpdate& update) = 0;
+  /// The server's virtual time after the update (the run's clock takes it).
+  virtual double virtual_now() const = 0;
+  /// Sends the workers of the update what they go on from, as of step `step`.
+  virtual void publish(std::int64_t step) = 0;
+  /// After the last step: tells the workers the run's `stop`; returns the run's StopCode
+  /// (a worker may have been stopped by another server).
+  virtual int finish(std::int64_t step, int stop) = 0;
+};
+
+/// A worker's side of the loop: receive, round, send, until receive says the run ended.
+class WorkerPolicy {
+ public:
+  virtual ~WorkerPolicy() = default;
+  /// What round `rounds` (0, 1, ...) starts from; false when the run ended.
+  virtual bool receive(std::int64_t rounds) = 0;
+  /// Runs the round (its StopCode is the loop's to set).
+  virtual WorkerReport round(std::int64_t rounds) = 0;
+  virtual void send(const WorkerReport& report) = 0;
+  /// After the last round: the StopCode the run ended with.
+  virtual int finish() = 0;
+};
+
+}  // namespace mbkit::train
