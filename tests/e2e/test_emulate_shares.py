@@ -8,8 +8,11 @@ within float rounding of them for other R (the additions are grouped by rank). A
 (--backup-workers, --k-sync, --gradient-coding, --k-batch-sync) all-gather the ranks' shares of
 the predictions and choose as the one process does. Local SGD (--local-steps TAU|adacomm) sums
 the ranks' sums of their hosted workers' models in rank order at each averaging, every rank
-taking the average: the same relations hold, AdaComm's periods included. What the shares do not
-combine is refused naming both flags.
+taking the average: the same relations hold, AdaComm's periods included. AMB-DG
+(--delayed-gradients TAU, virtual clock): every rank keeps the parameter versions, its hosted
+workers compute at version t - TAU, the sums are combined the same way, and every rank keeps the
+delayed timeline; a resumed run (the versions and the timeline from the checkpoint) equals a
+straight one. What the shares do not combine is refused naming both flags.
 """
 
 import os
@@ -48,8 +51,9 @@ class EmulateShares(SameBits, mbtest.ToolTestCase):
     def train(self, name, tool, args, ranks=0, resume=False):
         self.assertSucceeded(self.run_tool(name, tool, args, ranks, resume))
 
-    def assert_close(self, a, b):
-        """Every column but the model's equal to the bit, the parameters within 1e-4."""
+    def assert_close(self, a, b, groups=("params/",)):
+        """Every column but the model's equal to the bit, the checkpoint's arrays of `groups`
+        within 1e-4."""
         found, expected = arrays(self.path(a + "-log.h5"), True), arrays(self.path(b + "-log.h5"),
                                                                            True)
         self.assertEqual(sorted(found), sorted(expected))
@@ -59,7 +63,7 @@ class EmulateShares(SameBits, mbtest.ToolTestCase):
         for name in ("steps/loss", "eval/loss"):
             np.testing.assert_allclose(found[name], expected[name], rtol=0, atol=1e-4)
         found, expected = arrays(self.path(a + ".h5"), False), arrays(self.path(b + ".h5"), False)
-        params = [name for name in expected if name.startswith("params/")]
+        params = [name for name in expected if name.startswith(groups)]
         self.assertTrue(params)
         for name in params:
             self.assertEqual(found[name].shape, expected[name].shape)
@@ -168,6 +172,32 @@ class EmulateShares(SameBits, mbtest.ToolTestCase):
         periods = np.diff(np.concatenate([[0], averaged]))[:-1]  # the last ends at the end
         self.assertTrue(any(p != tau0 for p in periods), msg=f"averaged after {averaged}")
 
+    def test_amb_dg_shares_compute_at_the_delayed_versions_as_the_one_process_run(self):
+        # Every rank keeps the versions (every rank applies the same combined sum), its hosted
+        # workers' rounds compute at version t - 2, and every rank times the steps on the
+        # delayed timeline: the step times, waits and staleness are the one process's to the bit.
+        args = [*AMB, "--comm", "ps", "--emulate", "8", "--delayed-gradients", "2"]
+        checkpoint = ("params/", "delayed_parameters/")
+        self.train("dg-one", "mb-train-amb", args)
+        self.train("dg-r1", "mb-train-amb", args, 1)
+        self.assert_same_bits("dg-r1", "dg-one")
+        for ranks in (2, 3):
+            self.train(f"dg-r{ranks}", "mb-train-amb", args, ranks)
+            self.assert_close(f"dg-r{ranks}", "dg-one", checkpoint)
+        with h5py.File(self.path("dg-r3-log.h5"), "r") as log:
+            staleness = log["workers/staleness"][...].reshape(12, 8)
+        self.assertEqual(staleness[:, 0].tolist(), [0, 1] + [2] * 10)
+        # The same ranks again: the same bits; stopped at step 6 (rounds 6 and 7 still compute
+        # at versions 4 and 5) and resumed: the straight run's.
+        self.train("dg-again", "mb-train-amb", args, 2)
+        self.assert_same_bits("dg-again", "dg-r2")
+        self.train("dg-resumed", "mb-train-amb", [*args, "--steps", "6"], 2)
+        with h5py.File(self.path("dg-resumed.h5"), "r") as saved:
+            self.assertEqual(list(saved["delayed_parameters"].attrs["names"]),
+                             [b"version_4", b"version_5"])
+        self.train("dg-resumed", "mb-train-amb", args, 2, resume=True)
+        self.assert_same_bits("dg-resumed", "dg-r2", skip={"epoch"})
+
     def test_fewer_test_rows_than_emulated_ranks_are_evaluated_in_one_slice(self):
         self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "400",
                                              "--test", "5", "--seed", "3", "-o",
@@ -187,7 +217,9 @@ class EmulateShares(SameBits, mbtest.ToolTestCase):
             (["--emulate", "4", "--comm", "ps", "--train-loss", "master"], "--train-loss master"),
             (["--emulate", "1"], "at least one worker"),
             (["--emulate", "4", "--base-batch", "16", "--time-model-ab", "0.001,0.01"],
-             "and mb-train-dbsl"),
+             "and mb-train-dbsl: DBSL's server merges each push"),
+            (["--emulate", "4", "--base-batch", "16", "--time-model-ab", "0.001,0.01", "--sync"],
+             "and mb-train-dbsl: DBSL's --sync server"),
         ]
         for extra, named in cases:
             with self.subTest(extra=extra):

@@ -88,16 +88,23 @@ void check_emulated_shares(const TrainOptions& o, int ranks) {
     usage_error(cat(flags, ": each rank hosts at least one worker; give --emulate ", ranks,
                     " or more, or fewer ranks"));
   }
-  const char* refused = o.dbsl.enabled                       ? "mb-train-dbsl"
-                        : o.async                            ? "--async"
-                        : !o.given.delayed_gradients.empty() ? "--delayed-gradients"
-                        : o.train_loss == "master"           ? "--train-loss master"
-                                                             : nullptr;
+  if (o.dbsl.enabled) {
+    usage_error(cat(flags, " and mb-train-dbsl: ",
+                    o.dbsl.sync ? "DBSL's --sync server's merge of a round's models is not "
+                                  "combined across the ranks' shares yet"
+                                : "DBSL's server merges each push into the model the pushes "
+                                  "before it made, one at a time in the order they arrive, which "
+                                  "no rank's share of the workers can do apart",
+                    "; run it without mpirun"));
+  }
+  const char* refused = o.async                    ? "--async"
+                        : o.train_loss == "master" ? "--train-loss master"
+                                                   : nullptr;
   if (refused != nullptr) {
     usage_error(cat(flags, " and ", refused,
                     ": ranks hosting shares of the emulated workers run synchronous FMB and AMB "
-                    "(ps and allreduce, with their step selection and K-batch-sync) and local "
-                    "SGD only; run it without mpirun"));
+                    "(ps and allreduce, with their step selection, K-batch-sync and AMB-DG) and "
+                    "local SGD only; run it without mpirun"));
   }
 }
 

@@ -29,7 +29,8 @@ void TrainingRun::set_up_delayed_gradients() {
   }
   if (delay_rounds_ == 0) return;  // mb-train-amb's round as it is
   versions_.emplace(delay_rounds_);
-  if (logs_) delayed_timeline_.emplace(delay_rounds_, std::move(links));
+  // Ranks hosting shares of the emulated workers each keep the run's clock, as sync_step does.
+  if (logs_ || role_.shares) delayed_timeline_.emplace(delay_rounds_, std::move(links));
 }
 
 void TrainingRun::restore_delayed(const Checkpoint& checkpoint, const std::string& path) {
@@ -55,6 +56,18 @@ void TrainingRun::share_delayed_versions() {
     world_.broadcast(std::span<float>(versions[i].second), 0);
   }
   versions_->set_versions(std::move(versions));
+  if (role_.shares && delayed_timeline_) {
+    // Rank 0's timeline (resumed or new), so that every rank's clock goes on from the same.
+    std::vector<double> timeline = delayed_timeline_->saved();
+    std::int64_t size = static_cast<std::int64_t>(timeline.size());
+    world_.broadcast(std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&size), sizeof size),
+                     0);
+    timeline.resize(static_cast<std::size_t>(size));
+    world_.broadcast(std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(timeline.data()),
+                                             timeline.size() * sizeof(double)),
+                     0);
+    if (world_.rank() != 0) delayed_timeline_->restore(timeline, "rank 0's delayed timeline");
+  }
 }
 
 void TrainingRun::begin_delayed_round() {

@@ -107,11 +107,11 @@ class TrainingRun {
   /// --drop-compute auto: the threshold from the workers' full batches (by worker).
   void choose_drop_compute_threshold(const std::vector<double>& full_batches);
   double measure_full_batch();
-  // AMB-DG (training_run_delayed.cpp): the delay, the versions and rank 0's timeline.
+  // AMB-DG (training_run_delayed.cpp): the delay, the versions and the timeline.
   void set_up_delayed_gradients();
   /// Rank 0 on resume: the checkpoint's versions and timeline.
   void restore_delayed(const Checkpoint& checkpoint, const std::string& path);
-  /// Every rank gets rank 0's versions (collective).
+  /// Every rank gets rank 0's versions, and under shares its timeline (collective).
   void share_delayed_versions();
   /// Keeps the step's version; where a round computes here, puts its version's parameters in
   /// the network until end_delayed_round() puts the newest back.
@@ -322,7 +322,8 @@ class TrainingRun {
   double time_limit_ = 0;
   std::string time_limit_rule_;  ///< --time-limit auto: how the limit was chosen
   /// --delayed-gradients TAU >= 1: every rank's versions, rank 0's timeline on the virtual
-  /// clock; TAU 0 is mb-train-amb's round as it is (neither).
+  /// clock (every rank's under shares of the emulated workers); TAU 0 is mb-train-amb's round as it
+  /// is (neither).
   int delay_rounds_ = 0;
   std::optional<ParameterVersions> versions_;
   std::optional<DelayedTimeline> delayed_timeline_;
