@@ -57,12 +57,13 @@ class TrainingRun::AsyncServerPolicy final : public ServerPolicy {
 
   double planned_samples() const override { return planned_samples_; }
 
-  void start(std::int64_t step, int /*stop*/) override {
+  int start(std::int64_t step, int stop) override {
     // Always: the workers wait for the starting parameters before they learn of a stop.
     const auto start = SteadyClock::now();
     master_->start(run_.net_->host_parameters().values().subspan(first_, length_),
                    run_.net_->host_state().values().first(state_floats_), step);
     send_seconds_ = seconds_since(start);
+    return stop;
   }
 
   ServerUpdate collect(std::int64_t step) override {
@@ -97,7 +98,7 @@ class TrainingRun::AsyncServerPolicy final : public ServerPolicy {
     return update;
   }
 
-  void update(const ServerUpdate& update) override {
+  void update(ServerUpdate& update) override {
     nn::Network& net = *run_.net_;
     const bool timed = run_.clock_.is_virtual() && run_.compute_models_.empty();
     WorkTimer update_timer(run_.clock_, net.backend());

@@ -243,10 +243,11 @@ class TrainingRun::DbslServerPolicy : public ServerPolicy {
     }
   }
 
-  void start(std::int64_t step, int stop) override {
-    if (stop != kContinue) return;  // finish() tells the workers
+  int start(std::int64_t step, int stop) override {
+    if (stop != kContinue) return stop;  // finish() tells the workers
     server_->start(run_.net_->host_parameters().values(), run_.net_->host_state().values(),
                    round_at(step));
+    return stop;
   }
 
   double virtual_now() const override { return server_->virtual_now(); }
@@ -319,7 +320,7 @@ class TrainingRun::DbslPushServer final : public DbslServerPolicy {
     return taken({server_->next_push(model_, step)});
   }
 
-  void update(const ServerUpdate& /*update*/) override {
+  void update(ServerUpdate& /*update*/) override {
     const double f = run_.dbsl_factors_[static_cast<std::size_t>(taken_.front().rank - 1)];
     merge([&](std::span<float> parameters, std::span<float> state) {
       merge_push(parameters, std::span(model_).first(parameters_), f);
@@ -340,7 +341,7 @@ class TrainingRun::DbslRoundServer final : public DbslServerPolicy {
     return taken(server_->all_pushes(models_, step));
   }
 
-  void update(const ServerUpdate& /*update*/) override {
+  void update(ServerUpdate& /*update*/) override {
     merge([&](std::span<float> parameters, std::span<float> state) {
       std::vector<std::span<const float>> params, states;
       for (const auto& m : models_) {

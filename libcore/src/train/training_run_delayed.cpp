@@ -1,5 +1,6 @@
 // AMB-DG in the training run (training_run.hpp, delayed_gradients.hpp): the delay chosen at
-// set-up, the round computed at its delayed version, the versions through checkpoints.
+// set-up, the round computed at its delayed version, the versions through checkpoints; then, on
+// the wall clock, its master's and workers' policies of the engine's loops.
 #include <algorithm>
 #include <cmath>
 
@@ -95,7 +96,9 @@ void TrainingRun::end_delayed_round() {
 }  // namespace mbkit::train
 
 // ---------------------------------------------------------------------------------------------
-// The wall clock under mpirun (delayed_exchange.hpp): a rank per worker, the master rank 0.
+// The wall clock under mpirun (delayed_exchange.hpp): a rank per worker, the master rank 0, as
+// policies of the engine's loops (loop_policies.hpp). The start (the parameters and the first
+// verdict) is the synchronous exchange's broadcast (run_sync).
 
 namespace mbkit::train {
 
@@ -108,91 +111,120 @@ bool TrainingRun::delays_on_wall_clock() const {
          role_.emulated == 0;
 }
 
-void TrainingRun::run_delayed() {
-  if (stop_ != kContinue) return;  // the start's verdict reached every rank (distribute)
-  DelayedExchange exchange(world_, role_.workers, net_->parameter_count(), net_->state_count(),
-                           delay_rounds_);
-  if (role_.master) {
-    run_delayed_master(exchange);
-  } else {
-    run_delayed_worker(exchange);
+// The master: round t's sums from every worker, an optimizer step, version t + 1 to every
+// worker; it keeps the versions a checkpoint carries.
+class TrainingRun::DelayedServerPolicy final : public ServerPolicy {
+ public:
+  explicit DelayedServerPolicy(TrainingRun& run)
+      : run_(run),
+        exchange_(run.world_, run.role_.workers, run.net_->parameter_count(),
+                  run.net_->state_count(), run.delay_rounds_) {}
+
+  // The workers have the starting parameters and the verdict from run_sync's broadcast.
+  int start(std::int64_t /*step*/, int /*stop*/) override { return run_.stop_; }
+
+  ServerUpdate collect(std::int64_t step) override {
+    nn::Network& net = *run_.net_;
+    ServerUpdate update;
+    update.lr = run_.schedule_->at(step, run_.epoch_at(step));
+    const nn::HostView parameters = net.host_parameters();
+    run_.versions_->keep(step, parameters.values());  // the versions a checkpoint carries
+    nn::HostView state = net.host_state();
+    update.combined = exchange_.collect(net.gradients(), state.values(), step, run_.global_batch_);
+    state.write_back();
+    return update;
   }
+
+  void update(ServerUpdate& update) override {
+    const auto update_start = SteadyClock::now();
+    run_.optimizer_->step(run_.net_->parameter_buffer(), run_.net_->gradient_buffer(), update.lr,
+                          run_.shard_.first);
+    update.combined.servers.front().update_time = seconds_since(update_start);
+  }
+
+  double virtual_now() const override { return run_.clock_.virtual_now(); }  // the wall clock's
+
+  void publish(std::int64_t step) override {
+    const nn::HostView parameters = run_.net_->host_parameters();
+    const nn::HostView state = run_.net_->host_state();
+    exchange_.publish(parameters.values(), state.values(), step);
+  }
+
+  int finish(std::int64_t step, int stop) override {
+    exchange_.finish(step, stop);
+    if (exchange_.discarded() > 0) {
+      log::verbose(cat(exchange_.discarded(), " sums of rounds past the end received and dropped"));
+    }
+    return stop;
+  }
+
+ private:
+  TrainingRun& run_;
+  DelayedExchange exchange_;
+};
+
+// A worker: round t at version t - TAU (waiting only while it has not come), its sum sent
+// non-blocking, round t + 1 at once.
+class TrainingRun::DelayedWorkerPolicy final : public WorkerPolicy {
+ public:
+  explicit DelayedWorkerPolicy(TrainingRun& run)
+      : run_(run),
+        exchange_(run.world_, run.role_.workers, run.net_->parameter_count(),
+                  run.net_->state_count(), run.delay_rounds_),
+        scale_(1.0 / static_cast<double>(run.global_batch_)) {
+    // The versions held at the start: those a resumed checkpoint carried
+    // (share_delayed_versions) and the parameters now, version step_.
+    const nn::HostView parameters = run.net_->host_parameters();
+    const nn::HostView state = run.net_->host_state();
+    for (const auto& [version, values] : run.versions_->versions()) {
+      if (version < run.step_) exchange_.hold(version, values, state.values());
+    }
+    exchange_.hold(run.step_, parameters.values(), state.values());
+    run.versions_->set_versions({});  // the exchange holds them now
+  }
+
+  bool receive(std::int64_t rounds) override {
+    if (rounds > 0) ++run_.step_;  // the round sent
+    nn::HostView parameters = run_.net_->host_parameters();
+    nn::HostView state = run_.net_->host_state();
+    stop_ = exchange_.take(run_.step_, parameters.values(), state.values());
+    parameters.write_back();
+    state.write_back();
+    if (stop_ != kContinue) return false;
+    run_.round_->set_previous_exchange(exchange_.last_send_time(), exchange_.last_wait_time());
+    return true;
+  }
+
+  WorkerReport round(std::int64_t /*rounds*/) override {
+    return run_.round_->run(run_.step_, scale_);
+  }
+
+  void send(const WorkerReport& report) override {
+    const nn::HostView state = run_.net_->host_state();
+    exchange_.send(run_.net_->gradients(), state.values(), report, run_.step_,
+                   exchange_.last_version());
+  }
+
+  std::int64_t numbered(std::int64_t /*rounds*/) const override { return run_.step_ + 1; }
+
+  int finish() override {
+    exchange_.finish_worker();
+    return stop_;
+  }
+
+ private:
+  TrainingRun& run_;
+  DelayedExchange exchange_;
+  const double scale_;
+  int stop_ = kContinue;
+};
+
+std::unique_ptr<ServerPolicy> TrainingRun::make_delayed_server() {
+  return std::make_unique<DelayedServerPolicy>(*this);
 }
 
-void TrainingRun::run_delayed_master(DelayedExchange& exchange) {
-  while (stop_ == kContinue) {
-    const auto step_start = SteadyClock::now();
-    const double lr = schedule_->at(step_, epoch_at(step_));
-    CombinedStep combined;
-    {
-      const nn::HostView parameters = net_->host_parameters();
-      versions_->keep(step_, parameters.values());  // the versions a checkpoint carries
-      nn::HostView state = net_->host_state();
-      combined = exchange.collect(net_->gradients(), state.values(), step_, global_batch_);
-      state.write_back();
-    }
-    int verdict = combined.stop;
-    const int decision = accept_update(combined.mean_loss());
-    if (decision == kContinue) {
-      const auto update_start = SteadyClock::now();
-      optimizer_->step(net_->parameter_buffer(), net_->gradient_buffer(), lr, shard_.first);
-      combined.servers.front().update_time = seconds_since(update_start);
-    } else if (decision == kDiverged) {
-      verdict = kDiverged;
-    }
-    ++step_;
-    samples_seen_ += static_cast<double>(combined.samples);
-    verdict = std::max(verdict, rank0_stop());
-    if (step_ >= planned_) verdict = std::max(verdict, static_cast<int>(kFinished));
-    if (verdict == kContinue) {
-      const nn::HostView parameters = net_->host_parameters();
-      const nn::HostView state = net_->host_state();
-      exchange.publish(parameters.values(), state.values(), step_);
-    }
-    if (logs_) record_step(combined, seconds_since(step_start), lr);
-    stop_ = verdict;
-    if (stop_ == kDiverged) break;
-    after_step(clock_.now());
-  }
-  exchange.finish(step_, stop_);
-  if (exchange.discarded() > 0) {
-    log::verbose(cat(exchange.discarded(), " sums of rounds past the end received and dropped"));
-  }
-}
-
-void TrainingRun::run_delayed_worker(DelayedExchange& exchange) {
-  // The versions held at the start: those a resumed checkpoint carried (share_delayed_versions)
-  // and the parameters now, version step_.
-  {
-    const nn::HostView parameters = net_->host_parameters();
-    const nn::HostView state = net_->host_state();
-    for (const auto& [version, values] : versions_->versions()) {
-      if (version < step_) exchange.hold(version, values, state.values());
-    }
-    exchange.hold(step_, parameters.values(), state.values());
-  }
-  versions_->set_versions({});  // the exchange holds them now
-  const double scale = 1.0 / static_cast<double>(global_batch_);
-  int stop = kContinue;
-  while (true) {
-    {
-      nn::HostView parameters = net_->host_parameters();
-      nn::HostView state = net_->host_state();
-      stop = exchange.take(step_, parameters.values(), state.values());
-      parameters.write_back();
-      state.write_back();
-    }
-    if (stop != kContinue) break;
-    round_->set_previous_exchange(exchange.last_send_time(), exchange.last_wait_time());
-    WorkerReport report = round_->run(step_, scale);
-    report.stop = stop_request_.requested() ? kSignalled : kContinue;
-    const nn::HostView state = net_->host_state();
-    exchange.send(net_->gradients(), state.values(), report, step_, exchange.last_version());
-    worker_line(step_ + 1, report);
-    ++step_;
-  }
-  exchange.finish_worker();
-  stop_ = stop;
+std::unique_ptr<WorkerPolicy> TrainingRun::make_delayed_worker() {
+  return std::make_unique<DelayedWorkerPolicy>(*this);
 }
 
 }  // namespace mbkit::train

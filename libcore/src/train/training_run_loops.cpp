@@ -36,17 +36,16 @@ int TrainingRun::train() {
   return finish();
 }
 
-// Collect, accept (the nan policy), update, count, clock, record, decide, publish: every server's
-// step, whatever the method.
+// Collect, accept (the nan policy), update, count, clock, decide, publish, record: every
+// server's step, whatever the method.
 void TrainingRun::run_server(ServerPolicy& policy) {
   const double planned_samples = policy.planned_samples();
   if (samples_seen_ >= planned_samples) stop_ = kFinished;
-  stop_ = std::max(stop_, rank0_stop());
-  policy.start(step_, stop_);
+  stop_ = policy.start(step_, std::max(stop_, rank0_stop()));
   while (stop_ == kContinue) {
     const auto step_start = SteadyClock::now();
     const double virtual_start = clock_.virtual_now();
-    const ServerUpdate update = policy.collect(step_);
+    ServerUpdate update = policy.collect(step_);
     if (update.workers_done) {  // another server stopped the run: no update to make
       stop_ = std::max({stop_, update.combined.stop, static_cast<int>(kFinished)});
       break;
@@ -56,18 +55,19 @@ void TrainingRun::run_server(ServerPolicy& policy) {
     step_ += update.steps;
     samples_seen_ += static_cast<double>(update.combined.samples);
     if (clock_.is_virtual()) clock_.set_virtual_now(policy.virtual_now());
+    stop_ = std::max(update.combined.stop, rank0_stop());
+    if (decision == kDiverged) stop_ = kDiverged;
+    if (step_ >= planned_ || samples_seen_ >= planned_samples) {
+      stop_ = std::max(stop_, static_cast<int>(kFinished));
+    }
+    // The workers go on from the update while rank 0 records it.
+    if (stop_ == kContinue) policy.publish(step_);
     if (logs_) {
       record_step(
           update.combined,
           clock_.is_virtual() ? clock_.virtual_now() - virtual_start : seconds_since(step_start),
           update.lr);
     }
-    stop_ = std::max(update.combined.stop, rank0_stop());
-    if (decision == kDiverged) stop_ = kDiverged;
-    if (step_ >= planned_ || samples_seen_ >= planned_samples) {
-      stop_ = std::max(stop_, static_cast<int>(kFinished));
-    }
-    if (stop_ == kContinue) policy.publish(step_);
     if (stop_ != kDiverged) after_step(clock_.now());
   }
   stop_ = policy.finish(step_, stop_);
@@ -80,7 +80,7 @@ void TrainingRun::run_worker(WorkerPolicy& policy) {
     WorkerReport report = policy.round(rounds);
     report.stop = stop_request_.requested() ? kSignalled : kContinue;
     policy.send(report);
-    worker_line(++rounds, report);
+    worker_line(policy.numbered(rounds++), report);
   }
   stop_ = policy.finish();
 }

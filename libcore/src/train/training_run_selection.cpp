@@ -1,8 +1,11 @@
 // The straggler methods' selection of gradients (--backup-workers, --k-sync, --gradient-coding)
 // and K-batch-sync (--k-batch-sync: the first K batches from any workers) on the wall clock, a
-// rank per worker (mbkit/train/selecting_exchange.hpp): the master takes the gradients as they
-// really arrive; the workers are not in step with each other.
+// rank per worker (mbkit/train/selecting_exchange.hpp), as policies of the engine's loops
+// (loop_policies.hpp): the master takes the gradients as they really arrive; the workers are
+// not in step with each other. The start (the parameters and the first verdict) is the
+// synchronous exchange's broadcast (run_sync).
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "mbkit/train/selecting_exchange.hpp"
@@ -18,126 +21,195 @@ bool TrainingRun::selects_on_wall_clock() const {
          options_.clock != ClockMode::kVirtual && role_.parameter_server && role_.emulated == 0;
 }
 
-void TrainingRun::run_selecting_master(SelectingExchange& exchange) {
-  // The gradients are scaled for the samples of the used ones (as on the virtual clock):
-  // K-batch-sync's for K batches.
-  const bool k_batches = options_.k_batch_sync > 0;
-  if (k_batches) exchange.take_batches(options_.k_batch_sync);
-  const std::int64_t nominal =
-      k_batches ? k_batch_samples()
-                : global_batch_ * selection_.used_per_step() / selection_.workers();
-  while (stop_ == kContinue) {
-    const auto step_start = SteadyClock::now();
-    const double lr = schedule_->at(step_, epoch_at(step_));
+// The master: a step is the rule's choice of gradients (or K-batch-sync's first K batches),
+// summed, an optimizer step, and the new parameters to the workers whose gradients came (every
+// worker: K-batch-sync); the stop goes with the last parameters.
+class TrainingRun::SelectingServerPolicy final : public ServerPolicy {
+ public:
+  explicit SelectingServerPolicy(TrainingRun& run)
+      : run_(run),
+        exchange_(run.world_, run.selection_, run.net_->parameter_count(), run.net_->state_count()),
+        k_batches_(run.options_.k_batch_sync > 0),
+        // The gradients are scaled for the samples of the used ones (as on the virtual
+        // clock): K-batch-sync's for K batches.
+        nominal_(k_batches_ ? run.k_batch_samples()
+                            : run.global_batch_ * run.selection_.used_per_step() /
+                                  run.selection_.workers()) {
+    if (k_batches_) exchange_.take_batches(run.options_.k_batch_sync);
+  }
+
+  // The workers have the starting parameters and the verdict from run_sync's broadcast.
+  int start(std::int64_t /*step*/, int /*stop*/) override { return run_.stop_; }
+
+  ServerUpdate collect(std::int64_t step) override {
+    nn::Network& net = *run_.net_;
+    ServerUpdate update;
+    update.lr = run_.schedule_->at(step, run_.epoch_at(step));
     std::vector<bool> used;
-    CombinedStep combined;
     {
-      const nn::HostView parameters = net_->host_parameters();
-      nn::HostView state = net_->host_state();
-      if (k_batches) {
+      const nn::HostView parameters = net.host_parameters();
+      nn::HostView state = net.host_state();
+      if (k_batches_) {
         std::vector<int> batches;
-        combined = exchange.collect_batches(net_->gradients(), state.values(), parameters.values(),
-                                            step_, nominal, batches);
+        update.combined = exchange_.collect_batches(net.gradients(), state.values(),
+                                                    parameters.values(), step, nominal_, batches);
         for (const int b : batches) used.push_back(b > 0);
       } else {
-        combined = exchange.collect(net_->gradients(), state.values(), parameters.values(), step_,
-                                    nominal, used);
+        update.combined = exchange_.collect(net.gradients(), state.values(), parameters.values(),
+                                            step, nominal_, used);
       }
       state.write_back();
     }
-    for (std::size_t w = 0; w < used.size() && w < combined.workers.size(); ++w) {
-      combined.workers[w].dropped = !used[w];
+    auto& workers = update.combined.workers;
+    for (std::size_t w = 0; w < used.size() && w < workers.size(); ++w) {
+      workers[w].dropped = !used[w];
     }
-    int verdict = combined.stop;
-    const int decision = accept_update(combined.mean_loss());
-    if (decision == kContinue) {
-      const auto update_start = SteadyClock::now();
-      optimizer_->step(net_->parameter_buffer(), net_->gradient_buffer(), lr, shard_.first);
-      combined.servers.front().update_time = seconds_since(update_start);
-    } else if (decision == kDiverged) {
-      verdict = kDiverged;
-    }
-    ++step_;
-    samples_seen_ += static_cast<double>(combined.samples);
-    verdict = std::max(verdict, rank0_stop());
-    if (step_ >= planned_) verdict = std::max(verdict, static_cast<int>(kFinished));
-    {
-      const nn::HostView parameters = net_->host_parameters();
-      const nn::HostView state = net_->host_state();
-      exchange.publish(parameters.values(), state.values(), step_, verdict);
-    }
-    if (logs_) record_step(combined, seconds_since(step_start), lr);
-    stop_ = verdict;
-    if (stop_ == kDiverged) break;
-    after_step(clock_.now());
+    collected_ = true;
+    return update;
   }
-  exchange.finish(step_, stop_);
-  if (exchange.discarded() > 0) {
-    log::verbose(cat(exchange.discarded(), k_batches ? " late batches" : " late gradients",
-                     " received and discarded"));
-  }
-}
 
-void TrainingRun::run_selecting_worker(SelectingExchange& exchange) {
-  if (options_.k_batch_sync > 0) {
-    run_k_batch_worker(exchange);
-    return;
+  void update(ServerUpdate& update) override {
+    const auto update_start = SteadyClock::now();
+    run_.optimizer_->step(run_.net_->parameter_buffer(), run_.net_->gradient_buffer(), update.lr,
+                          run_.shard_.first);
+    update.combined.servers.front().update_time = seconds_since(update_start);
   }
-  const std::int64_t nominal = global_batch_ * selection_.used_per_step() / selection_.workers();
-  // FMB reads a batch per round: a late worker that skips steps skips their batches too, so a
-  // step's batch stays the step's (a gradient-coding group's workers compute the same one).
-  const bool batch_per_step = !options_.amb.enabled && train_loader_.has_value();
-  while (stop_ == kContinue) {
-    WorkerReport report = round_->run(step_, 1.0 / static_cast<double>(nominal));
-    report.stop = stop_request_.requested() ? kSignalled : kContinue;
-    nn::HostView state = net_->host_state();
-    exchange.send(net_->gradients(), state.values(), report, step_);
-    worker_line(step_ + 1, report);
-    nn::HostView parameters = net_->host_parameters();
-    const SelectingExchange::Parameters got = exchange.receive(parameters.values(), state.values());
+
+  double virtual_now() const override { return run_.clock_.virtual_now(); }  // the wall clock's
+
+  void publish(std::int64_t step) override { send(step, kContinue); }
+
+  int finish(std::int64_t step, int stop) override {
+    // The last step's workers get its parameters with the stop; finish answers the others.
+    if (collected_) send(step, stop);
+    exchange_.finish(step, stop);
+    if (exchange_.discarded() > 0) {
+      log::verbose(cat(exchange_.discarded(), k_batches_ ? " late batches" : " late gradients",
+                       " received and discarded"));
+    }
+    return stop;
+  }
+
+ private:
+  void send(std::int64_t step, int stop) {
+    const nn::HostView parameters = run_.net_->host_parameters();
+    const nn::HostView state = run_.net_->host_state();
+    exchange_.publish(parameters.values(), state.values(), step, stop);
+  }
+
+  TrainingRun& run_;
+  SelectingExchange exchange_;
+  const bool k_batches_;
+  const std::int64_t nominal_;
+  bool collected_ = false;  ///< a step began: the exchange is started
+};
+
+// A worker of the selection: a round at the parameters of its step, its gradient sent, the
+// master's answer awaited (a late worker's answer is the newest parameters: it skips the steps
+// it missed). The run's first round starts from run_sync's broadcast.
+class TrainingRun::SelectingWorkerPolicy : public WorkerPolicy {
+ public:
+  explicit SelectingWorkerPolicy(TrainingRun& run)
+      : run_(run),
+        exchange_(run.world_, run.selection_, run.net_->parameter_count(), run.net_->state_count()),
+        // FMB reads a batch per round: a late worker that skips steps skips their batches
+        // too, so a step's batch stays the step's (a gradient-coding group's workers compute
+        // the same one).
+        batch_per_step_(!run.options_.amb.enabled && run.train_loader_.has_value()),
+        nominal_(run.global_batch_ * run.selection_.used_per_step() / run.selection_.workers()) {}
+
+  bool receive(std::int64_t rounds) override {
+    if (rounds == 0) return run_.stop_ == kContinue;
+    nn::HostView parameters = run_.net_->host_parameters();
+    const SelectingExchange::Parameters got = exchange_.receive(parameters.values(), sent_state());
+    return went_on(got, parameters, batch_per_step_);
+  }
+
+  WorkerReport round(std::int64_t /*rounds*/) override {
+    return run_.round_->run(run_.step_, 1.0 / static_cast<double>(nominal_));
+  }
+
+  void send(const WorkerReport& report) override {
+    // The state's view stays for the answer (one copy each way on a device).
+    state_.emplace(run_.net_->host_state());
+    exchange_.send(run_.net_->gradients(), state_->values(), report, run_.step_);
+  }
+
+  std::int64_t numbered(std::int64_t /*rounds*/) const override { return run_.step_ + 1; }
+
+  int finish() override { return run_.stop_; }
+
+ protected:
+  std::span<float> sent_state() { return state_->values(); }
+
+  // Parameters came: written into the network; false at the master's stop, else the step they
+  // start (the induced delays, and the batches where `skip_batches`, of the steps missed).
+  bool went_on(const SelectingExchange::Parameters& got, nn::HostView& parameters,
+               bool skip_batches) {
     parameters.write_back();
-    state.write_back();
-    stop_ = got.stop;
-    if (stop_ != kContinue) break;
-    const std::int64_t skipped = got.step - (step_ + 1);
+    state_->write_back();
+    run_.stop_ = got.stop;
+    if (run_.stop_ != kContinue) return false;
+    const std::int64_t skipped = got.step - (run_.step_ + 1);
     if (skipped > 0) {
-      round_->skip_rounds(skipped);
-      for (std::int64_t k = 0; batch_per_step && k < skipped; ++k) train_loader_->next();
+      run_.round_->skip_rounds(skipped);
+      for (std::int64_t k = 0; skip_batches && k < skipped; ++k) run_.train_loader_->next();
     }
-    step_ = got.step;
-    round_->set_previous_exchange(exchange.last_send_time(), exchange.last_wait_time());
-    after_step(clock_.now());
+    run_.step_ = got.step;
+    run_.round_->set_previous_exchange(exchange_.last_send_time(), exchange_.last_wait_time());
+    run_.after_step(run_.clock_.now());
+    return true;
   }
+
+  TrainingRun& run_;
+  SelectingExchange exchange_;
+  const bool batch_per_step_;
+  const std::int64_t nominal_;
+  std::optional<nn::HostView> state_;
+};
+
+// --k-batch-sync on the wall clock: batches back to back, each sent as it ends, tagged with its
+// step; between batches (never inside one) the newest parameters that came, if any.
+class TrainingRun::KBatchWorkerPolicy final : public SelectingWorkerPolicy {
+ public:
+  explicit KBatchWorkerPolicy(TrainingRun& run)
+      : SelectingWorkerPolicy(run), loss_scale_(1.0 / static_cast<double>(run.k_batch_samples())) {
+    exchange_.take_batches(run.options_.k_batch_sync);
+  }
+
+  bool receive(std::int64_t rounds) override {
+    if (rounds == 0) return run_.stop_ == kContinue;
+    nn::HostView parameters = run_.net_->host_parameters();
+    const auto got = exchange_.poll(parameters.values(), sent_state());
+    continues_ = !got.has_value();
+    if (continues_) return true;  // the step's round goes on at the parameters it has
+    // A round's induced delay per step, as the other methods' workers draw it.
+    return went_on(*got, parameters, false);
+  }
+
+  WorkerReport round(std::int64_t /*rounds*/) override {
+    if (continues_) run_.round_->continue_round();  // no induced delay again
+    run_.round_->set_batches(1);
+    return run_.round_->run(run_.step_, loss_scale_);
+  }
+
+  int finish() override {
+    exchange_.leave();
+    return run_.stop_;
+  }
+
+ private:
+  const double loss_scale_;
+  bool continues_ = false;  ///< the next batch goes on with the step's round
+};
+
+std::unique_ptr<ServerPolicy> TrainingRun::make_selecting_server() {
+  return std::make_unique<SelectingServerPolicy>(*this);
 }
 
-void TrainingRun::run_k_batch_worker(SelectingExchange& exchange) {
-  exchange.take_batches(options_.k_batch_sync);
-  const double loss_scale = 1.0 / static_cast<double>(k_batch_samples());
-  bool continues = false;  // the next batch goes on with the step's round: no induced delay
-  while (stop_ == kContinue) {
-    // A batch is not interrupted: newer parameters are taken after it.
-    if (continues) round_->continue_round();
-    round_->set_batches(1);
-    WorkerReport report = round_->run(step_, loss_scale);
-    report.stop = stop_request_.requested() ? kSignalled : kContinue;
-    nn::HostView state = net_->host_state();
-    exchange.send(net_->gradients(), state.values(), report, step_);
-    worker_line(step_ + 1, report);
-    nn::HostView parameters = net_->host_parameters();
-    const auto got = exchange.poll(parameters.values(), state.values());
-    continues = !got.has_value();
-    if (continues) continue;
-    parameters.write_back();
-    state.write_back();
-    stop_ = got->stop;
-    if (stop_ != kContinue) break;
-    // A round's induced delay per step, as the other methods' workers draw it.
-    if (got->step > step_ + 1) round_->skip_rounds(got->step - (step_ + 1));
-    step_ = got->step;
-    round_->set_previous_exchange(exchange.last_send_time(), exchange.last_wait_time());
-    after_step(clock_.now());
-  }
-  exchange.leave();
+std::unique_ptr<WorkerPolicy> TrainingRun::make_selecting_worker() {
+  if (options_.k_batch_sync > 0) return std::make_unique<KBatchWorkerPolicy>(*this);
+  return std::make_unique<SelectingWorkerPolicy>(*this);
 }
 
 }  // namespace mbkit::train

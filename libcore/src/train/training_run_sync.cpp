@@ -4,7 +4,6 @@
 #include <bit>
 
 #include "mbkit/train/roles.hpp"
-#include "mbkit/train/selecting_exchange.hpp"
 #include "mbkit/train/training_run.hpp"
 
 namespace mbkit::train {
@@ -65,16 +64,21 @@ void TrainingRun::run_sync() {
   }
   stop_ = first_verdict(exchange);
   if (round_) round_->set_previous_exchange(0, 0, exchange.last_recv_time());
-  if (selects_on_wall_clock()) {  // after the start's verdict, in step no more
-    SelectingExchange selecting(world_, selection_, net_->parameter_count(), net_->state_count());
+  // The wall clock's selection (training_run_selection.cpp) and AMB-DG's
+  // (training_run_delayed.cpp): after the start the workers are in step no more, and the master
+  // takes their results as they come (AMB-DG makes no exchange when the start's verdict is a stop).
+  const bool selects = selects_on_wall_clock();
+  if (selects || delays_on_wall_clock()) {
+    if (!selects && stop_ != kContinue) return;
     if (role_.master) {
-      run_selecting_master(selecting);
+      const auto server = selects ? make_selecting_server() : make_delayed_server();
+      run_server(*server);
     } else {
-      run_selecting_worker(selecting);
+      const auto worker = selects ? make_selecting_worker() : make_delayed_worker();
+      run_worker(*worker);
     }
     return;
   }
-  if (delays_on_wall_clock()) return run_delayed();  // AMB-DG (training_run_delayed.cpp)
   while (stop_ == kContinue) {
     stop_ = sync_step(exchange, gradients, tail);
     if (stop_ == kDiverged) break;

@@ -1,12 +1,14 @@
 // The policies of the engine's server loop and worker loop (TrainingRun::run_server,
 // TrainingRun::run_worker, training_run_loops.cpp). The loops are written once: a server collects
 // an update, the nan policy accepts it, the server applies it, counts the step and its samples,
-// moves the virtual clock, records the step, decides whether the run goes on, publishes, and
+// moves the virtual clock, decides whether the run goes on, publishes, records the step, and
 // after the last step finishes; a worker receives what its next round starts from, runs the
 // round and sends its result. What differs between the methods is here, chosen at set-up:
-// the asynchronous master (an AsyncCombiner, training_run_async.cpp) and DBSL's servers (a
-// DbslCombiner, training_run_dbsl.cpp) are ServerPolicies, their workers WorkerPolicies. A new
-// straggler method that takes updates as they come is a new policy, not a new loop.
+// the asynchronous master (an AsyncCombiner, training_run_async.cpp), DBSL's servers (a
+// DbslCombiner, training_run_dbsl.cpp), the wall clock's selecting master (a
+// SelectingExchange, training_run_selection.cpp) and AMB-DG's (a DelayedExchange,
+// training_run_delayed.cpp) are ServerPolicies, their workers WorkerPolicies. A new straggler
+// method that takes updates as they come is a new policy, not a new loop.
 #pragma once
 
 #include <cstdint>
@@ -27,19 +29,23 @@ struct ServerUpdate {
 };
 
 /// A server's side of the loop. Calls, in order: start, then per step collect, update (unless
-/// the nan policy skips it), virtual_now, publish (unless the run stops), and finish.
+/// the nan policy skips it), virtual_now, publish (unless the run stops; before rank 0 records
+/// the step, so that the workers go on meanwhile), and finish.
 class ServerPolicy {
  public:
   virtual ~ServerPolicy() = default;
   /// The samples after which the run ends (infinity: its steps alone decide).
   virtual double planned_samples() const { return std::numeric_limits<double>::infinity(); }
   /// Before the first step; `stop` is the run's verdict so far (the workers wait for either
-  /// the starting parameters or the stop).
-  virtual void start(std::int64_t step, int stop) = 0;
+  /// the starting parameters or the stop). Returns the verdict the workers were given: `stop`,
+  /// or where the synchronous start gave them the parameters and a verdict already (the wall
+  /// clock's selection and AMB-DG), that one.
+  virtual int start(std::int64_t step, int stop) = 0;
   /// Waits for the workers' next update of step `step`.
   virtual ServerUpdate collect(std::int64_t step) = 0;
-  /// Applies the update collected (an optimizer step, a merge), its work on the virtual clock.
-  virtual void update(const ServerUpdate& update) = 0;
+  /// Applies the update collected (an optimizer step, a merge), its work on the virtual clock
+  /// (or its time in the record's /servers row: `update.combined.servers`).
+  virtual void update(ServerUpdate& update) = 0;
   /// The server's virtual time after the update (the run's clock takes it).
   virtual double virtual_now() const = 0;
   /// Sends the workers of the update what they go on from, as of step `step`.
@@ -50,6 +56,8 @@ class ServerPolicy {
 };
 
 /// A worker's side of the loop: receive, round, send, until receive says the run ended.
+/// `receive` need not wait: a worker that computes batches back to back (K-batch-sync on the
+/// wall clock) takes newer parameters only if they came, and otherwise goes on.
 class WorkerPolicy {
  public:
   virtual ~WorkerPolicy() = default;
@@ -57,6 +65,9 @@ class WorkerPolicy {
   virtual bool receive(std::int64_t rounds) = 0;
   /// Runs the round (its StopCode is the loop's to set).
   virtual WorkerReport round(std::int64_t rounds) = 0;
+  /// The number the worker's line (--worker-log) gives round `rounds` once sent: its count
+  /// (1, 2, ...), or a synchronous method's step that the round is for.
+  virtual std::int64_t numbered(std::int64_t rounds) const { return rounds + 1; }
   virtual void send(const WorkerReport& report) = 0;
   /// After the last round: the StopCode the run ended with.
   virtual int finish() = 0;

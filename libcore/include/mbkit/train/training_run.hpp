@@ -7,11 +7,12 @@
 //   the combining step (exchange.hpp): the gradients summed over ps or allreduce, or taken as
 //     they arrive by the asynchronous master;
 //   the clock (run_clock.hpp): wall or virtual;
-//   the loops: synchronous steps (training_run_sync.cpp), local SGD's, the wall clock's
-//     selection, K-batch-sync's, AMB-DG's; one server loop and one worker loop
-//     (training_run_loops.cpp) over a method's policies (loop_policies.hpp: the asynchronous
-//     master's and worker's in training_run_async.cpp, DBSL's in training_run_dbsl.cpp); the end of
-//     the run; rank 0's records of each step (training_run_records.cpp).
+//   the loops: synchronous steps (training_run_sync.cpp), local SGD's; one server loop and one
+//     worker loop (training_run_loops.cpp) over a method's policies (loop_policies.hpp: the
+//     asynchronous master's and worker's in training_run_async.cpp, DBSL's in
+//     training_run_dbsl.cpp, the wall clock's selection and K-batch-sync's in
+//     training_run_selection.cpp, AMB-DG's on the wall clock in training_run_delayed.cpp); the
+//     end of the run; rank 0's records of each step (training_run_records.cpp).
 // libcore/src/train/README.md says how a new trainer plugs in.
 #pragma once
 
@@ -54,8 +55,6 @@
 namespace mbkit::train {
 
 struct LocalSgdLoop;
-class SelectingExchange;
-class DelayedExchange;
 
 class TrainingRun {
  public:
@@ -118,11 +117,13 @@ class TrainingRun {
   void begin_delayed_round();
   void end_delayed_round();
   /// AMB-DG on the wall clock under mpirun (delayed_exchange.hpp): the workers compute their
-  /// rounds back to back, the master updates as the sums come.
+  /// rounds back to back, the master updates as the sums come (the server and worker loops'
+  /// policies, made after the synchronous start).
   bool delays_on_wall_clock() const;
-  void run_delayed();
-  void run_delayed_master(DelayedExchange& exchange);
-  void run_delayed_worker(DelayedExchange& exchange);
+  class DelayedServerPolicy;
+  class DelayedWorkerPolicy;
+  std::unique_ptr<ServerPolicy> make_delayed_server();
+  std::unique_ptr<WorkerPolicy> make_delayed_worker();
   void resume();
   void resume_server_shards();
   void plan_length();
@@ -208,11 +209,14 @@ class TrainingRun {
   bool master_evaluates_alone() const {
     return role_.async || selects_on_wall_clock() || delays_on_wall_clock();
   }
-  void run_selecting_master(SelectingExchange& exchange);
-  void run_selecting_worker(SelectingExchange& exchange);
-  /// --k-batch-sync on the wall clock: batches back to back, sent one by one, at the newest
-  /// parameters that came between them.
-  void run_k_batch_worker(SelectingExchange& exchange);
+  // The master's and the workers' policies of the server and worker loops, made after the
+  // synchronous start (--k-batch-sync's worker: batches back to back, sent one by one, at the
+  // newest parameters that came between them).
+  class SelectingServerPolicy;
+  class SelectingWorkerPolicy;
+  class KBatchWorkerPolicy;
+  std::unique_ptr<ServerPolicy> make_selecting_server();
+  std::unique_ptr<WorkerPolicy> make_selecting_worker();
   // The one server loop and the one worker loop (training_run_loops.cpp), over the policies
   // of the method (loop_policies.hpp), each a class nested here for the run's pieces.
   void run_server(ServerPolicy& policy);
