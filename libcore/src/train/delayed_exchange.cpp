@@ -26,27 +26,11 @@ using namespace exchange_detail;
 constexpr int kDelayedSumTag = 41;
 constexpr int kDelayedVersionTag = 42;
 
-// A step or version rides in two floats (bits, not a value).
-constexpr std::size_t kStepFloats = 2;
 // A worker's message: its round, the version it computed at; round -1: done (header alone).
 constexpr std::size_t kSumHeader = 2 * kStepFloats;
 constexpr std::int64_t kDoneRound = -1;
 // The master's message: the version, then the StopCode (a stop: header alone).
 constexpr std::size_t kVersionHeader = kStepFloats + 1;
-
-void put_step(float* at, std::int64_t step) {
-  std::memcpy(at, &step, sizeof step);
-}
-
-std::int64_t get_step(const float* at) {
-  std::int64_t step = 0;
-  std::memcpy(&step, at, sizeof step);
-  return step;
-}
-
-std::size_t bytes(std::size_t floats) {
-  return floats * sizeof(float);
-}
 
 using Buffer = std::vector<float>;
 

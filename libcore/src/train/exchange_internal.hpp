@@ -1,7 +1,10 @@
-// What the synchronous and asynchronous exchanges (exchange.cpp, exchange_async*.cpp) share.
+// What the exchanges (exchange.cpp, exchange_async*.cpp, selecting_exchange.cpp,
+// delayed_exchange.cpp) share.
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <span>
 #include <vector>
 
@@ -37,6 +40,22 @@ struct ParametersHeader {
 };
 
 using Bytes = std::vector<unsigned char>;
+
+// The wall-clock exchanges (selecting_exchange.cpp, delayed_exchange.cpp) send a step number in
+// the first two floats of a message: its bits, not a value (exact for any step).
+constexpr std::size_t kStepFloats = 2;
+inline void put_step(float* at, std::int64_t step) {
+  static_assert(sizeof step == kStepFloats * sizeof(float));
+  std::memcpy(at, &step, sizeof step);
+}
+inline std::int64_t get_step(const float* at) {
+  std::int64_t step = 0;
+  std::memcpy(&step, at, sizeof step);
+  return step;
+}
+inline std::size_t bytes(std::size_t floats) {
+  return floats * sizeof(float);
+}
 
 /// A worker's report in the synchronous exchanges' small values: report_slot_floats() floats
 /// at `slot` (exact for counts below 2^24).

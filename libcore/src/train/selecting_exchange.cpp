@@ -22,28 +22,12 @@ using namespace exchange_detail;
 constexpr int kSelectedGradientTag = 31;
 constexpr int kSelectedParametersTag = 32;
 
-// A message's step rides in its first two floats (bits, not a value).
-constexpr std::size_t kStepFloats = 2;
 // The master's message: the step, then the StopCode.
 constexpr std::size_t kAnswerHeader = kStepFloats + 1;
 // K-batch-sync: a worker's goodbye is a step alone, this one.
 constexpr std::int64_t kGoodbye = -1;
 // K-batch-sync: no parameters waiting for the previous ones' delivery.
 constexpr int kNothingDeferred = -1;
-
-void put_step(float* at, std::int64_t step) {
-  std::memcpy(at, &step, sizeof step);
-}
-
-std::int64_t get_step(const float* at) {
-  std::int64_t step = 0;
-  std::memcpy(&step, at, sizeof step);
-  return step;
-}
-
-std::size_t bytes(std::size_t floats) {
-  return floats * sizeof(float);
-}
 
 }  // namespace
 
