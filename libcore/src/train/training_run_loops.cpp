@@ -38,6 +38,12 @@ int TrainingRun::train() {
 
 // Collect, accept (the nan policy), update, count, clock, decide, publish, record: every
 // server's step, whatever the method.
+double TrainingRun::timed_optimizer_step(double lr) {
+  const auto start = SteadyClock::now();
+  optimizer_->step(net_->parameter_buffer(), net_->gradient_buffer(), lr, shard_.first);
+  return seconds_since(start);
+}
+
 void TrainingRun::run_server(ServerPolicy& policy) {
   const double planned_samples = policy.planned_samples();
   if (samples_seen_ >= planned_samples) stop_ = kFinished;

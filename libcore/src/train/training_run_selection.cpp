@@ -69,10 +69,7 @@ class TrainingRun::SelectingServerPolicy final : public ServerPolicy {
   }
 
   void update(ServerUpdate& update) override {
-    const auto update_start = SteadyClock::now();
-    run_.optimizer_->step(run_.net_->parameter_buffer(), run_.net_->gradient_buffer(), update.lr,
-                          run_.shard_.first);
-    update.combined.servers.front().update_time = seconds_since(update_start);
+    update.combined.servers.front().update_time = run_.timed_optimizer_step(update.lr);
   }
 
   double virtual_now() const override { return run_.clock_.virtual_now(); }  // the wall clock's

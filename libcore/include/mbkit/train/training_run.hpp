@@ -220,6 +220,9 @@ class TrainingRun {
   // The one server loop and the one worker loop (training_run_loops.cpp), over the policies
   // of the method (loop_policies.hpp), each a class nested here for the run's pieces.
   void run_server(ServerPolicy& policy);
+  /// The optimizer's step over this rank's shard at `lr`, its wall seconds (the wall-clock
+  /// servers' update, as a /servers row reports it).
+  double timed_optimizer_step(double lr);
   void run_worker(WorkerPolicy& policy);
   // The asynchronous master (or one of several servers) and worker (training_run_async.cpp).
   class AsyncServerPolicy;
