@@ -5,6 +5,9 @@ its worker goes on from the newest parameters.
 
 - A worker that sleeps 0.3 s a round is dropped at (almost) every step, and the steps take far
   less than its sleep; K-sync with the same K does the same.
+- AMB's rounds (mb-train-amb) with a slow worker: its late rounds are abandoned after their
+  first micro-batch, once the master has made their step (a notice between micro-batches); the
+  steps, the fast workers' rows and the exit status are as without it.
 - --backup-workers 0 is FMB, to the bit.
 - Gradient coding with a slow worker decodes the whole gradient: the parameters are FMB's over
   one worker per group (a rank-order sum), to the bit.
@@ -14,6 +17,7 @@ its worker goes on from the newest parameters.
   run with on the wall clock is refused in one line naming both flags.
 """
 
+import re
 import shutil
 
 import h5py
@@ -79,6 +83,39 @@ class WallSelection(SameBits, mbtest.ToolTestCase):
                 step_time = log["steps/step_time"][1:]
                 self.assertLess(float(np.mean(step_time)), SLEEP / 3, msg=step_time)
                 self.assertEqual(log["eval/step"][...].tolist(), [5, 10, 15, 20])
+
+    def test_a_late_amb_round_is_abandoned_between_micro_batches(self):
+        steps, partitions = 20, 4
+        # Ranks 1-2 sleep 0.03 s a round, rank 3 SLEEP: its round's step is made meanwhile.
+        with open(self.path("slow-amb.csv"), "w") as out:
+            out.write("worker,step,seconds\n0,0,0.03\n1,0,0.03\n2,0,{}\n".format(SLEEP))
+        for name, rule in (("amb-backup", ["--backup-workers", "1"]),
+                           ("amb-k-sync", ["--k-sync", "2"])):
+            common = [a for a in COMMON if a != "-q"]
+            command = [MPIRUN, "--oversubscribe", "-n", "4", mbtest.tool("mb-train-amb"),
+                       "--data", "toy.h5", *common, "-v", "--worker-log", "--steps", str(steps),
+                       "--time-limit", "5", "--partitions", str(partitions),
+                       "--induce", "trace:slow-amb.csv", *rule, "--log", f"{name}-log.h5"]
+            result = mbtest.run(command, cwd=self.dir, env=self.env, timeout=60)
+            with self.subTest(rule=rule):
+                self.assertSucceeded(result)
+                text = result.out + result.err
+                # Rank 3's rounds: one micro-batch each, then the notice of a newer step.
+                done = [int(k) for k in re.findall(r"abandoned after (\d+) micro-batches", text)]
+                self.assertGreaterEqual(len(done), 2, msg=text)
+                self.assertTrue(all(0 < k < partitions for k in done), msg=done)
+                told = re.findall(r"(\d+) late rounds abandoned by their workers", text)
+                self.assertEqual([int(k) for k in told], [len(done)], msg=text)
+                with h5py.File(self.path(f"{name}-log.h5"), "r") as log:
+                    self.assertEqual(log["collect/gradients"][...].tolist(), [2] * steps)
+                    dropped = log["workers/dropped"][...].reshape(steps, 3)
+                    micro = log["workers/micro_batches"][...].reshape(steps, 3)
+                    self.assertTrue(np.all(dropped.sum(axis=1) == 1), msg=dropped)
+                    self.assertGreaterEqual(int(dropped[:, 2].sum()), steps - 1, msg=dropped)
+                    # The fast ranks' full rounds: 4 micro-batches of 5 (an epoch's last
+                    # batch of 13: 2).
+                    fast = micro[:, :2][dropped[:, :2] == 0]
+                    self.assertTrue(np.all(np.isin(fast, [2, partitions])), msg=micro)
 
     def test_no_backup_worker_is_fmb(self):
         args = ["--steps", "8", *self.slow_last(3)]

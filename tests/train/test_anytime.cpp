@@ -80,5 +80,38 @@ TEST(AnytimeRound, NoLimitIsFixedMiniBatch) {
   EXPECT_TRUE(result.finished_early);
 }
 
+TEST(AnytimeRound, ACutEndsTheRoundBeforeTheNextMicroBatchAfterBetween) {
+  // The wall-clock selection's late round: the cut is asked before micro-batches 1, 2, ...
+  double clock = 0;
+  std::vector<int> ran;
+  std::vector<int> order;  // 0: between, 1: cut
+  int asked = 0;
+  const auto result = run_anytime_round(
+      {8, 8}, std::numeric_limits<double>::infinity(), [&] { return clock; },
+      [&](int k) {
+        ran.push_back(k);
+        clock += 1;
+      },
+      [&] { order.push_back(0); },
+      [&] {
+        order.push_back(1);
+        return ++asked == 3;  // the third check: after micro-batches 0, 1, 2
+      });
+  EXPECT_EQ(result.done, 3);
+  EXPECT_TRUE(result.cut);
+  EXPECT_FALSE(result.finished_early);
+  EXPECT_EQ(ran, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 0, 1, 0, 1}));
+}
+
+TEST(AnytimeRound, ANeverTrueCutChangesNothing) {
+  const auto result = run_anytime_round(
+      {8, 4}, std::numeric_limits<double>::infinity(), [] { return 0.0; }, [](int) {}, {},
+      [] { return false; });
+  EXPECT_EQ(result.done, 4);
+  EXPECT_FALSE(result.cut);
+  EXPECT_TRUE(result.finished_early);
+}
+
 }  // namespace
 }  // namespace mbkit::train

@@ -17,12 +17,17 @@ MicroBatches split_batch(int batch, int micro_size) {
 AnytimeRound run_anytime_round(const MicroBatches& plan, double time_limit,
                                const std::function<double()>& elapsed,
                                const std::function<void(int)>& run,
-                               const std::function<void()>& between) {
+                               const std::function<void()>& between,
+                               const std::function<bool()>& cut) {
   AnytimeRound round;
   for (; round.done < plan.available; ++round.done) {
     if (round.done > 0) {
       if (elapsed() >= time_limit) return round;
       if (between) between();
+      if (cut && cut()) {
+        round.cut = true;
+        return round;
+      }
     }
     run(round.done);
   }

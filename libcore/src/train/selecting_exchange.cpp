@@ -21,6 +21,7 @@ using namespace exchange_detail;
 // Beside exchange_internal.hpp's tags and the loops' (11-18).
 constexpr int kSelectedGradientTag = 31;
 constexpr int kSelectedParametersTag = 32;
+constexpr int kSelectedNoticeTag = 33;  // notify_late(): a step, made without the worker's round
 
 // The master's message: the step, then the StopCode.
 constexpr std::size_t kAnswerHeader = kStepFloats + 1;
@@ -62,12 +63,18 @@ struct SelectingExchange::Impl {
   std::optional<KBatchArrivals> arrivals;
   std::vector<int> deferred;  ///< the StopCode of parameters waiting for the previous ones
   std::vector<bool> left;     ///< said goodbye: nothing more comes from it
+  // notify_late(): a notice per worker, sent when the previous one to it is delivered.
+  std::vector<std::vector<float>> notices;
+  std::vector<comm::Request> noticed;
 
   // A worker: its message and the master's answer.
   std::vector<float> message, reply;
   comm::Request message_sent;
   comm::Request reply_received;  ///< K-batch-sync: the receive poll() keeps posted
   bool listening = false;
+  std::vector<float> notice;        ///< notify_late(): the notice being received
+  comm::Request notice_received;    ///< posted once overtaken() is first asked
+  std::int64_t newest_notice = -1;  ///< the newest step a notice told of
 
   void start() {
     if (started) return;
@@ -81,6 +88,8 @@ struct SelectingExchange::Impl {
     answer_after.assign(n, false);
     deferred.assign(n, kNothingDeferred);
     left.assign(n, false);
+    notices.assign(n, std::vector<float>(kStepFloats));
+    noticed.assign(n, {});
     for (int w = 0; w < workers; ++w) post(w);
   }
 
@@ -215,20 +224,24 @@ CombinedStep SelectingExchange::collect(std::span<float> gradients, std::span<fl
       [&] {
         for (int w = 0; w < m.workers; ++w) {
           const auto i = static_cast<std::size_t>(w);
-          if (m.done[i] || !m.received[i].pending() || !m.world.test(m.received[i])) continue;
+          std::size_t got = 0;
+          if (m.done[i] || !m.received[i].pending() || !m.world.test(m.received[i], &got)) {
+            continue;
+          }
           m.silence.heard(i);
           const float* message = m.inbox[i].data();
           const std::int64_t of = get_step(message);
-          const WorkerReport report =
-              get_report(message + kStepFloats + m.parameters + m.state, w + 1, true);
+          const bool abandoned = got < bytes(m.message_floats());  // abandon(): no gradient
+          const WorkerReport report = get_report(
+              message + kStepFloats + (abandoned ? 0 : m.parameters + m.state), w + 1, true);
           if (of < step) {  // its step was made without it: the newest parameters, at once
-            ++discarded_;
+            ++(abandoned ? abandoned_ : discarded_);
             m.late_stop = std::max(m.late_stop, report.stop);
             m.answer(w, parameters, state, step, kContinue);
             continue;
           }
-          MBKIT_CHECK(of == step, "rank ", w + 1, " sent a gradient of step ", of + 1,
-                      " during step ", step + 1);
+          MBKIT_CHECK(of == step && !abandoned, "rank ", w + 1, " sent a gradient of step ", of + 1,
+                      abandoned ? " (abandoned)" : "", " during step ", step + 1);
           came[i] = true;
           reports[i] = report;
           if (m.selection.takes(taken, w)) taken[i] = true;
@@ -375,7 +388,15 @@ void SelectingExchange::publish(std::span<const float> parameters, std::span<con
     return;
   }
   for (int w = 0; w < m.workers; ++w) {
-    if (m.answer_after[static_cast<std::size_t>(w)]) m.answer(w, parameters, state, step, stop);
+    const auto i = static_cast<std::size_t>(w);
+    if (m.answer_after[i]) {
+      m.answer(w, parameters, state, step, stop);
+    } else if (notify_late_ && stop == kContinue && !m.done[i] && m.world.test(m.noticed[i])) {
+      // Still computing an earlier step; a notice not yet delivered tells it already.
+      put_step(m.notices[i].data(), step);
+      m.noticed[i] =
+          m.world.isend(m.notices[i].data(), bytes(kStepFloats), w + 1, kSelectedNoticeTag);
+    }
   }
   std::fill(m.answer_after.begin(), m.answer_after.end(), false);
 }
@@ -393,12 +414,16 @@ void SelectingExchange::finish(std::int64_t step, int stop) {
       [&] {
         bool all = true;
         for (auto& s : m.sent) all = m.world.test(s) && all;
+        for (auto& s : m.noticed) all = m.world.test(s) && all;
         return all;
       },
       "master sending the stop to the workers",
       [&] {
         std::vector<int> ranks;
         for (const auto& s : m.sent) {
+          if (s.pending()) ranks.push_back(s.peer);
+        }
+        for (const auto& s : m.noticed) {
           if (s.pending()) ranks.push_back(s.peer);
         }
         return ranks;
@@ -422,12 +447,13 @@ void SelectingExchange::finish_rounds(std::int64_t step, int code) {
         for (int w = 0; w < m.workers; ++w) {
           const auto i = static_cast<std::size_t>(w);
           if (m.done[i]) continue;
-          if (!m.world.test(m.received[i])) {
+          std::size_t got = 0;
+          if (!m.world.test(m.received[i], &got)) {
             all = false;
             continue;
           }
           m.silence.heard(i);
-          ++discarded_;
+          ++(got < bytes(m.message_floats()) ? abandoned_ : discarded_);
           m.answer(w, {}, {}, step, code);
         }
         m.silence.check(m.world, what);
@@ -478,6 +504,38 @@ SelectingExchange::Parameters SelectingExchange::receive(std::span<float> parame
   }
   wait_time_ = seconds_since(start);
   return got;
+}
+
+bool SelectingExchange::overtaken(std::int64_t step) {
+  Impl& m = *impl_;
+  // Every notice that came; the newest counts.
+  for (;;) {
+    if (!m.notice_received.pending()) {
+      m.notice.resize(kStepFloats);
+      m.notice_received = m.world.irecv(m.notice.data(), bytes(kStepFloats), 0, kSelectedNoticeTag);
+    }
+    if (!m.world.test(m.notice_received)) break;
+    m.newest_notice = std::max(m.newest_notice, get_step(m.notice.data()));
+  }
+  return m.newest_notice > step;
+}
+
+void SelectingExchange::abandon(const WorkerReport& report, std::int64_t step) {
+  Impl& m = *impl_;
+  const auto start = SteadyClock::now();
+  if (m.message_sent.pending()) {
+    m.world.wait(m.message_sent, cat("sending the gradient of step ", step, " to the master"));
+  }
+  m.message.resize(m.message_floats());
+  put_step(m.message.data(), step);
+  put_report(report, m.message.data() + kStepFloats, true);
+  m.message_sent =
+      m.world.isend(m.message.data(), bytes(kStepFloats + m.slots), 0, kSelectedGradientTag);
+  send_time_ = seconds_since(start);
+}
+
+void SelectingExchange::stop_listening() {
+  impl_->world.cancel(impl_->notice_received);
 }
 
 std::optional<SelectingExchange::Parameters> SelectingExchange::poll(std::span<float> parameters,

@@ -16,6 +16,12 @@
 
 namespace mbkit::train {
 
+// Rounds of micro-batches (AMB, DropCompute) have a seam to stop at; K-batch-sync's worker polls
+// for parameters between its batches instead.
+bool TrainingRun::abandons_late_rounds() const {
+  return amb_ && options_.k_batch_sync == 0;
+}
+
 bool TrainingRun::selects_on_wall_clock() const {
   return (selection_.drops() || options_.k_batch_sync > 0) &&
          options_.clock != ClockMode::kVirtual && role_.parameter_server && role_.emulated == 0;
@@ -36,6 +42,7 @@ class TrainingRun::SelectingServerPolicy final : public ServerPolicy {
                             : run.global_batch_ * run.selection_.used_per_step() /
                                   run.selection_.workers()) {
     if (k_batches_) exchange_.take_batches(run.options_.k_batch_sync);
+    if (run.abandons_late_rounds()) exchange_.notify_late();
   }
 
   // The workers have the starting parameters and the verdict from run_sync's broadcast.
@@ -84,6 +91,9 @@ class TrainingRun::SelectingServerPolicy final : public ServerPolicy {
       log::verbose(cat(exchange_.discarded(), k_batches_ ? " late batches" : " late gradients",
                        " received and discarded"));
     }
+    if (exchange_.abandoned() > 0) {
+      log::verbose(cat(exchange_.abandoned(), " late rounds abandoned by their workers"));
+    }
     return stop;
   }
 
@@ -103,7 +113,9 @@ class TrainingRun::SelectingServerPolicy final : public ServerPolicy {
 
 // A worker of the selection: a round at the parameters of its step, its gradient sent, the
 // master's answer awaited (a late worker's answer is the newest parameters: it skips the steps
-// it missed). The run's first round starts from run_sync's broadcast.
+// it missed). The run's first round starts from run_sync's broadcast. A round of micro-batches
+// (AMB, DropCompute) whose step the master made meanwhile is abandoned between micro-batches:
+// its report goes instead of its gradient, and the newest parameters come back at once.
 class TrainingRun::SelectingWorkerPolicy : public WorkerPolicy {
  public:
   explicit SelectingWorkerPolicy(TrainingRun& run)
@@ -113,7 +125,12 @@ class TrainingRun::SelectingWorkerPolicy : public WorkerPolicy {
         // too, so a step's batch stays the step's (a gradient-coding group's workers compute
         // the same one).
         batch_per_step_(!run.options_.amb.enabled && run.train_loader_.has_value()),
-        nominal_(run.global_batch_ * run.selection_.used_per_step() / run.selection_.workers()) {}
+        nominal_(run.global_batch_ * run.selection_.used_per_step() / run.selection_.workers()) {
+    if (run.abandons_late_rounds()) {
+      exchange_.notify_late();
+      run.round_->abandon_round = [this] { return exchange_.overtaken(run_.step_); };
+    }
+  }
 
   bool receive(std::int64_t rounds) override {
     if (rounds == 0) return run_.stop_ == kContinue;
@@ -129,12 +146,26 @@ class TrainingRun::SelectingWorkerPolicy : public WorkerPolicy {
   void send(const WorkerReport& report) override {
     // The state's view stays for the answer (one copy each way on a device).
     state_.emplace(run_.net_->host_state());
+    if (run_.round_->last_round_abandoned()) {
+      exchange_.abandon(report, run_.step_);
+      if (run_.options_.worker_log) {  // a worker's console is at most normal (-v is rank 0's)
+        log::info(cat("step ", run_.step_ + 1, ": abandoned after ", report.micro_batches,
+                      " micro-batches (the master made the step without it)"));
+      }
+      return;
+    }
     exchange_.send(run_.net_->gradients(), state_->values(), report, run_.step_);
   }
 
   std::int64_t numbered(std::int64_t /*rounds*/) const override { return run_.step_ + 1; }
 
-  int finish() override { return run_.stop_; }
+  int finish() override {
+    if (run_.round_->abandon_round) {
+      run_.round_->abandon_round = nullptr;
+      exchange_.stop_listening();
+    }
+    return run_.stop_;
+  }
 
  protected:
   std::span<float> sent_state() { return state_->values(); }

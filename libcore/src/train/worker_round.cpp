@@ -56,6 +56,7 @@ void WorkerRound::skip_rounds(std::int64_t rounds) {
 
 WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
   const bool virtual_clock = parts_.clock.is_virtual();
+  abandoned_ = false;
   WorkerReport report;
   report.rank = parts_.rank;
   const auto round_start = SteadyClock::now();
@@ -144,7 +145,8 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
   };
   const auto round = run_anytime_round(
       plan, rule.anytime ? rule.time_limit : std::numeric_limits<double>::infinity(), elapsed,
-      run_micro_batch, between_micro_batches);
+      run_micro_batch, between_micro_batches, abandon_round);
+  abandoned_ = round.cut;
   report.micro_batches = round.done;
   report.finished_early = rule.anytime && round.finished_early;
   if (quota) report.sleep_time = quota->delay(report.compute_time);

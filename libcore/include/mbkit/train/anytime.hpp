@@ -20,14 +20,16 @@ MicroBatches split_batch(int batch, int micro_size);
 struct AnytimeRound {
   int done = 0;                 ///< micro-batches computed (at least 1)
   bool finished_early = false;  ///< all of them, with time left: the batch was too small
+  bool cut = false;             ///< ended by `cut()` (the round was abandoned)
 };
 
 /// Runs micro-batches 0, 1, ... through `run(k)` while the rule above allows; `elapsed()` is the
 /// round's time so far on the run's clock, `between()` (optional) runs before every micro-batch
-/// but the first.
+/// but the first, and then `cut()` (optional): true ends the round there.
 AnytimeRound run_anytime_round(const MicroBatches& plan, double time_limit,
                                const std::function<double()>& elapsed,
                                const std::function<void(int)>& run,
-                               const std::function<void()>& between = {});
+                               const std::function<void()>& between = {},
+                               const std::function<bool()>& cut = {});
 
 }  // namespace mbkit::train

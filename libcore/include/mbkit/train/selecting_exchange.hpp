@@ -6,8 +6,14 @@
 // whose gradients of the step came. A gradient that comes after its step was made is received
 // and discarded (messages carry their step, so none is applied to a later one), and its worker
 // is sent the newest parameters at once: it starts its next round from them, as
-// SyncReplicasOptimizer's late workers do. A round is not interrupted: MPI cannot take back a
-// computation in progress, and the late gradient is what tells the master the worker is free.
+// SyncReplicasOptimizer's late workers do. A round without a seam (FMB's one batch) is not
+// interrupted: MPI cannot take back a computation in progress, and the late gradient is what
+// tells the master the worker is free. A round of micro-batches (AMB, DropCompute) can stop
+// between them: with notify_late(), each publish also sends the workers it does not answer (still
+// computing an earlier step) a notice of the step; a worker that sees one newer than its round
+// (overtaken(), between micro-batches) abandons the round: instead of its gradient it sends a
+// short message (its step and report: abandon()), which the master takes as a late gradient,
+// answering it at once with the newest parameters.
 //
 // Point-to-point messages only (no collective: the workers are not in step with each other).
 // A worker's message: its step, gradient, state and report; the master's: the parameters'
@@ -84,6 +90,11 @@ class SelectingExchange {
   void finish(std::int64_t step, int stop);
   /// Gradients received after their step was made (not applied).
   std::int64_t discarded() const { return discarded_; }
+  /// Both sides, before anything else: publish() sends a notice of its step to every worker it
+  /// does not answer, which overtaken() sees.
+  void notify_late() { notify_late_ = true; }
+  /// Late rounds abandoned by their workers (abandon()), not counted in discarded().
+  std::int64_t abandoned() const { return abandoned_; }
 
   // A worker.
 
@@ -100,6 +111,13 @@ class SelectingExchange {
   /// K-batch-sync: the newest parameters and state the master has sent since the last call,
   /// if any came (without waiting); nullopt leaves `parameters` and `state` as they were.
   std::optional<Parameters> poll(std::span<float> parameters, std::span<float> state);
+  /// notify_late(): whether a notice came that the master made a step after `step` (the
+  /// round's), without waiting.
+  bool overtaken(std::int64_t step);
+  /// notify_late(): instead of send(), the round at `step` abandoned: its report alone goes.
+  void abandon(const WorkerReport& report, std::int64_t step);
+  /// notify_late(), at the end: no more notices are taken.
+  void stop_listening();
   /// K-batch-sync, after a stop came: tells the master that no more batches follow and waits
   /// until every message of this worker is delivered.
   void leave();
@@ -114,7 +132,8 @@ class SelectingExchange {
 
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  std::int64_t discarded_ = 0;
+  std::int64_t discarded_ = 0, abandoned_ = 0;
+  bool notify_late_ = false;
   double send_time_ = 0, wait_time_ = 0;
 };
 

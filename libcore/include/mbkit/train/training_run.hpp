@@ -204,6 +204,8 @@ class TrainingRun {
   // The straggler methods' selection on the wall clock (training_run_selection.cpp,
   // mbkit/train/selecting_exchange.hpp): a rank per worker, gradients taken as they arrive.
   bool selects_on_wall_clock() const;
+  /// The wall-clock selection's late rounds stop between micro-batches (training_run_selection).
+  bool abandons_late_rounds() const;
   /// Whether the master (rank 0) evaluates the whole test split alone: the workers are not
   /// in step with it (asynchronous ps, the wall clock's selection and AMB-DG).
   bool master_evaluates_alone() const {

@@ -67,6 +67,11 @@ class WorkerRound {
 
   /// Runs before every micro-batch but the first (async AMB: take newer parameters).
   std::function<void()> between_micro_batches;
+  /// Asked before every micro-batch but the first, after between_micro_batches: true abandons
+  /// the round there (the wall-clock selection's late round, whose step was made without it).
+  std::function<bool()> abandon_round;
+  /// Whether the last run() was abandoned (its report has the micro-batches done before).
+  bool last_round_abandoned() const { return abandoned_; }
   /// With buckets: the backward pass's gradients_ready (nn::Network::backward); returns the
   /// seconds the exchange has spent in this pass so far.
   std::function<double(std::size_t from)> gradients_ready;
@@ -136,6 +141,7 @@ class WorkerRound {
   double previous_send_ = 0, previous_wait_ = 0, previous_recv_ = 0;
   std::optional<SteadyClock::time_point> exchange_end_;
   int last_drawn_ = 0;
+  bool abandoned_ = false;
 };
 
 }  // namespace mbkit::train
