@@ -128,14 +128,20 @@ class Plot(mbtest.ToolTestCase):
         }
         panes = {"scaling": (3, 1), "clock-compare": (2, 1), "panel": (3, 3), "panel-hist": (3, 4), "panel-all": (3, 9),
                  "epoch-curves": (2, 1)}
-        for name, kind in types.items():
-            if kind == "benchmark":
-                continue  # drawn from the benchmark tools' files: tests/e2e/test_bench_*.py
+        # Benchmark types are drawn from the benchmark tools' files: tests/e2e/test_bench_*.py.
+        drawn = [name for name, kind in types.items() if kind != "benchmark"]
+
+        def draw(name):
+            names = (["ps-summary.h5", "ps-sample.h5"] if name.endswith("-quantiles")
+                     else logs[types[name]])
+            return self.plot(*[self.log(n) for n in names], "--type", name, "-o",
+                             self.path(f"{name}.png"))
+        # Each figure is its own mb-plot and gnuplot: drawn at once, checked in order.
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(draw, drawn))
+        for name, result in zip(drawn, results):
             with self.subTest(type=name):
                 out = self.path(f"{name}.png")
-                names = (["ps-summary.h5", "ps-sample.h5"] if name.endswith("-quantiles")
-                         else logs[kind])
-                result = self.plot(*[self.log(n) for n in names], "--type", name, "-o", out)
                 self.assertSucceeded(result)
                 columns, rows = panes.get(name, (1, 1))
                 self.assertEqual(png_size(out), (PANE[0] * columns, PANE[1] * rows))
