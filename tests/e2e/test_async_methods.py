@@ -14,6 +14,7 @@ later update), --k-batch-async K (--async --async-min-grads K by name) and --sta
 - Bad combinations are refused naming both flags.
 """
 
+import concurrent.futures
 import shutil
 
 import h5py
@@ -170,15 +171,18 @@ class AsyncMethods(SameBits, mbtest.ToolTestCase):
 
     def test_degenerate_cases_give_the_existing_modes_bits(self):
         args = [*VIRTUAL, *compute_models(3), "--steps", "6", "--induce", "exp:0.5"]
-        self.assertSucceeded(self.train("async", 3, *args, "--async"))
-        self.assertSucceeded(self.train("k1", 3, *args, "--k-async", "1"))
-        self.assertSucceeded(self.train("unbounded", 3, *args, "--staleness-bound", "1000"))
+        # Independent runs on the virtual clock (nothing timed between them): at once.
+        runs = [(("async", 3, *args, "--async"), {}),
+                (("k1", 3, *args, "--k-async", "1"), {}),
+                (("unbounded", 3, *args, "--staleness-bound", "1000"), {}),
+                (("min2", 3, *args, "--async", "--async-min-grads", "2"), {"emulate": True}),
+                (("kbatch2", 3, *args, "--k-batch-async", "2"), {"emulate": True})]
+        with concurrent.futures.ThreadPoolExecutor(len(runs)) as pool:
+            results = list(pool.map(lambda run: self.train(*run[0], **run[1]), runs))
+        for result in results:
+            self.assertSucceeded(result)
         self.assert_same_bits("k1", "async")
         self.assert_same_bits("unbounded", "async")
-        self.assertSucceeded(self.train("min2", 3, *args, "--async", "--async-min-grads", "2",
-                                        emulate=True))
-        self.assertSucceeded(self.train("kbatch2", 3, *args, "--k-batch-async", "2",
-                                        emulate=True))
         self.assert_same_bits("kbatch2", "min2")
         # The count rule's 2 takes worker 0's first two gradients for update 1; K-async would
         # not.
@@ -244,11 +248,14 @@ class AsyncMethods(SameBits, mbtest.ToolTestCase):
             (["--k-async", "0"], "at least 1"),
             (["--k-batch-async", "0"], "at least 1"),
         ]
-        for extra, named in cases:
+        # Each refused before training: run at once, checked in order.
+        with concurrent.futures.ThreadPoolExecutor(len(cases)) as pool:
+            results = list(pool.map(
+                lambda case: mbtest.run([mbtest.tool("mb-train-fmb"), "--data", "toy.h5",
+                                         "--model", "mlp", "--steps", "1", "-q", *case[0]],
+                                        cwd=self.dir, env=self.env), cases))
+        for (extra, named), result in zip(cases, results):
             with self.subTest(extra=extra):
-                result = mbtest.run([mbtest.tool("mb-train-fmb"), "--data", "toy.h5", "--model",
-                                     "mlp", "--steps", "1", "-q", *extra],
-                                    cwd=self.dir, env=self.env)
                 self.assertFailsWith(result, 2, extra[0])
                 self.assertIn(named, result.err)
         result = mbtest.run([mbtest.tool("mb-train-amb"), "--data", "toy.h5", "--model", "mlp",

@@ -4,6 +4,7 @@ columns), the --append file read back with h5py, a corrupted result detected (th
 MBKIT_BENCH_CORRUPT=1) with a non-zero exit, a rank stopped in the middle of a timed loop
 named past --comm-timeout, and bad options refused with one line."""
 
+import concurrent.futures
 import os
 import shutil
 import signal
@@ -108,11 +109,14 @@ class BenchBandwidth(mbtest.ToolTestCase):
             (["--servers", "1,x"], "--servers: 'x' is not an integer"),
             (["--compress", "3bit"], "--compress: '3bit'"),
         ]
-        for args, text in cases:
-            result = self.bench(3, "--op", "exchange", "-b", "4K", "-e", "4K", *args)
+        # Each refused before any timing: run at once, checked in order.
+        runs = [(3, "--op", "exchange", "-b", "4K", "-e", "4K", *args) for args, _ in cases]
+        runs.append((0, "--op", "allreduce", "--compress", "fp16"))
+        with concurrent.futures.ThreadPoolExecutor(len(runs)) as pool:
+            *results, plain = pool.map(lambda run: self.bench(*run), runs)
+        for (_, text), result in zip(cases, results):
             self.assertUsageError(result, text, tool="mb-bench-bandwidth")
-        self.assertFailsWith(self.bench(0, "--op", "allreduce", "--compress", "fp16"), 2,
-                             "--servers and --compress apply to --op exchange only")
+        self.assertFailsWith(plain, 2, "--servers and --compress apply to --op exchange only")
 
     def test_a_corrupted_result_is_detected(self):
         self.assertIsNotNone(MPIRUN, "mpirun (openmpi-bin) is required")
@@ -176,8 +180,11 @@ class BenchBandwidth(mbtest.ToolTestCase):
             # Loads the CUDA plugin (about 1 s): no GPU here, or none numbered 99 on a GPU host.
             (["--device", "cuda:99", "--transport", "mpi"], "--device cuda:99: "),
         ]
-        for args, text in cases:
-            self.assertFailsWith(self.bench(0, *args), 2, text)
+        # Each refused before any timing: run at once, checked in order.
+        with concurrent.futures.ThreadPoolExecutor(len(cases)) as pool:
+            results = list(pool.map(lambda case: self.bench(0, *case[0]), cases))
+        for (_, text), result in zip(cases, results):
+            self.assertFailsWith(result, 2, text)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,11 @@ master's real receive and update times), and the recorded configuration (it name
 was made: shm against in-process, and the world it ran in).
 """
 
+import concurrent.futures
 import json
+import os
 import shutil
+import tempfile
 
 import h5py
 import numpy as np
@@ -63,16 +66,47 @@ class SameBits:
             self.assertEqual(moved, [], msg=f"{a}{suffix} against {b}{suffix}: datasets that differ")
 
 
-class Emulate(SameBits, mbtest.ToolTestCase):
+class ToyData:
+    """For a ToolTestCase: toy.h5 (400 rows to train, 90 to test) in every test's directory,
+    made once for the class."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.toy_dir = tempfile.mkdtemp(prefix="mbkit-e2e-toy-")
+        made = mbtest.mb_dataset("synth", "toy", "--learnable", "--train", "400", "--test", "90",
+                                 "--seed", "3", "-o", os.path.join(cls.toy_dir, "toy.h5"))
+        if made.rc != 0:
+            shutil.rmtree(cls.toy_dir, ignore_errors=True)
+            raise RuntimeError(repr(made))
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.toy_dir, ignore_errors=True)
+        super().tearDownClass()
+
     def setUp(self):
         super().setUp()
-        self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "400",
-                                             "--test", "90", "--seed", "3", "-o",
-                                             self.path("toy.h5")))
+        shutil.copy(os.path.join(self.toy_dir, "toy.h5"), self.path("toy.h5"))
 
+    def together(self, *calls):
+        """Runs independent light runs (callables) at once: runs on the virtual clock, nothing
+        timed between them; a failure in any is raised here."""
+        with concurrent.futures.ThreadPoolExecutor(len(calls)) as pool:
+            for future in [pool.submit(call) for call in calls]:
+                future.result()
+
+
+class Emulate(ToyData, SameBits, mbtest.ToolTestCase):
     def train(self, name, tool, args, ranks=0, quiet=True, common=COMMON):
         common = common if quiet else [a for a in common if a != "-q"]
         return self.train_toy(tool, name, common, args, ranks)
+
+    def train_pair(self, emulated, ranked, common=COMMON):
+        """The emulated run and its process-per-worker oracle, (name, tool, args[, ranks])
+        each, at once."""
+        self.together(lambda: self.train(*emulated, common=common),
+                      lambda: self.train(*ranked, common=common))
 
 
     def test_every_sync_mode_has_the_bits_of_a_process_per_worker(self):
@@ -84,9 +118,11 @@ class Emulate(SameBits, mbtest.ToolTestCase):
                     with self.subTest(tool=tool, comm=comm, workers=workers):
                         name = f"{tool[-3:]}-{comm}-{workers}"
                         args = [*extra, "--comm", comm]
-                        self.train(f"{name}-emulated", tool, [*args, "--emulate", str(workers)])
                         ranks = workers + (1 if comm == "ps" else 0)
-                        self.train(f"{name}-ranks", tool, [*args, "--allreduce", "shm"], ranks)
+                        self.train_pair((f"{name}-emulated", tool, [*args, "--emulate",
+                                                                    str(workers)]),
+                                        (f"{name}-ranks", tool, [*args, "--allreduce", "shm"],
+                                         ranks))
                         self.assert_same_bits(f"{name}-emulated", f"{name}-ranks")
                         with h5py.File(self.path(f"{name}-emulated-log.h5"), "r") as log:
                             # Every worker, every step: the per-worker rows are there.
@@ -111,14 +147,16 @@ class Emulate(SameBits, mbtest.ToolTestCase):
         for name, tool, workers, extra in cases:
             with self.subTest(case=name):
                 args = [*extra, "--comm", "ps", "--async"]
-                self.train(f"async-{name}-emulated", tool, [*args, "--emulate", str(workers)])
-                self.train(f"async-{name}-ranks", tool, args, workers + 1)
+                self.train_pair((f"async-{name}-emulated", tool, [*args, "--emulate",
+                                                                  str(workers)]),
+                                (f"async-{name}-ranks", tool, args, workers + 1))
                 self.assert_same_bits(f"async-{name}-emulated", f"async-{name}-ranks")
         with h5py.File(self.path("async-count2-emulated-log.h5"), "r") as log:
             self.assertEqual(len(log["workers/rank"]), 2 * 12)
             self.assertGreater(log["workers/staleness"][...].max(), 0)
         args = ["--comm", "ps", "--async"]
-        for name, ranks, where in (("emulated", 0, ["--emulate", "3"]), ("ranks", 4, [])):
+
+        def stopped_and_resumed(name, ranks, where):
             self.train(f"async-resumed-{name}", "mb-train-fmb", [*args, *where, "--steps", "6"],
                        ranks)
             command = [mbtest.tool("mb-train-fmb"), "--data", "toy.h5", *COMMON, *args, *where,
@@ -127,6 +165,8 @@ class Emulate(SameBits, mbtest.ToolTestCase):
             if ranks > 0:
                 command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
             self.assertSucceeded(mbtest.run(command, cwd=self.dir, env=self.env, timeout=300))
+        self.together(lambda: stopped_and_resumed("emulated", 0, ["--emulate", "3"]),
+                      lambda: stopped_and_resumed("ranks", 4, []))
         self.assert_same_bits("async-resumed-emulated", "async-resumed-ranks")
 
     def test_k_async_and_ssp_have_the_bits_of_a_process_per_worker(self):
@@ -144,8 +184,9 @@ class Emulate(SameBits, mbtest.ToolTestCase):
         for name, workers, extra in cases:
             with self.subTest(case=name):
                 args = [*extra, "--comm", "ps", "--async"]
-                self.train(f"{name}-emulated", "mb-train-fmb", [*args, "--emulate", str(workers)])
-                self.train(f"{name}-ranks", "mb-train-fmb", args, workers + 1)
+                self.train_pair((f"{name}-emulated", "mb-train-fmb", [*args, "--emulate",
+                                                                      str(workers)]),
+                                (f"{name}-ranks", "mb-train-fmb", args, workers + 1))
                 self.assert_same_bits(f"{name}-emulated", f"{name}-ranks")
         # The runs held gradients and blocked workers: K distinct workers an update, one of
         # them a gradient computed before an earlier update (held); waits before SSP's rounds.
@@ -160,8 +201,8 @@ class Emulate(SameBits, mbtest.ToolTestCase):
                 self.assertGreater(log["workers/wait_time"][...].max(), 0, msg=name)
         for name, extra in (("kasync", ["--k-async", "2"]), ("ssp", ["--staleness-bound", "1"])):
             args = [*extra, "--comm", "ps", "--async"]
-            for where, ranks, emulate in (("emulated", 0, ["--emulate", "3"]), ("ranks", 4, [])):
-                run = f"{name}-resumed-{where}"
+
+            def stopped_and_resumed(run, ranks, emulate, args=args):
                 self.train(run, "mb-train-fmb", [*args, *emulate, "--steps", "6"], ranks)
                 command = [mbtest.tool("mb-train-fmb"), "--data", "toy.h5", *COMMON, *args,
                            *emulate, "--log", f"{run}-log.h5", "--checkpoint", f"{run}.h5",
@@ -169,6 +210,9 @@ class Emulate(SameBits, mbtest.ToolTestCase):
                 if ranks > 0:
                     command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
                 self.assertSucceeded(mbtest.run(command, cwd=self.dir, env=self.env, timeout=300))
+            self.together(
+                lambda: stopped_and_resumed(f"{name}-resumed-emulated", 0, ["--emulate", "3"]),
+                lambda: stopped_and_resumed(f"{name}-resumed-ranks", 4, []))
             self.assert_same_bits(f"{name}-resumed-emulated", f"{name}-resumed-ranks")
 
     def test_a_replayed_trace_has_the_bits_of_a_process_per_worker(self):
@@ -185,8 +229,9 @@ class Emulate(SameBits, mbtest.ToolTestCase):
             with self.subTest(tool=tool):
                 name = f"trace-{tool[-3:]}"
                 args = [*extra, "--comm", "ps"]
-                self.train(f"{name}-emulated", tool, [*args, "--emulate", "3"], common=common)
-                self.train(f"{name}-ranks", tool, [*args, "--allreduce", "shm"], 4, common=common)
+                self.train_pair((f"{name}-emulated", tool, [*args, "--emulate", "3"]),
+                                (f"{name}-ranks", tool, [*args, "--allreduce", "shm"], 4),
+                                common=common)
                 self.assert_same_bits(f"{name}-emulated", f"{name}-ranks")
 
     def test_a_resumed_emulated_run_has_the_bits_of_a_straight_one(self):

@@ -11,12 +11,13 @@ Left out of the comparison: the log's wall-clock column, the servers' table (rea
 update times) and the recorded configuration (it names the world the run ran in).
 """
 
+import concurrent.futures
 import shutil
 
 import h5py
 
 import mbtest
-from test_emulate import SameBits
+from test_emulate import SameBits, ToyData
 
 MPIRUN = shutil.which("mpirun")
 
@@ -26,21 +27,19 @@ COMMON = ["--model", "mlp", "--hidden", "16", "--threads", "1", "--lr", "0.05",
           "--slowdown", "1=1.5", "--eval-every", "6", "-q"]
 
 
-class EmulateDbsl(SameBits, mbtest.ToolTestCase):
-    def setUp(self):
-        super().setUp()
-        self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "400",
-                                             "--test", "90", "--seed", "3", "-o",
-                                             self.path("toy.h5")))
+class EmulateDbsl(ToyData, SameBits, mbtest.ToolTestCase):
 
-    def train(self, name, args, ranks=0, resume=False):
+    def run_tool(self, name, args, ranks=0, resume=False):
         command = [mbtest.tool("mb-train-dbsl"), "--data", "toy.h5", *COMMON, *args,
                    "--log", f"{name}-log.h5", "--checkpoint", f"{name}.h5"]
         if resume:
             command += ["--resume", f"{name}.h5"]
         if ranks > 0:
             command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
-        result = mbtest.run(command, cwd=self.dir, env=self.env, timeout=300)
+        return mbtest.run(command, cwd=self.dir, env=self.env, timeout=300)
+
+    def train(self, name, args, ranks=0, resume=False):
+        result = self.run_tool(name, args, ranks, resume)
         self.assertSucceeded(result)
         return result
 
@@ -57,8 +56,10 @@ class EmulateDbsl(SameBits, mbtest.ToolTestCase):
         ]
         for name, workers, args in cases:
             with self.subTest(case=name):
-                self.train(f"{name}-emulated", [*args, "--emulate", str(workers)])
-                self.train(f"{name}-ranks", args, workers + 1)
+                # On the virtual clock, nothing timed between them: at once.
+                self.together(
+                    lambda: self.train(f"{name}-emulated", [*args, "--emulate", str(workers)]),
+                    lambda: self.train(f"{name}-ranks", args, workers + 1))
                 self.assert_same_bits(f"{name}-emulated", f"{name}-ranks")
                 with h5py.File(self.path(f"{name}-emulated-log.h5"), "r") as log:
                     ranks = log["workers/rank"][...].tolist()
@@ -74,12 +75,22 @@ class EmulateDbsl(SameBits, mbtest.ToolTestCase):
         if MPIRUN is None:
             self.skipTest("mpirun is not installed")
         for server in ([], ["--sync"]):
-            for name, ranks, where in (("emulated", 0, ["--emulate", "3"]), ("ranks", 4, [])):
+            def stopped_and_resumed(name, ranks, where, server=server):
+                """The results of the run stopped after 6 steps and, if it succeeded, resumed."""
+                run = f"resumed{''.join(server)}-{name}"
+                args = ["--small-workers", "1", *server, *where]
+                stopped = self.run_tool(run, [*args, "--steps", "6"], ranks)
+                if stopped.rc != 0:
+                    return [stopped]
+                return [stopped, self.run_tool(run, [*args, "--steps", "12"], ranks, resume=True)]
+            # The emulated run and its oracle on the virtual clock: at once.
+            runs = (("emulated", 0, ["--emulate", "3"]), ("ranks", 4, []))
+            with concurrent.futures.ThreadPoolExecutor(len(runs)) as pool:
+                done = list(pool.map(lambda run: stopped_and_resumed(*run), runs))
+            for (name, _, _), results in zip(runs, done):
                 with self.subTest(server=server, run=name):
-                    run = f"resumed{''.join(server)}-{name}"
-                    args = ["--small-workers", "1", *server, *where]
-                    self.train(run, [*args, "--steps", "6"], ranks)
-                    self.train(run, [*args, "--steps", "12"], ranks, resume=True)
+                    for result in results:
+                        self.assertSucceeded(result)
             self.assert_same_bits(f"resumed{''.join(server)}-emulated",
                                   f"resumed{''.join(server)}-ranks")
 

@@ -15,6 +15,7 @@ delayed timeline; a resumed run (the versions and the timeline from the checkpoi
 straight one. What the shares do not combine is refused naming both flags.
 """
 
+import concurrent.futures
 import os
 import shutil
 import unittest
@@ -23,7 +24,7 @@ import h5py
 import numpy as np
 
 import mbtest
-from test_emulate import AMB, COMMON, SameBits, arrays
+from test_emulate import AMB, COMMON, SameBits, ToyData, arrays
 
 MPIRUN = shutil.which("mpirun")
 # Every column of the log but these holds the same values for every R: the losses and
@@ -32,12 +33,7 @@ MODEL_COLUMNS = {"loss", "accuracy", "wall_time"}
 
 
 @unittest.skipIf(MPIRUN is None, "mpirun is not installed")
-class EmulateShares(SameBits, mbtest.ToolTestCase):
-    def setUp(self):
-        super().setUp()
-        self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "400",
-                                             "--test", "90", "--seed", "3", "-o",
-                                             self.path("toy.h5")))
+class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
 
     def run_tool(self, name, tool, args, ranks, resume=False):
         command = [mbtest.tool(tool), "--data", "toy.h5", *COMMON, *args,
@@ -50,6 +46,15 @@ class EmulateShares(SameBits, mbtest.ToolTestCase):
 
     def train(self, name, tool, args, ranks=0, resume=False):
         self.assertSucceeded(self.run_tool(name, tool, args, ranks, resume))
+
+    def train_together(self, *runs):
+        """Independent runs, (name, tool, args, ranks) each, at once."""
+        self.together(*[lambda run=run: self.train(*run) for run in runs])
+
+    def stopped_and_resumed(self, name, tool, args, ranks):
+        """NAME stopped after 6 steps, then resumed to the end."""
+        self.train(name, tool, [*args, "--steps", "6"], ranks)
+        self.train(name, tool, args, ranks, resume=True)
 
     def assert_close(self, a, b, groups=("params/",)):
         """Every column but the model's equal to the bit, the checkpoint's arrays of `groups`
@@ -75,11 +80,10 @@ class EmulateShares(SameBits, mbtest.ToolTestCase):
             with self.subTest(tool=tool, comm=comm):
                 name = f"{tool[-3:]}-{comm}"
                 args = [*extra, "--comm", comm, "--emulate", "8"]
-                self.train(f"{name}-one", tool, args)
-                self.train(f"{name}-r1", tool, args, 1)
+                self.train_together((f"{name}-one", tool, args, 0), (f"{name}-r1", tool, args, 1))
                 self.assert_same_bits(f"{name}-r1", f"{name}-one")
+                self.train_together(*[(f"{name}-r{ranks}", tool, args, ranks) for ranks in (2, 3)])
                 for ranks in (2, 3):
-                    self.train(f"{name}-r{ranks}", tool, args, ranks)
                     self.assert_close(f"{name}-r{ranks}", f"{name}-one")
                 with h5py.File(self.path(f"{name}-r3-log.h5"), "r") as log:
                     # Rank 0's log holds every worker's row, every step.
@@ -93,11 +97,12 @@ class EmulateShares(SameBits, mbtest.ToolTestCase):
                             ("ksync", ["--k-sync", "5"])):
             with self.subTest(method=name):
                 args = [*extra, "--comm", "ps", "--emulate", "8"]
-                self.train(f"{name}-one", "mb-train-fmb", args)
-                self.train(f"{name}-r1", "mb-train-fmb", args, 1)
+                self.train_together((f"{name}-one", "mb-train-fmb", args, 0),
+                                    (f"{name}-r1", "mb-train-fmb", args, 1))
                 self.assert_same_bits(f"{name}-r1", f"{name}-one")
+                self.train_together(*[(f"{name}-r{ranks}", "mb-train-fmb", args, ranks)
+                                      for ranks in (2, 3)])
                 for ranks in (2, 3):
-                    self.train(f"{name}-r{ranks}", "mb-train-fmb", args, ranks)
                     self.assert_close(f"{name}-r{ranks}", f"{name}-one")
                 with h5py.File(self.path(f"{name}-r3-log.h5"), "r") as log:
                     # A row per worker per step, in worker order.
@@ -109,11 +114,13 @@ class EmulateShares(SameBits, mbtest.ToolTestCase):
         # Each rank predicts its hosted workers' batch completions; gathered, every rank plans
         # the one-process run's batch counts (/workers/micro_batches compared to the bit).
         args = ["--k-batch-sync", "6", "--comm", "ps", "--emulate", "8"]
-        self.train("kbatch-one", "mb-train-fmb", args)
-        self.train("kbatch-r1", "mb-train-fmb", args, 1)
+        self.train_together(("kbatch-one", "mb-train-fmb", args, 0),
+                            ("kbatch-r1", "mb-train-fmb", args, 1))
         self.assert_same_bits("kbatch-r1", "kbatch-one")
+        self.together(*[lambda ranks=ranks: self.train(f"kbatch-r{ranks}", "mb-train-fmb", args,
+                                                       ranks) for ranks in (2, 3)],
+                      lambda: self.stopped_and_resumed("kbatch-resumed", "mb-train-fmb", args, 3))
         for ranks in (2, 3):
-            self.train(f"kbatch-r{ranks}", "mb-train-fmb", args, ranks)
             self.assert_close(f"kbatch-r{ranks}", "kbatch-one")
         with h5py.File(self.path("kbatch-r3-log.h5"), "r") as log:
             samples = log["workers/samples"][...].reshape(-1, 8)
@@ -121,17 +128,14 @@ class EmulateShares(SameBits, mbtest.ToolTestCase):
         idle = np.nonzero(samples == 0)[1]
         self.assertGreater(len({int(w) // 3 for w in idle}), 1, msg=samples)
         # A resumed run (same R) replays the plans to its place.
-        self.train("kbatch-resumed", "mb-train-fmb", [*args, "--steps", "6"], 3)
-        self.train("kbatch-resumed", "mb-train-fmb", args, 3, resume=True)
         self.assert_same_bits("kbatch-resumed", "kbatch-r3", skip={"epoch"})
 
     def test_the_same_ranks_give_the_same_bits_and_resume_to_them(self):
         args = ["--comm", "ps", "--emulate", "8"]
-        self.train("first", "mb-train-fmb", args, 3)
-        self.train("again", "mb-train-fmb", args, 3)
+        self.together(lambda: self.train("first", "mb-train-fmb", args, 3),
+                      lambda: self.train("again", "mb-train-fmb", args, 3),
+                      lambda: self.stopped_and_resumed("resumed", "mb-train-fmb", args, 3))
         self.assert_same_bits("again", "first")
-        self.train("resumed", "mb-train-fmb", [*args, "--steps", "6"], 3)
-        self.train("resumed", "mb-train-fmb", args, 3, resume=True)
         # The epoch column is epoch at resume + steps since / steps per epoch (test_emulate).
         self.assert_same_bits("resumed", "first", skip={"epoch"})
 
@@ -142,18 +146,18 @@ class EmulateShares(SameBits, mbtest.ToolTestCase):
             with self.subTest(comm=comm):
                 name = f"local-{comm}"
                 args = ["--comm", comm, "--emulate", "8", "--local-steps", "3"]
-                self.train(f"{name}-one", "mb-train-fmb", args)
-                self.train(f"{name}-r1", "mb-train-fmb", args, 1)
+                self.train_together((f"{name}-one", "mb-train-fmb", args, 0),
+                                    (f"{name}-r1", "mb-train-fmb", args, 1),
+                                    (f"{name}-r2", "mb-train-fmb", args, 2))
                 self.assert_same_bits(f"{name}-r1", f"{name}-one")
-                self.train(f"{name}-r2", "mb-train-fmb", args, 2)
                 self.assert_close(f"{name}-r2", f"{name}-one")
         # The same ranks again (each over 2 threads): the same bits; resumed at an averaging:
         # the straight run's.
         args = ["--comm", "ps", "--emulate", "8", "--local-steps", "3"]
-        self.train("local-again", "mb-train-fmb", [*args, "--threads", "2"], 2)
+        self.together(lambda: self.train("local-again", "mb-train-fmb", [*args, "--threads", "2"],
+                                         2),
+                      lambda: self.stopped_and_resumed("local-resumed", "mb-train-fmb", args, 2))
         self.assert_same_bits("local-again", "local-ps-r2")
-        self.train("local-resumed", "mb-train-fmb", [*args, "--steps", "6"], 2)
-        self.train("local-resumed", "mb-train-fmb", args, 2, resume=True)
         self.assert_same_bits("local-resumed", "local-ps-r2", skip={"epoch"})
 
     def test_adacomm_s_periods_under_shares_are_the_one_process_run_s(self):
@@ -163,8 +167,8 @@ class EmulateShares(SameBits, mbtest.ToolTestCase):
         args = ["--comm", "allreduce", "--emulate", "8", "--lr", "0.3", "--steps", str(steps),
                 "--eval-every", "0", "--local-steps", "adacomm", "--adacomm-tau0", str(tau0),
                 "--adacomm-interval", "0.01"]
-        self.train("ada-one", "mb-train-fmb", args)
-        self.train("ada-r3", "mb-train-fmb", args, 3)
+        self.train_together(("ada-one", "mb-train-fmb", args, 0),
+                            ("ada-r3", "mb-train-fmb", args, 3))
         self.assert_close("ada-r3", "ada-one")
         with h5py.File(self.path("ada-r3-log.h5"), "r") as log:
             sends = log["workers/send_time"][...].reshape(steps, 8)
@@ -178,24 +182,26 @@ class EmulateShares(SameBits, mbtest.ToolTestCase):
         # delayed timeline: the step times, waits and staleness are the one process's to the bit.
         args = [*AMB, "--comm", "ps", "--emulate", "8", "--delayed-gradients", "2"]
         checkpoint = ("params/", "delayed_parameters/")
-        self.train("dg-one", "mb-train-amb", args)
-        self.train("dg-r1", "mb-train-amb", args, 1)
+        self.train_together(("dg-one", "mb-train-amb", args, 0), ("dg-r1", "mb-train-amb", args, 1))
         self.assert_same_bits("dg-r1", "dg-one")
+        self.train_together(*[(f"dg-r{ranks}", "mb-train-amb", args, ranks) for ranks in (2, 3)])
         for ranks in (2, 3):
-            self.train(f"dg-r{ranks}", "mb-train-amb", args, ranks)
             self.assert_close(f"dg-r{ranks}", "dg-one", checkpoint)
         with h5py.File(self.path("dg-r3-log.h5"), "r") as log:
             staleness = log["workers/staleness"][...].reshape(12, 8)
         self.assertEqual(staleness[:, 0].tolist(), [0, 1] + [2] * 10)
         # The same ranks again: the same bits; stopped at step 6 (rounds 6 and 7 still compute
         # at versions 4 and 5) and resumed: the straight run's.
-        self.train("dg-again", "mb-train-amb", args, 2)
+        saved_versions = []
+
+        def stopped_and_resumed():
+            self.train("dg-resumed", "mb-train-amb", [*args, "--steps", "6"], 2)
+            with h5py.File(self.path("dg-resumed.h5"), "r") as saved:
+                saved_versions.append(list(saved["delayed_parameters"].attrs["names"]))
+            self.train("dg-resumed", "mb-train-amb", args, 2, resume=True)
+        self.together(lambda: self.train("dg-again", "mb-train-amb", args, 2), stopped_and_resumed)
         self.assert_same_bits("dg-again", "dg-r2")
-        self.train("dg-resumed", "mb-train-amb", [*args, "--steps", "6"], 2)
-        with h5py.File(self.path("dg-resumed.h5"), "r") as saved:
-            self.assertEqual(list(saved["delayed_parameters"].attrs["names"]),
-                             [b"version_4", b"version_5"])
-        self.train("dg-resumed", "mb-train-amb", args, 2, resume=True)
+        self.assertEqual(saved_versions, [[b"version_4", b"version_5"]])
         self.assert_same_bits("dg-resumed", "dg-r2", skip={"epoch"})
 
     def test_fewer_test_rows_than_emulated_ranks_are_evaluated_in_one_slice(self):
@@ -203,8 +209,8 @@ class EmulateShares(SameBits, mbtest.ToolTestCase):
                                              "--test", "5", "--seed", "3", "-o",
                                              self.path("few.h5")))
         args = ["--comm", "allreduce", "--emulate", "8", "--steps", "6", "--test-data", "few.h5"]
-        self.train("few-one", "mb-train-fmb", args)
-        self.train("few-r2", "mb-train-fmb", args, 2)
+        self.train_together(("few-one", "mb-train-fmb", args, 0),
+                            ("few-r2", "mb-train-fmb", args, 2))
         with h5py.File(self.path("few-one-log.h5"), "r") as one, \
                 h5py.File(self.path("few-r2-log.h5"), "r") as shared:
             self.assertEqual(shared["eval/samples"][...].tolist(), [5])
@@ -221,14 +227,19 @@ class EmulateShares(SameBits, mbtest.ToolTestCase):
             (["--emulate", "4", "--base-batch", "16", "--time-model-ab", "0.001,0.01", "--sync"],
              "and mb-train-dbsl: DBSL's --sync server"),
         ]
-        for extra, named in cases:
+        # Refused before any training: run at once, each writing (not) its own log.
+        with concurrent.futures.ThreadPoolExecutor(len(cases)) as pool:
+            results = list(pool.map(
+                lambda case: self.run_tool(
+                    f"refused-{case[0]}",
+                    "mb-train-dbsl" if "--base-batch" in case[1][0] else "mb-train-fmb",
+                    case[1][0], 2), enumerate(cases)))
+        for i, ((extra, named), result) in enumerate(zip(cases, results)):
             with self.subTest(extra=extra):
-                tool = "mb-train-dbsl" if "--base-batch" in extra else "mb-train-fmb"
-                result = self.run_tool("refused", tool, extra, 2)
                 self.assertEqual(result.rc, 2, msg=result.err)
                 self.assertIn(f"--emulate {extra[1]} under mpirun -n 2", result.err)
                 self.assertIn(named, result.err)
-                self.assertFalse(os.path.exists(self.path("refused-log.h5")))
+                self.assertFalse(os.path.exists(self.path(f"refused-{i}-log.h5")))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ master's time rule (--async-master-time-limit) and the communication stragglers
 (--weight-decay-on and --lr-schedule epochs: tests/train/test_original_settings.cpp,
 tests/optim.)"""
 
+import concurrent.futures
 import csv
 import io
 import json
@@ -299,9 +300,15 @@ class OriginalSettings(mbtest.ToolTestCase):
         alpha, beta = 1e-4, 1e-9
         virtual = ["--clock", "virtual", "--compute-model", "0.001,0.002", "--comm-model",
                    f"{alpha},{beta}", "--steps", "6", "--lr", "0.05"]
+        # The three runs on the virtual clock, nothing timed between them: at once.
+        runs = [("--comm", "ps", "--log", "ps.h5"), ("--comm", "allreduce", "--log", "ar.h5"),
+                ("--comm", "ps", "--async", "--log", "async.h5")]
+        with concurrent.futures.ThreadPoolExecutor(len(runs)) as pool:
+            ps_run, ar_run, async_run = pool.map(lambda run: self.mpi_train(3, *virtual, *run),
+                                                 runs)
         # ps on the virtual clock: every round starts from the master's broadcast, one message
         # of the parameters: alpha + beta * 4 bytes x parameters, by hand.
-        self.assertSucceeded(self.mpi_train(3, *virtual, "--comm", "ps", "--log", "ps.h5"))
+        self.assertSucceeded(ps_run)
         log = read_log(self.path("ps.h5"))
         message = alpha + beta * 4 * log["config"]["parameters"]
         workers = log["workers"]
@@ -309,12 +316,10 @@ class OriginalSettings(mbtest.ToolTestCase):
         self.assertTrue(np.all(workers["exit_time"] == 0))
         self.assertTrue(np.all(workers["queued_updates"] == 0))
         # allreduce has no receive of its own.
-        self.assertSucceeded(self.mpi_train(3, *virtual, "--comm", "allreduce", "--log",
-                                            "ar.h5"))
+        self.assertSucceeded(ar_run)
         self.assertTrue(np.all(read_log(self.path("ar.h5"))["workers"]["recv_time"] == 0))
         # Asynchronous, virtual: the parameters and state in one modelled message.
-        self.assertSucceeded(self.mpi_train(3, *virtual, "--comm", "ps", "--async", "--log",
-                                            "async.h5"))
+        self.assertSucceeded(async_run)
         workers = read_log(self.path("async.h5"))["workers"]
         np.testing.assert_allclose(workers["recv_time"], message, rtol=1e-6)  # the mlp has no state
         self.assertTrue(np.all(workers["queued_updates"] >= 0))

@@ -4,6 +4,7 @@ clock, allreduce runs for scaling), valid PNG, SVG and PDF files, labels, CSV an
 outputs, and the failures: a log lacking what a type needs, gnuplot missing or failing, an
 existing output, bad options. A failure writes nothing and leaves no temporaries."""
 
+import concurrent.futures
 import csv
 import io
 import os
@@ -51,26 +52,32 @@ class Plot(mbtest.ToolTestCase):
                   "--eval-every", "5"]
         fmb = mbtest.tool("mb-train-fmb")
         mpi = [MPIRUN, "--oversubscribe", "-n"]
-        run(fmb, *common, "--steps", "20", "--log", cls.log("single.h5"))
-        run(fmb, *common, "--steps", "20", "--batch-size", "32", "--log", cls.log("single-b32.h5"))
-        # single.h5's emulation, for clock-compare.
-        run(fmb, *common, "--steps", "20", "--clock", "virtual", "--log",
-            cls.log("single-virtual.h5"))
-        run(*mpi, "3", fmb, *common, "--steps", "12", "--comm", "ps", "--induce", "cedar",
-            "--log", cls.log("ps.h5"))
-        run(*mpi, "3", fmb, *common, "--steps", "20", "--comm", "ps", "--async", "--log",
-            cls.log("async.h5"))
-        run(*mpi, "3", fmb, *common, "--steps", "20", "--comm", "allreduce", "--log",
-            cls.log("ar3.h5"))
-        run(*mpi, "3", mbtest.tool("mb-train-amb"), *common, "--steps", "12", "--time-limit",
-            "0.002", "--partitions", "4", "--induce", "niagara", "--clock", "virtual", "--log",
-            cls.log("amb.h5"))
-        # A log that keeps per-step quantiles over the workers instead of their rows, and one
-        # with a sample of them beside (the quantile figures' logs).
-        run(*mpi, "3", fmb, *common, "--steps", "12", "--comm", "ps", "--induce", "cedar",
-            "--worker-table", "summary", "--log", cls.log("ps-summary.h5"))
-        run(*mpi, "4", fmb, *common, "--steps", "12", "--comm", "ps", "--induce", "cedar",
-            "--worker-table", "sample:1", "--log", cls.log("ps-sample.h5"))
+        # Independent toy runs, none timed against another: three at a time.
+        amb = mbtest.tool("mb-train-amb")
+        runs = [
+            (fmb, *common, "--steps", "20", "--log", cls.log("single.h5")),
+            (fmb, *common, "--steps", "20", "--batch-size", "32", "--log",
+             cls.log("single-b32.h5")),
+            # single.h5's emulation, for clock-compare.
+            (fmb, *common, "--steps", "20", "--clock", "virtual", "--log",
+             cls.log("single-virtual.h5")),
+            (*mpi, "3", fmb, *common, "--steps", "12", "--comm", "ps", "--induce", "cedar",
+             "--log", cls.log("ps.h5")),
+            (*mpi, "3", fmb, *common, "--steps", "20", "--comm", "ps", "--async", "--log",
+             cls.log("async.h5")),
+            (*mpi, "3", fmb, *common, "--steps", "20", "--comm", "allreduce", "--log",
+             cls.log("ar3.h5")),
+            (*mpi, "3", amb, *common, "--steps", "12", "--time-limit", "0.002", "--partitions",
+             "4", "--induce", "niagara", "--clock", "virtual", "--log", cls.log("amb.h5")),
+            # A log that keeps per-step quantiles over the workers instead of their rows, and
+            # one with a sample of them beside (the quantile figures' logs).
+            (*mpi, "3", fmb, *common, "--steps", "12", "--comm", "ps", "--induce", "cedar",
+             "--worker-table", "summary", "--log", cls.log("ps-summary.h5")),
+            (*mpi, "4", fmb, *common, "--steps", "12", "--comm", "ps", "--induce", "cedar",
+             "--worker-table", "sample:1", "--log", cls.log("ps-sample.h5")),
+        ]
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            list(pool.map(lambda args: run(*args), runs))
         # A log from before micro-batches were logged.
         shutil.copy(cls.log("ps.h5"), cls.log("old.h5"))
         with h5py.File(cls.log("old.h5"), "r+") as f:
@@ -121,14 +128,20 @@ class Plot(mbtest.ToolTestCase):
         }
         panes = {"scaling": (3, 1), "clock-compare": (2, 1), "panel": (3, 3), "panel-hist": (3, 4), "panel-all": (3, 9),
                  "epoch-curves": (2, 1)}
-        for name, kind in types.items():
-            if kind == "benchmark":
-                continue  # drawn from the benchmark tools' files: tests/e2e/test_bench_*.py
+        # Benchmark types are drawn from the benchmark tools' files: tests/e2e/test_bench_*.py.
+        drawn = [name for name, kind in types.items() if kind != "benchmark"]
+
+        def draw(name):
+            names = (["ps-summary.h5", "ps-sample.h5"] if name.endswith("-quantiles")
+                     else logs[types[name]])
+            return self.plot(*[self.log(n) for n in names], "--type", name, "-o",
+                             self.path(f"{name}.png"))
+        # Each figure is its own mb-plot and gnuplot: drawn at once, checked in order.
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(draw, drawn))
+        for name, result in zip(drawn, results):
             with self.subTest(type=name):
                 out = self.path(f"{name}.png")
-                names = (["ps-summary.h5", "ps-sample.h5"] if name.endswith("-quantiles")
-                         else logs[kind])
-                result = self.plot(*[self.log(n) for n in names], "--type", name, "-o", out)
                 self.assertSucceeded(result)
                 columns, rows = panes.get(name, (1, 1))
                 self.assertEqual(png_size(out), (PANE[0] * columns, PANE[1] * rows))

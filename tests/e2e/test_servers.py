@@ -6,6 +6,7 @@ the bytes it receives, its times). With --async each server is the asynchronous 
 shard (dist_async -s): one worker on the virtual clock gives the bits of one server; bad uses
 exit 2."""
 
+import concurrent.futures
 import json
 import shutil
 
@@ -202,21 +203,23 @@ class Servers(mbtest.ToolTestCase):
         self.assertTrue(np.isfinite(log["eval/loss"][0]))
 
     def test_bad_uses_exit_2_naming_the_flag(self):
-        self.assertUsageError(self.train(3, "--servers", "3"), "leaves no worker")
-        self.assertUsageError(self.train(3, "--servers", "2", "--comm", "allreduce"),
-                             "--servers 2")
-        # Several asynchronous servers hold the whole model only at the end.
-        self.assertUsageError(self.train(3, "--servers", "2", "--async"), "--eval-every")
-        self.assertUsageError(self.train_async(3, "--servers", "2", "--steps", "2", "--checkpoint",
-                                                "c.h5", "--checkpoint-every", "1"),
-                             "--checkpoint-every")
-        self.assertUsageError(self.train_async(3, "--servers", "2", "--steps", "2", "--compress",
-                                                "fp16"),
-                             "--compress")
-        self.assertUsageError(self.train(3, "--servers", "0"), "--servers 0")
-        self.assertUsageError(self.train(3, "--servers", "2", "--slowdown", "1=2"),
-                             "rank 1 is a server")
-
+        # Each refused before any training: run at once, checked in order.
+        cases = [
+            (self.train, ["--servers", "3"], "leaves no worker"),
+            (self.train, ["--servers", "2", "--comm", "allreduce"], "--servers 2"),
+            # Several asynchronous servers hold the whole model only at the end.
+            (self.train, ["--servers", "2", "--async"], "--eval-every"),
+            (self.train_async, ["--servers", "2", "--steps", "2", "--checkpoint", "c.h5",
+                                "--checkpoint-every", "1"], "--checkpoint-every"),
+            (self.train_async, ["--servers", "2", "--steps", "2", "--compress", "fp16"],
+             "--compress"),
+            (self.train, ["--servers", "0"], "--servers 0"),
+            (self.train, ["--servers", "2", "--slowdown", "1=2"], "rank 1 is a server"),
+        ]
+        with concurrent.futures.ThreadPoolExecutor(len(cases)) as pool:
+            results = list(pool.map(lambda case: case[0](3, *case[1]), cases))
+        for (_, _, text), result in zip(cases, results):
+            self.assertUsageError(result, text)
 
 if __name__ == "__main__":
     mbtest.main()

@@ -20,7 +20,7 @@ import h5py
 import numpy as np
 
 import mbtest
-from test_emulate import SameBits, arrays
+from test_emulate import SameBits, ToyData, arrays
 
 MPIRUN = shutil.which("mpirun")
 
@@ -30,12 +30,7 @@ COMMON = ["--model", "mlp", "--hidden", "16", "--optimizer", "momentum", "--lr",
 STRAGGLERS = ["--induce", "niagara", "--slowdown", "2=1.5", "--comm-model", "25e-6,1e-9"]
 
 
-class StragglerMethods(SameBits, mbtest.ToolTestCase):
-    def setUp(self):
-        super().setUp()
-        self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "400",
-                                             "--test", "90", "--seed", "3", "-o",
-                                             self.path("toy.h5")))
+class StragglerMethods(ToyData, SameBits, mbtest.ToolTestCase):
 
     def train(self, name, args, ranks=0, tool="mb-train-fmb"):
         return self.train_toy(tool, name, COMMON, args, ranks)
@@ -149,8 +144,11 @@ class StragglerMethods(SameBits, mbtest.ToolTestCase):
             with self.subTest(tool=tool, rule=rule):
                 name = tool[-3:] + rule[0]
                 args = [*extra, "--comm", "ps", *STRAGGLERS, *rule]
-                self.train(f"{name}-emulated", [*args, "--emulate", "8"], tool=tool)
-                self.train(f"{name}-ranks", [*args, "--allreduce", "shm"], ranks=9, tool=tool)
+                # On the virtual clock, nothing timed between them: at once.
+                self.together(
+                    lambda: self.train(f"{name}-emulated", [*args, "--emulate", "8"], tool=tool),
+                    lambda: self.train(f"{name}-ranks", [*args, "--allreduce", "shm"], ranks=9,
+                                       tool=tool))
                 self.assert_same_bits(f"{name}-emulated", f"{name}-ranks")
                 with h5py.File(self.path(f"{name}-emulated-log.h5"), "r") as log:
                     self.assertEqual(log["collect/gradients"][...].tolist(), [used] * 6)

@@ -28,13 +28,15 @@ def params_of(path):
 class TfModels(mbtest.ToolTestCase):
     def setUp(self):
         super().setUp()
+        # Few test rows and small batches: the checks are of the parameters, and densenet100's
+        # evaluation of 8 rows and batches of 4 took most of the file's time.
         self.assertSucceeded(self.mb_dataset("synth", "images", "--shape", "3,32,32", "--classes",
-                                             "10", "--train", "24", "--test", "8", "--seed", "3",
+                                             "10", "--train", "24", "--test", "2", "--seed", "3",
                                              "-o", self.path("cifar.h5")))
 
     def train(self, model, *args, ranks=0, data="cifar.h5"):
         command = [mbtest.tool("mb-train-fmb"), "--data", self.path(data), "--model", model,
-                   "--batch-size", "4", "--steps", "2", "--optimizer", "momentum", "--lr",
+                   "--batch-size", "2", "--steps", "2", "--optimizer", "momentum", "--lr",
                    "0.01", "--threads", "1", "-q", "--seed", "5", *args]
         if ranks > 0:
             command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]

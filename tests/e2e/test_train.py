@@ -1,6 +1,8 @@
 """mb-train-fmb and mb-eval end to end on the real Fashion-MNIST: accuracy against PyTorch,
 exact resume, determinism, signals, crash-safe logs, evaluation across MPI ranks, bad input."""
 
+import concurrent.futures
+import functools
 import json
 import os
 import shutil
@@ -336,61 +338,67 @@ class Training(mbtest.ToolTestCase):
         self.assertSucceeded(images)
         with open(self.path("broken.h5"), "wb") as f, open(self.path("mlp.h5"), "rb") as source:
             f.write(source.read()[:2000])
+        # Each refused before training: run at once (commands made here, run below).
+        def later(method):
+            return lambda *args: functools.partial(method, *args)
+        quick, evaluate, train = later(self.quick), later(self.eval), later(self.train)
         cases = [
-            (self.quick("--steps", "5", "--model", "toy-fc", "--resume", "mlp.h5"), 2,
+            (quick("--steps", "5", "--model", "toy-fc", "--resume", "mlp.h5"), 2,
              "mlp.h5 holds mlp (hidden 32, relu)"),
-            (self.eval("mlp.h5", "--data", "img.h5"), 2, "mlp.h5 is a model for 1x10x10 inputs"),
-            (self.quick("--steps", "5", "--resume", "broken.h5"), 3, "broken.h5"),
-            (self.eval("broken.h5", "--data", self.toy), 3, "broken.h5"),
-            (self.train("--data", "img.h5", "--model", "resnet50", "--steps", "1"), 2,
+            (evaluate("mlp.h5", "--data", "img.h5"), 2, "mlp.h5 is a model for 1x10x10 inputs"),
+            (quick("--steps", "5", "--resume", "broken.h5"), 3, "broken.h5"),
+            (evaluate("broken.h5", "--data", self.toy), 3, "broken.h5"),
+            (train("--data", "img.h5", "--model", "resnet50", "--steps", "1"), 2,
              "model resnet50 cannot take 3x8x8 inputs"),
-            (self.quick("--steps", "5", "--model", "lenet9"), 2, "unknown model 'lenet9' (known: mlp,"),
-            (self.quick("--steps", "5", "--optimizer", "adamw"), 2,
+            (quick("--steps", "5", "--model", "lenet9"), 2, "unknown model 'lenet9' (known: mlp,"),
+            (quick("--steps", "5", "--optimizer", "adamw"), 2,
              "unknown optimizer 'adamw' (known: sgd, momentum, rmsprop, adam)"),
-            (self.quick("--steps", "5", "--batch-size", "0"), 2, "--batch-size 0 must be at least 1"),
+            (quick("--steps", "5", "--batch-size", "0"), 2, "--batch-size 0 must be at least 1"),
             # 0 is the field's "not given": given, it was silently ignored (issue U).
-            (self.quick("--steps", "5", "--global-batch-size", "0"), 2,
+            (quick("--steps", "5", "--global-batch-size", "0"), 2,
              "--global-batch-size 0 must be at least 1"),
-            (self.quick("--steps", "5", "--compress", ""), 2, "--compress: empty"),
-            (self.quick(), 2, "give the length of the run"),
-            (self.quick("--steps", "5", "--lr", "-1"), 2, "--lr"),
-            (self.quick("--steps", "5", "--nan-policy", "ignore"), 2, "--nan-policy"),
-            (self.quick("--steps", "5", "--cuda-graphs", "maybe"), 2,
+            (quick("--steps", "5", "--compress", ""), 2, "--compress: empty"),
+            (quick(), 2, "give the length of the run"),
+            (quick("--steps", "5", "--lr", "-1"), 2, "--lr"),
+            (quick("--steps", "5", "--nan-policy", "ignore"), 2, "--nan-policy"),
+            (quick("--steps", "5", "--cuda-graphs", "maybe"), 2,
              "--cuda-graphs: 'maybe' is not on or off"),
-            (self.quick("--steps", "5", "--cuda-graphs", "on"), 2,
+            (quick("--steps", "5", "--cuda-graphs", "on"), 2,
              "--cuda-graphs on: CUDA graphs need a GPU (--device cuda); this run is on the CPU"),
-            (self.quick("--steps", "5", "--prefetch", "-1"), 2,
+            (quick("--steps", "5", "--prefetch", "-1"), 2,
              "--prefetch: '-1' is not auto or a count from 0 to 64"),
-            (self.quick("--steps", "5", "--comm", "allreduce", "--allreduce", "nccl"), 2,
+            (quick("--steps", "5", "--comm", "allreduce", "--allreduce", "nccl"), 2,
              "--allreduce nccl sums gradients in GPU memory; --device is cpu"),
-            (self.quick("--steps", "5", "--comm", "allreduce", "--allreduce", "gloo"), 2,
+            (quick("--steps", "5", "--comm", "allreduce", "--allreduce", "gloo"), 2,
              "--allreduce: 'gloo' is not auto, shm, mpi or nccl"),
-            (self.quick("--steps", "5", "--allreduce", "mpi"), 2,
+            (quick("--steps", "5", "--allreduce", "mpi"), 2,
              "--allreduce mpi needs --comm allreduce (ps takes --allreduce shm alone)"),
-            (self.quick("--steps", "5", "--allreduce", "shm", "--async"), 2,
+            (quick("--steps", "5", "--allreduce", "shm", "--async"), 2,
              "--allreduce shm with --comm ps sums one synchronous step's gradients for one "
              "master; not with --async"),
-            (self.quick("--steps", "5", "--comm", "allreduce", "--bucket-mb", "-1"), 2,
+            (quick("--steps", "5", "--comm", "allreduce", "--bucket-mb", "-1"), 2,
              "--bucket-mb -1 must be a non-negative number of MiB"),
-            (self.quick("--steps", "5", "--bucket-mb", "1"), 2, "--bucket-mb needs --comm allreduce"),
-            (self.quick("--steps", "5", "--checkpoint-every", "2"), 2, "--checkpoint-every needs --checkpoint"),
-            (self.train("--data", "absent.h5", "--steps", "1"), 3, "absent.h5"),
-            (self.eval("mlp.h5", "--data", self.toy, "--split", "valid"), 2, "--split"),
-            (self.quick("--steps", "5", "--checkpoint", "mlp.h5"), 2,
+            (quick("--steps", "5", "--bucket-mb", "1"), 2, "--bucket-mb needs --comm allreduce"),
+            (quick("--steps", "5", "--checkpoint-every", "2"), 2, "--checkpoint-every needs --checkpoint"),
+            (train("--data", "absent.h5", "--steps", "1"), 3, "absent.h5"),
+            (evaluate("mlp.h5", "--data", self.toy, "--split", "valid"), 2, "--split"),
+            (quick("--steps", "5", "--checkpoint", "mlp.h5"), 2,
              "mlp.h5 exists; use --resume auto to continue from it or --force to replace it"),
             # Lengths and sizes that would run forever, wrap or exhaust memory (issue L).
-            (self.quick("--epochs", "nan"), 2, "--epochs nan is not a finite number"),
-            (self.quick("--epochs", "inf"), 2, "--epochs inf is not a finite number"),
-            (self.quick("--time-budget", "nan"), 2, "--time-budget nan is not a finite number"),
-            (self.quick("--epochs", "1e300"), 2, "--epochs 1e+300 is"),
-            (self.quick("--steps", "5", "--warmup-epochs", "1e300"), 2, "--warmup-epochs 1e+300 is"),
-            (self.quick("--steps", "99999999999999999999"), 2,
+            (quick("--epochs", "nan"), 2, "--epochs nan is not a finite number"),
+            (quick("--epochs", "inf"), 2, "--epochs inf is not a finite number"),
+            (quick("--time-budget", "nan"), 2, "--time-budget nan is not a finite number"),
+            (quick("--epochs", "1e300"), 2, "--epochs 1e+300 is"),
+            (quick("--steps", "5", "--warmup-epochs", "1e300"), 2, "--warmup-epochs 1e+300 is"),
+            (quick("--steps", "99999999999999999999"), 2,
              "--steps: '99999999999999999999' is out of range"),
-            (self.quick("--steps", "5", "--seed", "-1"), 2, "--seed: '-1' is not a whole number"),
-            (self.quick("--steps", "5", "--hidden", "1000000000"), 2,
+            (quick("--steps", "5", "--seed", "-1"), 2, "--seed: '-1' is not a whole number"),
+            (quick("--steps", "5", "--hidden", "1000000000"), 2,
              "--hidden: mlp (hidden 32,1000000000, relu) has 43,000,003,242 parameters"),
         ]
-        for result, code, text in cases:
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda case: case[0](), cases))
+        for (_, code, text), result in zip(cases, results):
             with self.subTest(command=" ".join(result.args[1:])):
                 self.assertFailsWith(result, code, text)
         self.assertNoStrayFiles()
