@@ -88,14 +88,12 @@ void check_emulated_shares(const TrainOptions& o, int ranks) {
     usage_error(cat(flags, ": each rank hosts at least one worker; give --emulate ", ranks,
                     " or more, or fewer ranks"));
   }
-  if (o.dbsl.enabled) {
-    usage_error(cat(flags, " and mb-train-dbsl: ",
-                    o.dbsl.sync ? "DBSL's --sync server's merge of a round's models is not "
-                                  "combined across the ranks' shares yet"
-                                : "DBSL's server merges each push into the model the pushes "
-                                  "before it made, one at a time in the order they arrive, which "
-                                  "no rank's share of the workers can do apart",
-                    "; run it without mpirun"));
+  if (o.dbsl.enabled && !o.dbsl.sync) {
+    usage_error(cat(flags,
+                    " and mb-train-dbsl: DBSL's server merges each push into the model the "
+                    "pushes before it made, one at a time in the order they arrive, which no "
+                    "rank's share of the workers can do apart; give --sync (a round's pushes "
+                    "merged at once), or run it without mpirun"));
   }
   const char* refused = o.async                    ? "--async"
                         : o.train_loss == "master" ? "--train-loss master"

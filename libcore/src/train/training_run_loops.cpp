@@ -45,9 +45,15 @@ double TrainingRun::timed_optimizer_step(double lr) {
 }
 
 void TrainingRun::run_server(ServerPolicy& policy) {
+  // Ranks hosting shares of the emulated workers (DBSL's --sync server) each run this loop:
+  // rank 0's stop, which a signal may reach first.
+  const auto agreed = [this](int stop) {
+    double no_update_time = 0;
+    return role_.shares ? share_verdict(stop, no_update_time) : stop;
+  };
   const double planned_samples = policy.planned_samples();
   if (samples_seen_ >= planned_samples) stop_ = kFinished;
-  stop_ = policy.start(step_, std::max(stop_, rank0_stop()));
+  stop_ = policy.start(step_, agreed(std::max(stop_, rank0_stop())));
   while (stop_ == kContinue) {
     const auto step_start = SteadyClock::now();
     const double virtual_start = clock_.virtual_now();
@@ -66,6 +72,7 @@ void TrainingRun::run_server(ServerPolicy& policy) {
     if (step_ >= planned_ || samples_seen_ >= planned_samples) {
       stop_ = std::max(stop_, static_cast<int>(kFinished));
     }
+    stop_ = agreed(stop_);
     // The workers go on from the update while rank 0 records it.
     if (stop_ == kContinue) policy.publish(step_);
     if (logs_) {
