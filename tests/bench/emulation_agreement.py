@@ -502,6 +502,10 @@ def setting_two(args, directory, trainer_command, compare, models, fits):
                   f"beta = {beta:.4g} s/B ({8 / beta / 1e9 if beta else float('inf'):.3g} "
                   f"Gbit/s), r^2 = {r2:.3f}" +
                   ("" if fit.returncode == 0 else " (refused as a file: given inline)"))
+            # The MPI allreduce's own fit (in the file: a two-rank --allreduce mpi step takes
+            # it), beside the ring of messages the message model alone would give.
+            for line in re.findall(r"^# allreduce of .*$", fit.stdout, re.M):
+                print(line)
             variants = [("fit", comm)]
             if args.measured_model:
                 variants.append(("measured", []))
