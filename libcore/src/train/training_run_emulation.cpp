@@ -55,6 +55,21 @@ void TrainingRun::set_up_emulation() {
                                            measure_idle_for(expected_slowest_round()));
     check_comm_model_for_run(comm_model_, role_.ranks(world_),
                              role_.async || options_.dbsl.enabled);
+    // A file's allreduce fit times the exchange it measured, one MPI allreduce of every
+    // worker's gradient (the exchange the run would time at start, above); any other exchange
+    // keeps the ring of messages.
+    if (comm_model_.allreduce_ranks > 0) {
+      const bool mpi_allreduce = how == MeasuredExchange::kAllreduce;
+      if (mpi_allreduce && comm_model_.allreduce_ranks != role_.workers && logs_) {
+        log::warn(cat("--comm-model ", comm_model_.file, ": its allreduce was measured on ",
+                      comm_model_.allreduce_ranks, " ranks, this run has ", role_.workers,
+                      "; timing the allreduce as a ring of its messages (mpirun -n ", role_.workers,
+                      " mb-bench-bandwidth --fit measures this run's)"));
+      }
+      if (!mpi_allreduce || comm_model_.allreduce_ranks != role_.workers) {
+        comm_model_.allreduce_ranks = 0;
+      }
+    }
   }
 }
 

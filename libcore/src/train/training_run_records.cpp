@@ -222,6 +222,7 @@ RunFacts TrainingRun::run_facts() const {
     facts.dbsl_factors = dbsl_factors_;
   }
   if (backend_->can_capture()) facts.step_graphs = net_->step_graphs();
+  if (!comm_model_.file.empty()) facts.comm_model_values = comm_model_.spec();
   return facts;
 }
 

@@ -50,6 +50,8 @@ double CommModel::message(std::uint64_t bytes, int from, int to) const {
 
 double CommModel::allreduce(std::uint64_t bytes, int ranks) const {
   if (ranks < 2) return 0;
+  if (allreduce_ranks == ranks)
+    return allreduce_alpha + allreduce_beta * static_cast<double>(bytes);
   const double messages = 2.0 * (ranks - 1);
   if (pair_ranks == 0) return messages * (alpha + beta * static_cast<double>(bytes) / ranks);
   MBKIT_CHECK(ranks <= pair_ranks, "CommModel: a ring of ", ranks, " ranks in a model of ",
@@ -69,7 +71,11 @@ std::string CommModel::describe() const {
   return cat("alpha ", short_duration(alpha), ", beta ", strprintf("%.3g", beta * 1e9), " ns/B (",
              strprintf("%.3g", beta > 0 ? 1e-9 / beta : 0.0), " GB/s)",
              measured ? cat(", measured", measured_on.empty() ? "" : cat(" on ", measured_on)) : "",
-             file.empty() ? "" : cat(", from ", file), pair_ranks > 0 ? ", per pair of ranks" : "");
+             file.empty() ? "" : cat(", from ", file), pair_ranks > 0 ? ", per pair of ranks" : "",
+             allreduce_ranks > 0 ? cat("; allreduce of ", allreduce_ranks, " ranks ",
+                                       short_duration(allreduce_alpha), " + ",
+                                       strprintf("%.3g", allreduce_beta * 1e9), " ns/B (fitted)")
+                                 : "");
 }
 
 std::string CommModel::spec() const {
@@ -80,6 +86,10 @@ std::string CommModel::spec() const {
                         static_cast<std::size_t>(j);
       text += strprintf(" %d-%d=%.17g,%.17g", i, j, pair_alpha[pair], pair_beta[pair]);
     }
+  }
+  if (allreduce_ranks > 0) {
+    text +=
+        strprintf(" allreduce %d=%.17g,%.17g", allreduce_ranks, allreduce_alpha, allreduce_beta);
   }
   return text;
 }

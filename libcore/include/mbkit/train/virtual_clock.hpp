@@ -8,7 +8,9 @@
 //     cost of a ComputeModel (seconds per sample + seconds per micro-batch) for exactly
 //     reproducible runs and for devices faster or slower than this machine;
 //   - its induced delays (--induce, --slowdown) as virtual time, without sleeping;
-//   - each message as CommModel::message(bytes) = alpha + beta * bytes.
+//   - each message as CommModel::message(bytes) = alpha + beta * bytes, and an allreduce as a
+//     ring of such messages or, where a --comm-model file fitted the MPI allreduce of as many
+//     ranks, as that fit.
 // Rank 0 keeps the emulated cluster's clock: the sync modes' step times follow from the
 // workers' reports (SyncTimeline), the asynchronous master processes gradients in the order of
 // their virtual arrival (VirtualArrivals, a small conservative discrete-event scheduler).
@@ -35,16 +37,22 @@ struct CommModel {
   /// [i * pair_ranks + j] (symmetric). 0: every pair costs alpha, beta.
   int pair_ranks = 0;
   std::vector<double> pair_alpha{}, pair_beta{};
+  /// A file's fit of MPI's allreduce of `allreduce_ranks` ranks: allreduce_alpha +
+  /// allreduce_beta * bytes. 0: none (a ring of messages).
+  int allreduce_ranks = 0;
+  double allreduce_alpha = 0, allreduce_beta = 0;
 
   double message(std::uint64_t bytes) const { return alpha + beta * static_cast<double>(bytes); }
   /// A message between ranks `from` and `to`: its pair's cost in a per-pair model.
   double message(std::uint64_t bytes, int from, int to) const;
-  /// A ring allreduce of `bytes` over `ranks`: 2 (ranks - 1) messages of bytes / ranks (in a
-  /// per-pair model, each step as long as the ring's slowest link's).
+  /// An allreduce of `bytes` over `ranks`: the fitted one where it is of `ranks` ranks, else a
+  /// ring, 2 (ranks - 1) messages of bytes / ranks (in a per-pair model, each step as long as
+  /// the ring's slowest link's).
   double allreduce(std::uint64_t bytes, int ranks) const;
   /// "alpha 25 us, beta 0.1 ns/B (measured)".
   std::string describe() const;
-  /// "ALPHA,BETA" as --comm-model takes it; a per-pair model adds " I-J=ALPHA,BETA" per pair.
+  /// "ALPHA,BETA" as --comm-model takes it; a per-pair model adds " I-J=ALPHA,BETA" per pair,
+  /// a fitted allreduce " allreduce R=ALPHA,BETA".
   std::string spec() const;
 };
 
