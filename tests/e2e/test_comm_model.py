@@ -186,10 +186,12 @@ class CommModel(mbtest.ToolTestCase):
         # The same values inline continue; other values do not.
         self.assertSucceeded(self.train(2, *common, "--steps", "3", "--resume", "ck.h5",
                                         "--comm-model", f"{alpha!r},{beta!r}"))
+        # Another alpha even where the fit's is 0 (a loaded machine's fit may pass the origin).
+        other = alpha * 2 + 1e-6
         refused = self.train(2, *common, "--steps", "4", "--resume", "ck.h5", "--comm-model",
-                             f"{alpha * 2!r},{beta!r}")
+                             f"{other!r},{beta!r}")
         self.assertEqual(refused.rc, 2, msg=repr(refused))
-        self.assertIn(f"--comm-model {alpha * 2!r},{beta!r}: ck.h5 was trained with --comm-model",
+        self.assertIn(f"--comm-model {other!r},{beta!r}: ck.h5 was trained with --comm-model",
                       refused.err)
 
     def test_bad_model_files_are_refused_naming_them(self):
