@@ -252,6 +252,7 @@ CombinedStep SelectingExchange::collect(std::span<float> gradients, std::span<fl
               message + kStepFloats + (abandoned ? 0 : m.parameters + m.state), w + 1, true);
           if (of < step) {  // its step was made without it: the newest parameters, at once
             ++(abandoned ? abandoned_ : discarded_);
+            if (abandoned) abandoned_micro_batches_ += report.micro_batches;
             m.late_stop = std::max(m.late_stop, report.stop);
             m.answer(w, parameters, state, step, kContinue);
             continue;
@@ -284,6 +285,9 @@ CombinedStep SelectingExchange::collect(std::span<float> gradients, std::span<fl
       report.samples = 0;
       report.loss_sum = 0;
       report.correct = 0;
+      // A late round (its row made before its worker knows): none of it reached the step. Its
+      // micro-batches, if abandoned, are counted with abandoned_micro_batches_.
+      if (!came[i]) report.micro_batches = 0;
     }
     add_up(result, report);
   }
@@ -450,7 +454,13 @@ void SelectingExchange::finish_rounds(std::int64_t step, int code) {
             continue;
           }
           m.silence.heard(i);
-          ++(got < bytes(m.message_floats()) ? abandoned_ : discarded_);
+          if (got < bytes(m.message_floats())) {  // abandon(): its report alone
+            ++abandoned_;
+            abandoned_micro_batches_ +=
+                get_report(m.inbox[i].data() + kStepFloats, w + 1, true).micro_batches;
+          } else {
+            ++discarded_;
+          }
           m.answer(w, {}, {}, step, code);
         }
         m.silence.check(m.world, what);
