@@ -95,8 +95,8 @@ void TrainingRun::local_update(nn::Network& net, optim::Optimizer& optimizer, do
 int TrainingRun::local_sgd_step(LocalSgdLoop& loop) {
   const auto step_start = SteadyClock::now();
   const double lr = schedule_->at(step_, epoch_at(step_));
-  // The stop codes a worker sends, as sync_step's: a signal, rank 0's verdict on worker 0 of
-  // allreduce, the planned end.
+  // The stop codes a worker sends, as the synchronous step's: a signal, rank 0's verdict on worker
+  // 0 of allreduce, the planned end.
   const auto stop_of = [&](int w) {
     int stop = stop_request_.requested() ? kSignalled : kContinue;
     if (!role_.parameter_server && w == 0 && logs_ && step_ + 1 < planned_) {
