@@ -1,7 +1,7 @@
 // A training run's loops (training_run.hpp): the choice of the loop and of its policies, the
 // one server loop and the one worker loop over them (loop_policies.hpp), and the end of the run.
 // Every method runs on them (the synchronous step's policies are chosen in run_sync,
-// training_run_sync.cpp) but local SGD, whose loop is training_run_local_sgd.cpp's.
+// training_run_sync.cpp, local SGD's in run_local_sgd, training_run_local_sgd.cpp).
 #include <algorithm>
 #include <csignal>
 

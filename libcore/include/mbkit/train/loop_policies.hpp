@@ -10,8 +10,8 @@
 // master (an AsyncCombiner, training_run_async.cpp), DBSL's servers (a DbslCombiner,
 // training_run_dbsl.cpp), the wall clock's selecting master (a SelectingExchange,
 // training_run_selection.cpp) and AMB-DG's (a DelayedExchange, training_run_delayed.cpp) are
-// ServerPolicies, their workers WorkerPolicies. A new straggler method is a new policy, not a
-// new loop. Local SGD (training_run_local_sgd.cpp) is the one loop of its own.
+// ServerPolicies, their workers WorkerPolicies, and so is local SGD's step
+// (training_run_local_sgd.cpp). A new method is a new policy, not a new loop.
 #pragma once
 
 #include <cstdint>

@@ -12,8 +12,8 @@
 //     in training_run_sync.cpp; the asynchronous master's and worker's in
 //     training_run_async.cpp, DBSL's in training_run_dbsl.cpp, the wall clock's selection and
 //     K-batch-sync's in training_run_selection.cpp, AMB-DG's on the wall clock in
-//     training_run_delayed.cpp); local SGD's own loop; the end of the run; rank 0's records of
-//     each step (training_run_records.cpp).
+//     training_run_delayed.cpp; local SGD's in training_run_local_sgd.cpp); the end of the
+//     run; rank 0's records of each step (training_run_records.cpp).
 // libcore/src/train/README.md says how a new trainer plugs in.
 #pragma once
 
@@ -162,14 +162,17 @@ class TrainingRun {
 
   // The synchronous steps' set-up and first verdict (training_run_sync.cpp).
   void run_sync();
-  // Local SGD (--local-steps, training_run_local_sgd.cpp, mbkit/train/local_sgd.hpp).
+  // Local SGD (--local-steps, training_run_local_sgd.cpp, mbkit/train/local_sgd.hpp): its
+  // set-up, then its step as policies of the server and worker loops (what every rank of a
+  // step runs alike, a rank that combines the reports, a ps worker).
   void run_local_sgd();
-  /// One local step of every worker, its reports combined; the models averaged when
-  /// averages_after() says so. Returns the verdict, as the synchronous step agrees on it.
-  int local_sgd_step(LocalSgdLoop& loop);
-  /// Whether the step just taken ends with an averaging: a period's end, or before an
-  /// evaluation, a checkpoint (after a number of steps or an epoch), the planned end or a stop.
-  bool averages_after(const LocalSgdLoop& loop, int verdict) const;
+  class LocalSgdStep;
+  class LocalSgdServerPolicy;
+  class LocalSgdWorkerPolicy;
+  /// Whether the step that makes `done` steps ends with an averaging (after its verdict): a
+  /// period's end, or before an evaluation, a checkpoint (after a number of steps or an epoch),
+  /// the planned end or a stop.
+  bool averages_after(const LocalSgdLoop& loop, std::int64_t done, int verdict) const;
   /// --local-steps adacomm: after each step, the period's losses; at an averaging past the
   /// interval's end, rank 0's new tau for every rank.
   void adapt_period(LocalSgdLoop& loop, const CombinedStep& combined, bool averaged);
@@ -178,8 +181,8 @@ class TrainingRun {
   /// rescaled to their mean).
   void local_update(nn::Network& net, optim::Optimizer& optimizer, double lr, WorkerReport& report,
                     std::int64_t batch) const;
-  /// The step's models averaged: every worker's (ps: at the master, then distributed).
-  void average_models(LocalSgdLoop& loop);
+  /// Step `step`'s models averaged: every worker's (ps: at the master, then distributed).
+  void average_models(LocalSgdLoop& loop, std::int64_t step);
   /// The first verdict of a synchronous run (ps: the master's; allreduce: rank 0's).
   int first_verdict(SyncExchange& exchange);
   /// --emulate under mpirun (Role::shares): the ranks' sums of their hosted workers (the
