@@ -13,7 +13,8 @@ Setting 2 (--settings 2): two hosts made on this machine as in e2e.test_slurm_tw
 namespaces joined by a veth pair), the link shaped with tbf on both ends at each of --link-rates
 (a token bucket of 1 ms at the rate: see e2e.test_tc_two_hosts; no delay, as this kernel has no
 netem qdisc: sch_netem), the message model measured over the link by mpirun -n 2
-mb-bench-bandwidth --fit (rank 0 on h1, rank 1 on h2, TCP on the pair's subnet only). FMB ps,
+mb-bench-bandwidth --fit (rank 0 on h1, rank 1 on h2, TCP on the pair's subnet only), with its
+fit of MPI's allreduce of the two ranks, which times the FMB allreduce emulation's exchange. FMB ps,
 FMB allreduce (--allreduce mpi), AMB and async run for real across the link, then emulated on
 --clock virtual across the same link with the fitted --comm-model FILE.h5 and the compute model
 fitted to mb-bench-partitions' median steps (no --induce: the worker computes again as soon as
@@ -502,6 +503,10 @@ def setting_two(args, directory, trainer_command, compare, models, fits):
                   f"beta = {beta:.4g} s/B ({8 / beta / 1e9 if beta else float('inf'):.3g} "
                   f"Gbit/s), r^2 = {r2:.3f}" +
                   ("" if fit.returncode == 0 else " (refused as a file: given inline)"))
+            # The MPI allreduce's own fit (in the file: a two-rank --allreduce mpi step takes
+            # it), beside the ring of messages the message model alone would give.
+            for line in re.findall(r"^# allreduce of .*$", fit.stdout, re.M):
+                print(line)
             variants = [("fit", comm)]
             if args.measured_model:
                 variants.append(("measured", []))

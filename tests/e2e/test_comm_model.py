@@ -1,8 +1,10 @@
 """One command measures a cluster, one emulates it: mpirun -n 2 mb-bench-bandwidth --fit times
-messages between the two ranks and writes the message model (alpha, beta, r^2; the hosts, CPU
-and date) with the -o/--force rules of the other tools; a trainer given that file with
---comm-model on the virtual clock takes the same step times, to the bit, as the same run given
-the fitted alpha and beta inline; --resume with another model is refused; bad model files are
+messages between the two ranks and an MPI allreduce of both, and writes the message model
+(alpha, beta, r^2; the hosts, CPU and date) and the allreduce's fit with the -o/--force rules of
+the other tools; a trainer given that file with --comm-model on the virtual clock takes the
+same step times, to the bit, as the same run given the fitted alpha and beta inline (where the
+allreduce fit does not apply), and times a two-rank --allreduce mpi step with the fitted
+allreduce; --resume with another model is refused; bad model files are
 refused in one line naming the file (status 3)."""
 
 import concurrent.futures
@@ -47,11 +49,11 @@ class CommModel(mbtest.ToolTestCase):
         return mbtest.run([MPIRUN, "--oversubscribe", "-n", "2", mbtest.tool("mb-bench-bandwidth"),
                            *args], cwd=self.dir, env=self.env, timeout=120)
 
-    def train(self, ranks, *args):
+    def train(self, ranks, *args, quiet=True):
         command = [MPIRUN, "--oversubscribe", "-n", str(ranks), mbtest.tool("mb-train-fmb"),
                    "--data", self.path("toy.h5"), "--model", "mlp", "--hidden", "16", "--lr",
-                   "0.05", "--batch-size", "16", "--seed", "2", "-q", "--clock", "virtual",
-                   "--compute-model", "1e-4,2e-3", *args]
+                   "0.05", "--batch-size", "16", "--seed", "2", *(["-q"] if quiet else []),
+                   "--clock", "virtual", "--compute-model", "1e-4,2e-3", *args]
         return mbtest.run(command, cwd=self.dir, env=self.env, timeout=180)
 
     def fitted(self):
@@ -63,9 +65,10 @@ class CommModel(mbtest.ToolTestCase):
     def test_fit_writes_the_model_and_a_trainer_takes_it_as_given_inline(self):
         result = self.fitted()
         columns, rows = mbtest.parse_table(result.out)
-        self.assertEqual([int(r["size"]) for r in rows], [8, 32, 128, 512, 2048, 8192, 32768,
-                                                           131072, 524288])
-        self.assertEqual({r["op"] for r in rows}, {"pingpong-0-1"})
+        sizes = [8, 32, 128, 512, 2048, 8192, 32768, 131072, 524288]
+        self.assertEqual([int(r["size"]) for r in rows if r["op"] == "pingpong-0-1"], sizes)
+        self.assertEqual([int(r["size"]) for r in rows if r["op"] == "allreduce-world"], sizes)
+        self.assertEqual({r["op"] for r in rows}, {"pingpong-0-1", "allreduce-world"})
         self.assertTrue(all(r["wrong"] == "0" for r in rows))
         self.assertIn("# ranks 0-1: alpha = ", result.out)
         with h5py.File(self.path("cm.h5"), "r") as f:
@@ -126,6 +129,51 @@ class CommModel(mbtest.ToolTestCase):
                     np.testing.assert_allclose(log["steps"]["step_time"][...],
                                                16 * 1e-4 + 2e-3 + 2 * message, rtol=1e-6)
 
+    def test_the_fitted_allreduce_times_an_mpi_allreduce_step_of_its_ranks(self):
+        result = self.fitted()
+        self.assertIn("# allreduce of 2 ranks: alpha = ", result.out)
+        self.assertRegex(result.out, r"# allreduce of 524288 bytes: measured \S+ s, fitted \S+ "
+                                     r"s, a ring of 2 messages \S+ s")
+        with h5py.File(self.path("cm.h5"), "r") as f:
+            alpha, beta = float(f.attrs["alpha"]), float(f.attrs["beta"])
+            allreduce = f["allreduce"]
+            self.assertEqual(int(allreduce.attrs["ranks"]), 2)
+            self.assertEqual(len(allreduce.attrs["seconds"]), 9)
+            self.assertGreaterEqual(float(allreduce.attrs["r_squared"]), 0.9)
+            fit_alpha = float(allreduce.attrs["alpha"])
+            fit_beta = float(allreduce.attrs["beta"])
+        self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "200",
+                                             "--test", "40", "-o", self.path("toy.h5")))
+        mpi = ["--comm", "allreduce", "--allreduce", "mpi", "--steps", "4", "--comm-model",
+               self.path("cm.h5")]
+        # Two ranks, as measured: each step is the compute then the fitted allreduce. Three: the
+        # fit is of another world, so a ring of the message model's messages, with a warning.
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            two, three = pool.map(lambda run: self.train(*run, quiet=False), [
+                (2, *mpi, "--log", "two.h5"), (3, *mpi, "--log", "three.h5")])
+        self.assertSucceeded(two)
+        self.assertSucceeded(three)
+        self.assertNotIn("ring", two.err)
+        self.assertIn(f"--comm-model {self.path('cm.h5')}: its allreduce was measured on 2 "
+                      "ranks, this run has 3; timing the allreduce as a ring", three.err)
+        compute = 16 * 1e-4 + 2e-3
+        for name, ranks, fitted in (("two.h5", 2, True), ("three.h5", 3, False)):
+            with h5py.File(self.path(name), "r") as log:
+                attrs = mbtest.text_attrs(log)
+                parameters = json.loads(attrs["config"])["parameters"]
+                bytes_ = 4 * parameters
+                exchange = (fit_alpha + fit_beta * bytes_ if fitted else
+                            2 * (ranks - 1) * (alpha + beta * bytes_ / ranks))
+                # (plus the update, measured: rtol 1e-6 as above)
+                np.testing.assert_allclose(log["steps"]["step_time"][...], compute + exchange,
+                                           rtol=1e-6, err_msg=name)
+                np.testing.assert_allclose(log["workers"]["send_time"][...], exchange,
+                                           rtol=1e-12, err_msg=name)
+                self.assertEqual(" allreduce 2=" in attrs["comm_model"], fitted, msg=name)
+                config = json.loads(attrs["config"])
+                self.assertEqual(" allreduce 2=" in config["comm_model_values"], fitted,
+                                 msg=name)
+
     def test_resume_with_another_model_is_refused(self):
         self.fitted()
         self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "200",
@@ -138,10 +186,12 @@ class CommModel(mbtest.ToolTestCase):
         # The same values inline continue; other values do not.
         self.assertSucceeded(self.train(2, *common, "--steps", "3", "--resume", "ck.h5",
                                         "--comm-model", f"{alpha!r},{beta!r}"))
+        # Another alpha even where the fit's is 0 (a loaded machine's fit may pass the origin).
+        other = alpha * 2 + 1e-6
         refused = self.train(2, *common, "--steps", "4", "--resume", "ck.h5", "--comm-model",
-                             f"{alpha * 2!r},{beta!r}")
+                             f"{other!r},{beta!r}")
         self.assertEqual(refused.rc, 2, msg=repr(refused))
-        self.assertIn(f"--comm-model {alpha * 2!r},{beta!r}: ck.h5 was trained with --comm-model",
+        self.assertIn(f"--comm-model {other!r},{beta!r}: ck.h5 was trained with --comm-model",
                       refused.err)
 
     def test_bad_model_files_are_refused_naming_them(self):

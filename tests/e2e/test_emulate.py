@@ -1,15 +1,18 @@
 """--emulate N: N workers inside one process give the bits of the same run with a process per
-worker. The oracle is today's emulation: mpirun -n N+1 (ps: the master and N workers) or -n N
-(allreduce), --clock virtual with a compute model and a message model, the workers' gradients
-added in rank order through shared memory (--allreduce shm). Every dataset of the checkpoint and
-every column of the metric log must be equal to the bit, for FMB and AMB, ps and allreduce, 3
-and 8 workers, with induced stragglers and a slowed worker, and for the asynchronous master's
-count and time rules, K-async and stale synchronous parallel; a resumed emulated run must equal
-a straight one; what cannot be emulated yet is refused naming both flags.
+worker. The oracle is today's emulation: mpirun -n N+1 (ps: the master and N workers), -n N+2
+(ps with --servers 2) or -n N (allreduce), --clock virtual with a compute model and a message
+model, the workers' gradients added in rank order through shared memory (--allreduce shm) or,
+with two servers, gathered by each server and added in worker order. Every dataset of the
+checkpoint and every column of the metric log must be equal to the bit, for FMB and AMB, ps
+(one server or two) and allreduce, 3 and 8 workers, with induced stragglers and a slowed
+worker, and for the asynchronous master's count and time rules, K-async and stale synchronous
+parallel; a resumed emulated run must equal a straight one (and, with two servers, a resumed
+run with a process per worker); what cannot be emulated yet is refused naming both flags.
 
 Left out of the comparison: the log's wall-clock columns (wall_time), the ps servers' table (the
-master's real receive and update times), and the recorded configuration (it names how the sum
-was made: shm against in-process, and the world it ran in).
+servers' real receive and update times; with two servers its rows, shards and bytes are
+compared apart), and the recorded configuration (it names how the sum was made: shm against
+in-process, and the world it ran in).
 """
 
 import concurrent.futures
@@ -129,6 +132,50 @@ class Emulate(ToyData, SameBits, mbtest.ToolTestCase):
                             self.assertEqual(len(log["workers/rank"]), 12 * workers)
                             self.assertEqual(sorted(set(log["workers/rank"][...].tolist())),
                                              list(range(ranks - workers, ranks)))
+
+    def test_several_servers_have_the_bits_of_a_process_per_worker(self):
+        # --servers 2: the emulated run's ranks 0 and 1 are the servers (this process updates
+        # both shards), its workers ranks 2 to N + 1, as under mpirun -n N+2, whose servers
+        # gather their shards from every worker and add them in worker order. FMB and AMB at
+        # 3 and 8 workers; the /servers table has the same rows (its times are wall seconds);
+        # then a checkpoint and a resumed run of each against a resumed run of the other.
+        if MPIRUN is None:
+            self.skipTest("mpirun is not installed")
+        servers = ["--comm", "ps", "--servers", "2"]
+        for tool, extra in (("mb-train-fmb", []), ("mb-train-amb", AMB)):
+            for workers in (3, 8):
+                with self.subTest(tool=tool, workers=workers):
+                    name = f"servers-{tool[-3:]}-{workers}"
+                    args = [*extra, *servers]
+                    self.train_pair((f"{name}-emulated", tool, [*args, "--emulate",
+                                                                str(workers)]),
+                                    (f"{name}-ranks", tool, args, workers + 2))
+                    self.assert_same_bits(f"{name}-emulated", f"{name}-ranks")
+                    rows = {}
+                    for run in ("emulated", "ranks"):
+                        with h5py.File(self.path(f"{name}-{run}-log.h5"), "r") as log:
+                            rows[run] = {column: log["servers"][column][...].tolist()
+                                         for column in ("step", "rank", "floats",
+                                                        "bytes_received")}
+                            self.assertEqual(sorted(set(log["workers/rank"][...].tolist())),
+                                             list(range(2, 2 + workers)))
+                    self.assertEqual(rows["emulated"], rows["ranks"])
+                    self.assertEqual(rows["emulated"]["rank"], [0, 1] * 12)
+
+        def stopped_and_resumed(name, ranks, where):
+            self.train(name, "mb-train-amb", [*AMB, *servers, *where, "--steps", "6"], ranks)
+            command = [mbtest.tool("mb-train-amb"), "--data", "toy.h5", *COMMON, *AMB, *servers,
+                       *where, "--log", f"{name}-log.h5", "--checkpoint", f"{name}.h5",
+                       "--resume", f"{name}.h5"]
+            if ranks > 0:
+                command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
+            self.assertSucceeded(mbtest.run(command, cwd=self.dir, env=self.env, timeout=300))
+        self.together(lambda: stopped_and_resumed("servers-resumed-emulated", 0,
+                                                  ["--emulate", "3"]),
+                      lambda: stopped_and_resumed("servers-resumed-ranks", 5, []))
+        self.assert_same_bits("servers-resumed-emulated", "servers-resumed-ranks")
+        with h5py.File(self.path("servers-resumed-emulated.h5"), "r") as checkpoint:
+            self.assertTrue(any(name.startswith("optimizer") for name in checkpoint))
 
     def test_the_asynchronous_master_has_the_bits_of_a_process_per_worker(self):
         # ps --async on the virtual clock: the count rule (1 and 2 gradients an update), the
@@ -407,7 +454,7 @@ class Emulate(ToyData, SameBits, mbtest.ToolTestCase):
     def test_what_is_not_emulated_is_refused_naming_both_flags(self):
         cases = [
             (["--emulate", "4", "--clock", "wall"], "--clock virtual"),
-            (["--emulate", "4", "--servers", "2"], "--servers"),
+            (["--emulate", "4", "--servers", "2", "--async"], "--servers 2 --async"),
             (["--emulate", "4", "--compress", "fp16"], "--compress"),
             (["--emulate", "4", "--comm", "allreduce", "--allreduce", "mpi"], "--allreduce mpi"),
             (["--emulate", "-1"], "--emulate"),
@@ -440,6 +487,11 @@ class Emulate(ToyData, SameBits, mbtest.ToolTestCase):
             # synchronous methods only.
             self.assertEqual(result.rc, 2, msg=result.err)
             self.assertIn("--emulate 4 under mpirun -n 2 and --async", result.err)
+            result = mbtest.run([MPIRUN, "--oversubscribe", "-n", "2", mbtest.tool("mb-train-fmb"),
+                                 "--data", "toy.h5", *COMMON, "--emulate", "4", "--servers", "2"],
+                                cwd=self.dir, env=self.env)
+            self.assertEqual(result.rc, 2, msg=result.err)
+            self.assertIn("--emulate 4 under mpirun -n 2 and --servers", result.err)
 
 
 if __name__ == "__main__":

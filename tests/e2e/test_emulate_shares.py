@@ -12,7 +12,11 @@ taking the average: the same relations hold, AdaComm's periods included. AMB-DG
 (--delayed-gradients TAU, virtual clock): every rank keeps the parameter versions, its hosted
 workers compute at version t - TAU, the sums are combined the same way, and every rank keeps the
 delayed timeline; a resumed run (the versions and the timeline from the checkpoint) equals a
-straight one. What the shares do not combine is refused naming both flags.
+straight one. DBSL's --sync server: each rank runs its hosted workers' rounds of a round, the
+ranks all-gather the reports (every rank keeps every worker's virtual clock) and pass the merge's
+sums from rank to rank in worker order, so every R gives the one process's bits, parameters
+included; a resumed run equals a straight one. What the shares do not combine (DBSL's
+asynchronous server among them) is refused naming both flags.
 """
 
 import concurrent.futures
@@ -25,6 +29,7 @@ import numpy as np
 
 import mbtest
 from test_emulate import AMB, COMMON, SameBits, ToyData, arrays
+from test_emulate_dbsl import COMMON as DBSL
 
 MPIRUN = shutil.which("mpirun")
 # Every column of the log but these holds the same values for every R: the losses and
@@ -35,26 +40,31 @@ MODEL_COLUMNS = {"loss", "accuracy", "wall_time"}
 @unittest.skipIf(MPIRUN is None, "mpirun is not installed")
 class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
 
-    def run_tool(self, name, tool, args, ranks, resume=False):
-        command = [mbtest.tool(tool), "--data", "toy.h5", *COMMON, *args,
+    def run_tool(self, name, tool, args, ranks, resume=False, common=COMMON):
+        command = [mbtest.tool(tool), "--data", "toy.h5", *common, *args,
                    "--log", f"{name}-log.h5", "--checkpoint", f"{name}.h5"]
         if resume:
             command += ["--resume", f"{name}.h5"]
+        env = self.env
         if ranks > 0:
             command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
-        return mbtest.run(command, cwd=self.dir, env=self.env, timeout=300)
+            # A TMPDIR per run: mpiruns started at once race to make one session directory
+            # ("unable to create the desired directory ... File exists").
+            env = dict(env, TMPDIR=self.path(f"tmp-{name}"))
+            os.makedirs(env["TMPDIR"], exist_ok=True)
+        return mbtest.run(command, cwd=self.dir, env=env, timeout=300)
 
-    def train(self, name, tool, args, ranks=0, resume=False):
-        self.assertSucceeded(self.run_tool(name, tool, args, ranks, resume))
+    def train(self, name, tool, args, ranks=0, resume=False, common=COMMON):
+        self.assertSucceeded(self.run_tool(name, tool, args, ranks, resume, common))
 
     def train_together(self, *runs):
         """Independent runs, (name, tool, args, ranks) each, at once."""
         self.together(*[lambda run=run: self.train(*run) for run in runs])
 
-    def stopped_and_resumed(self, name, tool, args, ranks):
+    def stopped_and_resumed(self, name, tool, args, ranks, common=COMMON):
         """NAME stopped after 6 steps, then resumed to the end."""
-        self.train(name, tool, [*args, "--steps", "6"], ranks)
-        self.train(name, tool, args, ranks, resume=True)
+        self.train(name, tool, [*args, "--steps", "6"], ranks, common=common)
+        self.train(name, tool, args, ranks, resume=True, common=common)
 
     def assert_close(self, a, b, groups=("params/",)):
         """Every column but the model's equal to the bit, the checkpoint's arrays of `groups`
@@ -204,6 +214,37 @@ class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
         self.assertEqual(saved_versions, [[b"version_4", b"version_5"]])
         self.assert_same_bits("dg-resumed", "dg-r2", skip={"epoch"})
 
+    def test_dbsl_sync_shares_merge_as_the_one_process_run(self):
+        # Shares of 3, 3, 2 (R = 3) and 4, 4 (R = 2) workers, the small ones (--small-workers 2,
+        # workers 6 and 7) in the last share; momentum's state kept by each worker's host.
+        args = ["--sync", "--small-workers", "2", "--steps", "24", "--optimizer", "momentum",
+                "--keep-optimizer-state", "--emulate", "8"]
+
+        def train(name, ranks):
+            return lambda: self.train(name, "mb-train-dbsl", args, ranks, common=DBSL)
+        self.together(train("dbsl-one", 0), train("dbsl-r1", 1), train("dbsl-r2", 2))
+        self.together(train("dbsl-r3", 3), train("dbsl-again", 3))
+        # The merge's additions are the one process's, in its order: the bits for every R.
+        for name in ("dbsl-r1", "dbsl-r2", "dbsl-r3", "dbsl-again"):
+            self.assert_same_bits(name, "dbsl-one")
+        with h5py.File(self.path("dbsl-r3-log.h5"), "r") as log:
+            # A row per push, every worker of every share pushing each round of 8 steps.
+            self.assertEqual(log["workers/rank"][...].tolist(), list(range(1, 9)) * 3)
+            self.assertEqual(log["steps/step"][-1], 24)
+            # The induced delays put the pushes' arrivals out of worker order.
+            self.assertGreater(log["workers/wait_time"][...].max(), 0)
+        # Stopped after the first round and resumed: the straight run's bits (no induced delays,
+        # which a resumed DBSL worker draws from their start, and no kept optimizer state; an
+        # evaluation at each round's end, as the stopped run's).
+        straight = [a for a in DBSL if a not in ("--induce", "niagara")]
+        straight[straight.index("--eval-every") + 1] = "8"
+        plain = [a for a in args if a != "--keep-optimizer-state"]
+        self.together(
+            lambda: self.train("dbsl-straight", "mb-train-dbsl", plain, 3, common=straight),
+            lambda: self.stopped_and_resumed("dbsl-resumed", "mb-train-dbsl", plain, 3,
+                                             common=straight))
+        self.assert_same_bits("dbsl-resumed", "dbsl-straight", skip={"epoch"})
+
     def test_fewer_test_rows_than_emulated_ranks_are_evaluated_in_one_slice(self):
         self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "400",
                                              "--test", "5", "--seed", "3", "-o",
@@ -224,8 +265,6 @@ class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
             (["--emulate", "1"], "at least one worker"),
             (["--emulate", "4", "--base-batch", "16", "--time-model-ab", "0.001,0.01"],
              "and mb-train-dbsl: DBSL's server merges each push"),
-            (["--emulate", "4", "--base-batch", "16", "--time-model-ab", "0.001,0.01", "--sync"],
-             "and mb-train-dbsl: DBSL's --sync server"),
         ]
         # Refused before any training: run at once, each writing (not) its own log.
         with concurrent.futures.ThreadPoolExecutor(len(cases)) as pool:

@@ -3,7 +3,9 @@ event order and staleness equal hand-computed values, runs repeat exactly, induc
 counted without being slept (an 11-rank niagara cluster on this machine), and bad values of
 --clock, --comm-model and --compute-model are refused."""
 
+import concurrent.futures
 import json
+import os
 import shutil
 
 import h5py
@@ -184,6 +186,35 @@ class VirtualClock(mbtest.ToolTestCase):
                            read_log(self.path("m.h5"))["attrs"]["comm_model"].split(","))
             self.assertGreater(alpha, 0, extra)
             self.assertGreaterEqual(beta, 0, extra)
+
+    def test_the_ps_exchange_is_measured_after_the_workers_round(self):
+        # The master's wait for the gradient decides how fast it wakes (spinning, yielding,
+        # asleep between polls): the measurement idles the workers for the slowest worker's
+        # round from the compute models and the mean induced delay, at most 10 ms (asleep at
+        # the longest interval already). Batch 16: 16 * 1e-4 + 2e-3 = 3.6 ms; --slowdown 1=2
+        # doubles it; an induced mean of 50 ms caps it; no compute model: the cap.
+        cases = [(["--compute-model", "1e-4,2e-3"], "3.6 ms"),
+                 (["--compute-model", "1e-4,2e-3", "--slowdown", "1=2"], "7.2 ms"),
+                 (["--compute-model", "1e-5,1e-4", "--induce", "0.05:0.01:1"], "10 ms"),
+                 ([], "10 ms")]
+        def command(extra, log):
+            return [MPIRUN, "--oversubscribe", "-n", "2", mbtest.tool("mb-train-fmb"), "--data",
+                    self.path("toy.h5"), "--model", "mlp", "--hidden", "16", "--batch-size",
+                    "16", "--steps", "1", "--clock", "virtual", "--log", self.path(log), "-f",
+                    *extra]
+        def run(i):
+            # A TMPDIR each: mpiruns started at once race to make one session directory.
+            tmp = self.path(f"tmp{i}")
+            os.makedirs(tmp, exist_ok=True)
+            return mbtest.run(command(cases[i][0], f"idle{i}.h5"), cwd=self.dir,
+                              env=dict(self.env, TMPDIR=tmp), timeout=120)
+        # Nothing timed is compared: the four jobs run at once.
+        with concurrent.futures.ThreadPoolExecutor(len(cases)) as pool:
+            results = list(pool.map(run, range(len(cases))))
+        for (extra, idle), result in zip(cases, results):
+            self.assertSucceeded(result)
+            self.assertRegex(result.out + result.err,
+                             rf"measured on the ps exchange \(the workers idle {idle}\)", extra)
 
     def test_bad_values_are_refused(self):
         cases = [

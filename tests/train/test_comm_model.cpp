@@ -1,6 +1,7 @@
 // The message model's calibration (comm_model.hpp): the least-squares fit of alpha + beta *
 // bytes, when pairs differ, the file mb-bench-bandwidth --fit writes and the trainers' reader
-// with its refusals, and what a per-pair model charges on the virtual clock.
+// with its refusals, and what a per-pair model and a fitted allreduce charge on the virtual
+// clock.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "mbkit/train/virtual_clock.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/fs.hpp"
+#include "mbkit/util/strings.hpp"
 #include "test_helpers.hpp"
 
 namespace mbkit::train {
@@ -204,6 +206,92 @@ TEST(CommModelFile, BadFilesAreRefusedInOneLineNamingThem) {
     file.close();
   }
   EXPECT_MBKIT_ERROR(read_comm_model(path), ExitCode::kBadData, "ranks");
+}
+
+// Two ranks whose MPI allreduce costs 3 ms + 20 ns/B (other points than a ring's messages).
+CommModelRecords two_ranks_with_allreduce() {
+  CommModelRecords records;
+  records.ranks = 2;
+  records.hosts = {"h1", "h2"};
+  records.cpu_models = {"cpu", "cpu"};
+  records.created = "2026-12-06T00:00:00Z";
+  CommPairRecord pair;
+  for (const double x : {8.0, 4096.0, 65536.0, 1048576.0}) {
+    pair.bytes.push_back(x);
+    pair.seconds.push_back(5e-3 + 8e-9 * x);
+    records.allreduce.bytes.push_back(x);
+    records.allreduce.seconds.push_back(3e-3 + 2e-8 * x);
+  }
+  records.pairs.push_back(pair);
+  records.allreduce.ranks = 2;
+  fit_pairs(records);
+  return records;
+}
+
+TEST(CommModelFile, TheAllreduceFitIsWrittenReadAndTimesTheAllreduceOfItsRanks) {
+  TempDir dir;
+  const CommModelRecords records = two_ranks_with_allreduce();
+  EXPECT_NEAR(records.allreduce.fit.alpha, 3e-3, 1e-12);
+  EXPECT_NEAR(records.allreduce.fit.beta, 2e-8, 1e-18);
+  EXPECT_NEAR(records.allreduce.fit.r_squared, 1.0, 1e-9);
+  write_comm_model(dir.file("m.h5"), records);
+  const CommModelRecords back = read_comm_model(dir.file("m.h5"));
+  EXPECT_EQ(back.allreduce.ranks, 2);
+  EXPECT_EQ(back.allreduce.bytes, records.allreduce.bytes);
+  EXPECT_EQ(back.allreduce.seconds, records.allreduce.seconds);
+  EXPECT_EQ(back.allreduce.fit.alpha, records.allreduce.fit.alpha);
+  EXPECT_EQ(back.allreduce.fit.beta, records.allreduce.fit.beta);
+  const CommModel model = *parse_comm_model(dir.file("m.h5"));
+  EXPECT_EQ(model.allreduce_ranks, 2);
+  const double fitted = back.allreduce.fit.alpha + back.allreduce.fit.beta * 800000;
+  EXPECT_EQ(model.allreduce(800000, 2), fitted);
+  // Other world sizes: the ring of the message model's messages.
+  EXPECT_DOUBLE_EQ(model.allreduce(800000, 4), 6 * model.message(200000));
+  // The fit is part of the model's values (a resumed run compares them).
+  EXPECT_NE(model.spec().find(
+                strprintf(" allreduce 2=%.17g,%.17g", model.allreduce_alpha, model.allreduce_beta)),
+            std::string::npos);
+  // A synchronous allreduce step: the last worker ready, then the fitted allreduce.
+  const auto time = sync_step_time({{0.0, 0.5}, {0.25, 0.5}}, false, model, 800000, 0.125);
+  EXPECT_DOUBLE_EQ(time.gather, 0.75 + fitted);
+  EXPECT_DOUBLE_EQ(time.end, 0.75 + fitted + 0.125);
+  EXPECT_EQ(time.sends, (std::vector<double>{fitted, fitted}));
+}
+
+TEST(CommModelFile, FilesWithoutAnAllreduceFitTimeTheRingAndBadFitsAreNotKept) {
+  TempDir dir;
+  CommModelRecords records = two_ranks_with_allreduce();
+  records.allreduce = {};  // as written before --fit timed the allreduce
+  write_comm_model(dir.file("old.h5"), records);
+  {
+    const io::File file = io::File::open(dir.file("old.h5"));
+    EXPECT_FALSE(file.has("allreduce"));
+  }
+  const CommModel old = *parse_comm_model(dir.file("old.h5"));
+  EXPECT_EQ(old.allreduce_ranks, 0);
+  EXPECT_DOUBLE_EQ(old.allreduce(800000, 2), 2 * old.message(400000));
+  EXPECT_EQ(old.spec().find("allreduce"), std::string::npos);
+  // An unusable allreduce fit is left out; the message model is still written.
+  records = two_ranks_with_allreduce();
+  records.allreduce.fit.r_squared = 0.5;
+  write_comm_model(dir.file("bad.h5"), records);
+  EXPECT_EQ(read_comm_model(dir.file("bad.h5")).allreduce.ranks, 0);
+  // A damaged one is refused naming it.
+  write_comm_model(dir.file("m.h5"), two_ranks_with_allreduce());
+  {
+    io::File file = io::File::open(dir.file("m.h5"), io::File::Mode::kReadWrite);
+    file.open_group("allreduce").set_attribute("beta", -1e-9);
+    file.close();
+  }
+  EXPECT_MBKIT_ERROR(read_comm_model(dir.file("m.h5")), ExitCode::kBadData,
+                     "m.h5:/allreduce (the allreduce): beta = -1e-09 s per byte is negative");
+  {
+    io::File file = io::File::open(dir.file("m.h5"), io::File::Mode::kReadWrite);
+    file.open_group("allreduce").set_attribute("ranks", 3);
+    file.close();
+  }
+  EXPECT_MBKIT_ERROR(read_comm_model(dir.file("m.h5")), ExitCode::kBadData,
+                     "an allreduce of 3 ranks in a measurement of 2");
 }
 
 TEST(CommModelClock, ParameterServerChargesEachWorkersOwnLink) {

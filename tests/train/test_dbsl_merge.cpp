@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <span>
 #include <vector>
 
 #include "mbkit/train/dbsl_merge.hpp"
@@ -40,6 +42,36 @@ TEST(DbslMerge, SyncIsTheFactorWeightedMean) {
   merge_sync(server, {a, b}, {0.3, 0.3});
   EXPECT_FLOAT_EQ(server[0], 2);
   EXPECT_FLOAT_EQ(server[1], 2);
+}
+
+TEST(DbslMerge, SyncInPartsHasTheBitsOfTheWholeMerge) {
+  // Ranks hosting shares of the workers pass the sums along in worker order: merge_sync's
+  // additions, so its bits, however the workers are split (values of mixed magnitudes).
+  constexpr std::size_t kFloats = 257;
+  std::vector<std::vector<float>> models(7, std::vector<float>(kFloats));
+  for (std::size_t k = 0; k < models.size(); ++k) {
+    for (std::size_t i = 0; i < kFloats; ++i) {
+      models[k][i] = static_cast<float>(std::sin(1.0 + 3.0 * k + 0.37 * i) *
+                                        std::pow(10.0, static_cast<double>((i + k) % 9) - 4));
+    }
+  }
+  const std::vector<double> factors = {1, 1, 0.625, 1, 0.3, 1, 0.625};
+  std::vector<std::span<const float>> all(models.begin(), models.end());
+  std::vector<float> whole(kFloats);
+  merge_sync(whole, all, factors);
+  const std::vector<std::vector<std::size_t>> splits = {{7}, {3, 7}, {1, 4, 7}, {2, 4, 6, 7}};
+  for (const auto& ends : splits) {  // where each part ends
+    std::vector<double> sums(kFloats, 0.0);
+    std::size_t begin = 0;
+    for (const std::size_t end : ends) {
+      add_weighted(sums, {all.begin() + begin, all.begin() + end},
+                   {factors.begin() + begin, factors.begin() + end});
+      begin = end;
+    }
+    std::vector<float> parts(kFloats);
+    divide_weighted(parts, sums, factors);
+    EXPECT_EQ(std::memcmp(parts.data(), whole.data(), kFloats * sizeof(float)), 0);
+  }
 }
 
 TEST(DbslMerge, FactorsOfEachKind) {

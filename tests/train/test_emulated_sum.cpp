@@ -107,6 +107,43 @@ std::string exchange_name(const ::testing::TestParamInfo<bool>& param) {
 
 INSTANTIATE_TEST_SUITE_P(Exchanges, EmulatedSum, ::testing::Values(true, false), exchange_name);
 
+// --emulate --servers 3: the process plays the three servers, so the sum carries no server
+// slots; the step has a /servers row per shard (the shards tile the gradients, each gets every
+// worker's values) and the workers are ranks 3 and up.
+TEST(EmulatedSumLayout, SeveralServersReportAShardEach) {
+  constexpr int kServers = 3;
+  comm::World world;
+  SyncExchange exchange(world, true, AllreduceVia::kMpi, kServers);
+  exchange.set_in_process(kWorkers, true);
+  EXPECT_EQ(exchange.tail_floats(kState),
+            kState + static_cast<std::size_t>(kWorkers) * report_slot_floats(true));
+  std::vector<float> sum(kGradients + exchange.tail_floats(kState), 0.0f);
+  for (int w = 0; w < kWorkers; ++w) {
+    add_worker_to_sum(sum, values(kGradients, 2 * w), values(kState, 2 * w + 1), report_of(w), w,
+                      true);
+  }
+  std::vector<float> state(kState);
+  const std::span<float> all(sum);
+  const CombinedStep step =
+      exchange.combine(all.first(kGradients), state, WorkerReport{}, 0, 0, all.subspan(kGradients));
+  ASSERT_EQ(step.servers.size(), static_cast<std::size_t>(kServers));
+  std::int64_t floats = 0;
+  for (int s = 0; s < kServers; ++s) {
+    const ServerReport& r = step.servers[static_cast<std::size_t>(s)];
+    const auto [first, last] = server_shard(kGradients, s, kServers);
+    EXPECT_EQ(r.rank, s);
+    EXPECT_EQ(r.floats, static_cast<std::int64_t>(last - first));
+    EXPECT_EQ(r.bytes_received, r.floats * static_cast<std::int64_t>(sizeof(float)) * kWorkers);
+    EXPECT_EQ(r.recv_time, 0.0);
+    EXPECT_EQ(r.send_time, 0.0);
+    floats += r.floats;
+  }
+  EXPECT_EQ(floats, static_cast<std::int64_t>(kGradients));
+  ASSERT_EQ(step.workers.size(), static_cast<std::size_t>(kWorkers));
+  for (int w = 0; w < kWorkers; ++w)
+    EXPECT_EQ(step.workers[static_cast<std::size_t>(w)].rank, w + kServers);
+}
+
 TEST(EmulatedSumLayout, AWorkerOutsideTheSumIsRefused) {
   std::vector<float> sum(kGradients + kState + 2 * report_slot_floats(true));
   const std::vector<float> g(kGradients), s(kState);

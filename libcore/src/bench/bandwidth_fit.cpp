@@ -132,6 +132,77 @@ PingPong measure_ping_pong(comm::World& world, const std::vector<std::size_t>& s
   return result;
 }
 
+void measure_fit_allreduce(comm::World& world, const std::vector<std::size_t>& sizes,
+                           const MeasureOptions& options, PingPong& ping_pong) {
+  train::CommAllreduceRecord& record = ping_pong.records.allreduce;
+  record = {};
+  record.ranks = world.size();
+  const std::string what = "timing the allreduce of every rank (--fit)";
+  const auto ranks = static_cast<std::size_t>(world.size());
+  for (const std::size_t size : sizes) {
+    const std::size_t floats = std::max<std::size_t>(size / sizeof(float), 1);
+    // Zeros: the timed sums stay 0 (no overflow, no denormals however many iterations).
+    std::vector<float> values(floats, 0.0f);
+    for (int i = 0; i < options.warmup_iters; ++i) {
+      world.rendezvous(what);
+      world.allreduce_sum(values);
+    }
+    const auto iters = static_cast<std::size_t>(options.iters_at(size));
+    std::vector<double> mine(iters);
+    for (std::size_t i = 0; i < iters; ++i) {
+      world.rendezvous(what);
+      const auto start = std::chrono::steady_clock::now();
+      world.allreduce_sum(values);
+      mine[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    // Every rank's times (doubles travel as their bits): an iteration is its slowest rank's.
+    const std::size_t block = iters * sizeof(double);
+    std::vector<std::uint8_t> raw(block * ranks);
+    std::memcpy(raw.data() + block * static_cast<std::size_t>(world.rank()), mine.data(), block);
+    world.all_gather_in_place(std::span<std::uint8_t>(raw), block);
+    std::vector<double> slowest(iters, 0.0), rank_times(iters);
+    for (std::size_t r = 0; r < ranks; ++r) {
+      std::memcpy(rank_times.data(), raw.data() + block * r, block);
+      for (std::size_t i = 0; i < iters; ++i) slowest[i] = std::max(slowest[i], rank_times[i]);
+    }
+    std::sort(slowest.begin(), slowest.end());
+    const double median =
+        iters % 2 == 1 ? slowest[iters / 2] : 0.5 * (slowest[iters / 2 - 1] + slowest[iters / 2]);
+    std::int64_t wrong = 0;
+    if (options.check) {
+      // Rank r adds (i % 7) + r: exact in floats, the sum (i % 7) R + R (R - 1) / 2.
+      for (std::size_t i = 0; i < floats; ++i) {
+        values[i] = static_cast<float>(i % 7 + static_cast<std::size_t>(world.rank()));
+      }
+      world.rendezvous(what);
+      world.allreduce_sum(values);
+      for (std::size_t i = 0; i < floats; ++i) {
+        const auto expected = static_cast<float>((i % 7) * ranks + ranks * (ranks - 1) / 2);
+        wrong += values[i] != expected ? 1 : 0;
+      }
+      if (options.corrupt) ++wrong;
+      std::vector<std::uint64_t> all = world.all_gather(static_cast<std::uint64_t>(wrong));
+      wrong = 0;
+      for (const std::uint64_t count : all) wrong += static_cast<std::int64_t>(count);
+    }
+    const std::size_t bytes = floats * sizeof(float);
+    Row row;
+    row.op = "allreduce-world";
+    row.bytes = bytes;
+    row.count = floats;
+    row.type = "float";
+    row.avg_us = median * 1e6;
+    row.min_us = slowest.front() * 1e6;
+    row.max_us = slowest.back() * 1e6;
+    row.algbw_gbps = static_cast<double>(bytes) / median * 1e-9;
+    row.busbw_gbps = row.algbw_gbps * bus_factor(Op::kAllreduce, world.size());
+    row.wrong = wrong;
+    ping_pong.rows.push_back(row);
+    record.bytes.push_back(static_cast<double>(bytes));
+    record.seconds.push_back(median);
+  }
+}
+
 void write_comm_fits(std::ostream& out, const train::CommModelRecords& records) {
   out << "# message model time = alpha + beta * bytes, least squares over the median one-way "
          "times:\n";
@@ -152,6 +223,22 @@ void write_comm_fits(std::ostream& out, const train::CommModelRecords& records) 
   out << (records.pairs.size() < 2 ? "# one pair: one model\n"
           : records.per_pair       ? "# the pairs differ: a model per pair\n"
                                    : "# the pairs agree: one model for all\n");
+  const train::CommAllreduceRecord& allreduce = records.allreduce;
+  if (allreduce.ranks == 0 || allreduce.bytes.empty()) return;
+  line(cat("allreduce of ", allreduce.ranks, " ranks"), allreduce.fit, allreduce.bytes.size());
+  // What the trainers would time it as without this fit: a ring of the message model's
+  // messages (the one for all pairs), beside what was measured, at the largest size.
+  train::CommModel messages;
+  messages.alpha = records.all.alpha;
+  messages.beta = records.all.beta;
+  const auto largest = static_cast<std::size_t>(
+      std::max_element(allreduce.bytes.begin(), allreduce.bytes.end()) - allreduce.bytes.begin());
+  const auto bytes = static_cast<std::uint64_t>(allreduce.bytes[largest]);
+  out << strprintf(
+      "# allreduce of %llu bytes: measured %.6g s, fitted %.6g s, a ring of %d messages %.6g s\n",
+      static_cast<unsigned long long>(bytes), allreduce.seconds[largest],
+      allreduce.fit.alpha + allreduce.fit.beta * static_cast<double>(bytes),
+      2 * (allreduce.ranks - 1), messages.allreduce(bytes, allreduce.ranks));
 }
 
 }  // namespace mbkit::bench

@@ -370,7 +370,7 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o, bool stragg
       ->type_name("[RANKS=]A,B");
   emulation
       ->add_option("--emulate", o.emulate,
-                   "virtual: N workers (and the ps master or server) inside this one process, "
+                   "virtual: N workers (and the ps master or servers) inside this one process, "
                    "with the bits of a run with a process per worker (needs --comm-model)")
       ->check(whole_number<int>())
       ->type_name("N");

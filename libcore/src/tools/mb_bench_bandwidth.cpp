@@ -80,6 +80,9 @@ void print_header(std::ostream& out, const BandwidthOptions& o, std::size_t larg
          "bytes\n"
       << (o.fit ? "# pingpong-I-J (--fit): a message from rank I to J and back, halved; time_us "
                   "the median, min_us and max_us the fastest and slowest\n"
+                  "# allreduce-world (--fit): an MPI allreduce of every rank after a rendezvous "
+                  "(the trainers' --allreduce mpi); an iteration is its slowest rank's; time_us "
+                  "the median\n"
                 : "")
       << mbkit::results::column_header() << "\n";
 }
@@ -143,6 +146,14 @@ void write_fit(const BandwidthOptions& options, mbkit::bench::PingPong& ping_pon
   mbkit::bench::write_comm_fits(out, ping_pong.records);
   out.flush();
   if (!out) fail("cannot write the table to standard output");
+  if (const auto problem = train::comm_fit_problem(ping_pong.records.allreduce.fit);
+      !problem.empty()) {
+    log::warn(cat("the fit of the allreduce is no usable model: ", problem,
+                  options.comm_model.empty()
+                      ? ""
+                      : "; it is left out of the file (the trainers time the allreduce as a "
+                        "ring of messages)"));
+  }
   if (!options.comm_model.empty()) {
     train::write_comm_model(options.comm_model, ping_pong.records);
     log::info(cat("wrote ", options.comm_model));
@@ -300,6 +311,7 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
     std::optional<mbkit::bench::PingPong> ping_pong;
     if (options.fit) {
       ping_pong = mbkit::bench::measure_ping_pong(world, sizes, measure);
+      mbkit::bench::measure_fit_allreduce(world, sizes, measure, *ping_pong);
       for (const auto& row : ping_pong->rows) {
         if (world.rank() == 0) out << mbkit::results::format_row(row) << "\n" << std::flush;
         wrong += row.wrong;

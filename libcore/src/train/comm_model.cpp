@@ -17,6 +17,7 @@ namespace {
 constexpr const char* kFormat = "mbkit-comm-model";
 constexpr int kFormatVersion = 1;
 constexpr const char* kPairsGroup = "pairs";
+constexpr const char* kAllreduceGroup = "allreduce";
 
 double squared(double x) {
   return x * x;
@@ -129,6 +130,9 @@ void fit_pairs(CommModelRecords& records) {
     all_seconds.insert(all_seconds.end(), pair.seconds.begin(), pair.seconds.end());
   }
   records.all = fit_comm_model(all_bytes, all_seconds);
+  if (records.allreduce.ranks > 0) {
+    records.allreduce.fit = fit_comm_model(records.allreduce.bytes, records.allreduce.seconds);
+  }
   records.per_pair = false;
   for (std::size_t i = 0; i < records.pairs.size(); ++i) {
     for (std::size_t j = i + 1; j < records.pairs.size(); ++j) {
@@ -223,6 +227,14 @@ void write_comm_model(const std::string& path, const CommModelRecords& records) 
     pair.set_attribute("bytes", record.bytes);
     pair.set_attribute("seconds", record.seconds);
   }
+  if (const CommAllreduceRecord& allreduce = records.allreduce;
+      allreduce.ranks > 0 && comm_fit_problem(allreduce.fit).empty()) {
+    io::Group group = file.create_group(kAllreduceGroup);
+    group.set_attribute("ranks", allreduce.ranks);
+    set_fit(group, allreduce.fit);
+    group.set_attribute("bytes", allreduce.bytes);
+    group.set_attribute("seconds", allreduce.seconds);
+  }
   file.close();
   output.commit();
 }
@@ -281,6 +293,25 @@ CommModelRecords read_comm_model(const std::string& path) {
         records.pairs.push_back(std::move(pair));
       }
     }
+    // Files from before --fit timed the allreduce have none: the ring of messages times it.
+    if (file.has(kAllreduceGroup)) {
+      const io::Group group = file.open_group(kAllreduceGroup);
+      CommAllreduceRecord& allreduce = records.allreduce;
+      const std::int64_t allreduce_ranks = group.int_attribute("ranks");
+      if (allreduce_ranks != ranks) {
+        data_error(cat(group.describe(), ": an allreduce of ", allreduce_ranks,
+                       " ranks in a measurement of ", ranks));
+      }
+      allreduce.ranks = static_cast<int>(allreduce_ranks);
+      allreduce.fit = read_fit(group);
+      require_usable(group, allreduce.fit, "the allreduce");
+      allreduce.bytes = group.double_array_attribute("bytes");
+      allreduce.seconds = group.double_array_attribute("seconds");
+      if (allreduce.bytes.size() != allreduce.seconds.size()) {
+        data_error(cat(group.describe(), ": ", allreduce.bytes.size(), " sizes for ",
+                       allreduce.seconds.size(), " times"));
+      }
+    }
     return records;
   } catch (const Error&) {
     io::rethrow_as_damaged_file(path);
@@ -292,6 +323,11 @@ CommModel comm_model_of(const CommModelRecords& records, const std::string& path
   model.alpha = records.all.alpha;
   model.beta = records.all.beta;
   model.file = path;
+  if (records.allreduce.ranks > 0) {
+    model.allreduce_ranks = records.allreduce.ranks;
+    model.allreduce_alpha = records.allreduce.fit.alpha;
+    model.allreduce_beta = records.allreduce.fit.beta;
+  }
   if (records.per_pair) {
     const auto n = static_cast<std::size_t>(records.ranks);
     model.pair_ranks = records.ranks;

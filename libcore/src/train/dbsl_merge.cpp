@@ -46,13 +46,22 @@ void merge_push(std::span<float> server, std::span<const float> worker, double f
   }
 }
 
+namespace {
+
+double factor_total(const std::vector<double>& factors) {
+  double total = 0;
+  for (const double f : factors) total += f;
+  MBKIT_CHECK(total > 0, "merge_sync: the factors add up to ", total);
+  return total;
+}
+
+}  // namespace
+
 void merge_sync(std::span<float> server, const std::vector<std::span<const float>>& workers,
                 const std::vector<double>& factors) {
   MBKIT_CHECK(workers.size() == factors.size() && !workers.empty(),
               "merge_sync: a factor per model");
-  double total = 0;
-  for (const double f : factors) total += f;
-  MBKIT_CHECK(total > 0, "merge_sync: the factors add up to ", total);
+  const double total = factor_total(factors);
   for (const auto& w : workers) {
     MBKIT_CHECK(w.size() == server.size(), "merge_sync: models of different sizes");
   }
@@ -61,6 +70,24 @@ void merge_sync(std::span<float> server, const std::vector<std::span<const float
     for (std::size_t k = 0; k < workers.size(); ++k) sum += factors[k] * workers[k][i];
     server[i] = static_cast<float>(sum / total);
   }
+}
+
+void add_weighted(std::span<double> sums, const std::vector<std::span<const float>>& workers,
+                  const std::vector<double>& factors) {
+  MBKIT_CHECK(workers.size() == factors.size(), "add_weighted: a factor per model");
+  for (std::size_t k = 0; k < workers.size(); ++k) {
+    MBKIT_CHECK(workers[k].size() == sums.size(), "add_weighted: models of different sizes");
+    const double f = factors[k];
+    const float* w = workers[k].data();
+    for (std::size_t i = 0; i < sums.size(); ++i) sums[i] += f * w[i];
+  }
+}
+
+void divide_weighted(std::span<float> server, std::span<const double> sums,
+                     const std::vector<double>& factors) {
+  MBKIT_CHECK(server.size() == sums.size(), "divide_weighted: models of different sizes");
+  const double total = factor_total(factors);
+  for (std::size_t i = 0; i < server.size(); ++i) server[i] = static_cast<float>(sums[i] / total);
 }
 
 }  // namespace mbkit::train

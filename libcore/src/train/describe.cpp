@@ -122,7 +122,8 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, const Run
     json.key("comm_model").value(o.given.comm_model);
     // A --comm-model file's values: a resumed run compares the model, not the file's name.
     if (o.comm_model && !o.comm_model->file.empty()) {
-      json.key("comm_model_values").value(o.comm_model->spec());
+      json.key("comm_model_values")
+          .value(facts.comm_model_values.empty() ? o.comm_model->spec() : facts.comm_model_values);
     }
     json.key("compute_model").value(o.compute_model.spec());
     json.key("world_size").value(facts.world_size);

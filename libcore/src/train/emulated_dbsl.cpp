@@ -30,6 +30,11 @@ void EmulatedDbslServer::start(std::span<const float> parameters, std::span<cons
 void EmulatedDbslServer::reply(int rank, std::span<const float> parameters,
                                std::span<const float> state, const DbslRound& round) {
   const int w = rank - parts_.workers.rank_of(0);
+  if (!parts_.workers.hosts(w)) {  // another rank's (--sync): its round starts a message later
+    MBKIT_CHECK(parts_.sync, "the asynchronous DBSL server with a share of the workers");
+    clock_->replied(w);
+    return;
+  }
   Worker& worker = workers_.at(static_cast<std::size_t>(w));
   // The start and --sync reply to every worker with one model: they share it.
   const auto same = [&](const Model& model) {
@@ -113,17 +118,61 @@ WorkerReport EmulatedDbslServer::next_push(std::span<float> model, std::int64_t 
   return report;
 }
 
+namespace {
+
+// What a push carries of a report (WorkerReport::as_carried, DbslServer's PushHeader), as
+// doubles: exact, as the push's header.
+constexpr std::size_t kCarried = 10;
+
+void put_carried(const WorkerReport& r, std::vector<double>& out) {
+  out.insert(out.end(), {static_cast<double>(r.samples), r.loss_sum, static_cast<double>(r.correct),
+                         r.compute_time, r.sleep_time, r.send_time, r.wait_time,
+                         static_cast<double>(r.based_on), static_cast<double>(r.stop),
+                         static_cast<double>(r.micro_batches)});
+}
+
+WorkerReport get_carried(const double* at, int rank, std::int64_t step) {
+  WorkerReport r;
+  r.samples = static_cast<std::int64_t>(at[0]);
+  r.loss_sum = at[1];
+  r.correct = static_cast<std::int64_t>(at[2]);
+  r.compute_time = at[3];
+  r.sleep_time = at[4];
+  r.send_time = at[5];
+  r.wait_time = at[6];
+  r.based_on = static_cast<std::int64_t>(at[7]);
+  r.stop = static_cast<int>(at[8]);
+  r.micro_batches = static_cast<std::int64_t>(at[9]);
+  return r.as_carried(rank, step);
+}
+
+}  // namespace
+
 std::vector<WorkerReport> EmulatedDbslServer::all_pushes(std::vector<std::vector<float>>& models,
                                                          std::int64_t step) {
-  const int workers = parts_.workers.workers();
+  const EmulatedWorkers& hosted = parts_.workers;
+  const int workers = hosted.workers();
   const std::size_t floats = parts_.net.parameter_count() + parts_.net.state_count();
   models.resize(static_cast<std::size_t>(workers));
   std::vector<WorkerReport> reports;
-  for (int w = 0; w < workers; ++w) {
+  for (int w = hosted.first(); w < hosted.first() + hosted.hosted(); ++w) {
     auto& model = models[static_cast<std::size_t>(w)];
     model.resize(floats);
     reports.push_back(run_round(w, model, step));
-    clock_->arrived(w, reports.back().sleep_time + reports.back().compute_time);
+  }
+  if (hosted.hosted() < workers) {  // a share: every rank's reports, in worker order
+    std::vector<double> mine;
+    for (const auto& r : reports) put_carried(r, mine);
+    const std::vector<double> all = parts_.gather_shares(std::move(mine), kCarried);
+    reports.clear();
+    for (int w = 0; w < workers; ++w) {
+      reports.push_back(get_carried(all.data() + static_cast<std::size_t>(w) * kCarried,
+                                    hosted.rank_of(w), step));
+    }
+  }
+  for (int w = 0; w < workers; ++w) {
+    const auto& r = reports[static_cast<std::size_t>(w)];
+    clock_->arrived(w, r.sleep_time + r.compute_time);
   }
   // Taken in worker order once all are in, as DbslServer::all_pushes takes them.
   for (int w = 0; w < workers; ++w) clock_->take(w, reports[static_cast<std::size_t>(w)]);

@@ -193,9 +193,9 @@ EmulatedWorkers::EmulatedWorkers(const TrainOptions& options, int workers, int s
 }
 
 void EmulatedWorkers::read_whole_split(const std::vector<int>& batches) {
-  MBKIT_CHECK(batches.size() == loaders_.size() && rounds_.empty(),
+  MBKIT_CHECK(batches.size() == static_cast<std::size_t>(workers()) && rounds_.empty(),
               "emulated DBSL workers' loaders set after their rounds");
-  for (int w = 0; w < workers(); ++w) {
+  for (int w = first_; w < first_ + hosted(); ++w) {
     // training_run_dbsl.cpp's worker loader: the whole split, no shard of it.
     data::LoaderOptions loader;
     loader.path = options_.data;
@@ -206,8 +206,9 @@ void EmulatedWorkers::read_whole_split(const std::vector<int>& batches) {
     loader.prefetch = 0;
     loader.rows = rows_;
     loader.batch_buffer = batches_.front();  // one round at a time reads its batches
-    loaders_[static_cast<std::size_t>(w)] = std::make_unique<data::DataLoader>(std::move(loader));
-    masks_of_[static_cast<std::size_t>(w)] = w;
+    loaders_[static_cast<std::size_t>(w - first_)] =
+        std::make_unique<data::DataLoader>(std::move(loader));
+    masks_of_[static_cast<std::size_t>(w - first_)] = w;
   }
 }
 

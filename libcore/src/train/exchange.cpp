@@ -153,9 +153,9 @@ SyncExchange::~SyncExchange() = default;
 
 void SyncExchange::set_in_process(int workers, bool parameter_server) {
   MBKIT_CHECK(workers > 0 && !shared_memory_ && bucket_floats_ == 0 && device_ == nullptr &&
-                  !compression_.enabled() && servers_ == 1,
+                  !compression_.enabled(),
               "an in-process exchange of ", workers,
-              " workers with several ranks, buckets, a device sum, compression or servers");
+              " workers with several ranks, buckets, a device sum or compression");
   in_process_workers_ = workers;
   parameter_server_ = parameter_server;
 }
@@ -198,11 +198,15 @@ void SyncExchange::set_compression(const comm::CompressionSpec& spec) {
 constexpr std::size_t kServerSlots = 3;
 
 std::size_t SyncExchange::server_slots() const {
-  return parameter_server_ && servers_ > 1 ? kServerSlots * static_cast<std::size_t>(servers_) : 0;
+  // In process one process plays every server: nothing to report through the sum.
+  return parameter_server_ && servers_ > 1 && !in_process()
+             ? kServerSlots * static_cast<std::size_t>(servers_)
+             : 0;
 }
 
 // Rank 0 of ps: every server's report (its own, with one server; from the small values'
-// server slots, summed over the ranks, with several).
+// server slots, summed over the ranks, with several; in process, where one process updates
+// every shard at once, its update's seconds shared out by the shards' sizes).
 std::vector<ServerReport> SyncExchange::server_reports(std::span<const float> small,
                                                        std::size_t gradients) const {
   std::vector<ServerReport> reports;
@@ -218,6 +222,9 @@ std::vector<ServerReport> SyncExchange::server_reports(std::span<const float> sm
       r.recv_time = gather_time_;
       r.update_time = update_time_;
       r.send_time = shard_send_time_;
+    } else if (in_process()) {
+      r.update_time =
+          update_time_ * static_cast<double>(last - first) / static_cast<double>(gradients);
     } else {
       const float* slot = slots + kServerSlots * static_cast<std::size_t>(s);
       r.recv_time = slot[0];

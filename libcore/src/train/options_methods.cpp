@@ -89,8 +89,7 @@ void validate_emulation(const TrainOptions& o) {
                     " runs the workers on this process's threads, not a core each: it needs "
                     "--clock virtual"));
   }
-  const char* refused = o.servers > 1                        ? "--servers"
-                        : o.compression.enabled()            ? "--compress"
+  const char* refused = o.compression.enabled()              ? "--compress"
                         : o.bucket_mb > 0                    ? "--bucket-mb"
                         : o.allreduce == AllreduceVia::kMpi  ? "--allreduce mpi"
                         : o.allreduce == AllreduceVia::kNccl ? "--allreduce nccl"
@@ -100,6 +99,16 @@ void validate_emulation(const TrainOptions& o) {
     usage_error(cat("--emulate ", o.emulate, ": ", refused,
                     " is not emulated inside one process yet (synchronous ps and allreduce, "
                     "ps --async and mb-train-dbsl are); run a rank per worker under mpirun"));
+  }
+  if (o.servers > 1 && o.async) {
+    // Under mpirun each asynchronous server takes the gradients of its shard as they reach
+    // it, on its own virtual clock, and a worker starts its round from every server's newest
+    // parameters: the emulated master keeps one such clock.
+    usage_error(cat("--emulate ", o.emulate, " --servers ", o.servers,
+                    " --async: the emulated asynchronous master is one server, while each of "
+                    "several asynchronous servers takes its shard's gradients on its own; give "
+                    "--servers 1, or leave --async out (synchronous ps with several servers is "
+                    "emulated), or run a rank per worker under mpirun"));
   }
   if (o.dbsl.enabled) validate_dbsl_emulation(o);
   if (o.async && o.threads > 1) {

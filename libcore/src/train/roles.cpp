@@ -88,23 +88,23 @@ void check_emulated_shares(const TrainOptions& o, int ranks) {
     usage_error(cat(flags, ": each rank hosts at least one worker; give --emulate ", ranks,
                     " or more, or fewer ranks"));
   }
-  if (o.dbsl.enabled) {
-    usage_error(cat(flags, " and mb-train-dbsl: ",
-                    o.dbsl.sync ? "DBSL's --sync server's merge of a round's models is not "
-                                  "combined across the ranks' shares yet"
-                                : "DBSL's server merges each push into the model the pushes "
-                                  "before it made, one at a time in the order they arrive, which "
-                                  "no rank's share of the workers can do apart",
-                    "; run it without mpirun"));
+  if (o.dbsl.enabled && !o.dbsl.sync) {
+    usage_error(cat(flags,
+                    " and mb-train-dbsl: DBSL's server merges each push into the model the "
+                    "pushes before it made, one at a time in the order they arrive, which no "
+                    "rank's share of the workers can do apart; give --sync (a round's pushes "
+                    "merged at once), or run it without mpirun"));
   }
   const char* refused = o.async                    ? "--async"
                         : o.train_loss == "master" ? "--train-loss master"
+                        : o.servers > 1            ? "--servers"
                                                    : nullptr;
   if (refused != nullptr) {
-    usage_error(cat(flags, " and ", refused,
-                    ": ranks hosting shares of the emulated workers run synchronous FMB and AMB "
-                    "(ps and allreduce, with their step selection, K-batch-sync and AMB-DG) and "
-                    "local SGD only; run it without mpirun"));
+    usage_error(
+        cat(flags, " and ", refused,
+            ": ranks hosting shares of the emulated workers run synchronous FMB and AMB "
+            "(ps with one server and allreduce, with their step selection, K-batch-sync and "
+            "AMB-DG) and local SGD only; run it without mpirun"));
   }
 }
 
@@ -122,7 +122,9 @@ Role decide_role(const TrainOptions& o, const comm::World& world) {
     role.distributed = true;         // an emulated run of o.emulate workers
     role.emulated = o.emulate;
     role.parameter_server = o.comm == CommMode::kPs;
-    role.servers = role.parameter_server ? 1 : 0;
+    // --servers k: the emulated run's ranks 0 to k - 1, all played by this process (it updates
+    // every shard), its workers ranks k to k + N - 1 as under mpirun.
+    role.servers = role.parameter_server ? o.servers : 0;
     role.master = role.parameter_server;
     role.server = role.parameter_server;
     role.computes = false;

@@ -232,6 +232,9 @@ class TrainingRun::DbslServerPolicy : public ServerPolicy {
           [&run] { return run.stop_request_.requested() ? kSignalled : kContinue; },
           [&run](std::int64_t round, const WorkerReport& report) {
             run.worker_line(round, report);
+          },
+          [&run](std::vector<double> hosted, std::size_t per_worker) {
+            return run.gather_shares(std::move(hosted), per_worker);
           }});
     } else {
       server_ = std::make_unique<DbslServer>(run.world_, parameters_, run.net_->state_count());
@@ -342,6 +345,10 @@ class TrainingRun::DbslRoundServer final : public DbslServerPolicy {
   }
 
   void update(ServerUpdate& /*update*/) override {
+    if (run_.role_.shares) {
+      merge_shares();
+      return;
+    }
     merge([&](std::span<float> parameters, std::span<float> state) {
       std::vector<std::span<const float>> params, states;
       for (const auto& m : models_) {
@@ -354,7 +361,54 @@ class TrainingRun::DbslRoundServer final : public DbslServerPolicy {
   }
 
  private:
+  // Ranks hosting shares of the emulated workers: merge_sync's sums passed from rank to rank,
+  // each adding its hosted workers' f_i w_i in worker order (the one process's additions, in
+  // its order: its bits), the last rank dividing and broadcasting the merged model. The
+  // server's merge time is the ranks' parts added up (CPU seconds without a compute model).
+  void merge_shares() {
+    constexpr int kMergeTag = 19;  // beside training_run_async.cpp's tags
+    const comm::World& world = run_.world_;
+    const EmulatedWorkers& hosted = *run_.emulated_;
+    const int rank = world.rank(), last = world.size() - 1;
+    const std::size_t floats = parameters_ + run_.net_->state_count();
+    sums_.assign(floats + 1, 0.0);  // the sums, then the merge's seconds so far
+    const std::size_t bytes = sums_.size() * sizeof(double);
+    if (rank > 0) {
+      comm::Request received = world.irecv(sums_.data(), bytes, rank - 1, kMergeTag);
+      world.wait(received, cat("the DBSL merge's sums of ranks 0-", rank - 1));
+    }
+    std::vector<std::span<const float>> models;
+    std::vector<double> factors;
+    for (int w = hosted.first(); w < hosted.first() + hosted.hosted(); ++w) {
+      models.emplace_back(models_[static_cast<std::size_t>(w)]);
+      factors.push_back(run_.dbsl_factors_[static_cast<std::size_t>(w)]);
+    }
+    merged_.resize(floats);
+    sums_.back() += timed_merge(timed_, run_.clock_, [&] {
+      add_weighted(std::span(sums_).first(floats), models, factors);
+      if (rank == last)
+        divide_weighted(merged_, std::span(sums_).first(floats), run_.dbsl_factors_);
+    });
+    if (rank < last) {
+      comm::Request sent = world.isend(sums_.data(), bytes, rank + 1, kMergeTag);
+      world.wait(sent, cat("sending the DBSL merge's sums to rank ", rank + 1));
+    }
+    world.broadcast(merged_, last);
+    double seconds = sums_.back();
+    world.broadcast(std::span(reinterpret_cast<std::uint8_t*>(&seconds), sizeof seconds), last);
+    nn::HostView parameters = run_.net_->host_parameters();
+    nn::HostView state = run_.net_->host_state();
+    std::copy_n(merged_.begin(), parameters_, parameters.values().begin());
+    std::copy(merged_.begin() + static_cast<std::ptrdiff_t>(parameters_), merged_.end(),
+              state.values().begin());
+    parameters.write_back();
+    state.write_back();
+    server_->advance(seconds);
+  }
+
   std::vector<std::vector<float>> models_;
+  std::vector<double> sums_;   ///< shares: the merge's sums on their way along the ranks
+  std::vector<float> merged_;  ///< shares: the merged model, from the last rank
 };
 
 std::unique_ptr<ServerPolicy> TrainingRun::make_dbsl_server() {

@@ -49,11 +49,48 @@ void TrainingRun::set_up_emulation() {
                options_.bucket_mb == 0) {
       how = MeasuredExchange::kAllreduce;
     }
-    comm_model_ = options_.comm_model ? *options_.comm_model
-                                      : measure_comm_model(world_, gradient_bytes_, how);
+    comm_model_ = options_.comm_model
+                      ? *options_.comm_model
+                      : measure_comm_model(world_, gradient_bytes_, how,
+                                           measure_idle_for(expected_slowest_round()));
     check_comm_model_for_run(comm_model_, role_.ranks(world_),
                              role_.async || options_.dbsl.enabled);
+    // A file's allreduce fit times the exchange it measured, one MPI allreduce of every
+    // worker's gradient (the exchange the run would time at start, above); any other exchange
+    // keeps the ring of messages.
+    if (comm_model_.allreduce_ranks > 0) {
+      const bool mpi_allreduce = how == MeasuredExchange::kAllreduce;
+      if (mpi_allreduce && comm_model_.allreduce_ranks != role_.workers && logs_) {
+        log::warn(cat("--comm-model ", comm_model_.file, ": its allreduce was measured on ",
+                      comm_model_.allreduce_ranks, " ranks, this run has ", role_.workers,
+                      "; timing the allreduce as a ring of its messages (mpirun -n ", role_.workers,
+                      " mb-bench-bandwidth --fit measures this run's)"));
+      }
+      if (!mpi_allreduce || comm_model_.allreduce_ranks != role_.workers) {
+        comm_model_.allreduce_ranks = 0;
+      }
+    }
   }
+}
+
+// The slowest worker's round as the master waits for it, from the compute models (a full batch
+// at the worker's --slowdown) and the mean induced delay; without a model for every worker, as
+// long as kMeasureIdle (the master asleep between polls: a round measured at CPU time is not
+// known before the run).
+double TrainingRun::expected_slowest_round() const {
+  double slowest = 0;
+  const int micro = std::max(1, anytime_partitions(options_));
+  for (int w = 0; w < role_.workers; ++w) {
+    const int rank = worker_rank(w, role_.servers);
+    const auto model = compute_models_.for_rank(rank);
+    if (!model) return kMeasureIdle;
+    const int batch = worker_batch_size(options_, role_.workers, w);
+    const int micro_size = std::max(1, batch / micro);
+    const double full = (batch / micro_size) * model->cost(micro_size);
+    slowest = std::max(slowest, full * slowdown_.factor_for(rank));
+  }
+  const auto& trace = options_.induce_trace;
+  return slowest + (stragglers_ ? stragglers_->expected_delay() : trace ? trace->mean() : 0.0);
 }
 
 // AMB's time limit; "auto": the median over the workers of the time a step takes them when

@@ -155,10 +155,8 @@ class TrainingRun::LocalSgdServerPolicy final : public ServerPolicy {
     LocalSgdLoop& loop = loop_;
     const Role& role = run.role_;
     if (role.parameter_server) stop = loop.reports.distribute({}, {}, stop, step - 1);
-    if (role.shares) {
-      double no_update_time = 0;  // the workers' updates are in their rounds' compute
-      stop = run.share_verdict(stop, no_update_time);
-    }
+    // Under shares the loop took rank 0's verdict (no update time: the workers' updates are
+    // in their rounds' compute).
     const bool average = step_.average(step, stop);
     // Under mpirun every rank hosting a share keeps the clock (the combined reports are all).
     if (run.clock_.is_virtual() && (run.logs_ || role.shares)) {

@@ -46,9 +46,16 @@ double TrainingRun::timed_optimizer_step(double lr) {
 // Collect, accept (the nan policy), update, count, clock, decide (and agree), publish, record:
 // every server's step, whatever the method.
 void TrainingRun::run_server(ServerPolicy& policy) {
+  // Ranks hosting shares of the emulated workers (the synchronous steps, DBSL's --sync server)
+  // each run this loop: rank 0's stop, which a signal may reach first, and its update's time
+  // on the virtual clock (the step is priced from it).
+  const auto agreed = [this](int stop, double& update_time) {
+    return role_.shares ? share_verdict(stop, update_time) : stop;
+  };
   const double planned_samples = policy.planned_samples();
   if (samples_seen_ >= planned_samples) stop_ = kFinished;
-  stop_ = policy.start(step_, std::max(stop_, rank0_stop()));
+  double no_update_time = 0;
+  stop_ = policy.start(step_, agreed(std::max(stop_, rank0_stop()), no_update_time));
   while (stop_ == kContinue) {
     const auto step_start = SteadyClock::now();
     const double virtual_start = clock_.virtual_now();
@@ -70,6 +77,7 @@ void TrainingRun::run_server(ServerPolicy& policy) {
       }
     }
     if (decision == kDiverged) stop_ = kDiverged;
+    stop_ = agreed(stop_, update.virtual_update_time);
     stop_ = policy.agree(step_, stop_, update);
     // The workers go on from the update while rank 0 records it.
     if (stop_ == kContinue) policy.publish(step_);

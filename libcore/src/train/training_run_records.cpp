@@ -142,7 +142,9 @@ void TrainingRun::print_start_table() const {
                                          " ranks hosting shares of the workers (ranks ",
                                          describe_hosts(hosts_, Role{}), ")")
                                    : cat("in this process on ", world_.host()),
-                      role_.parameter_server ? " with the master" : "",
+                      role_.servers > 1        ? " with the servers"
+                      : role_.parameter_server ? " with the master"
+                                               : "",
                       emulated_->lanes() > 1 ? cat(", over ", emulated_->lanes(), " threads") : "")
                 : cat("), ranks ", describe_hosts(hosts_, role_))));
     if (options_.compression.enabled()) {
@@ -220,12 +222,15 @@ RunFacts TrainingRun::run_facts() const {
     facts.dbsl_factors = dbsl_factors_;
   }
   if (backend_->can_capture()) facts.step_graphs = net_->step_graphs();
+  if (!comm_model_.file.empty()) facts.comm_model_values = comm_model_.spec();
   return facts;
 }
 
 void TrainingRun::checkpoint_now(double elapsed, const std::string& path) {
-  std::vector<std::vector<float>> state;  // with several servers: the whole optimizer state
-  if (role_.servers > 1 && role_.server) {
+  // With several servers: the whole optimizer state, gathered from the servers' shards (under
+  // --emulate this process's optimizer is the whole already).
+  std::vector<std::vector<float>> state;
+  if (role_.servers > 1 && role_.server && role_.emulated == 0) {
     const std::size_t n = net_->parameter_count();
     constexpr int kStateTag = 14;  // beside exchange_internal.hpp's tags
     for (const auto& [name, values] : optimizer_->state()) {
@@ -386,9 +391,9 @@ void TrainingRun::log_write_failed(const Error& error, double elapsed) {
   } catch (...) {
   }
   if (options_.checkpoint.empty()) throw error;
-  // Rank 0 alone (a failed write ends its loop): with several servers the checkpoint then holds
-  // rank 0's optimizer shard for the whole buffer, so it is refused in that case.
-  if (role_.servers > 1) throw error;
+  // Rank 0 alone (a failed write ends its loop): with several server ranks the checkpoint then
+  // holds rank 0's optimizer shard for the whole buffer, so it is refused in that case.
+  if (role_.servers > 1 && role_.emulated == 0) throw error;
   save_checkpoint_to(options_.checkpoint, elapsed, {});
   throw Error(cat(error.what(), "; state saved in ", options_.checkpoint, " (--resume ",
                   options_.checkpoint, " continues)"),

@@ -86,7 +86,7 @@ void TrainingRun::resume() {
     // holds; the servers get theirs in resume_server_shards().
     restore_model(checkpoint, *net_, *optimizer_, resume_path, shard_.first);
     restore_delayed(checkpoint, resume_path);
-    if (role_.servers > 1) {
+    if (role_.servers > 1 && role_.emulated == 0) {
       for (const auto& saved : checkpoint.optimizer_state) {
         resumed_optimizer_state_.push_back(saved.values);
       }
@@ -123,7 +123,9 @@ void TrainingRun::resume() {
       }
       optimizer_->set_steps(static_cast<std::int64_t>(resume_.optimizer_steps));
     }
-    if (role_.servers > 1 && resume_.resumed != 0) resume_server_shards();
+    if (role_.servers > 1 && role_.emulated == 0 && resume_.resumed != 0) {
+      resume_server_shards();
+    }
   }
   share_delayed_versions();
   step_ = static_cast<std::int64_t>(resume_.step);

@@ -152,8 +152,9 @@ class TrainingRun::SyncStep {
 
 // A rank that updates: the step's round (where it computes) and combine, the nan policy, the
 // optimizer step over its shard; the verdict is agreed on (ps: the master's, sent with the
-// parameters; allreduce: rank 0's, in the reports; shares: rank 0's) and then the step priced
-// on the virtual clock (the slowest worker, the exchange, the update: virtual_clock.hpp).
+// parameters; allreduce: rank 0's, in the reports; shares: rank 0's, with its update's time,
+// which the loop shares) and then the step priced on the virtual clock (the slowest worker,
+// the exchange, the update: virtual_clock.hpp).
 class TrainingRun::SyncServerPolicy final : public ServerPolicy {
  public:
   SyncServerPolicy(TrainingRun& run, SyncExchange& exchange, SyncStep& step)
@@ -176,7 +177,6 @@ class TrainingRun::SyncServerPolicy final : public ServerPolicy {
       const std::span<float> sum = step_.gradients();
       std::copy(sum.begin(), sum.end(), run_.net_->gradients().begin());
     }
-    update_time_ = 0;  // virtual clock: CPU seconds of the update (free with a model)
     return update;
   }
 
@@ -192,8 +192,8 @@ class TrainingRun::SyncServerPolicy final : public ServerPolicy {
     }
     run.optimizer_->step(run.net_->parameter_buffer(), run.net_->gradient_buffer(), update.lr,
                          run.shard_.first);
-    const double measured = update_timer.seconds();  // a GPU's update ends with its kernel
-    if (timed) update_time_ = measured;
+    const double measured = update_timer.seconds();    // a GPU's update ends with its kernel
+    if (timed) update.virtual_update_time = measured;  // free with a model
     if (run.role_.parameter_server) exchange_.set_update_time(seconds_since(update_start));
   }
 
@@ -204,7 +204,6 @@ class TrainingRun::SyncServerPolicy final : public ServerPolicy {
     TrainingRun& run = run_;
     const Role& role = run.role_;
     if (role.parameter_server) stop = run.distribute(exchange_, stop);
-    if (role.shares) stop = run.share_verdict(stop, update_time_);
     if (run.round_) {
       run.round_->set_previous_exchange(exchange_.last_send_time(), exchange_.last_wait_time(),
                                         exchange_.last_recv_time());
@@ -217,9 +216,10 @@ class TrainingRun::SyncServerPolicy final : public ServerPolicy {
       }
       const auto timing =
           run.delayed_timeline_
-              ? run.delayed_timeline_->step(step - 1, step_.version(), times, update_time_)
+              ? run.delayed_timeline_->step(step - 1, step_.version(), times,
+                                            update.virtual_update_time)
               : sync_step_time(times, role.parameter_server, run.comm_model_, run.gradient_bytes_,
-                               update_time_, role.servers);
+                               update.virtual_update_time, role.servers);
       // The round's receive: ps's broadcast of the parameters (allreduce has none of its own).
       for (std::size_t i = 0; i < combined.workers.size(); ++i) {
         combined.workers[i].send_time = timing.sends[i];
@@ -243,7 +243,6 @@ class TrainingRun::SyncServerPolicy final : public ServerPolicy {
   TrainingRun& run_;
   SyncExchange& exchange_;
   SyncStep& step_;
-  double update_time_ = 0;
 };
 
 // A ps worker: the step's round, its gradients sent, the master's parameters and verdict

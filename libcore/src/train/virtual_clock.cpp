@@ -50,6 +50,8 @@ double CommModel::message(std::uint64_t bytes, int from, int to) const {
 
 double CommModel::allreduce(std::uint64_t bytes, int ranks) const {
   if (ranks < 2) return 0;
+  if (allreduce_ranks == ranks)
+    return allreduce_alpha + allreduce_beta * static_cast<double>(bytes);
   const double messages = 2.0 * (ranks - 1);
   if (pair_ranks == 0) return messages * (alpha + beta * static_cast<double>(bytes) / ranks);
   MBKIT_CHECK(ranks <= pair_ranks, "CommModel: a ring of ", ranks, " ranks in a model of ",
@@ -69,7 +71,11 @@ std::string CommModel::describe() const {
   return cat("alpha ", short_duration(alpha), ", beta ", strprintf("%.3g", beta * 1e9), " ns/B (",
              strprintf("%.3g", beta > 0 ? 1e-9 / beta : 0.0), " GB/s)",
              measured ? cat(", measured", measured_on.empty() ? "" : cat(" on ", measured_on)) : "",
-             file.empty() ? "" : cat(", from ", file), pair_ranks > 0 ? ", per pair of ranks" : "");
+             file.empty() ? "" : cat(", from ", file), pair_ranks > 0 ? ", per pair of ranks" : "",
+             allreduce_ranks > 0 ? cat("; allreduce of ", allreduce_ranks, " ranks ",
+                                       short_duration(allreduce_alpha), " + ",
+                                       strprintf("%.3g", allreduce_beta * 1e9), " ns/B (fitted)")
+                                 : "");
 }
 
 std::string CommModel::spec() const {
@@ -80,6 +86,10 @@ std::string CommModel::spec() const {
                         static_cast<std::size_t>(j);
       text += strprintf(" %d-%d=%.17g,%.17g", i, j, pair_alpha[pair], pair_beta[pair]);
     }
+  }
+  if (allreduce_ranks > 0) {
+    text +=
+        strprintf(" allreduce %d=%.17g,%.17g", allreduce_ranks, allreduce_alpha, allreduce_beta);
   }
   return text;
 }
@@ -138,10 +148,11 @@ double ping_pong(const comm::World& world, std::size_t size) {
 }
 
 // A synchronous ps step's messages of `floats` values, as SyncExchange sends them: after the
-// workers' idle time the master has gone from spinning to sleeping between polls; the gradient
+// workers' `idle` time (their round) the master spins, yields or sleeps between polls as it does
+// in the run's steps (comm::World::wait_until), and wakes as late; the gradient
 // reaches it by rendezvous + reduce, the parameters come back by rendezvous + broadcast. Rank
 // 1's mean of the two ways (other ranks: 0).
-double ps_exchange(const comm::World& world, std::size_t floats) {
+double ps_exchange(const comm::World& world, std::size_t floats, double idle) {
   const std::string what = "measuring the communication model";
   std::vector<float> values(floats, 0.0f);
   std::vector<double> ways;
@@ -151,7 +162,7 @@ double ps_exchange(const comm::World& world, std::size_t floats) {
     // loaded machine, and that lateness is the step's as much as the messages' are.
     const auto start = std::chrono::steady_clock::now() +
                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                           std::chrono::duration<double>(kMeasureIdle));
+                           std::chrono::duration<double>(idle));
     if (world.rank() != 0) std::this_thread::sleep_until(start);
     world.rendezvous(what);
     world.reduce_sum(values, 0);
@@ -180,15 +191,21 @@ double allreduce_exchange(const comm::World& world, std::size_t floats) {
 
 }  // namespace
 
-CommModel measure_comm_model(const comm::World& world, std::uint64_t bytes, MeasuredExchange how) {
+double measure_idle_for(double round_seconds) {
+  return std::clamp(round_seconds, 0.0, kMeasureIdle);
+}
+
+CommModel measure_comm_model(const comm::World& world, std::uint64_t bytes, MeasuredExchange how,
+                             double idle) {
   const std::uint64_t large = std::max<std::uint64_t>(bytes, 8);
   std::vector<double> result(2, 0.0);  // one message of 8 bytes, one of `large`
   int source = 0;                      // the rank whose times count
   std::string measured_on = "ping-pong";
   if (world.size() >= 2 && how == MeasuredExchange::kParameterServer) {
     source = 1;
-    measured_on = "the ps exchange";
-    result = {ps_exchange(world, 2), ps_exchange(world, static_cast<std::size_t>(large / 4))};
+    measured_on = cat("the ps exchange (the workers idle ", short_duration(idle), ")");
+    result = {ps_exchange(world, 2, idle),
+              ps_exchange(world, static_cast<std::size_t>(large / 4), idle)};
   } else if (world.size() >= 2 && how == MeasuredExchange::kAllreduce) {
     measured_on = "allreduce";
     result = {allreduce_exchange(world, 2),

@@ -1,6 +1,8 @@
 // mb-bench-bandwidth --fit: the one-way time of a message between every pair of ranks over the
 // sizes of the run (ping-pong), from which train/comm_model.hpp fits the trainers' message
-// model time = alpha + beta * bytes, per pair and for all pairs together.
+// model time = alpha + beta * bytes, per pair and for all pairs together; and the time of an
+// MPI allreduce of the whole world over the same sizes, fitted the same way, which times a
+// synchronous --allreduce mpi step.
 #pragma once
 
 #include <ostream>
@@ -27,8 +29,19 @@ struct PingPong {
 PingPong measure_ping_pong(comm::World& world, const std::vector<std::size_t>& sizes,
                            const MeasureOptions& options);
 
-/// '#' lines: alpha, beta and r^2 of each pair and of all together, and whether the pairs
-/// differ (then the file holds a model per pair).
+/// Collective: an MPI allreduce (sum of floats, comm::World::allreduce_sum as the trainers'
+/// --allreduce mpi step calls it) of every rank at each size (bytes / 4 floats, at least one):
+/// `options.warmup_iters` untimed, then `options.iters_at(size)` timed, each after a rendezvous;
+/// an iteration lasts as long as its slowest rank's. Adds a row per size ("allreduce-world":
+/// time_us the median, min_us and max_us the fastest and slowest iteration; with
+/// options.check, the sum of an untimed iteration checked) and the points to
+/// `ping_pong.records.allreduce`.
+void measure_fit_allreduce(comm::World& world, const std::vector<std::size_t>& sizes,
+                           const MeasureOptions& options, PingPong& ping_pong);
+
+/// '#' lines: alpha, beta and r^2 of each pair and of all together, whether the pairs differ
+/// (then the file holds a model per pair), and the allreduce's fit beside the ring of messages
+/// the message model alone would time it as.
 void write_comm_fits(std::ostream& out, const train::CommModelRecords& records);
 
 }  // namespace mbkit::bench

@@ -1,7 +1,8 @@
 // The message model's calibration: time = alpha + beta * bytes fitted to point-to-point
-// messages (mb-bench-bandwidth --fit) and its file (--comm-model FILE.h5 of the trainers), as
-// time_model.hpp is the DBSL time model's. The model itself (CommModel, what a message costs on
-// the virtual clock) is virtual_clock.hpp's.
+// messages (mb-bench-bandwidth --fit), the same line fitted to MPI allreduces of the whole
+// world (what a synchronous --allreduce mpi step calls), and their file (--comm-model FILE.h5
+// of the trainers), as time_model.hpp is the DBSL time model's. The model itself (CommModel, what a
+// message costs on the virtual clock) is virtual_clock.hpp's.
 #pragma once
 
 #include <cstdint>
@@ -47,8 +48,19 @@ struct CommPairRecord {
   CommModelFit fit;
 };
 
+/// An MPI allreduce of the whole world of `ranks` ranks: the points (per size, the median over
+/// iterations of the slowest rank's seconds) and the line seconds = alpha + beta * bytes.
+/// Open MPI picks its algorithm by size and number of ranks, so a ring of messages of the
+/// point-to-point fit is no estimate of it.
+struct CommAllreduceRecord {
+  int ranks = 0;  ///< 0: not measured (a file from before --fit timed the allreduce)
+  std::vector<double> bytes;
+  std::vector<double> seconds;
+  CommModelFit fit;
+};
+
 /// What mb-bench-bandwidth --fit measured: every pair, the fit of all their points together,
-/// and whether the pairs differ (then a trainer uses each pair's own fit).
+/// whether the pairs differ (then a trainer uses each pair's own fit), and the allreduce.
 struct CommModelRecords {
   int ranks = 2;
   std::vector<std::string> hosts;       ///< by rank
@@ -58,22 +70,27 @@ struct CommModelRecords {
   CommModelFit all;     ///< every pair's points together
   bool per_pair = false;
   std::vector<CommPairRecord> pairs;  ///< every pair, in order (0,1), (0,2), ..., (1,2), ...
+  CommAllreduceRecord allreduce;
 };
 
 /// Fits each pair and all points together and decides per_pair (fits_differ for any two
-/// pairs). `pairs` hold the points; their fits are filled in.
+/// pairs), and fits the allreduce where it was measured. The points are given; the fits are
+/// filled in.
 void fit_pairs(CommModelRecords& records);
 
 /// Writes the records to `path` atomically (format "mbkit-comm-model" in mbkit-formats(5)). A
 /// fit that is no usable model (comm_fit_problem: that of all pairs together, or each pair's
 /// where per_pair) is refused with status 1, naming the pair and why, and nothing is written.
+/// An allreduce fit that is no usable model (comm_fit_problem) is left out of the file: the
+/// trainers then time the allreduce as a ring of messages.
 void write_comm_model(const std::string& path, const CommModelRecords& records);
 
 /// Reads a comm-model file; a missing, damaged or inconsistent file, or one holding a fit that
 /// is not a usable model, is a data error naming it.
 CommModelRecords read_comm_model(const std::string& path);
 
-/// The model a trainer uses: the fit of all points, or each pair's where the pairs differ.
+/// The model a trainer uses: the fit of all points, or each pair's where the pairs differ, and
+/// the allreduce's fit where the file has one.
 CommModel comm_model_of(const CommModelRecords& records, const std::string& path);
 
 /// A run of `ranks` ranks with `model`: a per-pair model must be of as many ranks (a data

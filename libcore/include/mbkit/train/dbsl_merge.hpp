@@ -33,4 +33,16 @@ void merge_push(std::span<float> server, std::span<const float> worker, double f
 void merge_sync(std::span<float> server, const std::vector<std::span<const float>>& workers,
                 const std::vector<double>& factors);
 
+/// merge_sync in parts, for workers' models spread over processes in worker order (ranks
+/// hosting shares of --emulate's workers): `sums` (zeros before the first part) += f_i w_i
+/// over one part's models, in order, element by element; passed on from part to part, the
+/// additions are merge_sync's, in its order.
+void add_weighted(std::span<double> sums, const std::vector<std::span<const float>>& workers,
+                  const std::vector<double>& factors);
+
+/// The merged model from the sums over every part: w = sums / sum_i f_i (`factors`: every
+/// worker's, in worker order), merge_sync's bits.
+void divide_weighted(std::span<float> server, std::span<const double> sums,
+                     const std::vector<double>& factors);
+
 }  // namespace mbkit::train

@@ -37,6 +37,9 @@ struct RunFacts {
   const DbslPlan* dbsl = nullptr;             ///< mb-train-dbsl's plan
   std::vector<double> dbsl_factors;           ///< and its update factors
   std::optional<bool> step_graphs;  ///< on a backend that records them: a CUDA-graph step?
+  /// A --comm-model file's model as the run uses it (CommModel::spec: its allreduce fit only
+  /// where it times the run's exchange); empty: the file's as read.
+  std::string comm_model_values;
 };
 
 /// The run's resolved configuration (the log's and checkpoint's "config" attribute): every

@@ -6,6 +6,9 @@
 // Asynchronous server: the order needs each round's ready time when the round starts, before it
 // is computed: WorkerRound::predict_samples_ready(), from the compute model (--compute-model).
 // --sync takes every worker's push at once, each round computed then (no prediction needed).
+// Under mpirun (--sync only) each rank hosts a share of the workers (EmulatedWorkers): it runs
+// its hosted workers' rounds, the ranks' reports are all-gathered (Parts::gather_shares), and
+// every rank keeps the clock of every worker; the round's merge is training_run_dbsl.cpp's.
 //
 //   memory: one network, and the models still in flight: per worker the model it pulled until
 //           its round runs (one shared by all under --sync, whose replies carry one model), the
@@ -42,6 +45,9 @@ class EmulatedDbslServer final : public DbslCombiner {
     std::function<int()> stop_of;
     /// Called with each round's number (from 1) and report, as a worker's --worker-log line.
     std::function<void(std::int64_t, const WorkerReport&)> worker_line;
+    /// Under mpirun with a share of the workers (TrainingRun::gather_shares): `per_worker`
+    /// values of each hosted worker, in worker order, to every worker's.
+    std::function<std::vector<double>(std::vector<double>, std::size_t)> gather_shares;
   };
   explicit EmulatedDbslServer(Parts parts);
 
@@ -51,6 +57,8 @@ class EmulatedDbslServer final : public DbslCombiner {
   void start(std::span<const float> parameters, std::span<const float> state,
              const DbslRound& round) override;
   WorkerReport next_push(std::span<float> model, std::int64_t step) override;
+  /// Under mpirun: models[w] of the hosted workers only (the others' left empty), every
+  /// worker's report.
   std::vector<WorkerReport> all_pushes(std::vector<std::vector<float>>& models,
                                        std::int64_t step) override;
   void reply(int rank, std::span<const float> parameters, std::span<const float> state,

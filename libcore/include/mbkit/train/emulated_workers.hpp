@@ -78,11 +78,14 @@ class EmulatedWorkers {
   /// Lanes computing workers at once: --threads under --emulate, at most one per hosted worker.
   int lanes() const { return lanes_count_; }
 
-  /// DBSL (emulated_dbsl.hpp): every worker reads the whole split, worker w in batches of
-  /// `batches[w]`, as DBSL's worker processes do (its plan); call before make_rounds().
+  /// DBSL (emulated_dbsl.hpp): every hosted worker reads the whole split, worker w in batches
+  /// of `batches[w]` (a batch per worker of the run), as DBSL's worker processes do (its plan);
+  /// call before make_rounds().
   void read_whole_split(const std::vector<int>& batches);
-  /// Worker w's loader (DBSL's rounds seek it to their permutation).
-  data::DataLoader& loader(int w) { return *loaders_.at(static_cast<std::size_t>(w)); }
+  /// Hosted worker w's loader (DBSL's rounds seek it to their permutation).
+  data::DataLoader& loader(int w) { return *loaders_.at(static_cast<std::size_t>(w - first_)); }
+  /// Whether this process hosts worker w (all of them without mpirun).
+  bool hosts(int w) const { return w >= first_ && w < first_ + hosted(); }
 
   /// The rounds, once the network, the clock and AMB's rule are known.
   struct RoundParts {

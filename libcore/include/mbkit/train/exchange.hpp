@@ -204,7 +204,8 @@ class SyncExchange {
   }
 
   /// --emulate: this process hosts all `workers` workers (mbkit/train/emulated_workers.hpp)
-  /// and plays rank 0 (the ps master, or the first allreduce rank). combine() then gets their
+  /// and plays rank 0 (the ps master, and with several servers every server, or the first
+  /// allreduce rank; a server's /servers row has no receive or send). combine() then gets their
   /// gradients and tail already added up in worker order, as the shared-memory sum leaves
   /// them (add_worker_to_sum), and moves nothing through MPI. Call before tail_floats().
   void set_in_process(int workers, bool parameter_server);

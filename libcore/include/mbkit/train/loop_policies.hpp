@@ -30,6 +30,9 @@ struct ServerUpdate {
   double lr = 0;              ///< the learning rate the step is recorded with
   std::int64_t steps = 1;     ///< steps the update counts (DBSL --sync: a push each)
   bool workers_done = false;  ///< no update: every worker is done (`combined.stop` says how)
+  /// The update's work on the virtual clock where the policy prices the step from it (the
+  /// synchronous step's optimizer step; 0: free): ranks hosting shares take rank 0's.
+  double virtual_update_time = 0;
   /// The step's time where the policy prices it (the synchronous step on the virtual clock,
   /// in `agree`); unset: the loop's (the virtual clock's move, or the wall seconds).
   std::optional<double> step_time;
@@ -60,10 +63,10 @@ class ServerPolicy {
   /// must stop together and the verdict comes otherwise (the synchronous step's servers but
   /// ps's master: allreduce's rode in rank 0's report, ps's servers take the master's).
   virtual bool stops_alone() const { return true; }
-  /// The run's verdict after step `step` from this server's `stop`. A synchronous step agrees
-  /// on it here: ps's master sends it with the parameters (every step: the workers wait for
-  /// both), ranks hosting shares take rank 0's; the step is then priced on the virtual clock
-  /// (`update.step_time`, `update.combined`'s times).
+  /// The run's verdict after step `step` from `stop` (this server's, or under shares of the
+  /// emulated workers rank 0's, which the loop shared). A synchronous step agrees on it here:
+  /// ps's master sends it with the parameters (every step: the workers wait for both); the
+  /// step is then priced on the virtual clock (`update.step_time`, `update.combined`'s times).
   virtual int agree(std::int64_t /*step*/, int stop, ServerUpdate& /*update*/) { return stop; }
   /// Sends the workers of the update what they go on from, as of step `step`.
   virtual void publish(std::int64_t step) = 0;

@@ -93,6 +93,7 @@ class TrainingRun {
   void size_epoch();
   void check_ranks_agree() const;
   void set_up_emulation();
+  double expected_slowest_round() const;
   /// DBSL: the plan (each worker's batch and samples per round), the update factors, and the
   /// workers' loaders at their batch (training_run_dbsl.cpp).
   void plan_dbsl();

@@ -8,7 +8,9 @@
 //     cost of a ComputeModel (seconds per sample + seconds per micro-batch) for exactly
 //     reproducible runs and for devices faster or slower than this machine;
 //   - its induced delays (--induce, --slowdown) as virtual time, without sleeping;
-//   - each message as CommModel::message(bytes) = alpha + beta * bytes.
+//   - each message as CommModel::message(bytes) = alpha + beta * bytes, and an allreduce as a
+//     ring of such messages or, where a --comm-model file fitted the MPI allreduce of as many
+//     ranks, as that fit.
 // Rank 0 keeps the emulated cluster's clock: the sync modes' step times follow from the
 // workers' reports (SyncTimeline), the asynchronous master processes gradients in the order of
 // their virtual arrival (VirtualArrivals, a small conservative discrete-event scheduler).
@@ -35,16 +37,22 @@ struct CommModel {
   /// [i * pair_ranks + j] (symmetric). 0: every pair costs alpha, beta.
   int pair_ranks = 0;
   std::vector<double> pair_alpha{}, pair_beta{};
+  /// A file's fit of MPI's allreduce of `allreduce_ranks` ranks: allreduce_alpha +
+  /// allreduce_beta * bytes. 0: none (a ring of messages).
+  int allreduce_ranks = 0;
+  double allreduce_alpha = 0, allreduce_beta = 0;
 
   double message(std::uint64_t bytes) const { return alpha + beta * static_cast<double>(bytes); }
   /// A message between ranks `from` and `to`: its pair's cost in a per-pair model.
   double message(std::uint64_t bytes, int from, int to) const;
-  /// A ring allreduce of `bytes` over `ranks`: 2 (ranks - 1) messages of bytes / ranks (in a
-  /// per-pair model, each step as long as the ring's slowest link's).
+  /// An allreduce of `bytes` over `ranks`: the fitted one where it is of `ranks` ranks, else a
+  /// ring, 2 (ranks - 1) messages of bytes / ranks (in a per-pair model, each step as long as
+  /// the ring's slowest link's).
   double allreduce(std::uint64_t bytes, int ranks) const;
   /// "alpha 25 us, beta 0.1 ns/B (measured)".
   std::string describe() const;
-  /// "ALPHA,BETA" as --comm-model takes it; a per-pair model adds " I-J=ALPHA,BETA" per pair.
+  /// "ALPHA,BETA" as --comm-model takes it; a per-pair model adds " I-J=ALPHA,BETA" per pair,
+  /// a fitted allreduce " allreduce R=ALPHA,BETA".
   std::string spec() const;
 };
 
@@ -66,18 +74,25 @@ enum class MeasuredExchange {
 
 /// Measures the model with an 8-byte message and one of `bytes` (the gradient), the median of
 /// 15 rounds (31 of the collectives) after one to warm up, as `how` says: kPingPong: one-way time
-/// of a ping-pong between ranks 0 and 1; kParameterServer: the workers sleep kMeasureIdle seconds
-/// (as while they compute), then, from the sleep's planned end (a late wake-up counts), the
-/// gradient's way to the master (rendezvous + reduce) and the parameters' way back (rendezvous +
-/// broadcast) as rank 1 sees them, a message their mean;
+/// of a ping-pong between ranks 0 and 1; kParameterServer: the workers sleep `idle` seconds
+/// (as while they compute: the master's wait meanwhile decides how fast it wakes), then, from
+/// the sleep's planned end (a late wake-up counts), the gradient's way to the master
+/// (rendezvous + reduce) and the parameters' way back (rendezvous + broadcast) as rank 1 sees
+/// them, a message their mean;
 /// kAllreduce: an allreduce of the world's ranks R, a message 1 / (2 (R - 1)) of it (and beta
 /// scaled by R), the inverse of CommModel::allreduce. Every rank calls it; every rank returns
 /// rank 0's result.
 CommModel measure_comm_model(const comm::World& world, std::uint64_t bytes,
-                             MeasuredExchange how = MeasuredExchange::kPingPong);
-/// The workers' idle time before each round of kParameterServer (past the 3 ms after which a
-/// waiting rank sleeps between polls, as a master waiting for its workers does).
+                             MeasuredExchange how = MeasuredExchange::kPingPong,
+                             double idle = 0.010);
+/// The longest idle time kParameterServer needs: a rank that has waited this long sleeps between
+/// polls at the longest interval (comm::World::wait_until spins for 50 us, yields up to 3 ms, then
+/// sleeps 50 us growing to 1 ms), so a longer round wakes the master as late as this one does.
 inline constexpr double kMeasureIdle = 0.010;
+/// The idle time to measure kParameterServer with: the round the workers' compute models and
+/// the induced delays' mean give the slowest worker, `round_seconds`, up to kMeasureIdle; a
+/// short round (under 3 ms) finds the master yielding, not asleep, and its messages cheaper.
+double measure_idle_for(double round_seconds);
 
 /// Compute cost of a worker: per_sample * samples + per_batch, per micro-batch.
 struct ComputeModel {
