@@ -1,10 +1,14 @@
-// One split's rows shared by many loaders (SplitRows, LoaderOptions::rows and batch_buffer, the
-// emulated workers' data): a loader on the shared rows gives the batches of a loader that
-// reads its slice from the file, for every slice, epoch, order and augmentation; loaders that
-// share a batch buffer fill the same memory; the shared rows are checked as a file's are.
+// One split's rows shared by many loaders (SplitRows, LoaderOptions::rows, batch_buffer and
+// order_buffer, the emulated workers' data): a loader on the shared rows gives the batches of a
+// loader that reads its slice from the file, for every slice, epoch, order and augmentation;
+// loaders that share a batch buffer fill the same memory; loaders that share an order buffer,
+// read in turns, give the batches of loaders with orders of their own; the shared rows are
+// checked as a file's are.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <tuple>
+#include <vector>
 
 #include "mbkit/data/loader.hpp"
 #include "mbkit/data/synth.hpp"
@@ -106,6 +110,46 @@ TEST(SplitRows, LoadersSharingABatchBufferFillTheSameMemory) {
   expect_same_batch(from_b, alone.next());
   DataLoader alone_a(slice_options(path, 0, 2, 8));
   EXPECT_EQ(alone_a.next().labels, labels_of_a);
+}
+
+TEST(SplitRows, LoadersSharingAnOrderBufferGiveTheBatchesOfTheirOwn) {
+  test::TempDir dir;
+  const std::string path = write_toy(dir);
+  const auto rows = load_split_rows(path, std::string(kTrain));
+  const auto order = std::make_shared<EpochOrder>();
+  // As emulated DBSL workers (the whole split, an epoch each), and beside them loaders whose
+  // order differs only by seed, slice or rows at the same epoch: the order held is one.
+  std::vector<LoaderOptions> options = {slice_options(path, 0, 1, 8), slice_options(path, 0, 1, 5),
+                                        slice_options(path, 0, 2, 8), slice_options(path, 1, 2, 8),
+                                        slice_options(path, 0, 1, 8)};
+  options[4].seed = 8;
+  std::vector<std::unique_ptr<DataLoader>> shared, alone;
+  for (LoaderOptions o : options) {
+    o.rows = rows;
+    alone.push_back(std::make_unique<DataLoader>(o));
+    o.order_buffer = order;
+    shared.push_back(std::make_unique<DataLoader>(o));
+  }
+  // Rounds interleaved: each loader reads two batches of its epoch, then the next loader; an
+  // epoch is read again later (the order held is then another's) and runs into the next one.
+  const std::vector<std::int64_t> epochs = {3, 4, 3, 3, 3};
+  for (int round = 0; round < 3; ++round) {
+    for (std::size_t k = 0; k < shared.size(); ++k) {
+      const std::int64_t epoch = epochs[k] + (round == 2 ? 0 : round);
+      const std::int64_t index = round == 2 ? shared[k]->batches_per_epoch() - 1 : 0;
+      shared[k]->seek(epoch, index);
+      alone[k]->seek(epoch, index);
+      for (int b = 0; b < 2; ++b) {
+        SCOPED_TRACE(testing::Message()
+                     << "round " << round << ", loader " << k << ", batch " << b);
+        expect_same_batch(shared[k]->next(), alone[k]->next());
+      }
+    }
+  }
+  // The last batch drawn: loader 4's, the first batch of epoch 4 of the whole split, seed 8.
+  EXPECT_EQ(order->epoch, 4);
+  EXPECT_EQ(order->seed, 8u);
+  EXPECT_EQ(order->rows.size(), 103u);
 }
 
 TEST(SplitRows, MoreSlicesThanRowsNameTheWorkers) {

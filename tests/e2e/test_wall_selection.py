@@ -7,7 +7,9 @@ its worker goes on from the newest parameters.
   less than its sleep; K-sync with the same K does the same.
 - AMB's rounds (mb-train-amb) with a slow worker: its late rounds are abandoned after their
   first micro-batch, once the master has made their step (a notice between micro-batches); the
-  steps, the fast workers' rows and the exit status are as without it.
+  steps, the fast workers' rows and the exit status are as without it; the late rounds' rows
+  show no micro-batch, and the master's -v summary counts the rounds and the micro-batches they
+  computed.
 - --backup-workers 0 is FMB, to the bit.
 - Gradient coding with a slow worker decodes the whole gradient: the parameters are FMB's over
   one worker per group (a rank-order sum), to the bit.
@@ -104,14 +106,20 @@ class WallSelection(SameBits, mbtest.ToolTestCase):
                 done = [int(k) for k in re.findall(r"abandoned after (\d+) micro-batches", text)]
                 self.assertGreaterEqual(len(done), 2, msg=text)
                 self.assertTrue(all(0 < k < partitions for k in done), msg=done)
-                told = re.findall(r"(\d+) late rounds abandoned by their workers", text)
-                self.assertEqual([int(k) for k in told], [len(done)], msg=text)
+                # The master's count of them, and of the micro-batches they computed: waste
+                # that their rows in /workers (dropped, 0 micro-batches) do not show.
+                told = re.findall(r"(\d+) late rounds abandoned by their workers "
+                                  r"\((\d+) micro-batches computed and dropped\)", text)
+                self.assertEqual([(int(r), int(k)) for r, k in told], [(len(done), sum(done))],
+                                 msg=text)
                 with h5py.File(self.path(f"{name}-log.h5"), "r") as log:
                     self.assertEqual(log["collect/gradients"][...].tolist(), [2] * steps)
                     dropped = log["workers/dropped"][...].reshape(steps, 3)
                     micro = log["workers/micro_batches"][...].reshape(steps, 3)
                     self.assertTrue(np.all(dropped.sum(axis=1) == 1), msg=dropped)
                     self.assertGreaterEqual(int(dropped[:, 2].sum()), steps - 1, msg=dropped)
+                    # A late round's row: no micro-batch reached the step (mbkit-formats(5)).
+                    self.assertTrue(np.all(micro[:, 2][dropped[:, 2] == 1] == 0), msg=micro)
                     # The fast ranks' full rounds: 4 micro-batches of 5 (an epoch's last
                     # batch of 13: 2).
                     fast = micro[:, :2][dropped[:, :2] == 0]

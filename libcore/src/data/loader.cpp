@@ -41,13 +41,6 @@ struct Position {
   std::int64_t index = 0;
 };
 
-/// The permutation of one epoch, kept by whoever prepares batches (the prefetch thread or
-/// next() inline) so that it is drawn once per epoch, not once per batch.
-struct EpochOrder {
-  std::int64_t epoch = -1;
-  std::vector<std::uint64_t> rows;
-};
-
 }  // namespace
 
 namespace detail {
@@ -74,8 +67,8 @@ struct DataLoader::Impl {
 
   // Consumer side (the caller's thread).
   std::shared_ptr<Batch> current;
-  Position inline_position;  ///< next batch to prepare when prefetch == 0
-  EpochOrder inline_order;
+  Position inline_position;                  ///< next batch to prepare when prefetch == 0
+  std::shared_ptr<EpochOrder> inline_order;  ///< options.order_buffer, or its own
   bool prepared_ahead = false;  ///< prepare_next() filled `current` with inline_position's batch
   Position consumed;  ///< the batch the next call to next() returns, with or without prefetch
 
@@ -113,6 +106,9 @@ DataLoader::Impl::Impl(LoaderOptions loader_options) : options(std::move(loader_
   MBKIT_CHECK(!options.batch_buffer || options.prefetch == 0,
               "a shared batch buffer is filled inline: prefetch 0");
   current = options.batch_buffer;
+  MBKIT_CHECK(!options.order_buffer || options.prefetch == 0,
+              "a shared order buffer is drawn inline: prefetch 0");
+  inline_order = options.order_buffer ? options.order_buffer : std::make_shared<EpochOrder>();
   if (options.slice_count < 1) {
     usage_error(cat("--slice-count ", options.slice_count, " must be at least 1"));
   }
@@ -271,12 +267,15 @@ Position DataLoader::Impl::following(Position position) const {
 
 const std::uint64_t* DataLoader::Impl::order_of(std::int64_t epoch, EpochOrder& order) const {
   if (!options.shuffle) return nullptr;
-  if (order.epoch != epoch) {
+  if (order.epoch != epoch || order.seed != options.seed ||
+      order.slice_index != options.slice_index || order.rows.size() != rows) {
     order.rows.resize(rows);
     std::iota(order.rows.begin(), order.rows.end(), std::uint64_t{0});
     Rng rng(options.seed, mix_stream(kOrderStream, {static_cast<std::uint64_t>(options.slice_index),
                                                     static_cast<std::uint64_t>(epoch)}));
     rng.shuffle(order.rows.begin(), order.rows.end());
+    order.seed = options.seed;
+    order.slice_index = options.slice_index;
     order.epoch = epoch;
   }
   return order.rows.data();
@@ -424,7 +423,7 @@ void DataLoader::prepare_next() {
   MBKIT_CHECK(impl.options.prefetch == 0, "prepare_next() of a loader that prefetches");
   if (impl.prepared_ahead) return;
   if (!impl.current) impl.current = std::make_shared<Batch>();
-  impl.prepare(impl.inline_position, *impl.current, impl.inline_order);
+  impl.prepare(impl.inline_position, *impl.current, *impl.inline_order);
   impl.prepared_ahead = true;
 }
 

@@ -195,6 +195,9 @@ EmulatedWorkers::EmulatedWorkers(const TrainOptions& options, int workers, int s
 void EmulatedWorkers::read_whole_split(const std::vector<int>& batches) {
   MBKIT_CHECK(batches.size() == static_cast<std::size_t>(workers()) && rounds_.empty(),
               "emulated DBSL workers' loaders set after their rounds");
+  // Each worker reads a few batches of an epoch of its own (DbslWorkerPolicy seeks one per
+  // round), drawn anew each round: one order of the whole split (8 bytes a row) for all, not N.
+  const auto order = std::make_shared<data::EpochOrder>();
   for (int w = first_; w < first_ + hosted(); ++w) {
     // training_run_dbsl.cpp's worker loader: the whole split, no shard of it.
     data::LoaderOptions loader;
@@ -206,6 +209,7 @@ void EmulatedWorkers::read_whole_split(const std::vector<int>& batches) {
     loader.prefetch = 0;
     loader.rows = rows_;
     loader.batch_buffer = batches_.front();  // one round at a time reads its batches
+    loader.order_buffer = order;
     loaders_[static_cast<std::size_t>(w - first_)] =
         std::make_unique<data::DataLoader>(std::move(loader));
     masks_of_[static_cast<std::size_t>(w - first_)] = w;

@@ -186,6 +186,22 @@ struct SelectingExchange::Impl {
         });
   }
 
+  // A step's end, once m.sum holds the `count` taken messages' sum: the gradient out of it
+  // (scaled for `nominal`), their state's average, the late reports' stop and the /servers row.
+  void finish_step(CombinedStep& result, std::span<float> gradients, std::span<float> out_state,
+                   std::int64_t nominal, int count) {
+    result.stop = std::max(result.stop, std::exchange(late_stop, kContinue));
+    std::copy_n(sum.begin(), parameters, gradients.begin());
+    const float inverse = 1.0f / static_cast<float>(count);
+    for (std::size_t k = 0; k < state; ++k) out_state[k] = sum[parameters + k] * inverse;
+    finish_gradient(gradients, nominal, result.samples);
+    ServerReport server;
+    server.floats = static_cast<std::int64_t>(parameters);
+    server.bytes_received = static_cast<std::int64_t>(bytes(message_floats())) * count;
+    server.recv_time = result.wait_time;
+    result.servers.push_back(server);
+  }
+
   std::vector<int> ranks_waited_for(const std::vector<bool>& came) const {
     std::vector<int> ranks;
     for (int w = 0; w < workers; ++w) {
@@ -236,6 +252,7 @@ CombinedStep SelectingExchange::collect(std::span<float> gradients, std::span<fl
               message + kStepFloats + (abandoned ? 0 : m.parameters + m.state), w + 1, true);
           if (of < step) {  // its step was made without it: the newest parameters, at once
             ++(abandoned ? abandoned_ : discarded_);
+            if (abandoned) abandoned_micro_batches_ += report.micro_batches;
             m.late_stop = std::max(m.late_stop, report.stop);
             m.answer(w, parameters, state, step, kContinue);
             continue;
@@ -268,19 +285,13 @@ CombinedStep SelectingExchange::collect(std::span<float> gradients, std::span<fl
       report.samples = 0;
       report.loss_sum = 0;
       report.correct = 0;
+      // A late round (its row made before its worker knows): none of it reached the step. Its
+      // micro-batches, if abandoned, are counted with abandoned_micro_batches_.
+      if (!came[i]) report.micro_batches = 0;
     }
     add_up(result, report);
   }
-  result.stop = std::max(result.stop, std::exchange(m.late_stop, kContinue));
-  std::copy_n(m.sum.begin(), m.parameters, gradients.begin());
-  const float inverse = 1.0f / static_cast<float>(count);
-  for (std::size_t k = 0; k < m.state; ++k) state[k] = m.sum[m.parameters + k] * inverse;
-  finish_gradient(gradients, nominal, result.samples);
-  ServerReport server;
-  server.floats = static_cast<std::int64_t>(m.parameters);
-  server.bytes_received = static_cast<std::int64_t>(bytes(m.message_floats())) * count;
-  server.recv_time = result.wait_time;
-  result.servers.push_back(server);
+  m.finish_step(result, gradients, state, nominal, count);
   used = taken;
   m.answer_after = came;
   return result;
@@ -363,17 +374,7 @@ CombinedStep SelectingExchange::collect_batches(std::span<float> gradients, std:
     }
     add_up(result, reports[i]);
   }
-  result.stop = std::max(result.stop, std::exchange(m.late_stop, kContinue));
-  const int k = arrivals.taken();
-  std::copy_n(m.sum.begin(), m.parameters, gradients.begin());
-  const float inverse = 1.0f / static_cast<float>(k);
-  for (std::size_t j = 0; j < m.state; ++j) state[j] = m.sum[m.parameters + j] * inverse;
-  finish_gradient(gradients, nominal, result.samples);
-  ServerReport server;
-  server.floats = static_cast<std::int64_t>(m.parameters);
-  server.bytes_received = static_cast<std::int64_t>(bytes(m.message_floats())) * k;
-  server.recv_time = result.wait_time;
-  result.servers.push_back(server);
+  m.finish_step(result, gradients, state, nominal, arrivals.taken());
   batches = arrivals.batches();
   return result;
 }
@@ -453,7 +454,13 @@ void SelectingExchange::finish_rounds(std::int64_t step, int code) {
             continue;
           }
           m.silence.heard(i);
-          ++(got < bytes(m.message_floats()) ? abandoned_ : discarded_);
+          if (got < bytes(m.message_floats())) {  // abandon(): its report alone
+            ++abandoned_;
+            abandoned_micro_batches_ +=
+                get_report(m.inbox[i].data() + kStepFloats, w + 1, true).micro_batches;
+          } else {
+            ++discarded_;
+          }
           m.answer(w, {}, {}, step, code);
         }
         m.silence.check(m.world, what);

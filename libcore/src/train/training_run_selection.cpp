@@ -92,7 +92,9 @@ class TrainingRun::SelectingServerPolicy final : public ServerPolicy {
                        " received and discarded"));
     }
     if (exchange_.abandoned() > 0) {
-      log::verbose(cat(exchange_.abandoned(), " late rounds abandoned by their workers"));
+      log::verbose(cat(exchange_.abandoned(), " late rounds abandoned by their workers (",
+                       exchange_.abandoned_micro_batches(),
+                       " micro-batches computed and dropped)"));
     }
     return stop;
   }

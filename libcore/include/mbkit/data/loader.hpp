@@ -22,10 +22,12 @@
 namespace mbkit::data {
 
 struct Batch;
+struct EpochOrder;
 
 /// One split's rows, loaded once into memory (as stored, uint8) and shared by the loaders that
 /// read slices of it: the emulated workers of one process (mbkit/train/emulated_workers.hpp),
-/// thousands of slices of one file, each loader keeping only its slice's order.
+/// thousands of slices of one file, each loader keeping only its slice's order (or one order for
+/// all: LoaderOptions::order_buffer).
 struct SplitRows {
   std::string path;
   std::string split;
@@ -65,6 +67,21 @@ struct LoaderOptions {
   /// another (a batch is used before the next loader draws), so that a thousand loaders hold
   /// one batch, not a thousand.
   std::shared_ptr<Batch> batch_buffer;
+  /// With prefetch 0: the epoch order next() draws from, shared like batch_buffer by loaders
+  /// read one after another. Emulated DBSL workers each read a few batches of an epoch of
+  /// their own over the whole split: sharing, they hold one order of the split, not one each
+  /// (a loader draws the order again when the one held is not its own: the same rows).
+  std::shared_ptr<EpochOrder> order_buffer;
+};
+
+/// The permutation of one epoch of a loader's rows, a pure function of (seed, slice_index,
+/// rows, epoch), kept by whoever prepares batches so that it is drawn once per epoch, not once
+/// per batch.
+struct EpochOrder {
+  std::uint64_t seed = 0;
+  int slice_index = 0;
+  std::int64_t epoch = -1;  ///< none drawn yet
+  std::vector<std::uint64_t> rows;
 };
 
 struct Batch {

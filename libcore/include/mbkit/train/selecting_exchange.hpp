@@ -95,6 +95,9 @@ class SelectingExchange {
   void notify_late() { notify_late_ = true; }
   /// Late rounds abandoned by their workers (abandon()), not counted in discarded().
   std::int64_t abandoned() const { return abandoned_; }
+  /// The micro-batches those rounds computed before they were abandoned (their reports'): work
+  /// done and dropped, which the steps' rows of the workers do not show.
+  std::int64_t abandoned_micro_batches() const { return abandoned_micro_batches_; }
 
   // A worker.
 
@@ -132,7 +135,7 @@ class SelectingExchange {
 
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  std::int64_t discarded_ = 0, abandoned_ = 0;
+  std::int64_t discarded_ = 0, abandoned_ = 0, abandoned_micro_batches_ = 0;
   bool notify_late_ = false;
   double send_time_ = 0, wait_time_ = 0;
 };
