@@ -30,7 +30,8 @@ void TrainingRun::set_up_delayed_gradients() {
   }
   if (delay_rounds_ == 0) return;  // mb-train-amb's round as it is
   versions_.emplace(delay_rounds_);
-  // Ranks hosting shares of the emulated workers each keep the run's clock, as sync_step does.
+  // Ranks hosting shares of the emulated workers each keep the run's clock, as the synchronous
+  // step does.
   if (logs_ || role_.shares) delayed_timeline_.emplace(delay_rounds_, std::move(links));
 }
 

@@ -1,5 +1,9 @@
-// Local SGD's loop (--local-steps tau, mbkit/train/local_sgd.hpp): the synchronous loop with
-// each worker's own update at every step and the models averaged at the end of a period.
+// Local SGD (--local-steps tau, mbkit/train/local_sgd.hpp): the synchronous step with each
+// worker's own update at every step and the models averaged at the end of a period, as
+// policies of the engine's loops (loop_policies.hpp): every rank that combines the reports (the
+// ps master, every allreduce rank, the one process, the emulating process and the ranks hosting
+// shares of its workers) runs the server loop over a LocalSgdServerPolicy, each ps worker the
+// worker loop over a LocalSgdWorkerPolicy; what both run alike is LocalSgdStep's.
 #include <algorithm>
 #include <cmath>
 
@@ -32,6 +36,207 @@ struct LocalSgdLoop {
   double next_choice = 0;  ///< adacomm: the run's time of the next choice of tau (rank 0)
 };
 
+// A local step's part every rank runs alike: the rounds and own updates (this rank's, or the
+// hosted workers'), their reports combined; after the verdict, the models averaged where the
+// step ends a period (or comes before an evaluation, a checkpoint or the end).
+class TrainingRun::LocalSgdStep {
+ public:
+  LocalSgdStep(TrainingRun& run, LocalSgdLoop& loop) : run_(run), loop_(loop) {}
+
+  // The step's rounds and updates at `lr`; this rank's report (none where it computes none).
+  WorkerReport compute(double lr) {
+    TrainingRun& run = run_;
+    LocalSgdLoop& loop = loop_;
+    const Role& role = run.role_;
+    const std::int64_t step = run.step_;
+    // The stop codes a worker sends, as the synchronous step's: a signal, rank 0's verdict on
+    // worker 0 of allreduce, the planned end.
+    const auto stop_of = [&](int w) {
+      int stop = run.stop_request_.requested() ? kSignalled : kContinue;
+      if (!role.parameter_server && w == 0 && run.logs_ && step + 1 < run.planned_) {
+        stop = std::max(stop, run.rank0_stop());
+      }
+      if (!role.parameter_server && step + 1 >= run.planned_) stop = std::max(stop, +kFinished);
+      return stop;
+    };
+    WorkerReport report;
+    loop.step_reports.clear();
+    if (run.emulated_) {
+      // Each hosted worker's round and update on its lane, from its own model (the lanes'
+      // rounds and updates in parallel, the reports added in worker order: the same bits for
+      // every --threads).
+      optim::Optimizer& run_optimizer = *run.optimizer_;
+      const std::int64_t optimizer_steps = run_optimizer.steps();
+      const int first = run.emulated_->first();
+      const auto optimizer_of = [&](int lane) -> optim::Optimizer& {
+        return lane == 0 ? run_optimizer
+                         : *loop.lane_optimizers[static_cast<std::size_t>(lane - 1)];
+      };
+      const auto batch_of = [&](int w) { return worker_batch_size(run.options_, role.workers, w); };
+      const EmulatedWorkers::OwnModels own{
+          [&](int w) { return 1.0 / static_cast<double>(batch_of(w)); },
+          [&](int w, int lane, nn::Network& net) {
+            loop.hosted->load(w - first, net, optimizer_of(lane));
+            optimizer_of(lane).set_steps(optimizer_steps);  // each worker's own count
+          },
+          [&](int w, int lane, nn::Network& net, WorkerReport& r) {
+            run.local_update(net, optimizer_of(lane), lr, r, batch_of(w));
+            loop.hosted->store(w - first, net, optimizer_of(lane));
+          }};
+      loop.step_reports = run.emulated_->run_local_step(step, loop.report_sum, stop_of, own);
+      run_optimizer.set_steps(optimizer_steps + 1);
+      if (role.shares) run.combine_shares(loop.report_sum);
+    } else if (role.computes) {
+      report = run.round_->run(step, 1.0 / static_cast<double>(run.batch_));
+      run.local_update(*run.net_, *run.optimizer_, lr, report, run.batch_);
+      report.stop = stop_of(role.worker);
+    } else {
+      // The ps master keeps the workers' count of updates, which a checkpoint records.
+      run.optimizer_->set_steps(run.optimizer_->steps() + 1);
+    }
+    return report;
+  }
+
+  // The step's reports combined (`report`: this rank's).
+  CombinedStep combine(const WorkerReport& report) {
+    LocalSgdLoop& loop = loop_;
+    const bool emulated = run_.emulated_ != nullptr;
+    const std::span<float> no_gradients =
+        emulated ? std::span(loop.report_sum).first(0) : std::span<float>();
+    return loop.reports.combine(no_gradients, {}, report, run_.step_, 0,
+                                emulated ? std::span(loop.report_sum) : std::span<float>());
+  }
+
+  // After the verdict on the step that makes `done` steps: whether it ends with an averaging,
+  // and the averaging.
+  bool average(std::int64_t done, int verdict) {
+    const bool average = run_.averages_after(loop_, done, verdict);
+    if (average) run_.average_models(loop_, done - 1);
+    return average;
+  }
+
+ private:
+  TrainingRun& run_;
+  LocalSgdLoop& loop_;
+};
+
+// A rank that combines the reports: the step's rounds (where it computes), the nan policy (the
+// updates were the workers' own), the verdict agreed on (ps: the master's, with nothing else;
+// allreduce: rank 0's, in the reports; shares: rank 0's), the averaging, the step priced on the
+// virtual clock, AdaComm's period.
+class TrainingRun::LocalSgdServerPolicy final : public ServerPolicy {
+ public:
+  LocalSgdServerPolicy(TrainingRun& run, LocalSgdLoop& loop, LocalSgdStep& step)
+      : run_(run), loop_(loop), step_(step) {}
+
+  // run_local_sgd gave the first verdict (first_verdict).
+  int start(std::int64_t /*step*/, int /*stop*/) override { return run_.stop_; }
+
+  bool stops_alone() const override { return run_.role_.master; }
+
+  ServerUpdate collect(std::int64_t step) override {
+    ServerUpdate update;
+    update.lr = run_.schedule_->at(step, run_.epoch_at(step));
+    const WorkerReport report = step_.compute(update.lr);
+    update.combined = step_.combine(report);
+    if (run_.role_.computes && !run_.emulated_) run_.worker_line(step + 1, report);
+    for (const WorkerReport& r : loop_.step_reports) run_.worker_line(step + 1, r);
+    return update;
+  }
+
+  // The workers stepped their own models in their rounds.
+  void update(ServerUpdate& /*update*/) override {}
+
+  // The step is priced once its averaging is known (agree).
+  double virtual_now() const override { return run_.clock_.virtual_now(); }
+
+  int agree(std::int64_t step, int stop, ServerUpdate& update) override {
+    TrainingRun& run = run_;
+    LocalSgdLoop& loop = loop_;
+    const Role& role = run.role_;
+    if (role.parameter_server) stop = loop.reports.distribute({}, {}, stop, step - 1);
+    // Under shares the loop took rank 0's verdict (no update time: the workers' updates are
+    // in their rounds' compute).
+    const bool average = step_.average(step, stop);
+    // Under mpirun every rank hosting a share keeps the clock (the combined reports are all).
+    if (run.clock_.is_virtual() && (run.logs_ || role.shares)) {
+      CombinedStep& combined = update.combined;
+      std::vector<SyncWorkerTime> rounds;
+      for (const auto& r : combined.workers) rounds.push_back({r.sleep_time, r.compute_time, true});
+      double step_time = 0;
+      if (average) {
+        const std::uint64_t bytes = (loop.model_size + run.net_->state_count()) * sizeof(float);
+        const auto timing =
+            loop.clock.averaging_step(rounds, role.parameter_server, run.comm_model_, bytes);
+        for (std::size_t i = 0; i < combined.workers.size(); ++i) {
+          combined.workers[i].send_time = timing.sends[i];
+          combined.workers[i].wait_time = timing.wait[i];
+          combined.workers[i].recv_time = timing.receives[i];
+        }
+        combined.wait_time = std::max(0.0, timing.gather);
+        step_time = timing.end;
+      } else {
+        step_time = loop.clock.local_step(rounds);
+        for (auto& r : combined.workers) r.send_time = r.wait_time = r.recv_time = 0;
+        combined.wait_time = 0;
+      }
+      for (auto& r : combined.workers) r.exit_time = 0;
+      update.step_time = step_time;
+      run.clock_.advance(step_time);
+    }
+    if (run.options_.adacomm) run.adapt_period(loop, update.combined, average);
+    return stop;
+  }
+
+  // The models went with the averaging (agree); between averagings nothing is sent.
+  void publish(std::int64_t /*step*/) override {}
+
+  int finish(std::int64_t /*step*/, int stop) override { return stop; }
+
+ private:
+  TrainingRun& run_;
+  LocalSgdLoop& loop_;
+  LocalSgdStep& step_;
+};
+
+// A ps worker: its round and own update, its report sent, the master's verdict received, the
+// models averaged with the master where the step ends a period; evaluations and checkpoints in
+// step with the master.
+class TrainingRun::LocalSgdWorkerPolicy final : public WorkerPolicy {
+ public:
+  LocalSgdWorkerPolicy(TrainingRun& run, LocalSgdLoop& loop, LocalSgdStep& step)
+      : run_(run), loop_(loop), step_(step) {}
+
+  bool receive(std::int64_t rounds) override {
+    TrainingRun& run = run_;
+    if (rounds == 0) return run.stop_ == kContinue;  // run_local_sgd's first verdict
+    run.stop_ = loop_.reports.distribute({}, {}, combined_.stop, run.step_);
+    const bool average = step_.average(run.step_ + 1, run.stop_);
+    ++run.step_;
+    run.samples_seen_ += static_cast<double>(combined_.samples);
+    if (run.options_.adacomm) run.adapt_period(loop_, combined_, average);
+    if (run.stop_ == kDiverged) return false;
+    run.after_step(run.clock_.now());
+    return run.stop_ == kContinue;
+  }
+
+  WorkerReport round(std::int64_t /*rounds*/) override {
+    return step_.compute(run_.schedule_->at(run_.step_, run_.epoch_at(run_.step_)));
+  }
+
+  void send(const WorkerReport& report) override { combined_ = step_.combine(report); }
+
+  std::int64_t numbered(std::int64_t /*rounds*/) const override { return run_.step_ + 1; }
+
+  int finish() override { return run_.stop_; }
+
+ private:
+  TrainingRun& run_;
+  LocalSgdLoop& loop_;
+  LocalSgdStep& step_;
+  CombinedStep combined_;
+};
+
 void TrainingRun::run_local_sgd() {
   MBKIT_CHECK(net_->backend().host_accessible() && optimizer_, "local SGD on the CPU");
   // --emulate sums in process (under mpirun too: combine_shares adds the ranks' sums).
@@ -59,15 +264,17 @@ void TrainingRun::run_local_sgd() {
     log::info(cat("--local-steps: the emulated workers' models take ",
                   with_commas(static_cast<std::int64_t>(loop.hosted->bytes())), " bytes"));
   }
-  while (stop_ == kContinue) {
-    stop_ = local_sgd_step(loop);
-    if (stop_ == kDiverged) break;
-    after_step(clock_.now());
+  LocalSgdStep step(*this, loop);
+  if (!role_.parameter_server || role_.master) {
+    LocalSgdServerPolicy server(*this, loop, step);
+    run_server(server);
+  } else {
+    LocalSgdWorkerPolicy worker(*this, loop, step);
+    run_worker(worker);
   }
 }
 
-bool TrainingRun::averages_after(const LocalSgdLoop& loop, int verdict) const {
-  const std::int64_t done = step_ + 1;
+bool TrainingRun::averages_after(const LocalSgdLoop& loop, std::int64_t done, int verdict) const {
   // A fixed period counts the run's steps (a resume averages where the straight run does);
   // AdaComm's the steps since the last average.
   const bool period_end =
@@ -90,105 +297,6 @@ void TrainingRun::local_update(nn::Network& net, optim::Optimizer& optimizer, do
   // On the virtual clock the update is the worker's own work (free under a compute model).
   const double seconds = timer.seconds();
   if (clock_.is_virtual() && compute_models_.empty()) report.compute_time += seconds;
-}
-
-int TrainingRun::local_sgd_step(LocalSgdLoop& loop) {
-  const auto step_start = SteadyClock::now();
-  const double lr = schedule_->at(step_, epoch_at(step_));
-  // The stop codes a worker sends, as sync_step's: a signal, rank 0's verdict on worker 0 of
-  // allreduce, the planned end.
-  const auto stop_of = [&](int w) {
-    int stop = stop_request_.requested() ? kSignalled : kContinue;
-    if (!role_.parameter_server && w == 0 && logs_ && step_ + 1 < planned_) {
-      stop = std::max(stop, rank0_stop());
-    }
-    if (!role_.parameter_server && step_ + 1 >= planned_) stop = std::max(stop, +kFinished);
-    return stop;
-  };
-  WorkerReport report;
-  loop.step_reports.clear();
-  if (emulated_) {
-    // Each hosted worker's round and update on its lane, from its own model (the lanes'
-    // rounds and updates in parallel, the reports added in worker order: the same bits for
-    // every --threads).
-    const std::int64_t optimizer_steps = optimizer_->steps();
-    const int first = emulated_->first();
-    const auto optimizer_of = [&](int lane) -> optim::Optimizer& {
-      return lane == 0 ? *optimizer_ : *loop.lane_optimizers[static_cast<std::size_t>(lane - 1)];
-    };
-    const auto batch_of = [&](int w) { return worker_batch_size(options_, role_.workers, w); };
-    const EmulatedWorkers::OwnModels own{
-        [&](int w) { return 1.0 / static_cast<double>(batch_of(w)); },
-        [&](int w, int lane, nn::Network& net) {
-          loop.hosted->load(w - first, net, optimizer_of(lane));
-          optimizer_of(lane).set_steps(optimizer_steps);  // each worker's own count
-        },
-        [&](int w, int lane, nn::Network& net, WorkerReport& r) {
-          local_update(net, optimizer_of(lane), lr, r, batch_of(w));
-          loop.hosted->store(w - first, net, optimizer_of(lane));
-        }};
-    loop.step_reports = emulated_->run_local_step(step_, loop.report_sum, stop_of, own);
-    optimizer_->set_steps(optimizer_steps + 1);
-    if (role_.shares) combine_shares(loop.report_sum);
-  } else if (role_.computes) {
-    report = round_->run(step_, 1.0 / static_cast<double>(batch_));
-    local_update(*net_, *optimizer_, lr, report, batch_);
-    report.stop = stop_of(role_.worker);
-  } else {
-    // The ps master keeps the workers' count of updates, which a checkpoint records.
-    optimizer_->set_steps(optimizer_->steps() + 1);
-  }
-  const std::span<float> no_gradients =
-      emulated_ ? std::span(loop.report_sum).first(0) : std::span<float>();
-  auto combined = loop.reports.combine(no_gradients, {}, report, step_, 0,
-                                       emulated_ ? std::span(loop.report_sum) : std::span<float>());
-  if (role_.computes && !emulated_) worker_line(step_ + 1, report);
-  for (const WorkerReport& r : loop.step_reports) worker_line(step_ + 1, r);
-  int verdict = combined.stop;
-  if ((!role_.parameter_server || role_.master) &&
-      accept_update(combined.mean_loss()) == kDiverged) {
-    verdict = kDiverged;
-  }
-  if (role_.master) {
-    verdict = std::max(verdict, rank0_stop());
-    if (step_ + 1 >= planned_) verdict = std::max(verdict, +kFinished);
-  }
-  if (role_.parameter_server) verdict = loop.reports.distribute({}, {}, verdict, step_);
-  if (role_.shares) {
-    double no_update_time = 0;  // the workers' updates are in their rounds' compute
-    verdict = share_verdict(verdict, no_update_time);
-  }
-  const bool average = averages_after(loop, verdict);
-  if (average) average_models(loop);
-  ++step_;
-  samples_seen_ += static_cast<double>(combined.samples);
-  double step_time = seconds_since(step_start);
-  // Under mpirun every rank hosting a share keeps the clock (the combined reports are all).
-  if (clock_.is_virtual() && (logs_ || role_.shares)) {
-    std::vector<SyncWorkerTime> rounds;
-    for (const auto& r : combined.workers) rounds.push_back({r.sleep_time, r.compute_time, true});
-    if (average) {
-      const std::uint64_t bytes = (loop.model_size + net_->state_count()) * sizeof(float);
-      const auto timing =
-          loop.clock.averaging_step(rounds, role_.parameter_server, comm_model_, bytes);
-      for (std::size_t i = 0; i < combined.workers.size(); ++i) {
-        combined.workers[i].send_time = timing.sends[i];
-        combined.workers[i].wait_time = timing.wait[i];
-        combined.workers[i].recv_time = timing.receives[i];
-      }
-      combined.wait_time = std::max(0.0, timing.gather);
-      step_time = timing.end;
-    } else {
-      step_time = loop.clock.local_step(rounds);
-      for (auto& r : combined.workers) r.send_time = r.wait_time = r.recv_time = 0;
-      combined.wait_time = 0;
-    }
-    for (auto& r : combined.workers) r.exit_time = 0;
-    clock_.advance(step_time);
-  }
-  if (logs_) record_step(combined, step_time, lr);
-  if (options_.adacomm) adapt_period(loop, combined, average);
-  return verdict;
 }
 
 // AdaComm (Wang & Joshi 2018, its rule for a fixed learning rate): at the first averaging
@@ -226,7 +334,7 @@ void TrainingRun::adapt_period(LocalSgdLoop& loop, const CombinedStep& combined,
   loop.tau = static_cast<int>(tau);
 }
 
-void TrainingRun::average_models(LocalSgdLoop& loop) {
+void TrainingRun::average_models(LocalSgdLoop& loop, std::int64_t step) {
   const std::span<float> model = std::span(loop.model_sum).first(loop.model_size);
   const std::span<float> tail = std::span(loop.model_sum).subspan(loop.model_size);
   const WorkerReport none;  // the reports went with the step's first exchange
@@ -245,10 +353,10 @@ void TrainingRun::average_models(LocalSgdLoop& loop) {
   } else if (role_.computes) {
     read_model(*net_, *optimizer_, model);
   }
-  loop.models.combine(model, state, none, step_, 0, tail);
+  loop.models.combine(model, state, none, step, 0, tail);
   // The exchange averaged the state; the model is still the sum where it was combined.
   if (!role_.parameter_server || role_.master) finish_average(model, role_.workers);
-  if (role_.parameter_server) loop.models.distribute(model, state, kContinue, step_ + 1);
+  if (role_.parameter_server) loop.models.distribute(model, state, kContinue, step + 1);
   write_model(model, *net_, *optimizer_);
   if (emulated_) loop.hosted->set_all(*net_, *optimizer_);
 }

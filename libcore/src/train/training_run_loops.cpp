@@ -1,6 +1,7 @@
 // A training run's loops (training_run.hpp): the choice of the loop and of its policies, the
 // one server loop and the one worker loop over them (loop_policies.hpp), and the end of the run.
-// The synchronous steps are training_run_sync.cpp's, local SGD's training_run_local_sgd.cpp's.
+// Every method runs on them (the synchronous step's policies are chosen in run_sync,
+// training_run_sync.cpp, local SGD's in run_local_sgd, training_run_local_sgd.cpp).
 #include <algorithm>
 #include <csignal>
 
@@ -36,24 +37,25 @@ int TrainingRun::train() {
   return finish();
 }
 
-// Collect, accept (the nan policy), update, count, clock, decide, publish, record: every
-// server's step, whatever the method.
 double TrainingRun::timed_optimizer_step(double lr) {
   const auto start = SteadyClock::now();
   optimizer_->step(net_->parameter_buffer(), net_->gradient_buffer(), lr, shard_.first);
   return seconds_since(start);
 }
 
+// Collect, accept (the nan policy), update, count, clock, decide (and agree), publish, record:
+// every server's step, whatever the method.
 void TrainingRun::run_server(ServerPolicy& policy) {
-  // Ranks hosting shares of the emulated workers (DBSL's --sync server) each run this loop:
-  // rank 0's stop, which a signal may reach first.
-  const auto agreed = [this](int stop) {
-    double no_update_time = 0;
-    return role_.shares ? share_verdict(stop, no_update_time) : stop;
+  // Ranks hosting shares of the emulated workers (the synchronous steps, DBSL's --sync server)
+  // each run this loop: rank 0's stop, which a signal may reach first, and its update's time
+  // on the virtual clock (the step is priced from it).
+  const auto agreed = [this](int stop, double& update_time) {
+    return role_.shares ? share_verdict(stop, update_time) : stop;
   };
   const double planned_samples = policy.planned_samples();
   if (samples_seen_ >= planned_samples) stop_ = kFinished;
-  stop_ = policy.start(step_, agreed(std::max(stop_, rank0_stop())));
+  double no_update_time = 0;
+  stop_ = policy.start(step_, agreed(std::max(stop_, rank0_stop()), no_update_time));
   while (stop_ == kContinue) {
     const auto step_start = SteadyClock::now();
     const double virtual_start = clock_.virtual_now();
@@ -67,19 +69,23 @@ void TrainingRun::run_server(ServerPolicy& policy) {
     step_ += update.steps;
     samples_seen_ += static_cast<double>(update.combined.samples);
     if (clock_.is_virtual()) clock_.set_virtual_now(policy.virtual_now());
-    stop_ = std::max(update.combined.stop, rank0_stop());
-    if (decision == kDiverged) stop_ = kDiverged;
-    if (step_ >= planned_ || samples_seen_ >= planned_samples) {
-      stop_ = std::max(stop_, static_cast<int>(kFinished));
+    stop_ = update.combined.stop;
+    if (policy.stops_alone()) {
+      stop_ = std::max(stop_, rank0_stop());
+      if (step_ >= planned_ || samples_seen_ >= planned_samples) {
+        stop_ = std::max(stop_, static_cast<int>(kFinished));
+      }
     }
-    stop_ = agreed(stop_);
+    if (decision == kDiverged) stop_ = kDiverged;
+    stop_ = agreed(stop_, update.virtual_update_time);
+    stop_ = policy.agree(step_, stop_, update);
     // The workers go on from the update while rank 0 records it.
     if (stop_ == kContinue) policy.publish(step_);
     if (logs_) {
-      record_step(
-          update.combined,
-          clock_.is_virtual() ? clock_.virtual_now() - virtual_start : seconds_since(step_start),
-          update.lr);
+      const double step_time = update.step_time      ? *update.step_time
+                               : clock_.is_virtual() ? clock_.virtual_now() - virtual_start
+                                                     : seconds_since(step_start);
+      record_step(update.combined, step_time, update.lr);
     }
     if (stop_ != kDiverged) after_step(clock_.now());
   }

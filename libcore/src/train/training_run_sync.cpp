@@ -1,5 +1,7 @@
 // A training run's synchronous steps (training_run.hpp): one process, ps, allreduce, the
-// workers emulated in process (--emulate) and the ranks hosting shares of them.
+// workers emulated in process (--emulate) and the ranks hosting shares of them. Here the
+// exchange's set-up, the first verdict and the choice of the loops' policies (the step's:
+// training_run_sync_step.cpp; the wall clock's selection and AMB-DG's after the start).
 #include <algorithm>
 #include <bit>
 
@@ -79,11 +81,7 @@ void TrainingRun::run_sync() {
     }
     return;
   }
-  while (stop_ == kContinue) {
-    stop_ = sync_step(exchange, gradients, tail);
-    if (stop_ == kDiverged) break;
-    after_step(clock_.now());
-  }
+  run_sync_steps(exchange, gradients, tail);
   if (round_) round_->gradients_ready = nullptr;
 }
 
@@ -127,145 +125,6 @@ int TrainingRun::distribute(SyncExchange& exchange, int stop) {
   const int verdict = exchange.distribute(parameters.values(), state.values(), stop, step_);
   parameters.write_back();
   state.write_back();
-  return verdict;
-}
-
-int TrainingRun::sync_step(SyncExchange& exchange, std::span<float> gradients,
-                           std::span<float> tail) {
-  nn::Backend& backend = net_->backend();
-  const bool staged = !backend.host_accessible();
-  const auto step_start = SteadyClock::now();
-  const double lr = schedule_->at(step_, epoch_at(step_));
-  // 0: the batch's size. A step that drops gradients averages the used ones' samples.
-  // K-batch-sync: K batches.
-  const std::int64_t nominal =
-      options_.k_batch_sync > 0 ? k_batch_samples()
-      : !role_.distributed      ? 0
-      : selection_.drops()      ? global_batch_ * selection_.used_per_step() / selection_.workers()
-                                : global_batch_;
-  begin_delayed_round();  // AMB-DG: the round computes at its delayed version
-  WorkerReport report;
-  std::vector<WorkerReport> hosted;  // --emulate: every worker's
-  std::vector<bool> used;            // by worker: whose gradient the step takes (all: empty)
-  if (options_.k_batch_sync > 0) {
-    // The workers with no batch by the step's end send zeros; the state is the others' mean.
-    const KBatchStep plan = plan_k_batches();
-    int computing = 0;
-    for (const int batches : plan.batches) {
-      used.push_back(batches > 0);
-      computing += batches > 0 ? 1 : 0;
-    }
-    exchange.set_state_contributors(computing);
-  }
-  if (emulated_ && selection_.drops()) used = selection_.select(emulated_arrivals());
-  if (emulated_) {
-    // The stop codes a rank per worker would send: a signal on every one, rank 0's verdict
-    // on worker 0 of allreduce, and the planned end.
-    const int signalled = stop_request_.requested() ? kSignalled : kContinue;
-    const int rank0 = !role_.parameter_server && step_ + 1 < planned_ ? rank0_stop() : kContinue;
-    const int end = !role_.parameter_server && step_ + 1 >= planned_ ? kFinished : kContinue;
-    hosted = emulated_->run_step(
-        step_, 1.0 / static_cast<double>(nominal), emulated_sum_,
-        [&](int w) {
-          return std::max({signalled, end, w == 0 ? rank0 : 0});
-        },
-        used);
-    if (role_.shares) combine_shares(emulated_sum_);
-  } else if (role_.computes) {
-    report = round_->run(step_, nominal > 0 ? 1.0 / static_cast<double>(nominal) : 0.0);
-    report.stop = stop_request_.requested() ? kSignalled : kContinue;
-    if (!role_.parameter_server && logs_ && step_ + 1 < planned_) {
-      report.stop = std::max(report.stop, rank0_stop());
-    }
-    if (!role_.parameter_server && step_ + 1 >= planned_) {
-      report.stop = std::max(report.stop, static_cast<int>(kFinished));
-    }
-  }
-  end_delayed_round();
-  if (!emulated_ && selection_.drops()) used = selection_.select(gather_arrivals(report));
-  const std::int64_t step_nominal = nominal > 0 ? nominal : (round_ ? round_->last_drawn() : 0);
-  // A device backend's gradients go to the host only to be exchanged through MPI: alone, or
-  // summed by NCCL, a rank copies them only when finish_gradient rescales them.
-  const bool exchanged = staged && role_.distributed && !exchange.device_allreduce();
-  if (exchanged && role_.computes) backend.copy_to_host(net_->gradient_buffer(), 0, gradients);
-  nn::HostView state = net_->host_state();
-  // A dropped worker sends zeros (a CPU run: `gradients` are the network's).
-  if (!emulated_ && role_.computes && !used.empty() &&
-      !used[static_cast<std::size_t>(role_.worker)]) {
-    drop_contribution(report, gradients, state.values());
-  }
-  auto combined = exchange.combine(staged && !exchanged ? std::span<float>() : gradients,
-                                   state.values(), report, step_, step_nominal, tail);
-  state.write_back();
-  if (staged && !exchanged && gradient_rescaled(step_nominal, combined.samples)) {
-    nn::HostView rescaled = net_->host_gradients();
-    finish_gradient(rescaled.values(), step_nominal, combined.samples);
-    rescaled.write_back();
-  }
-  for (std::size_t w = 0; w < used.size() && w < combined.workers.size(); ++w) {
-    combined.workers[w].dropped = !used[w];
-  }
-  const std::int64_t version = versions_ ? versions_->version_for(step_) : step_;
-  for (WorkerReport& r : combined.workers) r.staleness = step_ - version;
-  if (role_.computes) worker_line(step_ + 1, report);
-  for (const WorkerReport& r : hosted) worker_line(step_ + 1, r);
-  // The hosted workers' summed gradients are what the optimizer steps with.
-  if (emulated_) std::copy(gradients.begin(), gradients.end(), net_->gradients().begin());
-  int verdict = combined.stop;
-  double update_time = 0;  // virtual clock: CPU seconds of the update (free with a model)
-  if (!role_.parameter_server || role_.server) {
-    const int decision = accept_update(combined.mean_loss());
-    if (decision == kContinue) {
-      const bool timed = clock_.is_virtual() && compute_models_.empty();
-      WorkTimer update_timer(clock_, backend);
-      const auto update_start = SteadyClock::now();
-      if (exchanged) {  // the combined gradients of the part this rank updates
-        backend.copy_from_host(gradients.subspan(shard_.first, optimizer_->size()),
-                               net_->gradient_buffer(), shard_.first);
-      }
-      optimizer_->step(net_->parameter_buffer(), net_->gradient_buffer(), lr, shard_.first);
-      const double measured = update_timer.seconds();  // a GPU's update ends with its kernel
-      if (timed) update_time = measured;
-      if (role_.parameter_server) exchange.set_update_time(seconds_since(update_start));
-    } else if (decision == kDiverged) {
-      verdict = kDiverged;
-    }
-  }
-  ++step_;
-  samples_seen_ += static_cast<double>(combined.samples);
-  if (role_.master) {
-    verdict = std::max(verdict, rank0_stop());
-    if (step_ >= planned_) verdict = std::max(verdict, static_cast<int>(kFinished));
-  }
-  if (role_.parameter_server) verdict = distribute(exchange, verdict);
-  if (role_.shares) verdict = share_verdict(verdict, update_time);
-  if (round_) {
-    round_->set_previous_exchange(exchange.last_send_time(), exchange.last_wait_time(),
-                                  exchange.last_recv_time());
-  }
-  double step_time = seconds_since(step_start);
-  if (clock_.is_virtual() && (logs_ || role_.shares)) {
-    // The emulated step: the slowest worker, the exchange, the update (virtual_clock.hpp).
-    std::vector<SyncWorkerTime> times;
-    for (const auto& r : combined.workers) {
-      times.push_back({r.sleep_time, r.compute_time, !r.dropped});
-    }
-    const auto timing = delayed_timeline_
-                            ? delayed_timeline_->step(step_ - 1, version, times, update_time)
-                            : sync_step_time(times, role_.parameter_server, comm_model_,
-                                             gradient_bytes_, update_time, role_.servers);
-    // The round's receive: ps's broadcast of the parameters (allreduce has none of its own).
-    for (std::size_t i = 0; i < combined.workers.size(); ++i) {
-      combined.workers[i].send_time = timing.sends[i];
-      combined.workers[i].wait_time = timing.wait[i];
-      combined.workers[i].recv_time = timing.receives[i];
-      combined.workers[i].exit_time = 0;
-    }
-    combined.wait_time = timing.gather;
-    step_time = timing.end;
-    clock_.advance(timing.end);
-  }
-  if (logs_) record_step(combined, step_time, lr);
   return verdict;
 }
 

@@ -1,18 +1,22 @@
 // The policies of the engine's server loop and worker loop (TrainingRun::run_server,
 // TrainingRun::run_worker, training_run_loops.cpp). The loops are written once: a server collects
 // an update, the nan policy accepts it, the server applies it, counts the step and its samples,
-// moves the virtual clock, decides whether the run goes on, publishes, records the step, and
-// after the last step finishes; a worker receives what its next round starts from, runs the
-// round and sends its result. What differs between the methods is here, chosen at set-up:
-// the asynchronous master (an AsyncCombiner, training_run_async.cpp), DBSL's servers (a
-// DbslCombiner, training_run_dbsl.cpp), the wall clock's selecting master (a
-// SelectingExchange, training_run_selection.cpp) and AMB-DG's (a DelayedExchange,
-// training_run_delayed.cpp) are ServerPolicies, their workers WorkerPolicies. A new straggler
-// method that takes updates as they come is a new policy, not a new loop.
+// moves the virtual clock, decides whether the run goes on (agreeing on it with the other ranks
+// where the method does), publishes, records the step, and after the last step finishes; a
+// worker receives what its next round starts from, runs the round and sends its result. What
+// differs between the methods is here, chosen at set-up: the synchronous step (ps, allreduce,
+// one process, --emulate and its shares under mpirun: SyncServerPolicy on every rank that
+// updates, SyncWorkerPolicy on ps's workers, training_run_sync_step.cpp), the asynchronous
+// master (an AsyncCombiner, training_run_async.cpp), DBSL's servers (a DbslCombiner,
+// training_run_dbsl.cpp), the wall clock's selecting master (a SelectingExchange,
+// training_run_selection.cpp) and AMB-DG's (a DelayedExchange, training_run_delayed.cpp) are
+// ServerPolicies, their workers WorkerPolicies, and so is local SGD's step
+// (training_run_local_sgd.cpp). A new method is a new policy, not a new loop.
 #pragma once
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 #include "mbkit/train/exchange.hpp"
 
@@ -26,11 +30,17 @@ struct ServerUpdate {
   double lr = 0;              ///< the learning rate the step is recorded with
   std::int64_t steps = 1;     ///< steps the update counts (DBSL --sync: a push each)
   bool workers_done = false;  ///< no update: every worker is done (`combined.stop` says how)
+  /// The update's work on the virtual clock where the policy prices the step from it (the
+  /// synchronous step's optimizer step; 0: free): ranks hosting shares take rank 0's.
+  double virtual_update_time = 0;
+  /// The step's time where the policy prices it (the synchronous step on the virtual clock,
+  /// in `agree`); unset: the loop's (the virtual clock's move, or the wall seconds).
+  std::optional<double> step_time;
 };
 
 /// A server's side of the loop. Calls, in order: start, then per step collect, update (unless
-/// the nan policy skips it), virtual_now, publish (unless the run stops; before rank 0 records
-/// the step, so that the workers go on meanwhile), and finish.
+/// the nan policy skips it), virtual_now, agree, publish (unless the run stops; before rank 0
+/// records the step, so that the workers go on meanwhile), and finish.
 class ServerPolicy {
  public:
   virtual ~ServerPolicy() = default;
@@ -48,6 +58,16 @@ class ServerPolicy {
   virtual void update(ServerUpdate& update) = 0;
   /// The server's virtual time after the update (the run's clock takes it).
   virtual double virtual_now() const = 0;
+  /// Whether this server adds its own reasons to stop (rank 0's signal and budget, the
+  /// planned steps and samples) to the workers' and the nan policy's. Not where the ranks
+  /// must stop together and the verdict comes otherwise (the synchronous step's servers but
+  /// ps's master: allreduce's rode in rank 0's report, ps's servers take the master's).
+  virtual bool stops_alone() const { return true; }
+  /// The run's verdict after step `step` from `stop` (this server's, or under shares of the
+  /// emulated workers rank 0's, which the loop shared). A synchronous step agrees on it here:
+  /// ps's master sends it with the parameters (every step: the workers wait for both); the
+  /// step is then priced on the virtual clock (`update.step_time`, `update.combined`'s times).
+  virtual int agree(std::int64_t /*step*/, int stop, ServerUpdate& /*update*/) { return stop; }
   /// Sends the workers of the update what they go on from, as of step `step`.
   virtual void publish(std::int64_t step) = 0;
   /// After the last step: tells the workers the run's `stop`; returns the run's StopCode

@@ -7,12 +7,13 @@
 //   the combining step (exchange.hpp): the gradients summed over ps or allreduce, or taken as
 //     they arrive by the asynchronous master;
 //   the clock (run_clock.hpp): wall or virtual;
-//   the loops: synchronous steps (training_run_sync.cpp), local SGD's; one server loop and one
-//     worker loop (training_run_loops.cpp) over a method's policies (loop_policies.hpp: the
-//     asynchronous master's and worker's in training_run_async.cpp, DBSL's in
-//     training_run_dbsl.cpp, the wall clock's selection and K-batch-sync's in
-//     training_run_selection.cpp, AMB-DG's on the wall clock in training_run_delayed.cpp); the
-//     end of the run; rank 0's records of each step (training_run_records.cpp).
+//   the loops: one server loop and one worker loop (training_run_loops.cpp) over a method's
+//     policies (loop_policies.hpp: the synchronous step's in training_run_sync_step.cpp, chosen
+//     in training_run_sync.cpp; the asynchronous master's and worker's in
+//     training_run_async.cpp, DBSL's in training_run_dbsl.cpp, the wall clock's selection and
+//     K-batch-sync's in training_run_selection.cpp, AMB-DG's on the wall clock in
+//     training_run_delayed.cpp; local SGD's in training_run_local_sgd.cpp); the end of the
+//     run; rank 0's records of each step (training_run_records.cpp).
 // libcore/src/train/README.md says how a new trainer plugs in.
 #pragma once
 
@@ -160,16 +161,19 @@ class TrainingRun {
   int rank0_stop() const;
   void worker_line(std::int64_t at_step, const WorkerReport& report) const;
 
-  // The synchronous loop (training_run_sync.cpp).
+  // The synchronous steps' set-up and first verdict (training_run_sync.cpp).
   void run_sync();
-  // Local SGD (--local-steps, training_run_local_sgd.cpp, mbkit/train/local_sgd.hpp).
+  // Local SGD (--local-steps, training_run_local_sgd.cpp, mbkit/train/local_sgd.hpp): its
+  // set-up, then its step as policies of the server and worker loops (what every rank of a
+  // step runs alike, a rank that combines the reports, a ps worker).
   void run_local_sgd();
-  /// One local step of every worker, its reports combined; the models averaged when
-  /// averages_after() says so. Returns the verdict, as sync_step.
-  int local_sgd_step(LocalSgdLoop& loop);
-  /// Whether the step just taken ends with an averaging: a period's end, or before an
-  /// evaluation, a checkpoint (after a number of steps or an epoch), the planned end or a stop.
-  bool averages_after(const LocalSgdLoop& loop, int verdict) const;
+  class LocalSgdStep;
+  class LocalSgdServerPolicy;
+  class LocalSgdWorkerPolicy;
+  /// Whether the step that makes `done` steps ends with an averaging (after its verdict): a
+  /// period's end, or before an evaluation, a checkpoint (after a number of steps or an epoch),
+  /// the planned end or a stop.
+  bool averages_after(const LocalSgdLoop& loop, std::int64_t done, int verdict) const;
   /// --local-steps adacomm: after each step, the period's losses; at an averaging past the
   /// interval's end, rank 0's new tau for every rank.
   void adapt_period(LocalSgdLoop& loop, const CombinedStep& combined, bool averaged);
@@ -178,8 +182,8 @@ class TrainingRun {
   /// rescaled to their mean).
   void local_update(nn::Network& net, optim::Optimizer& optimizer, double lr, WorkerReport& report,
                     std::int64_t batch) const;
-  /// The step's models averaged: every worker's (ps: at the master, then distributed).
-  void average_models(LocalSgdLoop& loop);
+  /// Step `step`'s models averaged: every worker's (ps: at the master, then distributed).
+  void average_models(LocalSgdLoop& loop, std::int64_t step);
   /// The first verdict of a synchronous run (ps: the master's; allreduce: rank 0's).
   int first_verdict(SyncExchange& exchange);
   /// --emulate under mpirun (Role::shares): the ranks' sums of their hosted workers (the
@@ -196,10 +200,17 @@ class TrainingRun {
   /// --emulate under mpirun: rank 0's verdict and update time, on every rank (each updates
   /// from the same sum; the step's end and its virtual time are rank 0's).
   int share_verdict(int verdict, double& update_time);
-  /// Combines a step's reports, updates, and says whether to go on (sync).
-  /// `gradients`: the host memory the exchange sums (the gradient buffer itself on a
-  /// host-accessible backend, else a staged copy), `tail` right after it.
-  int sync_step(SyncExchange& exchange, std::span<float> gradients, std::span<float> tail);
+  // The synchronous step as policies of the server and worker loops
+  // (training_run_sync_step.cpp): what every rank of a step runs alike (SyncStep), a rank that
+  // updates (the ps master and servers, every allreduce rank, the emulating process) and a ps
+  // worker.
+  class SyncStep;
+  class SyncServerPolicy;
+  class SyncWorkerPolicy;
+  /// The steps to the end over those policies. `gradients`: the host memory the exchange sums
+  /// (the gradient buffer itself on a host-accessible backend, else a staged copy), `tail`
+  /// right after it.
+  void run_sync_steps(SyncExchange& exchange, std::span<float> gradients, std::span<float> tail);
   /// ps: the master's parameters and state to the workers, through host views.
   int distribute(SyncExchange& exchange, int stop);
   // The straggler methods' selection on the wall clock (training_run_selection.cpp,
