@@ -79,6 +79,29 @@ class Examples(mbtest.ToolTestCase):
         scaling = self.make("-n", "scaling", "SCALING_WORKERS=1 3", "DATA=my.h5").out
         self.assertEqual(re.findall(r"-n (\d+) \S*mb-train-fmb", scaling), ["1", "3"])
 
+    def test_scale_workers_runs_every_seed_and_draws_them_together(self):
+        result = self.make("-n", "scale-workers", "SCALE_WORKERS=10 30", "SCALE_SEEDS=1 4")
+        self.assertSucceeded(result)
+        runs = re.findall(r"mb-train-(fmb|amb) .*--seed (\d+) .*--induce (\S+) --emulate (\d+) "
+                          r"--log \S*/(\S+)\.h5", result.out)
+        self.assertEqual(len(runs), 2 * 2 * 2 * 2, result.out)
+        for method, seed, profile, workers, name in runs:
+            self.assertEqual(name, f"{method}-{profile.replace(':', '')}-{workers}-s{seed}")
+        self.assertEqual({r[1] for r in runs}, {"1", "4"})
+        # The figure of every run, so that the seeds of one setting are one point; a table
+        # per setting, each with its runs of every seed.
+        plot = [line for line in result.out.splitlines() if "--type workers" in line]
+        self.assertEqual(len(plot), 1)
+        self.assertEqual(len(re.findall(r"\.h5", plot[0])), 16)
+        for setting in ("10-niagara", "10-exp1", "30-niagara", "30-exp1"):
+            report = [line for line in result.out.splitlines()
+                      if "mb-report" in line and f"{setting}.txt.tmp" in line]
+            self.assertEqual(len(report), 1, setting)
+            workers, profile = setting.split("-")
+            self.assertEqual(re.findall(r"/((?:fmb|amb)-\S+)\.h5", report[0]),
+                             [f"{m}-{profile}-{workers}-s{seed}" for seed in (1, 4)
+                              for m in ("fmb", "amb")])
+
     def test_quickstart_prints_its_table_again_when_up_to_date(self):
         # Every file of the quickstart made, each newer than what it is made from: make runs
         # no tool, yet prints the table, which is what the user came for.

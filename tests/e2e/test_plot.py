@@ -239,6 +239,54 @@ class Plot(mbtest.ToolTestCase):
                            "-o", self.path("s.png"))
         self.assertFailsWith(result, 3, "scaling needs runs with different numbers of workers")
 
+    def test_workers_draws_the_mean_of_several_seeds(self):
+        """The scale-workers experiment over seeds: runs of the same cluster size that differ
+        in their seed are one point, their mean, with their min and max as error bars."""
+        toy = self.log("toy.h5")
+        common = ["--data", toy, "--model", "mlp", "--hidden", "16", "--threads", "1", "-q",
+                  "--batch-size", "16", "--steps", "10", "--eval-every", "5", "--clock",
+                  "virtual", "--compute-model", "0.002,0.001", "--comm-model", "25e-6,1e-9",
+                  "--induce", "exp:0.01"]
+        runs = {(n, seed): self.path(f"n{n}-s{seed}.h5") for n in (2, 4) for seed in (1, 2, 3)}
+
+        def train(key):
+            n, seed = key
+            result = mbtest.run([mbtest.tool("mb-train-fmb"), *common, "--emulate", str(n),
+                                 "--seed", str(seed), "--log", runs[key]], cwd=self.dir,
+                                env=self.env, timeout=300)
+            self.assertSucceeded(result)
+
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            list(pool.map(train, runs))
+        step_time, reached = {}, {}
+        for key, path in runs.items():
+            with h5py.File(path, "r", swmr=True) as f:
+                step_time[key] = float(f["steps/step_time"][...].mean())
+                reached[key] = float(f["eval/time"][0])  # the first evaluation reaches 1%
+        self.assertEqual(len({step_time[(4, seed)] for seed in (1, 2, 3)}), 3)  # seeds differ
+        script = self.path("workers-script")
+        result = self.plot(*runs.values(), "--type", "workers", "--target", "0.01", "--csv", "-",
+                           "--script", script, "-o", "workers.png")
+        self.assertSucceeded(result)
+        rows = self.read_csv(result.out)
+        for pane, per_run in (("workers-step-time", step_time), ("workers-time-to-target", reached)):
+            measured = [r for r in rows if r["pane"] == pane and not r["series"].endswith("theory")]
+            self.assertEqual([r["x"] for r in measured], ["2", "4"], msg=pane)
+            for row in measured:
+                values = [per_run[(int(row["x"]), seed)] for seed in (1, 2, 3)]
+                self.assertAlmostEqual(float(row["y"]), sum(values) / 3, places=6, msg=pane)
+        # The error bars: the data file's third and fourth columns, each seeds' min and max.
+        with open(os.path.join(script, "pane1-1.dat")) as f:
+            bars = [line.split() for line in f if not line.startswith("#")]
+        self.assertEqual(len(bars), 2)
+        for (x, mean, low, high), n in zip(bars, (2, 4)):
+            values = [step_time[(n, seed)] for seed in (1, 2, 3)]
+            self.assertEqual(int(float(x)), n)
+            self.assertAlmostEqual(float(low), min(values), places=6)
+            self.assertAlmostEqual(float(high), max(values), places=6)
+        with open(os.path.join(script, "plot.gp")) as f:
+            self.assertIn("'pane1-1.dat' using 1:2:3:4 with yerrorlines", f.read())
+
     def test_script_directory_for_editing(self):
         script = self.path("fig")
         result = self.plot(self.log("ps.h5"), self.log("async.h5"), "--type", "panel-hist",

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "mbkit/io/hdf5.hpp"
@@ -31,6 +32,7 @@ struct LogSpec {
   double seconds_per_step = 0.5;
   double throughput = 1000;
   int batch = 64;
+  int seed = 1;
 };
 
 std::string write_log(const std::string& path, const LogSpec& spec) {
@@ -42,8 +44,8 @@ std::string write_log(const std::string& path, const LogSpec& spec) {
   info.config_json =
       cat(R"({"batch_size":)", spec.batch, R"(,"comm":"ps","async":false,)", R"("induce":")",
           spec.induce, R"(","induce_spec":")", profile ? profile->spec() : std::string(),
-          R"(","workers":)", spec.workers, R"(,"world_size":)", spec.world_size,
-          R"(,"optimizer":{"name":"sgd"},"lr":0.1})");
+          R"(","workers":)", spec.workers, R"(,"world_size":)", spec.world_size, R"(,"seed":)",
+          spec.seed, R"(,"optimizer":{"name":"sgd"},"lr":0.1})");
   info.world_size = spec.world_size;
   info.model = "mlp";
   info.dataset = "toy";
@@ -416,6 +418,60 @@ TEST_F(Figures, WorkersDrawsTheStepTimeBesideTheSlowestDelayAndTheTimeToTarget) 
   open({dir.file("four.h5")});
   EXPECT_MBKIT_ERROR(build("workers"), ExitCode::kBadData,
                      "workers needs runs with different numbers of workers");
+}
+
+TEST_F(Figures, WorkersDrawsTheMeanOfSeveralSeedsWithTheirRange) {
+  // Two seeds each of 4 and 8 workers whose steps take 0.5 and 0.7 s (4), 0.6 and 1.0 s (8):
+  // one point per cluster size, the seeds' mean, their min and max as error bars.
+  std::vector<std::string> paths;
+  for (const auto& [workers, seed, seconds] : std::vector<std::tuple<int, int, double>>{
+           {4, 1, 0.5}, {8, 1, 0.6}, {4, 2, 0.7}, {8, 2, 1.0}}) {
+    LogSpec spec;
+    spec.world_size = workers + 1;
+    spec.workers = workers;
+    spec.induce = "exp:1";
+    spec.seed = seed;
+    spec.seconds_per_step = seconds;
+    paths.push_back(write_log(dir.file(cat(workers, "-s", seed, ".h5")), spec));
+  }
+  open(paths);
+  PlotSettings settings;
+  settings.target = 0.65;  // the second evaluation, at step 20: 20 steps' time
+  const Figure figure = build("workers", settings);
+  ASSERT_EQ(figure.panes.size(), 2u);
+  const Pane& step = figure.panes[0];
+  ASSERT_EQ(step.series.size(), 2u);  // one group: the seeds are not told apart
+  const Series& measured = step.series[0];
+  EXPECT_EQ(measured.x, (std::vector<double>{4, 8}));
+  ASSERT_EQ(measured.y.size(), 2u);
+  EXPECT_NEAR(measured.y[0], 0.6, 1e-12);
+  EXPECT_NEAR(measured.y[1], 0.8, 1e-12);
+  ASSERT_EQ(measured.y_low.size(), 2u);
+  ASSERT_EQ(measured.y_high.size(), 2u);
+  EXPECT_NEAR(measured.y_low[0], 0.5, 1e-12);
+  EXPECT_NEAR(measured.y_low[1], 0.6, 1e-12);
+  EXPECT_NEAR(measured.y_high[0], 0.7, 1e-12);
+  EXPECT_NEAR(measured.y_high[1], 1.0, 1e-12);
+  // The theory: the mean of the seeds' (no delay recorded: the rest is the whole step).
+  const Series& theory = step.series[1];
+  EXPECT_EQ(theory.x, (std::vector<double>{4, 8}));
+  EXPECT_NEAR(theory.y[0], 1 + 1 / 2.0 + 1 / 3.0 + 1 / 4.0 + 0.6, 1e-6);
+  EXPECT_FALSE(theory.has_range());
+  const Series& reached = figure.panes[1].series.at(0);
+  EXPECT_EQ(reached.x, (std::vector<double>{4, 8}));
+  EXPECT_NEAR(reached.y[0], 12, 1e-9);
+  EXPECT_NEAR(reached.y[1], 16, 1e-9);
+  ASSERT_TRUE(reached.has_range());
+  EXPECT_NEAR(reached.y_low[1], 12, 1e-9);
+  EXPECT_NEAR(reached.y_high[1], 20, 1e-9);
+  // Drawn as error bars from the data file's third and fourth columns.
+  const std::string script = gnuplot_script(figure, {}, "workers.png");
+  EXPECT_NE(script.find("'pane1-1.dat' using 1:2:3:4 with yerrorlines"), std::string::npos)
+      << script;
+  EXPECT_NE(script.find("'pane1-2.dat' using 1:2 with lines"), std::string::npos) << script;
+  // One seed a size: no error bars.
+  open({paths[0], paths[1]});
+  EXPECT_FALSE(build("workers", settings).panes[0].series[0].has_range());
 }
 
 TEST_F(Figures, ScalingOverWorkerCounts) {

@@ -1,6 +1,7 @@
 // The arithmetic of mb-plot's figures: smoothing, running sums, thinning, medians and
 // quantiles, time units and --xmax durations, histogram bins and fractions, the straggler
-// density (against a numerical integral and the profiles' own means), and scaling.
+// density (against a numerical integral and the profiles' own means), scaling, and the mean
+// and range of several seeds' runs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -249,6 +250,23 @@ TEST(Scaling, SpeedupAndEfficiencyAgainstTheFewestWorkers) {
   EXPECT_DOUBLE_EQ(from_two[1].speedup, 6.0);
   EXPECT_DOUBLE_EQ(from_two[1].efficiency, 0.75);
   EXPECT_TRUE(scaling_table({}).empty());
+}
+
+TEST(Scaling, SeedsOfOneSettingGiveTheirMeanAndRange) {
+  // Three seeds at 10 workers, two at 30 (the third never reached: NaN), none finite at 100.
+  const auto points = mean_by_x({30, 10, 10, 100, 30, 10, 30}, {8, 2, 6, kNaN, 12, 4, kNaN});
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_DOUBLE_EQ(points[0].x, 10);
+  EXPECT_DOUBLE_EQ(points[0].mean, 4);
+  EXPECT_DOUBLE_EQ(points[0].min, 2);
+  EXPECT_DOUBLE_EQ(points[0].max, 6);
+  EXPECT_EQ(points[0].count, 3u);
+  EXPECT_DOUBLE_EQ(points[1].x, 30);
+  EXPECT_DOUBLE_EQ(points[1].mean, 10);
+  EXPECT_DOUBLE_EQ(points[1].min, 8);
+  EXPECT_DOUBLE_EQ(points[1].max, 12);
+  EXPECT_EQ(points[1].count, 2u);
+  EXPECT_TRUE(mean_by_x({}, {}).empty());
 }
 
 }  // namespace

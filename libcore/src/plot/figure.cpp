@@ -43,6 +43,8 @@ KeyChoice emptiest_corner(const Pane& pane, double width, double height, KeyPlac
   for (const auto& series : pane.series) {
     for (const double x : series.x) xs.add(x + series.x_offset);
     for (const double y : series.y) ys.add(y_of(y));
+    for (const double y : series.y_low) ys.add(y_of(y));
+    for (const double y : series.y_high) ys.add(y_of(y));
     if (series.style == SeriesStyle::kBoxes && !pane.logy) ys.add(0);
   }
   for (const auto& impulse : pane.impulses) ys.add(y_of(impulse.y));
@@ -91,6 +93,11 @@ KeyChoice emptiest_corner(const Pane& pane, double width, double height, KeyPlac
         }
       }
       if (n > 0) count(series.x[n - 1], series.y[n - 1]);
+      // Error bars: their ends.
+      for (std::size_t i = 0; i < n && i < series.y_low.size() && i < series.y_high.size(); ++i) {
+        count(series.x[i], series.y_low[i]);
+        count(series.x[i], series.y_high[i]);
+      }
     }
     for (const auto& line : pane.vertical_lines) score += in_x(u(line.x)) ? 4 : 0;
     for (const auto& impulse : pane.impulses) {

@@ -130,8 +130,9 @@ std::string style_of(const Series& series) {
     case SeriesStyle::kLine:
       return cat("with lines lw 1.6 dt ", dash_of(series.color), " lc rgb '", color, "'");
     case SeriesStyle::kLinePoints:
-      return cat("with linespoints lw 1.6 pt 7 ps 0.6 dt ", dash_of(series.color), " lc rgb '",
-                 color, "'");
+      // With a range: the same line and points, a bar from the range's low to its high.
+      return cat("with ", series.has_range() ? "yerrorlines" : "linespoints",
+                 " lw 1.6 pt 7 ps 0.6 dt ", dash_of(series.color), " lc rgb '", color, "'");
     case SeriesStyle::kFaintLine:
       // #AARRGGBB: 0xC0 of transparency.
       return cat("with lines lw 0.8 lc rgb '#C0", color.substr(1), "'");
@@ -191,10 +192,12 @@ std::pair<double, double> y_extent(const Pane& pane) {
   double low = INFINITY;
   double high = -INFINITY;
   for (const auto& series : pane.series) {
-    for (const double y : series.y) {
-      if (std::isfinite(y)) {
-        low = std::min(low, y);
-        high = std::max(high, y);
+    for (const auto* values : {&series.y, &series.y_low, &series.y_high}) {
+      for (const double y : *values) {
+        if (std::isfinite(y)) {
+          low = std::min(low, y);
+          high = std::max(high, y);
+        }
       }
     }
   }
@@ -330,7 +333,8 @@ void write_pane(std::ostream& out, const Pane& pane, std::size_t index,
         series.title.empty() ? std::string("notitle") : "title " + quote(series.title);
     const std::string x =
         series.x_offset == 0 ? std::string("1") : cat("($1 + ", number(series.x_offset), ")");
-    plots.push_back(cat(quote(data_file_name(index, s)), " using ", x, ":2 ", style, " ", title));
+    const std::string columns = series.has_range() ? ":2:3:4 " : ":2 ";
+    plots.push_back(cat(quote(data_file_name(index, s)), " using ", x, columns, style, " ", title));
   }
   out << "plot " << join(plots, ", \\\n     ") << "\n";
 }
@@ -540,9 +544,14 @@ std::string write_gnuplot_files(const Figure& figure, const DrawOptions& options
       const Series& series = pane.series[s];
       std::ostringstream data;
       data << "# " << pane.name << ": " << (series.run.empty() ? series.title : series.run)
-           << "\n# " << pane.xlabel << "\t" << pane.ylabel << "\n";
+           << "\n# " << pane.xlabel << "\t" << pane.ylabel
+           << (series.has_range() ? "\tlow\thigh" : "") << "\n";
       for (const std::size_t i : points_of(series)) {
-        data << number(series.x[i]) << "\t" << number(series.y[i]) << "\n";
+        data << number(series.x[i]) << "\t" << number(series.y[i]);
+        if (series.has_range()) {
+          data << "\t" << number(series.y_low[i]) << "\t" << number(series.y_high[i]);
+        }
+        data << "\n";
       }
       write(fs::join_path(directory, data_file_name(p, s)), data.str());
     }

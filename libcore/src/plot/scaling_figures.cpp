@@ -253,9 +253,14 @@ std::vector<Pane> build_workers_panes(const std::vector<RunRef>& runs,
   reach.name = "workers-time-to-target";
   const bool titled = order.size() > 1;
   for (std::size_t g = 0; g < order.size(); ++g) {
-    auto& group = points[order[g]];
-    std::sort(group.begin(), group.end(),
-              [](const WorkersPoint& a, const WorkersPoint& b) { return a.workers < b.workers; });
+    const auto& group = points[order[g]];
+    std::vector<double> workers, step_times, theories, times_to_target;
+    for (const auto& p : group) {
+      workers.push_back(p.workers);
+      step_times.push_back(p.step_time);
+      theories.push_back(p.theory);
+      times_to_target.push_back(p.time_to_target);
+    }
     const int color = static_cast<int>(g);
     Series measured{titled ? order[g] : "", order[g], {}, {}, color, SeriesStyle::kLinePoints};
     Series theory{cat(titled ? order[g] + ": " : "", "theory"),
@@ -265,18 +270,22 @@ std::vector<Pane> build_workers_panes(const std::vector<RunRef>& runs,
                   color,
                   SeriesStyle::kDashedLine};
     Series reached{titled ? order[g] : "", order[g], {}, {}, color, SeriesStyle::kLinePoints};
-    for (const auto& p : group) {
-      measured.x.push_back(p.workers);
-      measured.y.push_back(p.step_time);
-      if (std::isfinite(p.theory)) {
-        theory.x.push_back(p.workers);
-        theory.y.push_back(p.theory);
+    // Several runs of a group at one N (its seeds): their mean, with their range as error bars.
+    const auto fill = [](Series& series, const std::vector<MeanPoint>& means, bool ranged) {
+      const bool several =
+          std::any_of(means.begin(), means.end(), [](const MeanPoint& p) { return p.count > 1; });
+      for (const auto& p : means) {
+        series.x.push_back(p.x);
+        series.y.push_back(p.mean);
+        if (ranged && several) {
+          series.y_low.push_back(p.min);
+          series.y_high.push_back(p.max);
+        }
       }
-      if (std::isfinite(p.time_to_target)) {
-        reached.x.push_back(p.workers);
-        reached.y.push_back(p.time_to_target);
-      }
-    }
+    };
+    fill(measured, mean_by_x(workers, step_times), true);
+    fill(theory, mean_by_x(workers, theories), false);
+    fill(reached, mean_by_x(workers, times_to_target), true);
     step.series.push_back(std::move(measured));
     if (!theory.x.empty()) step.series.push_back(std::move(theory));
     if (!reached.x.empty()) reach.series.push_back(std::move(reached));

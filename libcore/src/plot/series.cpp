@@ -329,4 +329,17 @@ std::vector<ScalingRow> scaling_table(const std::vector<ScalingPoint>& points) {
   return rows;
 }
 
+std::vector<MeanPoint> mean_by_x(const std::vector<double>& x, const std::vector<double>& values) {
+  std::map<double, std::vector<double>> by_x;
+  for (std::size_t i = 0; i < x.size() && i < values.size(); ++i) {
+    if (std::isfinite(values[i])) by_x[x[i]].push_back(values[i]);
+  }
+  std::vector<MeanPoint> points;
+  for (const auto& [at, finite] : by_x) {
+    const auto [low, high] = std::minmax_element(finite.begin(), finite.end());
+    points.push_back({at, mean(finite), *low, *high, finite.size()});
+  }
+  return points;
+}
+
 }  // namespace mbkit::plot

@@ -27,6 +27,11 @@ struct Series {
   int color = 0;  ///< index into the palette: the run's, so a run keeps its colour in a panel
   SeriesStyle style = SeriesStyle::kLine;
   double x_offset = 0;  ///< drawn shifted by this (bars of several runs side by side)
+  /// The range around each y (the smallest and largest of several seeds' runs that y is the
+  /// mean of), drawn as error bars; empty for none, else as long as y.
+  std::vector<double> y_low{};
+  std::vector<double> y_high{};
+  bool has_range() const { return !y_low.empty() && !y_high.empty(); }
 };
 
 /// A vertical dashed line across the pane (a histogram's mean).

@@ -160,4 +160,18 @@ struct ScalingRow {
 /// median of their throughputs.
 std::vector<ScalingRow> scaling_table(const std::vector<ScalingPoint>& points);
 
+/// Several runs (seeds) of one setting at one x: the mean of their finite values and the
+/// smallest and largest of them.
+struct MeanPoint {
+  double x = 0;
+  double mean = 0;
+  double min = 0;
+  double max = 0;
+  std::size_t count = 0;  ///< the finite values averaged
+};
+
+/// One point per distinct x of `x` (paired with `values`), in increasing order; an x whose
+/// values are all NaN (runs that never got there) gives none.
+std::vector<MeanPoint> mean_by_x(const std::vector<double>& x, const std::vector<double>& values);
+
 }  // namespace mbkit::plot
