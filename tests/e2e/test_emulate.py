@@ -480,13 +480,7 @@ class Emulate(ToyData, SameBits, mbtest.ToolTestCase):
         self.assertEqual(result.rc, 2, msg=result.err)
         self.assertIn("--comm-model", result.err)
         if MPIRUN is not None:
-            result = mbtest.run([MPIRUN, "--oversubscribe", "-n", "2", mbtest.tool("mb-train-fmb"),
-                                 "--data", "toy.h5", *COMMON, "--emulate", "4", "--async"],
-                                cwd=self.dir, env=self.env)
-            # Ranks hosting shares of the workers (test_emulate_shares.py) run the
-            # synchronous methods only.
-            self.assertEqual(result.rc, 2, msg=result.err)
-            self.assertIn("--emulate 4 under mpirun -n 2 and --async", result.err)
+            # Ranks hosting shares of the workers (test_emulate_shares.py) run one server.
             result = mbtest.run([MPIRUN, "--oversubscribe", "-n", "2", mbtest.tool("mb-train-fmb"),
                                  "--data", "toy.h5", *COMMON, "--emulate", "4", "--servers", "2"],
                                 cwd=self.dir, env=self.env)

@@ -15,7 +15,11 @@ delayed timeline; a resumed run (the versions and the timeline from the checkpoi
 straight one. DBSL's --sync server: each rank runs its hosted workers' rounds of a round, the
 ranks all-gather the reports (every rank keeps every worker's virtual clock) and pass the merge's
 sums from rank to rank in worker order, so every R gives the one process's bits, parameters
-included; a resumed run equals a straight one. What the shares do not combine (DBSL's
+included; a resumed run equals a straight one. The asynchronous master (--async, with K-async
+and the staleness bound): every rank runs the master alike (the same arrivals, updates and kept
+parameter sets), the rank hosting a round's worker predicts its ready time and, when its
+gradient is taken, computes it from the parameters it started from and broadcasts it, so every R
+gives the one process's bits, a resumed run's too. What the shares do not combine (DBSL's
 asynchronous server among them) is refused naming both flags.
 """
 
@@ -246,6 +250,47 @@ class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
                                              common=straight))
         self.assert_same_bits("dbsl-resumed", "dbsl-straight", skip={"epoch"})
 
+    def test_the_asynchronous_master_on_shares_is_the_one_process_run(self):
+        # Every rank takes the gradients the one process takes, in its order, each computed on
+        # its worker's host and broadcast: the one process's bits for every R. FMB and AMB, the
+        # count rule at 1 and 2 gradients an update (with message delays), K-async's held
+        # gradients, the staleness bound's blocked workers; a run stopped at step 6 and resumed
+        # on 3 ranks against the same in one process (an asynchronous resume starts every
+        # worker's round again).
+        cases = [
+            ("afmb", "mb-train-fmb", ["--emulate", "7"], (1, 2, 3)),
+            ("acount2", "mb-train-fmb",
+             ["--emulate", "6", "--async-min-grads", "2", "--async-delay-std", "0.01"], (3,)),
+            ("aamb", "mb-train-amb", [*AMB, "--emulate", "5"], (2,)),
+            ("akasync", "mb-train-fmb", ["--emulate", "6", "--k-async", "2"], (2,)),
+            ("assp", "mb-train-fmb", ["--emulate", "6", "--staleness-bound", "1"], (3,)),
+        ]
+        runs = []
+        for name, tool, extra, ranks in cases:
+            args = ["--comm", "ps", "--async", *extra]
+            runs += [(f"{name}-one", tool, args, 0),
+                     *[(f"{name}-r{r}", tool, args, r) for r in ranks]]
+        resumed = ["--comm", "ps", "--async", "--emulate", "7", "--k-async", "2"]
+        self.together(*[lambda run=run: self.train(*run) for run in runs],
+                      lambda: self.stopped_and_resumed("aresumed-one", "mb-train-fmb", resumed, 0),
+                      lambda: self.stopped_and_resumed("aresumed-r3", "mb-train-fmb", resumed, 3))
+        for name, _, _, ranks in cases:
+            for r in ranks:
+                with self.subTest(run=f"{name}-r{r}"):
+                    self.assert_same_bits(f"{name}-r{r}", f"{name}-one")
+        self.assert_same_bits("aresumed-r3", "aresumed-one")
+        with h5py.File(self.path("afmb-r3-log.h5"), "r") as log:
+            # Rank 0's log holds the taken gradients of workers of every share (0-2, 3-4, 5-6:
+            # ranks 1-3, 4-5, 6-7 of the emulated run), some of them stale.
+            workers = log["workers/rank"][...] - 1
+            shares = {0 if w < 3 else 1 if w < 5 else 2 for w in workers.tolist()}
+            self.assertEqual(shares, {0, 1, 2})
+            self.assertGreater(log["workers/staleness"][...].max(), 0)
+        with h5py.File(self.path("assp-r3-log.h5"), "r") as log:
+            self.assertGreater(log["workers/wait_time"][...].max(), 0)
+        with h5py.File(self.path("aresumed-r3-log.h5"), "r") as log:
+            self.assertEqual(log["steps/step"][-1], 12)
+
     def test_fewer_test_rows_than_emulated_ranks_are_evaluated_in_one_slice(self):
         self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "400",
                                              "--test", "5", "--seed", "3", "-o",
@@ -261,7 +306,6 @@ class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
 
     def test_what_the_shares_do_not_combine_is_refused_naming_both_flags(self):
         cases = [
-            (["--emulate", "4", "--comm", "ps", "--async"], "--async"),
             (["--emulate", "4", "--comm", "ps", "--train-loss", "master"], "--train-loss master"),
             (["--emulate", "1"], "at least one worker"),
             (["--emulate", "4", "--base-batch", "16", "--time-model-ab", "0.001,0.01"],

@@ -1,10 +1,14 @@
 #include "mbkit/train/emulated_async.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
 
 #include "exchange_internal.hpp"
 #include "mbkit/emulation/straggler.hpp"
 #include "mbkit/train/async_rule.hpp"
+#include "mbkit/train/roles.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/strings.hpp"
@@ -62,20 +66,40 @@ void EmulatedAsyncMaster::publish(std::span<const float> parameters, std::span<c
   }
 }
 
+int EmulatedAsyncMaster::host_of(int w) const {
+  if (parts_.shares == nullptr) return 0;
+  int rank = 0;
+  while (w >= emulated_share(parts_.workers.workers(), parts_.shares->size(), rank + 1).first) {
+    ++rank;
+  }
+  return rank;
+}
+
+void EmulatedAsyncMaster::from_host(int w, void* data, std::size_t bytes) const {
+  if (parts_.shares == nullptr) return;
+  parts_.shares->broadcast(std::span<std::uint8_t>(static_cast<std::uint8_t*>(data), bytes),
+                           host_of(w));
+}
+
 void EmulatedAsyncMaster::begin_round(int w, double start) {
   InFlight& round = in_flight_[static_cast<std::size_t>(w)];
   arrivals_->start(w, start);
   const std::int64_t held = arrivals_->held_at(start);
   round.held = history_[static_cast<std::size_t>(held - arrivals_->first_kept())];
-  parts_.workers.round(w).set_round_start(start);  // --cpu-quota: its periods' phase
-  const auto ready = parts_.workers.round(w).predict_ready();
-  if (!ready) {
+  // Predicted where the worker is hosted (its round's draws are there), then known to all.
+  double ready = std::numeric_limits<double>::quiet_NaN();
+  if (parts_.workers.hosts(w)) {
+    parts_.workers.round(w).set_round_start(start);  // --cpu-quota: its periods' phase
+    if (const auto predicted = parts_.workers.round(w).predict_ready()) ready = *predicted;
+  }
+  from_host(w, &ready, sizeof ready);
+  if (std::isnan(ready)) {
     usage_error(cat("--emulate ", parts_.workers.workers(), " --async: worker ", w, " (rank ",
                     parts_.workers.rank_of(w),
                     ") has no --compute-model: the master takes gradients in the order they "
                     "arrive, which must be known before they are computed"));
   }
-  round.ready = *ready;
+  round.ready = ready;
   const TrainOptions& options = parts_.options;
   round.comm_delay =
       options.async_delay_std > 0
@@ -87,25 +111,35 @@ void EmulatedAsyncMaster::begin_round(int w, double start) {
 WorkerReport EmulatedAsyncMaster::run_round(int w) {
   InFlight& round = in_flight_[static_cast<std::size_t>(w)];
   nn::Network& net = parts_.net;
-  const std::size_t parameter_floats = net.parameter_count();
-  const std::vector<float>& held = round.held->values;
-  std::copy(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(parameter_floats),
-            net.parameters().begin());
-  std::copy(held.begin() + static_cast<std::ptrdiff_t>(parameter_floats), held.end(),
-            net.state().begin());
-  WorkerRound& worker = parts_.workers.round(w);
-  // As the asynchronous worker policy: no send of its own to wait for, the parameters'
-  // modelled receive.
-  worker.set_previous_exchange(0, 0, parts_.modelled_receive);
-  WorkerReport report = worker.run(round.held->step + round.rounds, 1.0);
-  MBKIT_CHECK(report.sleep_time + report.compute_time == round.ready, "worker ", w,
-              "'s round was ready at ", report.sleep_time + report.compute_time, " s, predicted ",
-              round.ready, " s");
-  report.stop = parts_.stop_of();
-  report.based_on = round.held->step;
-  report.comm_delay = round.comm_delay;
+  WorkerReport report;
+  if (parts_.workers.hosts(w)) {
+    const std::size_t parameter_floats = net.parameter_count();
+    const std::vector<float>& held = round.held->values;
+    std::copy(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(parameter_floats),
+              net.parameters().begin());
+    std::copy(held.begin() + static_cast<std::ptrdiff_t>(parameter_floats), held.end(),
+              net.state().begin());
+    WorkerRound& worker = parts_.workers.round(w);
+    // As the asynchronous worker policy: no send of its own to wait for, the parameters'
+    // modelled receive.
+    worker.set_previous_exchange(0, 0, parts_.modelled_receive);
+    report = worker.run(round.held->step + round.rounds, 1.0);
+    MBKIT_CHECK(report.sleep_time + report.compute_time == round.ready, "worker ", w,
+                "'s round was ready at ", report.sleep_time + report.compute_time, " s, predicted ",
+                round.ready, " s");
+    report.stop = parts_.stop_of();
+    report.based_on = round.held->step;
+    report.comm_delay = round.comm_delay;
+  }
   ++round.rounds;
-  if (parts_.worker_line) parts_.worker_line(round.rounds, report);
+  if (parts_.shares != nullptr) {
+    // Every rank takes the gradient, state and report the host computed.
+    from_host(w, &report, sizeof report);
+    from_host(w, net.gradients().data(), net.gradients().size_bytes());
+    from_host(w, net.state().data(), net.state().size_bytes());
+  }
+  // The host's log has its hosted workers' lines.
+  if (parts_.worker_line && parts_.workers.hosts(w)) parts_.worker_line(round.rounds, report);
   return report;
 }
 

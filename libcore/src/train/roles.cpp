@@ -95,16 +95,16 @@ void check_emulated_shares(const TrainOptions& o, int ranks) {
                     "rank's share of the workers can do apart; give --sync (a round's pushes "
                     "merged at once), or run it without mpirun"));
   }
-  const char* refused = o.async                    ? "--async"
-                        : o.train_loss == "master" ? "--train-loss master"
-                        : o.servers > 1            ? "--servers"
-                                                   : nullptr;
+  const char* refused = o.train_loss == "master" ? "--train-loss master"
+                        : o.servers > 1          ? "--servers"
+                                                 : nullptr;
   if (refused != nullptr) {
     usage_error(
         cat(flags, " and ", refused,
-            ": ranks hosting shares of the emulated workers run synchronous FMB and AMB "
-            "(ps with one server and allreduce, with their step selection, K-batch-sync and "
-            "AMB-DG) and local SGD only; run it without mpirun"));
+            ": ranks hosting shares of the emulated workers run FMB and AMB (synchronous ps "
+            "with one server and allreduce, with their step selection, K-batch-sync and AMB-DG; "
+            "the asynchronous master), local SGD and DBSL's --sync server only; run it without "
+            "mpirun"));
   }
 }
 

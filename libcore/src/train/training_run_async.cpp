@@ -25,7 +25,8 @@ class TrainingRun::AsyncServerPolicy final : public ServerPolicy {
         servers_(std::max(1, run.role_.servers)),
         first_(run.shard_.first),
         length_(run.shard_.second - run.shard_.first),
-        state_floats_(run.world_.rank() == 0 ? run.net_->state_count() : 0),
+        // Server 0's: the state (every rank hosting a share of the emulated workers keeps it).
+        state_floats_(run.world_.rank() == 0 || run.role_.shares ? run.net_->state_count() : 0),
         // Host memory for the messages: views on a host-accessible backend, counted copies on
         // a device (and where emulated workers compute their rounds on the network: the sum is
         // kept apart).
@@ -42,7 +43,8 @@ class TrainingRun::AsyncServerPolicy final : public ServerPolicy {
           [&run] { return run.stop_request_.requested() ? kSignalled : kContinue; },
           [&run](std::int64_t round, const WorkerReport& report) {
             run.worker_line(round, report);
-          }});
+          },
+          run.role_.shares ? &run.world_ : nullptr});
     } else {
       master_ = std::make_unique<AsyncMaster>(run.world_, length_, state_floats_, servers_);
     }

@@ -16,8 +16,16 @@
 //           the slowest round ran (about N with the count rule at one gradient an update);
 //   time:   the workers' compute, one pass over the gradients per gradient taken, and a copy
 //           of the held parameters into the network before each round.
+//
+// Under mpirun with --emulate (ranks hosting shares of the workers, Role::shares) every rank
+// runs this master alike: the same arrivals, the same publications (each applies the same
+// updates) and the same parameter sets kept. A round's ready time is predicted by the rank
+// hosting its worker and broadcast from it when the round starts; its round runs there when
+// its gradient is taken, and its gradient, state and report are broadcast from it, so every
+// rank takes the one process's values in its order (its bits for every R).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -26,6 +34,7 @@
 #include <span>
 #include <vector>
 
+#include "mbkit/comm/world.hpp"
 #include "mbkit/nn/network.hpp"
 #include "mbkit/train/async_rule.hpp"
 #include "mbkit/train/emulated_workers.hpp"
@@ -47,6 +56,9 @@ class EmulatedAsyncMaster final : public AsyncCombiner {
     std::function<int()> stop_of;
     /// Called with each round's number (from 1) and report, as a worker's --worker-log line.
     std::function<void(std::int64_t, const WorkerReport&)> worker_line;
+    /// Under mpirun, the ranks hosting shares of the workers (EmulatedWorkers::hosts); null:
+    /// this process hosts them all.
+    const comm::World* shares = nullptr;
   };
   explicit EmulatedAsyncMaster(Parts parts);
 
@@ -83,6 +95,10 @@ class EmulatedAsyncMaster final : public AsyncCombiner {
   /// Runs worker w's round in flight on the network (its gradient and state are then the
   /// network's); returns the worker's report.
   WorkerReport run_round(int w);
+  /// The rank hosting worker w (0 without shares).
+  int host_of(int w) const;
+  /// Under shares, the `bytes` at `data` as the rank hosting worker w has them, on every rank.
+  void from_host(int w, void* data, std::size_t bytes) const;
   /// The report as the master takes it at master step `step`: the fields a message carries.
   WorkerReport as_taken(int w, const WorkerReport& report, std::int64_t step) const;
 
