@@ -253,14 +253,16 @@ class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
     def test_the_asynchronous_master_on_shares_is_the_one_process_run(self):
         # Every rank takes the gradients the one process takes, in its order, each computed on
         # its worker's host and broadcast: the one process's bits for every R. FMB and AMB, the
-        # count rule at 1 and 2 gradients an update (with message delays), K-async's held
-        # gradients, the staleness bound's blocked workers; a run stopped at step 6 and resumed
-        # on 3 ranks against the same in one process (an asynchronous resume starts every
-        # worker's round again).
+        # count rule at 1 and 2 gradients an update and the time rule (with message delays),
+        # K-async's held gradients, the staleness bound's blocked workers; a run stopped at
+        # step 6 and resumed on 3 ranks against the same in one process (an asynchronous resume
+        # starts every worker's round again).
         cases = [
             ("afmb", "mb-train-fmb", ["--emulate", "7"], (1, 2, 3)),
             ("acount2", "mb-train-fmb",
              ["--emulate", "6", "--async-min-grads", "2", "--async-delay-std", "0.01"], (3,)),
+            ("atime", "mb-train-fmb", ["--emulate", "5", "--async-master-time-limit", "0.01",
+                                        "--async-delay-std", "0.01"], (2,)),
             ("aamb", "mb-train-amb", [*AMB, "--emulate", "5"], (2,)),
             ("akasync", "mb-train-fmb", ["--emulate", "6", "--k-async", "2"], (2,)),
             ("assp", "mb-train-fmb", ["--emulate", "6", "--staleness-bound", "1"], (3,)),
