@@ -19,8 +19,9 @@ included; a resumed run equals a straight one. The asynchronous master (--async,
 and the staleness bound): every rank runs the master alike (the same arrivals, updates and kept
 parameter sets), the rank hosting a round's worker predicts its ready time and, when its
 gradient is taken, computes it from the parameters it started from and broadcasts it, so every R
-gives the one process's bits, a resumed run's too. What the shares do not combine (DBSL's
-asynchronous server among them) is refused naming both flags.
+gives the one process's bits, a resumed run's too; DBSL's asynchronous server the same way (the
+pushed model broadcast from its worker's host, every rank merging it). What the shares do not
+combine (--train-loss master, several servers) is refused naming both flags.
 """
 
 import concurrent.futures
@@ -293,6 +294,37 @@ class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
         with h5py.File(self.path("aresumed-r3-log.h5"), "r") as log:
             self.assertEqual(log["steps/step"][-1], 12)
 
+    def test_dbsl_s_asynchronous_server_on_shares_is_the_one_process_run(self):
+        # Every rank merges each push as it is taken, in the one process's order; the push's
+        # worker's host predicted its round at the reply, runs it and broadcasts the pushed
+        # model: the one process's bits for every R. Shares of 3, 2, 2 workers (R = 3), the small
+        # ones (--small-workers 2, workers 5 and 6) in the last; a run stopped at step 6 and
+        # resumed on 3 ranks against the same in one process.
+        args = ["--small-workers", "2", "--steps", "16", "--optimizer", "momentum",
+                "--keep-optimizer-state", "--emulate", "7"]
+        resumed = ["--small-workers", "2", "--steps", "12", "--emulate", "7"]
+
+        def train(name, ranks):
+            return lambda: self.train(name, "mb-train-dbsl", args, ranks, common=DBSL)
+
+        def stopped_and_resumed(name, ranks):
+            return lambda: self.stopped_and_resumed(name, "mb-train-dbsl", resumed, ranks,
+                                                    common=DBSL)
+        self.together(train("adbsl-one", 0), train("adbsl-r1", 1), train("adbsl-r2", 2),
+                      train("adbsl-r3", 3), stopped_and_resumed("adbsl-resumed-one", 0),
+                      stopped_and_resumed("adbsl-resumed-r3", 3))
+        for name in ("adbsl-r1", "adbsl-r2", "adbsl-r3"):
+            self.assert_same_bits(name, "adbsl-one")
+        self.assert_same_bits("adbsl-resumed-r3", "adbsl-resumed-one")
+        with h5py.File(self.path("adbsl-r3-log.h5"), "r") as log:
+            # A row per push (a step each), from workers of every share, out of worker order.
+            ranks = log["workers/rank"][...].tolist()
+            self.assertEqual(len(ranks), 16)
+            self.assertEqual({0 if r <= 3 else 1 if r <= 5 else 2 for r in ranks}, {0, 1, 2})
+            self.assertNotEqual(ranks, sorted(ranks))
+        with h5py.File(self.path("adbsl-resumed-r3-log.h5"), "r") as log:
+            self.assertEqual(log["steps/step"][-1], 12)
+
     def test_fewer_test_rows_than_emulated_ranks_are_evaluated_in_one_slice(self):
         self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "400",
                                              "--test", "5", "--seed", "3", "-o",
@@ -309,17 +341,14 @@ class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
     def test_what_the_shares_do_not_combine_is_refused_naming_both_flags(self):
         cases = [
             (["--emulate", "4", "--comm", "ps", "--train-loss", "master"], "--train-loss master"),
+            (["--emulate", "4", "--comm", "ps", "--servers", "2"], "--servers"),
             (["--emulate", "1"], "at least one worker"),
-            (["--emulate", "4", "--base-batch", "16", "--time-model-ab", "0.001,0.01"],
-             "and mb-train-dbsl: DBSL's server merges each push"),
         ]
         # Refused before any training: run at once, each writing (not) its own log.
         with concurrent.futures.ThreadPoolExecutor(len(cases)) as pool:
             results = list(pool.map(
-                lambda case: self.run_tool(
-                    f"refused-{case[0]}",
-                    "mb-train-dbsl" if "--base-batch" in case[1][0] else "mb-train-fmb",
-                    case[1][0], 2), enumerate(cases)))
+                lambda case: self.run_tool(f"refused-{case[0]}", "mb-train-fmb", case[1][0], 2),
+                enumerate(cases)))
         for i, ((extra, named), result) in enumerate(zip(cases, results)):
             with self.subTest(extra=extra):
                 self.assertEqual(result.rc, 2, msg=result.err)

@@ -66,19 +66,10 @@ void EmulatedAsyncMaster::publish(std::span<const float> parameters, std::span<c
   }
 }
 
-int EmulatedAsyncMaster::host_of(int w) const {
-  if (parts_.shares == nullptr) return 0;
-  int rank = 0;
-  while (w >= emulated_share(parts_.workers.workers(), parts_.shares->size(), rank + 1).first) {
-    ++rank;
-  }
-  return rank;
-}
-
 void EmulatedAsyncMaster::from_host(int w, void* data, std::size_t bytes) const {
   if (parts_.shares == nullptr) return;
   parts_.shares->broadcast(std::span<std::uint8_t>(static_cast<std::uint8_t*>(data), bytes),
-                           host_of(w));
+                           emulated_host(parts_.workers.workers(), parts_.shares->size(), w));
 }
 
 void EmulatedAsyncMaster::begin_round(int w, double start) {

@@ -1,7 +1,11 @@
 #include "mbkit/train/emulated_dbsl.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
 
+#include "mbkit/train/roles.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/strings.hpp"
@@ -30,12 +34,13 @@ void EmulatedDbslServer::start(std::span<const float> parameters, std::span<cons
 void EmulatedDbslServer::reply(int rank, std::span<const float> parameters,
                                std::span<const float> state, const DbslRound& round) {
   const int w = rank - parts_.workers.rank_of(0);
-  if (!parts_.workers.hosts(w)) {  // another rank's (--sync): its round starts a message later
-    MBKIT_CHECK(parts_.sync, "the asynchronous DBSL server with a share of the workers");
+  Worker& worker = workers_.at(static_cast<std::size_t>(w));
+  worker.in_flight = true;
+  if (!parts_.workers.hosts(w)) {  // another rank's: its round starts a message later
     clock_->replied(w);
+    if (!parts_.sync) arrived(w, std::nullopt);  // the ready time its host predicted
     return;
   }
-  Worker& worker = workers_.at(static_cast<std::size_t>(w));
   // The start and --sync reply to every worker with one model: they share it.
   const auto same = [&](const Model& model) {
     return model.size() == parameters.size() + state.size() &&
@@ -55,12 +60,25 @@ void EmulatedDbslServer::reply(int rank, std::span<const float> parameters,
   if (parts_.sync) return;  // all_pushes runs every round at once
   const std::int64_t samples = parts_.plan.workers[static_cast<std::size_t>(w)].samples;
   worker.ready = parts_.workers.round(w).predict_samples_ready(samples);
-  if (!worker.ready) {
-    usage_error(cat("--emulate ", parts_.workers.workers(), ": worker ", w, " (rank ", rank,
+  arrived(w, worker.ready);
+}
+
+void EmulatedDbslServer::arrived(int w, std::optional<double> predicted) {
+  double ready = predicted.value_or(std::numeric_limits<double>::quiet_NaN());
+  from_host(w, &ready, sizeof ready);
+  if (std::isnan(ready)) {
+    usage_error(cat("--emulate ", parts_.workers.workers(), ": worker ", w, " (rank ",
+                    parts_.workers.rank_of(w),
                     ") has no --compute-model: the asynchronous DBSL server takes pushes in the "
                     "order they arrive, which must be known before they are computed"));
   }
-  clock_->arrived(w, *worker.ready);
+  clock_->arrived(w, ready);
+}
+
+void EmulatedDbslServer::from_host(int w, void* data, std::size_t bytes) const {
+  if (parts_.shares == nullptr) return;
+  parts_.shares->broadcast(std::span<std::uint8_t>(static_cast<std::uint8_t*>(data), bytes),
+                           emulated_host(parts_.workers.workers(), parts_.shares->size(), w));
 }
 
 WorkerReport EmulatedDbslServer::run_round(int w, std::span<float> model, std::int64_t step) {
@@ -113,8 +131,14 @@ WorkerReport EmulatedDbslServer::run_round(int w, std::span<float> model, std::i
 WorkerReport EmulatedDbslServer::next_push(std::span<float> model, std::int64_t step) {
   const auto next = clock_->next();
   MBKIT_CHECK(next.has_value(), "no emulated DBSL worker is computing");
-  WorkerReport report = run_round(*next, model, step);
-  clock_->take(*next, report);
+  const int w = *next;
+  WorkerReport report;
+  if (parts_.workers.hosts(w)) report = run_round(w, model, step);
+  workers_[static_cast<std::size_t>(w)].in_flight = false;
+  // Under mpirun every rank merges the push its worker's host computed.
+  from_host(w, &report, sizeof report);
+  from_host(w, model.data(), model.size_bytes());
+  clock_->take(w, report);
   return report;
 }
 
@@ -160,6 +184,7 @@ std::vector<WorkerReport> EmulatedDbslServer::all_pushes(std::vector<std::vector
     model.resize(floats);
     reports.push_back(run_round(w, model, step));
   }
+  for (Worker& worker : workers_) worker.in_flight = false;
   if (hosted.hosted() < workers) {  // a share: every rank's reports, in worker order
     std::vector<double> mine;
     for (const auto& r : reports) put_carried(r, mine);
@@ -182,7 +207,8 @@ std::vector<WorkerReport> EmulatedDbslServer::all_pushes(std::vector<std::vector
 void EmulatedDbslServer::finish(std::int64_t, int) {
   // Every round still in flight would push after the end.
   for (Worker& worker : workers_) {
-    if (worker.pulled) ++discarded_;
+    if (worker.in_flight) ++discarded_;
+    worker.in_flight = false;
     worker.pulled.reset();
     worker.optimizer.reset();
   }

@@ -78,6 +78,12 @@ std::pair<int, int> emulated_share(int workers, int ranks, int rank) {
   return {rank * base + std::min(rank, extra), base + (rank < extra ? 1 : 0)};
 }
 
+int emulated_host(int workers, int ranks, int worker) {
+  int rank = 0;
+  while (rank + 1 < ranks && worker >= emulated_share(workers, ranks, rank + 1).first) ++rank;
+  return rank;
+}
+
 namespace {
 
 // --emulate N under mpirun -n R: what the ranks' shares of the workers do not combine yet is
@@ -88,13 +94,6 @@ void check_emulated_shares(const TrainOptions& o, int ranks) {
     usage_error(cat(flags, ": each rank hosts at least one worker; give --emulate ", ranks,
                     " or more, or fewer ranks"));
   }
-  if (o.dbsl.enabled && !o.dbsl.sync) {
-    usage_error(cat(flags,
-                    " and mb-train-dbsl: DBSL's server merges each push into the model the "
-                    "pushes before it made, one at a time in the order they arrive, which no "
-                    "rank's share of the workers can do apart; give --sync (a round's pushes "
-                    "merged at once), or run it without mpirun"));
-  }
   const char* refused = o.train_loss == "master" ? "--train-loss master"
                         : o.servers > 1          ? "--servers"
                                                  : nullptr;
@@ -103,8 +102,7 @@ void check_emulated_shares(const TrainOptions& o, int ranks) {
         cat(flags, " and ", refused,
             ": ranks hosting shares of the emulated workers run FMB and AMB (synchronous ps "
             "with one server and allreduce, with their step selection, K-batch-sync and AMB-DG; "
-            "the asynchronous master), local SGD and DBSL's --sync server only; run it without "
-            "mpirun"));
+            "the asynchronous master), local SGD and DBSL; run it without mpirun"));
   }
 }
 

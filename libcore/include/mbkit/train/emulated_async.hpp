@@ -95,8 +95,6 @@ class EmulatedAsyncMaster final : public AsyncCombiner {
   /// Runs worker w's round in flight on the network (its gradient and state are then the
   /// network's); returns the worker's report.
   WorkerReport run_round(int w);
-  /// The rank hosting worker w (0 without shares).
-  int host_of(int w) const;
   /// Under shares, the `bytes` at `data` as the rank hosting worker w has them, on every rank.
   void from_host(int w, void* data, std::size_t bytes) const;
   /// The report as the master takes it at master step `step`: the fields a message carries.

@@ -6,9 +6,12 @@
 // Asynchronous server: the order needs each round's ready time when the round starts, before it
 // is computed: WorkerRound::predict_samples_ready(), from the compute model (--compute-model).
 // --sync takes every worker's push at once, each round computed then (no prediction needed).
-// Under mpirun (--sync only) each rank hosts a share of the workers (EmulatedWorkers): it runs
-// its hosted workers' rounds, the ranks' reports are all-gathered (Parts::gather_shares), and
-// every rank keeps the clock of every worker; the round's merge is training_run_dbsl.cpp's.
+// Under mpirun each rank hosts a share of the workers (EmulatedWorkers) and every rank keeps the
+// clock of every worker. --sync: it runs its hosted workers' rounds, the ranks' reports are
+// all-gathered (Parts::gather_shares); the round's merge is training_run_dbsl.cpp's. The
+// asynchronous server: every rank takes the pushes alike; the rank hosting a worker predicts its
+// round's ready time at the reply and, when its push is taken, runs the round and broadcasts the
+// pushed model and report (Parts::shares), which every rank merges: the one process's bits.
 //
 //   memory: one network, and the models still in flight: per worker the model it pulled until
 //           its round runs (one shared by all under --sync, whose replies carry one model), the
@@ -17,6 +20,7 @@
 //   time:   the workers' compute, and three copies of the model per round.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -24,6 +28,7 @@
 #include <span>
 #include <vector>
 
+#include "mbkit/comm/world.hpp"
 #include "mbkit/nn/network.hpp"
 #include "mbkit/optim/optimizer.hpp"
 #include "mbkit/train/dbsl_exchange.hpp"
@@ -48,6 +53,9 @@ class EmulatedDbslServer final : public DbslCombiner {
     /// Under mpirun with a share of the workers (TrainingRun::gather_shares): `per_worker`
     /// values of each hosted worker, in worker order, to every worker's.
     std::function<std::vector<double>(std::vector<double>, std::size_t)> gather_shares;
+    /// Under mpirun, the ranks hosting shares of the workers (the asynchronous server
+    /// broadcasts a push from its worker's host); null: this process hosts them all.
+    const comm::World* shares = nullptr;
   };
   explicit EmulatedDbslServer(Parts parts);
 
@@ -74,7 +82,14 @@ class EmulatedDbslServer final : public DbslCombiner {
     std::int64_t rounds = 0;              ///< rounds it finished
     std::optional<double> ready;          ///< the asynchronous server's predicted ready time
     std::unique_ptr<optim::Optimizer> optimizer;  ///< kept across rounds when asked
+    bool in_flight = false;  ///< replied to, its push not taken (on every rank)
   };
+
+  /// Worker w's round's ready time, `predicted` by its host, is known to every rank: its push
+  /// arrives then (a usage error where its host has no compute model).
+  void arrived(int w, std::optional<double> predicted);
+  /// Under shares, the `bytes` at `data` as the rank hosting worker w has them, on every rank.
+  void from_host(int w, void* data, std::size_t bytes) const;
 
   /// Runs worker w's round from the model it pulled: `model` gets the model it pushes; returns
   /// the report as the server reads it from the push.

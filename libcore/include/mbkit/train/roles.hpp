@@ -63,6 +63,8 @@ struct Role {
 /// --emulate N under mpirun -n R: rank r's share of the N workers, as (first, count): contiguous,
 /// in rank order, the first N mod R ranks one more than the others (N / R).
 std::pair<int, int> emulated_share(int workers, int ranks, int rank);
+/// The rank whose share (emulated_share) holds worker `worker`.
+int emulated_host(int workers, int ranks, int worker);
 
 /// Whether --comm allreduce sums with NCCL: --allreduce nccl (with one rank too: the sum then
 /// runs on a one-rank communicator, a check of the path), or auto on a CUDA --device with
