@@ -1,11 +1,12 @@
 """One command measures a cluster, one emulates it: mpirun -n 2 mb-bench-bandwidth --fit times
-messages between the two ranks and an MPI allreduce of both, and writes the message model
-(alpha, beta, r^2; the hosts, CPU and date) and the allreduce's fit with the -o/--force rules of
-the other tools; a trainer given that file with --comm-model on the virtual clock takes the
-same step times, to the bit, as the same run given the fitted alpha and beta inline (where the
-allreduce fit does not apply), and times a two-rank --allreduce mpi step with the fitted
-allreduce; --resume with another model is refused; bad model files are
-refused in one line naming the file (status 3)."""
+messages between the two ranks and an MPI allreduce of both, and writes the measured points
+(the median per size), the message model's line (alpha, beta, r^2; the hosts, CPU and date)
+and the allreduce's, with the -o/--force rules of the other tools; a trainer given that file
+with --comm-model on the virtual clock prices a message (ps, async) and a two-rank
+--allreduce mpi step by interpolating the measured points linearly in bytes, and a file
+without points takes the same step times, to the bit, as the same run given the fitted alpha
+and beta inline; --resume with another model is refused; bad model files are refused in one
+line naming the file (status 3)."""
 
 import concurrent.futures
 import json
@@ -17,6 +18,19 @@ import h5py
 import numpy as np
 
 import mbtest
+
+
+def interpolated(sizes, seconds, n):
+    """The time of n bytes from the measured points as mbkit-formats(5) says: linear in bytes
+    between the sizes around n, the smallest's time below them, the last two's slope beyond
+    (here positive, so never the fitted beta)."""
+    sizes, seconds = np.asarray(sizes, float), np.asarray(seconds, float)
+    if n >= sizes[-1]:
+        slope = (seconds[-1] - seconds[-2]) / (sizes[-1] - sizes[-2])
+        assert slope > 0, (sizes, seconds)
+        return seconds[-1] + slope * (n - sizes[-1])
+    return float(np.interp(n, sizes, seconds))
+
 
 MPIRUN = shutil.which("mpirun")
 # A short sweep: 8 B to 512 KiB in 7 sizes, 20 round trips each (about a second).
@@ -102,10 +116,17 @@ class CommModel(mbtest.ToolTestCase):
 
         self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "200",
                                              "--test", "40", "-o", self.path("toy.h5")))
+        # A file without the points (as written before they were kept): the line, the same to
+        # the bit as its alpha and beta inline.
+        shutil.copy(self.path("cm.h5"), self.path("line.h5"))
+        with h5py.File(self.path("line.h5"), "r+") as f:
+            for group in (f["pairs/0"], f["allreduce"]):
+                del group.attrs["bytes"]
+                del group.attrs["seconds"]
         inline = f"{alpha!r},{beta!r}"
         for comm in ("ps", "allreduce"):
             self.assertSucceeded(self.train(3, "--comm", comm, "--steps", "4", "--comm-model",
-                                            self.path("cm.h5"), "--log", f"{comm}-file.h5"))
+                                            self.path("line.h5"), "--log", f"{comm}-file.h5"))
             self.assertSucceeded(self.train(3, "--comm", comm, "--steps", "4", "--comm-model",
                                             inline, "--log", f"{comm}-inline.h5"))
             with h5py.File(self.path(f"{comm}-file.h5"), "r") as a, \
@@ -118,14 +139,44 @@ class CommModel(mbtest.ToolTestCase):
                 self.assertEqual(mbtest.text_attrs(a)["comm_model"],
                                  mbtest.text_attrs(b)["comm_model"])
                 config = json.loads(mbtest.text_attrs(a)["config"])
-                self.assertEqual(config["comm_model"], self.path("cm.h5"))
+                self.assertEqual(config["comm_model"], self.path("line.h5"))
                 self.assertEqual(config["comm_model_values"], f"{alpha:.17g},{beta:.17g}")
-            # The message model is the fit's: 4 steps of compute plus ps's two messages.
-            if comm == "ps":
-                with h5py.File(self.path("ps-file.h5"), "r") as log:
-                    parameters = json.loads(mbtest.text_attrs(log)["config"])["parameters"]
-                    message = alpha + beta * 4 * parameters
-                    # (plus the master's update, measured: rtol 1e-6 as e2e.test_virtual_clock)
+
+    def test_a_trainer_prices_ps_and_async_messages_by_the_measured_points(self):
+        self.fitted()
+        with h5py.File(self.path("cm.h5"), "r") as f:
+            alpha, beta = float(f.attrs["alpha"]), float(f.attrs["beta"])
+            sizes = [float(x) for x in f["pairs/0"].attrs["bytes"]]
+            seconds = [float(x) for x in f["pairs/0"].attrs["seconds"]]
+        self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "200",
+                                             "--test", "40", "-o", self.path("toy.h5")))
+        runs = [("ps", ["--comm", "ps"]), ("async", ["--comm", "ps", "--async"])]
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(lambda run: self.train(
+                3, *run[1], "--steps", "4", "--comm-model", self.path("cm.h5"), "--log",
+                f"{run[0]}.h5", quiet=False), runs))
+        for (name, _), result in zip(runs, results):
+            self.assertSucceeded(result)
+            # The start line says how the model prices.
+            self.assertIn(f"from {self.path('cm.h5')}, interpolating 9 measured sizes", result.err)
+            with h5py.File(self.path(f"{name}.h5"), "r") as log:
+                attrs = mbtest.text_attrs(log)
+                config = json.loads(attrs["config"])
+                message = interpolated(sizes, seconds, 4 * config["parameters"])
+                # The points, to the bit, are the model's values.
+                points = ",".join(f"{int(x)}:{y:.17g}" for x, y in zip(sizes, seconds))
+                self.assertTrue(config["comm_model_values"].startswith(
+                    f"{alpha:.17g},{beta:.17g} points {points}"), msg=config["comm_model_values"])
+                # The interpolated time is not the line's.
+                self.assertGreater(abs(message - (alpha + beta * 4 * config["parameters"])),
+                                   1e-9 * message, msg=name)
+                if name == "async":
+                    # Each worker's gradient is one message of the interpolated time.
+                    np.testing.assert_allclose(log["workers"]["send_time"][...], message,
+                                               rtol=1e-12, err_msg=name)
+                else:
+                    # Compute plus two messages (plus the master's update, measured: rtol 1e-6
+                    # as e2e.test_virtual_clock).
                     np.testing.assert_allclose(log["steps"]["step_time"][...],
                                                16 * 1e-4 + 2e-3 + 2 * message, rtol=1e-6)
 
@@ -140,8 +191,10 @@ class CommModel(mbtest.ToolTestCase):
             self.assertEqual(int(allreduce.attrs["ranks"]), 2)
             self.assertEqual(len(allreduce.attrs["seconds"]), 9)
             self.assertGreaterEqual(float(allreduce.attrs["r_squared"]), 0.9)
-            fit_alpha = float(allreduce.attrs["alpha"])
-            fit_beta = float(allreduce.attrs["beta"])
+            allreduce_sizes = [float(x) for x in allreduce.attrs["bytes"]]
+            allreduce_seconds = [float(x) for x in allreduce.attrs["seconds"]]
+            sizes = [float(x) for x in f["pairs/0"].attrs["bytes"]]
+            seconds = [float(x) for x in f["pairs/0"].attrs["seconds"]]
         self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "200",
                                              "--test", "40", "-o", self.path("toy.h5")))
         mpi = ["--comm", "allreduce", "--allreduce", "mpi", "--steps", "4", "--comm-model",
@@ -162,14 +215,17 @@ class CommModel(mbtest.ToolTestCase):
                 attrs = mbtest.text_attrs(log)
                 parameters = json.loads(attrs["config"])["parameters"]
                 bytes_ = 4 * parameters
-                exchange = (fit_alpha + fit_beta * bytes_ if fitted else
-                            2 * (ranks - 1) * (alpha + beta * bytes_ / ranks))
+                # Both interpolate the measured points: the allreduce's, or the messages'.
+                exchange = (interpolated(allreduce_sizes, allreduce_seconds, bytes_) if fitted
+                            else 2 * (ranks - 1) * interpolated(sizes, seconds, bytes_ / ranks))
                 # (plus the update, measured: rtol 1e-6 as above)
                 np.testing.assert_allclose(log["steps"]["step_time"][...], compute + exchange,
                                            rtol=1e-6, err_msg=name)
                 np.testing.assert_allclose(log["workers"]["send_time"][...], exchange,
                                            rtol=1e-12, err_msg=name)
                 self.assertEqual(" allreduce 2=" in attrs["comm_model"], fitted, msg=name)
+                self.assertEqual("allreduce of 2 ranks interpolating 9 measured sizes" in
+                                 (two if fitted else three).err, fitted, msg=name)
                 config = json.loads(attrs["config"])
                 self.assertEqual(" allreduce 2=" in config["comm_model_values"], fitted,
                                  msg=name)
@@ -183,9 +239,13 @@ class CommModel(mbtest.ToolTestCase):
         common = ["--comm", "ps", "--checkpoint", "ck.h5"]
         self.assertSucceeded(self.train(2, *common, "--steps", "2", "--comm-model",
                                         self.path("cm.h5")))
-        # The same values inline continue; other values do not.
+        # The same file continues; its line inline is another model (the points price).
         self.assertSucceeded(self.train(2, *common, "--steps", "3", "--resume", "ck.h5",
-                                        "--comm-model", f"{alpha!r},{beta!r}"))
+                                        "--comm-model", self.path("cm.h5")))
+        line = self.train(2, *common, "--steps", "4", "--resume", "ck.h5", "--comm-model",
+                          f"{alpha!r},{beta!r}")
+        self.assertEqual(line.rc, 2, msg=repr(line))
+        self.assertIn(" points 8:", line.err)
         # Another alpha even where the fit's is 0 (a loaded machine's fit may pass the origin).
         other = alpha * 2 + 1e-6
         refused = self.train(2, *common, "--steps", "4", "--resume", "ck.h5", "--comm-model",

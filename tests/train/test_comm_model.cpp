@@ -126,16 +126,24 @@ TEST(CommModelFile, APerPairModelIsWrittenReadAndCharged) {
   EXPECT_EQ(back.all.alpha, records.all.alpha);
   const CommModel model = comm_model_of(back, dir.file("m.h5"));
   EXPECT_EQ(model.pair_ranks, 3);
+  // Each pair's own measured points price its messages: 1000 bytes lie between 8 and 4096.
+  const auto between = [](const CommPairRecord& pair, double bytes) {
+    return pair.seconds[0] +
+           (bytes - 8) / (4096 - 8) * (pair.seconds[1] - pair.seconds[0]);  // sizes 8, 4096
+  };
   const CommPairRecord& slow = back.pairs[1];  // 0-2
-  EXPECT_EQ(model.message(1000, 2, 0), slow.fit.alpha + slow.fit.beta * 1000);
-  EXPECT_EQ(model.message(1000, 0, 1), back.pairs[0].fit.alpha + back.pairs[0].fit.beta * 1000);
+  EXPECT_DOUBLE_EQ(model.message(1000, 2, 0), between(slow, 1000));
+  EXPECT_DOUBLE_EQ(model.message(1000, 0, 1), between(back.pairs[0], 1000));
+  EXPECT_NE(model.message(1000, 2, 0), slow.fit.alpha + slow.fit.beta * 1000);
   // A ring of the three: every step as long as its slowest link (1-2 or 2-0).
   double slowest = 0;
   for (const auto& pair : {back.pairs[2], back.pairs[1]}) {
-    slowest = std::max(slowest, pair.fit.alpha + pair.fit.beta * 3000.0 / 3);
+    slowest = std::max(slowest, between(pair, 3000.0 / 3));
   }
-  EXPECT_EQ(model.allreduce(3000, 3), 4 * slowest);
+  EXPECT_DOUBLE_EQ(model.allreduce(3000, 3), 4 * slowest);
   EXPECT_NE(model.spec().find(" 0-2="), std::string::npos);
+  EXPECT_NE(model.describe().find("per pair of ranks, interpolating 4 measured sizes"),
+            std::string::npos);
   check_comm_model_for_run(model, 3, false);
   EXPECT_MBKIT_ERROR(check_comm_model_for_run(model, 4, false), ExitCode::kBadData,
                      "a model per pair of 3 ranks, for a run of 4 ranks");
@@ -243,7 +251,9 @@ TEST(CommModelFile, TheAllreduceFitIsWrittenReadAndTimesTheAllreduceOfItsRanks) 
   EXPECT_EQ(back.allreduce.fit.beta, records.allreduce.fit.beta);
   const CommModel model = *parse_comm_model(dir.file("m.h5"));
   EXPECT_EQ(model.allreduce_ranks, 2);
-  const double fitted = back.allreduce.fit.alpha + back.allreduce.fit.beta * 800000;
+  // 800000 bytes between the measured 65536 and 1048576: their times interpolated.
+  const std::vector<double>& at = back.allreduce.seconds;
+  const double fitted = at[2] + (800000.0 - 65536) / (1048576 - 65536) * (at[3] - at[2]);
   EXPECT_EQ(model.allreduce(800000, 2), fitted);
   // Other world sizes: the ring of the message model's messages.
   EXPECT_DOUBLE_EQ(model.allreduce(800000, 4), 6 * model.message(200000));
@@ -292,6 +302,105 @@ TEST(CommModelFile, FilesWithoutAnAllreduceFitTimeTheRingAndBadFitsAreNotKept) {
   }
   EXPECT_MBKIT_ERROR(read_comm_model(dir.file("m.h5")), ExitCode::kBadData,
                      "an allreduce of 3 ranks in a measurement of 2");
+}
+
+// The issue's link (mbkit issue V): a small message takes 0.2 ms, the allreduce of 814 kB about
+// 27 ms, and a line through 8 B .. 16 MB has an intercept of milliseconds and misses both.
+CommModelRecords curved_link() {
+  CommModelRecords records;
+  records.ranks = 2;
+  records.hosts = {"ns1", "ns2"};
+  records.cpu_models = {"cpu", "cpu"};
+  records.created = "2026-12-06T00:00:00Z";
+  CommPairRecord pair;
+  pair.bytes = {8, 4096, 65536, 524288, 1048576, 16777216};
+  pair.seconds = {1e-4, 1.5e-4, 1e-3, 6e-3, 1.2e-2, 1.6e-1};
+  records.pairs.push_back(pair);
+  records.allreduce.ranks = 2;
+  records.allreduce.bytes = pair.bytes;
+  records.allreduce.seconds = {2e-4, 3e-4, 2e-3, 1.8e-2, 3.3e-2, 4e-1};
+  fit_pairs(records);
+  return records;
+}
+
+TEST(CommModelFile, AFileWithPointsPricesMessagesAndTheAllreduceByThem) {
+  TempDir dir;
+  const CommModelRecords records = curved_link();
+  write_comm_model(dir.file("m.h5"), records);
+  const CommModelRecords back = read_comm_model(dir.file("m.h5"));
+  EXPECT_EQ(back.pairs[0].bytes, records.pairs[0].bytes);
+  EXPECT_EQ(back.pairs[0].seconds, records.pairs[0].seconds);
+  const CommModel model = *parse_comm_model(dir.file("m.h5"));
+  // The fitted line is kept (file, table), but the points price.
+  EXPECT_EQ(model.alpha, records.all.alpha);
+  // The least-squares intercept: no small message's latency (7 times the 8 bytes' here).
+  EXPECT_GT(model.alpha, 5 * records.pairs[0].seconds[0]);
+  // Exact sizes: the measured medians.
+  for (std::size_t i = 0; i < records.pairs[0].bytes.size(); ++i) {
+    const auto bytes = static_cast<std::uint64_t>(records.pairs[0].bytes[i]);
+    EXPECT_EQ(model.message(bytes), records.pairs[0].seconds[i]) << bytes;
+    EXPECT_EQ(model.message(bytes, 1, 0), records.pairs[0].seconds[i]) << bytes;
+    EXPECT_EQ(model.allreduce(bytes, 2), records.allreduce.seconds[i]) << bytes;
+  }
+  // 814 kB: between 512 KiB and 1 MiB, linear in bytes.
+  const double share = (814000.0 - 524288) / (1048576 - 524288);
+  EXPECT_DOUBLE_EQ(model.message(814000), 6e-3 + share * 6e-3);
+  EXPECT_DOUBLE_EQ(model.allreduce(814000, 2), 1.8e-2 + share * 1.5e-2);
+  // Below the smallest size its time; beyond the largest the last two points' slope.
+  EXPECT_EQ(model.message(0), 1e-4);
+  EXPECT_EQ(model.allreduce(1, 2), 2e-4);
+  const double slope = (4e-1 - 3.3e-2) / (16777216.0 - 1048576);
+  EXPECT_DOUBLE_EQ(model.allreduce(2 * 16777216ULL, 2), 4e-1 + slope * 16777216);
+  // A ring of another world (3 ranks) is of interpolated messages.
+  EXPECT_DOUBLE_EQ(model.allreduce(3 * 4096, 3), 4 * 1.5e-4);
+  // The points are part of the model's values (a resumed run compares them) and its line.
+  EXPECT_NE(model.spec().find(" points 8:0.0001,4096:0.00014999999999999999,"), std::string::npos)
+      << model.spec();
+  EXPECT_NE(model.spec().find(" allreduce 2="), std::string::npos);
+  EXPECT_NE(model.describe().find("interpolating 6 measured sizes"), std::string::npos)
+      << model.describe();
+}
+
+TEST(CommModelFile, AFileWithoutPointsUsesTheLine) {
+  TempDir dir;
+  CommModelRecords records = curved_link();
+  // As a file written without points: the fits alone.
+  records.pairs[0].bytes.clear();
+  records.pairs[0].seconds.clear();
+  records.allreduce.bytes.clear();
+  records.allreduce.seconds.clear();
+  write_comm_model(dir.file("line.h5"), records);
+  {
+    const io::File file = io::File::open(dir.file("line.h5"));
+    EXPECT_FALSE(file.open_group("pairs/0").has_attribute("bytes"));
+    EXPECT_FALSE(file.open_group("allreduce").has_attribute("seconds"));
+  }
+  const CommModelRecords back = read_comm_model(dir.file("line.h5"));
+  EXPECT_TRUE(back.pairs[0].bytes.empty());
+  const CommModel model = *parse_comm_model(dir.file("line.h5"));
+  EXPECT_TRUE(model.points.empty());
+  EXPECT_EQ(model.message(814000), records.all.alpha + records.all.beta * 814000);
+  EXPECT_EQ(model.allreduce(814000, 2),
+            records.allreduce.fit.alpha + records.allreduce.fit.beta * 814000);
+  EXPECT_EQ(model.spec().find("points"), std::string::npos);
+  EXPECT_EQ(model.describe().find("interpolating"), std::string::npos);
+  // Points that cannot price messages, or half of them, are refused naming the group.
+  write_comm_model(dir.file("bad.h5"), curved_link());
+  {
+    io::File file = io::File::open(dir.file("bad.h5"), io::File::Mode::kReadWrite);
+    file.open_group("pairs/0").set_attribute("seconds", std::vector<double>{1e-4, -1});
+    file.close();
+  }
+  EXPECT_MBKIT_ERROR(read_comm_model(dir.file("bad.h5")), ExitCode::kBadData,
+                     "bad.h5:/pairs/0: the measured points: 6 sizes for 2 times");
+  write_comm_model(dir.file("half.h5"), records);
+  {
+    io::File file = io::File::open(dir.file("half.h5"), io::File::Mode::kReadWrite);
+    file.open_group("allreduce").set_attribute("bytes", std::vector<double>{8, 16});
+    file.close();
+  }
+  EXPECT_MBKIT_ERROR(read_comm_model(dir.file("half.h5")), ExitCode::kBadData,
+                     "half.h5:/allreduce: 'bytes' without 'seconds'");
 }
 
 TEST(CommModelClock, ParameterServerChargesEachWorkersOwnLink) {

@@ -223,14 +223,25 @@ void write_comm_fits(std::ostream& out, const train::CommModelRecords& records) 
   out << (records.pairs.size() < 2 ? "# one pair: one model\n"
           : records.per_pair       ? "# the pairs differ: a model per pair\n"
                                    : "# the pairs agree: one model for all\n");
+  out << "# --comm-model FILE: the trainers price a message of n bytes (and the allreduce) by "
+         "interpolating the medians (time_us) linearly in bytes between the measured sizes "
+         "around n; the lines are shown, not used\n";
   const train::CommAllreduceRecord& allreduce = records.allreduce;
   if (allreduce.ranks == 0 || allreduce.bytes.empty()) return;
   line(cat("allreduce of ", allreduce.ranks, " ranks"), allreduce.fit, allreduce.bytes.size());
-  // What the trainers would time it as without this fit: a ring of the message model's
-  // messages (the one for all pairs), beside what was measured, at the largest size.
+  // What the trainers would time it as without this measurement: a ring of the message
+  // model's messages (the points of all pairs), beside what was measured, at the largest size.
   train::CommModel messages;
   messages.alpha = records.all.alpha;
   messages.beta = records.all.beta;
+  std::vector<double> all_bytes, all_seconds;
+  for (const auto& pair : records.pairs) {
+    all_bytes.insert(all_bytes.end(), pair.bytes.begin(), pair.bytes.end());
+    all_seconds.insert(all_seconds.end(), pair.seconds.begin(), pair.seconds.end());
+  }
+  if (train::measured_times_problem(all_bytes, all_seconds).empty()) {
+    messages.points = train::measured_times(all_bytes, all_seconds, records.all.beta);
+  }
   const auto largest = static_cast<std::size_t>(
       std::max_element(allreduce.bytes.begin(), allreduce.bytes.end()) - allreduce.bytes.begin());
   const auto bytes = static_cast<std::uint64_t>(allreduce.bytes[largest]);

@@ -171,6 +171,31 @@ CommModelFit read_fit(const io::Object& object) {
   return fit;
 }
 
+// The measured points (bytes, seconds): optional (a file without them is priced by its line),
+// but both or neither, and where there, points that can price messages.
+void read_points(const io::Object& object, std::vector<double>& bytes,
+                 std::vector<double>& seconds) {
+  const bool has_bytes = object.has_attribute("bytes");
+  if (has_bytes != object.has_attribute("seconds")) {
+    data_error(cat(object.describe(), ": '", has_bytes ? "bytes" : "seconds", "' without '",
+                   has_bytes ? "seconds" : "bytes", "' (the measured points need both)"));
+  }
+  if (!has_bytes) return;
+  bytes = object.double_array_attribute("bytes");
+  seconds = object.double_array_attribute("seconds");
+  if (const std::string problem = measured_times_problem(bytes, seconds); !problem.empty()) {
+    data_error(cat(object.describe(), ": the measured points: ", problem));
+  }
+}
+
+void set_points(io::Object& object, const std::vector<double>& bytes,
+                const std::vector<double>& seconds) {
+  // The points are few (one per size): attributes, so the file needs no chunked data.
+  if (bytes.empty()) return;
+  object.set_attribute("bytes", bytes);
+  object.set_attribute("seconds", seconds);
+}
+
 void require_usable(const io::Object& object, const CommModelFit& fit, const std::string& what) {
   if (const std::string problem = comm_fit_problem(fit); !problem.empty()) {
     data_error(cat(object.describe(), " (", what, "): ", problem, ": not a usable message model"));
@@ -223,17 +248,14 @@ void write_comm_model(const std::string& path, const CommModelRecords& records) 
     pair.set_attribute("rank_a", record.rank_a);
     pair.set_attribute("rank_b", record.rank_b);
     set_fit(pair, record.fit);
-    // The points are few (one per size): attributes, so the file needs no chunked data.
-    pair.set_attribute("bytes", record.bytes);
-    pair.set_attribute("seconds", record.seconds);
+    set_points(pair, record.bytes, record.seconds);
   }
   if (const CommAllreduceRecord& allreduce = records.allreduce;
       allreduce.ranks > 0 && comm_fit_problem(allreduce.fit).empty()) {
     io::Group group = file.create_group(kAllreduceGroup);
     group.set_attribute("ranks", allreduce.ranks);
     set_fit(group, allreduce.fit);
-    group.set_attribute("bytes", allreduce.bytes);
-    group.set_attribute("seconds", allreduce.seconds);
+    set_points(group, allreduce.bytes, allreduce.seconds);
   }
   file.close();
   output.commit();
@@ -284,12 +306,7 @@ CommModelRecords read_comm_model(const std::string& path) {
         }
         pair.fit = read_fit(group);
         if (records.per_pair) require_usable(group, pair.fit, pair_name(pair));
-        pair.bytes = group.double_array_attribute("bytes");
-        pair.seconds = group.double_array_attribute("seconds");
-        if (pair.bytes.size() != pair.seconds.size()) {
-          data_error(cat(group.describe(), ": ", pair.bytes.size(), " sizes for ",
-                         pair.seconds.size(), " times"));
-        }
+        read_points(group, pair.bytes, pair.seconds);
         records.pairs.push_back(std::move(pair));
       }
     }
@@ -305,12 +322,7 @@ CommModelRecords read_comm_model(const std::string& path) {
       allreduce.ranks = static_cast<int>(allreduce_ranks);
       allreduce.fit = read_fit(group);
       require_usable(group, allreduce.fit, "the allreduce");
-      allreduce.bytes = group.double_array_attribute("bytes");
-      allreduce.seconds = group.double_array_attribute("seconds");
-      if (allreduce.bytes.size() != allreduce.seconds.size()) {
-        data_error(cat(group.describe(), ": ", allreduce.bytes.size(), " sizes for ",
-                       allreduce.seconds.size(), " times"));
-      }
+      read_points(group, allreduce.bytes, allreduce.seconds);
     }
     return records;
   } catch (const Error&) {
@@ -323,22 +335,44 @@ CommModel comm_model_of(const CommModelRecords& records, const std::string& path
   model.alpha = records.all.alpha;
   model.beta = records.all.beta;
   model.file = path;
+  // The measured points price messages where the file has them (measured_times.hpp); the
+  // lines stay in the model for what it shows and for files without points.
+  const bool every_pair_has_points =
+      std::all_of(records.pairs.begin(), records.pairs.end(),
+                  [](const CommPairRecord& pair) { return !pair.bytes.empty(); });
+  if (every_pair_has_points) {
+    std::vector<double> all_bytes, all_seconds;
+    for (const CommPairRecord& pair : records.pairs) {
+      all_bytes.insert(all_bytes.end(), pair.bytes.begin(), pair.bytes.end());
+      all_seconds.insert(all_seconds.end(), pair.seconds.begin(), pair.seconds.end());
+    }
+    model.points = measured_times(all_bytes, all_seconds, records.all.beta);
+  }
   if (records.allreduce.ranks > 0) {
     model.allreduce_ranks = records.allreduce.ranks;
     model.allreduce_alpha = records.allreduce.fit.alpha;
     model.allreduce_beta = records.allreduce.fit.beta;
+    if (!records.allreduce.bytes.empty()) {
+      model.allreduce_points = measured_times(records.allreduce.bytes, records.allreduce.seconds,
+                                              records.allreduce.fit.beta);
+    }
   }
   if (records.per_pair) {
     const auto n = static_cast<std::size_t>(records.ranks);
     model.pair_ranks = records.ranks;
     model.pair_alpha.assign(n * n, 0.0);
     model.pair_beta.assign(n * n, 0.0);
+    model.pair_points.assign(n * n, MeasuredTimes{});
     for (const CommPairRecord& pair : records.pairs) {
+      const MeasuredTimes times = pair.bytes.empty()
+                                      ? MeasuredTimes{}
+                                      : measured_times(pair.bytes, pair.seconds, pair.fit.beta);
       for (const auto& [i, j] :
            {std::pair(pair.rank_a, pair.rank_b), std::pair(pair.rank_b, pair.rank_a)}) {
         const std::size_t at = static_cast<std::size_t>(i) * n + static_cast<std::size_t>(j);
         model.pair_alpha[at] = pair.fit.alpha;
         model.pair_beta[at] = pair.fit.beta;
+        model.pair_points[at] = times;
       }
     }
   }

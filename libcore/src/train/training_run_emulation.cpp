@@ -68,6 +68,7 @@ void TrainingRun::set_up_emulation() {
       }
       if (!mpi_allreduce || comm_model_.allreduce_ranks != role_.workers) {
         comm_model_.allreduce_ranks = 0;
+        comm_model_.allreduce_points = {};
       }
     }
   }

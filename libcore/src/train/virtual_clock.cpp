@@ -39,57 +39,84 @@ std::string model_spec(const ComputeModel& model) {
 
 }  // namespace
 
-double CommModel::message(std::uint64_t bytes, int from, int to) const {
-  if (pair_ranks == 0) return message(bytes);
+double CommModel::one_way(double bytes) const {
+  return points.empty() ? alpha + beta * bytes : points.at(bytes);
+}
+
+double CommModel::one_way(double bytes, int from, int to) const {
+  if (pair_ranks == 0) return one_way(bytes);
   MBKIT_CHECK(from >= 0 && to >= 0 && from < pair_ranks && to < pair_ranks, "CommModel: no pair ",
               from, "-", to, " in a model of ", pair_ranks, " ranks");
   const auto pair = static_cast<std::size_t>(from) * static_cast<std::size_t>(pair_ranks) +
                     static_cast<std::size_t>(to);
-  return pair_alpha[pair] + pair_beta[pair] * static_cast<double>(bytes);
+  if (!pair_points.empty() && !pair_points[pair].empty()) return pair_points[pair].at(bytes);
+  return pair_alpha[pair] + pair_beta[pair] * bytes;
 }
 
 double CommModel::allreduce(std::uint64_t bytes, int ranks) const {
   if (ranks < 2) return 0;
-  if (allreduce_ranks == ranks)
-    return allreduce_alpha + allreduce_beta * static_cast<double>(bytes);
+  const auto size = static_cast<double>(bytes);
+  if (allreduce_ranks == ranks) {
+    return allreduce_points.empty() ? allreduce_alpha + allreduce_beta * size
+                                    : allreduce_points.at(size);
+  }
   const double messages = 2.0 * (ranks - 1);
-  if (pair_ranks == 0) return messages * (alpha + beta * static_cast<double>(bytes) / ranks);
+  // A ring message of bytes / ranks; the line's as beta * bytes / ranks (the bits it always had).
+  const auto ring_message = [&](double line_alpha, double line_beta, const MeasuredTimes& times) {
+    return times.empty() ? line_alpha + line_beta * size / ranks : times.at(size / ranks);
+  };
+  if (pair_ranks == 0) return messages * ring_message(alpha, beta, points);
   MBKIT_CHECK(ranks <= pair_ranks, "CommModel: a ring of ", ranks, " ranks in a model of ",
               pair_ranks);
   // Every rank sends to the next at once: a step of the ring lasts as long as its slowest link.
+  const MeasuredTimes none;
   double slowest = 0;
   for (int r = 0; r < ranks; ++r) {
     const auto pair = static_cast<std::size_t>(r) * static_cast<std::size_t>(pair_ranks) +
                       static_cast<std::size_t>((r + 1) % ranks);
-    slowest =
-        std::max(slowest, pair_alpha[pair] + pair_beta[pair] * static_cast<double>(bytes) / ranks);
+    slowest = std::max(slowest, ring_message(pair_alpha[pair], pair_beta[pair],
+                                             pair_points.empty() ? none : pair_points[pair]));
   }
   return messages * slowest;
 }
 
 std::string CommModel::describe() const {
-  return cat("alpha ", short_duration(alpha), ", beta ", strprintf("%.3g", beta * 1e9), " ns/B (",
-             strprintf("%.3g", beta > 0 ? 1e-9 / beta : 0.0), " GB/s)",
-             measured ? cat(", measured", measured_on.empty() ? "" : cat(" on ", measured_on)) : "",
-             file.empty() ? "" : cat(", from ", file), pair_ranks > 0 ? ", per pair of ranks" : "",
-             allreduce_ranks > 0 ? cat("; allreduce of ", allreduce_ranks, " ranks ",
-                                       short_duration(allreduce_alpha), " + ",
-                                       strprintf("%.3g", allreduce_beta * 1e9), " ns/B (fitted)")
-                                 : "");
+  const bool pair_interpolates =
+      std::any_of(pair_points.begin(), pair_points.end(),
+                  [](const MeasuredTimes& times) { return !times.empty(); });
+  return cat(
+      "alpha ", short_duration(alpha), ", beta ", strprintf("%.3g", beta * 1e9), " ns/B (",
+      strprintf("%.3g", beta > 0 ? 1e-9 / beta : 0.0), " GB/s)",
+      measured ? cat(", measured", measured_on.empty() ? "" : cat(" on ", measured_on)) : "",
+      file.empty() ? "" : cat(", from ", file), pair_ranks > 0 ? ", per pair of ranks" : "",
+      // The points price the messages; alpha and beta above are then the file's line, shown.
+      points.empty() && !pair_interpolates
+          ? ""
+          : cat(", ",
+                !points.empty() ? points.describe() : "interpolating each pair's measured sizes",
+                " (alpha and beta: the fitted line)"),
+      allreduce_ranks > 0
+          ? cat("; allreduce of ", allreduce_ranks, " ranks ",
+                allreduce_points.empty() ? "" : cat(allreduce_points.describe(), ", fitted "),
+                short_duration(allreduce_alpha), " + ", strprintf("%.3g", allreduce_beta * 1e9),
+                " ns/B", allreduce_points.empty() ? " (fitted)" : "")
+          : "");
 }
 
 std::string CommModel::spec() const {
-  std::string text = strprintf("%.17g,%.17g", alpha, beta);
+  std::string text = strprintf("%.17g,%.17g", alpha, beta) + points.spec();
   for (int i = 0; i < pair_ranks; ++i) {
     for (int j = i + 1; j < pair_ranks; ++j) {
       const auto pair = static_cast<std::size_t>(i) * static_cast<std::size_t>(pair_ranks) +
                         static_cast<std::size_t>(j);
       text += strprintf(" %d-%d=%.17g,%.17g", i, j, pair_alpha[pair], pair_beta[pair]);
+      if (!pair_points.empty()) text += pair_points[pair].spec();
     }
   }
   if (allreduce_ranks > 0) {
     text +=
-        strprintf(" allreduce %d=%.17g,%.17g", allreduce_ranks, allreduce_alpha, allreduce_beta);
+        strprintf(" allreduce %d=%.17g,%.17g", allreduce_ranks, allreduce_alpha, allreduce_beta) +
+        allreduce_points.spec();
   }
   return text;
 }

@@ -1,7 +1,9 @@
-// The message model's calibration: time = alpha + beta * bytes fitted to point-to-point
-// messages (mb-bench-bandwidth --fit), the same line fitted to MPI allreduces of the whole
-// world (what a synchronous --allreduce mpi step calls), and their file (--comm-model FILE.h5
-// of the trainers), as time_model.hpp is the DBSL time model's. The model itself (CommModel, what a
+// The message model's calibration: the median times of point-to-point messages by size
+// (mb-bench-bandwidth --fit) and the line time = alpha + beta * bytes fitted to them, the same
+// for MPI allreduces of the whole world (what a synchronous --allreduce mpi step calls), and
+// their file (--comm-model FILE.h5 of the trainers), as time_model.hpp is the DBSL time model's.
+// The trainers price a message by the measured points where the file has them
+// (measured_times.hpp), by the line where it has none. The model itself (CommModel, what a
 // message costs on the virtual clock) is virtual_clock.hpp's.
 #pragma once
 
@@ -40,7 +42,8 @@ std::string comm_fit_problem(const CommModelFit& fit);
 /// combined standard error and by more than 10% of the larger (mb-bench-bandwidth(1)).
 bool fits_differ(const CommModelFit& a, const CommModelFit& b);
 
-/// One pair of ranks' measurement: the points (median one-way seconds per size) and their fit.
+/// One pair of ranks' measurement: the points (median one-way seconds per size; none in a file
+/// written without them) and their fit.
 struct CommPairRecord {
   int rank_a = 0, rank_b = 1;  ///< rank_a < rank_b
   std::vector<double> bytes;
@@ -49,7 +52,8 @@ struct CommPairRecord {
 };
 
 /// An MPI allreduce of the whole world of `ranks` ranks: the points (per size, the median over
-/// iterations of the slowest rank's seconds) and the line seconds = alpha + beta * bytes.
+/// iterations of the slowest rank's seconds; none in a file written without them) and the line
+/// seconds = alpha + beta * bytes.
 /// Open MPI picks its algorithm by size and number of ranks, so a ring of messages of the
 /// point-to-point fit is no estimate of it.
 struct CommAllreduceRecord {
@@ -86,11 +90,13 @@ void fit_pairs(CommModelRecords& records);
 void write_comm_model(const std::string& path, const CommModelRecords& records);
 
 /// Reads a comm-model file; a missing, damaged or inconsistent file, or one holding a fit that
-/// is not a usable model, is a data error naming it.
+/// is not a usable model or points that cannot price messages (measured_times_problem), is a
+/// data error naming it. The points are optional: without them the records hold none.
 CommModelRecords read_comm_model(const std::string& path);
 
-/// The model a trainer uses: the fit of all points, or each pair's where the pairs differ, and
-/// the allreduce's fit where the file has one.
+/// The model a trainer uses: the points of all pairs together (the mean per size) where every
+/// pair has points, else the fit of them all; each pair's points (else its fit) where the pairs
+/// differ; and the allreduce's points (else its fit) where the file has one.
 CommModel comm_model_of(const CommModelRecords& records, const std::string& path);
 
 /// A run of `ranks` ranks with `model`: a per-pair model must be of as many ranks (a data

@@ -8,9 +8,10 @@
 //     cost of a ComputeModel (seconds per sample + seconds per micro-batch) for exactly
 //     reproducible runs and for devices faster or slower than this machine;
 //   - its induced delays (--induce, --slowdown) as virtual time, without sleeping;
-//   - each message as CommModel::message(bytes) = alpha + beta * bytes, and an allreduce as a
-//     ring of such messages or, where a --comm-model file fitted the MPI allreduce of as many
-//     ranks, as that fit.
+//   - each message as CommModel::message(bytes) = alpha + beta * bytes, or where a --comm-model
+//     file holds the measured points, their interpolation (measured_times.hpp); an allreduce as
+//     a ring of such messages or, where the file measured the MPI allreduce of as many ranks,
+//     as its points (or fit).
 // Rank 0 keeps the emulated cluster's clock: the sync modes' step times follow from the
 // workers' reports (SyncTimeline), the asynchronous master processes gradients in the order of
 // their virtual arrival (VirtualArrivals, a small conservative discrete-event scheduler).
@@ -23,37 +24,52 @@
 #include <vector>
 
 #include "mbkit/comm/world.hpp"
+#include "mbkit/train/measured_times.hpp"
 
 namespace mbkit::train {
 
-/// Cost of one message: alpha seconds + beta seconds per byte.
+/// Cost of one message: alpha seconds + beta seconds per byte, or a file's measured points.
 struct CommModel {
   double alpha = 0;
   double beta = 0;
   bool measured = false;      ///< measured at start (not given with --comm-model)
   std::string measured_on{};  ///< what was timed: "ping-pong", "the ps exchange", ...
   std::string file{};         ///< the --comm-model FILE.h5 it was read from (comm_model.hpp)
+  /// A file's points of every pair together: where there are, they price a message instead
+  /// of alpha and beta.
+  MeasuredTimes points{};
   /// A file's per-pair model: `pair_ranks` ranks, the pair (i, j)'s alpha and beta at
-  /// [i * pair_ranks + j] (symmetric). 0: every pair costs alpha, beta.
+  /// [i * pair_ranks + j] (symmetric), and its points where the file has them (then
+  /// pair_points has as many entries, and they price the pair's messages). 0: every pair
+  /// costs alpha, beta (or points).
   int pair_ranks = 0;
   std::vector<double> pair_alpha{}, pair_beta{};
+  std::vector<MeasuredTimes> pair_points{};
   /// A file's fit of MPI's allreduce of `allreduce_ranks` ranks: allreduce_alpha +
-  /// allreduce_beta * bytes. 0: none (a ring of messages).
+  /// allreduce_beta * bytes, or its points where there are. 0: none (a ring of messages).
   int allreduce_ranks = 0;
   double allreduce_alpha = 0, allreduce_beta = 0;
+  MeasuredTimes allreduce_points{};
 
-  double message(std::uint64_t bytes) const { return alpha + beta * static_cast<double>(bytes); }
+  double message(std::uint64_t bytes) const { return one_way(static_cast<double>(bytes)); }
   /// A message between ranks `from` and `to`: its pair's cost in a per-pair model.
-  double message(std::uint64_t bytes, int from, int to) const;
-  /// An allreduce of `bytes` over `ranks`: the fitted one where it is of `ranks` ranks, else a
-  /// ring, 2 (ranks - 1) messages of bytes / ranks (in a per-pair model, each step as long as
+  double message(std::uint64_t bytes, int from, int to) const {
+    return one_way(static_cast<double>(bytes), from, to);
+  }
+  /// An allreduce of `bytes` over `ranks`: the measured one where it is of `ranks` ranks, else
+  /// a ring, 2 (ranks - 1) messages of bytes / ranks (in a per-pair model, each step as long as
   /// the ring's slowest link's).
   double allreduce(std::uint64_t bytes, int ranks) const;
-  /// "alpha 25 us, beta 0.1 ns/B (measured)".
+  /// "alpha 25 us, beta 0.1 ns/B (measured)"; a file's adds where it interpolates points.
   std::string describe() const;
-  /// "ALPHA,BETA" as --comm-model takes it; a per-pair model adds " I-J=ALPHA,BETA" per pair,
-  /// a fitted allreduce " allreduce R=ALPHA,BETA".
+  /// "ALPHA,BETA" as --comm-model takes it; a file's points add " points B:S,...", a per-pair
+  /// model " I-J=ALPHA,BETA" (and its points) per pair, a measured allreduce
+  /// " allreduce R=ALPHA,BETA" (and its points): the model's values, to the bit.
   std::string spec() const;
+
+ private:
+  double one_way(double bytes) const;
+  double one_way(double bytes, int from, int to) const;
 };
 
 /// "" gives none (measure at start); "ALPHA,BETA" in seconds and seconds per byte, finite and
