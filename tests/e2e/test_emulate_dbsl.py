@@ -4,15 +4,19 @@ with a compute model and a message model. Every dataset of the checkpoint and ev
 the metric log but wall_time must be equal to the bit, for the asynchronous server (a merge per
 push, taken in the order of virtual arrival) and the synchronous one (--sync), 3 and 8 workers,
 with induced stragglers, a slowed worker and workers keeping their optimizer state; and a run
-resumed from a checkpoint against a resumed run with a process per worker. What cannot be
-emulated is refused in one line.
+resumed from a checkpoint against a resumed run with a process per worker. --sync adds each
+push into the merge as it is taken: its peak memory does not grow by a model a worker. What
+cannot be emulated is refused in one line.
 
 Left out of the comparison: the log's wall-clock column, the servers' table (real receive and
 update times) and the recorded configuration (it names the world the run ran in).
 """
 
 import concurrent.futures
+import os
 import shutil
+import subprocess
+import threading
 
 import h5py
 
@@ -93,6 +97,40 @@ class EmulateDbsl(ToyData, SameBits, mbtest.ToolTestCase):
                         self.assertSucceeded(result)
             self.assert_same_bits(f"resumed{''.join(server)}-emulated",
                                   f"resumed{''.join(server)}-ranks")
+
+    def peak_memory(self, name, workers):
+        """The peak resident bytes of a --sync run of `workers` emulated workers over one round
+        (a push each, of one sample: the toy's 400 rows shared out), the child's own
+        (os.wait4), and its model's floats (what a push carries: no batch-norm state)."""
+        command = [mbtest.tool("mb-train-dbsl"), "--data", "toy.h5", "--model", "mlp",
+                   "--hidden", "2048", "--threads", "1", "--base-batch", "16", "--extra-time",
+                   "1.25", "--clock", "virtual", "--compute-model", "0.001,0.01", "--comm-model",
+                   "25e-6,1e-9", "--sync", "--emulate", str(workers), "--steps", str(workers),
+                   "-q", "--log", f"{name}-log.h5", "--checkpoint", f"{name}.h5"]
+        with open(self.path(f"{name}.err"), "w+") as err:
+            child = subprocess.Popen(command, cwd=self.dir, env=self.env,
+                                     stdout=subprocess.DEVNULL, stderr=err)
+            watchdog = threading.Timer(120, child.kill)
+            watchdog.start()
+            _, status, usage = os.wait4(child.pid, 0)
+            watchdog.cancel()
+            child.returncode = os.waitstatus_to_exitcode(status)
+            err.seek(0)
+            self.assertEqual(child.returncode, 0, msg=f"{command}\n{err.read()}")
+        with h5py.File(self.path(f"{name}.h5"), "r") as checkpoint:
+            floats = sum(array.size for array in checkpoint["params"].values())
+        return usage.ru_maxrss * 1024, floats
+
+    def test_sync_keeps_no_pushed_model(self):
+        # A push of 0.9 MB (227,338 floats): held for every worker, 350 more workers would add
+        # 318 MB; added as it is taken, they add their rounds' bookkeeping only.
+        small, floats = self.peak_memory("sync-50", 50)
+        large, _ = self.peak_memory("sync-400", 400)
+        push = floats * 4
+        self.assertGreater(push, 800_000)
+        self.assertLess(large - small, 350 * push // 4,
+                        msg=f"peak {small / 1e6:.0f} MB with 50 workers, {large / 1e6:.0f} MB "
+                            f"with 400 (a push is {push / 1e6:.2f} MB)")
 
     def test_what_is_not_emulated_is_refused_in_one_line(self):
         no_compute_model = [a for a in COMMON if a not in ("--compute-model", "0.001,0.01")]

@@ -72,6 +72,12 @@ TEST(DbslMerge, SyncInPartsHasTheBitsOfTheWholeMerge) {
     divide_weighted(parts, sums, factors);
     EXPECT_EQ(std::memcmp(parts.data(), whole.data(), kFloats * sizeof(float)), 0);
   }
+  // A push at a time, as --sync adds each as it is taken (none kept): the same bits.
+  std::vector<double> sums(kFloats, 0.0);
+  for (std::size_t k = 0; k < models.size(); ++k) add_weighted(sums, all[k], factors[k]);
+  std::vector<float> pushes(kFloats);
+  divide_weighted(pushes, sums, factors);
+  EXPECT_EQ(std::memcmp(pushes.data(), whole.data(), kFloats * sizeof(float)), 0);
 }
 
 TEST(DbslMerge, FactorsOfEachKind) {

@@ -201,8 +201,7 @@ WorkerReport DbslServer::next_push(std::span<float> model, std::int64_t step) {
   return m.take(*next, model, step);
 }
 
-std::vector<WorkerReport> DbslServer::all_pushes(std::vector<std::vector<float>>& models,
-                                                 std::int64_t step) {
+std::vector<WorkerReport> DbslServer::all_pushes(const PushTaker& take, std::int64_t step) {
   Impl& m = *impl_;
   m.world.wait_until(
       [&] {
@@ -212,11 +211,11 @@ std::vector<WorkerReport> DbslServer::all_pushes(std::vector<std::vector<float>>
       cat("server waiting for every worker's push for step ", step + 1),
       [&] { return m.silent(); });
   m.order.clear();
-  models.resize(m.workers.size());
+  std::vector<float> model(m.floats);
   std::vector<WorkerReport> reports;
   for (std::size_t w = 0; w < m.workers.size(); ++w) {
-    models[w].resize(m.floats);
-    reports.push_back(m.take(w, models[w], step));
+    reports.push_back(m.take(w, model, step));
+    take(static_cast<int>(w), model);
   }
   return reports;
 }

@@ -75,12 +75,13 @@ void merge_sync(std::span<float> server, const std::vector<std::span<const float
 void add_weighted(std::span<double> sums, const std::vector<std::span<const float>>& workers,
                   const std::vector<double>& factors) {
   MBKIT_CHECK(workers.size() == factors.size(), "add_weighted: a factor per model");
-  for (std::size_t k = 0; k < workers.size(); ++k) {
-    MBKIT_CHECK(workers[k].size() == sums.size(), "add_weighted: models of different sizes");
-    const double f = factors[k];
-    const float* w = workers[k].data();
-    for (std::size_t i = 0; i < sums.size(); ++i) sums[i] += f * w[i];
-  }
+  for (std::size_t k = 0; k < workers.size(); ++k) add_weighted(sums, workers[k], factors[k]);
+}
+
+void add_weighted(std::span<double> sums, std::span<const float> worker, double factor) {
+  MBKIT_CHECK(worker.size() == sums.size(), "add_weighted: models of different sizes");
+  const float* w = worker.data();
+  for (std::size_t i = 0; i < sums.size(); ++i) sums[i] += factor * w[i];
 }
 
 void divide_weighted(std::span<float> server, std::span<const double> sums,

@@ -172,17 +172,14 @@ WorkerReport get_carried(const double* at, int rank, std::int64_t step) {
 
 }  // namespace
 
-std::vector<WorkerReport> EmulatedDbslServer::all_pushes(std::vector<std::vector<float>>& models,
-                                                         std::int64_t step) {
+std::vector<WorkerReport> EmulatedDbslServer::all_pushes(const PushTaker& take, std::int64_t step) {
   const EmulatedWorkers& hosted = parts_.workers;
   const int workers = hosted.workers();
-  const std::size_t floats = parts_.net.parameter_count() + parts_.net.state_count();
-  models.resize(static_cast<std::size_t>(workers));
+  std::vector<float> model(parts_.net.parameter_count() + parts_.net.state_count());
   std::vector<WorkerReport> reports;
   for (int w = hosted.first(); w < hosted.first() + hosted.hosted(); ++w) {
-    auto& model = models[static_cast<std::size_t>(w)];
-    model.resize(floats);
     reports.push_back(run_round(w, model, step));
+    take(w, model);
   }
   for (Worker& worker : workers_) worker.in_flight = false;
   if (hosted.hosted() < workers) {  // a share: every rank's reports, in worker order

@@ -336,13 +336,17 @@ class TrainingRun::DbslPushServer final : public DbslServerPolicy {
   std::vector<float> model_;
 };
 
-// --sync: a round of every worker's push merged at once.
+// --sync: a round of every worker's push merged at once. Each push is added into merge_sync's
+// sums (in double) as it is taken, in worker order, so no pushed model is kept: thousands of
+// emulated workers cost a model's sums, not a model each.
 class TrainingRun::DbslRoundServer final : public DbslServerPolicy {
  public:
   using DbslServerPolicy::DbslServerPolicy;
 
   ServerUpdate collect(std::int64_t step) override {
-    return taken(server_->all_pushes(models_, step));
+    sums_.assign(parameters_ + run_.net_->state_count() + 1, 0.0);  // then the merge's seconds
+    return taken(
+        server_->all_pushes([&](int w, std::span<const float> model) { add(w, model); }, step));
   }
 
   void update(ServerUpdate& /*update*/) override {
@@ -350,49 +354,51 @@ class TrainingRun::DbslRoundServer final : public DbslServerPolicy {
       merge_shares();
       return;
     }
+    server_->advance(sums_.back());  // the additions are the merge's work too
+    const auto sums = std::span<const double>(sums_).first(sums_.size() - 1);
     merge([&](std::span<float> parameters, std::span<float> state) {
-      std::vector<std::span<const float>> params, states;
-      for (const auto& m : models_) {
-        params.push_back(std::span<const float>(m).first(parameters_));
-        states.push_back(std::span<const float>(m).subspan(parameters_));
-      }
-      merge_sync(parameters, params, run_.dbsl_factors_);
-      merge_sync(state, states, run_.dbsl_factors_);
+      divide_weighted(parameters, sums.first(parameters_), run_.dbsl_factors_);
+      divide_weighted(state, sums.subspan(parameters_), run_.dbsl_factors_);
     });
   }
 
  private:
-  // Ranks hosting shares of the emulated workers: merge_sync's sums passed from rank to rank,
-  // each adding its hosted workers' f_i w_i in worker order (the one process's additions, in
-  // its order: its bits), the last rank dividing and broadcasting the merged model. The
-  // server's merge time is the ranks' parts added up (CPU seconds without a compute model).
-  void merge_shares() {
-    constexpr int kMergeTag = 19;  // beside training_run_async.cpp's tags
+  static constexpr int kMergeTag = 19;  // beside training_run_async.cpp's tags
+
+  // Worker w's push into the sums: f_w w, timed. Ranks hosting shares of the emulated workers
+  // pass the sums from rank to rank: rank r takes them from rank r - 1 before adding its first
+  // hosted worker's push and hands them on after its last's (the one process's additions, in
+  // its order: its bits). So a rank's rounds after its first wait for the ranks before it.
+  void add(int w, std::span<const float> model) {
     const comm::World& world = run_.world_;
-    const EmulatedWorkers& hosted = *run_.emulated_;
     const int rank = world.rank(), last = world.size() - 1;
-    const std::size_t floats = parameters_ + run_.net_->state_count();
-    sums_.assign(floats + 1, 0.0);  // the sums, then the merge's seconds so far
+    const EmulatedWorkers* hosted = run_.role_.shares ? run_.emulated_.get() : nullptr;
     const std::size_t bytes = sums_.size() * sizeof(double);
-    if (rank > 0) {
+    if (hosted && rank > 0 && w == hosted->first()) {
       comm::Request received = world.irecv(sums_.data(), bytes, rank - 1, kMergeTag);
       world.wait(received, cat("the DBSL merge's sums of ranks 0-", rank - 1));
     }
-    std::vector<std::span<const float>> models;
-    std::vector<double> factors;
-    for (int w = hosted.first(); w < hosted.first() + hosted.hosted(); ++w) {
-      models.emplace_back(models_[static_cast<std::size_t>(w)]);
-      factors.push_back(run_.dbsl_factors_[static_cast<std::size_t>(w)]);
-    }
-    merged_.resize(floats);
+    const auto sums = std::span(sums_).first(sums_.size() - 1);
     sums_.back() += timed_merge(timed_, run_.clock_, [&] {
-      add_weighted(std::span(sums_).first(floats), models, factors);
-      if (rank == last)
-        divide_weighted(merged_, std::span(sums_).first(floats), run_.dbsl_factors_);
+      add_weighted(sums, model, run_.dbsl_factors_[static_cast<std::size_t>(w)]);
     });
-    if (rank < last) {
+    if (hosted && rank < last && w == hosted->first() + hosted->hosted() - 1) {
       comm::Request sent = world.isend(sums_.data(), bytes, rank + 1, kMergeTag);
       world.wait(sent, cat("sending the DBSL merge's sums to rank ", rank + 1));
+    }
+  }
+
+  // Shares: the last rank divides the sums and broadcasts the merged model. The server's merge
+  // time is the ranks' parts added up (CPU seconds without a compute model).
+  void merge_shares() {
+    const comm::World& world = run_.world_;
+    const int last = world.size() - 1;
+    const std::size_t floats = sums_.size() - 1;
+    merged_.resize(floats);
+    if (world.rank() == last) {
+      sums_.back() += timed_merge(timed_, run_.clock_, [&] {
+        divide_weighted(merged_, std::span(sums_).first(floats), run_.dbsl_factors_);
+      });
     }
     world.broadcast(merged_, last);
     double seconds = sums_.back();
@@ -407,8 +413,7 @@ class TrainingRun::DbslRoundServer final : public DbslServerPolicy {
     server_->advance(seconds);
   }
 
-  std::vector<std::vector<float>> models_;
-  std::vector<double> sums_;   ///< shares: the merge's sums on their way along the ranks
+  std::vector<double> sums_;   ///< merge_sync's sums of the round's pushes so far, then seconds
   std::vector<float> merged_;  ///< shares: the merged model, from the last rank
 };
 

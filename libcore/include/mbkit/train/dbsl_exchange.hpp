@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -49,9 +50,10 @@ class DbslCombiner {
   /// The next push (virtual order under the virtual clock, else arrival order): `model` gets
   /// the worker's parameters followed by its state. Waiting names `step`.
   virtual WorkerReport next_push(std::span<float> model, std::int64_t step) = 0;
-  /// --sync: every worker's push; models[w] gets worker w's (resized to fit).
-  virtual std::vector<WorkerReport> all_pushes(std::vector<std::vector<float>>& models,
-                                               std::int64_t step) = 0;
+  /// --sync: every worker's push, handed to `take` in worker order (the model valid during
+  /// the call only: thousands of emulated workers' models are never all held at once).
+  using PushTaker = std::function<void(int worker, std::span<const float> model)>;
+  virtual std::vector<WorkerReport> all_pushes(const PushTaker& take, std::int64_t step) = 0;
   /// Replies to the worker of `rank` (whose push was taken) with the model for its next round.
   virtual void reply(int rank, std::span<const float> parameters, std::span<const float> state,
                      const DbslRound& round) = 0;
@@ -98,8 +100,7 @@ class DbslServer final : public DbslCombiner {
   void start(std::span<const float> parameters, std::span<const float> state,
              const DbslRound& round) override;
   WorkerReport next_push(std::span<float> model, std::int64_t step) override;
-  std::vector<WorkerReport> all_pushes(std::vector<std::vector<float>>& models,
-                                       std::int64_t step) override;
+  std::vector<WorkerReport> all_pushes(const PushTaker& take, std::int64_t step) override;
   void reply(int rank, std::span<const float> parameters, std::span<const float> state,
              const DbslRound& round) override;
   void finish(std::int64_t step, int code) override;

@@ -39,6 +39,9 @@ void merge_sync(std::span<float> server, const std::vector<std::span<const float
 /// additions are merge_sync's, in its order.
 void add_weighted(std::span<double> sums, const std::vector<std::span<const float>>& workers,
                   const std::vector<double>& factors);
+/// add_weighted of one model, `sums` += f w element by element: a worker's push added as it
+/// is taken (--sync keeps none), in worker order, the same additions as merge_sync's.
+void add_weighted(std::span<double> sums, std::span<const float> worker, double factor);
 
 /// The merged model from the sums over every part: w = sums / sum_i f_i (`factors`: every
 /// worker's, in worker order), merge_sync's bits.

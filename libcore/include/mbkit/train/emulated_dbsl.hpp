@@ -15,8 +15,9 @@
 //
 //   memory: one network, and the models still in flight: per worker the model it pulled until
 //           its round runs (one shared by all under --sync, whose replies carry one model), the
-//           server's model while a round uses the network, and with --keep-optimizer-state
-//           each worker's optimizer state;
+//           server's model while a round uses the network, one push (--sync hands each to
+//           the merge as its round ends, keeping none), and with --keep-optimizer-state each
+//           worker's optimizer state;
 //   time:   the workers' compute, and three copies of the model per round.
 #pragma once
 
@@ -65,10 +66,9 @@ class EmulatedDbslServer final : public DbslCombiner {
   void start(std::span<const float> parameters, std::span<const float> state,
              const DbslRound& round) override;
   WorkerReport next_push(std::span<float> model, std::int64_t step) override;
-  /// Under mpirun: models[w] of the hosted workers only (the others' left empty), every
+  /// Under mpirun: the hosted workers' pushes only (handed to `take` as each round ends), every
   /// worker's report.
-  std::vector<WorkerReport> all_pushes(std::vector<std::vector<float>>& models,
-                                       std::int64_t step) override;
+  std::vector<WorkerReport> all_pushes(const PushTaker& take, std::int64_t step) override;
   void reply(int rank, std::span<const float> parameters, std::span<const float> state,
              const DbslRound& round) override;
   void finish(std::int64_t step, int code) override;
