@@ -288,15 +288,21 @@ class ToolTestCase(unittest.TestCase):
     def mb_dataset(self, *args, timeout=300):
         return mb_dataset(*args, cwd=self.dir, env=self.env, timeout=timeout)
 
-    def train_toy(self, program, name, common, args, ranks=0, extra=()):
+    def train_toy(self, program, name, common, args, ranks=0, extra=(), own_tmpdir=False):
         """Runs the trainer `program` on toy.h5 in the test's directory with `common`, `args`, a
         log NAME-log.h5, a checkpoint NAME.h5 and `extra` (under mpirun -n RANKS when ranks >
-        0); checks that it succeeded and returns the result."""
+        0); checks that it succeeded and returns the result. `own_tmpdir`: mpirun in a TMPDIR
+        of its own, for mpiruns started at once (they race to make one session directory:
+        "unable to create the desired directory ... File exists")."""
         command = [tool(program), "--data", "toy.h5", *common, *args,
                    "--log", f"{name}-log.h5", "--checkpoint", f"{name}.h5", *extra]
+        env = self.env
         if ranks > 0:
             command = [shutil.which("mpirun"), "--oversubscribe", "-n", str(ranks), *command]
-        result = run(command, cwd=self.dir, env=self.env, timeout=300)
+            if own_tmpdir:
+                env = dict(env, TMPDIR=self.path(f"tmp-{name}"))
+                os.makedirs(env["TMPDIR"], exist_ok=True)
+        result = run(command, cwd=self.dir, env=env, timeout=300)
         self.assertSucceeded(result)
         return result
 

@@ -101,9 +101,10 @@ class ToyData:
 
 
 class Emulate(ToyData, SameBits, mbtest.ToolTestCase):
-    def train(self, name, tool, args, ranks=0, quiet=True, common=COMMON):
+    def train(self, name, tool, args, ranks=0, quiet=True, common=COMMON, extra=()):
         common = common if quiet else [a for a in common if a != "-q"]
-        return self.train_toy(tool, name, common, args, ranks)
+        # A TMPDIR per mpirun: the tests run several at once.
+        return self.train_toy(tool, name, common, args, ranks, extra, own_tmpdir=True)
 
     def train_pair(self, emulated, ranked, common=COMMON):
         """The emulated run and its process-per-worker oracle, (name, tool, args[, ranks])
@@ -115,23 +116,32 @@ class Emulate(ToyData, SameBits, mbtest.ToolTestCase):
     def test_every_sync_mode_has_the_bits_of_a_process_per_worker(self):
         if MPIRUN is None:
             self.skipTest("mpirun is not installed")
-        for tool, extra in (("mb-train-fmb", []), ("mb-train-amb", AMB)):
-            for comm in ("ps", "allreduce"):
-                for workers in (3, 8):
-                    with self.subTest(tool=tool, comm=comm, workers=workers):
-                        name = f"{tool[-3:]}-{comm}-{workers}"
-                        args = [*extra, "--comm", comm]
-                        ranks = workers + (1 if comm == "ps" else 0)
-                        self.train_pair((f"{name}-emulated", tool, [*args, "--emulate",
-                                                                    str(workers)]),
-                                        (f"{name}-ranks", tool, [*args, "--allreduce", "shm"],
-                                         ranks))
-                        self.assert_same_bits(f"{name}-emulated", f"{name}-ranks")
-                        with h5py.File(self.path(f"{name}-emulated-log.h5"), "r") as log:
-                            # Every worker, every step: the per-worker rows are there.
-                            self.assertEqual(len(log["workers/rank"]), 12 * workers)
-                            self.assertEqual(sorted(set(log["workers/rank"][...].tolist())),
-                                             list(range(ranks - workers, ranks)))
+        # Each mode at one size, each tool and each exchange at both: the sum does not depend
+        # on the round rule (ps at the other sizes: FMB and AMB at 3 in the replayed trace's
+        # test, at 8 in test_straggler_methods' and, AMB, the several servers').
+        cases = [("mb-train-fmb", [], "ps", 3), ("mb-train-fmb", [], "allreduce", 8),
+                 ("mb-train-amb", AMB, "ps", 8), ("mb-train-amb", AMB, "allreduce", 3)]
+
+        def name_of(tool, comm, workers):
+            return f"{tool[-3:]}-{comm}-{workers}"
+        # Every emulated run and its oracle on the virtual clock, nothing timed: all at once.
+        runs = []
+        for tool, extra, comm, workers in cases:
+            name, args = name_of(tool, comm, workers), [*extra, "--comm", comm]
+            ranks = workers + (1 if comm == "ps" else 0)
+            runs += [(f"{name}-emulated", tool, [*args, "--emulate", str(workers)]),
+                     (f"{name}-ranks", tool, [*args, "--allreduce", "shm"], ranks)]
+        self.together(*[lambda run=run: self.train(*run) for run in runs])
+        for tool, _, comm, workers in cases:
+            with self.subTest(tool=tool, comm=comm, workers=workers):
+                name = name_of(tool, comm, workers)
+                ranks = workers + (1 if comm == "ps" else 0)
+                self.assert_same_bits(f"{name}-emulated", f"{name}-ranks")
+                with h5py.File(self.path(f"{name}-emulated-log.h5"), "r") as log:
+                    # Every worker, every step: the per-worker rows are there.
+                    self.assertEqual(len(log["workers/rank"]), 12 * workers)
+                    self.assertEqual(sorted(set(log["workers/rank"][...].tolist())),
+                                     list(range(ranks - workers, ranks)))
 
     def test_several_servers_have_the_bits_of_a_process_per_worker(self):
         # --servers 2: the emulated run's ranks 0 and 1 are the servers (this process updates
@@ -218,22 +228,40 @@ class Emulate(ToyData, SameBits, mbtest.ToolTestCase):
 
     def test_k_async_and_ssp_have_the_bits_of_a_process_per_worker(self):
         # The asynchronous server's methods on the emulated master (async_rule.hpp): K-async's
-        # held gradients and the staleness bound's blocked workers, 3 and 8 workers; then a
-        # resumed run of each against a resumed run with a process per worker.
+        # held gradients and the staleness bound's blocked workers, 3 and 8 workers (K-async at
+        # 3: the resumed pair's first 6 steps, compared at the stop); then a resumed run of each
+        # against a resumed run with a process per worker.
         if MPIRUN is None:
             self.skipTest("mpirun is not installed")
         cases = [
-            ("kasync3", 3, ["--k-async", "2"]),
             ("kasync8", 8, ["--k-async", "3"]),
             ("ssp3", 3, ["--staleness-bound", "1"]),
             ("ssp8", 8, ["--staleness-bound", "0"]),
         ]
+        resumed = [("kasync", ["--k-async", "2"]), ("ssp", ["--staleness-bound", "1"])]
+
+        def stopped_and_resumed(run, ranks, args):
+            self.train(run, "mb-train-fmb", [*args, "--steps", "6"], ranks)
+            for suffix in (".h5", "-log.h5"):
+                shutil.copy(self.path(run + suffix), self.path(f"{run}-stopped{suffix}"))
+            self.train(run, "mb-train-fmb", args, ranks, extra=("--resume", f"{run}.h5"))
+        # Every run on the virtual clock, nothing timed between them: all at once.
+        calls = []
         for name, workers, extra in cases:
+            args = [*extra, "--comm", "ps", "--async"]
+            calls += [lambda name=name, args=args, workers=workers: self.train(
+                          f"{name}-emulated", "mb-train-fmb", [*args, "--emulate", str(workers)]),
+                      lambda name=name, args=args, workers=workers: self.train(
+                          f"{name}-ranks", "mb-train-fmb", args, workers + 1)]
+        for name, extra in resumed:
+            args = [*extra, "--comm", "ps", "--async"]
+            calls += [lambda name=name, args=args: stopped_and_resumed(
+                          f"{name}-resumed-emulated", 0, [*args, "--emulate", "3"]),
+                      lambda name=name, args=args: stopped_and_resumed(
+                          f"{name}-resumed-ranks", 4, args)]
+        self.together(*calls)
+        for name, _, _ in cases:
             with self.subTest(case=name):
-                args = [*extra, "--comm", "ps", "--async"]
-                self.train_pair((f"{name}-emulated", "mb-train-fmb", [*args, "--emulate",
-                                                                      str(workers)]),
-                                (f"{name}-ranks", "mb-train-fmb", args, workers + 1))
                 self.assert_same_bits(f"{name}-emulated", f"{name}-ranks")
         # The runs held gradients and blocked workers: K distinct workers an update, one of
         # them a gradient computed before an earlier update (held); waits before SSP's rounds.
@@ -243,24 +271,16 @@ class Emulate(ToyData, SameBits, mbtest.ToolTestCase):
             for step in range(12):
                 self.assertEqual(len(set(ranks[3 * step:3 * step + 3].tolist())), 3)
             self.assertGreater(staleness.max(), 0)
-        for name in ("ssp3", "ssp8"):
-            with h5py.File(self.path(f"{name}-emulated-log.h5"), "r") as log:
+        for name in ("ssp3-emulated", "ssp8-emulated"):
+            with h5py.File(self.path(f"{name}-log.h5"), "r") as log:
                 self.assertGreater(log["workers/wait_time"][...].max(), 0, msg=name)
-        for name, extra in (("kasync", ["--k-async", "2"]), ("ssp", ["--staleness-bound", "1"])):
-            args = [*extra, "--comm", "ps", "--async"]
-
-            def stopped_and_resumed(run, ranks, emulate, args=args):
-                self.train(run, "mb-train-fmb", [*args, *emulate, "--steps", "6"], ranks)
-                command = [mbtest.tool("mb-train-fmb"), "--data", "toy.h5", *COMMON, *args,
-                           *emulate, "--log", f"{run}-log.h5", "--checkpoint", f"{run}.h5",
-                           "--resume", f"{run}.h5"]
-                if ranks > 0:
-                    command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
-                self.assertSucceeded(mbtest.run(command, cwd=self.dir, env=self.env, timeout=300))
-            self.together(
-                lambda: stopped_and_resumed(f"{name}-resumed-emulated", 0, ["--emulate", "3"]),
-                lambda: stopped_and_resumed(f"{name}-resumed-ranks", 4, []))
-            self.assert_same_bits(f"{name}-resumed-emulated", f"{name}-resumed-ranks")
+        with h5py.File(self.path("kasync-resumed-emulated-stopped-log.h5"), "r") as log:
+            self.assertGreater(log["workers/staleness"][...].max(), 0)
+        for name, _ in resumed:
+            with self.subTest(resumed=name):
+                self.assert_same_bits(f"{name}-resumed-emulated-stopped",
+                                      f"{name}-resumed-ranks-stopped")
+                self.assert_same_bits(f"{name}-resumed-emulated", f"{name}-resumed-ranks")
 
     def test_a_replayed_trace_has_the_bits_of_a_process_per_worker(self):
         if MPIRUN is None:
