@@ -147,6 +147,8 @@ namespace {
 // What a push carries of a report (WorkerReport::as_carried, DbslServer's PushHeader), as
 // doubles: exact, as the push's header.
 constexpr std::size_t kCarried = 10;
+// What a share's rank keeps of pushes computed ahead of the sums it waits for (all_pushes).
+constexpr std::size_t kPushesAheadBytes = std::size_t{512} << 20;
 
 void put_carried(const WorkerReport& r, std::vector<double>& out) {
   out.insert(out.end(), {static_cast<double>(r.samples), r.loss_sum, static_cast<double>(r.correct),
@@ -175,9 +177,28 @@ WorkerReport get_carried(const double* at, int rank, std::int64_t step) {
 std::vector<WorkerReport> EmulatedDbslServer::all_pushes(const PushTaker& take, std::int64_t step) {
   const EmulatedWorkers& hosted = parts_.workers;
   const int workers = hosted.workers();
-  std::vector<float> model(parts_.net.parameter_count() + parts_.net.state_count());
+  const std::size_t floats = parts_.net.parameter_count() + parts_.net.state_count();
   std::vector<WorkerReport> reports;
-  for (int w = hosted.first(); w < hosted.first() + hosted.hosted(); ++w) {
+  // A share after the first: its first take waits for the sums of the ranks before it. Its
+  // rounds are computed ahead meanwhile (within kPushesAheadBytes, a push kept each), so the
+  // ranks compute at once; the takes still add in worker order (the one process's bits).
+  const int ahead =
+      hosted.first() == 0
+          ? 0
+          : static_cast<int>(std::min<std::size_t>(
+                static_cast<std::size_t>(hosted.hosted()),
+                kPushesAheadBytes / std::max<std::size_t>(1, floats * sizeof(float))));
+  std::vector<std::vector<float>> kept(static_cast<std::size_t>(ahead));
+  for (int i = 0; i < ahead; ++i) {
+    kept[static_cast<std::size_t>(i)].resize(floats);
+    reports.push_back(run_round(hosted.first() + i, kept[static_cast<std::size_t>(i)], step));
+  }
+  for (int i = 0; i < ahead; ++i) {
+    take(hosted.first() + i, kept[static_cast<std::size_t>(i)]);
+    std::vector<float>().swap(kept[static_cast<std::size_t>(i)]);  // freed as it is added
+  }
+  std::vector<float> model(floats);
+  for (int w = hosted.first() + ahead; w < hosted.first() + hosted.hosted(); ++w) {
     reports.push_back(run_round(w, model, step));
     take(w, model);
   }
