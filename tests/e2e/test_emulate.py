@@ -226,6 +226,70 @@ class Emulate(ToyData, SameBits, mbtest.ToolTestCase):
                       lambda: stopped_and_resumed("ranks", 4, []))
         self.assert_same_bits("async-resumed-emulated", "async-resumed-ranks")
 
+    def test_several_asynchronous_servers_have_the_bits_of_a_process_per_worker(self):
+        # --servers 2 --async: each server takes its shard's gradients on its own virtual clock
+        # and a worker's round starts from both servers' shards (this process plays both, each
+        # loop on its own thread), as under mpirun -n N+2. FMB and AMB at 3 and 8 workers, the
+        # count rule, K-async, the staleness bound and the time rule with message delays (odd
+        # shards whose messages cost apart); the /servers table has the same rows; then a
+        # resumed run against a resumed run with a process per worker. Several asynchronous
+        # servers evaluate only at the end (--eval-every is refused with them).
+        if MPIRUN is None:
+            self.skipTest("mpirun is not installed")
+        common = [a for a in COMMON if a not in ("--eval-every", "6")]
+        servers = ["--comm", "ps", "--async", "--servers", "2"]
+        cases = [
+            ("fmb3", "mb-train-fmb", 3, ["--staleness-bound", "1"]),
+            ("fmb8", "mb-train-fmb", 8, ["--k-async", "3"]),
+            ("amb3", "mb-train-amb", 3, AMB),
+            ("amb8", "mb-train-amb", 8, [*AMB, "--async-min-grads", "2"]),
+            ("time3", "mb-train-fmb", 3, ["--hidden", "17", "--comm-model", "25e-6,1e-6",
+                                          "--async-master-time-limit", "0.01",
+                                          "--async-delay-std", "0.01"]),
+        ]
+        for name, tool, workers, extra in cases:
+            with self.subTest(case=name):
+                args = [*extra, *servers]
+                self.train_pair((f"aservers-{name}-emulated", tool, [*args, "--emulate",
+                                                                     str(workers)]),
+                                (f"aservers-{name}-ranks", tool, args, workers + 2),
+                                common=common)
+                self.assert_same_bits(f"aservers-{name}-emulated", f"aservers-{name}-ranks")
+                rows = {}
+                for run in ("emulated", "ranks"):
+                    with h5py.File(self.path(f"aservers-{name}-{run}-log.h5"), "r") as log:
+                        rows[run] = {column: log["servers"][column][...].tolist()
+                                     for column in ("step", "rank", "floats",
+                                                    "bytes_received")}
+                        # The workers are ranks 2 and up (a slowed one may not be taken).
+                        self.assertLessEqual(set(log["workers/rank"][...].tolist()),
+                                             set(range(2, 2 + workers)))
+                        self.assertEqual(len(log["eval/step"]), 1)
+                self.assertEqual(rows["emulated"], rows["ranks"])
+                self.assertEqual(rows["emulated"]["rank"], [0, 1] * 12)
+        with h5py.File(self.path("aservers-fmb8-emulated-log.h5"), "r") as log:
+            self.assertGreater(log["workers/staleness"][...].max(), 0)
+        with h5py.File(self.path("aservers-fmb3-emulated-log.h5"), "r") as log:
+            self.assertGreater(log["workers/wait_time"][...].max(), 0)  # SSP's blocked rounds
+
+        def stopped_and_resumed(name, ranks, where):
+            args = [*AMB, *servers, "--optimizer", "adam", *where]
+            self.train(name, "mb-train-amb", [*args, "--steps", "6"], ranks, common=common)
+            command = [mbtest.tool("mb-train-amb"), "--data", "toy.h5", *common, *args,
+                       "--log", f"{name}-log.h5", "--checkpoint", f"{name}.h5",
+                       "--resume", f"{name}.h5"]
+            if ranks > 0:
+                command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
+            self.assertSucceeded(mbtest.run(command, cwd=self.dir, env=self.env, timeout=300))
+        self.together(lambda: stopped_and_resumed("aservers-resumed-emulated", 0,
+                                                  ["--emulate", "3"]),
+                      lambda: stopped_and_resumed("aservers-resumed-ranks", 5, []))
+        self.assert_same_bits("aservers-resumed-emulated", "aservers-resumed-ranks")
+        with h5py.File(self.path("aservers-resumed-emulated.h5"), "r") as checkpoint:
+            self.assertTrue(any(name.startswith("optimizer") for name in checkpoint))
+        with h5py.File(self.path("aservers-resumed-emulated-log.h5"), "r") as log:
+            self.assertEqual(log["steps/step"][...].tolist(), list(range(1, 13)))
+
     def test_k_async_and_ssp_have_the_bits_of_a_process_per_worker(self):
         # The asynchronous server's methods on the emulated master (async_rule.hpp): K-async's
         # held gradients and the staleness bound's blocked workers, 3 and 8 workers (K-async at
@@ -474,8 +538,9 @@ class Emulate(ToyData, SameBits, mbtest.ToolTestCase):
     def test_what_is_not_emulated_is_refused_naming_both_flags(self):
         cases = [
             (["--emulate", "4", "--clock", "wall"], "--clock virtual"),
-            (["--emulate", "4", "--servers", "2", "--async"], "--servers 2 --async"),
             (["--emulate", "4", "--compress", "fp16"], "--compress"),
+            (["--emulate", "4", "--servers", "2", "--async", "--eval-every", "0",
+              "--cpu-quota", "3=0.002/0.01"], "--cpu-quota"),
             (["--emulate", "4", "--comm", "allreduce", "--allreduce", "mpi"], "--allreduce mpi"),
             (["--emulate", "-1"], "--emulate"),
         ]

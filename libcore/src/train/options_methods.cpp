@@ -100,15 +100,12 @@ void validate_emulation(const TrainOptions& o) {
                     " is not emulated inside one process yet (synchronous ps and allreduce, "
                     "ps --async and mb-train-dbsl are); run a rank per worker under mpirun"));
   }
-  if (o.servers > 1 && o.async) {
-    // Under mpirun each asynchronous server takes the gradients of its shard as they reach
-    // it, on its own virtual clock, and a worker starts its round from every server's newest
-    // parameters: the emulated master keeps one such clock.
+  if (o.servers > 1 && o.async && !o.cpu_quota.empty()) {
+    // Under mpirun --cpu-quota is refused; with one server its periods follow the master's
+    // round starts, with several each server starts a round on its own clock.
     usage_error(cat("--emulate ", o.emulate, " --servers ", o.servers,
-                    " --async: the emulated asynchronous master is one server, while each of "
-                    "several asynchronous servers takes its shard's gradients on its own; give "
-                    "--servers 1, or leave --async out (synchronous ps with several servers is "
-                    "emulated), or run a rank per worker under mpirun"));
+                    " --async: --cpu-quota's periods follow a worker's round start, which each "
+                    "asynchronous server places on its own clock; give --servers 1"));
   }
   if (o.dbsl.enabled) validate_dbsl_emulation(o);
   if (o.async && o.threads > 1) {

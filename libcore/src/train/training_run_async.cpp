@@ -3,7 +3,11 @@
 // EmulatedAsyncMaster under --emulate), optimizer steps over its shard and publishes; the
 // worker refreshes its parameters, runs its round and sends its gradient (AsyncWorker).
 #include <algorithm>
+#include <cmath>
+#include <exception>
 #include <limits>
+#include <thread>
+#include <utility>
 
 #include "mbkit/emulation/straggler.hpp"
 #include "mbkit/train/emulated_async.hpp"
@@ -14,19 +18,27 @@
 
 namespace mbkit::train {
 
-// Each server of --servers S is an asynchronous master for its shard (shard_: the whole buffer
-// with one server), on its own: it stops by the run's rules applied to its own updates, or when
+// Each server of --servers S is an asynchronous master for its shard (the whole buffer with
+// one server), on its own: it stops by the run's rules applied to its own updates, or when
 // every worker is done because another server stopped the run. Server 0 keeps the state, logs
 // the steps and, with several servers, gets the others' shards and /servers rows at the end.
+// Under --emulate this process plays every server: server 0 on this thread, its policy making
+// the others (EmulatedAsyncServer below, each on a thread of its own), over the workers' rounds
+// they share (EmulatedAsyncRounds).
 class TrainingRun::AsyncServerPolicy final : public ServerPolicy {
  public:
-  explicit AsyncServerPolicy(TrainingRun& run)
+  /// The server `server` of this run, with its shard's optimizer; under --emulate with
+  /// several servers, over `rounds` (null: this process's server, which makes them).
+  AsyncServerPolicy(TrainingRun& run, int server, optim::Optimizer& optimizer,
+                    EmulatedAsyncRounds* rounds)
       : run_(run),
+        server_(server),
         servers_(std::max(1, run.role_.servers)),
-        first_(run.shard_.first),
-        length_(run.shard_.second - run.shard_.first),
+        optimizer_(optimizer),
+        first_(server_shard(run.net_->parameter_count(), server, servers_).first),
+        length_(server_shard(run.net_->parameter_count(), server, servers_).second - first_),
         // Server 0's: the state (every rank hosting a share of the emulated workers keeps it).
-        state_floats_(run.world_.rank() == 0 || run.role_.shares ? run.net_->state_count() : 0),
+        state_floats_(server == 0 ? run.net_->state_count() : 0),
         // Host memory for the messages: views on a host-accessible backend, counted copies on
         // a device (and where emulated workers compute their rounds on the network: the sum is
         // kept apart).
@@ -38,13 +50,20 @@ class TrainingRun::AsyncServerPolicy final : public ServerPolicy {
     const TrainOptions& options = run.options_;
     // The gradients come from a rank per worker, or from the workers emulated in this process.
     if (run.emulated_) {
-      master_ = std::make_unique<EmulatedAsyncMaster>(EmulatedAsyncMaster::Parts{
-          *run.emulated_, *run.net_, options, run.async_parameters_receive(),
-          [&run] { return run.stop_request_.requested() ? kSignalled : kContinue; },
-          [&run](std::int64_t round, const WorkerReport& report) {
-            run.worker_line(round, report);
-          },
-          run.role_.shares ? &run.world_ : nullptr});
+      if (rounds == nullptr) {
+        rounds_ = std::make_unique<EmulatedAsyncRounds>(EmulatedAsyncRounds::Parts{
+            *run.emulated_, *run.net_, options, servers_, run.async_parameters_receive(),
+            [&run] { return run.stop_request_.requested() ? kSignalled : kContinue; },
+            [&run](std::int64_t round, const WorkerReport& report) {
+              run.worker_line(round, report);
+            },
+            run.role_.shares ? &run.world_ : nullptr});
+        rounds = rounds_.get();
+      }
+      auto master = std::make_unique<EmulatedAsyncMaster>(
+          EmulatedAsyncMaster::Parts{*rounds, server, options});
+      emulated_master_ = master.get();
+      master_ = std::move(master);
     } else {
       master_ = std::make_unique<AsyncMaster>(run.world_, length_, state_floats_, servers_);
     }
@@ -54,8 +73,14 @@ class TrainingRun::AsyncServerPolicy final : public ServerPolicy {
                                  run.clock_.virtual_now());
     }
     master_->use_time_window(options.async_master_time_limit);
-    if (!in_place_) run.gradient_staging_.assign(length_, 0.0f);
+    if (!in_place_) staging_.assign(length_, 0.0f);
+    if (rounds_) {
+      for (int other = 1; other < servers_; ++other) {
+        others_.push_back(run.make_emulated_async_server(other, *rounds_));
+      }
+    }
   }
+  ~AsyncServerPolicy() override;
 
   double planned_samples() const override { return planned_samples_; }
 
@@ -65,6 +90,7 @@ class TrainingRun::AsyncServerPolicy final : public ServerPolicy {
     master_->start(run_.net_->host_parameters().values().subspan(first_, length_),
                    run_.net_->host_state().values().first(state_floats_), step);
     send_seconds_ = seconds_since(start);
+    start_others();
     return stop;
   }
 
@@ -72,10 +98,10 @@ class TrainingRun::AsyncServerPolicy final : public ServerPolicy {
     const auto collect_start = SteadyClock::now();
     nn::Network& net = *run_.net_;
     ServerUpdate update;
-    update.lr = run_.schedule_->at(step, run_.epoch_at(step));
-    update.combined = master_->collect(in_place_ ? net.gradients().subspan(first_, length_)
-                                                 : std::span<float>(run_.gradient_staging_),
-                                       state_, async_gradients_per_update(run_.options_), step);
+    update.lr = run_.schedule_->at(step, epoch_at(step));
+    update.combined = master_->collect(
+        in_place_ ? net.gradients().subspan(first_, length_) : std::span<float>(staging_), state_,
+        async_gradients_per_update(run_.options_), step);
     if (master_->workers_done()) {  // another server stopped the run: no update to make
       update.workers_done = true;
       update.combined.stop = master_->workers_stop();
@@ -85,7 +111,7 @@ class TrainingRun::AsyncServerPolicy final : public ServerPolicy {
     if (in_place_) {
       std::copy(state_.begin(), state_.end(), net.state().begin());
     } else {
-      net.backend().copy_from_host(run_.gradient_staging_, net.gradient_buffer(), first_);
+      net.backend().copy_from_host(staging_, net.gradient_buffer(), first_);
       if (!state_.empty()) net.backend().copy_from_host(state_, net.state_buffer(), 0);
     }
     // Several servers: this server's /servers rows (server 0 writes everyone's at the end),
@@ -93,7 +119,7 @@ class TrainingRun::AsyncServerPolicy final : public ServerPolicy {
     // them (the first row: no update, and the start's sends).
     if (servers_ > 1) {
       server_rows_.push_back(
-          {step + 1, run_.world_.rank(), static_cast<std::int64_t>(length_),
+          {step + 1, server_, static_cast<std::int64_t>(length_),
            static_cast<std::int64_t>(update.combined.workers.size() * length_ * sizeof(float)),
            receive_seconds, update_seconds_, send_seconds_});
     }
@@ -105,7 +131,7 @@ class TrainingRun::AsyncServerPolicy final : public ServerPolicy {
     const bool timed = run_.clock_.is_virtual() && run_.compute_models_.empty();
     WorkTimer update_timer(run_.clock_, net.backend());
     const auto update_start = SteadyClock::now();
-    run_.optimizer_->step(net.parameter_buffer(), net.gradient_buffer(), update.lr, first_);
+    optimizer_.step(net.parameter_buffer(), net.gradient_buffer(), update.lr, first_);
     if (timed || servers_ > 1) {
       const double measured = update_timer.seconds();  // a GPU's update ends with its kernel
       if (timed) master_->advance(measured);
@@ -124,28 +150,172 @@ class TrainingRun::AsyncServerPolicy final : public ServerPolicy {
 
   int finish(std::int64_t step, int stop) override {
     master_->finish(step, stop);
-    run_.stop_ = std::max(stop, master_->workers_stop());  // a worker's stop from another server
+    const int ended = std::max(stop, master_->workers_stop());  // a worker's from another server
     if (master_->discarded() > 0) {
       log::verbose(cat(master_->discarded(), " gradients arrived after the end and were not used"));
     }
-    if (servers_ > 1) run_.gather_async_servers(std::move(server_rows_));
+    if (run_.emulated_ && server_ > 0) return ended;  // this process's server gathers its rows
+    run_.stop_ = ended;
+    if (servers_ > 1) {
+      if (run_.emulated_) {
+        gather_others();
+      } else {
+        run_.gather_async_servers(std::move(server_rows_));
+      }
+    }
     return run_.stop_;
   }
 
+  /// An emulated server whose loop failed: the others stop waiting for it.
+  void abandon() {
+    if (emulated_master_ != nullptr) emulated_master_->abandon();
+  }
+  /// The epoch at this server's step `step` (the schedule's): its own samples under --emulate.
+  std::function<double(std::int64_t)> epoch_at = [this](std::int64_t step) {
+    return run_.epoch_at(step);
+  };
+  std::vector<metrics::ServerRecord>& server_rows() { return server_rows_; }
+
  private:
+  void start_others();
+  void gather_others();
+
   TrainingRun& run_;
-  const int servers_;
+  const int server_, servers_;
+  optim::Optimizer& optimizer_;
   const std::size_t first_, length_, state_floats_;
   const bool in_place_;
   std::vector<float> state_;
+  std::vector<float> staging_;  ///< the gradient sum of the shard, when not in place
   const double planned_samples_;
+  std::unique_ptr<EmulatedAsyncRounds> rounds_;  ///< under --emulate: this process's server's
   std::unique_ptr<AsyncCombiner> master_;
+  EmulatedAsyncMaster* emulated_master_ = nullptr;            ///< master_, under --emulate
+  std::vector<std::unique_ptr<EmulatedAsyncServer>> others_;  ///< the other servers' loops
   std::vector<metrics::ServerRecord> server_rows_;
   double update_seconds_ = 0, send_seconds_ = 0;
 };
 
+// Server `server` of --servers S under --emulate: the server loop's steps (run_server's) for
+// a server that does not log, as a server rank's under mpirun, on a thread of its own; with its
+// own step, samples, clock and stop, over the rounds the servers share.
+class TrainingRun::EmulatedAsyncServer {
+ public:
+  EmulatedAsyncServer(TrainingRun& run, int server, EmulatedAsyncRounds& rounds)
+      : run_(run),
+        policy_(run, server, *run.server_optimizers_.at(static_cast<std::size_t>(server - 1)),
+                &rounds),
+        step_(run.step_),
+        samples_seen_(run.samples_seen_) {
+    policy_.epoch_at = [this](std::int64_t) {
+      return samples_seen_ / static_cast<double>(run_.total_rows_);
+    };
+  }
+  ~EmulatedAsyncServer() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void start() {
+    thread_ = std::thread([this] {
+      try {
+        stop_ = loop();
+      } catch (...) {
+        failure_ = std::current_exception();
+        policy_.abandon();  // the others stop waiting for this server
+      }
+    });
+  }
+  /// Waits for the loop's end: its StopCode (its failure, rethrown).
+  int join() {
+    if (thread_.joinable()) thread_.join();
+    if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
+    return stop_;
+  }
+  std::vector<metrics::ServerRecord>& rows() { return policy_.server_rows(); }
+
+ private:
+  // run_server's checks of a rank's own stop: a signal, the time budget on its clock.
+  int stop_now() const {
+    if (run_.stop_request_.requested()) return kSignalled;
+    if (policy_.virtual_now() - run_.clock_.elapsed_before() >= run_.budget_) return kFinished;
+    return kContinue;
+  }
+  // accept_update's nan policy, on this server's updates.
+  int accept(double loss) {
+    if (std::isfinite(loss)) {
+      consecutive_skips_ = 0;
+      return kContinue;
+    }
+    if (run_.options_.nan_policy != "skip") return kDiverged;
+    return ++consecutive_skips_ > kMaxConsecutiveSkips ? static_cast<int>(kDiverged) : -1;
+  }
+  int loop() {
+    const double planned_samples = policy_.planned_samples();
+    int stop = step_ >= run_.planned_ || samples_seen_ >= planned_samples ? kFinished : kContinue;
+    stop = policy_.start(step_, std::max(stop, stop_now()));
+    while (stop == kContinue) {
+      ServerUpdate update = policy_.collect(step_);
+      if (update.workers_done) {  // another server stopped the run
+        stop = std::max({stop, update.combined.stop, static_cast<int>(kFinished)});
+        break;
+      }
+      const int decision = accept(update.combined.mean_loss());
+      if (decision == kContinue) policy_.update(update);
+      step_ += update.steps;
+      samples_seen_ += static_cast<double>(update.combined.samples);
+      stop = std::max(update.combined.stop, stop_now());
+      if (step_ >= run_.planned_ || samples_seen_ >= planned_samples) {
+        stop = std::max(stop, static_cast<int>(kFinished));
+      }
+      if (decision == kDiverged) stop = kDiverged;
+      if (stop == kContinue) policy_.publish(step_);
+    }
+    return policy_.finish(step_, stop);
+  }
+
+  static constexpr int kMaxConsecutiveSkips = 20;  // as accept_update's
+  TrainingRun& run_;
+  AsyncServerPolicy policy_;
+  std::int64_t step_;
+  double samples_seen_;
+  int consecutive_skips_ = 0;
+  int stop_ = kContinue;
+  std::exception_ptr failure_;
+  std::thread thread_;
+};
+
+std::unique_ptr<TrainingRun::EmulatedAsyncServer> TrainingRun::make_emulated_async_server(
+    int server, EmulatedAsyncRounds& rounds) {
+  return std::make_unique<EmulatedAsyncServer>(*this, server, rounds);
+}
+
+TrainingRun::AsyncServerPolicy::~AsyncServerPolicy() {
+  abandon();  // a loop that failed: the other servers stop waiting for it
+  for (auto& other : others_) {
+    try {
+      other->join();
+    } catch (...) {  // this server's own failure is the one that is reported
+    }
+  }
+}
+
+void TrainingRun::AsyncServerPolicy::start_others() {
+  for (auto& other : others_) other->start();
+}
+
+void TrainingRun::AsyncServerPolicy::gather_others() {
+  // As gather_async_servers: the shards are the network's already.
+  std::vector<metrics::ServerRecord> rows = std::move(server_rows_);
+  for (auto& other : others_) {
+    run_.stop_ = std::max(run_.stop_, other->join());
+    rows.insert(rows.end(), other->rows().begin(), other->rows().end());
+  }
+  run_.write_server_rows(std::move(rows));
+}
+
 std::unique_ptr<ServerPolicy> TrainingRun::make_async_server() {
-  return std::make_unique<AsyncServerPolicy>(*this);
+  return std::make_unique<AsyncServerPolicy>(*this, role_.emulated > 0 ? 0 : world_.rank(),
+                                             *optimizer_, nullptr);
 }
 
 void TrainingRun::gather_async_servers(std::vector<metrics::ServerRecord> rows) {
@@ -200,6 +370,10 @@ void TrainingRun::gather_async_servers(std::vector<metrics::ServerRecord> rows) 
     comm::Request sent = world_.isend(&stop_, sizeof stop_, server, kStopTag);
     world_.wait(sent, cat("telling server ", server, " how the run ended"));
   }
+  write_server_rows(std::move(rows));
+}
+
+void TrainingRun::write_server_rows(std::vector<metrics::ServerRecord> rows) {
   std::stable_sort(rows.begin(), rows.end(),
                    [](const auto& a, const auto& b) { return a.step < b.step; });
   if (metric_log_ && metric_log_->is_open()) {

@@ -228,8 +228,10 @@ RunFacts TrainingRun::run_facts() const {
 
 void TrainingRun::checkpoint_now(double elapsed, const std::string& path) {
   // With several servers: the whole optimizer state, gathered from the servers' shards (under
-  // --emulate this process's optimizer is the whole already).
+  // --emulate this process's optimizer is the whole already, or with several asynchronous
+  // servers this process's S shard optimizers are put together).
   std::vector<std::vector<float>> state;
+  if (emulated_async_servers()) state = emulated_servers_optimizer_state();
   if (role_.servers > 1 && role_.server && role_.emulated == 0) {
     const std::size_t n = net_->parameter_count();
     constexpr int kStateTag = 14;  // beside exchange_internal.hpp's tags
@@ -394,7 +396,9 @@ void TrainingRun::log_write_failed(const Error& error, double elapsed) {
   // Rank 0 alone (a failed write ends its loop): with several server ranks the checkpoint then
   // holds rank 0's optimizer shard for the whole buffer, so it is refused in that case.
   if (role_.servers > 1 && role_.emulated == 0) throw error;
-  save_checkpoint_to(options_.checkpoint, elapsed, {});
+  save_checkpoint_to(options_.checkpoint, elapsed,
+                     emulated_async_servers() ? emulated_servers_optimizer_state()
+                                              : std::vector<std::vector<float>>{});
   throw Error(cat(error.what(), "; state saved in ", options_.checkpoint, " (--resume ",
                   options_.checkpoint, " continues)"),
               error.code());

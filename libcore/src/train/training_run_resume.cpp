@@ -48,6 +48,44 @@ void TrainingRun::resume_server_shards() {
   resumed_optimizer_state_.clear();
 }
 
+bool TrainingRun::emulated_async_servers() const {
+  return role_.emulated > 0 && options_.async && role_.servers > 1;
+}
+
+void TrainingRun::resume_emulated_servers() {
+  for (std::size_t i = 0; i < resumed_optimizer_state_.size(); ++i) {
+    for (int server = 1; server < role_.servers; ++server) {
+      optim::Optimizer& optimizer = *server_optimizers_[static_cast<std::size_t>(server - 1)];
+      nn::Buffer& mine = *optimizer.state().at(i).second;
+      const std::size_t first = server_shard(net_->parameter_count(), server, role_.servers).first;
+      net_->backend().copy_from_host(
+          std::span<const float>(resumed_optimizer_state_[i]).subspan(first, mine.size()), mine, 0);
+    }
+  }
+  for (auto& optimizer : server_optimizers_) {
+    optimizer->set_steps(static_cast<std::int64_t>(resume_.optimizer_steps));
+  }
+  resumed_optimizer_state_.clear();
+}
+
+std::vector<std::vector<float>> TrainingRun::emulated_servers_optimizer_state() const {
+  std::vector<std::vector<float>> whole;
+  const std::size_t n = net_->parameter_count();
+  const auto states = optimizer_->state();
+  for (std::size_t i = 0; i < states.size(); ++i) {
+    whole.emplace_back(n);
+    for (int server = 0; server < role_.servers; ++server) {
+      optim::Optimizer& optimizer =
+          server == 0 ? *optimizer_ : *server_optimizers_[static_cast<std::size_t>(server - 1)];
+      const nn::Buffer& values = *optimizer.state().at(i).second;
+      const std::size_t first = server_shard(n, server, role_.servers).first;
+      net_->backend().copy_to_host(values, 0,
+                                   std::span<float>(whole.back()).subspan(first, values.size()));
+    }
+  }
+  return whole;
+}
+
 // Resume: rank 0 reads the checkpoint and hands the state to every rank.
 void TrainingRun::resume() {
   const std::string resume_path = options_.resume == "auto"
@@ -86,7 +124,7 @@ void TrainingRun::resume() {
     // holds; the servers get theirs in resume_server_shards().
     restore_model(checkpoint, *net_, *optimizer_, resume_path, shard_.first);
     restore_delayed(checkpoint, resume_path);
-    if (role_.servers > 1 && role_.emulated == 0) {
+    if (role_.servers > 1 && (role_.emulated == 0 || emulated_async_servers())) {
       for (const auto& saved : checkpoint.optimizer_state) {
         resumed_optimizer_state_.push_back(saved.values);
       }
@@ -126,6 +164,7 @@ void TrainingRun::resume() {
     if (role_.servers > 1 && role_.emulated == 0 && resume_.resumed != 0) {
       resume_server_shards();
     }
+    if (emulated_async_servers() && resume_.resumed != 0) resume_emulated_servers();
   }
   share_delayed_versions();
   step_ = static_cast<std::int64_t>(resume_.step);

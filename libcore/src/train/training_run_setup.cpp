@@ -337,9 +337,11 @@ void TrainingRun::build_model() {
   }
   // A server keeps the optimizer of its shard (one server: the whole buffer).
   shard_ = {0, net_->parameter_count()};
-  // Under --emulate every rank updates the whole buffer.
-  if (role_.server && role_.emulated == 0) {
-    shard_ = server_shard(shard_.second, world_.rank(), role_.servers);
+  // Under --emulate every rank updates the whole buffer (elementwise, so every shard's values),
+  // but for several asynchronous servers, each on its own clock: this process plays each with
+  // its shard's optimizer (server 0's is optimizer_).
+  if (role_.server && (role_.emulated == 0 || emulated_async_servers())) {
+    shard_ = server_shard(shard_.second, role_.emulated > 0 ? 0 : world_.rank(), role_.servers);
   }
   // Local SGD: every worker updates its own model too.
   if (!role_.parameter_server || role_.server || local_sgd(options_)) {
@@ -347,6 +349,13 @@ void TrainingRun::build_model() {
         optim::make_optimizer(optimizer_config_, shard_.second - shard_.first, net_->backend());
   } else {
     optim::make_optimizer(optimizer_config_, 1, net_->backend());  // same validation everywhere
+  }
+  if (emulated_async_servers()) {
+    for (int server = 1; server < role_.servers; ++server) {
+      const auto [first, last] = server_shard(net_->parameter_count(), server, role_.servers);
+      server_optimizers_.push_back(
+          optim::make_optimizer(optimizer_config_, last - first, net_->backend()));
+    }
   }
 }
 

@@ -56,6 +56,7 @@
 namespace mbkit::train {
 
 struct LocalSgdLoop;
+class EmulatedAsyncRounds;
 
 class TrainingRun {
  public:
@@ -248,6 +249,19 @@ class TrainingRun {
   /// all rows (its own `rows` too) in step order and sends every server the largest code, so
   /// that all end the run the same way.
   void gather_async_servers(std::vector<metrics::ServerRecord> rows);
+  /// Rank 0: the several servers' /servers rows into the log, in step order.
+  void write_server_rows(std::vector<metrics::ServerRecord> rows);
+  /// --servers S --async under --emulate: server `server` (1 to S - 1) of this process, its
+  /// loop on a thread of its own over the rounds the servers share.
+  class EmulatedAsyncServer;
+  std::unique_ptr<EmulatedAsyncServer> make_emulated_async_server(int server,
+                                                                  EmulatedAsyncRounds& rounds);
+  /// Under --emulate with several asynchronous servers: each server's shard of its optimizer
+  /// (servers 1 to S - 1; server 0's is optimizer_) put together, as a checkpoint holds it.
+  std::vector<std::vector<float>> emulated_servers_optimizer_state() const;
+  /// ... and at resume, servers 1 to S - 1 take their shards of resumed_optimizer_state_.
+  void resume_emulated_servers();
+  bool emulated_async_servers() const;
   /// The modelled receive of the asynchronous master's parameters (the virtual clock).
   double async_parameters_receive() const;
   // DBSL (training_run_dbsl.cpp): the parameter server (a push merged as it comes, or with
@@ -329,6 +343,8 @@ class TrainingRun {
   int micro_size_ = 0;
   optim::OptimizerConfig optimizer_config_;
   std::unique_ptr<optim::Optimizer> optimizer_;
+  /// --servers S --async under --emulate: servers 1 to S - 1's optimizers, each over its shard.
+  std::vector<std::unique_ptr<optim::Optimizer>> server_optimizers_;
   /// A device backend's gradients (and the exchange's tail) in host memory for the exchanges;
   /// empty on a host-accessible backend, whose gradient buffer is exchanged in place.
   std::vector<float> gradient_staging_;

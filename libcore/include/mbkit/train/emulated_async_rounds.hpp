@@ -1,0 +1,131 @@
+// The emulated workers' rounds the asynchronous servers share (--emulate N --async, one server
+// or --servers S): round r of worker w runs once every server gave it its shard of the
+// parameters (each at the round's start on its own virtual clock, as under mpirun, where the
+// worker waits for every server's message), and each server takes the round's gradient, its
+// shard of it, when it arrives on that server's clock. A round no server will start (a server
+// stopped first: under mpirun its stop ends the worker) never runs.
+//
+// Under mpirun with --emulate (ranks hosting shares of the workers, Role::shares; one server)
+// every rank runs the master alike: a round's ready time is predicted by the rank hosting its
+// worker and broadcast from it when the round starts; its round runs there when its gradient is
+// first taken, and its gradient, state and report are broadcast from it, so every rank takes
+// the one process's values in its order (its bits for every R).
+//
+// With several servers each plays its loop on a thread of its own, but one runs at a time: a
+// server holds lock() while it runs and lets it go only to wait for a round the others have
+// not started yet (take()), so what each computes does not depend on the threads' timing.
+//
+//   memory: per round started by some server and not yet taken by all, the servers' parameter
+//           sets it holds (shared with the servers' histories) and, once run, its gradient and
+//           state (the whole buffer); a copy of the parameters and state while a round runs.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "mbkit/comm/world.hpp"
+#include "mbkit/nn/network.hpp"
+#include "mbkit/train/emulated_workers.hpp"
+#include "mbkit/train/options.hpp"
+
+namespace mbkit::train {
+
+class EmulatedAsyncRounds {
+ public:
+  struct Parts {
+    EmulatedWorkers& workers;
+    nn::Network& net;  ///< the servers' network (each updates its shard), the rounds' too
+    const TrainOptions& options;
+    int servers = 1;
+    /// A parameter message's modelled cost: the receive time each round reports.
+    double modelled_receive = 0;
+    /// The StopCode a worker's report carries (a signal).
+    std::function<int()> stop_of;
+    /// Called with each round's number (from 1) and report, as a worker's --worker-log line.
+    std::function<void(std::int64_t, const WorkerReport&)> worker_line;
+    /// Under mpirun, the ranks hosting shares of the workers (EmulatedWorkers::hosts; one
+    /// server); null: this process hosts them all.
+    const comm::World* shares = nullptr;
+  };
+  /// A server's published parameters: its master step, its shard then (server 0) the state.
+  struct Snapshot {
+    std::int64_t step = 0;
+    std::vector<float> values;
+  };
+  /// A round that ran: the worker's report, its gradient and state (whole buffers).
+  struct Computed {
+    WorkerReport report;
+    std::vector<float> gradients, state;
+  };
+  explicit EmulatedAsyncRounds(Parts parts);
+
+  int workers() const { return parts_.workers.workers(); }
+  int servers() const { return parts_.servers; }
+  EmulatedWorkers& emulated() { return parts_.workers; }
+  /// Server `server`'s shard of the parameters: [first, last).
+  std::pair<std::size_t, std::size_t> shard(int server) const;
+
+  /// What a started round's gradient message will carry (the same for every server: predicted
+  /// at the first one's start).
+  struct Started {
+    double ready = 0;       ///< seconds after its start (delay + compute)
+    double comm_delay = 0;  ///< --async-delay-std: its message's extra delay
+  };
+  /// Server `server` starts worker w's next round at virtual time `start` from `held` (its
+  /// shard), or nothing when the round will not run.
+  std::optional<Started> start(int server, int w, std::shared_ptr<const Snapshot> held,
+                               double start);
+  /// The round of worker w that server `server` takes next (rounds are taken in order), once
+  /// it ran: waits, `lock` released, until every server started it (then runs it, the first to
+  /// take it) or one stopped without (nothing: the worker is done).
+  std::shared_ptr<const Computed> take(int server, int w, std::unique_lock<std::mutex>& lock);
+  /// The server stopped: the rounds it did not start will not run. Its StopCode is the one the
+  /// workers it ends report (AsyncCombiner::workers_stop()).
+  void stopped(int server, int code);
+  /// The StopCode of the server that ended worker w's rounds (kContinue while none did).
+  int stop_of_worker(int w) const;
+  /// A server's loop failed: the others stop waiting (and fail too).
+  void abandon();
+  std::mutex& lock() { return lock_; }
+
+ private:
+  struct Round {
+    std::vector<std::shared_ptr<const Snapshot>> held;  ///< per server, once it started it
+    int given = 0;                                      ///< servers that started it
+    double ready = 0;                                   ///< predicted at the first start
+    double comm_delay = 0;                              ///< --async-delay-std's extra delay
+    std::shared_ptr<const Computed> computed;           ///< once it ran
+  };
+  struct Worker {
+    std::int64_t first = 0;    ///< rounds_[0]'s number
+    std::deque<Round> rounds;  ///< from `first`: started by some server, not taken by all
+    std::vector<std::int64_t> started, taken;  ///< per server: rounds started, rounds taken
+    int stop = 0;                              ///< the StopCode that ended its rounds
+  };
+  /// Round r of worker w will not run: some server stopped without starting it.
+  bool gone(const Worker& worker, std::int64_t r) const;
+  /// Runs round r of worker w on the network (the servers' values kept aside).
+  std::shared_ptr<const Computed> run_round(int w, Round& round, std::int64_t r);
+  /// Under shares, the `bytes` at `data` as the rank hosting worker w has them, on every rank.
+  void from_host(int w, void* data, std::size_t bytes) const;
+  /// Forgets the rounds every server took or never will.
+  void forget_taken(Worker& worker);
+
+  Parts parts_;
+  std::mutex lock_;
+  std::condition_variable changed_;
+  std::vector<Worker> workers_;
+  std::vector<int> stopped_;  ///< per server: its StopCode once it stopped, else kContinue
+  bool abandoned_ = false;
+  std::vector<float> saved_parameters_, saved_state_;
+};
+
+}  // namespace mbkit::train

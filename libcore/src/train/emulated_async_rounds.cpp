@@ -1,0 +1,192 @@
+#include "mbkit/train/emulated_async_rounds.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "mbkit/emulation/straggler.hpp"
+#include "mbkit/train/exchange.hpp"
+#include "mbkit/train/roles.hpp"
+#include "mbkit/util/check.hpp"
+#include "mbkit/util/error.hpp"
+#include "mbkit/util/strings.hpp"
+
+namespace mbkit::train {
+
+EmulatedAsyncRounds::EmulatedAsyncRounds(Parts parts)
+    : parts_(std::move(parts)),
+      workers_(static_cast<std::size_t>(parts_.workers.workers())),
+      stopped_(static_cast<std::size_t>(parts_.servers), kContinue) {
+  for (Worker& worker : workers_) {
+    worker.started.assign(stopped_.size(), 0);
+    worker.taken.assign(stopped_.size(), 0);
+  }
+}
+
+std::pair<std::size_t, std::size_t> EmulatedAsyncRounds::shard(int server) const {
+  return server_shard(parts_.net.parameter_count(), server, parts_.servers);
+}
+
+bool EmulatedAsyncRounds::gone(const Worker& worker, std::int64_t r) const {
+  for (std::size_t s = 0; s < stopped_.size(); ++s) {
+    if (stopped_[s] != kContinue && worker.started[s] <= r) return true;
+  }
+  return false;
+}
+
+std::optional<EmulatedAsyncRounds::Started> EmulatedAsyncRounds::start(
+    int server, int w, std::shared_ptr<const Snapshot> held, double start) {
+  Worker& worker = workers_[static_cast<std::size_t>(w)];
+  const auto s = static_cast<std::size_t>(server);
+  const std::int64_t r = worker.started[s]++;
+  if (gone(worker, r)) return std::nullopt;
+  while (worker.first + static_cast<std::int64_t>(worker.rounds.size()) <= r) {
+    worker.rounds.emplace_back();
+    worker.rounds.back().held.resize(stopped_.size());
+  }
+  Round& round = worker.rounds[static_cast<std::size_t>(r - worker.first)];
+  if (round.given == 0) {
+    // Predicted where the worker is hosted (its round's draws are there), then known to all.
+    double ready = std::numeric_limits<double>::quiet_NaN();
+    if (parts_.workers.hosts(w)) {
+      WorkerRound& computing = parts_.workers.round(w);
+      computing.set_round_start(start);  // --cpu-quota: its periods' phase
+      if (const auto predicted = computing.predict_ready()) ready = *predicted;
+    }
+    from_host(w, &ready, sizeof ready);
+    if (std::isnan(ready)) {
+      usage_error(cat("--emulate ", workers(), " --async: worker ", w, " (rank ",
+                      parts_.workers.rank_of(w),
+                      ") has no --compute-model: the master takes gradients in the order they "
+                      "arrive, which must be known before they are computed"));
+    }
+    round.ready = ready;
+    const TrainOptions& options = parts_.options;
+    round.comm_delay = options.async_delay_std > 0
+                           ? emulation::message_delay(options.async_delay_std, options.seed, w, r)
+                           : 0.0;
+  }
+  round.held[s] = std::move(held);
+  ++round.given;
+  changed_.notify_all();
+  return Started{round.ready, round.comm_delay};
+}
+
+std::shared_ptr<const EmulatedAsyncRounds::Computed> EmulatedAsyncRounds::take(
+    int server, int w, std::unique_lock<std::mutex>& lock) {
+  Worker& worker = workers_[static_cast<std::size_t>(w)];
+  const auto s = static_cast<std::size_t>(server);
+  const std::int64_t r = worker.taken[s];
+  MBKIT_CHECK(r < worker.started[s], "server ", server, " takes worker ", w,
+              "'s round it did not start");
+  std::shared_ptr<const Computed> computed;
+  for (;;) {
+    if (abandoned_) throw Error("another emulated server failed", ExitCode::kFailure);
+    // A round this server started is kept until it took it.
+    Round& round = worker.rounds[static_cast<std::size_t>(r - worker.first)];
+    if (round.computed) {
+      computed = round.computed;
+      break;
+    }
+    if (round.given == parts_.servers) {
+      computed = run_round(w, round, r);
+      break;
+    }
+    if (gone(worker, r)) break;
+    changed_.wait(lock);
+  }
+  ++worker.taken[s];
+  forget_taken(worker);
+  return computed;
+}
+
+void EmulatedAsyncRounds::forget_taken(Worker& worker) {
+  while (!worker.rounds.empty()) {
+    bool needed = false;
+    for (std::size_t s = 0; s < stopped_.size(); ++s) {
+      // Server s may still take it: it runs and has not taken it (it started it, or may yet).
+      needed = needed || (stopped_[s] == kContinue && worker.taken[s] <= worker.first);
+    }
+    if (needed) return;
+    worker.rounds.pop_front();
+    ++worker.first;
+  }
+}
+
+void EmulatedAsyncRounds::stopped(int server, int code) {
+  stopped_[static_cast<std::size_t>(server)] = std::max(code, static_cast<int>(kFinished));
+  for (Worker& worker : workers_) {
+    // Its rounds end at the first one this server did not start: this server's code ends it.
+    if (worker.stop == kContinue) worker.stop = stopped_[static_cast<std::size_t>(server)];
+    forget_taken(worker);
+  }
+  changed_.notify_all();
+}
+
+int EmulatedAsyncRounds::stop_of_worker(int w) const {
+  return workers_[static_cast<std::size_t>(w)].stop;
+}
+
+void EmulatedAsyncRounds::abandon() {
+  abandoned_ = true;
+  changed_.notify_all();
+}
+
+void EmulatedAsyncRounds::from_host(int w, void* data, std::size_t bytes) const {
+  if (parts_.shares == nullptr) return;
+  parts_.shares->broadcast(std::span<std::uint8_t>(static_cast<std::uint8_t*>(data), bytes),
+                           emulated_host(parts_.workers.workers(), parts_.shares->size(), w));
+}
+
+std::shared_ptr<const EmulatedAsyncRounds::Computed> EmulatedAsyncRounds::run_round(
+    int w, Round& round, std::int64_t r) {
+  nn::Network& net = parts_.net;
+  // The servers' values stay theirs: aside while the round runs on their parameter sets.
+  const std::span<float> parameters = net.parameters();
+  const std::span<float> state = net.state();
+  saved_parameters_.assign(parameters.begin(), parameters.end());
+  saved_state_.assign(state.begin(), state.end());
+  auto computed = std::make_shared<Computed>();
+  WorkerReport& report = computed->report;
+  const bool hosted = parts_.workers.hosts(w);
+  if (hosted) {
+    for (int s = 0; s < parts_.servers; ++s) {
+      const auto [first, last] = shard(s);
+      const std::vector<float>& held = round.held[static_cast<std::size_t>(s)]->values;
+      std::copy(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(last - first),
+                parameters.begin() + static_cast<std::ptrdiff_t>(first));
+      if (s == 0) {
+        std::copy(held.begin() + static_cast<std::ptrdiff_t>(last - first), held.end(),
+                  state.begin());
+      }
+    }
+    WorkerRound& computing = parts_.workers.round(w);
+    // As the asynchronous worker policy: no send of its own to wait for, the parameters'
+    // modelled receive; its step is server 0's (the parameters it reports being based on).
+    computing.set_previous_exchange(0, 0, parts_.modelled_receive);
+    const std::int64_t based_on = round.held[0]->step;
+    report = computing.run(based_on + r, 1.0);
+    MBKIT_CHECK(report.sleep_time + report.compute_time == round.ready, "worker ", w,
+                "'s round was ready at ", report.sleep_time + report.compute_time, " s, predicted ",
+                round.ready, " s");
+    report.stop = parts_.stop_of();
+    report.based_on = based_on;
+    report.comm_delay = round.comm_delay;
+  }
+  if (parts_.shares != nullptr) {
+    // Every rank takes the gradient, state and report the host computed.
+    from_host(w, &report, sizeof report);
+    from_host(w, net.gradients().data(), net.gradients().size_bytes());
+    from_host(w, state.data(), state.size_bytes());
+  }
+  // The host's log has its hosted workers' lines.
+  if (parts_.worker_line && hosted) parts_.worker_line(r + 1, report);
+  computed->gradients.assign(net.gradients().begin(), net.gradients().end());
+  computed->state.assign(state.begin(), state.end());
+  std::copy(saved_parameters_.begin(), saved_parameters_.end(), parameters.begin());
+  std::copy(saved_state_.begin(), saved_state_.end(), state.begin());
+  round.computed = computed;
+  return computed;
+}
+
+}  // namespace mbkit::train
