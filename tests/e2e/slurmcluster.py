@@ -253,6 +253,16 @@ PartitionName=test Nodes={names} Default=YES MaxTime=INFINITE State=UP
                     time.sleep(0.5)
         except (subprocess.SubprocessError, OSError):
             pass
+        # The jobs are over, but a step's slurmstepd may still be cleaning up (PMIx's, about
+        # 10 s after a task killed by a signal), and slurmd's shutdown waits for it: nothing of
+        # it is needed now (the cluster's folder goes next).
+        for pid in self.job_processes():
+            try:
+                with open(f"/proc/{pid}/comm") as f:
+                    if f.read().strip() == "slurmstepd":
+                        os.kill(pid, signal.SIGKILL)
+            except (OSError, ProcessLookupError):
+                pass
         for process in reversed(self.processes):
             if process.poll() is None:
                 process.terminate()

@@ -4,6 +4,7 @@ counts-weighted averaging with unequal counts), shard patterns, asynchronous upd
 staleness, induced stragglers, resume on another number of workers, and failures: a killed or
 stuck rank ends the job quickly with a message naming it, ranks that disagree are refused."""
 
+import concurrent.futures
 import json
 import os
 import re
@@ -11,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import unittest
 
@@ -38,13 +40,30 @@ class Distributed(mbtest.ToolTestCase):
         self.assertSucceeded(result)
         return self.path(name)
 
+    def mpi_env(self):
+        """The test's environment with a TMPDIR of its own: mpiruns started at once race to
+        make one session directory ("unable to create the desired directory ... File
+        exists")."""
+        return dict(self.env, TMPDIR=tempfile.mkdtemp(prefix="mpirun-", dir=self.dir))
+
+    def mpirun(self, command, timeout=300):
+        return mbtest.run([MPIRUN, "--oversubscribe", *command], cwd=self.dir,
+                          env=self.mpi_env(), timeout=timeout)
+
     def train(self, ranks, *args, timeout=300, quiet=True):
         common = ["--model", "mlp", "--hidden", "16", "--optimizer", "momentum", "--lr", "0.05",
                   "--threads", "1"] + (["-q"] if quiet else [])
         command = [mbtest.tool("mb-train-fmb"), *common, *args]
         if ranks > 0:
-            command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
+            return self.mpirun(["-n", str(ranks), *command], timeout=timeout)
         return mbtest.run(command, cwd=self.dir, env=self.env, timeout=timeout)
+
+    @staticmethod
+    def at_once(*calls):
+        """What independent runs (callables) return, the runs made at once: most of a small
+        run under mpirun is its start-up's waits, which overlap."""
+        with concurrent.futures.ThreadPoolExecutor(len(calls)) as pool:
+            return [future.result() for future in [pool.submit(call) for call in calls]]
 
     def assertSameParams(self, a, b, rtol=2e-5, atol=2e-6):
         pa, pb = params_of(a), params_of(b)
@@ -58,11 +77,13 @@ class Distributed(mbtest.ToolTestCase):
         # 3 workers x 32 rows: each worker's batch is its whole slice, so every step of both runs
         # sees the same 96 samples.
         data = self.toy(96)
-        self.assertSucceeded(self.train(0, "--data", data, "--batch-size", "96", "--steps", "6",
-                                        "--checkpoint", "one.h5"))
-        self.assertSucceeded(self.train(3, "--data", data, "--batch-size", "32", "--steps", "6",
-                                        "--comm", "allreduce", "--checkpoint", "three.h5",
-                                        "--log", "three-log.h5"))
+        for result in self.at_once(
+                lambda: self.train(0, "--data", data, "--batch-size", "96", "--steps", "6",
+                                   "--checkpoint", "one.h5"),
+                lambda: self.train(3, "--data", data, "--batch-size", "32", "--steps", "6",
+                                   "--comm", "allreduce", "--checkpoint", "three.h5", "--log",
+                                   "three-log.h5")):
+            self.assertSucceeded(result)
         self.assertSameParams(self.path("one.h5"), self.path("three.h5"))
         with h5py.File(self.path("three-log.h5"), "r") as log:
             self.assertEqual(int(mbtest.text_attrs(log)["world_size"]), 3)
@@ -88,11 +109,13 @@ class Distributed(mbtest.ToolTestCase):
 
     def test_ps_matches_allreduce(self):
         data = self.toy(96)
-        self.assertSucceeded(self.train(3, "--data", data, "--batch-size", "32", "--steps", "6",
-                                        "--comm", "allreduce", "--checkpoint", "ar.h5"))
-        self.assertSucceeded(self.train(4, "--data", data, "--batch-size", "32", "--steps", "6",
-                                        "--comm", "ps", "--checkpoint", "ps.h5", "--log",
-                                        "ps-log.h5"))
+        for result in self.at_once(
+                lambda: self.train(3, "--data", data, "--batch-size", "32", "--steps", "6",
+                                   "--comm", "allreduce", "--checkpoint", "ar.h5"),
+                lambda: self.train(4, "--data", data, "--batch-size", "32", "--steps", "6",
+                                   "--comm", "ps", "--checkpoint", "ps.h5", "--log",
+                                   "ps-log.h5")):
+            self.assertSucceeded(result)
         self.assertSameParams(self.path("ar.h5"), self.path("ps.h5"))
         with h5py.File(self.path("ps-log.h5"), "r") as log:
             # The master (rank 0) computes nothing: only ranks 1-3 report.
@@ -102,11 +125,13 @@ class Distributed(mbtest.ToolTestCase):
         # 95 rows over 3 workers: slices of 31, 32 and 32. The combined gradient must be the
         # mean over the 95 samples, not the mean of the three workers' means.
         data = self.toy(95)
-        self.assertSucceeded(self.train(0, "--data", data, "--batch-size", "95", "--steps", "5",
-                                        "--checkpoint", "one.h5"))
-        self.assertSucceeded(self.train(3, "--data", data, "--batch-size", "32", "--steps", "5",
-                                        "--comm", "allreduce", "--checkpoint", "three.h5",
-                                        "--log", "log.h5"))
+        for result in self.at_once(
+                lambda: self.train(0, "--data", data, "--batch-size", "95", "--steps", "5",
+                                   "--checkpoint", "one.h5"),
+                lambda: self.train(3, "--data", data, "--batch-size", "32", "--steps", "5",
+                                   "--comm", "allreduce", "--checkpoint", "three.h5", "--log",
+                                   "log.h5")):
+            self.assertSucceeded(result)
         self.assertSameParams(self.path("one.h5"), self.path("three.h5"))
         with h5py.File(self.path("log.h5"), "r") as log:
             self.assertEqual(list(log["steps/samples"][...]), [95] * 5)
@@ -114,39 +139,44 @@ class Distributed(mbtest.ToolTestCase):
 
     def test_same_seed_and_world_size_give_the_same_model(self):
         data = self.toy(300)
-        for name in ("a.h5", "b.h5"):
-            self.assertSucceeded(self.train(3, "--data", data, "--batch-size", "16", "--epochs",
-                                            "2", "--checkpoint", name))
+        for result in self.at_once(*[
+                lambda name=name: self.train(3, "--data", data, "--batch-size", "16", "--epochs",
+                                             "2", "--checkpoint", name)
+                for name in ("a.h5", "b.h5")]):
+            self.assertSucceeded(result)
         a, b = params_of(self.path("a.h5")), params_of(self.path("b.h5"))
         for name in a:
             self.assertTrue(np.array_equal(a[name], b[name]), msg=name)
 
     def test_shared_memory_and_mpi_allreduce_agree(self):
         # Two ranks: a + b is b + a, so both sums give the same bits. Three: the shared-memory sum
-        # adds in rank order, MPI in its own; the models agree within float tolerance.
+        # adds in rank order, MPI in its own; the models agree within float tolerance. Three
+        # ranks' --allreduce auto is MPI_Allreduce, untimed (checked below): that run is the
+        # three ranks' MPI sum. Every run at once.
         data = self.toy(300)
-        for ranks in (2, 3):
-            runs = {}
-            for via in ("shm", "mpi"):
-                name = f"{via}-{ranks}"
-                self.assertSucceeded(self.train(ranks, "--data", data, "--batch-size", "16", "--steps",
-                                                "12", "--comm", "allreduce", "--allreduce", via,
-                                                "--checkpoint", f"{name}.h5", "--log", f"{name}-log.h5"))
-                runs[via] = params_of(self.path(f"{name}.h5"))
-                with h5py.File(self.path(f"{name}-log.h5"), "r") as log:
-                    self.assertIn(f'"allreduce":"{via}"', mbtest.text_attrs(log)["config"])
-            if ranks == 2:
-                for name in runs["shm"]:
-                    self.assertTrue(np.array_equal(runs["shm"][name], runs["mpi"][name]), msg=name)
-            else:
-                self.assertSameParams(self.path("shm-3.h5"), self.path("mpi-3.h5"))
+        common = ["--data", data, "--batch-size", "16", "--steps", "12", "--comm", "allreduce"]
+        runs = [("shm", 2), ("mpi", 2), ("shm", 3), ("auto", 3)]
         # --allreduce auto, two ranks on one host: both sums are timed at start and the faster
         # one runs; the start table and the log say which, with both times.
-        result = mbtest.run([MPIRUN, "--oversubscribe", "-n", "2", mbtest.tool("mb-train-fmb"), "--data",
-                             data, "--model", "mlp", "--hidden", "16", "--steps", "2", "--comm",
-                             "allreduce", "--log", "auto-log.h5"], cwd=self.dir, env=self.env)
-        self.assertSucceeded(result)
-        self.assertRegex(result.err, r"2 \(allreduce (through shared memory|with MPI_Allreduce): "
+        auto_2, *trained = self.at_once(
+            lambda: self.mpirun(["-n", "2", mbtest.tool("mb-train-fmb"), "--data", data,
+                                 "--model", "mlp", "--hidden", "16", "--steps", "2", "--comm",
+                                 "allreduce", "--log", "auto-log.h5"]),
+            *[lambda via=via, ranks=ranks: self.train(
+                ranks, *common, "--allreduce", via, "--checkpoint", f"{via}-{ranks}.h5",
+                "--log", f"{via}-{ranks}-log.h5", quiet=via != "auto") for via, ranks in runs])
+        for result in trained:
+            self.assertSucceeded(result)
+        auto_3 = trained[-1]
+        for via, ranks in runs[:-1]:
+            with h5py.File(self.path(f"{via}-{ranks}-log.h5"), "r") as log:
+                self.assertIn(f'"allreduce":"{via}"', mbtest.text_attrs(log)["config"])
+        shm, mpi = params_of(self.path("shm-2.h5")), params_of(self.path("mpi-2.h5"))
+        for name in shm:
+            self.assertTrue(np.array_equal(shm[name], mpi[name]), msg=name)
+        self.assertSameParams(self.path("shm-3.h5"), self.path("auto-3.h5"))
+        self.assertSucceeded(auto_2)
+        self.assertRegex(auto_2.err, r"2 \(allreduce (through shared memory|with MPI_Allreduce): "
                                      r"[0-9.e+-]+ m?s per sum against MPI_Allreduce.s [0-9.e+-]+ m?s "
                                      r"at start\), ranks 0-1 on")
         with h5py.File(self.path("auto-log.h5"), "r") as log:
@@ -156,14 +186,10 @@ class Distributed(mbtest.ToolTestCase):
         self.assertGreater(trial["mpi_seconds"], 0)
         self.assertEqual(config["allreduce"],
                          "shm" if trial["shm_seconds"] < trial["mpi_seconds"] else "mpi")
-        self.assertEqual(config["allreduce"] == "shm", "through shared memory" in result.err)
+        self.assertEqual(config["allreduce"] == "shm", "through shared memory" in auto_2.err)
         # Three ranks: the two sums add in different orders, and a run must not depend on a
         # timing: auto is MPI_Allreduce, untimed.
-        result = mbtest.run([MPIRUN, "--oversubscribe", "-n", "3", mbtest.tool("mb-train-fmb"), "--data",
-                             data, "--model", "mlp", "--hidden", "16", "--steps", "2", "--comm",
-                             "allreduce", "--log", "auto-3-log.h5"], cwd=self.dir, env=self.env)
-        self.assertSucceeded(result)
-        self.assertIn("3 (allreduce with MPI_Allreduce), ranks 0-2 on", result.err)
+        self.assertIn("3 (allreduce with MPI_Allreduce), ranks 0-2 on", auto_3.err)
         with h5py.File(self.path("auto-3-log.h5"), "r") as log:
             config = json.loads(mbtest.text_attrs(log)["config"])
         self.assertEqual(config["allreduce"], "mpi")
@@ -176,10 +202,22 @@ class Distributed(mbtest.ToolTestCase):
         data = self.toy(96)
         model = ["--hidden", "32,16", "--batch-size", "32", "--steps", "6", "--comm", "allreduce",
                  "--allreduce", "mpi"]
-        self.assertSucceeded(self.train(2, "--data", data, *model, "--checkpoint", "one-sum.h5"))
-        result = self.train(2, "--data", data, *model, "--bucket-mb", "0.0005", "--checkpoint",
-                            "buckets.h5", "--log", "buckets-log.h5", quiet=False)
-        self.assertSucceeded(result)
+        # Every run at once. The shared-memory sum has no buckets: auto takes MPI's (the last
+        # but one), shm is refused (the last).
+        one_sum, result, single, three, auto, shm = self.at_once(
+            lambda: self.train(2, "--data", data, *model, "--checkpoint", "one-sum.h5"),
+            lambda: self.train(2, "--data", data, *model, "--bucket-mb", "0.0005",
+                               "--checkpoint", "buckets.h5", "--log", "buckets-log.h5",
+                               quiet=False),
+            lambda: self.train(0, "--data", data, "--hidden", "32,16", "--batch-size", "96",
+                               "--steps", "6", "--checkpoint", "single.h5"),
+            lambda: self.train(3, "--data", data, *model, "--bucket-mb", "0.0005",
+                               "--checkpoint", "three.h5"),
+            lambda: self.train(2, "--data", data, *model[:-2], "--bucket-mb", "1", quiet=False),
+            lambda: self.train(2, "--data", data, *model[:-2], "--allreduce", "shm",
+                               "--bucket-mb", "1"))
+        for succeeded in (one_sum, result, single, three, auto):
+            self.assertSucceeded(succeeded)
         self.assertIn("2 (allreduce with MPI_Iallreduce in buckets of 0.0005 MiB during the backward "
                       "pass), ranks 0-1 on", result.err)
         one_sum, buckets = params_of(self.path("one-sum.h5")), params_of(self.path("buckets.h5"))
@@ -188,20 +226,12 @@ class Distributed(mbtest.ToolTestCase):
         with h5py.File(self.path("buckets-log.h5"), "r") as log:
             self.assertEqual(json.loads(mbtest.text_attrs(log)["config"])["bucket_mb"], 0.0005)
             self.assertTrue(np.all(log["workers/send_time"][...] >= 0))
-        self.assertSucceeded(self.train(0, "--data", data, "--hidden", "32,16", "--batch-size", "96",
-                                        "--steps", "6", "--checkpoint", "single.h5"))
-        self.assertSucceeded(self.train(3, "--data", data, *model, "--bucket-mb", "0.0005",
-                                        "--checkpoint", "three.h5"))
         self.assertSameParams(self.path("single.h5"), self.path("three.h5"))
-        # The shared-memory sum has no buckets: auto takes MPI's, shm is refused.
-        result = self.train(2, "--data", data, *model[:-2], "--bucket-mb", "1", quiet=False)
-        self.assertSucceeded(result)
         self.assertIn("2 (allreduce with MPI_Iallreduce in buckets of 1 MiB during the backward "
-                      "pass), ranks 0-1 on", result.err)
-        result = self.train(2, "--data", data, *model[:-2], "--allreduce", "shm", "--bucket-mb", "1")
-        self.assertEqual(result.rc, 2, msg=repr(result))
+                      "pass), ranks 0-1 on", auto.err)
+        self.assertEqual(shm.rc, 2, msg=repr(shm))
         self.assertIn("mb-train-fmb: error: --bucket-mb: the shared-memory sum has no buckets (it "
-                      "needs every gradient at once); use --allreduce mpi or auto", result.err)
+                      "needs every gradient at once); use --allreduce mpi or auto", shm.err)
 
     # -- data, modes, stragglers --------------------------------------------------------------
 
@@ -209,22 +239,26 @@ class Distributed(mbtest.ToolTestCase):
         data = self.toy(300)
         shards = self.mb_dataset("shard", data, "-n", "3", "-o", self.path("sh"))
         self.assertSucceeded(shards)
-        result = self.train(4, "--data", self.path("sh-%05d-of-%05d.h5"), "--batch-size", "10",
-                            "--epochs", "2", "--log", "log.h5", "--eval-every", "5")
+        result, missing = self.at_once(
+            lambda: self.train(4, "--data", self.path("sh-%05d-of-%05d.h5"), "--batch-size", "10",
+                               "--epochs", "2", "--log", "log.h5", "--eval-every", "5"),
+            lambda: self.train(4, "--data", self.path("none-%d.h5"), "--steps", "1"))
         self.assertSucceeded(result)
         with h5py.File(self.path("log.h5"), "r") as log:
             self.assertEqual(len(log["steps/step"]), 20)  # 100 rows per shard, batches of 10
             self.assertEqual(list(log["eval/step"][...]), [5, 10, 15, 20])
             self.assertGreater(log["eval/accuracy"][-1], 0.2)  # 10 classes: chance is 0.1
-        missing = self.train(4, "--data", self.path("none-%d.h5"), "--steps", "1")
         self.assertEqual(missing.rc, 3, msg=repr(missing))
         self.assertIn("none-0.h5", missing.err)
 
     def test_async_updates_log_staleness(self):
         data = self.toy(600)
-        result = self.train(4, "--data", data, "--batch-size", "8", "--steps", "60", "--async",
-                            "--log", "log.h5", "--induce", "0:0:0.7,0.02:0.005:0.3",
-                            "--checkpoint", "ckpt.h5")
+        result, too_many = self.at_once(
+            lambda: self.train(4, "--data", data, "--batch-size", "8", "--steps", "60", "--async",
+                               "--log", "log.h5", "--induce", "0:0:0.7,0.02:0.005:0.3",
+                               "--checkpoint", "ckpt.h5"),
+            lambda: self.train(3, "--data", data, "--steps", "5", "--async", "--async-min-grads",
+                               "3"))
         self.assertSucceeded(result)
         with h5py.File(self.path("log.h5"), "r") as log:
             self.assertEqual(len(log["steps/step"]), 60)
@@ -238,16 +272,16 @@ class Distributed(mbtest.ToolTestCase):
         with h5py.File(self.path("ckpt.h5"), "r") as ckpt:
             self.assertEqual(mbtest.text_attrs(ckpt)["comm"], "ps-async")
             self.assertEqual(int(mbtest.text_attrs(ckpt)["workers"]), 3)
-        too_many = self.train(3, "--data", data, "--steps", "5", "--async", "--async-min-grads",
-                              "3")
         self.assertEqual(too_many.rc, 2, msg=repr(too_many))
         self.assertIn("--async-min-grads 3 is more than the 2 workers", too_many.err)
 
     def test_induced_delays_and_slowdown_are_slept_and_logged(self):
         data = self.toy(300)
-        result = self.train(3, "--data", data, "--batch-size", "10", "--steps", "8", "--induce",
-                            "0.03:0:1", "--slowdown", "2=3", "--log", "log.h5", "--comm",
-                            "allreduce")
+        result, bad = self.at_once(
+            lambda: self.train(3, "--data", data, "--batch-size", "10", "--steps", "8",
+                               "--induce", "0.03:0:1", "--slowdown", "2=3", "--log", "log.h5",
+                               "--comm", "allreduce"),
+            lambda: self.train(3, "--data", data, "--steps", "1", "--slowdown", "5=2"))
         self.assertSucceeded(result)
         with h5py.File(self.path("log.h5"), "r") as log:
             rank = log["workers/rank"][...]
@@ -258,7 +292,6 @@ class Distributed(mbtest.ToolTestCase):
                                        rtol=1e-4, atol=1e-6)
             # Each step waits for the delays: no step is shorter than them.
             self.assertGreaterEqual(log["steps/step_time"][...].min(), 0.03)
-        bad = self.train(3, "--data", data, "--steps", "1", "--slowdown", "5=2")
         self.assertEqual(bad.rc, 2, msg=repr(bad))
         self.assertIn("--slowdown: rank 5 does not exist", bad.err)
 
@@ -454,42 +487,44 @@ class Distributed(mbtest.ToolTestCase):
         data = self.toy(300)
         tool = mbtest.tool("mb-train-fmb")
         common = ["--data", data, "--model", "mlp", "--steps", "2", "-q"]
-        result = mbtest.run([MPIRUN, "--oversubscribe", "-n", "2", tool, *common, ":", "-n", "1",
-                             tool, *common, "--batch-size", "32"], cwd=self.dir, env=self.env)
-        self.assertEqual(result.rc, 2, msg=repr(result))
-        self.assertIn("batch_size=64 on rank 0 but batch_size=32 on rank 2", result.err)
         # The whole configuration is compared: the learning rate and its schedule too, in both
         # exchanges; and --threads (it changes a rank's sums, hence the bits) and --log (rank 0
         # alone writes it: per-rank paths would not give per-rank logs).
         same = "every rank must get the same options"
-        for comm, ours_extra, theirs_extra, expected, advice in [
-                ("ps", [], ["--lr", "0.2"], "lr=0.01 on rank 0 but lr=0.2 on rank 2", same),
-                ("allreduce", [], ["--lr-schedule", "exponential"],
-                 'lr_schedule="constant" on rank 0 but lr_schedule="exponential" on rank 2', same),
-                ("ps", ["--threads", "1"], ["--threads", "2"],
-                 "--threads 1 on rank 0 but --threads 2 on rank 2", same),
-                ("allreduce", [], ["--threads", "2"],
-                 "--threads not given (all cores) on rank 0 but --threads 2 on rank 2", same),
-                ("ps", ["--log", "a.h5"], ["--log", "b.h5"],
-                 "--log a.h5 on rank 0 but --log b.h5 on rank 2",
-                 "rank 0 alone writes the metric log, with every rank's rows: give every rank "
-                 "the same --log"),
-                ("allreduce", ["--log", "a.h5"], [],
-                 "--log a.h5 on rank 0 but --log not given on rank 2", "the same --log")]:
+        cases = [
+            ("ps", [], ["--lr", "0.2"], "lr=0.01 on rank 0 but lr=0.2 on rank 2", same),
+            ("allreduce", [], ["--lr-schedule", "exponential"],
+             'lr_schedule="constant" on rank 0 but lr_schedule="exponential" on rank 2', same),
+            ("ps", ["--threads", "1"], ["--threads", "2"],
+             "--threads 1 on rank 0 but --threads 2 on rank 2", same),
+            ("allreduce", [], ["--threads", "2"],
+             "--threads not given (all cores) on rank 0 but --threads 2 on rank 2", same),
+            ("ps", ["--log", "a.h5"], ["--log", "b.h5"],
+             "--log a.h5 on rank 0 but --log b.h5 on rank 2",
+             "rank 0 alone writes the metric log, with every rank's rows: give every rank "
+             "the same --log"),
+            ("allreduce", ["--log", "a.h5"], [],
+             "--log a.h5 on rank 0 but --log not given on rank 2", "the same --log")]
+        # Every job at once (each refused at start).
+        result, *results = self.at_once(
+            lambda: self.mpirun(["-n", "2", tool, *common, ":", "-n", "1", tool, *common,
+                                 "--batch-size", "32"]),
+            *[lambda comm=comm, ours=ours, theirs=theirs: self.mpirun(
+                ["-n", "2", tool, *common, "--comm", comm, *ours, ":", "-n", "1", tool, *common,
+                 "--comm", comm, *theirs]) for comm, ours, theirs, _, _ in cases])
+        self.assertEqual(result.rc, 2, msg=repr(result))
+        self.assertIn("batch_size=64 on rank 0 but batch_size=32 on rank 2", result.err)
+        for (comm, _, theirs_extra, expected, advice), result in zip(cases, results):
             with self.subTest(comm=comm, theirs=theirs_extra):
-                args = [*common, "--comm", comm]
-                result = mbtest.run([MPIRUN, "--oversubscribe", "-n", "2", tool, *args,
-                                     *ours_extra, ":", "-n", "1", tool, *args, *theirs_extra],
-                                    cwd=self.dir, env=self.env)
                 self.assertEqual(result.rc, 2, msg=repr(result))
                 ours = [line for line in result.err.splitlines()
                         if line.startswith("mb-train-fmb")]
                 self.assertEqual(len(ours), 1, msg=result.err)  # rank 0 speaks, the others not
                 self.assertIn(expected, ours[0], msg=result.err)
                 self.assertIn(advice, ours[0], msg=result.err)
-                # Refused before anything is written.
-                self.assertFalse(os.path.exists(self.path("a.h5")))
-                self.assertFalse(os.path.exists(self.path("b.h5")))
+        # Refused before anything is written.
+        self.assertFalse(os.path.exists(self.path("a.h5")))
+        self.assertFalse(os.path.exists(self.path("b.h5")))
 
     def test_sigterm_to_the_master_saves_and_stops_every_rank(self):
         data = self.toy(3000)
