@@ -39,9 +39,9 @@ TEST(BandwidthFit, PrintsEachPairAllPairsAndWhetherTheyDiffer) {
   EXPECT_NE(text.find("# all pairs: alpha = "), std::string::npos) << text;
   EXPECT_NE(text.find("(6 points)"), std::string::npos) << text;
   EXPECT_NE(text.find("# the pairs differ: a model per pair"), std::string::npos) << text;
-  // The lines are shown; the trainers price by the medians.
-  EXPECT_NE(text.find("the trainers price a message of n bytes (and the allreduce) by "
-                      "interpolating the medians (time_us) linearly in bytes"),
+  // A message is priced by the line, the allreduce by its medians.
+  EXPECT_NE(text.find("the trainers price a message of n bytes by the line, and the "
+                      "allreduce by interpolating its medians (time_us) linearly in bytes"),
             std::string::npos)
       << text;
 

@@ -126,24 +126,24 @@ TEST(CommModelFile, APerPairModelIsWrittenReadAndCharged) {
   EXPECT_EQ(back.all.alpha, records.all.alpha);
   const CommModel model = comm_model_of(back, dir.file("m.h5"));
   EXPECT_EQ(model.pair_ranks, 3);
-  // Each pair's own measured points price its messages: 1000 bytes lie between 8 and 4096.
-  const auto between = [](const CommPairRecord& pair, double bytes) {
-    return pair.seconds[0] +
-           (bytes - 8) / (4096 - 8) * (pair.seconds[1] - pair.seconds[0]);  // sizes 8, 4096
+  // Each pair's own line prices its messages (the ping-pong's points do not: comm_model.hpp).
+  const auto line = [](const CommPairRecord& pair, double bytes) {
+    return pair.fit.alpha + pair.fit.beta * bytes;
   };
   const CommPairRecord& slow = back.pairs[1];  // 0-2
-  EXPECT_DOUBLE_EQ(model.message(1000, 2, 0), between(slow, 1000));
-  EXPECT_DOUBLE_EQ(model.message(1000, 0, 1), between(back.pairs[0], 1000));
-  EXPECT_NE(model.message(1000, 2, 0), slow.fit.alpha + slow.fit.beta * 1000);
+  EXPECT_DOUBLE_EQ(model.message(1000, 2, 0), line(slow, 1000));
+  EXPECT_DOUBLE_EQ(model.message(1000, 0, 1), line(back.pairs[0], 1000));
+  EXPECT_NE(model.message(1000, 2, 0), model.message(1000, 0, 1));
   // A ring of the three: every step as long as its slowest link (1-2 or 2-0).
   double slowest = 0;
   for (const auto& pair : {back.pairs[2], back.pairs[1]}) {
-    slowest = std::max(slowest, between(pair, 3000.0 / 3));
+    slowest = std::max(slowest, line(pair, 3000.0 / 3));
   }
   EXPECT_DOUBLE_EQ(model.allreduce(3000, 3), 4 * slowest);
   EXPECT_NE(model.spec().find(" 0-2="), std::string::npos);
-  EXPECT_NE(model.describe().find("per pair of ranks, interpolating 4 measured sizes"),
-            std::string::npos);
+  EXPECT_EQ(model.spec().find("points"), std::string::npos) << model.spec();
+  EXPECT_NE(model.describe().find("per pair of ranks"), std::string::npos);
+  EXPECT_EQ(model.describe().find("interpolating"), std::string::npos);
   check_comm_model_for_run(model, 3, false);
   EXPECT_MBKIT_ERROR(check_comm_model_for_run(model, 4, false), ExitCode::kBadData,
                      "a model per pair of 3 ranks, for a run of 4 ranks");
@@ -323,7 +323,7 @@ CommModelRecords curved_link() {
   return records;
 }
 
-TEST(CommModelFile, AFileWithPointsPricesMessagesAndTheAllreduceByThem) {
+TEST(CommModelFile, AFileWithPointsPricesTheAllreduceByThemAndMessagesByTheLine) {
   TempDir dir;
   const CommModelRecords records = curved_link();
   write_comm_model(dir.file("m.h5"), records);
@@ -331,33 +331,32 @@ TEST(CommModelFile, AFileWithPointsPricesMessagesAndTheAllreduceByThem) {
   EXPECT_EQ(back.pairs[0].bytes, records.pairs[0].bytes);
   EXPECT_EQ(back.pairs[0].seconds, records.pairs[0].seconds);
   const CommModel model = *parse_comm_model(dir.file("m.h5"));
-  // The fitted line is kept (file, table), but the points price.
+  // A message: the fitted line, though the file has the ping-pong's points.
   EXPECT_EQ(model.alpha, records.all.alpha);
-  // The least-squares intercept: no small message's latency (7 times the 8 bytes' here).
-  EXPECT_GT(model.alpha, 5 * records.pairs[0].seconds[0]);
-  // Exact sizes: the measured medians.
-  for (std::size_t i = 0; i < records.pairs[0].bytes.size(); ++i) {
-    const auto bytes = static_cast<std::uint64_t>(records.pairs[0].bytes[i]);
-    EXPECT_EQ(model.message(bytes), records.pairs[0].seconds[i]) << bytes;
-    EXPECT_EQ(model.message(bytes, 1, 0), records.pairs[0].seconds[i]) << bytes;
+  EXPECT_TRUE(model.points.empty());
+  EXPECT_EQ(model.message(814000), records.all.alpha + records.all.beta * 814000);
+  EXPECT_NE(model.message(4096), records.pairs[0].seconds[1]);
+  // The allreduce: its measured medians at exact sizes.
+  for (std::size_t i = 0; i < records.allreduce.bytes.size(); ++i) {
+    const auto bytes = static_cast<std::uint64_t>(records.allreduce.bytes[i]);
     EXPECT_EQ(model.allreduce(bytes, 2), records.allreduce.seconds[i]) << bytes;
   }
   // 814 kB: between 512 KiB and 1 MiB, linear in bytes.
   const double share = (814000.0 - 524288) / (1048576 - 524288);
-  EXPECT_DOUBLE_EQ(model.message(814000), 6e-3 + share * 6e-3);
   EXPECT_DOUBLE_EQ(model.allreduce(814000, 2), 1.8e-2 + share * 1.5e-2);
   // Below the smallest size its time; beyond the largest the last two points' slope.
-  EXPECT_EQ(model.message(0), 1e-4);
   EXPECT_EQ(model.allreduce(1, 2), 2e-4);
   const double slope = (4e-1 - 3.3e-2) / (16777216.0 - 1048576);
   EXPECT_DOUBLE_EQ(model.allreduce(2 * 16777216ULL, 2), 4e-1 + slope * 16777216);
-  // A ring of another world (3 ranks) is of interpolated messages.
-  EXPECT_DOUBLE_EQ(model.allreduce(3 * 4096, 3), 4 * 1.5e-4);
-  // The points are part of the model's values (a resumed run compares them) and its line.
-  EXPECT_NE(model.spec().find(" points 8:0.0001,4096:0.00014999999999999999,"), std::string::npos)
-      << model.spec();
-  EXPECT_NE(model.spec().find(" allreduce 2="), std::string::npos);
-  EXPECT_NE(model.describe().find("interpolating 6 measured sizes"), std::string::npos)
+  // A ring of another world (3 ranks) is of the line's messages.
+  EXPECT_DOUBLE_EQ(model.allreduce(3 * 4096, 3), 4 * (records.all.alpha + records.all.beta * 4096));
+  // The allreduce's points are part of the model's values (a resumed run compares them).
+  const std::string spec = model.spec();
+  EXPECT_EQ(spec.substr(0, spec.find(" allreduce")).find("points"), std::string::npos) << spec;
+  EXPECT_NE(spec.find(" allreduce 2="), std::string::npos);
+  EXPECT_NE(spec.find(" points 8:0.00020000000000000001,"), std::string::npos) << spec;
+  EXPECT_NE(model.describe().find("allreduce of 2 ranks interpolating 6 measured sizes"),
+            std::string::npos)
       << model.describe();
 }
 

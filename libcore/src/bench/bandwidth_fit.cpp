@@ -223,9 +223,9 @@ void write_comm_fits(std::ostream& out, const train::CommModelRecords& records) 
   out << (records.pairs.size() < 2 ? "# one pair: one model\n"
           : records.per_pair       ? "# the pairs differ: a model per pair\n"
                                    : "# the pairs agree: one model for all\n");
-  out << "# --comm-model FILE: the trainers price a message of n bytes (and the allreduce) by "
-         "interpolating the medians (time_us) linearly in bytes between the measured sizes "
-         "around n; the lines are shown, not used\n";
+  out << "# --comm-model FILE: the trainers price a message of n bytes by the line, and the "
+         "allreduce by interpolating its medians (time_us) linearly in bytes between the "
+         "measured sizes around n\n";
   const train::CommAllreduceRecord& allreduce = records.allreduce;
   if (allreduce.ranks == 0 || allreduce.bytes.empty()) return;
   line(cat("allreduce of ", allreduce.ranks, " ranks"), allreduce.fit, allreduce.bytes.size());

@@ -2,9 +2,9 @@
 // (mb-bench-bandwidth --fit) and the line time = alpha + beta * bytes fitted to them, the same
 // for MPI allreduces of the whole world (what a synchronous --allreduce mpi step calls), and
 // their file (--comm-model FILE.h5 of the trainers), as time_model.hpp is the DBSL time model's.
-// The trainers price a message by the measured points where the file has them
-// (measured_times.hpp), by the line where it has none. The model itself (CommModel, what a
-// message costs on the virtual clock) is virtual_clock.hpp's.
+// The trainers price a message by the line, and the allreduce by its measured points where
+// the file has them (measured_times.hpp), by its line where it has none. The model itself
+// (CommModel, what a message costs on the virtual clock) is virtual_clock.hpp's.
 #pragma once
 
 #include <cstdint>
@@ -94,9 +94,9 @@ void write_comm_model(const std::string& path, const CommModelRecords& records);
 /// data error naming it. The points are optional: without them the records hold none.
 CommModelRecords read_comm_model(const std::string& path);
 
-/// The model a trainer uses: the points of all pairs together (the mean per size) where every
-/// pair has points, else the fit of them all; each pair's points (else its fit) where the pairs
-/// differ; and the allreduce's points (else its fit) where the file has one.
+/// The model a trainer uses: the fit of all pairs together; each pair's fit where the pairs
+/// differ; and the allreduce's points (else its fit) where the file has one. A message is
+/// priced by the line, not the ping-pong's points (comm_model_of says why).
 CommModel comm_model_of(const CommModelRecords& records, const std::string& path);
 
 /// A run of `ranks` ranks with `model`: a per-pair model must be of as many ranks (a data
