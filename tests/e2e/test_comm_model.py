@@ -68,7 +68,10 @@ class CommModel(mbtest.ToolTestCase):
                    "--data", self.path("toy.h5"), "--model", "mlp", "--hidden", "16", "--lr",
                    "0.05", "--batch-size", "16", "--seed", "2", *(["-q"] if quiet else []),
                    "--clock", "virtual", "--compute-model", "1e-4,2e-3", *args]
-        return mbtest.run(command, cwd=self.dir, env=self.env, timeout=180)
+        # A TMPDIR per mpirun: the tests start several at once, and Open MPI's session
+        # directories race in a shared one ("unable to create ... File exists").
+        env = dict(self.env, TMPDIR=tempfile.mkdtemp(prefix="mpi-", dir=self.dir))
+        return mbtest.run(command, cwd=self.dir, env=env, timeout=180)
 
     def fitted(self):
         """The class's fit, its cm.h5 copied here."""
