@@ -62,8 +62,19 @@ class Result:
 
 
 def run(args, cwd=None, env=None, timeout=300):
-    completed = subprocess.run([str(a) for a in args], cwd=cwd, env=env or clean_env(),
-                               capture_output=True, text=True, timeout=timeout)
+    env = env or clean_env()
+    session = None
+    if os.path.basename(str(args[0])) == "mpirun":
+        # An mpirun gets a TMPDIR of its own (removed after): mpiruns started at once in one
+        # TMPDIR race to make Open MPI's session directory ("unable to create ... File exists").
+        session = tempfile.mkdtemp(prefix="mpirun-", dir=env.get("TMPDIR") or None)
+        env = dict(env, TMPDIR=session)
+    try:
+        completed = subprocess.run([str(a) for a in args], cwd=cwd, env=env,
+                                   capture_output=True, text=True, timeout=timeout)
+    finally:
+        if session:
+            shutil.rmtree(session, ignore_errors=True)
     return Result([str(a) for a in args], completed)
 
 
