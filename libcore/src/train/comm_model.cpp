@@ -117,6 +117,22 @@ std::string comm_fit_problem(const CommModelFit& fit) {
   return {};
 }
 
+std::string allreduce_problem(const CommAllreduceRecord& allreduce) {
+  // Its measured points price the allreduce, and its line only prints beside them and gives a
+  // slope beyond the largest size where the last two points do not (clamped at 0): a line off
+  // its points (r^2 below the messages' bar, or a negative intercept) is no reason to drop them.
+  if (allreduce.bytes.empty()) return comm_fit_problem(allreduce.fit);
+  if (const std::string problem = measured_times_problem(allreduce.bytes, allreduce.seconds);
+      !problem.empty()) {
+    return cat("the measured points: ", problem);
+  }
+  if (!std::isfinite(allreduce.fit.alpha))
+    return cat("alpha = ", allreduce.fit.alpha, " is not finite");
+  if (!std::isfinite(allreduce.fit.beta))
+    return cat("beta = ", allreduce.fit.beta, " is not finite");
+  return {};
+}
+
 bool fits_differ(const CommModelFit& a, const CommModelFit& b) {
   return values_differ(a.alpha, a.alpha_stderr, b.alpha, b.alpha_stderr) ||
          values_differ(a.beta, a.beta_stderr, b.beta, b.beta_stderr);
@@ -251,7 +267,7 @@ void write_comm_model(const std::string& path, const CommModelRecords& records) 
     set_points(pair, record.bytes, record.seconds);
   }
   if (const CommAllreduceRecord& allreduce = records.allreduce;
-      allreduce.ranks > 0 && comm_fit_problem(allreduce.fit).empty()) {
+      allreduce.ranks > 0 && allreduce_problem(allreduce).empty()) {
     io::Group group = file.create_group(kAllreduceGroup);
     group.set_attribute("ranks", allreduce.ranks);
     set_fit(group, allreduce.fit);
@@ -321,8 +337,11 @@ CommModelRecords read_comm_model(const std::string& path) {
       }
       allreduce.ranks = static_cast<int>(allreduce_ranks);
       allreduce.fit = read_fit(group);
-      require_usable(group, allreduce.fit, "the allreduce");
       read_points(group, allreduce.bytes, allreduce.seconds);
+      if (const std::string problem = allreduce_problem(allreduce); !problem.empty()) {
+        data_error(
+            cat(group.describe(), " (the allreduce): ", problem, ": not a usable allreduce model"));
+      }
     }
     return records;
   } catch (const Error&) {

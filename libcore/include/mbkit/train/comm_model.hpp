@@ -63,6 +63,12 @@ struct CommAllreduceRecord {
   CommModelFit fit;
 };
 
+/// Why an allreduce measurement cannot time the allreduce, or "" when it can. With points: they
+/// are usable (measured_times_problem) and the line's alpha and beta finite, whatever its r^2 or
+/// sign, since the points price it and the line is only shown beside them. Without points (a
+/// file from before they were kept): comm_fit_problem of its line.
+std::string allreduce_problem(const CommAllreduceRecord& allreduce);
+
 /// What mb-bench-bandwidth --fit measured: every pair, the fit of all their points together,
 /// whether the pairs differ (then a trainer uses each pair's own fit), and the allreduce.
 struct CommModelRecords {
@@ -85,7 +91,7 @@ void fit_pairs(CommModelRecords& records);
 /// Writes the records to `path` atomically (format "mbkit-comm-model" in mbkit-formats(5)). A
 /// fit that is no usable model (comm_fit_problem: that of all pairs together, or each pair's
 /// where per_pair) is refused with status 1, naming the pair and why, and nothing is written.
-/// An allreduce fit that is no usable model (comm_fit_problem) is left out of the file: the
+/// An allreduce that is no usable model (allreduce_problem) is left out of the file: the
 /// trainers then time the allreduce as a ring of messages.
 void write_comm_model(const std::string& path, const CommModelRecords& records);
 
