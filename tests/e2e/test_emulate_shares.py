@@ -356,18 +356,21 @@ class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
         # own each step (the steps' loss and accuracy columns). Synchronous ps (FMB) on 1, 2
         # and 3 ranks: the relations of the synchronous shares (the one process's bits with
         # R = 1, within float grouping for other R); allreduce (AMB) on 3 ranks; the
-        # asynchronous master on 2 ranks: its bits. A run stopped at step 6 and resumed on 2
+        # asynchronous master on 2 ranks, DBSL's --sync server on 3 and its asynchronous one on
+        # 2: the one process's bits. A run stopped at step 6 and resumed on 2
         # ranks: the straight run's bits (the master's batch is the step's).
         cases = [
-            ("mfmb", "mb-train-fmb", ["--comm", "ps"], (1, 2, 3)),
-            ("mamb", "mb-train-amb", [*AMB, "--comm", "allreduce"], (3,)),
-            ("masync", "mb-train-fmb", ["--comm", "ps", "--async"], (2,)),
+            ("mfmb", "mb-train-fmb", ["--comm", "ps"], (1, 2, 3), COMMON),
+            ("mamb", "mb-train-amb", [*AMB, "--comm", "allreduce"], (3,), COMMON),
+            ("masync", "mb-train-fmb", ["--comm", "ps", "--async"], (2,), COMMON),
+            ("mdbsl", "mb-train-dbsl", ["--sync", "--steps", "16"], (3,), DBSL),
+            ("madbsl", "mb-train-dbsl", ["--steps", "16"], (2,), DBSL),
         ]
         runs = []
-        for name, tool, extra, ranks in cases:
+        for name, tool, extra, ranks, common in cases:
             args = [*extra, "--emulate", "8", "--train-loss", "master"]
-            runs += [(f"{name}-one", tool, args, 0), *[(f"{name}-r{r}", tool, args, r)
-                                                       for r in ranks]]
+            runs += [(f"{name}-one", tool, args, 0, False, common),
+                     *[(f"{name}-r{r}", tool, args, r, False, common) for r in ranks]]
         resumed = ["--comm", "ps", "--emulate", "8", "--train-loss", "master"]
         self.together(*[lambda run=run: self.train(*run) for run in runs],
                       lambda: self.stopped_and_resumed("mresumed", "mb-train-fmb", resumed, 2))
@@ -375,7 +378,8 @@ class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
         for name, ranks in (("mfmb", 2), ("mfmb", 3), ("mamb", 3)):
             with self.subTest(run=f"{name}-r{ranks}"):
                 self.assert_close(f"{name}-r{ranks}", f"{name}-one")
-        self.assert_same_bits("masync-r2", "masync-one")
+        for name in ("masync-r2", "mdbsl-r3", "madbsl-r2"):
+            self.assert_same_bits(name, name.split("-")[0] + "-one")
         self.assert_same_bits("mresumed", "mfmb-r2", skip={"epoch"})
         # The loss column is the master's batch's, not the workers' mean: a batch of 16 rows,
         # whose accuracy is a multiple of 1/16.
