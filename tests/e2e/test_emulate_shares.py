@@ -20,11 +20,14 @@ and the staleness bound): every rank runs the master alike (the same arrivals, u
 parameter sets), the rank hosting a round's worker predicts its ready time and, when its
 gradient is taken, computes it from the parameters it started from and broadcasts it, so every R
 gives the one process's bits, a resumed run's too; DBSL's asynchronous server the same way (the
-pushed model broadcast from its worker's host, every rank merging it). What the shares do not
-combine (--train-loss master, several servers) is refused naming both flags.
+pushed model broadcast from its worker's host, every rank merging it).
+--train-loss master (rank 0's loss of the updated model on a batch of its own) and several
+synchronous servers (every rank updates every shard, as the one process does) keep the
+synchronous relations above; several asynchronous servers (every rank plays every server, the
+servers taking turns in one order) give the one process's bits for every R. Fewer workers than
+ranks are refused naming both flags.
 """
 
-import concurrent.futures
 import os
 import shutil
 import unittest
@@ -341,24 +344,135 @@ class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
             self.assertEqual(shared["eval/samples"][...].tolist(), one["eval/samples"][...].tolist())
             np.testing.assert_allclose(shared["eval/loss"][...], one["eval/loss"][...], atol=1e-4)
 
-    def test_what_the_shares_do_not_combine_is_refused_naming_both_flags(self):
-        cases = [
-            (["--emulate", "4", "--comm", "ps", "--train-loss", "master"], "--train-loss master"),
-            (["--emulate", "4", "--comm", "ps", "--servers", "2"], "--servers"),
-            (["--emulate", "1"], "at least one worker"),
-        ]
-        # Refused before any training: run at once, each writing (not) its own log.
-        with concurrent.futures.ThreadPoolExecutor(len(cases)) as pool:
-            results = list(pool.map(
-                lambda case: self.run_tool(f"refused-{case[0]}", "mb-train-fmb", case[1][0], 2),
-                enumerate(cases)))
-        for i, ((extra, named), result) in enumerate(zip(cases, results)):
-            with self.subTest(extra=extra):
-                self.assertEqual(result.rc, 2, msg=result.err)
-                self.assertIn(f"--emulate {extra[1]} under mpirun -n 2", result.err)
-                self.assertIn(named, result.err)
-                self.assertFalse(os.path.exists(self.path(f"refused-{i}-log.h5")))
+    def test_fewer_workers_than_ranks_are_refused_naming_both_flags(self):
+        result = self.run_tool("refused", "mb-train-fmb", ["--emulate", "1"], 2)
+        self.assertEqual(result.rc, 2, msg=result.err)
+        self.assertIn("--emulate 1 under mpirun -n 2", result.err)
+        self.assertIn("at least one worker", result.err)
+        self.assertFalse(os.path.exists(self.path("refused-log.h5")))
 
+    def test_the_master_s_training_loss_on_shares_is_the_one_process_s(self):
+        # --train-loss master: rank 0 evaluates the updated model on a training batch of its
+        # own each step (the steps' loss and accuracy columns). Synchronous ps (FMB) on 1, 2
+        # and 3 ranks: the relations of the synchronous shares (the one process's bits with
+        # R = 1, within float grouping for other R); the asynchronous master on 2 ranks, DBSL's
+        # --sync server on 3 and its asynchronous one on 2: the one process's bits. A run
+        # stopped at step 6 and resumed on 2 ranks: the straight run's bits (the master's batch
+        # is the step's).
+        cases = [
+            ("mfmb", "mb-train-fmb", ["--comm", "ps"], (1, 2, 3), COMMON),
+            ("masync", "mb-train-fmb", ["--comm", "ps", "--async"], (2,), COMMON),
+            ("mdbsl", "mb-train-dbsl", ["--sync", "--steps", "16"], (3,), DBSL),
+            ("madbsl", "mb-train-dbsl", ["--steps", "16"], (2,), DBSL),
+        ]
+        runs = []
+        for name, tool, extra, ranks, common in cases:
+            args = [*extra, "--emulate", "8", "--train-loss", "master"]
+            runs += [(f"{name}-one", tool, args, 0, False, common),
+                     *[(f"{name}-r{r}", tool, args, r, False, common) for r in ranks]]
+        resumed = ["--comm", "ps", "--emulate", "8", "--train-loss", "master"]
+        self.together(*[lambda run=run: self.train(*run) for run in runs],
+                      lambda: self.stopped_and_resumed("mresumed", "mb-train-fmb", resumed, 2))
+        self.assert_same_bits("mfmb-r1", "mfmb-one")
+        for name, ranks in (("mfmb", 2), ("mfmb", 3)):
+            with self.subTest(run=f"{name}-r{ranks}"):
+                self.assert_close(f"{name}-r{ranks}", f"{name}-one")
+        for name in ("masync-r2", "mdbsl-r3", "madbsl-r2"):
+            self.assert_same_bits(name, name.split("-")[0] + "-one")
+        self.assert_same_bits("mresumed", "mfmb-r2", skip={"epoch"})
+        # The loss column is the master's batch's, not the workers' mean: a batch of 16 rows,
+        # whose accuracy is a multiple of 1/16.
+        with h5py.File(self.path("mfmb-r3-log.h5"), "r") as log:
+            accuracy = log["steps/accuracy"][...]
+        np.testing.assert_array_equal(accuracy * 16, np.round(accuracy * 16))
+
+    def test_several_synchronous_servers_on_shares_are_the_one_process_run(self):
+        # --servers S (synchronous ps): every rank updates the whole buffer from the combined
+        # sum, each server's shard as the one process's servers do; the step times, every
+        # worker's row (ranks S and up) and the /servers rows (a row per server per step, its
+        # shard's floats and bytes) are the one process's. FMB with 2 servers on 1, 2 and 3
+        # ranks, AMB with 3 on 2; a run stopped at step 6 and resumed on 3 ranks: the straight
+        # run's bits.
+        # Rank 2 (COMMON's slowed one) is a server with 3 servers: rank 4 is slowed instead.
+        slowed = [a if a != "2=1.5" else "4=1.5" for a in COMMON]
+        cases = [
+            ("sfmb", "mb-train-fmb", ["--servers", "2"], (1, 2, 3)),
+            ("samb", "mb-train-amb", [*AMB, "--servers", "3"], (2,)),
+        ]
+        runs = []
+        for name, tool, extra, ranks in cases:
+            args = ["--comm", "ps", *extra, "--emulate", "8"]
+            runs += [(f"{name}-one", tool, args, 0, False, slowed),
+                     *[(f"{name}-r{r}", tool, args, r, False, slowed) for r in ranks]]
+        resumed = ["--comm", "ps", "--servers", "2", "--emulate", "8"]
+        self.together(*[lambda run=run: self.train(*run) for run in runs],
+                      lambda: self.stopped_and_resumed("sresumed", "mb-train-fmb", resumed, 3,
+                                                       common=slowed))
+        self.assert_same_bits("sfmb-r1", "sfmb-one")
+        for name, ranks in (("sfmb", 2), ("sfmb", 3), ("samb", 2)):
+            with self.subTest(run=f"{name}-r{ranks}"):
+                self.assert_close(f"{name}-r{ranks}", f"{name}-one")
+        self.assert_same_bits("sresumed", "sfmb-r3", skip={"epoch"})
+        for name, ranks, servers in (("sfmb", 3, 2), ("samb", 2, 3)):
+            rows = {}
+            for run in ("one", f"r{ranks}"):
+                with h5py.File(self.path(f"{name}-{run}-log.h5"), "r") as log:
+                    rows[run] = {column: log["servers"][column][...].tolist()
+                                 for column in ("step", "rank", "floats", "bytes_received")}
+                    self.assertEqual(sorted(set(log["workers/rank"][...].tolist())),
+                                     list(range(servers, servers + 8)))
+            self.assertEqual(rows[f"r{ranks}"], rows["one"])
+            self.assertEqual(rows["one"]["rank"], list(range(servers)) * 12)
+
+
+    def test_several_asynchronous_servers_on_shares_are_the_one_process_run(self):
+        # --servers S --async: every rank plays every server's loop as the one process does, the
+        # servers taking turns in one order on every rank, a round's ready time and its
+        # gradient, state and report broadcast from its worker's host: the one process's bits
+        # for every R, the /servers rows included. FMB with 2 servers and K-async on 1, 2 and 3
+        # ranks, AMB with 3 servers and 2 gradients an update on 2; an AMB run (adam) stopped at
+        # step 6 and resumed on 3 ranks (the servers' optimizer shards from rank 0's checkpoint)
+        # against the same in one process. Several asynchronous servers evaluate at the end only.
+        # Rank 2 (COMMON's slowed one) is a server with 3 servers: rank 4 is slowed instead.
+        common = [a if a != "2=1.5" else "4=1.5" for a in COMMON if a not in ("--eval-every", "6")]
+        cases = [
+            ("asfmb", "mb-train-fmb", ["--servers", "2", "--k-async", "3"], (1, 2, 3)),
+            ("asamb", "mb-train-amb", [*AMB, "--servers", "3", "--async-min-grads", "2"], (2,)),
+        ]
+        runs = []
+        for name, tool, extra, ranks in cases:
+            args = ["--comm", "ps", "--async", *extra, "--emulate", "8"]
+            runs += [(f"{name}-one", tool, args, 0), *[(f"{name}-r{r}", tool, args, r)
+                                                       for r in ranks]]
+        resumed = [*AMB, "--comm", "ps", "--async", "--servers", "2", "--optimizer", "adam",
+                   "--emulate", "8"]
+        self.together(*[lambda run=run: self.train(*run, common=common) for run in runs],
+                      *[lambda name=name, ranks=ranks: self.stopped_and_resumed(
+                          name, "mb-train-amb", resumed, ranks, common=common)
+                        for name, ranks in (("asresumed-one", 0), ("asresumed-r3", 3))])
+        for name, _, extra, ranks in cases:
+            servers = int(extra[extra.index("--servers") + 1])
+            for r in ranks:
+                with self.subTest(run=f"{name}-r{r}"):
+                    self.assert_same_bits(f"{name}-r{r}", f"{name}-one")
+                    rows = {}
+                    for run in ("one", f"r{r}"):
+                        with h5py.File(self.path(f"{name}-{run}-log.h5"), "r") as log:
+                            rows[run] = {column: log["servers"][column][...].tolist()
+                                         for column in ("step", "rank", "floats",
+                                                        "bytes_received")}
+                    self.assertEqual(rows[f"r{r}"], rows["one"])
+                    self.assertEqual(sorted(set(rows["one"]["rank"])), list(range(servers)))
+        self.assert_same_bits("asresumed-r3", "asresumed-one")
+        with h5py.File(self.path("asfmb-r3-log.h5"), "r") as log:
+            # Taken gradients of workers of every share (0-2, 3-5, 6-7: ranks 2-4, 5-7, 8-9).
+            workers = log["workers/rank"][...] - 2
+            self.assertEqual({int(w) // 3 for w in workers}, {0, 1, 2})
+            self.assertGreater(log["workers/staleness"][...].max(), 0)
+        with h5py.File(self.path("asresumed-r3-log.h5"), "r") as log:
+            self.assertEqual(log["steps/step"][...].tolist(), list(range(1, 13)))
+        with h5py.File(self.path("asresumed-r3.h5"), "r") as checkpoint:
+            self.assertTrue(any(name.startswith("optimizer") for name in checkpoint))
 
 if __name__ == "__main__":
     mbtest.main()

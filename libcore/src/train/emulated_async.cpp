@@ -53,6 +53,7 @@ void EmulatedAsyncMaster::start(std::span<const float> parameters, std::span<con
                                 std::int64_t step) {
   MBKIT_CHECK(arrivals_.has_value(), "emulated asynchronous master without the virtual clock");
   running_.lock();
+  parts_.rounds.enter(parts_.server, running_);
   publish(parameters, state, step);
   // Every worker starts once the first parameters reached it.
   for (int w = 0; w < parts_.rounds.workers(); ++w) begin_round(w, now_ + arrivals_->message());

@@ -16,7 +16,9 @@ namespace mbkit::train {
 EmulatedAsyncRounds::EmulatedAsyncRounds(Parts parts)
     : parts_(std::move(parts)),
       workers_(static_cast<std::size_t>(parts_.workers.workers())),
-      stopped_(static_cast<std::size_t>(parts_.servers), kContinue) {
+      stopped_(static_cast<std::size_t>(parts_.servers), kContinue),
+      phase_(stopped_.size(), Phase::kNotEntered),
+      awaited_(stopped_.size(), 0) {
   for (Worker& worker : workers_) {
     worker.started.assign(stopped_.size(), 0);
     worker.taken.assign(stopped_.size(), 0);
@@ -82,19 +84,25 @@ std::shared_ptr<const EmulatedAsyncRounds::Computed> EmulatedAsyncRounds::take(
   std::shared_ptr<const Computed> computed;
   for (;;) {
     if (abandoned_) throw Error("another emulated server failed", ExitCode::kFailure);
-    // A round this server started is kept until it took it.
-    Round& round = worker.rounds[static_cast<std::size_t>(r - worker.first)];
-    if (round.computed) {
-      computed = round.computed;
-      break;
+    if (turn_ == server) {
+      // A round this server started is kept until it took it.
+      Round& round = worker.rounds[static_cast<std::size_t>(r - worker.first)];
+      if (round.computed) {
+        computed = round.computed;
+        break;
+      }
+      if (round.given == parts_.servers) {
+        computed = run_round(w, round, r);
+        break;
+      }
+      if (gone(worker, r)) break;
+      phase_[s] = Phase::kWaiting;
+      awaited_[s] = w;
+      pass_turn(server);
     }
-    if (round.given == parts_.servers) {
-      computed = run_round(w, round, r);
-      break;
-    }
-    if (gone(worker, r)) break;
     changed_.wait(lock);
   }
+  phase_[s] = Phase::kRunning;
   ++worker.taken[s];
   forget_taken(worker);
   return computed;
@@ -113,6 +121,12 @@ void EmulatedAsyncRounds::forget_taken(Worker& worker) {
   }
 }
 
+void EmulatedAsyncRounds::enter(int server, std::unique_lock<std::mutex>& lock) {
+  changed_.wait(lock, [&] { return turn_ == server || abandoned_; });
+  if (abandoned_) throw Error("another emulated server failed", ExitCode::kFailure);
+  phase_[static_cast<std::size_t>(server)] = Phase::kRunning;
+}
+
 void EmulatedAsyncRounds::stopped(int server, int code) {
   stopped_[static_cast<std::size_t>(server)] = std::max(code, static_cast<int>(kFinished));
   for (Worker& worker : workers_) {
@@ -120,7 +134,30 @@ void EmulatedAsyncRounds::stopped(int server, int code) {
     if (worker.stop == kContinue) worker.stop = stopped_[static_cast<std::size_t>(server)];
     forget_taken(worker);
   }
+  phase_[static_cast<std::size_t>(server)] = Phase::kStopped;
+  pass_turn(server);
   changed_.notify_all();
+}
+
+bool EmulatedAsyncRounds::can_go_on(int server) const {
+  const auto s = static_cast<std::size_t>(server);
+  if (phase_[s] == Phase::kNotEntered) return true;
+  if (phase_[s] != Phase::kWaiting) return false;
+  const Worker& worker = workers_[static_cast<std::size_t>(awaited_[s])];
+  const std::int64_t r = worker.taken[s];
+  const Round& round = worker.rounds[static_cast<std::size_t>(r - worker.first)];
+  return round.computed || round.given == parts_.servers || gone(worker, r);
+}
+
+void EmulatedAsyncRounds::pass_turn(int server) {
+  for (int k = 1; k <= parts_.servers; ++k) {
+    const int next = (server + k) % parts_.servers;
+    if (can_go_on(next)) {
+      turn_ = next;
+      changed_.notify_all();
+      return;
+    }
+  }
 }
 
 int EmulatedAsyncRounds::stop_of_worker(int w) const {

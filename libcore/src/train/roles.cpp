@@ -86,23 +86,13 @@ int emulated_host(int workers, int ranks, int worker) {
 
 namespace {
 
-// --emulate N under mpirun -n R: what the ranks' shares of the workers do not combine yet is
-// refused, naming both flags (the one-process --emulate takes more).
+// --emulate N under mpirun -n R: every rank hosts a share of the workers (the ranks' shares
+// combine every mode the one process runs).
 void check_emulated_shares(const TrainOptions& o, int ranks) {
-  const std::string flags = cat("--emulate ", o.emulate, " under mpirun -n ", ranks);
   if (o.emulate < ranks) {
-    usage_error(cat(flags, ": each rank hosts at least one worker; give --emulate ", ranks,
+    usage_error(cat("--emulate ", o.emulate, " under mpirun -n ", ranks,
+                    ": each rank hosts at least one worker; give --emulate ", ranks,
                     " or more, or fewer ranks"));
-  }
-  const char* refused = o.train_loss == "master" ? "--train-loss master"
-                        : o.servers > 1          ? "--servers"
-                                                 : nullptr;
-  if (refused != nullptr) {
-    usage_error(
-        cat(flags, " and ", refused,
-            ": ranks hosting shares of the emulated workers run FMB and AMB (synchronous ps "
-            "with one server and allreduce, with their step selection, K-batch-sync and AMB-DG; "
-            "the asynchronous master), local SGD and DBSL; run it without mpirun"));
   }
 }
 

@@ -234,9 +234,10 @@ class TrainingRun::EmulatedAsyncServer {
   std::vector<metrics::ServerRecord>& rows() { return policy_.server_rows(); }
 
  private:
-  // run_server's checks of a rank's own stop: a signal, the time budget on its clock.
+  // run_server's checks of a rank's own stop: a signal, the time budget on its clock. Under
+  // shares a signal reaches the ranks at different steps: server 0's agreed stop ends the run.
   int stop_now() const {
-    if (run_.stop_request_.requested()) return kSignalled;
+    if (!run_.role_.shares && run_.stop_request_.requested()) return kSignalled;
     if (policy_.virtual_now() - run_.clock_.elapsed_before() >= run_.budget_) return kFinished;
     return kContinue;
   }

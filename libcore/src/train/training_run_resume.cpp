@@ -164,7 +164,15 @@ void TrainingRun::resume() {
     if (role_.servers > 1 && role_.emulated == 0 && resume_.resumed != 0) {
       resume_server_shards();
     }
-    if (emulated_async_servers() && resume_.resumed != 0) resume_emulated_servers();
+    if (emulated_async_servers() && resume_.resumed != 0) {
+      resume_emulated_servers();
+      // Rank 0 read the other servers' optimizer shards; every rank hosting a share plays them.
+      for (auto& optimizer : server_optimizers_) {
+        for (auto& [name, values] : optimizer->state()) {
+          broadcast(nn::HostView(net_->backend(), *values, 0, values->size()));
+        }
+      }
+    }
   }
   share_delayed_versions();
   step_ = static_cast<std::int64_t>(resume_.step);

@@ -5,15 +5,18 @@
 // shard of it, when it arrives on that server's clock. A round no server will start (a server
 // stopped first: under mpirun its stop ends the worker) never runs.
 //
-// Under mpirun with --emulate (ranks hosting shares of the workers, Role::shares; one server)
-// every rank runs the master alike: a round's ready time is predicted by the rank hosting its
-// worker and broadcast from it when the round starts; its round runs there when its gradient is
-// first taken, and its gradient, state and report are broadcast from it, so every rank takes
-// the one process's values in its order (its bits for every R).
+// Under mpirun with --emulate (ranks hosting shares of the workers, Role::shares) every rank runs
+// the master alike: a round's ready time is predicted by the rank hosting its worker and broadcast
+// from it when the round starts; its round runs there when its gradient is first taken, and its
+// gradient, state and report are broadcast from it, so every rank takes the one process's values in
+// its order (its bits for every R).
 //
 // With several servers each plays its loop on a thread of its own, but one runs at a time: a
 // server holds lock() while it runs and lets it go only to wait for a round the others have
-// not started yet (take()), so what each computes does not depend on the threads' timing.
+// not started yet (take()), so what each computes does not depend on the threads' timing. Which
+// server runs next does not either: the waiting one hands the turn to the next server after it
+// (in server order, round the ring) that can go on, so under shares every rank runs the
+// servers' steps, and broadcasts their rounds, in one order.
 //
 //   memory: per round started by some server and not yet taken by all, the servers' parameter
 //           sets it holds (shared with the servers' histories) and, once run, its gradient and
@@ -51,8 +54,8 @@ class EmulatedAsyncRounds {
     std::function<int()> stop_of;
     /// Called with each round's number (from 1) and report, as a worker's --worker-log line.
     std::function<void(std::int64_t, const WorkerReport&)> worker_line;
-    /// Under mpirun, the ranks hosting shares of the workers (EmulatedWorkers::hosts; one
-    /// server); null: this process hosts them all.
+    /// Under mpirun, the ranks hosting shares of the workers (EmulatedWorkers::hosts); null:
+    /// this process hosts them all.
     const comm::World* shares = nullptr;
   };
   /// A server's published parameters: its master step, its shard then (server 0) the state.
@@ -87,6 +90,8 @@ class EmulatedAsyncRounds {
   /// it ran: waits, `lock` released, until every server started it (then runs it, the first to
   /// take it) or one stopped without (nothing: the worker is done).
   std::shared_ptr<const Computed> take(int server, int w, std::unique_lock<std::mutex>& lock);
+  /// Server `server` begins its loop (`lock` held): waits for its turn (server 0 has the first).
+  void enter(int server, std::unique_lock<std::mutex>& lock);
   /// The server stopped: the rounds it did not start will not run. Its StopCode is the one the
   /// workers it ends report (AsyncCombiner::workers_stop()).
   void stopped(int server, int code);
@@ -118,6 +123,10 @@ class EmulatedAsyncRounds {
   void from_host(int w, void* data, std::size_t bytes) const;
   /// Forgets the rounds every server took or never will.
   void forget_taken(Worker& worker);
+  /// Server `server` may go on: it has not entered yet, or the round it waits for can be taken.
+  bool can_go_on(int server) const;
+  /// Gives the turn to the first server after `server`, round the ring, that can go on.
+  void pass_turn(int server);
 
   Parts parts_;
   std::mutex lock_;
@@ -125,6 +134,12 @@ class EmulatedAsyncRounds {
   std::vector<Worker> workers_;
   std::vector<int> stopped_;  ///< per server: its StopCode once it stopped, else kContinue
   bool abandoned_ = false;
+  /// Where each server is: not entered yet, running (the one with the turn), waiting in take()
+  /// for worker `awaited_`'s round, or stopped.
+  enum class Phase { kNotEntered, kRunning, kWaiting, kStopped };
+  std::vector<Phase> phase_;
+  std::vector<int> awaited_;
+  int turn_ = 0;  ///< the server that runs
   std::vector<float> saved_parameters_, saved_state_;
 };
 
