@@ -5,9 +5,11 @@ model, the workers' gradients added in rank order through shared memory (--allre
 with two servers, gathered by each server and added in worker order. Every dataset of the
 checkpoint and every column of the metric log must be equal to the bit, for FMB and AMB, ps
 (one server or two) and allreduce, 3 and 8 workers, with induced stragglers and a slowed
-worker, and for the asynchronous master's count and time rules, K-async and stale synchronous
-parallel; a resumed emulated run must equal a straight one (and, with two servers, a resumed
-run with a process per worker); what cannot be emulated yet is refused naming both flags.
+worker; a resumed emulated run must equal a straight one (and, with two servers, a resumed run
+with a process per worker); what cannot be emulated yet is refused naming both flags. The
+asynchronous master's oracles (its count and time rules, K-async and stale synchronous parallel,
+one server or two) are test_emulate_async.py's, a CTest entry of its own, with this file's
+comparison (SameBits) and runs (EmulatedRuns).
 
 Left out of the comparison: the log's wall-clock columns (wall_time), the ps servers' table (the
 servers' real receive and update times; with two servers its rows, shards and bytes are
@@ -100,18 +102,35 @@ class ToyData:
                 future.result()
 
 
-class Emulate(ToyData, SameBits, mbtest.ToolTestCase):
+class EmulatedRuns(ToyData, SameBits):
+    """For a ToolTestCase: emulated runs and their process-per-worker oracles on toy.h5."""
+
     def train(self, name, tool, args, ranks=0, quiet=True, common=COMMON, extra=()):
         common = common if quiet else [a for a in common if a != "-q"]
         # A TMPDIR per mpirun: the tests run several at once.
         return self.train_toy(tool, name, common, args, ranks, extra, own_tmpdir=True)
 
-    def train_pair(self, emulated, ranked, common=COMMON):
-        """The emulated run and its process-per-worker oracle, (name, tool, args[, ranks])
-        each, at once."""
-        self.together(lambda: self.train(*emulated, common=common),
-                      lambda: self.train(*ranked, common=common))
+    def pair(self, name, tool, args, workers, ranks, common=COMMON, oracle=()):
+        """The emulated run NAME-emulated (--emulate WORKERS) and its oracle NAME-ranks
+        (mpirun -n RANKS, `oracle` added to its arguments), as two callables for together():
+        the runs are on the virtual clock, nothing timed between them, so every pair of a test
+        runs at once (most of a small run under mpirun is its ranks' start-up)."""
+        return [lambda: self.train(f"{name}-emulated", tool, [*args, "--emulate", str(workers)],
+                                   common=common),
+                lambda: self.train(f"{name}-ranks", tool, [*args, *oracle], ranks, common=common)]
 
+    def stopped_and_resumed(self, name, tool, args, ranks=0, common=COMMON, keep_stopped=False):
+        """NAME stopped after 6 steps (its checkpoint NAME.h5), then resumed from it to the
+        --steps of `common`; `keep_stopped`: copies of the stopped run's files as
+        NAME-stopped.h5 and NAME-stopped-log.h5."""
+        self.train(name, tool, [*args, "--steps", "6"], ranks, common=common)
+        if keep_stopped:
+            for suffix in (".h5", "-log.h5"):
+                shutil.copy(self.path(name + suffix), self.path(f"{name}-stopped{suffix}"))
+        self.train(name, tool, args, ranks, common=common, extra=("--resume", f"{name}.h5"))
+
+
+class Emulate(EmulatedRuns, mbtest.ToolTestCase):
 
     def test_every_sync_mode_has_the_bits_of_a_process_per_worker(self):
         if MPIRUN is None:
@@ -153,13 +172,20 @@ class Emulate(ToyData, SameBits, mbtest.ToolTestCase):
         if MPIRUN is None:
             self.skipTest("mpirun is not installed")
         servers = ["--comm", "ps", "--servers", "2"]
-        for tool, extra, workers in (("mb-train-fmb", [], 3), ("mb-train-amb", AMB, 8)):
+        cases = (("mb-train-fmb", [], 3), ("mb-train-amb", AMB, 8))
+        calls = []
+        for tool, extra, workers in cases:
+            calls += self.pair(f"servers-{tool[-3:]}-{workers}", tool, [*extra, *servers],
+                               workers, workers + 2)
+        resumed = [*AMB, *servers]
+        calls += [lambda: self.stopped_and_resumed("servers-resumed-emulated", "mb-train-amb",
+                                                   [*resumed, "--emulate", "3"]),
+                  lambda: self.stopped_and_resumed("servers-resumed-ranks", "mb-train-amb",
+                                                   resumed, 5)]
+        self.together(*calls)
+        for tool, _, workers in cases:
             with self.subTest(tool=tool, workers=workers):
                 name = f"servers-{tool[-3:]}-{workers}"
-                args = [*extra, *servers]
-                self.train_pair((f"{name}-emulated", tool, [*args, "--emulate",
-                                                            str(workers)]),
-                                (f"{name}-ranks", tool, args, workers + 2))
                 self.assert_same_bits(f"{name}-emulated", f"{name}-ranks")
                 rows = {}
                 for run in ("emulated", "ranks"):
@@ -171,180 +197,9 @@ class Emulate(ToyData, SameBits, mbtest.ToolTestCase):
                                          list(range(2, 2 + workers)))
                 self.assertEqual(rows["emulated"], rows["ranks"])
                 self.assertEqual(rows["emulated"]["rank"], [0, 1] * 12)
-
-        def stopped_and_resumed(name, ranks, where):
-            self.train(name, "mb-train-amb", [*AMB, *servers, *where, "--steps", "6"], ranks)
-            command = [mbtest.tool("mb-train-amb"), "--data", "toy.h5", *COMMON, *AMB, *servers,
-                       *where, "--log", f"{name}-log.h5", "--checkpoint", f"{name}.h5",
-                       "--resume", f"{name}.h5"]
-            if ranks > 0:
-                command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
-            self.assertSucceeded(mbtest.run(command, cwd=self.dir, env=self.env, timeout=300))
-        self.together(lambda: stopped_and_resumed("servers-resumed-emulated", 0,
-                                                  ["--emulate", "3"]),
-                      lambda: stopped_and_resumed("servers-resumed-ranks", 5, []))
         self.assert_same_bits("servers-resumed-emulated", "servers-resumed-ranks")
         with h5py.File(self.path("servers-resumed-emulated.h5"), "r") as checkpoint:
             self.assertTrue(any(name.startswith("optimizer") for name in checkpoint))
-
-    def test_the_asynchronous_master_has_the_bits_of_a_process_per_worker(self):
-        # ps --async on the virtual clock: the count rule (1 and 2 gradients an update), the
-        # AMB original's time rule with its message delays, and AMB's rounds; then a resumed
-        # run against a resumed run with a process per worker (both draw the workers' delays
-        # from the start again, as an asynchronous resume does).
-        if MPIRUN is None:
-            self.skipTest("mpirun is not installed")
-        cases = [
-            ("count1", "mb-train-fmb", 3, []),
-            ("count2", "mb-train-fmb", 8, ["--async-min-grads", "2"]),
-            ("time", "mb-train-fmb", 3, ["--async-master-time-limit", "0.01",
-                                         "--async-delay-std", "0.01"]),
-            ("amb", "mb-train-amb", 3, AMB),
-        ]
-        for name, tool, workers, extra in cases:
-            with self.subTest(case=name):
-                args = [*extra, "--comm", "ps", "--async"]
-                self.train_pair((f"async-{name}-emulated", tool, [*args, "--emulate",
-                                                                  str(workers)]),
-                                (f"async-{name}-ranks", tool, args, workers + 1))
-                self.assert_same_bits(f"async-{name}-emulated", f"async-{name}-ranks")
-        with h5py.File(self.path("async-count2-emulated-log.h5"), "r") as log:
-            self.assertEqual(len(log["workers/rank"]), 2 * 12)
-            self.assertGreater(log["workers/staleness"][...].max(), 0)
-        args = ["--comm", "ps", "--async"]
-
-        def stopped_and_resumed(name, ranks, where):
-            self.train(f"async-resumed-{name}", "mb-train-fmb", [*args, *where, "--steps", "6"],
-                       ranks)
-            command = [mbtest.tool("mb-train-fmb"), "--data", "toy.h5", *COMMON, *args, *where,
-                       "--log", f"async-resumed-{name}-log.h5", "--checkpoint",
-                       f"async-resumed-{name}.h5", "--resume", f"async-resumed-{name}.h5"]
-            if ranks > 0:
-                command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
-            self.assertSucceeded(mbtest.run(command, cwd=self.dir, env=self.env, timeout=300))
-        self.together(lambda: stopped_and_resumed("emulated", 0, ["--emulate", "3"]),
-                      lambda: stopped_and_resumed("ranks", 4, []))
-        self.assert_same_bits("async-resumed-emulated", "async-resumed-ranks")
-
-    def test_several_asynchronous_servers_have_the_bits_of_a_process_per_worker(self):
-        # --servers 2 --async: each server takes its shard's gradients on its own virtual clock
-        # and a worker's round starts from both servers' shards (this process plays both, each
-        # loop on its own thread), as under mpirun -n N+2. FMB and AMB at 3 and 8 workers, the
-        # count rule, K-async, the staleness bound and the time rule with message delays (odd
-        # shards whose messages cost apart); the /servers table has the same rows; then a
-        # resumed run against a resumed run with a process per worker. Several asynchronous
-        # servers evaluate only at the end (--eval-every is refused with them).
-        if MPIRUN is None:
-            self.skipTest("mpirun is not installed")
-        common = [a for a in COMMON if a not in ("--eval-every", "6")]
-        servers = ["--comm", "ps", "--async", "--servers", "2"]
-        cases = [
-            ("fmb3", "mb-train-fmb", 3, ["--staleness-bound", "1"]),
-            ("fmb8", "mb-train-fmb", 8, ["--k-async", "3"]),
-            ("amb3", "mb-train-amb", 3, AMB),
-            ("amb8", "mb-train-amb", 8, [*AMB, "--async-min-grads", "2"]),
-            ("time3", "mb-train-fmb", 3, ["--hidden", "17", "--comm-model", "25e-6,1e-6",
-                                          "--async-master-time-limit", "0.01",
-                                          "--async-delay-std", "0.01"]),
-        ]
-        for name, tool, workers, extra in cases:
-            with self.subTest(case=name):
-                args = [*extra, *servers]
-                self.train_pair((f"aservers-{name}-emulated", tool, [*args, "--emulate",
-                                                                     str(workers)]),
-                                (f"aservers-{name}-ranks", tool, args, workers + 2),
-                                common=common)
-                self.assert_same_bits(f"aservers-{name}-emulated", f"aservers-{name}-ranks")
-                rows = {}
-                for run in ("emulated", "ranks"):
-                    with h5py.File(self.path(f"aservers-{name}-{run}-log.h5"), "r") as log:
-                        rows[run] = {column: log["servers"][column][...].tolist()
-                                     for column in ("step", "rank", "floats",
-                                                    "bytes_received")}
-                        # The workers are ranks 2 and up (a slowed one may not be taken).
-                        self.assertLessEqual(set(log["workers/rank"][...].tolist()),
-                                             set(range(2, 2 + workers)))
-                        self.assertEqual(len(log["eval/step"]), 1)
-                self.assertEqual(rows["emulated"], rows["ranks"])
-                self.assertEqual(rows["emulated"]["rank"], [0, 1] * 12)
-        with h5py.File(self.path("aservers-fmb8-emulated-log.h5"), "r") as log:
-            self.assertGreater(log["workers/staleness"][...].max(), 0)
-        with h5py.File(self.path("aservers-fmb3-emulated-log.h5"), "r") as log:
-            self.assertGreater(log["workers/wait_time"][...].max(), 0)  # SSP's blocked rounds
-
-        def stopped_and_resumed(name, ranks, where):
-            args = [*AMB, *servers, "--optimizer", "adam", *where]
-            self.train(name, "mb-train-amb", [*args, "--steps", "6"], ranks, common=common)
-            command = [mbtest.tool("mb-train-amb"), "--data", "toy.h5", *common, *args,
-                       "--log", f"{name}-log.h5", "--checkpoint", f"{name}.h5",
-                       "--resume", f"{name}.h5"]
-            if ranks > 0:
-                command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
-            self.assertSucceeded(mbtest.run(command, cwd=self.dir, env=self.env, timeout=300))
-        self.together(lambda: stopped_and_resumed("aservers-resumed-emulated", 0,
-                                                  ["--emulate", "3"]),
-                      lambda: stopped_and_resumed("aservers-resumed-ranks", 5, []))
-        self.assert_same_bits("aservers-resumed-emulated", "aservers-resumed-ranks")
-        with h5py.File(self.path("aservers-resumed-emulated.h5"), "r") as checkpoint:
-            self.assertTrue(any(name.startswith("optimizer") for name in checkpoint))
-        with h5py.File(self.path("aservers-resumed-emulated-log.h5"), "r") as log:
-            self.assertEqual(log["steps/step"][...].tolist(), list(range(1, 13)))
-
-    def test_k_async_and_ssp_have_the_bits_of_a_process_per_worker(self):
-        # The asynchronous server's methods on the emulated master (async_rule.hpp): K-async's
-        # held gradients and the staleness bound's blocked workers, 3 and 8 workers (K-async at
-        # 3: the resumed pair's first 6 steps, compared at the stop); then a resumed run of each
-        # against a resumed run with a process per worker.
-        if MPIRUN is None:
-            self.skipTest("mpirun is not installed")
-        cases = [
-            ("kasync8", 8, ["--k-async", "3"]),
-            ("ssp3", 3, ["--staleness-bound", "1"]),
-            ("ssp8", 8, ["--staleness-bound", "0"]),
-        ]
-        resumed = [("kasync", ["--k-async", "2"]), ("ssp", ["--staleness-bound", "1"])]
-
-        def stopped_and_resumed(run, ranks, args):
-            self.train(run, "mb-train-fmb", [*args, "--steps", "6"], ranks)
-            for suffix in (".h5", "-log.h5"):
-                shutil.copy(self.path(run + suffix), self.path(f"{run}-stopped{suffix}"))
-            self.train(run, "mb-train-fmb", args, ranks, extra=("--resume", f"{run}.h5"))
-        # Every run on the virtual clock, nothing timed between them: all at once.
-        calls = []
-        for name, workers, extra in cases:
-            args = [*extra, "--comm", "ps", "--async"]
-            calls += [lambda name=name, args=args, workers=workers: self.train(
-                          f"{name}-emulated", "mb-train-fmb", [*args, "--emulate", str(workers)]),
-                      lambda name=name, args=args, workers=workers: self.train(
-                          f"{name}-ranks", "mb-train-fmb", args, workers + 1)]
-        for name, extra in resumed:
-            args = [*extra, "--comm", "ps", "--async"]
-            calls += [lambda name=name, args=args: stopped_and_resumed(
-                          f"{name}-resumed-emulated", 0, [*args, "--emulate", "3"]),
-                      lambda name=name, args=args: stopped_and_resumed(
-                          f"{name}-resumed-ranks", 4, args)]
-        self.together(*calls)
-        for name, _, _ in cases:
-            with self.subTest(case=name):
-                self.assert_same_bits(f"{name}-emulated", f"{name}-ranks")
-        # The runs held gradients and blocked workers: K distinct workers an update, one of
-        # them a gradient computed before an earlier update (held); waits before SSP's rounds.
-        with h5py.File(self.path("kasync8-emulated-log.h5"), "r") as log:
-            ranks, staleness = log["workers/rank"][...], log["workers/staleness"][...]
-            self.assertEqual(len(ranks), 3 * 12)
-            for step in range(12):
-                self.assertEqual(len(set(ranks[3 * step:3 * step + 3].tolist())), 3)
-            self.assertGreater(staleness.max(), 0)
-        for name in ("ssp3-emulated", "ssp8-emulated"):
-            with h5py.File(self.path(f"{name}-log.h5"), "r") as log:
-                self.assertGreater(log["workers/wait_time"][...].max(), 0, msg=name)
-        with h5py.File(self.path("kasync-resumed-emulated-stopped-log.h5"), "r") as log:
-            self.assertGreater(log["workers/staleness"][...].max(), 0)
-        for name, _ in resumed:
-            with self.subTest(resumed=name):
-                self.assert_same_bits(f"{name}-resumed-emulated-stopped",
-                                      f"{name}-resumed-ranks-stopped")
-                self.assert_same_bits(f"{name}-resumed-emulated", f"{name}-resumed-ranks")
 
     def test_a_replayed_trace_has_the_bits_of_a_process_per_worker(self):
         if MPIRUN is None:
@@ -356,23 +211,19 @@ class Emulate(ToyData, SameBits, mbtest.ToolTestCase):
                 for worker in range(2):
                     out.write(f"{worker},{step},{0.01 * ((3 * step + 7 * worker) % 11)!r}\n")
         common = [a if a != "niagara" else "trace:trace.csv" for a in COMMON]
-        for tool, extra in (("mb-train-fmb", []), ("mb-train-amb", AMB)):
+        tools = (("mb-train-fmb", []), ("mb-train-amb", AMB))
+        self.together(*[call for tool, extra in tools
+                        for call in self.pair(f"trace-{tool[-3:]}", tool, [*extra, "--comm", "ps"],
+                                              3, 4, common=common,
+                                              oracle=["--allreduce", "shm"])])
+        for tool, _ in tools:
             with self.subTest(tool=tool):
-                name = f"trace-{tool[-3:]}"
-                args = [*extra, "--comm", "ps"]
-                self.train_pair((f"{name}-emulated", tool, [*args, "--emulate", "3"]),
-                                (f"{name}-ranks", tool, [*args, "--allreduce", "shm"], 4),
-                                common=common)
-                self.assert_same_bits(f"{name}-emulated", f"{name}-ranks")
+                self.assert_same_bits(f"trace-{tool[-3:]}-emulated", f"trace-{tool[-3:]}-ranks")
 
     def test_a_resumed_emulated_run_has_the_bits_of_a_straight_one(self):
         args = [*AMB, "--comm", "ps", "--emulate", "5"]
-        self.train("straight", "mb-train-amb", args)
-        self.train("resumed", "mb-train-amb", [*args, "--steps", "6"])
-        result = mbtest.run([mbtest.tool("mb-train-amb"), "--data", "toy.h5", *COMMON, *args,
-                             "--log", "resumed-log.h5", "--checkpoint", "resumed.h5",
-                             "--resume", "resumed.h5"], cwd=self.dir, env=self.env)
-        self.assertSucceeded(result)
+        self.together(lambda: self.train("straight", "mb-train-amb", args),
+                      lambda: self.stopped_and_resumed("resumed", "mb-train-amb", args))
         # The epoch column is epoch at resume + steps since / steps per epoch: its last bits
         # differ from steps / steps per epoch, with a process per worker as well.
         self.assert_same_bits("resumed", "straight", skip={"epoch"})
@@ -403,8 +254,14 @@ class Emulate(ToyData, SameBits, mbtest.ToolTestCase):
         # them (nearest rank) and sample:K the rows of K workers: both must be what h5py
         # computes from the rows of the same run with all.
         base = ["--comm", "ps", "--emulate", "100", "--batch-size", "2", "--steps", "6"]
-        for choice in ("all", "summary", "sample:7"):
-            self.train(choice.split(":")[0], "mb-train-fmb", [*base, "--worker-table", choice])
+        # Every run of the test at once (emulated on the virtual clock: nothing timed).
+        runs = [(choice.split(":")[0], [*base, "--worker-table", choice])
+                for choice in ("all", "summary", "sample:7")]
+        runs.append(("sample-again", [*base, "--worker-table", "sample:7"]))
+        runs += [(f"{choice}-70", [*base, "--emulate", "70", "--worker-table", choice])
+                 for choice in ("all", "summary")]
+        self.together(*[lambda run=run: self.train(run[0], "mb-train-fmb", run[1])
+                        for run in runs])
         with h5py.File(self.path("all-log.h5"), "r") as log:
             rows = {name: log["workers"][name][...] for name in log["workers"]}
             steps = {name: log["steps"][name][...] for name in log["steps"]}
@@ -448,7 +305,6 @@ class Emulate(ToyData, SameBits, mbtest.ToolTestCase):
                 np.testing.assert_array_equal(workers[column], rows[column][keep],
                                               err_msg=f"sample: workers/{column}")
         # The same seed samples the same workers.
-        self.train("sample-again", "mb-train-fmb", [*base, "--worker-table", "sample:7"])
         with h5py.File(self.path("sample-again-log.h5"), "r") as log:
             self.assertEqual(sorted(set(log["workers/rank"][...].tolist())), sampled)
 
@@ -493,8 +349,6 @@ class Emulate(ToyData, SameBits, mbtest.ToolTestCase):
         # each step's longest delay from the summary: the same series as from every row.
         series = {}
         for choice in ("all", "summary"):
-            self.train(f"{choice}-70", "mb-train-fmb", [*base, "--emulate", "70",
-                                                        "--worker-table", choice])
             plotted = mbtest.run([mbtest.tool("mb-plot"), f"{choice}-log.h5",
                                   f"{choice}-70-log.h5", "--type", "workers", "-o",
                                   f"{choice}-workers.png", "--label", "a", "--label", "b",
@@ -505,10 +359,13 @@ class Emulate(ToyData, SameBits, mbtest.ToolTestCase):
         self.assertEqual(series["summary"], series["all"])
 
     def test_worker_table_defaults_to_all_up_to_64_workers(self):
-        for workers, expected in ((64, "all"), (65, "summary")):
+        sizes = ((64, "all"), (65, "summary"))
+        self.together(*[lambda workers=workers: self.train(
+            f"default-{workers}", "mb-train-fmb", ["--comm", "ps", "--emulate", str(workers),
+                                                   "--batch-size", "2", "--steps", "2"])
+            for workers, _ in sizes])
+        for workers, expected in sizes:
             name = f"default-{workers}"
-            self.train(name, "mb-train-fmb", ["--comm", "ps", "--emulate", str(workers),
-                                              "--batch-size", "2", "--steps", "2"])
             with h5py.File(self.path(f"{name}-log.h5"), "r") as log:
                 config = json.loads(mbtest.text_attrs(log)["config"])
                 self.assertEqual(config["worker_table"], expected)

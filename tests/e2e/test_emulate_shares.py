@@ -98,9 +98,10 @@ class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
             with self.subTest(tool=tool, comm=comm):
                 name = f"{tool[-3:]}-{comm}"
                 args = [*extra, "--comm", comm, "--emulate", "8"]
-                self.train_together((f"{name}-one", tool, args, 0), (f"{name}-r1", tool, args, 1))
+                self.train_together((f"{name}-one", tool, args, 0),
+                                    *[(f"{name}-r{ranks}", tool, args, ranks)
+                                      for ranks in (1, 2, 3)])
                 self.assert_same_bits(f"{name}-r1", f"{name}-one")
-                self.train_together(*[(f"{name}-r{ranks}", tool, args, ranks) for ranks in (2, 3)])
                 for ranks in (2, 3):
                     self.assert_close(f"{name}-r{ranks}", f"{name}-one")
                 with h5py.File(self.path(f"{name}-r3-log.h5"), "r") as log:
@@ -116,10 +117,9 @@ class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
             with self.subTest(method=name):
                 args = [*extra, "--comm", "ps", "--emulate", "8"]
                 self.train_together((f"{name}-one", "mb-train-fmb", args, 0),
-                                    (f"{name}-r1", "mb-train-fmb", args, 1))
+                                    *[(f"{name}-r{ranks}", "mb-train-fmb", args, ranks)
+                                      for ranks in (1, 2, 3)])
                 self.assert_same_bits(f"{name}-r1", f"{name}-one")
-                self.train_together(*[(f"{name}-r{ranks}", "mb-train-fmb", args, ranks)
-                                      for ranks in (2, 3)])
                 for ranks in (2, 3):
                     self.assert_close(f"{name}-r{ranks}", f"{name}-one")
                 with h5py.File(self.path(f"{name}-r3-log.h5"), "r") as log:
@@ -132,12 +132,11 @@ class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
         # Each rank predicts its hosted workers' batch completions; gathered, every rank plans
         # the one-process run's batch counts (/workers/micro_batches compared to the bit).
         args = ["--k-batch-sync", "6", "--comm", "ps", "--emulate", "8"]
-        self.train_together(("kbatch-one", "mb-train-fmb", args, 0),
-                            ("kbatch-r1", "mb-train-fmb", args, 1))
-        self.assert_same_bits("kbatch-r1", "kbatch-one")
-        self.together(*[lambda ranks=ranks: self.train(f"kbatch-r{ranks}", "mb-train-fmb", args,
-                                                       ranks) for ranks in (2, 3)],
+        self.together(lambda: self.train("kbatch-one", "mb-train-fmb", args, 0),
+                      *[lambda ranks=ranks: self.train(f"kbatch-r{ranks}", "mb-train-fmb", args,
+                                                       ranks) for ranks in (1, 2, 3)],
                       lambda: self.stopped_and_resumed("kbatch-resumed", "mb-train-fmb", args, 3))
+        self.assert_same_bits("kbatch-r1", "kbatch-one")
         for ranks in (2, 3):
             self.assert_close(f"kbatch-r{ranks}", "kbatch-one")
         with h5py.File(self.path("kbatch-r3-log.h5"), "r") as log:
@@ -200,9 +199,9 @@ class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
         # delayed timeline: the step times, waits and staleness are the one process's to the bit.
         args = [*AMB, "--comm", "ps", "--emulate", "8", "--delayed-gradients", "2"]
         checkpoint = ("params/", "delayed_parameters/")
-        self.train_together(("dg-one", "mb-train-amb", args, 0), ("dg-r1", "mb-train-amb", args, 1))
+        self.train_together(("dg-one", "mb-train-amb", args, 0),
+                            *[(f"dg-r{ranks}", "mb-train-amb", args, ranks) for ranks in (1, 2, 3)])
         self.assert_same_bits("dg-r1", "dg-one")
-        self.train_together(*[(f"dg-r{ranks}", "mb-train-amb", args, ranks) for ranks in (2, 3)])
         for ranks in (2, 3):
             self.assert_close(f"dg-r{ranks}", "dg-one", checkpoint)
         with h5py.File(self.path("dg-r3-log.h5"), "r") as log:
