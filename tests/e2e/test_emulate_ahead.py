@@ -28,9 +28,8 @@ class EmulateAhead(ToyData, SameBits, mbtest.ToolTestCase):
         if bound is not None:
             env["MBKIT_EMULATE_AHEAD_BYTES"] = str(bound)
         if ranks > 0:
-            command = [MPIRUN, "--oversubscribe", "-n", str(ranks), "-x",
-                       "MBKIT_EMULATE_AHEAD_BYTES", *command] if bound is not None else \
-                [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
+            exported = ["-x", "MBKIT_EMULATE_AHEAD_BYTES"] if bound is not None else []
+            command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *exported, *command]
             env["TMPDIR"] = self.path(f"tmp-{name}")  # mpiruns at once: a session dir each
             os.makedirs(env["TMPDIR"], exist_ok=True)
         self.assertSucceeded(mbtest.run(command, cwd=self.dir, env=env, timeout=300))
