@@ -228,6 +228,14 @@ Request World::iallreduce_sum(std::span<float> values) const {
   return {from_mpi(request), -1};
 }
 
+Request World::ibroadcast(std::span<std::uint8_t> bytes, int root) const {
+  if (size_ == 1 || bytes.empty()) return {};
+  MPI_Request request = MPI_REQUEST_NULL;
+  MBKIT_MPI_CHECK(MPI_Ibcast(bytes.data(), checked_count(bytes.size()), MPI_BYTE, root,
+                             MPI_COMM_WORLD, &request));
+  return {from_mpi(request), -1};
+}
+
 void World::rendezvous(const std::string& what) const {
   if (size_ == 1) return;
   Request pending = ibarrier();

@@ -1,6 +1,7 @@
 #include "mbkit/train/emulated_async_rounds.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -18,7 +19,8 @@ EmulatedAsyncRounds::EmulatedAsyncRounds(Parts parts)
       workers_(static_cast<std::size_t>(parts_.workers.workers())),
       stopped_(static_cast<std::size_t>(parts_.servers), kContinue),
       phase_(stopped_.size(), Phase::kNotEntered),
-      awaited_(stopped_.size(), 0) {
+      awaited_(stopped_.size(), 0),
+      ahead_(parts_.ahead_bytes) {
   for (Worker& worker : workers_) {
     worker.started.assign(stopped_.size(), 0);
     worker.taken.assign(stopped_.size(), 0);
@@ -70,6 +72,10 @@ std::optional<EmulatedAsyncRounds::Started> EmulatedAsyncRounds::start(
   }
   round.held[s] = std::move(held);
   ++round.given;
+  // Under shares its host may compute it from now on: every server gave it its parameters.
+  if (round.given == parts_.servers && parts_.shares != nullptr && parts_.workers.hosts(w)) {
+    ahead_.started(w, start + round.ready + round.comm_delay);
+  }
   changed_.notify_all();
   return Started{round.ready, round.comm_delay};
 }
@@ -177,6 +183,39 @@ void EmulatedAsyncRounds::from_host(int w, void* data, std::size_t bytes) const 
 
 std::shared_ptr<const EmulatedAsyncRounds::Computed> EmulatedAsyncRounds::run_round(
     int w, Round& round, std::int64_t r) {
+  std::shared_ptr<Computed> computed;
+  const bool hosted = parts_.workers.hosts(w);
+  const bool was_ahead = round.ahead != nullptr;
+  if (hosted) {
+    if (was_ahead) {
+      computed = std::move(round.ahead);
+    } else {
+      ahead_.drop(w);
+      computed = compute(w, round, r);
+    }
+    computed->report.stop = parts_.stop_of();  // at its take, as when computed then
+  } else {
+    computed = std::make_shared<Computed>();
+    computed->gradients.resize(parts_.net.gradients().size());
+    computed->state.resize(parts_.net.state().size());
+  }
+  // Every rank takes the gradient, state and report the host computed.
+  if (parts_.shares != nullptr) from_host(w, *computed);
+  if (was_ahead) ahead_.released(result_bytes());
+  // The host's log has its hosted workers' lines.
+  if (parts_.worker_line && hosted) parts_.worker_line(r + 1, computed->report);
+  round.computed = computed;
+  return computed;
+}
+
+std::size_t EmulatedAsyncRounds::result_bytes() const {
+  return (parts_.net.gradients().size() + parts_.net.state().size()) * sizeof(float) +
+         sizeof(Computed);
+}
+
+std::shared_ptr<EmulatedAsyncRounds::Computed> EmulatedAsyncRounds::compute(int w,
+                                                                            const Round& round,
+                                                                            std::int64_t r) {
   nn::Network& net = parts_.net;
   // The servers' values stay theirs: aside while the round runs on their parameter sets.
   const std::span<float> parameters = net.parameters();
@@ -185,45 +224,75 @@ std::shared_ptr<const EmulatedAsyncRounds::Computed> EmulatedAsyncRounds::run_ro
   saved_state_.assign(state.begin(), state.end());
   auto computed = std::make_shared<Computed>();
   WorkerReport& report = computed->report;
-  const bool hosted = parts_.workers.hosts(w);
-  if (hosted) {
-    for (int s = 0; s < parts_.servers; ++s) {
-      const auto [first, last] = shard(s);
-      const std::vector<float>& held = round.held[static_cast<std::size_t>(s)]->values;
-      std::copy(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(last - first),
-                parameters.begin() + static_cast<std::ptrdiff_t>(first));
-      if (s == 0) {
-        std::copy(held.begin() + static_cast<std::ptrdiff_t>(last - first), held.end(),
-                  state.begin());
-      }
+  for (int s = 0; s < parts_.servers; ++s) {
+    const auto [first, last] = shard(s);
+    const std::vector<float>& held = round.held[static_cast<std::size_t>(s)]->values;
+    std::copy(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(last - first),
+              parameters.begin() + static_cast<std::ptrdiff_t>(first));
+    if (s == 0) {
+      std::copy(held.begin() + static_cast<std::ptrdiff_t>(last - first), held.end(),
+                state.begin());
     }
-    WorkerRound& computing = parts_.workers.round(w);
-    // As the asynchronous worker policy: no send of its own to wait for, the parameters'
-    // modelled receive; its step is server 0's (the parameters it reports being based on).
-    computing.set_previous_exchange(0, 0, parts_.modelled_receive);
-    const std::int64_t based_on = round.held[0]->step;
-    report = computing.run(based_on + r, 1.0);
-    MBKIT_CHECK(report.sleep_time + report.compute_time == round.ready, "worker ", w,
-                "'s round was ready at ", report.sleep_time + report.compute_time, " s, predicted ",
-                round.ready, " s");
-    report.stop = parts_.stop_of();
-    report.based_on = based_on;
-    report.comm_delay = round.comm_delay;
   }
-  if (parts_.shares != nullptr) {
-    // Every rank takes the gradient, state and report the host computed.
-    from_host(w, &report, sizeof report);
-    from_host(w, net.gradients().data(), net.gradients().size_bytes());
-    from_host(w, state.data(), state.size_bytes());
-  }
-  // The host's log has its hosted workers' lines.
-  if (parts_.worker_line && hosted) parts_.worker_line(r + 1, report);
+  WorkerRound& computing = parts_.workers.round(w);
+  // As the asynchronous worker policy: no send of its own to wait for, the parameters'
+  // modelled receive; its step is server 0's (the parameters it reports being based on).
+  computing.set_previous_exchange(0, 0, parts_.modelled_receive);
+  const std::int64_t based_on = round.held[0]->step;
+  report = computing.run(based_on + r, 1.0);
+  MBKIT_CHECK(report.sleep_time + report.compute_time == round.ready, "worker ", w,
+              "'s round was ready at ", report.sleep_time + report.compute_time, " s, predicted ",
+              round.ready, " s");
+  report.based_on = based_on;
+  report.comm_delay = round.comm_delay;
   computed->gradients.assign(net.gradients().begin(), net.gradients().end());
   computed->state.assign(state.begin(), state.end());
   std::copy(saved_parameters_.begin(), saved_parameters_.end(), parameters.begin());
   std::copy(saved_state_.begin(), saved_state_.end(), state.begin());
-  round.computed = computed;
   return computed;
+}
+
+bool EmulatedAsyncRounds::compute_ahead() {
+  const auto w = ahead_.next(result_bytes());
+  if (!w) return false;
+  Worker& worker = workers_[static_cast<std::size_t>(*w)];
+  // Its round every server started, not yet computed: one at most (a server starts a worker's
+  // next round once it took this one, computed by then).
+  for (std::size_t i = 0; i < worker.rounds.size(); ++i) {
+    Round& round = worker.rounds[i];
+    if (round.given == parts_.servers && !round.computed && !round.ahead) {
+      round.ahead = compute(*w, round, worker.first + static_cast<std::int64_t>(i));
+      return true;
+    }
+  }
+  MBKIT_CHECK(false, "worker ", *w, " has no round to compute ahead");
+  return false;
+}
+
+void EmulatedAsyncRounds::from_host(int w, Computed& computed) {
+  const comm::World& world = *parts_.shares;
+  const int host = emulated_host(parts_.workers.workers(), world.size(), w);
+  const auto bytes_of = [](auto& values) {
+    return std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(values.data()),
+                                   values.size() * sizeof(values[0]));
+  };
+  std::array<comm::Request, 3> pending{
+      world.ibroadcast(std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&computed.report),
+                                               sizeof computed.report),
+                       host),
+      world.ibroadcast(bytes_of(computed.gradients), host),
+      world.ibroadcast(bytes_of(computed.state), host)};
+  // While the others compute (the host this round, or a rank the broadcast waits for), this
+  // rank computes its own started rounds.
+  world.wait_until(
+      [&] {
+        bool done = true;
+        for (comm::Request& request : pending) done = world.test(request) && done;
+        if (done) return true;
+        compute_ahead();
+        return false;
+      },
+      "an emulated worker's round");
 }
 
 }  // namespace mbkit::train

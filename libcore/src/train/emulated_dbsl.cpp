@@ -1,6 +1,7 @@
 #include "mbkit/train/emulated_dbsl.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -13,7 +14,9 @@
 namespace mbkit::train {
 
 EmulatedDbslServer::EmulatedDbslServer(Parts parts)
-    : parts_(std::move(parts)), workers_(static_cast<std::size_t>(parts_.workers.workers())) {}
+    : parts_(std::move(parts)),
+      workers_(static_cast<std::size_t>(parts_.workers.workers())),
+      ahead_(parts_.ahead_bytes) {}
 
 void EmulatedDbslServer::use_virtual_clock(double message, double now) {
   clock_.emplace(parts_.workers.workers(), message, now);
@@ -61,6 +64,8 @@ void EmulatedDbslServer::reply(int rank, std::span<const float> parameters,
   const std::int64_t samples = parts_.plan.workers[static_cast<std::size_t>(w)].samples;
   worker.ready = parts_.workers.round(w).predict_samples_ready(samples);
   arrived(w, worker.ready);
+  // Under mpirun its host may compute it from now on (its model is known).
+  if (parts_.shares != nullptr && worker.ready) ahead_.started(w, clock_->now() + *worker.ready);
 }
 
 void EmulatedDbslServer::arrived(int w, std::optional<double> predicted) {
@@ -82,6 +87,18 @@ void EmulatedDbslServer::from_host(int w, void* data, std::size_t bytes) const {
 }
 
 WorkerReport EmulatedDbslServer::run_round(int w, std::span<float> model, std::int64_t step) {
+  return taken(w, compute_round(w, model), step);
+}
+
+WorkerReport EmulatedDbslServer::taken(int w, WorkerReport report, std::int64_t step) {
+  Worker& worker = workers_[static_cast<std::size_t>(w)];
+  report.stop = parts_.stop_of();
+  ++worker.rounds;
+  if (parts_.worker_line) parts_.worker_line(worker.rounds, report);
+  return report.as_carried(parts_.workers.rank_of(w), step);
+}
+
+WorkerReport EmulatedDbslServer::compute_round(int w, std::span<float> model) {
   Worker& worker = workers_[static_cast<std::size_t>(w)];
   MBKIT_CHECK(worker.pulled != nullptr, "emulated DBSL worker ", w, " has no model to train");
   nn::Network& net = parts_.net;
@@ -113,10 +130,7 @@ WorkerReport EmulatedDbslServer::run_round(int w, std::span<float> model, std::i
                 " s, predicted ", *worker.ready, " s");
     worker.ready.reset();
   }
-  report.stop = parts_.stop_of();
   report.based_on = worker.round.step;
-  ++worker.rounds;
-  if (parts_.worker_line) parts_.worker_line(worker.rounds, report);
   // The push: the worker's model, and the server's back in the network.
   std::copy(net.parameters().begin(), net.parameters().end(), model.begin());
   std::copy(net.state().begin(), net.state().end(),
@@ -125,19 +139,58 @@ WorkerReport EmulatedDbslServer::run_round(int w, std::span<float> model, std::i
             net.parameters().begin());
   std::copy(server_.begin() + static_cast<std::ptrdiff_t>(parameter_floats), server_.end(),
             net.state().begin());
-  return report.as_carried(parts_.workers.rank_of(w), step);
+  return report;
+}
+
+bool EmulatedDbslServer::compute_ahead() {
+  const std::size_t floats = parts_.net.parameter_count() + parts_.net.state_count();
+  const auto w = ahead_.next(floats * sizeof(float) + sizeof(Ahead));
+  if (!w) return false;
+  auto ahead = std::make_unique<Ahead>();
+  ahead->model.resize(floats);
+  ahead->report = compute_round(*w, ahead->model);
+  workers_[static_cast<std::size_t>(*w)].ahead = std::move(ahead);
+  return true;
 }
 
 WorkerReport EmulatedDbslServer::next_push(std::span<float> model, std::int64_t step) {
   const auto next = clock_->next();
   MBKIT_CHECK(next.has_value(), "no emulated DBSL worker is computing");
   const int w = *next;
+  Worker& worker = workers_[static_cast<std::size_t>(w)];
   WorkerReport report;
-  if (parts_.workers.hosts(w)) report = run_round(w, model, step);
-  workers_[static_cast<std::size_t>(w)].in_flight = false;
-  // Under mpirun every rank merges the push its worker's host computed.
-  from_host(w, &report, sizeof report);
-  from_host(w, model.data(), model.size_bytes());
+  const bool was_ahead = worker.ahead != nullptr;
+  if (was_ahead) {
+    std::copy(worker.ahead->model.begin(), worker.ahead->model.end(), model.begin());
+    report = taken(w, worker.ahead->report, step);
+    worker.ahead.reset();
+    ahead_.released(model.size_bytes() + sizeof(Ahead));
+  } else if (parts_.workers.hosts(w)) {
+    ahead_.drop(w);
+    report = run_round(w, model, step);
+  }
+  worker.in_flight = false;
+  // Under mpirun every rank merges the push its worker's host computed (computing its own
+  // started rounds while it waits).
+  if (parts_.shares != nullptr) {
+    const comm::World& world = *parts_.shares;
+    const int host = emulated_host(parts_.workers.workers(), world.size(), w);
+    std::array<comm::Request, 2> pending{
+        world.ibroadcast(
+            std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&report), sizeof report), host),
+        world.ibroadcast(std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(model.data()),
+                                                 model.size_bytes()),
+                         host)};
+    world.wait_until(
+        [&] {
+          bool done = true;
+          for (comm::Request& request : pending) done = world.test(request) && done;
+          if (done) return true;
+          compute_ahead();
+          return false;
+        },
+        "an emulated worker's push");
+  }
   clock_->take(w, report);
   return report;
 }
@@ -229,6 +282,7 @@ void EmulatedDbslServer::finish(std::int64_t, int) {
     worker.in_flight = false;
     worker.pulled.reset();
     worker.optimizer.reset();
+    worker.ahead.reset();
   }
   last_reply_.reset();
 }

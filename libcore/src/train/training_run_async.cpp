@@ -57,7 +57,7 @@ class TrainingRun::AsyncServerPolicy final : public ServerPolicy {
             [&run](std::int64_t round, const WorkerReport& report) {
               run.worker_line(round, report);
             },
-            run.role_.shares ? &run.world_ : nullptr});
+            run.role_.shares ? &run.world_ : nullptr, rounds_ahead_bound()});
         rounds = rounds_.get();
       }
       auto master = std::make_unique<EmulatedAsyncMaster>(

@@ -236,7 +236,7 @@ class TrainingRun::DbslServerPolicy : public ServerPolicy {
           [&run](std::vector<double> hosted, std::size_t per_worker) {
             return run.gather_shares(std::move(hosted), per_worker);
           },
-          run.role_.shares ? &run.world_ : nullptr});
+          run.role_.shares ? &run.world_ : nullptr, rounds_ahead_bound()});
     } else {
       server_ = std::make_unique<DbslServer>(run.world_, parameters_, run.net_->state_count());
     }

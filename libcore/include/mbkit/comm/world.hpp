@@ -120,6 +120,8 @@ class World {
   /// while this rank calls test() on it or on other requests. `values` must stay untouched
   /// until it completed; every rank starts the same sums in the same order.
   Request iallreduce_sum(std::span<float> values) const;
+  /// A non-blocking broadcast of `root`'s bytes (MPI_Ibcast), progressing as iallreduce_sum.
+  Request ibroadcast(std::span<std::uint8_t> bytes, int root) const;
 
   // Point-to-point, non-blocking. Buffers must stay valid until the request completed.
   Request isend(const void* data, std::size_t bytes, int destination, int tag) const;

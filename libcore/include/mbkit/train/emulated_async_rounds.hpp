@@ -5,11 +5,15 @@
 // shard of it, when it arrives on that server's clock. A round no server will start (a server
 // stopped first: under mpirun its stop ends the worker) never runs.
 //
-// Under mpirun with --emulate (ranks hosting shares of the workers, Role::shares) every rank runs
-// the master alike: a round's ready time is predicted by the rank hosting its worker and broadcast
-// from it when the round starts; its round runs there when its gradient is first taken, and its
-// gradient, state and report are broadcast from it, so every rank takes the one process's values in
-// its order (its bits for every R).
+// Under mpirun with --emulate (ranks hosting shares of the workers, Role::shares)
+// every rank runs the master alike: a round's ready time is predicted by the rank hosting its
+// worker and broadcast from it when the round starts; when its gradient is taken, its gradient,
+// state and report are broadcast from there, so every rank takes the one process's values in
+// its order (its bits for every R). The host computes a started round while it waits for a
+// broadcast (RoundsAhead: the soonest due first, within Parts::ahead_bytes of results not yet
+// taken), else at its take: the ranks compute at the same time, and a round's result does not
+// depend on when it is computed (its worker's loader, draws and compute model, the parameters
+// it started from).
 //
 // With several servers each plays its loop on a thread of its own, but one runs at a time: a
 // server holds lock() while it runs and lets it go only to wait for a round the others have
@@ -20,7 +24,8 @@
 //
 //   memory: per round started by some server and not yet taken by all, the servers' parameter
 //           sets it holds (shared with the servers' histories) and, once run, its gradient and
-//           state (the whole buffer); a copy of the parameters and state while a round runs.
+//           state (the whole buffer); a copy of the parameters and state while a round runs;
+//           under mpirun, the rounds computed ahead (at most Parts::ahead_bytes).
 #pragma once
 
 #include <condition_variable>
@@ -38,6 +43,7 @@
 #include "mbkit/nn/network.hpp"
 #include "mbkit/train/emulated_workers.hpp"
 #include "mbkit/train/options.hpp"
+#include "mbkit/train/rounds_ahead.hpp"
 
 namespace mbkit::train {
 
@@ -57,6 +63,8 @@ class EmulatedAsyncRounds {
     /// Under mpirun, the ranks hosting shares of the workers (EmulatedWorkers::hosts); null:
     /// this process hosts them all.
     const comm::World* shares = nullptr;
+    /// Under shares: the most bytes of results computed ahead of their take (RoundsAhead).
+    std::size_t ahead_bytes = kRoundsAheadBytes;
   };
   /// A server's published parameters: its master step, its shard then (server 0) the state.
   struct Snapshot {
@@ -108,6 +116,7 @@ class EmulatedAsyncRounds {
     double ready = 0;                                   ///< predicted at the first start
     double comm_delay = 0;                              ///< --async-delay-std's extra delay
     std::shared_ptr<const Computed> computed;           ///< once it ran
+    std::shared_ptr<Computed> ahead;  ///< computed by its host before its take (shares)
   };
   struct Worker {
     std::int64_t first = 0;    ///< rounds_[0]'s number
@@ -117,10 +126,20 @@ class EmulatedAsyncRounds {
   };
   /// Round r of worker w will not run: some server stopped without starting it.
   bool gone(const Worker& worker, std::int64_t r) const;
-  /// Runs round r of worker w on the network (the servers' values kept aside).
+  /// Round r of worker w, as its take hands it on: computed (or computed ahead) on its host,
+  /// under shares broadcast from there.
   std::shared_ptr<const Computed> run_round(int w, Round& round, std::int64_t r);
+  /// Computes hosted worker w's round r on the network (the servers' values kept aside).
+  std::shared_ptr<Computed> compute(int w, const Round& round, std::int64_t r);
+  /// What a result computed ahead holds, counted against the bound.
+  std::size_t result_bytes() const;
+  /// Under shares: computes the soonest due round started here, if the bound allows one.
+  bool compute_ahead();
   /// Under shares, the `bytes` at `data` as the rank hosting worker w has them, on every rank.
   void from_host(int w, void* data, std::size_t bytes) const;
+  /// Under shares, the computed round of worker w on every rank, from its host (computing
+  /// rounds ahead meanwhile).
+  void from_host(int w, Computed& computed);
   /// Forgets the rounds every server took or never will.
   void forget_taken(Worker& worker);
   /// Server `server` may go on: it has not entered yet, or the round it waits for can be taken.
@@ -141,6 +160,7 @@ class EmulatedAsyncRounds {
   std::vector<int> awaited_;
   int turn_ = 0;  ///< the server that runs
   std::vector<float> saved_parameters_, saved_state_;
+  RoundsAhead ahead_;
 };
 
 }  // namespace mbkit::train

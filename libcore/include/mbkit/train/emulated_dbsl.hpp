@@ -10,14 +10,17 @@
 // clock of every worker. --sync: it runs its hosted workers' rounds, the ranks' reports are
 // all-gathered (Parts::gather_shares); the round's merge is training_run_dbsl.cpp's. The
 // asynchronous server: every rank takes the pushes alike; the rank hosting a worker predicts its
-// round's ready time at the reply and, when its push is taken, runs the round and broadcasts the
-// pushed model and report (Parts::shares), which every rank merges: the one process's bits.
+// round's ready time at the reply and, when its push is taken, broadcasts the pushed model and
+// report (Parts::shares), which every rank merges: the one process's bits. The host computes a
+// replied round while it waits for a broadcast (RoundsAhead: the soonest due first, within
+// Parts::ahead_bytes of pushes not yet taken), else at its take: the ranks compute at once.
 //
 //   memory: one network, and the models still in flight: per worker the model it pulled until
 //           its round runs (one shared by all under --sync, whose replies carry one model), the
 //           server's model while a round uses the network, one push (--sync hands each to
-//           the merge as its round ends, keeping none), and with --keep-optimizer-state each
-//           worker's optimizer state;
+//           the merge as its round ends, keeping none; under mpirun the asynchronous
+//           server's pushes computed ahead, at most Parts::ahead_bytes), and with
+//           --keep-optimizer-state each worker's optimizer state;
 //   time:   the workers' compute, and three copies of the model per round.
 #pragma once
 
@@ -35,6 +38,7 @@
 #include "mbkit/train/dbsl_exchange.hpp"
 #include "mbkit/train/dbsl_plan.hpp"
 #include "mbkit/train/emulated_workers.hpp"
+#include "mbkit/train/rounds_ahead.hpp"
 
 namespace mbkit::train {
 
@@ -57,6 +61,9 @@ class EmulatedDbslServer final : public DbslCombiner {
     /// Under mpirun, the ranks hosting shares of the workers (the asynchronous server
     /// broadcasts a push from its worker's host); null: this process hosts them all.
     const comm::World* shares = nullptr;
+    /// Under shares, the asynchronous server: the most bytes of pushes computed ahead of their
+    /// take (RoundsAhead).
+    std::size_t ahead_bytes = kRoundsAheadBytes;
   };
   explicit EmulatedDbslServer(Parts parts);
 
@@ -76,13 +83,19 @@ class EmulatedDbslServer final : public DbslCombiner {
 
  private:
   using Model = std::vector<float>;  ///< parameters, then state
+  /// A push its worker's host computed before the server takes it.
+  struct Ahead {
+    Model model;
+    WorkerReport report;  ///< as computed (taken() completes it)
+  };
   struct Worker {
     std::shared_ptr<const Model> pulled;  ///< the model its round starts from (in flight)
     DbslRound round;                      ///< what its pull said
     std::int64_t rounds = 0;              ///< rounds it finished
     std::optional<double> ready;          ///< the asynchronous server's predicted ready time
     std::unique_ptr<optim::Optimizer> optimizer;  ///< kept across rounds when asked
-    bool in_flight = false;  ///< replied to, its push not taken (on every rank)
+    bool in_flight = false;        ///< replied to, its push not taken (on every rank)
+    std::unique_ptr<Ahead> ahead;  ///< computed ahead (its host, under shares)
   };
 
   /// Worker w's round's ready time, `predicted` by its host, is known to every rank: its push
@@ -94,6 +107,12 @@ class EmulatedDbslServer final : public DbslCombiner {
   /// Runs worker w's round from the model it pulled: `model` gets the model it pushes; returns
   /// the report as the server reads it from the push.
   WorkerReport run_round(int w, std::span<float> model, std::int64_t step);
+  /// run_round's computation: `model` gets the pushed model; the report as the worker made it.
+  WorkerReport compute_round(int w, std::span<float> model);
+  /// The push of worker w's round is taken at `step`: its report completed, its log line.
+  WorkerReport taken(int w, WorkerReport report, std::int64_t step);
+  /// Under shares: computes the soonest due push started here, if the bound allows one.
+  bool compute_ahead();
 
   Parts parts_;
   std::optional<DbslVirtualClock> clock_;
@@ -101,6 +120,7 @@ class EmulatedDbslServer final : public DbslCombiner {
   std::shared_ptr<const Model> last_reply_;  ///< shared by the replies that carry one model
   Model server_;  ///< the server's model while a worker's round uses the network
   std::int64_t discarded_ = 0;
+  RoundsAhead ahead_;
 };
 
 }  // namespace mbkit::train
