@@ -95,6 +95,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           if (!(end >= start + seconds * (1 - 1e-12)) ||
               !(end <= start + (seconds / window.quota + 2) * window.period))
             std::abort();
+          // The budget: the same bounds, yielding or spinning, from a part-spent period.
+          for (const bool spins : {false, true}) {
+            mbkit::emulation::QuotaBudget budget{window, spins};
+            budget.run(0.3 * window.quota);
+            const double from = budget.wait(0.37 * window.period);
+            const double done = budget.run(seconds);
+            if (!(done >= from + seconds * (1 - 1e-12)) ||
+                !(done <= from + (seconds / window.quota + 2) * window.period) ||
+                !(budget.spent <= window.quota))
+              std::abort();
+          }
         }
         break;
       }
