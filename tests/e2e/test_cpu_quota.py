@@ -1,7 +1,7 @@
 """--cpu-quota RANK=QUOTA/PERIOD on the virtual clock: a worker under a CFS quota has a budget of
-QUOTA seconds of CPU in each PERIOD of the run's timeline, spent by its compute (and, under
---comm-wait spin, by its waits: then it is runnable only in the first QUOTA seconds of each
-period), carried from step to step, so its steps equal hand-computed budget arithmetic, not a
+QUOTA seconds of CPU in each PERIOD of the run's timeline, spent by its compute and by its waits
+while they are on the CPU (the first 3 ms of each under --comm-wait yield; all of it under spin:
+then it is runnable only in the first QUOTA seconds of each period), carried from step to step, so its steps equal hand-computed budget arithmetic, not a
 uniformly slower CPU; for FMB, AMB and the asynchronous master alike. A resumed run restores the
 budget from its checkpoint and has the straight run's bits, in one process and in shares under
 mpirun. The wall clock refuses the flag (a real cgroup does it there), and so does a worker rank
@@ -71,33 +71,43 @@ class CpuQuota(mbtest.ToolTestCase):
                                    np.array([16.0, 22.8, 22.8, 22.8, 22.8]) / 1e3, rtol=1e-6)
         np.testing.assert_allclose(workers["sleep_time"][ranks == 1], 0)
 
-    def test_fmb_steps_of_a_yielding_worker_spend_its_budget_computing(self):
-        # As above with --comm-wait yield (the default): the waits spend no budget, so a step
-        # starts with what the last one left of its period:
-        #   step 1 from 0:     [0, 2) [10, 12) [20, 21.2): ready 21.2 (0.8 left), end 23.2
-        #   step 2 from 23.2:  [23.2, 24) [30, 32) [40, 42) [50, 50.4): end 52.4 (29.2)
-        #   step 3 from 52.4:  1.6 left: [52.4, 54) [60, 62) [70, 71.6): end 73.6 (21.2)
-        #   step 4 from 73.6:  0.4 left: [73.6, 74) [80, 82) [90, 92) [100, 100.8): 102.8 (29.2)
-        self.assertSucceeded(self.train("--comm", "ps", "--emulate", "2", "--batch-size", "32",
-                                        "--steps", "4", "--drop-last", *MODELS, *QUOTA,
-                                        "--log", "fmb.h5"))
+    def test_fmb_steps_of_a_yielding_worker_spend_its_budget_computing_and_3_ms_of_each_wait(self):
+        # --comm-wait yield (the default): a wait stays on the CPU for its first 3 ms (spinning,
+        # then sched_yield), spending budget, and sleeps after. Batch 8 (2.8 ms), messages of
+        # 2 ms (a worker waits 4 ms from its gradient to the next parameters), 8 ms of a core
+        # in each 10 ms. Worker 2:
+        #   step 1 from 0:     [0, 2.8): ready 2.8, end 2.8 + 2 x 2 = 6.8; the wait spends
+        #                      [2.8, 5.8) and sleeps [5.8, 6.8): 5.8 spent
+        #   step 2 from 6.8:   [6.8, 9.0) spends the rest, stopped to 10, [10, 10.6): ready
+        #                      10.6, end 14.6 (7.8); the wait spends [10.6, 13.6): 3.6 spent
+        #   step 3 from 14.6:  [14.6, 17.4): 6.4 spent, end 21.4 (6.8); the wait spends
+        #                      [17.4, 19.0), is stopped to 20 and spends [20, 20.4)
+        #   step 4 from 21.4:  0.4 spent: [21.4, 24.2), end 28.2 (6.8).
+        # A worker whose waits spent nothing would take 6.8 every step; a spinning one spends
+        # its waits whole (step 2 from 6.8 has 1.2 left: 8.8).
+        self.assertSucceeded(self.train("--comm", "ps", "--emulate", "2", "--batch-size", "8",
+                                        "--steps", "4", "--drop-last", "--clock", "virtual",
+                                        "--compute-model", "1e-4,2e-3", "--comm-model", "2e-3,0",
+                                        "--cpu-quota", "2=0.008/0.01", "--log", "fmb.h5"))
         log = read_log(self.path("fmb.h5"))
         np.testing.assert_allclose(log["steps"]["step_time"],
-                                   np.array([23.2, 29.2, 21.2, 29.2]) / 1e3, rtol=1e-6)
+                                   np.array([6.8, 7.8, 6.8, 6.8]) / 1e3, rtol=1e-6)
         np.testing.assert_allclose(log["steps"]["time"],
-                                   np.array([23.2, 52.4, 73.6, 102.8]) / 1e3, rtol=1e-6)
+                                   np.array([6.8, 14.6, 21.4, 28.2]) / 1e3, rtol=1e-6)
         workers = log["workers"]
+        # Stopped 1 ms in step 2 (10 - 9.0): its delay.
         np.testing.assert_allclose(workers["sleep_time"][workers["rank"] == 2],
-                                   np.array([16.0, 22.0, 14.0, 22.0]) / 1e3, rtol=1e-6)
+                                   np.array([0.0, 1.0, 0.0, 0.0]) / 1e3, atol=1e-9)
 
     def test_amb_counts_only_runnable_time_as_progress(self):
         # AMB, batch 32 in 4 micro-batches of 8 (2.8 ms each), --time-limit 4 ms. Worker 1 does
         # 2 micro-batches (2.8, 5.6 >= 4). Worker 2 from 0: [0, 2) + [10, 10.8) ends the first
         # at 10.8 >= 4: one micro-batch of 8 samples, ready at 10.8; end 12.8. Spinning, step 2
         # from 12.8: stopped until 20, [20, 22) + [30, 30.8): ready 30.8, end 32.8 (20.0 ms).
-        # Yielding, step 2 from 12.8 has 1.2 left: [12.8, 14) + [20, 21.6): end 23.6 (10.8);
-        # step 3 from 23.6 has 0.4: [23.6, 24) + [30, 32) + [40, 40.4): end 42.4 (18.8).
-        for wait, times in (("spin", [12.8, 20.0, 20.0]), ("yield", [12.8, 10.8, 18.8])):
+        # Yielding, its waits of 2 ms are shorter than the 3 ms a yielding wait stays on the CPU:
+        # they spend as spinning, and the steps are the same. (A worker whose waits spent
+        # nothing would have 1.2 left at 12.8: [12.8, 14) + [20, 21.6), 10.8.)
+        for wait, times in (("spin", [12.8, 20.0, 20.0]), ("yield", [12.8, 20.0, 20.0])):
             with self.subTest(wait=wait):
                 self.assertSucceeded(self.train(
                     "--comm", "ps", "--emulate", "2", "--batch-size", "32", "--partitions", "4",
@@ -114,12 +124,12 @@ class CpuQuota(mbtest.ToolTestCase):
     def test_the_asynchronous_master_sees_the_quota(self):
         # Async, messages 1 ms. Worker 1 is ready every 5.2 ms: 7.2, 12.4, ... arriving 1 ms
         # later each, from 6.2 + 1 = 7.2. Worker 2's first round from 1 ms (the parameters'
-        # message): spinning, it spent [0, 1) of its budget waiting: [1, 2) + [10, 12) +
-        # [20, 22) + [30, 30.2): ready at 30.2, arrives 31.2; yielding, [1, 3) + [10, 12) +
-        # [20, 21.2): ready at 21.2, arrives 22.2.
+        # message): it spent [0, 1) of its budget waiting, spinning or yielding (a yielding wait
+        # is on the CPU for its first 3 ms): [1, 2) + [10, 12) + [20, 22) + [30, 30.2): ready
+        # at 30.2, arrives 31.2. (Had the wait spent nothing: ready at 21.2.)
         for wait, ranks, times in (
                 ("spin", [1, 1, 1, 1, 1, 2], [7.2, 12.4, 17.6, 22.8, 28.0, 31.2]),
-                ("yield", [1, 1, 1, 2, 1, 1], [7.2, 12.4, 17.6, 22.2, 22.8, 28.0])):
+                ("yield", [1, 1, 1, 1, 1, 2], [7.2, 12.4, 17.6, 22.8, 28.0, 31.2])):
             with self.subTest(wait=wait):
                 self.assertSucceeded(self.train(
                     "--comm", "ps", "--async", "--emulate", "2", "--batch-size", "32",
@@ -132,11 +142,10 @@ class CpuQuota(mbtest.ToolTestCase):
 
     def test_a_resumed_run_keeps_the_budget_and_the_straight_run_s_bits(self):
         # AMB, whose micro-batch counts (so its parameters) follow the budget; 12 steps
-        # straight, and 4 then resumed to 12. Worker 2's gradient of step 4 leaves at 51.2 ms
-        # with 1.2 ms of period 5 spent (test_amb_... above, one step on) and step 5 starts in
-        # that period at 53.2: [53.2, 54) + [60, 62), ready 70 as the straight run has it; a
-        # resumed run that forgot the budget would compute [53.2, 55.2) + [60, 60.8). In one
-        # process, and in two shares under mpirun.
+        # straight, and 4 then resumed to 12. Step 4 ends with worker 2's period part spent,
+        # so a resumed run that started it unspent would compute step 5 sooner (with the
+        # restore left out, both variants below fail on steps/time). In one process, and in
+        # two shares under mpirun.
         args = ["--comm", "ps", "--batch-size", "32", "--partitions", "4", "--time-limit",
                 "0.004", "--steps", "12", "--drop-last", *MODELS, *QUOTA, "--seed", "3"]
         variants = [("one", ["--emulate", "2"], 0)]

@@ -14,16 +14,17 @@ namespace {
 constexpr QuotaWindow kHalf{0.05, 0.1};
 constexpr double kTight = 1e-12;
 
+// A worker that sleeps as soon as it waits (the waits spend nothing), and one that spins.
 QuotaBudget yielding() {
-  return QuotaBudget{kHalf, false};
+  return QuotaBudget{kHalf, 0.0};
 }
 QuotaBudget spinning() {
-  return QuotaBudget{kHalf, true};
+  return QuotaBudget{kHalf, kWaitsOnCpu};
 }
 
 TEST(QuotaBudget, ASecondComputeInThePeriodIsStoppedWhenTheBudgetIsSpent) {
   for (QuotaBudget budget : {yielding(), spinning()}) {
-    SCOPED_TRACE(budget.spins ? "spin" : "yield");
+    SCOPED_TRACE(budget.busy_wait > 0 ? "spin" : "sleep");
     // 30 ms from a fresh period: as on a core of its own.
     EXPECT_NEAR(budget.run(0.03), 0.03, kTight);
     EXPECT_NEAR(budget.spent, 0.03, kTight);
@@ -55,6 +56,41 @@ TEST(QuotaBudget, OnlyASpinningWaitSpendsBudget) {
   QuotaBudget idle = yielding();
   idle.run(0.03);
   EXPECT_NEAR(idle.wait(0.07), 0.07, kTight);  // 20 ms of budget left
+}
+
+// --comm-wait yield: a wait stays on the CPU (spinning, then sched_yield) for its first 3 ms
+// (comm::kYieldWaitSeconds; here 10 ms of half a core in 100 ms periods), then sleeps.
+TEST(QuotaBudget, AYieldingWaitSpendsBudgetForItsBusyPartOnly) {
+  QuotaBudget budget{kHalf, 0.01};
+  budget.run(0.03);
+  // A wait to 0.04 is all busy: 10 ms spent, as spinning.
+  EXPECT_NEAR(budget.wait(0.04), 0.04, kTight);
+  EXPECT_NEAR(budget.spent, 0.04, kTight);
+  // A wait to 0.09: busy to 0.05, where the budget is spent (stopped, still its busy part),
+  // then asleep; at 0.09 it cannot run until 0.1.
+  EXPECT_NEAR(budget.wait(0.09), 0.1, kTight);
+  EXPECT_NEAR(budget.spent, 0.0, kTight);
+  // From 0.1 20 ms of compute, then a wait of 30 ms: 10 ms busy, 20 asleep, at 0.15 with
+  // 30 ms spent; 30 ms more compute: 20 ms to 0.17, stopped, 10 ms from 0.2.
+  budget.run(0.02);
+  EXPECT_NEAR(budget.wait(0.15), 0.15, kTight);
+  EXPECT_NEAR(budget.spent, 0.03, kTight);
+  EXPECT_NEAR(budget.run(0.03), 0.21, kTight);
+  // A wait from 0.045 with 5 ms left: busy to 0.055 (5 ms spent, 5 stopped), asleep into
+  // period 3: refilled.
+  QuotaBudget late{kHalf, 0.01};
+  late.run(0.045);
+  EXPECT_NEAR(late.wait(0.35), 0.35, kTight);
+  EXPECT_EQ(late.period, 3);
+  EXPECT_NEAR(late.spent, 0.0, kTight);
+  QuotaBudget across{kHalf, 0.01};
+  across.wait(0.095);
+  EXPECT_NEAR(across.wait(0.25), 0.25, kTight);  // busy 0.095 to 0.105: 5 ms of period 1
+  EXPECT_NEAR(across.spent, 0.0, kTight);        // ... but asleep into period 2: refilled
+  QuotaBudget within{kHalf, 0.01};
+  within.wait(0.095);
+  EXPECT_NEAR(within.wait(0.15), 0.15, kTight);  // busy 0.095 to 0.105, asleep to 0.15
+  EXPECT_NEAR(within.spent, 0.005, kTight);
 }
 
 TEST(QuotaBudget, AWaitIntoALaterPeriodFindsItRefilled) {
@@ -113,10 +149,10 @@ TEST(QuotaBudget, LongComputeTakesTheQuotaOfEachPeriod) {
   QuotaBudget budget = yielding();
   EXPECT_NEAR(budget.run(0.25), 0.45, kTight);
   // A tiny quota takes its periods in one go: 1 s of compute at 1 us per second.
-  QuotaBudget tiny{QuotaWindow{1e-6, 1.0}, false};
+  QuotaBudget tiny{QuotaWindow{1e-6, 1.0}, 0.0};
   EXPECT_NEAR(tiny.run(1.0), 999999.0 + 1e-6, 1e-6);
   // A whole core: no stop.
-  QuotaBudget whole{QuotaWindow{0.1, 0.1}, false};
+  QuotaBudget whole{QuotaWindow{0.1, 0.1}, 0.0};
   whole.wait(0.37);
   EXPECT_NEAR(whole.run(1.5), 1.87, 1e-9);
 }
@@ -165,10 +201,10 @@ TEST(QuotaBudget, ItsStateIsSavedAndRestored) {
 
 TEST(CpuQuota, GivesEachListedRankABudgetFromTheRunsStart) {
   const auto quota = parse_cpu_quota("1=0.05/0.1");
-  EXPECT_FALSE(quota.budget_for(2, false));
-  const auto budget = quota.budget_for(1, true);
+  EXPECT_FALSE(quota.budget_for(2, 0.0));
+  const auto budget = quota.budget_for(1, 3e-3);
   ASSERT_TRUE(budget);
-  EXPECT_TRUE(budget->spins);
+  EXPECT_EQ(budget->busy_wait, 3e-3);
   EXPECT_EQ(budget->limit.quota, 0.05);
   EXPECT_EQ(budget->saved(), (std::vector<double>{0, 0, 0}));
 }

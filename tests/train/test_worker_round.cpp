@@ -120,16 +120,17 @@ TEST_F(WorkerRoundTest, SlowdownAndInducedDelayCountAgainstTheLimit) {
 
 // --cpu-quota 1=0.1/0.2: 0.1 s of CPU in each period of 0.2 s of the virtual timeline; compute
 // spends it and stops when it is spent, until the next period; the stopped time is the round's
-// delay. A worker that yields in its waits spends none there; one that spins does.
+// delay. A worker that sleeps at once in its waits spends none there; one that spins does.
 TEST_F(WorkerRoundTest, ACpuQuotaStopsTheComputeWhenItsBudgetIsSpent) {
   const emulation::QuotaWindow window{0.1, 0.2};
   auto data = loader();
   auto net = network(*data);
-  for (const bool spins : {false, true}) {
-    SCOPED_TRACE(spins ? "spin" : "yield");
+  for (const double busy_wait : {0.0, emulation::kWaitsOnCpu}) {
+    const bool spins = busy_wait > 0;
+    SCOPED_TRACE(spins ? "spin" : "sleep");
     auto rows = loader();
     WorkerRound worker({*net, *rows, clock_, none_, kModel, std::nullopt, 1, 0, 11, RoundRule{},
-                        nullptr, -1, emulation::QuotaBudget{window, spins}});
+                        nullptr, -1, emulation::QuotaBudget{window, busy_wait}});
     // From 0 the batch's 0.26 s: 0.1 in [0, 0.1), 0.1 in [0.2, 0.3), 0.06 from 0.4: ready at
     // 0.46, with 0.04 of period 2's budget left.
     std::optional<double> predicted = worker.predict_ready();
@@ -140,7 +141,7 @@ TEST_F(WorkerRoundTest, ACpuQuotaStopsTheComputeWhenItsBudgetIsSpent) {
     EXPECT_EQ(report.sleep_time + report.compute_time, *predicted);
     ASSERT_TRUE(worker.quota_budget());
     EXPECT_NEAR(worker.quota_budget()->spent, 0.06, 1e-12);
-    // The next round starts at 0.5 (set_round_start: the asynchronous master's). Yielding,
+    // The next round starts at 0.5 (set_round_start: the asynchronous master's). Sleeping,
     // the worker still has 0.04 of period 2: [0.5, 0.54), [0.6, 0.7), [0.8, 0.9), 0.02 from
     // 1.0: ready at 1.02, 0.52 s on. Spinning, its wait spent the rest by 0.5: [0.6, 0.7),
     // [0.8, 0.9), 0.06 from 1.0: 1.06, 0.56 s on.
@@ -151,16 +152,17 @@ TEST_F(WorkerRoundTest, ACpuQuotaStopsTheComputeWhenItsBudgetIsSpent) {
     EXPECT_EQ(report.sleep_time + report.compute_time, *predicted);
   }
   // Else the round starts at the run clock's time (a synchronous step's start): from 0.35.
-  // Yielding since the run's start, the worker has period 1's whole budget: [0.35, 0.4), then
+  // Asleep since the run's start, the worker has period 1's whole budget: [0.35, 0.4), then
   // [0.4, 0.5), [0.6, 0.7), 0.01 from 0.8: 0.81, 0.46 s on. Spinning, it spent it by 0.3 and
   // starts at 0.4: [0.4, 0.5), [0.6, 0.7), 0.06 from 0.8: 0.86, 0.51 s on.
   RunClock later{true, SteadyClock::now()};
   later.advance(0.35);
-  for (const bool spins : {false, true}) {
-    SCOPED_TRACE(spins ? "spin" : "yield");
+  for (const double busy_wait : {0.0, emulation::kWaitsOnCpu}) {
+    const bool spins = busy_wait > 0;
+    SCOPED_TRACE(spins ? "spin" : "sleep");
     auto again = loader();
     WorkerRound late({*net, *again, later, none_, kModel, std::nullopt, 1, 0, 11, RoundRule{},
-                      nullptr, -1, emulation::QuotaBudget{window, spins}});
+                      nullptr, -1, emulation::QuotaBudget{window, busy_wait}});
     const std::optional<double> predicted = late.predict_ready();
     const WorkerReport report = late.run(0, 0);
     EXPECT_NEAR(report.sleep_time + report.compute_time, spins ? 0.51 : 0.46, 1e-12);

@@ -405,16 +405,19 @@ double QuotaBudget::runnable() {
 
 double QuotaBudget::wait(double until) {
   if (until > time) {
-    const double k = std::floor(until / limit.period);
-    if (!spins) {
-      enter(until);
-    } else if (k > period) {
-      // Refilled at the period's start, from which it has spun without a pause.
-      period = k;
-      spent = std::clamp(until - k * limit.period, 0.0, limit.quota);
-    } else {
-      spent = std::min(limit.quota, spent + (until - time));
+    // On the CPU for its first busy_wait seconds (stopped ones included), asleep after.
+    const double busy_until = std::min(until, time + busy_wait);
+    if (busy_until > time) {
+      const double k = std::floor(busy_until / limit.period);
+      if (k > period) {
+        // Refilled at the period's start, from which it has spun without a pause.
+        period = k;
+        spent = std::clamp(busy_until - k * limit.period, 0.0, limit.quota);
+      } else {
+        spent = std::min(limit.quota, spent + (busy_until - time));
+      }
     }
+    enter(until);
     time = until;
   }
   return runnable();
@@ -478,10 +481,10 @@ std::optional<QuotaWindow> CpuQuota::for_rank(int rank) const {
   return found->second;
 }
 
-std::optional<QuotaBudget> CpuQuota::budget_for(int rank, bool spins) const {
+std::optional<QuotaBudget> CpuQuota::budget_for(int rank, double busy_wait) const {
   const auto window = for_rank(rank);
   if (!window) return std::nullopt;
-  return QuotaBudget{*window, spins};
+  return QuotaBudget{*window, busy_wait};
 }
 
 void CpuQuota::check_ranks(int world_size) const {

@@ -180,10 +180,11 @@ void TrainingRun::print_start_table() const {
   if (options_.induce_trace) row("stragglers", cat("trace ", options_.induce_trace->describe()));
   if (!slowdown_.empty()) row("slowdown", slowdown_.describe());
   if (!options_.cpu_quota.empty()) {
-    row("cpu quota", cat(options_.cpu_quota.describe(), options_.comm_wait == "spin"
-                                                            ? " (CFS budget, spent computing and "
-                                                              "spinning in waits)"
-                                                            : " (CFS budget, spent computing)"));
+    row("cpu quota", cat(options_.cpu_quota.describe(),
+                         options_.comm_wait == "spin"
+                             ? " (CFS budget, spent computing and "
+                               "spinning in waits)"
+                             : " (CFS budget, spent computing and in a wait's first 3 ms)"));
   }
   if (clock_.is_virtual()) {
     row("clock", cat("virtual: a core per worker, compute ", compute_models_.describe(),

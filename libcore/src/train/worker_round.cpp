@@ -6,6 +6,7 @@
 #include <thread>
 #include <utility>
 
+#include "mbkit/comm/world.hpp"
 #include "mbkit/train/anytime.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/random.hpp"
@@ -43,6 +44,10 @@ class QuotaTimeline {
 };
 
 }  // namespace
+
+double quota_busy_wait(const std::string& comm_wait) {
+  return comm_wait == "spin" ? emulation::kWaitsOnCpu : comm::kYieldWaitSeconds;
+}
 
 WorkerRound::WorkerRound(Parts parts) : parts_(std::move(parts)), budget_(parts_.cpu_quota) {
   if (parts_.trace) {

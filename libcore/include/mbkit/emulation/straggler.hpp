@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -131,17 +132,26 @@ struct QuotaWindow {
 /// only while the worker runs; once spent the worker is stopped until the next period. Its
 /// state is the period it is in and the budget spent there, as of `time`. Computing spends
 /// budget; sleeping (induced delays, --slowdown) does not; waiting for a message spends it
-/// only when the worker spins (--comm-wait spin), and then, with no sleeps, the budget is the
+/// for as long as the worker stays on the CPU in it before it sleeps (`busy_wait`: all of it
+/// under --comm-wait spin, and then, with no sleeps, the budget is the
 /// window of QuotaWindow. The scheduler's tick (throttling noticed late by up to a tick) is
 /// not modelled: periods of a few ticks or less overrun in a real cgroup.
+/// QuotaBudget::busy_wait of a worker that spins in its waits (--comm-wait spin).
+inline constexpr double kWaitsOnCpu = std::numeric_limits<double>::infinity();
+
 struct QuotaBudget {
   QuotaWindow limit;
-  bool spins = false;  ///< --comm-wait spin: a wait spends budget as compute does
-  double time = 0;     ///< the state's time, virtual seconds
-  double period = 0;   ///< the index of the period `time` is in (an integer)
-  double spent = 0;    ///< budget spent in that period, seconds
+  /// Seconds of a wait for a message spent on the CPU (spending budget as compute does, the
+  /// time stopped by the quota included) before the worker sleeps until the message:
+  /// kWaitsOnCpu under --comm-wait spin; under yield comm::kYieldWaitSeconds (its wait spins,
+  /// then calls sched_yield, which keeps an idle core, for 3 ms); 0 a worker that sleeps at once.
+  double busy_wait = 0;
+  double time = 0;    ///< the state's time, virtual seconds
+  double period = 0;  ///< the index of the period `time` is in (an integer)
+  double spent = 0;   ///< budget spent in that period, seconds
 
-  /// Passes to `until` in a wait for a message (spending budget if it spins; nothing when
+  /// Passes to `until` in a wait for a message (spending budget for its first `busy_wait`
+  /// seconds; nothing when
   /// `until` is not later than `time`), then until it can run; returns that time.
   double wait(double until);
   /// Sleeps to `until` (no budget spent; nothing when `until` is not later than `time`).
@@ -168,8 +178,8 @@ struct CpuQuota {
 
   /// The window of `rank`, if it has one.
   std::optional<QuotaWindow> for_rank(int rank) const;
-  /// The budget of `rank` at the run's start, if it has a quota; `spins`: --comm-wait spin.
-  std::optional<QuotaBudget> budget_for(int rank, bool spins) const;
+  /// The budget of `rank` at the run's start, if it has a quota; `busy_wait`: QuotaBudget's.
+  std::optional<QuotaBudget> budget_for(int rank, double busy_wait) const;
   /// Throws a usage error naming --cpu-quota and the first listed rank >= world_size.
   void check_ranks(int world_size) const;
   /// "rank 1 0.05 s per 0.1 s", or "none".

@@ -35,6 +35,10 @@
 
 namespace mbkit::train {
 
+/// QuotaBudget::busy_wait of a worker that waits as --comm-wait `comm_wait` (spin or yield)
+/// says: the whole wait, or the first comm::kYieldWaitSeconds of it.
+double quota_busy_wait(const std::string& comm_wait);
+
 /// How a round splits and bounds its batch.
 struct RoundRule {
   bool anytime = false;   ///< AMB: micro-batches under a time limit
