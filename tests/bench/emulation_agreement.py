@@ -26,18 +26,20 @@ Skipped, with the reason, where namespaces or tc's tbf cannot be made.
 Setting 3 (--settings 3): the worker slowed for real, its rank in a cgroup v1 cpu controller
 with a CFS quota of 1/FACTOR of a core (--slow-factor, default 2) for each CFS period of
 --cfs-periods (microseconds: the throttling's granularity), against the same quota and period
-on the virtual clock (--cpu-quota 1=QUOTA/PERIOD: runnable in the first QUOTA of each period,
-stopped for the rest, one emulation per period; the worker emulated in one process, --emulate 1,
-with the message model measured by a one-step mpirun -n 2 run on the virtual clock), or with
---setting3-emulation slowdown against --slowdown 1=FACTOR as before (one emulation for all
-periods); skipped, with the reason, where the cgroup cannot be made (no cgroup v1 cpu
+on the virtual clock (--cpu-quota 1=QUOTA/PERIOD: QUOTA seconds of CPU per period, spent while
+the worker computes, as its waits yield, stopped once spent until the next period; one emulation
+per period; the worker emulated in one process, --emulate 1,
+with the message model measured by a one-step mpirun -n 2 run on the virtual clock); with
+--setting3-emulation quota-spin the same with --comm-wait spin (its waits spend the quota too:
+the window model of before), or slowdown against --slowdown 1=FACTOR (one emulation for all
+periods), several of them against the same real runs; skipped, with the reason, where the cgroup cannot be made (no cgroup v1 cpu
 controller, not writable).
 
     /usr/bin/python3 tests/bench/emulation_agreement.py [--settings 1,2,3] [--steps 200]
         [--batch-size 256] [--induce 0.05:0.01:1] [--target 0.6] [--data FILE] [--keep DIR]
         [--slow-factor 2] [--cfs-periods 100000,10000,2000] [--compute-fit auto|min|median]
         [--repeats 1] [--link-rates 1gbit,10gbit] [--measured-model]
-        [--setting3-emulation quota|slowdown]
+        [--setting3-emulation quota,quota-spin,slowdown]
 """
 
 import argparse
@@ -106,6 +108,12 @@ def fit_compute_model(data, model, batch_size):
 
 
 CGROUP_CPU = "/sys/fs/cgroup/cpu"
+# Setting 3's emulations of the cgroup (--setting3-emulation).
+SETTING3_EMULATIONS = {
+    "quota": "--cpu-quota of the same quota and period",
+    "quota-spin": "--cpu-quota of the same quota and period, --comm-wait spin",
+    "slowdown": "--slowdown 1={factor:g}",
+}
 
 
 class SlowCgroup:
@@ -313,9 +321,13 @@ def main():
                         help="setting 3: the slow worker's factor (default 2: half a core)")
     parser.add_argument("--cfs-periods", default="100000,10000,2000",
                         help="setting 3: CFS periods to throttle with, in microseconds")
-    parser.add_argument("--setting3-emulation", choices=("quota", "slowdown"), default="quota",
-                        help="setting 3: emulate the cgroup with --cpu-quota of the same quota "
-                             "and period (default), or with --slowdown 1=FACTOR (the old model)")
+    parser.add_argument("--setting3-emulation", default="quota",
+                        help="setting 3: how to emulate the cgroup, one or several of quota "
+                             "(--cpu-quota of the same quota and period, its budget spent "
+                             "computing: the default), quota-spin (the same with --comm-wait "
+                             "spin: the budget spent waiting too, the window model of before) "
+                             "and slowdown (--slowdown 1=FACTOR), each against the same real "
+                             "runs")
     parser.add_argument("--link-rates", default="1gbit,10gbit",
                         help="setting 2: tbf rates of the link, one pass each")
     parser.add_argument("--measured-model", action="store_true",
@@ -413,40 +425,53 @@ def main():
                 print(f"\n# setting 3 skipped: {reason}")
                 return
             factor = args.slow_factor
-            by_quota = args.setting3_emulation == "quota"
-            model = ("--cpu-quota of the same quota and period" if by_quota
-                     else f"--slowdown 1={factor:g}")
+            variants = args.setting3_emulation.split(",")
+            for variant in variants:
+                if variant not in SETTING3_EMULATIONS:
+                    raise SystemExit(f"emulation_agreement.py: --setting3-emulation: '{variant}' "
+                                     f"is not one of {', '.join(SETTING3_EMULATIONS)}")
+            model = "; ".join(SETTING3_EMULATIONS[v].format(factor=factor) for v in variants)
             print(f"\n# setting 3: the worker (rank 1) in a cgroup with a CFS quota of 1/"
                   f"{factor:g} of a core, against {model} on the virtual clock (no --induce)")
             periods = [int(x) for x in args.cfs_periods.split(",")]
             names = {p: f"FMB-period-{p // 1000}ms" if p % 1000 == 0 else f"FMB-period-{p}us"
                      for p in periods}
-            reports = {p: [] for p in periods}
+            reports = {(p, v): [] for p in periods for v in variants}
+            by_quota = any(v.startswith("quota") for v in variants)
             comm_model = (measured_comm_model(directory, trainer_command, models) if by_quota
                           else None)
             for repeat in range(args.repeats):
-                emulated_log = os.path.join(directory, f"slow-{repeat}-virtual.h5")
-                if not by_quota:
-                    run(trainer_command("mb-train-fmb", "virtual", emulated_log,
+                slowdown_log = os.path.join(directory, f"slow-{repeat}-virtual.h5")
+                if "slowdown" in variants:
+                    run(trainer_command("mb-train-fmb", "virtual", slowdown_log,
                                         ["--slowdown", f"1={factor:g}", *models(3)]))
                 for period in periods:
                     real_log = os.path.join(directory, f"{names[period]}-{repeat}-wall.h5")
                     with SlowCgroup(factor, period) as group:
                         run(trainer_command("mb-train-fmb", "wall", real_log, [],
                                             wrap=lambda c: group.wrap(c, 1)))
-                    if by_quota:
-                        emulated_log = os.path.join(directory,
-                                                    f"{names[period]}-{repeat}-virtual.h5")
-                        run([tool("mb-train-fmb"), *common, "--clock", "virtual", "--emulate", "1",
-                             "--comm-model", comm_model, "--cpu-quota",
-                             f"1={group.quota_seconds()!r}/{period / 1e6!r}", *models(3),
-                             "--log", emulated_log])
-                    reports[period].append(compare(f"{names[period]}-{repeat}", real_log,
-                                                   emulated_log))
+                    for variant in variants:
+                        emulated_log = slowdown_log
+                        if variant != "slowdown":
+                            # The real ranks wait with --comm-wait yield (the default); spin
+                            # charges the waits to the quota (the window model of before).
+                            wait = "spin" if variant == "quota-spin" else "yield"
+                            emulated_log = os.path.join(
+                                directory, f"{names[period]}-{repeat}-virtual-{variant}.h5")
+                            run([tool("mb-train-fmb"), *common, "--clock", "virtual",
+                                 "--emulate", "1", "--comm-model", comm_model, "--cpu-quota",
+                                 f"1={group.quota_seconds()!r}/{period / 1e6!r}", "--comm-wait",
+                                 wait, *models(3), "--log", emulated_log])
+                        tag = names[period] if len(variants) == 1 else \
+                            f"{names[period]}-{variant}"
+                        reports[(period, variant)].append(
+                            compare(f"{tag}-{repeat}", real_log, emulated_log))
                     print(f"# the worker's cgroup: {group.describe()}")
             print(f"# load average {os.getloadavg()[0]:.1f} at the end of setting 3")
-            print_summary("setting 3", [(names[p], summarize(reports[p])) for p in periods],
-                          args.target)
+            for variant in variants:
+                print_summary(f"setting 3, {SETTING3_EMULATIONS[variant].format(factor=factor)}",
+                              [(names[p], summarize(reports[(p, variant)])) for p in periods],
+                              args.target)
 
 
 def measured_comm_model(directory, trainer_command, models):

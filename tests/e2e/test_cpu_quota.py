@@ -1,9 +1,11 @@
-"""--cpu-quota RANK=QUOTA/PERIOD on the virtual clock: a worker under a CFS quota is runnable
-only in the first QUOTA seconds of each PERIOD of the run's timeline (it spends its quota in its
-waits too), so its steps equal hand-computed window arithmetic, not a uniformly slower CPU; for
-FMB, AMB and the asynchronous master alike. The wall clock refuses the flag (a real cgroup does
-it there), and so does a worker rank of its own under mpirun, which does not keep the emulated
-clock."""
+"""--cpu-quota RANK=QUOTA/PERIOD on the virtual clock: a worker under a CFS quota has a budget of
+QUOTA seconds of CPU in each PERIOD of the run's timeline, spent by its compute and by its waits
+while they are on the CPU (the first 3 ms of each under --comm-wait yield; all of it under spin:
+then it is runnable only in the first QUOTA seconds of each period), carried from step to step, so its steps equal hand-computed budget arithmetic, not a
+uniformly slower CPU; for FMB, AMB and the asynchronous master alike. A resumed run restores the
+budget from its checkpoint and has the straight run's bits, in one process and in shares under
+mpirun. The wall clock refuses the flag (a real cgroup does it there), and so does a worker rank
+of its own under mpirun, which does not keep the emulated clock."""
 
 import json
 import shutil
@@ -18,8 +20,10 @@ MPIRUN = shutil.which("mpirun")
 # Workers cost 100 us per sample + 2 ms per micro-batch: 5.2 ms for a batch of 32. Messages
 # cost 1 ms; the update nothing (a compute model is given).
 MODELS = ["--clock", "virtual", "--compute-model", "1e-4,2e-3", "--comm-model", "1e-3,0"]
-# Rank 2 gets 2 ms of a core in each period of 10 ms: runnable in [0, 2), [10, 12), ... ms.
+# Rank 2 gets 2 ms of a core in each period of 10 ms. Spinning in its waits, it is runnable in
+# [0, 2), [10, 12), ... ms.
 QUOTA = ["--cpu-quota", "2=0.002/0.01"]
+SPIN = ["--comm-wait", "spin"]
 
 
 def read_log(path):
@@ -43,7 +47,7 @@ class CpuQuota(mbtest.ToolTestCase):
             command = [MPIRUN, "--oversubscribe", "-n", str(ranks), *command]
         return mbtest.run(command, cwd=self.dir, env=self.env)
 
-    def test_fmb_steps_follow_the_quota_s_windows(self):
+    def test_fmb_steps_of_a_spinning_worker_follow_the_quota_s_windows(self):
         # ps, two emulated workers (ranks 1 and 2) of batch 32. Worker 1 is ready 5.2 ms after
         # each step's start; worker 2 computes 2 ms per window:
         #   step 1 from 0:     [0, 2) [10, 12) [20, 21.2): ready 21.2, end 21.2 + 2 x 1 = 23.2
@@ -52,7 +56,7 @@ class CpuQuota(mbtest.ToolTestCase):
         # (--slowdown 2=5, the same half-share as a uniformly slower CPU, gives 28.0 every step.)
         self.assertSucceeded(self.train("--comm", "ps", "--emulate", "2", "--batch-size", "32",
                                         "--steps", "5", "--drop-last", *MODELS, *QUOTA,
-                                        "--log", "fmb.h5"))
+                                        *SPIN, "--log", "fmb.h5"))
         log = read_log(self.path("fmb.h5"))
         self.assertEqual(log["config"]["cpu_quota"], "2=0.002/0.01")
         np.testing.assert_allclose(log["steps"]["step_time"],
@@ -67,37 +71,111 @@ class CpuQuota(mbtest.ToolTestCase):
                                    np.array([16.0, 22.8, 22.8, 22.8, 22.8]) / 1e3, rtol=1e-6)
         np.testing.assert_allclose(workers["sleep_time"][ranks == 1], 0)
 
+    def test_fmb_steps_of_a_yielding_worker_spend_its_budget_computing_and_3_ms_of_each_wait(self):
+        # --comm-wait yield (the default): a wait stays on the CPU for its first 3 ms (spinning,
+        # then sched_yield), spending budget, and sleeps after. Batch 8 (2.8 ms), messages of
+        # 2 ms (a worker waits 4 ms from its gradient to the next parameters), 8 ms of a core
+        # in each 10 ms. Worker 2:
+        #   step 1 from 0:     [0, 2.8): ready 2.8, end 2.8 + 2 x 2 = 6.8; the wait spends
+        #                      [2.8, 5.8) and sleeps [5.8, 6.8): 5.8 spent
+        #   step 2 from 6.8:   [6.8, 9.0) spends the rest, stopped to 10, [10, 10.6): ready
+        #                      10.6, end 14.6 (7.8); the wait spends [10.6, 13.6): 3.6 spent
+        #   step 3 from 14.6:  [14.6, 17.4): 6.4 spent, end 21.4 (6.8); the wait spends
+        #                      [17.4, 19.0), is stopped to 20 and spends [20, 20.4)
+        #   step 4 from 21.4:  0.4 spent: [21.4, 24.2), end 28.2 (6.8).
+        # A worker whose waits spent nothing would take 6.8 every step; a spinning one spends
+        # its waits whole (step 2 from 6.8 has 1.2 left: 8.8).
+        self.assertSucceeded(self.train("--comm", "ps", "--emulate", "2", "--batch-size", "8",
+                                        "--steps", "4", "--drop-last", "--clock", "virtual",
+                                        "--compute-model", "1e-4,2e-3", "--comm-model", "2e-3,0",
+                                        "--cpu-quota", "2=0.008/0.01", "--log", "fmb.h5"))
+        log = read_log(self.path("fmb.h5"))
+        np.testing.assert_allclose(log["steps"]["step_time"],
+                                   np.array([6.8, 7.8, 6.8, 6.8]) / 1e3, rtol=1e-6)
+        np.testing.assert_allclose(log["steps"]["time"],
+                                   np.array([6.8, 14.6, 21.4, 28.2]) / 1e3, rtol=1e-6)
+        workers = log["workers"]
+        # Stopped 1 ms in step 2 (10 - 9.0): its delay.
+        np.testing.assert_allclose(workers["sleep_time"][workers["rank"] == 2],
+                                   np.array([0.0, 1.0, 0.0, 0.0]) / 1e3, atol=1e-9)
+
     def test_amb_counts_only_runnable_time_as_progress(self):
         # AMB, batch 32 in 4 micro-batches of 8 (2.8 ms each), --time-limit 4 ms. Worker 1 does
         # 2 micro-batches (2.8, 5.6 >= 4). Worker 2 from 0: [0, 2) + [10, 10.8) ends the first
-        # at 10.8 >= 4: one micro-batch of 8 samples, ready at 10.8; end 12.8. Step 2 from 12.8:
-        # stopped until 20, [20, 22) + [30, 30.8): ready 30.8, end 32.8 (20.0 ms).
-        self.assertSucceeded(self.train("--comm", "ps", "--emulate", "2", "--batch-size", "32",
-                                        "--partitions", "4", "--time-limit", "0.004",
-                                        "--steps", "3", "--drop-last", *MODELS, *QUOTA,
-                                        "--log", "amb.h5", tool="mb-train-amb"))
-        log = read_log(self.path("amb.h5"))
-        np.testing.assert_allclose(log["steps"]["step_time"],
-                                   np.array([12.8, 20.0, 20.0]) / 1e3, rtol=1e-6)
-        workers = log["workers"]
-        ranks = workers["rank"]
-        np.testing.assert_array_equal(workers["samples"][ranks == 2], [8, 8, 8])
-        np.testing.assert_array_equal(workers["samples"][ranks == 1], [16, 16, 16])
+        # at 10.8 >= 4: one micro-batch of 8 samples, ready at 10.8; end 12.8. Spinning, step 2
+        # from 12.8: stopped until 20, [20, 22) + [30, 30.8): ready 30.8, end 32.8 (20.0 ms).
+        # Yielding, its waits of 2 ms are shorter than the 3 ms a yielding wait stays on the CPU:
+        # they spend as spinning, and the steps are the same. (A worker whose waits spent
+        # nothing would have 1.2 left at 12.8: [12.8, 14) + [20, 21.6), 10.8.)
+        for wait, times in (("spin", [12.8, 20.0, 20.0]), ("yield", [12.8, 20.0, 20.0])):
+            with self.subTest(wait=wait):
+                self.assertSucceeded(self.train(
+                    "--comm", "ps", "--emulate", "2", "--batch-size", "32", "--partitions", "4",
+                    "--time-limit", "0.004", "--steps", "3", "--drop-last", *MODELS, *QUOTA,
+                    "--comm-wait", wait, "--log", f"amb-{wait}.h5", tool="mb-train-amb"))
+                log = read_log(self.path(f"amb-{wait}.h5"))
+                np.testing.assert_allclose(log["steps"]["step_time"], np.array(times) / 1e3,
+                                           rtol=1e-6)
+                workers = log["workers"]
+                ranks = workers["rank"]
+                np.testing.assert_array_equal(workers["samples"][ranks == 2], [8, 8, 8])
+                np.testing.assert_array_equal(workers["samples"][ranks == 1], [16, 16, 16])
 
     def test_the_asynchronous_master_sees_the_quota(self):
-        # Async, messages 1 ms. Worker 2's first round from 1 ms (the parameters' message):
-        # [1, 2) + [10, 12) + [20, 22) + [30, 30.2): ready at 30.2, arrives 31.2. Worker 1 is
-        # ready every 5.2 ms: 7.2, 12.4, ... arriving 1 ms later each, from 6.2 + 1 = 7.2.
-        self.assertSucceeded(self.train("--comm", "ps", "--async", "--emulate", "2",
-                                        "--batch-size", "32", "--steps", "6", "--drop-last",
-                                        *MODELS, *QUOTA, "--log", "async.h5"))
-        log = read_log(self.path("async.h5"))
-        ranks = list(log["workers"]["rank"])
-        times = log["steps"]["time"]
-        # Worker 1's arrivals 7.2, 12.4, 17.6, 22.8, 28.0, then worker 2's at 31.2.
-        self.assertEqual(ranks, [1, 1, 1, 1, 1, 2])
-        np.testing.assert_allclose(times, np.array([7.2, 12.4, 17.6, 22.8, 28.0, 31.2]) / 1e3,
-                                   rtol=1e-6)
+        # Async, messages 1 ms. Worker 1 is ready every 5.2 ms: 7.2, 12.4, ... arriving 1 ms
+        # later each, from 6.2 + 1 = 7.2. Worker 2's first round from 1 ms (the parameters'
+        # message): it spent [0, 1) of its budget waiting, spinning or yielding (a yielding wait
+        # is on the CPU for its first 3 ms): [1, 2) + [10, 12) + [20, 22) + [30, 30.2): ready
+        # at 30.2, arrives 31.2. (Had the wait spent nothing: ready at 21.2.)
+        for wait, ranks, times in (
+                ("spin", [1, 1, 1, 1, 1, 2], [7.2, 12.4, 17.6, 22.8, 28.0, 31.2]),
+                ("yield", [1, 1, 1, 1, 1, 2], [7.2, 12.4, 17.6, 22.8, 28.0, 31.2])):
+            with self.subTest(wait=wait):
+                self.assertSucceeded(self.train(
+                    "--comm", "ps", "--async", "--emulate", "2", "--batch-size", "32",
+                    "--steps", "6", "--drop-last", *MODELS, *QUOTA, "--comm-wait", wait,
+                    "--log", f"async-{wait}.h5"))
+                log = read_log(self.path(f"async-{wait}.h5"))
+                self.assertEqual(list(log["workers"]["rank"]), ranks)
+                np.testing.assert_allclose(log["steps"]["time"], np.array(times) / 1e3,
+                                           rtol=1e-6)
+
+    def test_a_resumed_run_keeps_the_budget_and_the_straight_run_s_bits(self):
+        # AMB, whose micro-batch counts (so its parameters) follow the budget; 12 steps
+        # straight, and 4 then resumed to 12. Step 4 ends with worker 2's period part spent,
+        # so a resumed run that started it unspent would compute step 5 sooner (with the
+        # restore left out, both variants below fail on steps/time). In one process, and in
+        # two shares under mpirun.
+        args = ["--comm", "ps", "--batch-size", "32", "--partitions", "4", "--time-limit",
+                "0.004", "--steps", "12", "--drop-last", *MODELS, *QUOTA, "--seed", "3"]
+        variants = [("one", ["--emulate", "2"], 0)]
+        if MPIRUN is not None:
+            variants.append(("shares", ["--emulate", "2"], 2))
+        for name, extra, ranks in variants:
+            with self.subTest(name=name):
+                straight, resumed = f"{name}-straight", f"{name}-resumed"
+                self.assertSucceeded(self.train(
+                    *args, *extra, "--checkpoint", self.path(f"{straight}.h5"), "--log",
+                    self.path(f"{straight}-log.h5"), tool="mb-train-amb", ranks=ranks))
+                for steps in ("4", "12"):
+                    self.assertSucceeded(self.train(
+                        *args, *extra, "--steps", steps, "--checkpoint",
+                        self.path(f"{resumed}.h5"), "--resume", "auto", "--log",
+                        self.path(f"{resumed}-log.h5"), tool="mb-train-amb", ranks=ranks))
+                with h5py.File(self.path(f"{resumed}.h5"), "r") as checkpoint:
+                    budgets = checkpoint.attrs["cpu_quota_budgets"]
+                    self.assertEqual(list(budgets[0::4]), [2.0])  # rank 2's alone
+                for what in ("steps/time", "steps/step_time", "workers/samples",
+                             "workers/sleep_time"):
+                    with h5py.File(self.path(f"{straight}-log.h5"), "r") as a, \
+                            h5py.File(self.path(f"{resumed}-log.h5"), "r") as b:
+                        self.assertEqual(a[what][...].tobytes(), b[what][...].tobytes(),
+                                         msg=f"{name}: {what}")
+                with h5py.File(self.path(f"{straight}.h5"), "r") as a, \
+                        h5py.File(self.path(f"{resumed}.h5"), "r") as b:
+                    for param in a["params"]:
+                        self.assertEqual(a["params"][param][...].tobytes(),
+                                         b["params"][param][...].tobytes(), msg=f"{name}: {param}")
 
     def test_the_wall_clock_and_worker_ranks_refuse_it(self):
         self.assertFailsWith(self.train("--steps", "1", "--cpu-quota", "0=0.05/0.1"), 2,

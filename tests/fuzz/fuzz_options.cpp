@@ -95,6 +95,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           if (!(end >= start + seconds * (1 - 1e-12)) ||
               !(end <= start + (seconds / window.quota + 2) * window.period))
             std::abort();
+          // The budget: the same bounds, sleeping, yielding or spinning in its waits, from a
+          // part-spent period.
+          for (const double busy_wait : {0.0, 0.2 * window.period, mbkit::emulation::kWaitsOnCpu}) {
+            mbkit::emulation::QuotaBudget budget{window, busy_wait};
+            budget.run(0.3 * window.quota);
+            const double from = budget.wait(0.37 * window.period);
+            const double done = budget.run(seconds);
+            if (!(done >= from + seconds * (1 - 1e-12)) ||
+                !(done <= from + (seconds / window.quota + 2) * window.period) ||
+                !(budget.spent <= window.quota))
+              std::abort();
+          }
         }
         break;
       }

@@ -118,50 +118,97 @@ TEST_F(WorkerRoundTest, SlowdownAndInducedDelayCountAgainstTheLimit) {
   EXPECT_NEAR(report.compute_time, 0.28, 1e-12);
 }
 
-// --cpu-quota 1=0.1/0.2: runnable in [0, 0.1), [0.2, 0.3), [0.4, 0.5), ... of the virtual
-// timeline; compute advances only there, the stopped time is the round's delay.
-TEST_F(WorkerRoundTest, ACpuQuotaStopsTheComputeOutsideItsWindows) {
+// --cpu-quota 1=0.1/0.2: 0.1 s of CPU in each period of 0.2 s of the virtual timeline; compute
+// spends it and stops when it is spent, until the next period; the stopped time is the round's
+// delay. A worker that sleeps at once in its waits spends none there; one that spins does.
+TEST_F(WorkerRoundTest, ACpuQuotaStopsTheComputeWhenItsBudgetIsSpent) {
   const emulation::QuotaWindow window{0.1, 0.2};
   auto data = loader();
   auto net = network(*data);
-  WorkerRound worker({*net, *data, clock_, none_, kModel, std::nullopt, 1, 0, 11, RoundRule{},
-                      nullptr, -1, window});
-  // From 0 the batch's 0.26 s: 0.1 in [0, 0.1), 0.1 in [0.2, 0.3), 0.06 from 0.4: ready at 0.46.
-  std::optional<double> predicted = worker.predict_ready();
-  WorkerReport report = worker.run(0, 0);
-  EXPECT_NEAR(report.compute_time, 0.26, 1e-12);
-  EXPECT_NEAR(report.sleep_time, 0.2, 1e-12);
-  ASSERT_TRUE(predicted.has_value());
-  EXPECT_EQ(report.sleep_time + report.compute_time, *predicted);
-  // A round that starts at 0.25 (set_round_start: the asynchronous master's): 0.05 in
-  // [0.25, 0.3), 0.1 in [0.4, 0.5), 0.1 in [0.6, 0.7), 0.01 from 0.8: ready at 0.81, 0.56 s on.
-  worker.set_round_start(0.25);
-  predicted = worker.predict_ready();
-  report = worker.run(1, 0);
-  EXPECT_NEAR(report.sleep_time + report.compute_time, 0.56, 1e-12);
-  EXPECT_EQ(report.sleep_time + report.compute_time, *predicted);
-  // Else the round starts at the run clock's time (a synchronous step's start): from 0.35,
-  // stopped, it starts at 0.4: 0.1 in [0.4, 0.5), 0.1 in [0.6, 0.7), 0.06 from 0.8: 0.86.
+  for (const double busy_wait : {0.0, emulation::kWaitsOnCpu}) {
+    const bool spins = busy_wait > 0;
+    SCOPED_TRACE(spins ? "spin" : "sleep");
+    auto rows = loader();
+    WorkerRound worker({*net, *rows, clock_, none_, kModel, std::nullopt, 1, 0, 11, RoundRule{},
+                        nullptr, -1, emulation::QuotaBudget{window, busy_wait}});
+    // From 0 the batch's 0.26 s: 0.1 in [0, 0.1), 0.1 in [0.2, 0.3), 0.06 from 0.4: ready at
+    // 0.46, with 0.04 of period 2's budget left.
+    std::optional<double> predicted = worker.predict_ready();
+    WorkerReport report = worker.run(0, 0);
+    EXPECT_NEAR(report.compute_time, 0.26, 1e-12);
+    EXPECT_NEAR(report.sleep_time, 0.2, 1e-12);
+    ASSERT_TRUE(predicted.has_value());
+    EXPECT_EQ(report.sleep_time + report.compute_time, *predicted);
+    ASSERT_TRUE(worker.quota_budget());
+    EXPECT_NEAR(worker.quota_budget()->spent, 0.06, 1e-12);
+    // The next round starts at 0.5 (set_round_start: the asynchronous master's). Sleeping,
+    // the worker still has 0.04 of period 2: [0.5, 0.54), [0.6, 0.7), [0.8, 0.9), 0.02 from
+    // 1.0: ready at 1.02, 0.52 s on. Spinning, its wait spent the rest by 0.5: [0.6, 0.7),
+    // [0.8, 0.9), 0.06 from 1.0: 1.06, 0.56 s on.
+    worker.set_round_start(0.5);
+    predicted = worker.predict_ready();
+    report = worker.run(1, 0);
+    EXPECT_NEAR(report.sleep_time + report.compute_time, spins ? 0.56 : 0.52, 1e-12);
+    EXPECT_EQ(report.sleep_time + report.compute_time, *predicted);
+  }
+  // Else the round starts at the run clock's time (a synchronous step's start): from 0.35.
+  // Asleep since the run's start, the worker has period 1's whole budget: [0.35, 0.4), then
+  // [0.4, 0.5), [0.6, 0.7), 0.01 from 0.8: 0.81, 0.46 s on. Spinning, it spent it by 0.3 and
+  // starts at 0.4: [0.4, 0.5), [0.6, 0.7), 0.06 from 0.8: 0.86, 0.51 s on.
   RunClock later{true, SteadyClock::now()};
   later.advance(0.35);
+  for (const double busy_wait : {0.0, emulation::kWaitsOnCpu}) {
+    const bool spins = busy_wait > 0;
+    SCOPED_TRACE(spins ? "spin" : "sleep");
+    auto again = loader();
+    WorkerRound late({*net, *again, later, none_, kModel, std::nullopt, 1, 0, 11, RoundRule{},
+                      nullptr, -1, emulation::QuotaBudget{window, busy_wait}});
+    const std::optional<double> predicted = late.predict_ready();
+    const WorkerReport report = late.run(0, 0);
+    EXPECT_NEAR(report.sleep_time + report.compute_time, spins ? 0.51 : 0.46, 1e-12);
+    EXPECT_EQ(report.sleep_time + report.compute_time, *predicted);
+  }
+}
+
+// A resumed run's worker restores its budget: its next round is the straight run's, to the bit.
+TEST_F(WorkerRoundTest, ARestoredQuotaBudgetGivesTheStraightRunsRound) {
+  const emulation::QuotaBudget budget{emulation::QuotaWindow{0.1, 0.2}, false};
+  auto data = loader();
+  auto net = network(*data);
+  WorkerRound straight({*net, *data, clock_, none_, kModel, std::nullopt, 1, 0, 11, RoundRule{},
+                        nullptr, -1, budget});
+  straight.run(0, 0);
+  const std::vector<double> saved = straight.quota_budget()->saved();
+  straight.set_round_start(0.5);
+  const WorkerReport expected = straight.run(1, 0);
   auto again = loader();
-  WorkerRound late({*net, *again, later, none_, kModel, std::nullopt, 1, 0, 11, RoundRule{},
-                    nullptr, -1, window});
-  predicted = late.predict_ready();
-  report = late.run(0, 0);
-  EXPECT_NEAR(report.sleep_time, 0.51 - 0.26, 1e-12);
-  EXPECT_EQ(report.sleep_time + report.compute_time, *predicted);
+  WorkerRound resumed({*net, *again, clock_, none_, kModel, std::nullopt, 1, 0, 11, RoundRule{},
+                       nullptr, -1, budget});
+  resumed.restore_quota_budget(saved, "the test's");
+  resumed.set_round_start(0.5);
+  const WorkerReport report = resumed.run(1, 0);
+  EXPECT_EQ(report.sleep_time, expected.sleep_time);
+  EXPECT_EQ(resumed.quota_budget()->saved(), straight.quota_budget()->saved());
+  // Without it the round finds period 2's budget unspent: [0.5, 0.6), [0.6, 0.7) and 0.06
+  // from 0.8: 0.36 s on, not 0.52.
+  auto fresh_data = loader();
+  WorkerRound fresh({*net, *fresh_data, clock_, none_, kModel, std::nullopt, 1, 0, 11, RoundRule{},
+                     nullptr, -1, budget});
+  fresh.set_round_start(0.5);
+  const WorkerReport unrestored = fresh.run(1, 0);
+  EXPECT_NEAR(unrestored.sleep_time + unrestored.compute_time, 0.36, 1e-12);
+  EXPECT_NEAR(report.sleep_time + report.compute_time, 0.52, 1e-12);
 }
 
 TEST_F(WorkerRoundTest, AnAnytimeRoundUnderACpuQuotaCountsOnlyRunnableTimeAsProgress) {
   // Micro-batches of 0.14 s under the limit 0.5 from 0: 0.1 + 0.04 ends at 0.24; 0.06 + 0.08
   // at 0.48 < 0.5; 0.02 + 0.1 + 0.02 at 0.82: three micro-batches where a core of its own
   // does all four by 0.56.
-  const emulation::QuotaWindow window{0.1, 0.2};
+  const emulation::QuotaBudget budget{emulation::QuotaWindow{0.1, 0.2}, false};
   auto data = loader();
   auto net = network(*data);
   WorkerRound worker({*net, *data, clock_, none_, kModel, std::nullopt, 1, 0, 11,
-                      RoundRule{true, 4, 0.5}, nullptr, -1, window});
+                      RoundRule{true, 4, 0.5}, nullptr, -1, budget});
   const std::optional<double> predicted = worker.predict_ready();
   const WorkerReport report = worker.run(0, 0);
   EXPECT_EQ(report.micro_batches, 3);

@@ -335,8 +335,9 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o, bool stragg
                    "Persistently slower workers: RANK=FACTOR,... (sleep (FACTOR-1) x compute)")
       ->type_name("RANK=FACTOR,...");
   dist->add_option("--cpu-quota", o.given.cpu_quota,
-                   "--clock virtual: workers under a CFS quota, runnable for QUOTA seconds of "
-                   "each PERIOD (seconds, from time 0), stopped for the rest")
+                   "--clock virtual: workers under a CFS quota, QUOTA seconds of CPU in each "
+                   "PERIOD (seconds, from time 0), spent computing and waiting on the CPU (a "
+                   "wait's first 3 ms; all of it under --comm-wait spin), stopped once spent")
       ->type_name("RANK=QUOTA/PERIOD,...");
   dist->add_option("--comm-timeout", o.comm_timeout,
                    "Seconds a rank waits for another before the job fails")

@@ -419,7 +419,6 @@ void World::wait_until(const std::function<bool()>& done, const std::string& wha
   // the event. Past a few milliseconds (a straggler, a master waiting for its workers), sleep
   // between polls, backing off to 1 ms, so a long wait costs next to no CPU.
   constexpr double kSpinSeconds = 50e-6;
-  constexpr double kYieldSeconds = 3e-3;
   auto delay = std::chrono::microseconds(50);
   std::int64_t polls = 0;
   while (!done()) {
@@ -429,11 +428,11 @@ void World::wait_until(const std::function<bool()>& done, const std::string& wha
     if (now - last_poll > kSuspended) start += now - last_poll;
     last_poll = now;
     const double waited = seconds_since(start);
-    if (++polls % 64 == 0 || waited > kYieldSeconds) serve_pings();
+    if (++polls % 64 == 0 || waited > kYieldWaitSeconds) serve_pings();
     if (waited > wait_limit(timeout_))
       timed_out(what, missing ? missing() : std::vector<int>{}, waited);
     if (wait_mode_ == WaitMode::kSpin || waited < kSpinSeconds) continue;
-    if (waited < kYieldSeconds) {
+    if (waited < kYieldWaitSeconds) {
       sched_yield();
       continue;
     }

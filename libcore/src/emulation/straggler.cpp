@@ -385,10 +385,106 @@ double QuotaWindow::compute_end(double start, double seconds) const {
   }
 }
 
+void QuotaBudget::enter(double to) {
+  const double k = std::floor(to / limit.period);
+  if (k > period) {
+    period = k;
+    spent = 0;
+  }
+}
+
+double QuotaBudget::runnable() {
+  enter(time);
+  if (spent >= limit.quota - window_slack(limit.period, time)) {
+    period += 1;
+    time = period * limit.period;
+    spent = 0;
+  }
+  return time;
+}
+
+double QuotaBudget::wait(double until) {
+  if (until > time) {
+    // On the CPU for its first busy_wait seconds (stopped ones included), asleep after.
+    const double busy_until = std::min(until, time + busy_wait);
+    if (busy_until > time) {
+      const double k = std::floor(busy_until / limit.period);
+      if (k > period) {
+        // Refilled at the period's start, from which it has spun without a pause.
+        period = k;
+        spent = std::clamp(busy_until - k * limit.period, 0.0, limit.quota);
+      } else {
+        spent = std::min(limit.quota, spent + (busy_until - time));
+      }
+    }
+    enter(until);
+    time = until;
+  }
+  return runnable();
+}
+
+void QuotaBudget::sleep(double until) {
+  if (!(until > time)) return;
+  enter(until);
+  time = until;
+}
+
+double QuotaBudget::run(double seconds) {
+  const double quota = limit.quota;
+  double left = seconds;
+  while (true) {
+    runnable();
+    // Until the budget is spent or the period ends (then it runs on, refilled).
+    const double room = std::max(0.0, std::min(quota - spent, (period + 1) * limit.period - time));
+    if (left <= room + window_slack(limit.period, time)) {
+      time += left;
+      spent += left;
+      return time;
+    }
+    left -= room;
+    period += 1;
+    time = period * limit.period;  // not a running sum: no drift over a long run
+    spent = 0;
+    // Whole periods at once (a tiny quota must not loop for ever); the last one or two are
+    // walked, so that compute ending at the budget's end is found as above.
+    const double whole = std::floor(left / quota);
+    if (whole > 1) {
+      period += whole - 1;
+      left -= (whole - 1) * quota;
+      time = period * limit.period;
+    }
+  }
+}
+
+void QuotaBudget::restore(const std::vector<double>& values, const std::string& where) {
+  if (values.size() != 3) {
+    data_error(
+        cat(where, ": a CPU quota's state is 3 values (time, period, spent), not ", values.size()));
+  }
+  const double saved_time = values[0], saved_period = values[1], saved_spent = values[2];
+  const bool valid = std::isfinite(saved_time) && saved_time >= 0 && saved_period >= 0 &&
+                     saved_period == std::floor(saved_period) && saved_spent >= 0 &&
+                     saved_spent <= limit.quota;
+  if (!valid) {
+    data_error(cat(where, ": (", shortest_decimal(saved_time), ", ", shortest_decimal(saved_period),
+                   ", ", shortest_decimal(saved_spent), ") is not a state of a CPU quota of ",
+                   shortest_decimal(limit.quota), " s per ", shortest_decimal(limit.period), " s"));
+  }
+  time = saved_time;
+  period = saved_period;
+  spent = saved_spent;
+}
+
 std::optional<QuotaWindow> CpuQuota::for_rank(int rank) const {
   const auto found = windows.find(rank);
   if (found == windows.end()) return std::nullopt;
   return found->second;
+}
+
+std::optional<QuotaBudget> CpuQuota::budget_for(int rank, double busy_wait) const {
+  const auto window = for_rank(rank);
+  if (!window) return std::nullopt;
+  return QuotaBudget{*window, busy_wait};
 }
 
 void CpuQuota::check_ranks(int world_size) const {

@@ -180,6 +180,9 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
   if (!checkpoint.delayed_parameters.empty()) {
     write_arrays(file, path, kDelayedGroup, checkpoint.delayed_parameters);
   }
+  if (!checkpoint.cpu_quota_budgets.empty()) {
+    file.set_attribute("cpu_quota_budgets", checkpoint.cpu_quota_budgets);
+  }
   if (!checkpoint.delayed_timeline.empty()) {
     file.set_attribute("delayed_timeline", checkpoint.delayed_timeline);
   }
@@ -249,6 +252,13 @@ Checkpoint read_fields(const io::File& file) {
   checkpoint.state = read_arrays(file, kStateGroup);
   checkpoint.optimizer_state = read_arrays(file, kOptimizerGroup);
   if (file.has(kDelayedGroup)) checkpoint.delayed_parameters = read_arrays(file, kDelayedGroup);
+  if (file.has_attribute("cpu_quota_budgets")) {
+    checkpoint.cpu_quota_budgets = file.double_array_attribute("cpu_quota_budgets");
+    if (checkpoint.cpu_quota_budgets.size() % 4 != 0) {
+      data_error(cat(path, ": its cpu_quota_budgets holds ", checkpoint.cpu_quota_budgets.size(),
+                     " values, not 4 per worker (rank, time, period, spent)"));
+    }
+  }
   if (file.has_attribute("delayed_timeline")) {
     checkpoint.delayed_timeline = file.double_array_attribute("delayed_timeline");
   }

@@ -269,7 +269,9 @@ void EmulatedWorkers::make_rounds(const RoundParts& parts) {
         *lane_of(w).net, loader, parts.clock, parts.slowdown,
         compute_model(parts.compute_models, w), parts.stragglers, rank_of(w), w, parts.seed, rule,
         options_.induce_trace, masks_of_[static_cast<std::size_t>(w - first_)],
-        parts.cpu_quota ? parts.cpu_quota->for_rank(rank_of(w)) : std::nullopt}));
+        parts.cpu_quota
+            ? parts.cpu_quota->budget_for(rank_of(w), quota_busy_wait(options_.comm_wait))
+            : std::nullopt}));
   }
 }
 

@@ -180,7 +180,11 @@ void TrainingRun::print_start_table() const {
   if (options_.induce_trace) row("stragglers", cat("trace ", options_.induce_trace->describe()));
   if (!slowdown_.empty()) row("slowdown", slowdown_.describe());
   if (!options_.cpu_quota.empty()) {
-    row("cpu quota", cat(options_.cpu_quota.describe(), " (runnable from each period's start)"));
+    row("cpu quota", cat(options_.cpu_quota.describe(),
+                         options_.comm_wait == "spin"
+                             ? " (CFS budget, spent computing and "
+                               "spinning in waits)"
+                             : " (CFS budget, spent computing and in a wait's first 3 ms)"));
   }
   if (clock_.is_virtual()) {
     row("clock", cat("virtual: a core per worker, compute ", compute_models_.describe(),
@@ -253,6 +257,8 @@ void TrainingRun::checkpoint_now(double elapsed, const std::string& path) {
       }
     }
   }
+  // Collective under shares: every rank sends its workers' budgets.
+  if (!options_.cpu_quota.empty()) quota_budgets_ = quota_budgets();
   if (logs_) save_checkpoint_to(path.empty() ? options_.checkpoint : path, elapsed, state);
 }
 
@@ -275,6 +281,7 @@ void TrainingRun::save_checkpoint_to(const std::string& path, double elapsed,
   checkpoint.comm = role_.comm;
   if (versions_) checkpoint.delayed_parameters = versions_->saved(step_);
   if (delayed_timeline_) checkpoint.delayed_timeline = delayed_timeline_->saved();
+  checkpoint.cpu_quota_budgets = quota_budgets_;
   checkpoint.seed = options_.seed;
   checkpoint.elapsed = elapsed;
   checkpoint.wall_elapsed = clock_.wall_now();

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
 
 #include "mbkit/backend/factory.hpp"
@@ -124,6 +126,7 @@ void TrainingRun::resume() {
     // holds; the servers get theirs in resume_server_shards().
     restore_model(checkpoint, *net_, *optimizer_, resume_path, shard_.first);
     restore_delayed(checkpoint, resume_path);
+    resumed_quota_budgets_ = checkpoint.cpu_quota_budgets;
     if (role_.servers > 1 && (role_.emulated == 0 || emulated_async_servers())) {
       for (const auto& saved : checkpoint.optimizer_state) {
         resumed_optimizer_state_.push_back(saved.values);
@@ -173,6 +176,16 @@ void TrainingRun::resume() {
         }
       }
     }
+    if (role_.shares && !options_.cpu_quota.empty()) {
+      std::int64_t size = static_cast<std::int64_t>(resumed_quota_budgets_.size());
+      world_.broadcast(std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&size), sizeof size),
+                       0);
+      resumed_quota_budgets_.resize(static_cast<std::size_t>(size));
+      world_.broadcast(
+          std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(resumed_quota_budgets_.data()),
+                                  resumed_quota_budgets_.size() * sizeof(double)),
+          0);
+    }
   }
   share_delayed_versions();
   step_ = static_cast<std::int64_t>(resume_.step);
@@ -180,6 +193,59 @@ void TrainingRun::resume() {
   epoch_base_ = resume_.epoch_progress;
   clock_.resume_at(resume_.elapsed, resume_.wall_elapsed);
   samples_seen_ = resume_.samples_seen;
+}
+
+std::vector<double> TrainingRun::quota_budgets() {
+  std::vector<double> mine;
+  const auto add = [&](const WorkerRound& round, int rank) {
+    if (const auto& budget = round.quota_budget()) {
+      mine.push_back(rank);
+      for (const double value : budget->saved()) mine.push_back(value);
+    }
+  };
+  if (round_) add(*round_, world_.rank());
+  if (emulated_) {
+    for (int w = emulated_->first(); w < emulated_->first() + emulated_->hosted(); ++w) {
+      add(emulated_->round(w), emulated_->rank_of(w));
+    }
+  }
+  if (!role_.shares) return mine;
+  // Each rank hosts a run of consecutive workers: rank order is worker order.
+  const std::string bytes(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(double));
+  std::vector<double> every;
+  for (const std::string& part : world_.all_gather(bytes)) {
+    const std::size_t at = every.size();
+    every.resize(at + part.size() / sizeof(double));
+    std::memcpy(every.data() + at, part.data(), part.size());
+  }
+  return every;
+}
+
+void TrainingRun::restore_quota_budgets() {
+  if (resume_.resumed == 0 || options_.cpu_quota.empty()) return;
+  std::map<int, std::vector<double>> saved;
+  for (std::size_t i = 0; i + 4 <= resumed_quota_budgets_.size(); i += 4) {
+    saved[static_cast<int>(resumed_quota_budgets_[i])] = {resumed_quota_budgets_[i + 1],
+                                                          resumed_quota_budgets_[i + 2],
+                                                          resumed_quota_budgets_[i + 3]};
+  }
+  const auto restore = [&](WorkerRound& round, int rank) {
+    if (!round.quota_budget()) return;
+    const auto found = saved.find(rank);
+    if (found == saved.end()) {
+      log::warn(cat("the checkpoint holds no --cpu-quota budget of rank ", rank,
+                    ": its budget starts unspent at the resumed step"));
+      return;
+    }
+    round.restore_quota_budget(found->second, cat("the checkpoint's budget of rank ", rank));
+  };
+  if (round_) restore(*round_, world_.rank());
+  if (emulated_) {
+    for (int w = emulated_->first(); w < emulated_->first() + emulated_->hosted(); ++w) {
+      restore(emulated_->round(w), emulated_->rank_of(w));
+    }
+  }
+  resumed_quota_budgets_.clear();
 }
 
 }  // namespace mbkit::train

@@ -127,7 +127,8 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
         *net_, *train_loader_, clock_, slowdown_, compute_model_, stragglers_, world_.rank(),
         role_.worker, options_.seed,
         RoundRule{amb_, micro_size_, time_limit_, options_.k_batch_sync > 0}, options_.induce_trace,
-        selection_.data_slice(role_.worker), options_.cpu_quota.for_rank(world_.rank())});
+        selection_.data_slice(role_.worker),
+        options_.cpu_quota.budget_for(world_.rank(), quota_busy_wait(options_.comm_wait))});
   }
   if (emulated_) {
     emulated_->make_rounds({*net_, clock_, slowdown_, compute_models_, stragglers_, options_.seed,
@@ -135,6 +136,7 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
                             [this](nn::Backend& backend) { return make_network(backend); },
                             &options_.cpu_quota});
   }
+  restore_quota_budgets();
   // A resumed synchronous run's workers have done a round a step: their induced delays go on
   // where an uninterrupted run's would be.
   if (resume_.resumed != 0 && options_.k_batch_sync > 0 && !selects_on_wall_clock()) {

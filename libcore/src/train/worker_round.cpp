@@ -6,6 +6,7 @@
 #include <thread>
 #include <utility>
 
+#include "mbkit/comm/world.hpp"
 #include "mbkit/train/anytime.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/random.hpp"
@@ -18,29 +19,37 @@ void sleep_for(double seconds) {
 }
 
 // A round under --cpu-quota on the virtual clock, in absolute virtual time (the quota's periods
-// start at the run's time 0). The round starts when the worker is runnable; its induced delay
-// and --slowdown sleeps pass whether it is stopped or not; its compute advances only while
-// it is runnable; its gradient leaves when it is runnable.
+// start at the run's time 0), on a copy of the worker's budget. The round starts when the
+// worker can run, after the wait for it (the budget spent there if it spins), and never before
+// the last round's gradient left; its induced delay and --slowdown sleeps spend no budget; its
+// compute runs only while budget is left; its gradient leaves when it can run.
 class QuotaTimeline {
  public:
-  QuotaTimeline(const emulation::QuotaWindow& window, double start, double delay)
-      : window_(window), start_(start), now_(window.runnable_from(start) + delay) {}
+  QuotaTimeline(const emulation::QuotaBudget& budget, double start, double delay)
+      : budget_(budget), start_(start) {
+    budget_.sleep(budget_.wait(start) + delay);
+  }
 
-  void compute(double cost, double extra) { now_ = window_.compute_end(now_, cost) + extra; }
+  void compute(double cost, double extra) { budget_.sleep(budget_.run(cost) + extra); }
   /// Seconds since the round's start (AMB's time limit counts them).
-  double elapsed() const { return now_ - start_; }
-  /// The round's seconds until its gradient can leave, less `compute`: its delay.
-  double delay(double compute) const { return window_.runnable_from(now_) - start_ - compute; }
+  double elapsed() const { return budget_.time - start_; }
+  /// The round's seconds until its gradient can leave, less `compute`: its delay. The budget
+  /// is then the worker's as its gradient leaves.
+  double finish(double compute) { return budget_.runnable() - start_ - compute; }
+  const emulation::QuotaBudget& budget() const { return budget_; }
 
  private:
-  emulation::QuotaWindow window_;
+  emulation::QuotaBudget budget_;
   double start_;
-  double now_;
 };
 
 }  // namespace
 
-WorkerRound::WorkerRound(Parts parts) : parts_(std::move(parts)) {
+double quota_busy_wait(const std::string& comm_wait) {
+  return comm_wait == "spin" ? emulation::kWaitsOnCpu : comm::kYieldWaitSeconds;
+}
+
+WorkerRound::WorkerRound(Parts parts) : parts_(std::move(parts)), budget_(parts_.cpu_quota) {
   if (parts_.trace) {
     sampler_ = std::make_unique<emulation::TraceReplay>(parts_.trace, parts_.worker);
   } else if (parts_.stragglers) {
@@ -75,9 +84,9 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
     emulated += report.sleep_time;
   }
   std::optional<QuotaTimeline> quota;
-  if (virtual_clock && parts_.cpu_quota) {
+  if (virtual_clock && budget_) {
     const double start = round_start_.value_or(parts_.clock.virtual_now());
-    quota.emplace(*parts_.cpu_quota, start, report.sleep_time);
+    quota.emplace(*budget_, start, report.sleep_time);
   }
   round_start_.reset();
   auto elapsed = [&] {
@@ -149,7 +158,10 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
   abandoned_ = round.cut;
   report.micro_batches = round.done;
   report.finished_early = rule.anytime && round.finished_early;
-  if (quota) report.sleep_time = quota->delay(report.compute_time);
+  if (quota) {
+    report.sleep_time = quota->finish(report.compute_time);
+    budget_ = quota->budget();
+  }
   return report;
 }
 
@@ -160,8 +172,8 @@ std::optional<double> WorkerRound::predict_ready() {
   // Summed as run() sums its report's, so that the ready time is the report's to the bit.
   double sleep = emulated, compute = 0;
   std::optional<QuotaTimeline> quota;
-  if (parts_.cpu_quota) {
-    quota.emplace(*parts_.cpu_quota, round_start_.value_or(parts_.clock.virtual_now()), emulated);
+  if (budget_) {
+    quota.emplace(*budget_, round_start_.value_or(parts_.clock.virtual_now()), emulated);
   }
   const RoundRule& rule = parts_.rule;
   const int size = parts_.loader.next_batch_size();
@@ -178,7 +190,7 @@ std::optional<double> WorkerRound::predict_ready() {
         compute += cost;
         sleep += extra;
       });
-  if (quota) sleep = quota->delay(compute);
+  if (quota) sleep = quota->finish(compute);
   return sleep + compute;
 }
 

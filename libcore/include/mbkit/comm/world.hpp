@@ -51,6 +51,11 @@ bool launched_by_mpi();
 /// default) or spin (poll without sleeping: lowest latency when every rank has a core).
 enum class WaitMode { kYield, kSpin };
 
+/// How long a yielding wait stays on the CPU (spinning 50 us, then calling sched_yield, which
+/// keeps a core no other task wants) before it sleeps between polls, in seconds. A worker in a
+/// CPU-quota cgroup spends its quota for that long (--cpu-quota on the virtual clock charges it).
+inline constexpr double kYieldWaitSeconds = 3e-3;
+
 /// The longest wait once a stop signal arrived (or --comm-timeout when shorter), in seconds.
 inline constexpr double kStopGrace = 10.0;
 

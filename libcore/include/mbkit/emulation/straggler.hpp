@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -112,18 +113,63 @@ struct Slowdown {
 Slowdown parse_slowdown(const std::string& text);
 
 /// A CFS bandwidth quota (--cpu-quota RANK=QUOTA/PERIOD): the worker gets `quota` seconds of a
-/// core in each `period`, periods starting at time 0 of the run's virtual timeline. It spends
-/// its quota whether it computes or spins in a wait (MPI's polling), so it is runnable during
-/// [kP, kP + quota) of every period and stopped for the rest: not a uniformly slower CPU.
+/// core in each `period`, periods starting at time 0 of the run's virtual timeline. As a window:
+/// a worker that always wants the CPU (it computes, or spins in its waits) is runnable during
+/// [kP, kP + quota) of every period and stopped for the rest; QuotaBudget is the general case.
 struct QuotaWindow {
   double quota = 0;   ///< seconds runnable per period, 0 < quota <= period
   double period = 0;  ///< seconds
 
-  /// The first time at or after `time` at which the worker is runnable.
+  /// The first time at or after `time` at which the always-running worker is runnable.
   double runnable_from(double time) const;
   /// When compute of `seconds` that starts at `start` ends: once `seconds` of runnable time
   /// have passed (the stopped parts of the periods in between do not count).
   double compute_end(double start, double seconds) const;
+};
+
+/// The kernel's CFS bandwidth control of one worker (cgroup cpu.max): `quota` seconds of CPU
+/// per period, refilled at each period's start (what a period leaves unused is lost), spent
+/// only while the worker runs; once spent the worker is stopped until the next period. Its
+/// state is the period it is in and the budget spent there, as of `time`. Computing spends
+/// budget; sleeping (induced delays, --slowdown) does not; waiting for a message spends it
+/// for as long as the worker stays on the CPU in it before it sleeps (`busy_wait`: all of it
+/// under --comm-wait spin, and then, with no sleeps, the budget is the
+/// window of QuotaWindow. The scheduler's tick (throttling noticed late by up to a tick) is
+/// not modelled: periods of a few ticks or less overrun in a real cgroup.
+/// QuotaBudget::busy_wait of a worker that spins in its waits (--comm-wait spin).
+inline constexpr double kWaitsOnCpu = std::numeric_limits<double>::infinity();
+
+struct QuotaBudget {
+  QuotaWindow limit;
+  /// Seconds of a wait for a message spent on the CPU (spending budget as compute does, the
+  /// time stopped by the quota included) before the worker sleeps until the message:
+  /// kWaitsOnCpu under --comm-wait spin; under yield comm::kYieldWaitSeconds (its wait spins,
+  /// then calls sched_yield, which keeps an idle core, for 3 ms); 0 a worker that sleeps at once.
+  double busy_wait = 0;
+  double time = 0;    ///< the state's time, virtual seconds
+  double period = 0;  ///< the index of the period `time` is in (an integer)
+  double spent = 0;   ///< budget spent in that period, seconds
+
+  /// Passes to `until` in a wait for a message (spending budget for its first `busy_wait`
+  /// seconds; nothing when
+  /// `until` is not later than `time`), then until it can run; returns that time.
+  double wait(double until);
+  /// Sleeps to `until` (no budget spent; nothing when `until` is not later than `time`).
+  void sleep(double until);
+  /// Runs `seconds` of CPU from `time`, stopped while its budget is spent; returns the end.
+  double run(double seconds);
+  /// The first time at or after `time` at which it can run (time itself, or the next
+  /// period's start when the budget is spent); the state moves there.
+  double runnable();
+
+  /// time, period, spent: a checkpoint's values (restore() reads them back).
+  std::vector<double> saved() const { return {time, period, spent}; }
+  /// Throws a data error naming `where` when the values are not a state of this limit.
+  void restore(const std::vector<double>& values, const std::string& where);
+
+ private:
+  /// Moves the state into the period of `to` (>= time): a later period starts unspent.
+  void enter(double to);
 };
 
 /// --cpu-quota RANK=QUOTA/PERIOD,...: the ranks' quota windows on the virtual clock.
@@ -132,6 +178,8 @@ struct CpuQuota {
 
   /// The window of `rank`, if it has one.
   std::optional<QuotaWindow> for_rank(int rank) const;
+  /// The budget of `rank` at the run's start, if it has a quota; `busy_wait`: QuotaBudget's.
+  std::optional<QuotaBudget> budget_for(int rank, double busy_wait) const;
   /// Throws a usage error naming --cpu-quota and the first listed rank >= world_size.
   void check_ranks(int world_size) const;
   /// "rank 1 0.05 s per 0.1 s", or "none".

@@ -61,6 +61,10 @@ struct Checkpoint {
   /// virtual clock's timeline of the rounds (attribute delayed_timeline, absent when none).
   std::vector<NamedArray> delayed_parameters;
   std::vector<double> delayed_timeline;
+  /// --cpu-quota on the virtual clock: each worker's CFS budget as its last gradient left,
+  /// four values a worker in rank order: rank, time, period index, budget spent (attribute
+  /// cpu_quota_budgets, absent when none).
+  std::vector<double> cpu_quota_budgets;
   // Provenance.
   std::string dataset;            ///< dataset name (from the data file)
   std::vector<double> mean, std;  ///< normalisation the model was trained with

@@ -129,6 +129,11 @@ class TrainingRun {
   std::unique_ptr<WorkerPolicy> make_delayed_worker();
   void resume();
   void resume_server_shards();
+  /// --cpu-quota: the workers' budgets, [rank, time, period, spent] a worker in rank order,
+  /// gathered from every rank under shares (collective there).
+  std::vector<double> quota_budgets();
+  /// Puts the resumed budgets into this process's rounds, once they are made.
+  void restore_quota_budgets();
   void plan_length();
   void open_log();
   void print_start_table() const;
@@ -376,6 +381,11 @@ class TrainingRun {
   /// Rank 0, resuming with several servers: the checkpoint's whole optimizer state, until
   /// resume_server_shards() hands the servers their shards.
   std::vector<std::vector<float>> resumed_optimizer_state_;
+  /// Resuming under --cpu-quota: the checkpoint's budgets (every rank's under shares), until
+  /// restore_quota_budgets() hands them to the rounds.
+  std::vector<double> resumed_quota_budgets_;
+  /// checkpoint_now(): the budgets save_checkpoint_to() writes.
+  std::vector<double> quota_budgets_;
   std::int64_t step_ = 0;
   std::int64_t step_base_ = 0;
   double epoch_base_ = 0;

@@ -7,10 +7,12 @@
 //     of the round (delays included): one is always done, a started one is finished, and the
 //     batch's leftover (batch mod micro size) is never used (mbkit/train/anytime.hpp);
 //   - each micro-batch's --slowdown delay, in proportion to its compute time;
-//   - on the virtual clock, the worker's --cpu-quota: its compute advances only while it is
-//     runnable, in the first QUOTA seconds of each PERIOD of the run's virtual timeline, and
-//     neither the round nor its gradient's message starts while it is stopped; the time it was
-//     stopped counts as delay (the report's sleep_time), and AMB's time limit counts it.
+//   - on the virtual clock, the worker's --cpu-quota (emulation::QuotaBudget): its compute
+//     spends a budget of QUOTA seconds per PERIOD of the run's virtual timeline and stops when
+//     it is spent, until the next period; its waits for the parameters spend it too under
+//     --comm-wait spin; neither the round nor its gradient's message starts while it is
+//     stopped; the time it was stopped counts as delay (the report's sleep_time), and AMB's
+//     time limit counts it. The budget carries over from round to round (quota_budget()).
 // Compute time is the wall time of forward and backward, or on the virtual clock the compute
 // model's cost, else this worker's CPU time; time the backward pass spent in the exchange
 // (buckets) is not compute.
@@ -20,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "mbkit/data/loader.hpp"
@@ -31,6 +34,10 @@
 #include "mbkit/train/virtual_clock.hpp"
 
 namespace mbkit::train {
+
+/// QuotaBudget::busy_wait of a worker that waits as --comm-wait `comm_wait` (spin or yield)
+/// says: the whole wait, or the first comm::kYieldWaitSeconds of it.
+double quota_busy_wait(const std::string& comm_wait);
 
 /// How a round splits and bounds its batch.
 struct RoundRule {
@@ -60,8 +67,9 @@ class WorkerRound {
     /// The worker whose dropout masks this one draws: under --gradient-coding its group's
     /// (the group computes one gradient); -1: its own.
     int masks_of = -1;
-    /// --cpu-quota of this worker's rank (virtual clock only; mbkit/emulation/straggler.hpp).
-    std::optional<emulation::QuotaWindow> cpu_quota = std::nullopt;
+    /// --cpu-quota of this worker's rank at the run's start (virtual clock only;
+    /// mbkit/emulation/straggler.hpp).
+    std::optional<emulation::QuotaBudget> cpu_quota = std::nullopt;
   };
   explicit WorkerRound(Parts parts);
 
@@ -124,6 +132,12 @@ class WorkerRound {
   /// master's round starts); without it a round starts at the run clock's virtual_now() (a
   /// synchronous step's start). Both run() and the predictions use it.
   void set_round_start(double start) { round_start_ = start; }
+  /// Under --cpu-quota: the worker's budget as its last round's gradient left (a checkpoint
+  /// keeps it; a resumed run restores it, so that its rounds are the straight run's).
+  const std::optional<emulation::QuotaBudget>& quota_budget() const { return budget_; }
+  void restore_quota_budget(const std::vector<double>& saved, const std::string& where) {
+    if (budget_) budget_->restore(saved, where);
+  }
   /// Samples of the last batch drawn.
   int last_drawn() const { return last_drawn_; }
   /// A resumed run's worker has done `rounds` rounds already: its induced delays continue
@@ -138,6 +152,7 @@ class WorkerRound {
   bool continues_ = false;                           ///< continue_round(): no induced delay
   int continued_batches_ = 0;                        ///< batches before this run() in its round
   std::optional<double> round_start_;                ///< set_round_start()'s, for the next run()
+  std::optional<emulation::QuotaBudget> budget_;     ///< --cpu-quota: as the last gradient left
   double previous_send_ = 0, previous_wait_ = 0, previous_recv_ = 0;
   std::optional<SteadyClock::time_point> exchange_end_;
   int last_drawn_ = 0;
