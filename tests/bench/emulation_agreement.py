@@ -27,7 +27,8 @@ Setting 3 (--settings 3): the worker slowed for real, its rank in a cgroup v1 cp
 with a CFS quota of 1/FACTOR of a core (--slow-factor, default 2) for each CFS period of
 --cfs-periods (microseconds: the throttling's granularity), against the same quota and period
 on the virtual clock (--cpu-quota 1=QUOTA/PERIOD: QUOTA seconds of CPU per period, spent while
-the worker computes, as its waits yield, stopped once spent until the next period; one emulation
+the worker computes and in the first 3 ms of each wait, which yields on the CPU before it sleeps,
+stopped once spent until the next period; one emulation
 per period; the worker emulated in one process, --emulate 1,
 with the message model measured by a one-step mpirun -n 2 run on the virtual clock); with
 --setting3-emulation quota-spin the same with --comm-wait spin (its waits spend the quota too:
