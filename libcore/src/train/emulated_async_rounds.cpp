@@ -284,15 +284,8 @@ void EmulatedAsyncRounds::from_host(int w, Computed& computed) {
       world.ibroadcast(bytes_of(computed.state), host)};
   // While the others compute (the host this round, or a rank the broadcast waits for), this
   // rank computes its own started rounds.
-  world.wait_until(
-      [&] {
-        bool done = true;
-        for (comm::Request& request : pending) done = world.test(request) && done;
-        if (done) return true;
-        compute_ahead();
-        return false;
-      },
-      "an emulated worker's round");
+  wait_computing_ahead(
+      world, pending, [&] { return compute_ahead(); }, "an emulated worker's round");
 }
 
 }  // namespace mbkit::train

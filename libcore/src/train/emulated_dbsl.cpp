@@ -181,15 +181,8 @@ WorkerReport EmulatedDbslServer::next_push(std::span<float> model, std::int64_t 
         world.ibroadcast(std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(model.data()),
                                                  model.size_bytes()),
                          host)};
-    world.wait_until(
-        [&] {
-          bool done = true;
-          for (comm::Request& request : pending) done = world.test(request) && done;
-          if (done) return true;
-          compute_ahead();
-          return false;
-        },
-        "an emulated worker's push");
+    wait_computing_ahead(
+        world, pending, [&] { return compute_ahead(); }, "an emulated worker's push");
   }
   clock_->take(w, report);
   return report;

@@ -3,10 +3,24 @@
 #include <cstdlib>
 #include <string>
 
+#include "mbkit/comm/world.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/error.hpp"
 
 namespace mbkit::train {
+
+void wait_computing_ahead(const comm::World& world, std::span<comm::Request> pending,
+                          const std::function<bool()>& compute_ahead, const std::string& what) {
+  world.wait_until(
+      [&] {
+        bool done = true;
+        for (comm::Request& request : pending) done = world.test(request) && done;
+        if (done) return true;
+        compute_ahead();
+        return false;
+      },
+      what);
+}
 
 std::size_t rounds_ahead_bound() {
   const char* text = std::getenv("MBKIT_EMULATE_AHEAD_BYTES");

@@ -14,12 +14,26 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
+#include <string>
 #include <utility>
 
+namespace mbkit::comm {
+class World;
+struct Request;
+}  // namespace mbkit::comm
+
 namespace mbkit::train {
+
+/// Waits until every request in `pending` (a host's broadcasts) completed, calling
+/// `compute_ahead` between polls, so that this rank computes its own started rounds while the
+/// rank the broadcast waits for computes; `what` names the wait in a timeout's message.
+void wait_computing_ahead(const comm::World& world, std::span<comm::Request> pending,
+                          const std::function<bool()>& compute_ahead, const std::string& what);
 
 /// The default bound on the results computed ahead: 512 MiB (DBSL's kPushesAheadBytes).
 inline constexpr std::size_t kRoundsAheadBytes = std::size_t{512} << 20;
