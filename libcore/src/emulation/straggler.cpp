@@ -438,7 +438,9 @@ double QuotaBudget::run(double seconds) {
     const double room = std::max(0.0, std::min(quota - spent, (period + 1) * limit.period - time));
     if (left <= room + window_slack(limit.period, time)) {
       time += left;
-      spent += left;
+      // The slack (rounding of times near a period's end) may exceed a tiny quota: never
+      // more than the quota spent.
+      spent = std::min(quota, spent + left);
       return time;
     }
     left -= room;
