@@ -460,11 +460,10 @@ class Distributed(mbtest.ToolTestCase):
         self.assertEqual(job.returncode, 4, msg=err)
         self.assertLess(time.time() - stopped, 20, msg=err)
         self.assertIn("server waiting for a push for step", err)
-        # The server gave up first and ended the job naming rank 2; Open MPI then wakes the
-        # stopped rank (SIGCONT before its SIGTERM), and the workers still waiting for the
-        # server's model may rightly name the server, which is gone.
-        aborted = re.search(r"MPI_ABORT was invoked on rank (\d+)", err)
-        self.assertIsNotNone(aborted, msg=err)
+        # The server (rank 0) gives up first and ends the job naming rank 2; Open MPI then
+        # wakes the stopped rank (SIGCONT before its SIGTERM), and the workers still waiting
+        # for the server's model may rightly name the server, which is gone. (mpirun's own
+        # MPI_ABORT notice is not always printed: once its help text failed to unpack.)
         named = []
         for line in err.splitlines():
             found = re.search(r"\(--comm-timeout\); ranks? ([0-9, and]+) do(?:es)? not answer",
@@ -474,8 +473,7 @@ class Distributed(mbtest.ToolTestCase):
             ranks = re.split(r", | and ", found.group(1))
             by = re.search(r"error: rank (\d+) |rank (\d+): error:", line)
             rank = by and (by.group(1) or by.group(2))
-            self.assertIn(ranks, (["2"],) if rank == aborted.group(1) else (["2"], [aborted.group(1)]),
-                          msg=err)
+            self.assertIn(ranks, (["2"],) if rank == "0" else (["2"], ["0"]), msg=err)
             named.append(ranks)
         self.assertIn(["2"], named, msg=err)
 
