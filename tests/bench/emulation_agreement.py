@@ -34,13 +34,18 @@ with the message model measured by a one-step mpirun -n 2 run on the virtual clo
 --setting3-emulation quota-spin the same with --comm-wait spin (its waits spend the quota too:
 the window model of before), or slowdown against --slowdown 1=FACTOR (one emulation for all
 periods), several of them against the same real runs; skipped, with the reason, where the cgroup cannot be made (no cgroup v1 cpu
-controller, not writable).
+controller, not writable). After each real run it prints the worker's cgroup: its CPU
+(cpuacct.usage, the start-up included; the worker is put in a cpuacct group of its own where
+cpuacct is a hierarchy apart) and throttling (cpu.stat); after each emulation the budget's
+totals (CPU charged, time stopped: mb-train-fmb's last line); --unthrottled-baseline runs the
+real worker once a repeat in a cgroup without a quota, for its CPU (tests/bench/
+cgroup_cpu_per_step.py measures the steps' CPU without the start-up).
 
     /usr/bin/python3 tests/bench/emulation_agreement.py [--settings 1,2,3] [--steps 200]
         [--batch-size 256] [--induce 0.05:0.01:1] [--target 0.6] [--data FILE] [--keep DIR]
         [--slow-factor 2] [--cfs-periods 100000,10000,2000] [--compute-fit auto|min|median]
         [--repeats 1] [--link-rates 1gbit,10gbit] [--measured-model]
-        [--setting3-emulation quota,quota-spin,slowdown]
+        [--setting3-emulation quota,quota-spin,slowdown] [--unthrottled-baseline]
 """
 
 import argparse
