@@ -34,13 +34,18 @@ with the message model measured by a one-step mpirun -n 2 run on the virtual clo
 --setting3-emulation quota-spin the same with --comm-wait spin (its waits spend the quota too:
 the window model of before), or slowdown against --slowdown 1=FACTOR (one emulation for all
 periods), several of them against the same real runs; skipped, with the reason, where the cgroup cannot be made (no cgroup v1 cpu
-controller, not writable).
+controller, not writable). After each real run it prints the worker's cgroup: its CPU
+(cpuacct.usage, the start-up included; the worker is put in a cpuacct group of its own where
+cpuacct is a hierarchy apart) and throttling (cpu.stat); after each emulation the budget's
+totals (CPU charged, time stopped: mb-train-fmb's last line); --unthrottled-baseline runs the
+real worker once a repeat in a cgroup without a quota, for its CPU (tests/bench/
+cgroup_cpu_per_step.py measures the steps' CPU without the start-up).
 
     /usr/bin/python3 tests/bench/emulation_agreement.py [--settings 1,2,3] [--steps 200]
         [--batch-size 256] [--induce 0.05:0.01:1] [--target 0.6] [--data FILE] [--keep DIR]
         [--slow-factor 2] [--cfs-periods 100000,10000,2000] [--compute-fit auto|min|median]
         [--repeats 1] [--link-rates 1gbit,10gbit] [--measured-model]
-        [--setting3-emulation quota,quota-spin,slowdown]
+        [--setting3-emulation quota,quota-spin,slowdown] [--unthrottled-baseline]
 """
 
 import argparse
@@ -109,6 +114,7 @@ def fit_compute_model(data, model, batch_size):
 
 
 CGROUP_CPU = "/sys/fs/cgroup/cpu"
+CGROUP_CPUACCT = "/sys/fs/cgroup/cpuacct"
 # Setting 3's emulations of the cgroup (--setting3-emulation).
 SETTING3_EMULATIONS = {
     "quota": "--cpu-quota of the same quota and period",
@@ -121,17 +127,25 @@ class SlowCgroup:
     """A cgroup v1 cpu controller group with a CFS quota of period / factor: a process in it
     gets at most 1/factor of a core, throttled every `period` microseconds."""
 
-    def __init__(self, factor, period):
-        self.path = os.path.join(CGROUP_CPU, f"mbkit-agreement-{os.getpid()}-{period}")
-        self.factor, self.period = factor, period
+    def __init__(self, factor, period, steps):
+        """factor None: no quota (the unthrottled worker's CPU, measured the same way)."""
+        name = f"mbkit-agreement-{os.getpid()}-{period}"
+        self.path = os.path.join(CGROUP_CPU, name)
+        # The worker's CPU time (cpuacct.usage), where cpuacct is its own hierarchy.
+        self.acct = (os.path.join(CGROUP_CPUACCT, name)
+                     if os.path.isfile(os.path.join(CGROUP_CPUACCT, "cpuacct.usage")) and
+                     os.path.realpath(CGROUP_CPUACCT) != os.path.realpath(CGROUP_CPU) else None)
+        self.factor, self.period, self.steps = factor, period, steps
 
     def __enter__(self):
         os.mkdir(self.path)
         try:
-            for name, value in (("cpu.cfs_period_us", self.period),
-                                ("cpu.cfs_quota_us", int(round(self.period / self.factor)))):
+            quota = -1 if self.factor is None else int(round(self.period / self.factor))
+            for name, value in (("cpu.cfs_period_us", self.period), ("cpu.cfs_quota_us", quota)):
                 with open(os.path.join(self.path, name), "w") as f:
                     f.write(str(value))
+            if self.acct:
+                os.mkdir(self.acct)
         except OSError:
             os.rmdir(self.path)
             raise
@@ -146,24 +160,39 @@ class SlowCgroup:
                 self.stat = {k: int(v) for k, v in (line.split() for line in f if line.strip())}
         except (OSError, ValueError):
             pass
+        usage = os.path.join(self.acct or self.path, "cpuacct.usage")
+        try:
+            with open(usage) as f:
+                self.stat["usage"] = int(f.read())
+        except (OSError, ValueError):
+            pass
         os.rmdir(self.path)  # its processes ended with the run
+        if self.acct:
+            os.rmdir(self.acct)
 
     def quota_seconds(self):
         """The quota written to cpu.cfs_quota_us, in seconds."""
         return int(round(self.period / self.factor)) / 1e6
 
     def describe(self):
+        cpu = ""
+        if "usage" in self.stat:
+            cpu = (f"; CPU {self.stat['usage'] / 1e9:.3f} s, "
+                   f"{self.stat['usage'] / 1e6 / self.steps:.3f} ms a step")
+        if self.factor is None:
+            return f"no quota{cpu}"
         if "nr_periods" not in self.stat:
-            return "no cpu.stat"
+            return f"no cpu.stat{cpu}"
         throttled = self.stat.get("throttled_time", 0) / 1e9
         return (f"throttled in {self.stat.get('nr_throttled', 0)} of {self.stat['nr_periods']} "
-                f"CFS periods of {self.period} us, {throttled:.2f} s")
+                f"CFS periods of {self.period} us, {throttled:.3f} s{cpu}")
 
     def wrap(self, command, rank):
         """`command` run by each mpirun rank, rank `rank` inside the group (threads too)."""
-        tasks = shlex.quote(os.path.join(self.path, "tasks"))
+        join = " ".join(f"echo $$ > {shlex.quote(os.path.join(d, 'tasks'))};"
+                        for d in (self.path, self.acct) if d)
         line = " ".join(shlex.quote(str(c)) for c in command)
-        return ["sh", "-c", f'if [ "$OMPI_COMM_WORLD_RANK" = {rank} ]; then echo $$ > {tasks}; '
+        return ["sh", "-c", f'if [ "$OMPI_COMM_WORLD_RANK" = {rank} ]; then {join} '
                             f"fi; exec {line}"]
 
 
@@ -329,6 +358,9 @@ def main():
                              "spin: the budget spent waiting too, the window model of before) "
                              "and slowdown (--slowdown 1=FACTOR), each against the same real "
                              "runs")
+    parser.add_argument("--unthrottled-baseline", action="store_true",
+                        help="setting 3: also run the real worker in a cgroup without a quota "
+                             "each repeat, to compare its CPU a step")
     parser.add_argument("--link-rates", default="1gbit,10gbit",
                         help="setting 2: tbf rates of the link, one pass each")
     parser.add_argument("--measured-model", action="store_true",
@@ -446,9 +478,15 @@ def main():
                 if "slowdown" in variants:
                     run(trainer_command("mb-train-fmb", "virtual", slowdown_log,
                                         ["--slowdown", f"1={factor:g}", *models(3)]))
+                if args.unthrottled_baseline:
+                    with SlowCgroup(None, periods[0], args.steps) as group:
+                        run(trainer_command("mb-train-fmb", "wall", os.path.join(
+                            directory, f"FMB-unthrottled-{repeat}-wall.h5"), [],
+                            wrap=lambda c: group.wrap(c, 1)))
+                    print(f"# the unthrottled worker's cgroup: {group.describe()}")
                 for period in periods:
                     real_log = os.path.join(directory, f"{names[period]}-{repeat}-wall.h5")
-                    with SlowCgroup(factor, period) as group:
+                    with SlowCgroup(factor, period, args.steps) as group:
                         run(trainer_command("mb-train-fmb", "wall", real_log, [],
                                             wrap=lambda c: group.wrap(c, 1)))
                     for variant in variants:
@@ -459,10 +497,16 @@ def main():
                             wait = "spin" if variant == "quota-spin" else "yield"
                             emulated_log = os.path.join(
                                 directory, f"{names[period]}-{repeat}-virtual-{variant}.h5")
-                            run([tool("mb-train-fmb"), *common, "--clock", "virtual",
-                                 "--emulate", "1", "--comm-model", comm_model, "--cpu-quota",
-                                 f"1={group.quota_seconds()!r}/{period / 1e6!r}", "--comm-wait",
-                                 wait, *models(3), "--log", emulated_log])
+                            # Without -q: its last lines give the budget's totals.
+                            emulated = run([tool("mb-train-fmb"), *[c for c in common if c != "-q"],
+                                            "--clock", "virtual", "--emulate", "1",
+                                            "--comm-model", comm_model, "--cpu-quota",
+                                            f"1={group.quota_seconds()!r}/{period / 1e6!r}",
+                                            "--comm-wait", wait, *models(3), "--log",
+                                            emulated_log], capture_output=True)
+                            for line in emulated.stderr.splitlines():
+                                if "cpu quota since" in line:
+                                    print(f"# emulated ({variant}): {line.split(': ', 1)[1]}")
                         tag = names[period] if len(variants) == 1 else \
                             f"{names[period]}-{variant}"
                         reports[(period, variant)].append(

@@ -71,6 +71,26 @@ class CpuQuota(mbtest.ToolTestCase):
                                    np.array([16.0, 22.8, 22.8, 22.8, 22.8]) / 1e3, rtol=1e-6)
         np.testing.assert_allclose(workers["sleep_time"][ranks == 1], 0)
 
+    def test_the_run_s_last_lines_give_the_budget_s_totals(self):
+        # The spinning worker above, 5 steps. Each round computes 5.2 ms (charged) in three
+        # windows, stopped twice for 8 ms; each round after the first starts with the wait for
+        # the last step's parameters, 2 ms from 1.2 ms into a window: 0.8 ms charged to the
+        # window's end, then stopped 6.8 ms to the next period. So 5 x 5.2 + 4 x 0.8 = 29.2 ms
+        # charged, 5 x 16 + 4 x 6.8 = 107.2 ms stopped in 5 x 2 + 4 = 14 stops.
+        command = [mbtest.tool("mb-train-fmb"), "--data", self.path("toy.h5"), "--model", "mlp",
+                   "--hidden", "16", "--lr", "0.05", "--threads", "1", "--comm", "ps",
+                   "--emulate", "2", "--batch-size", "32", "--steps", "5", "--drop-last",
+                   *MODELS, *QUOTA, *SPIN]
+        result = mbtest.run(command, cwd=self.dir, env=self.env)
+        self.assertSucceeded(result)
+        self.assertIn("cpu quota since the start: rank 2: 0.029 s of CPU charged, stopped "
+                      "0.107 s (14 times)", result.err)
+        # Not with -q.
+        quiet = self.train("--comm", "ps", "--emulate", "2", "--batch-size", "32", "--steps",
+                           "5", "--drop-last", *MODELS, *QUOTA, *SPIN)
+        self.assertSucceeded(quiet)
+        self.assertNotIn("cpu quota since", quiet.err)
+
     def test_fmb_steps_of_a_yielding_worker_spend_its_budget_computing_and_3_ms_of_each_wait(self):
         # --comm-wait yield (the default): a wait stays on the CPU for its first 3 ms (spinning,
         # then sched_yield), spending budget, and sleeps after. Batch 8 (2.8 ms), messages of

@@ -209,5 +209,32 @@ TEST(CpuQuota, GivesEachListedRankABudgetFromTheRunsStart) {
   EXPECT_EQ(budget->saved(), (std::vector<double>{0, 0, 0}));
 }
 
+TEST(QuotaBudget, CountsTheCpuItChargedAndTheTimeItWasStopped) {
+  QuotaBudget budget{kHalf, 0.003};  // 50 ms per 100 ms, a wait's first 3 ms on the CPU
+  budget.run(0.03);
+  // 20 ms to 0.05, stopped until 0.1 (50 ms, once), 10 ms from there.
+  budget.run(0.03);
+  EXPECT_NEAR(budget.charged, 0.06, kTight);
+  EXPECT_NEAR(budget.stopped, 0.05, kTight);
+  EXPECT_EQ(budget.stops, 1);
+  // A wait to 0.2 charges its first 3 ms only; the new period lets it run at once.
+  budget.wait(0.2);
+  EXPECT_NEAR(budget.charged, 0.063, kTight);
+  EXPECT_EQ(budget.stops, 1);
+  // 250 ms from 0.2: 50 ms in each of five periods, stopped 50 ms between them (four times).
+  EXPECT_NEAR(budget.run(0.25), 0.65, kTight);
+  EXPECT_NEAR(budget.charged, 0.313, kTight);
+  EXPECT_NEAR(budget.stopped, 0.25, kTight);
+  EXPECT_EQ(budget.stops, 5);
+  // A spinning wait across periods: the 10 ms left of the first, the whole second's 50 ms and
+  // the third's 30 ms to 0.23.
+  QuotaBudget spin = spinning();
+  spin.run(0.04);
+  spin.wait(0.23);
+  EXPECT_NEAR(spin.charged, 0.04 + 0.09, kTight);
+  // The totals are no part of the saved state.
+  EXPECT_EQ(spin.saved().size(), 3U);
+}
+
 }  // namespace
 }  // namespace mbkit::emulation

@@ -396,9 +396,12 @@ void QuotaBudget::enter(double to) {
 double QuotaBudget::runnable() {
   enter(time);
   if (spent >= limit.quota - window_slack(limit.period, time)) {
+    const double from = time;
     period += 1;
     time = period * limit.period;
     spent = 0;
+    stopped += time - from;
+    stops += 1;
   }
   return time;
 }
@@ -407,15 +410,20 @@ double QuotaBudget::wait(double until) {
   if (until > time) {
     // On the CPU for its first busy_wait seconds (stopped ones included), asleep after.
     const double busy_until = std::min(until, time + busy_wait);
+    const double spent_before = spent, period_before = period;
     if (busy_until > time) {
       const double k = std::floor(busy_until / limit.period);
       if (k > period) {
+        // The rest of its period's budget, each whole period's between, and the last's.
+        charged += std::clamp((period + 1) * limit.period - time, 0.0, limit.quota - spent) +
+                   (k - period - 1) * limit.quota;
         // Refilled at the period's start, from which it has spun without a pause.
         period = k;
         spent = std::clamp(busy_until - k * limit.period, 0.0, limit.quota);
       } else {
         spent = std::min(limit.quota, spent + (busy_until - time));
       }
+      charged += period > period_before ? spent : spent - spent_before;
     }
     enter(until);
     time = until;
@@ -430,6 +438,7 @@ void QuotaBudget::sleep(double until) {
 }
 
 double QuotaBudget::run(double seconds) {
+  charged += seconds;
   const double quota = limit.quota;
   double left = seconds;
   while (true) {
@@ -444,9 +453,14 @@ double QuotaBudget::run(double seconds) {
       return time;
     }
     left -= room;
+    const double stopped_from = time + room;
     period += 1;
     time = period * limit.period;  // not a running sum: no drift over a long run
     spent = 0;
+    if (time > stopped_from) {
+      stopped += time - stopped_from;
+      stops += 1;
+    }
     // Whole periods at once (a tiny quota must not loop for ever); the last one or two are
     // walked, so that compute ending at the budget's end is found as above.
     const double whole = std::floor(left / quota);
@@ -454,6 +468,8 @@ double QuotaBudget::run(double seconds) {
       period += whole - 1;
       left -= (whole - 1) * quota;
       time = period * limit.period;
+      stopped += (whole - 1) * (limit.period - quota);
+      if (limit.period > quota) stops += whole - 1;
     }
   }
 }

@@ -8,6 +8,7 @@
 #include "mbkit/train/loop_policies.hpp"
 #include "mbkit/train/training_run.hpp"
 #include "mbkit/util/error.hpp"
+#include "mbkit/util/log.hpp"
 #include "mbkit/util/strings.hpp"
 
 namespace mbkit::train {
@@ -140,6 +141,13 @@ int TrainingRun::finish() {
   if (!evaluated_now_) run_evaluation(elapsed);
   if (!options_.checkpoint.empty()) checkpoint_now(elapsed);
   if (metric_log_) metric_log_->close();
+  if (!options_.cpu_quota.empty()) {
+    const std::string totals = quota_totals();
+    if (!totals.empty()) {
+      log::info(
+          cat("cpu quota since the ", resume_.resumed > 0 ? "resume" : "start", ": ", totals));
+    }
+  }
   if (logs_) {
     progress_->note(
         cat("done: ", step_, " steps (", strprintf("%.2f", epoch_at(step_)), " epochs) in ",

@@ -221,6 +221,24 @@ std::vector<double> TrainingRun::quota_budgets() {
   return every;
 }
 
+std::string TrainingRun::quota_totals() const {
+  std::string line;
+  const auto add = [&](const WorkerRound& round, int rank) {
+    if (const auto& budget = round.quota_budget()) {
+      line += cat(line.empty() ? "" : "; ", "rank ", rank, ": ",
+                  strprintf("%.3f s of CPU charged, stopped %.3f s (%.0f times)", budget->charged,
+                            budget->stopped, budget->stops));
+    }
+  };
+  if (round_) add(*round_, world_.rank());
+  if (emulated_) {
+    for (int w = emulated_->first(); w < emulated_->first() + emulated_->hosted(); ++w) {
+      add(emulated_->round(w), emulated_->rank_of(w));
+    }
+  }
+  return line;
+}
+
 void TrainingRun::restore_quota_budgets() {
   if (resume_.resumed == 0 || options_.cpu_quota.empty()) return;
   std::map<int, std::vector<double>> saved;

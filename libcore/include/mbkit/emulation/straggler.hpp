@@ -149,6 +149,12 @@ struct QuotaBudget {
   double time = 0;    ///< the state's time, virtual seconds
   double period = 0;  ///< the index of the period `time` is in (an integer)
   double spent = 0;   ///< budget spent in that period, seconds
+  /// Totals since the run's start or resume, for the end-of-run report only (not checkpointed:
+  /// they change no emulated time): CPU seconds charged to the budget (compute and the busy
+  /// part of waits), seconds stopped by the quota, and how many times it was stopped.
+  double charged = 0;
+  double stopped = 0;
+  double stops = 0;
 
   /// Passes to `until` in a wait for a message (spending budget for its first `busy_wait`
   /// seconds; nothing when

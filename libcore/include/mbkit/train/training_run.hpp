@@ -132,6 +132,9 @@ class TrainingRun {
   /// --cpu-quota: the workers' budgets, [rank, time, period, spent] a worker in rank order,
   /// gathered from every rank under shares (collective there).
   std::vector<double> quota_budgets();
+  /// --cpu-quota's totals of the budgets this process emulates, for the end-of-run line: "rank
+  /// 1: 0.61 s of CPU charged, stopped 0.39 s (120 times)"; "" when none.
+  std::string quota_totals() const;
   /// Puts the resumed budgets into this process's rounds, once they are made.
   void restore_quota_budgets();
   void plan_length();
