@@ -20,7 +20,8 @@ EmulatedAsyncRounds::EmulatedAsyncRounds(Parts parts)
       stopped_(static_cast<std::size_t>(parts_.servers), kContinue),
       phase_(stopped_.size(), Phase::kNotEntered),
       awaited_(stopped_.size(), 0),
-      ahead_(parts_.ahead_bytes) {
+      ahead_(parts_.ahead_bytes),
+      spare_results_(std::make_shared<SpareResults>()) {
   for (Worker& worker : workers_) {
     worker.started.assign(stopped_.size(), 0);
     worker.taken.assign(stopped_.size(), 0);
@@ -57,7 +58,7 @@ std::optional<EmulatedAsyncRounds::Started> EmulatedAsyncRounds::start(
       computing.set_round_start(start);  // --cpu-quota: its periods' phase
       if (const auto predicted = computing.predict_ready()) ready = *predicted;
     }
-    from_host(w, &ready, sizeof ready);
+    ready_from_host(w, ready);
     if (std::isnan(ready)) {
       usage_error(cat("--emulate ", workers(), " --async: worker ", w, " (rank ",
                       parts_.workers.rank_of(w),
@@ -175,10 +176,44 @@ void EmulatedAsyncRounds::abandon() {
   changed_.notify_all();
 }
 
-void EmulatedAsyncRounds::from_host(int w, void* data, std::size_t bytes) const {
+void EmulatedAsyncRounds::ready_from_host(int w, double& ready) {
   if (parts_.shares == nullptr) return;
-  parts_.shares->broadcast(std::span<std::uint8_t>(static_cast<std::uint8_t*>(data), bytes),
-                           emulated_host(parts_.workers.workers(), parts_.shares->size(), w));
+  const comm::World& world = *parts_.shares;
+  std::array<comm::Request, 1> pending{world.ibroadcast(
+      std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&ready), sizeof ready),
+      emulated_host(parts_.workers.workers(), world.size(), w))};
+  // Not MPI_Bcast: it spins until the host comes (often busy computing a round ahead), taking
+  // the core this rank could compute its own rounds on. Worker w's round is not started yet,
+  // so none computed meanwhile is its.
+  wait_computing_ahead(
+      world, pending, [&] { return compute_ahead(); }, "an emulated worker's ready time");
+}
+
+struct EmulatedAsyncRounds::SpareResults {
+  // Enough for the rounds a take hands on while others are computed (one freed, one made).
+  static constexpr std::size_t kKept = 16;
+  std::mutex lock;
+  std::vector<std::unique_ptr<Computed>> kept;
+};
+
+std::shared_ptr<EmulatedAsyncRounds::Computed> EmulatedAsyncRounds::new_result() {
+  std::unique_ptr<Computed> result;
+  {
+    const std::lock_guard guard(spare_results_->lock);
+    if (!spare_results_->kept.empty()) {
+      result = std::move(spare_results_->kept.back());
+      spare_results_->kept.pop_back();
+    }
+  }
+  if (!result) result = std::make_unique<Computed>();
+  // Once nothing holds it (the servers took it, a held K-async gradient was added), kept.
+  return std::shared_ptr<Computed>(result.release(), [spare = spare_results_](Computed* computed) {
+    std::unique_ptr<Computed> owned(computed);
+    const std::lock_guard guard(spare->lock);
+    if (spare->kept.size() < SpareResults::kKept) {
+      spare->kept.push_back(std::move(owned));
+    }
+  });
 }
 
 std::shared_ptr<const EmulatedAsyncRounds::Computed> EmulatedAsyncRounds::run_round(
@@ -195,7 +230,7 @@ std::shared_ptr<const EmulatedAsyncRounds::Computed> EmulatedAsyncRounds::run_ro
     }
     computed->report.stop = parts_.stop_of();  // at its take, as when computed then
   } else {
-    computed = std::make_shared<Computed>();
+    computed = new_result();  // every byte is the host's once broadcast
     computed->gradients.resize(parts_.net.gradients().size());
     computed->state.resize(parts_.net.state().size());
   }
@@ -222,7 +257,7 @@ std::shared_ptr<EmulatedAsyncRounds::Computed> EmulatedAsyncRounds::compute(int 
   const std::span<float> state = net.state();
   saved_parameters_.assign(parameters.begin(), parameters.end());
   saved_state_.assign(state.begin(), state.end());
-  auto computed = std::make_shared<Computed>();
+  std::shared_ptr<Computed> computed = new_result();
   WorkerReport& report = computed->report;
   for (int s = 0; s < parts_.servers; ++s) {
     const auto [first, last] = shard(s);

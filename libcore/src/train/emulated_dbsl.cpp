@@ -70,7 +70,7 @@ void EmulatedDbslServer::reply(int rank, std::span<const float> parameters,
 
 void EmulatedDbslServer::arrived(int w, std::optional<double> predicted) {
   double ready = predicted.value_or(std::numeric_limits<double>::quiet_NaN());
-  from_host(w, &ready, sizeof ready);
+  ready_from_host(w, ready);
   if (std::isnan(ready)) {
     usage_error(cat("--emulate ", parts_.workers.workers(), ": worker ", w, " (rank ",
                     parts_.workers.rank_of(w),
@@ -80,10 +80,16 @@ void EmulatedDbslServer::arrived(int w, std::optional<double> predicted) {
   clock_->arrived(w, ready);
 }
 
-void EmulatedDbslServer::from_host(int w, void* data, std::size_t bytes) const {
+void EmulatedDbslServer::ready_from_host(int w, double& ready) {
   if (parts_.shares == nullptr) return;
-  parts_.shares->broadcast(std::span<std::uint8_t>(static_cast<std::uint8_t*>(data), bytes),
-                           emulated_host(parts_.workers.workers(), parts_.shares->size(), w));
+  const comm::World& world = *parts_.shares;
+  std::array<comm::Request, 1> pending{world.ibroadcast(
+      std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&ready), sizeof ready),
+      emulated_host(parts_.workers.workers(), world.size(), w))};
+  // Not MPI_Bcast, which spins while the host computes a push ahead: this rank computes its
+  // own meanwhile (worker w's round is not started yet, so none is its).
+  wait_computing_ahead(
+      world, pending, [&] { return compute_ahead(); }, "an emulated worker's ready time");
 }
 
 WorkerReport EmulatedDbslServer::run_round(int w, std::span<float> model, std::int64_t step) {
@@ -146,8 +152,14 @@ bool EmulatedDbslServer::compute_ahead() {
   const std::size_t floats = parts_.net.parameter_count() + parts_.net.state_count();
   const auto w = ahead_.next(floats * sizeof(float) + sizeof(Ahead));
   if (!w) return false;
-  auto ahead = std::make_unique<Ahead>();
-  ahead->model.resize(floats);
+  std::unique_ptr<Ahead> ahead;
+  if (spare_ahead_.empty()) {
+    ahead = std::make_unique<Ahead>();
+    ahead->model.resize(floats);
+  } else {  // its model is overwritten whole
+    ahead = std::move(spare_ahead_.back());
+    spare_ahead_.pop_back();
+  }
   ahead->report = compute_round(*w, ahead->model);
   workers_[static_cast<std::size_t>(*w)].ahead = std::move(ahead);
   return true;
@@ -163,6 +175,7 @@ WorkerReport EmulatedDbslServer::next_push(std::span<float> model, std::int64_t 
   if (was_ahead) {
     std::copy(worker.ahead->model.begin(), worker.ahead->model.end(), model.begin());
     report = taken(w, worker.ahead->report, step);
+    if (spare_ahead_.size() < kSpareAheads) spare_ahead_.push_back(std::move(worker.ahead));
     worker.ahead.reset();
     ahead_.released(model.size_bytes() + sizeof(Ahead));
   } else if (parts_.workers.hosts(w)) {
@@ -277,6 +290,7 @@ void EmulatedDbslServer::finish(std::int64_t, int) {
     worker.optimizer.reset();
     worker.ahead.reset();
   }
+  spare_ahead_.clear();
   last_reply_.reset();
 }
 

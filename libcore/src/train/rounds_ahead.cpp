@@ -11,15 +11,20 @@ namespace mbkit::train {
 
 void wait_computing_ahead(const comm::World& world, std::span<comm::Request> pending,
                           const std::function<bool()>& compute_ahead, const std::string& what) {
-  world.wait_until(
-      [&] {
-        bool done = true;
-        for (comm::Request& request : pending) done = world.test(request) && done;
-        if (done) return true;
-        compute_ahead();
-        return false;
-      },
-      what);
+  const auto completed = [&] {
+    bool done = true;
+    for (comm::Request& request : pending) done = world.test(request) && done;
+    return done;
+  };
+  // A poll between rounds computed ahead, while there is one to compute; then a wait as any
+  // other (spin, yield, then sleep, from now: the time spent computing was not waiting, and a
+  // wait counted from the first poll would sleep up to a millisecond between polls at once).
+  while (!completed()) {
+    if (!compute_ahead()) {
+      world.wait_until(completed, what);
+      return;
+    }
+  }
 }
 
 std::size_t rounds_ahead_bound() {

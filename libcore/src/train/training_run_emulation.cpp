@@ -292,7 +292,12 @@ int TrainingRun::share_verdict(int verdict, double& update_time) {
     std::int64_t verdict;
     double update_time;
   } mine{verdict, update_time};
-  world_.broadcast(std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&mine), sizeof mine), 0);
+  // Polled, not MPI_Bcast: rank 0 comes later (it records the step, or finishes a round it
+  // computes ahead) and MPI_Bcast spins meanwhile, on a machine with fewer cores than ranks
+  // taking the core rank 0 needs (a quarter of rank 1's CPU in an asynchronous DBSL run).
+  comm::Request pending = world_.ibroadcast(
+      std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&mine), sizeof mine), 0);
+  world_.wait(pending, "rank 0's verdict on the step");
   update_time = mine.update_time;
   return static_cast<int>(mine.verdict);
 }

@@ -25,7 +25,8 @@
 //   memory: per round started by some server and not yet taken by all, the servers' parameter
 //           sets it holds (shared with the servers' histories) and, once run, its gradient and
 //           state (the whole buffer); a copy of the parameters and state while a round runs;
-//           under mpirun, the rounds computed ahead (at most Parts::ahead_bytes).
+//           under mpirun, the rounds computed ahead (at most Parts::ahead_bytes); up to 16
+//           results no longer held, kept to reuse.
 #pragma once
 
 #include <condition_variable>
@@ -135,8 +136,14 @@ class EmulatedAsyncRounds {
   std::size_t result_bytes() const;
   /// Under shares: computes the soonest due round started here, if the bound allows one.
   bool compute_ahead();
-  /// Under shares, the `bytes` at `data` as the rank hosting worker w has them, on every rank.
-  void from_host(int w, void* data, std::size_t bytes) const;
+  /// Under shares, worker w's round's `ready` as its host predicted it, on every rank
+  /// (computing rounds ahead meanwhile).
+  void ready_from_host(int w, double& ready);
+  /// Results no longer held, to reuse (a gradient is the model's size: allocated each round,
+  /// it is faulted in, and on the ranks that receive it zeroed, every time).
+  struct SpareResults;
+  /// A result to fill: a spare one, or a new one.
+  std::shared_ptr<Computed> new_result();
   /// Under shares, the computed round of worker w on every rank, from its host (computing
   /// rounds ahead meanwhile).
   void from_host(int w, Computed& computed);
@@ -161,6 +168,7 @@ class EmulatedAsyncRounds {
   int turn_ = 0;  ///< the server that runs
   std::vector<float> saved_parameters_, saved_state_;
   RoundsAhead ahead_;
+  std::shared_ptr<SpareResults> spare_results_;  ///< shared with the results it will keep
 };
 
 }  // namespace mbkit::train

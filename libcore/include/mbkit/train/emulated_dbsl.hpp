@@ -19,7 +19,8 @@
 //           its round runs (one shared by all under --sync, whose replies carry one model), the
 //           server's model while a round uses the network, one push (--sync hands each to
 //           the merge as its round ends, keeping none; under mpirun the asynchronous
-//           server's pushes computed ahead, at most Parts::ahead_bytes), and with
+//           server's pushes computed ahead, at most Parts::ahead_bytes, and up to 16 taken
+//           ones kept to reuse), and with
 //           --keep-optimizer-state each worker's optimizer state;
 //   time:   the workers' compute, and three copies of the model per round.
 #pragma once
@@ -101,8 +102,9 @@ class EmulatedDbslServer final : public DbslCombiner {
   /// Worker w's round's ready time, `predicted` by its host, is known to every rank: its push
   /// arrives then (a usage error where its host has no compute model).
   void arrived(int w, std::optional<double> predicted);
-  /// Under shares, the `bytes` at `data` as the rank hosting worker w has them, on every rank.
-  void from_host(int w, void* data, std::size_t bytes) const;
+  /// Under shares, worker w's round's `ready` as its host predicted it, on every rank
+  /// (computing pushes ahead meanwhile).
+  void ready_from_host(int w, double& ready);
 
   /// Runs worker w's round from the model it pulled: `model` gets the model it pushes; returns
   /// the report as the server reads it from the push.
@@ -121,6 +123,9 @@ class EmulatedDbslServer final : public DbslCombiner {
   Model server_;  ///< the server's model while a worker's round uses the network
   std::int64_t discarded_ = 0;
   RoundsAhead ahead_;
+  /// Pushes computed ahead and taken, to reuse: a new one is faulted in and zeroed each time.
+  std::vector<std::unique_ptr<Ahead>> spare_ahead_;
+  static constexpr std::size_t kSpareAheads = 16;  ///< bounds what the spares hold
 };
 
 }  // namespace mbkit::train

@@ -31,7 +31,9 @@ namespace mbkit::train {
 
 /// Waits until every request in `pending` (a host's broadcasts) completed, calling
 /// `compute_ahead` between polls, so that this rank computes its own started rounds while the
-/// rank the broadcast waits for computes; `what` names the wait in a timeout's message.
+/// rank the broadcast waits for computes; once it computed nothing (no round is started during
+/// a wait, so none will be), waits as World::wait_until; `what` names the wait in a timeout's
+/// message.
 void wait_computing_ahead(const comm::World& world, std::span<comm::Request> pending,
                           const std::function<bool()>& compute_ahead, const std::string& what);
 
