@@ -6,6 +6,7 @@ published formats (IDX, CIFAR binary archives) are generated here, and a loopbac
 stands in for the dataset mirrors.
 """
 
+import concurrent.futures
 import ctypes
 import gzip
 import hashlib
@@ -343,8 +344,11 @@ class ToolTestCase(unittest.TestCase):
         import h5py  # here, so that the tests that read no logs do not pay for the import
         deadline = time.time() + timeout
         while time.time() < deadline:
+            # Without the file lock: the writer creates the log, closes it and opens it again
+            # for SWMR writing, and a reader's shared lock taken in between fails that open
+            # ("unable to lock file", the job ends with status 3; seen with ten jobs starting).
             try:
-                with h5py.File(log, "r", libver="latest", swmr=True) as f:
+                with h5py.File(log, "r", libver="latest", swmr=True, locking=False) as f:
                     if len(f["steps/step"]) >= steps:
                         return
             except (OSError, KeyError):
@@ -390,8 +394,79 @@ class ToolTestCase(unittest.TestCase):
                 self.assertNotIn(".tmp-", name, msg=f"stray temporary {os.path.join(root, name)}")
 
 
-def main():
-    unittest.main(verbosity=2)
+def main(at_once=1, first=()):
+    """Runs the file's tests: one after the other, or `at_once` at a time (ConcurrentRunner),
+    the tests named in `first` started first."""
+    runner = ConcurrentRunner(at_once, first) if at_once > 1 else None
+    unittest.main(verbosity=2, testRunner=runner)
+
+
+class ConcurrentRunner(unittest.TextTestRunner):
+    """Runs tests `width` at a time, each in a thread with a result of its own: for a file whose
+    tests mostly wait (a job's end, a grace period), the waits overlap. Every test has its own
+    directory and environment (ToolTestCase); what a class shares (setUpClass) is set up once
+    before its tests and torn down after them all. A test's line is printed when it ends, every
+    failure at the end. The tests named in `first` (the longest) start first."""
+
+    def __init__(self, width, first=(), **kwargs):
+        super().__init__(verbosity=2, **kwargs)
+        self.width = width
+        self.first = first
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def flatten(suite):
+        for test in suite:
+            if isinstance(test, unittest.TestSuite):
+                yield from ConcurrentRunner.flatten(test)
+            else:
+                yield test
+
+    def run_one(self, test):
+        result = unittest.TestResult()
+        started = time.perf_counter()
+        test(result)
+        outcome = ("FAIL" if result.failures else "ERROR" if result.errors else
+                   f"skipped {result.skipped[0][1]!r}" if result.skipped else "ok")
+        with self.lock:
+            self.stream.writeln(f"{test} ... {outcome} ({time.perf_counter() - started:.1f} s)")
+            self.stream.flush()
+        return result
+
+    def run(self, test):
+        tests = sorted(self.flatten(test), key=lambda case: case._testMethodName not in self.first)
+        classes = [cls for cls in dict.fromkeys(type(case) for case in tests)
+                   if not getattr(cls, "__unittest_skip__", False)]
+        started = time.perf_counter()
+        set_up = []
+        try:
+            for cls in classes:
+                cls.setUpClass()
+                set_up.append(cls)
+            with concurrent.futures.ThreadPoolExecutor(self.width) as pool:
+                results = list(pool.map(self.run_one, tests))
+        finally:
+            for cls in reversed(set_up):
+                try:
+                    cls.tearDownClass()
+                finally:
+                    cls.doClassCleanups()
+        merged = self._makeResult()
+        for result in results:
+            merged.testsRun += result.testsRun
+            for name in ("failures", "errors", "skipped", "expectedFailures",
+                         "unexpectedSuccesses"):
+                getattr(merged, name).extend(getattr(result, name))
+        merged.printErrors()
+        self.stream.writeln(merged.separator2)
+        self.stream.writeln(f"Ran {merged.testsRun} tests in "
+                            f"{time.perf_counter() - started:.3f}s\n")
+        counts = ", ".join(f"{name}={len(getattr(merged, name))}"
+                           for name in ("failures", "errors", "skipped") if getattr(merged, name))
+        self.stream.writeln(("OK" if merged.wasSuccessful() else "FAILED") +
+                            (f" ({counts})" if counts else ""))
+        self.stream.flush()
+        return merged
 
 
 SKIPPED = 77  # CTest's SKIP_RETURN_CODE for the tests that may not run on a machine

@@ -117,4 +117,6 @@ class FetchOverHttp(mbtest.ToolTestCase):
 
 
 if __name__ == "__main__":
-    mbtest.main()
+    # The tests at once, three at a time: most of each is waiting: on the loopback mirror, on
+    # the tool's retries after a failed request, on the tools' start-up.
+    mbtest.main(at_once=3)
