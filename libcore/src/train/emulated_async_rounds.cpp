@@ -178,15 +178,9 @@ void EmulatedAsyncRounds::abandon() {
 
 void EmulatedAsyncRounds::ready_from_host(int w, double& ready) {
   if (parts_.shares == nullptr) return;
-  const comm::World& world = *parts_.shares;
-  std::array<comm::Request, 1> pending{world.ibroadcast(
-      std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&ready), sizeof ready),
-      emulated_host(parts_.workers.workers(), world.size(), w))};
-  // Not MPI_Bcast: it spins until the host comes (often busy computing a round ahead), taking
-  // the core this rank could compute its own rounds on. Worker w's round is not started yet,
-  // so none computed meanwhile is its.
-  wait_computing_ahead(
-      world, pending, [&] { return compute_ahead(); }, "an emulated worker's ready time");
+  broadcast_ready_time_computing_ahead(
+      *parts_.shares, emulated_host(parts_.workers.workers(), parts_.shares->size(), w), ready,
+      [&] { return compute_ahead(); });
 }
 
 struct EmulatedAsyncRounds::SpareResults {

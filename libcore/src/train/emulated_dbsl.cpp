@@ -82,14 +82,9 @@ void EmulatedDbslServer::arrived(int w, std::optional<double> predicted) {
 
 void EmulatedDbslServer::ready_from_host(int w, double& ready) {
   if (parts_.shares == nullptr) return;
-  const comm::World& world = *parts_.shares;
-  std::array<comm::Request, 1> pending{world.ibroadcast(
-      std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&ready), sizeof ready),
-      emulated_host(parts_.workers.workers(), world.size(), w))};
-  // Not MPI_Bcast, which spins while the host computes a push ahead: this rank computes its
-  // own meanwhile (worker w's round is not started yet, so none is its).
-  wait_computing_ahead(
-      world, pending, [&] { return compute_ahead(); }, "an emulated worker's ready time");
+  broadcast_ready_time_computing_ahead(
+      *parts_.shares, emulated_host(parts_.workers.workers(), parts_.shares->size(), w), ready,
+      [&] { return compute_ahead(); });
 }
 
 WorkerReport EmulatedDbslServer::run_round(int w, std::span<float> model, std::int64_t step) {

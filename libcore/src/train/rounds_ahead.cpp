@@ -1,5 +1,7 @@
 #include "mbkit/train/rounds_ahead.hpp"
 
+#include <array>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -25,6 +27,13 @@ void wait_computing_ahead(const comm::World& world, std::span<comm::Request> pen
       return;
     }
   }
+}
+
+void broadcast_ready_time_computing_ahead(const comm::World& world, int host, double& ready,
+                                          const std::function<bool()>& compute_ahead) {
+  std::array<comm::Request, 1> pending{world.ibroadcast(
+      std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&ready), sizeof ready), host)};
+  wait_computing_ahead(world, pending, compute_ahead, "an emulated worker's ready time");
 }
 
 std::size_t rounds_ahead_bound() {

@@ -37,6 +37,14 @@ namespace mbkit::train {
 void wait_computing_ahead(const comm::World& world, std::span<comm::Request> pending,
                           const std::function<bool()>& compute_ahead, const std::string& what);
 
+/// Rank `host`'s `ready` (an emulated worker's predicted ready time) on every rank, this rank
+/// computing its own started rounds while it comes (wait_computing_ahead). Not MPI_Bcast: that
+/// spins until the host comes (often busy computing a round ahead), taking the core this rank
+/// could compute on. The worker's round must not be started yet, so none computed meanwhile
+/// is its.
+void broadcast_ready_time_computing_ahead(const comm::World& world, int host, double& ready,
+                                          const std::function<bool()>& compute_ahead);
+
 /// The default bound on the results computed ahead: 512 MiB (DBSL's kPushesAheadBytes).
 inline constexpr std::size_t kRoundsAheadBytes = std::size_t{512} << 20;
 
