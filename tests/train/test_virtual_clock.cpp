@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <optional>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -186,6 +188,71 @@ TEST(VirtualArrivals, RetiredWorkersNoLongerHoldBackTheOthers) {
   ASSERT_TRUE(arrivals.next());
   EXPECT_EQ(*arrivals.next(), 1);
   EXPECT_TRUE(arrivals.waiting(1));
+}
+
+// next() and none_until() keep the events in order (O(log N) an event); here against the rule
+// itself, a scan of every worker, over random runs with ties (times on a grid of 0.25 s, zero-cost
+// rounds), blocked, restarted and retired workers.
+TEST(VirtualArrivals, OrderedEventsAgreeWithAScanOfEveryWorkerOverRandomRuns) {
+  enum class State { kComputing, kWaiting, kRetired, kBlocked };
+  std::mt19937 random(7);
+  const auto grid = [&](int steps) { return 0.25 * static_cast<int>(random() % steps); };
+  for (int run = 0; run < 200; ++run) {
+    const int workers = 1 + static_cast<int>(random() % 9);
+    const double message = grid(3);
+    VirtualArrivals arrivals(workers, message);
+    std::vector<State> state(static_cast<std::size_t>(workers), State::kComputing);
+    std::vector<double> start(state.size(), 0.0), arrival(state.size(), 0.0);
+    const auto scanned_next = [&]() -> std::optional<int> {
+      std::optional<int> best;
+      for (int w = 0; w < workers; ++w) {
+        const auto i = static_cast<std::size_t>(w);
+        if (state[i] == State::kWaiting && (!best || arrival[i] < arrival[*best])) best = w;
+      }
+      if (!best) return std::nullopt;
+      for (int w = 0; w < workers; ++w) {
+        const auto i = static_cast<std::size_t>(w);
+        if (state[i] != State::kComputing) continue;
+        const double bound = start[i] + message;
+        if (bound < arrival[*best] || (bound == arrival[*best] && w < *best)) return std::nullopt;
+      }
+      return best;
+    };
+    const auto scanned_none_until = [&](double time) {
+      for (std::size_t i = 0; i < state.size(); ++i) {
+        if (state[i] == State::kWaiting && arrival[i] <= time) return false;
+        if (state[i] == State::kComputing && start[i] + message <= time) return false;
+      }
+      return true;
+    };
+    for (int event = 0; event < 60; ++event) {
+      ASSERT_EQ(arrivals.next(), scanned_next()) << "run " << run << ", event " << event;
+      const double probe = grid(40);
+      ASSERT_EQ(arrivals.none_until(probe), scanned_none_until(probe)) << "run " << run;
+      const int w = static_cast<int>(random() % static_cast<unsigned>(workers));
+      const auto i = static_cast<std::size_t>(w);
+      const unsigned action = random() % 10;
+      if (action < 4 && state[i] == State::kComputing) {
+        arrival[i] = arrivals.arrived(w, grid(8));
+        state[i] = State::kWaiting;
+      } else if (action < 7 && scanned_next()) {
+        const int taken = *scanned_next();
+        arrivals.take(taken);
+        state[static_cast<std::size_t>(taken)] = State::kComputing;
+        start[static_cast<std::size_t>(taken)] = arrival[static_cast<std::size_t>(taken)] - message;
+      } else if (action == 7 && state[i] == State::kComputing) {
+        arrivals.block(w);
+        state[i] = State::kBlocked;
+      } else if (action == 8 && state[i] != State::kWaiting) {
+        start[i] = grid(40);
+        arrivals.start(w, start[i]);
+        state[i] = State::kComputing;
+      } else if (action == 9 && random() % 4 == 0) {
+        arrivals.retire(w);
+        state[i] = State::kRetired;
+      }
+    }
+  }
 }
 
 TEST(CpuClocks, AdvanceWithWorkAndNotWithSleep) {

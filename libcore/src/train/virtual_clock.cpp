@@ -401,18 +401,29 @@ VirtualArrivals::VirtualArrivals(int workers, double message_seconds)
       arrival_(static_cast<std::size_t>(workers), 0.0),
       delay_(static_cast<std::size_t>(workers), 0.0),
       link_free_(static_cast<std::size_t>(workers), 0.0),
-      message_(message_seconds) {}
+      message_(message_seconds) {
+  for (int w = 0; w < workers; ++w) computing_.emplace(message_, w);
+}
+
+void VirtualArrivals::leave_queue(std::size_t i) {
+  const int w = static_cast<int>(i);
+  if (state_[i] == kComputing) computing_.erase({start_[i] + message_, w});
+  if (state_[i] == kWaiting) waiting_.erase({arrival_[i], w});
+}
 
 void VirtualArrivals::start(int w, double start) {
   const auto i = static_cast<std::size_t>(w);
+  leave_queue(i);
   state_[i] = kComputing;
   start_[i] = start;
+  computing_.emplace(start + message_, w);
 }
 
 double VirtualArrivals::arrived(int w, double ready_after, double message_delay) {
   const auto i = static_cast<std::size_t>(w);
   MBKIT_CHECK(state_[i] == kComputing, "VirtualArrivals: a gradient from worker ", w,
               " not computing");
+  leave_queue(i);
   state_[i] = kWaiting;
   delay_[i] = message_delay;
   // The worker's send first waits for its previous one (AsyncWorker::send): a gradient that
@@ -420,11 +431,14 @@ double VirtualArrivals::arrived(int w, double ready_after, double message_delay)
   const double sent = std::max(start_[i] + ready_after, link_free_[i]);
   link_free_[i] = sent + message_;
   arrival_[i] = sent + message_ + message_delay;
+  waiting_.emplace(arrival_[i], w);
   return arrival_[i];
 }
 
 void VirtualArrivals::retire(int w) {
-  state_[static_cast<std::size_t>(w)] = kRetired;
+  const auto i = static_cast<std::size_t>(w);
+  leave_queue(i);
+  state_[i] = kRetired;
 }
 
 // A blocked worker starts only after a gradient taken later (a message after it), so it never
@@ -433,40 +447,35 @@ void VirtualArrivals::block(int w) {
   const auto i = static_cast<std::size_t>(w);
   MBKIT_CHECK(state_[i] == kComputing, "VirtualArrivals: worker ", w,
               " blocked while not computing");
+  leave_queue(i);
   state_[i] = kBlocked;
 }
 
 std::optional<int> VirtualArrivals::next() const {
-  std::optional<int> best;
-  for (std::size_t i = 0; i < state_.size(); ++i) {
-    if (state_[i] == kWaiting && (!best || arrival_[i] < arrival_[static_cast<std::size_t>(*best)]))
-      best = static_cast<int>(i);
-  }
-  if (!best) return std::nullopt;
-  const double arrival = arrival_[static_cast<std::size_t>(*best)];
-  for (std::size_t i = 0; i < state_.size(); ++i) {
-    if (state_[i] != kComputing) continue;
-    // Worker i arrives at start + (delay + compute > 0) + message: strictly later than its
-    // bound, or at it only with a zero-cost round, which then goes by worker index.
-    const double bound = start_[i] + message_;
-    if (bound < arrival || (bound == arrival && static_cast<int>(i) < *best)) return std::nullopt;
-  }
+  if (waiting_.empty()) return std::nullopt;
+  const auto [arrival, best] = *waiting_.begin();  // the earliest, ties by worker index
+  if (computing_.empty()) return best;
+  // A computing worker arrives at start + (delay + compute > 0) + message: strictly later than
+  // its bound, or at it only with a zero-cost round, which then goes by worker index. The
+  // earliest bound (the lowest index among equal ones) decides for all.
+  const auto [bound, worker] = *computing_.begin();
+  if (bound < arrival || (bound == arrival && worker < best)) return std::nullopt;
   return best;
 }
 
 double VirtualArrivals::take(int w) {
   const auto i = static_cast<std::size_t>(w);
   MBKIT_CHECK(state_[i] == kWaiting, "VirtualArrivals: worker ", w, "'s gradient did not arrive");
+  leave_queue(i);
   state_[i] = kComputing;
   start_[i] = arrival_[i] - message_ - delay_[i];
+  computing_.emplace(start_[i] + message_, w);
   return arrival_[i];
 }
 
 bool VirtualArrivals::none_until(double time) const {
-  for (std::size_t i = 0; i < state_.size(); ++i) {
-    if (state_[i] == kWaiting && arrival_[i] <= time) return false;
-    if (state_[i] == kComputing && start_[i] + message_ <= time) return false;
-  }
+  if (!waiting_.empty() && waiting_.begin()->first <= time) return false;
+  if (!computing_.empty() && computing_.begin()->first <= time) return false;
   return true;
 }
 
