@@ -156,6 +156,23 @@ def read_idx_gz(path):
     return np.frombuffer(raw[4 + 4 * ndim:], dtype=np.uint8).reshape(dims)
 
 
+def fashion_mnist(directory, env=None):
+    """The path of Fashion-MNIST as mb-dataset fetch writes it: the file CTest's fixture fetched
+    once for the tests that only read it (MBKIT_TEST_FASHION_MNIST, tests/CMakeLists.txt), or,
+    run without it, DIRECTORY/fmnist.h5 fetched now."""
+    shared = os.environ.get("MBKIT_TEST_FASHION_MNIST")
+    if shared:
+        if not os.path.isfile(shared):
+            raise RuntimeError(f"MBKIT_TEST_FASHION_MNIST={shared}: no such file (the "
+                               f"e2e.fixture.fashion_mnist test makes it)")
+        return shared
+    path = os.path.join(directory, "fmnist.h5")
+    result = mb_dataset("fetch", "fashion-mnist", "-o", path, cwd=directory, env=env)
+    if result.rc != 0:
+        raise RuntimeError(repr(result))
+    return path
+
+
 def write_mnist_like(directory, n_train=120, n_test=40, seed=0, classes=10):
     """Writes the four gzip IDX files of an MNIST-format dataset under their published names.
     Returns (train_images, train_labels, test_images, test_labels)."""
