@@ -98,15 +98,26 @@ class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
             with self.subTest(tool=tool, comm=comm):
                 name = f"{tool[-3:]}-{comm}"
                 args = [*extra, "--comm", comm, "--emulate", "8"]
-                self.train_together((f"{name}-one", tool, args, 0),
-                                    *[(f"{name}-r{ranks}", tool, args, ranks)
-                                      for ranks in (1, 2, 3)])
+                # FMB's ps on 3 ranks again, and stopped and resumed: the same bits (the first
+                # of them is the R = 3 run compared with the one process).
+                again = ([lambda: self.train("again", tool, args, 3),
+                          lambda: self.stopped_and_resumed("resumed", tool, args, 3)]
+                         if comm == "ps" else [])
+                self.together(*[lambda run=run: self.train(*run)
+                                for run in [(f"{name}-one", tool, args, 0),
+                                            *[(f"{name}-r{ranks}", tool, args, ranks)
+                                              for ranks in (1, 2, 3)]]], *again)
                 self.assert_same_bits(f"{name}-r1", f"{name}-one")
                 for ranks in (2, 3):
                     self.assert_close(f"{name}-r{ranks}", f"{name}-one")
                 with h5py.File(self.path(f"{name}-r3-log.h5"), "r") as log:
                     # Rank 0's log holds every worker's row, every step.
                     self.assertEqual(len(log["workers/rank"]), 12 * 8)
+                if again:
+                    self.assert_same_bits("again", f"{name}-r3")
+                    # The epoch column is epoch at resume + steps since / steps per epoch
+                    # (test_emulate).
+                    self.assert_same_bits("resumed", f"{name}-r3", skip={"epoch"})
 
     def test_the_selection_over_every_rank_s_workers_is_the_one_process_run_s(self):
         # Each rank predicts its hosted workers' ready times; gathered, every rank drops the
@@ -146,15 +157,6 @@ class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
         self.assertGreater(len({int(w) // 3 for w in idle}), 1, msg=samples)
         # A resumed run (same R) replays the plans to its place.
         self.assert_same_bits("kbatch-resumed", "kbatch-r3", skip={"epoch"})
-
-    def test_the_same_ranks_give_the_same_bits_and_resume_to_them(self):
-        args = ["--comm", "ps", "--emulate", "8"]
-        self.together(lambda: self.train("first", "mb-train-fmb", args, 3),
-                      lambda: self.train("again", "mb-train-fmb", args, 3),
-                      lambda: self.stopped_and_resumed("resumed", "mb-train-fmb", args, 3))
-        self.assert_same_bits("again", "first")
-        # The epoch column is epoch at resume + steps since / steps per epoch (test_emulate).
-        self.assert_same_bits("resumed", "first", skip={"epoch"})
 
     def test_local_sgd_shares_average_as_the_one_process_run(self):
         # Each rank's hosted workers take their local steps on their own models (momentum's

@@ -24,9 +24,7 @@ class Training(mbtest.ToolTestCase):
     @classmethod
     def setUpClass(cls):
         cls.shared = tempfile.mkdtemp(prefix="mbkit-e2e-data-")
-        cls.fmnist = os.path.join(cls.shared, "fmnist.h5")
-        result = mbtest.mb_dataset("fetch", "fashion-mnist", "-o", cls.fmnist, cwd=cls.shared)
-        assert result.rc == 0, repr(result)
+        cls.fmnist = mbtest.fashion_mnist(cls.shared)  # only read
         cls.toy = os.path.join(cls.shared, "toy.h5")
         result = mbtest.mb_dataset("synth", "toy", "--learnable", "--train", "2000", "--test", "500",
                                    "-o", cls.toy, cwd=cls.shared)
