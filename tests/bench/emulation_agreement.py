@@ -20,7 +20,10 @@ FMB allreduce (--allreduce mpi), AMB and async run for real across the link, the
 fitted to mb-bench-partitions' median steps (no --induce: the worker computes again as soon as
 the parameters are back and spins in MPI's polling while it waits, never sleeping: on a loaded
 machine it shares its core as the benchmark's back-to-back steps do); with --measured-model the emulation is also run
-with the message model the trainer measures at start on its own exchange (across the link).
+with the message model the trainer measures at start on its own exchange (across the link);
+with --stream-baseline async is also emulated with the link's file less its streaming model
+(the /stream group, which prices async's gradients and parameters: a file from before it was
+measured prices them by the ping-pong's line).
 Skipped, with the reason, where namespaces or tc's tbf cannot be made.
 
 Setting 3 (--settings 3): the worker slowed for real, its rank in a cgroup v1 cpu controller
@@ -44,7 +47,7 @@ cgroup_cpu_per_step.py measures the steps' CPU without the start-up).
     /usr/bin/python3 tests/bench/emulation_agreement.py [--settings 1,2,3] [--steps 200]
         [--batch-size 256] [--induce 0.05:0.01:1] [--target 0.6] [--data FILE] [--keep DIR]
         [--slow-factor 2] [--cfs-periods 100000,10000,2000] [--compute-fit auto|min|median]
-        [--repeats 1] [--link-rates 1gbit,10gbit] [--measured-model]
+        [--repeats 1] [--link-rates 1gbit,10gbit] [--measured-model] [--stream-baseline]
         [--setting3-emulation quota,quota-spin,slowdown] [--unthrottled-baseline]
 """
 
@@ -53,6 +56,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -366,6 +370,10 @@ def main():
     parser.add_argument("--measured-model", action="store_true",
                         help="setting 2: also emulate with the message model the trainer "
                              "measures at start on its own exchange")
+    parser.add_argument("--stream-baseline", action="store_true",
+                        help="setting 2: also emulate async with the link's file less its "
+                             "streaming model (as a file of before it was measured prices the "
+                             "gradients: by the ping-pong's line)")
     parser.add_argument("--compute-fit", choices=("auto", "min", "median"), default="auto",
                         help="fit the compute model to mb-bench-partitions' fastest or median "
                              "steps (auto: fastest for setting 1, whose workers sleep between "
@@ -575,18 +583,32 @@ def setting_two(args, directory, trainer_command, compare, models, fits):
                   ("" if fit.returncode == 0 else " (refused as a file: given inline)"))
             # The MPI allreduce's own fit (in the file: a two-rank --allreduce mpi step takes
             # it), beside the ring of messages the message model alone would give.
-            for line in re.findall(r"^# allreduce of .*$", fit.stdout, re.M):
+            for line in re.findall(r"^# (?:allreduce|streamed message)[ s].*$", fit.stdout,
+                                   re.M):
                 print(line)
             variants = [("fit", comm)]
             if args.measured_model:
                 variants.append(("measured", []))
-            reports = {(name, v): [] for name, _, _ in methods for v, _ in variants}
+            # The streaming model prices only the asynchronous exchange: its baseline is async's.
+            only = {}
+            if args.stream_baseline and fit.returncode == 0:
+                line_file = os.path.join(directory, f"link-{rate}-line.h5")
+                shutil.copy(cm, line_file)
+                with h5py.File(line_file, "r+") as f:
+                    if "stream" in f:
+                        del f["stream"]
+                variants.append(("line", ["--comm-model", line_file]))
+                only["line"] = {"async"}
+            reports = {(name, v): [] for name, _, _ in methods for v, _ in variants
+                       if name in only.get(v, {name})}
             for repeat in range(args.repeats):
                 for name, trainer, extra in methods:
                     tag = f"{rate}-{name}-{repeat}"
                     real_log = os.path.join(directory, f"{tag}-wall.h5")
                     run(trainer_command(trainer, "wall", real_log, extra, link=link))
                     for variant, comm in variants:
+                        if (name, variant) not in reports:
+                            continue
                         emulated_log = os.path.join(directory, f"{tag}-virtual-{variant}.h5")
                         run(trainer_command(trainer, "virtual", emulated_log,
                                             [*extra, *comm, *models(2)], link=link))
@@ -600,7 +622,8 @@ def setting_two(args, directory, trainer_command, compare, models, fits):
             print(f"# load average {os.getloadavg()[0]:.1f} at the end of link {rate}")
             print_summary(f"setting 2, link {rate}",
                           [(f"{name} ({variant})", summarize(reports[(name, variant)]))
-                           for name, _, _ in methods for variant, _ in variants], args.target)
+                           for name, _, _ in methods for variant, _ in variants
+                           if (name, variant) in reports], args.target)
 
 
 if __name__ == "__main__":

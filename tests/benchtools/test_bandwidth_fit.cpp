@@ -40,10 +40,31 @@ TEST(BandwidthFit, PrintsEachPairAllPairsAndWhetherTheyDiffer) {
   EXPECT_NE(text.find("(6 points)"), std::string::npos) << text;
   EXPECT_NE(text.find("# the pairs differ: a model per pair"), std::string::npos) << text;
   // A message is priced by the line, the allreduce by its medians.
-  EXPECT_NE(text.find("the trainers price a message of n bytes by the line, and the "
-                      "allreduce by interpolating its medians (time_us) linearly in bytes"),
+  EXPECT_NE(text.find("the trainers price a message of n bytes by the line, a streamed message "
+                      "(--async) by interpolating the stream's medians, and the allreduce by "
+                      "interpolating its "
+                      "medians (time_us) linearly in bytes"),
             std::string::npos)
       << text;
+  EXPECT_EQ(text.find("# streamed messages"), std::string::npos) << text;
+
+  // Streamed messages: their fit, and the largest size's measured, fitted and line times.
+  train::CommModelRecords streamed = records_with_latencies(5e-6);
+  streamed.stream.window = 64;
+  streamed.stream.bytes = {8.0, 4096.0, 1048576.0};
+  streamed.stream.seconds = {2e-6 + 8e-10, 2e-6 + 4096e-10, 2e-6 + 1048576e-10};
+  train::fit_pairs(streamed);
+  std::ostringstream stream;
+  write_comm_fits(stream, streamed);
+  EXPECT_NE(stream.str().find("# streamed messages (windows of up to 64), all pairs: alpha = "
+                              "2e-06 s (+- "),
+            std::string::npos)
+      << stream.str();
+  EXPECT_NE(stream.str().find("beta = 1e-10 s/B"), std::string::npos) << stream.str();
+  EXPECT_NE(stream.str().find("# streamed message of 1048576 bytes: measured 0.000106858 s, "
+                              "fitted 0.000106858 s, the line 0.00105358 s"),
+            std::string::npos)
+      << stream.str();
 
   std::ostringstream same;
   write_comm_fits(same, records_with_latencies(5e-6));

@@ -1,8 +1,10 @@
 """One command measures a cluster, one emulates it: mpirun -n 2 mb-bench-bandwidth --fit times
-messages between the two ranks and an MPI allreduce of both, and writes the measured points
-(the median per size), the message model's line (alpha, beta, r^2; the hosts, CPU and date)
-and the allreduce's, with the -o/--force rules of the other tools; a trainer given that file
-with --comm-model on the virtual clock prices a message (ps, async) and a two-rank
+messages between the two ranks (ping-pong), an MPI allreduce of both and streamed messages
+(windows of back-to-back sends), and writes the measured points (the median per size), the
+message model's line (alpha, beta, r^2; the hosts, CPU and date), the allreduce's and the
+stream's, with the -o/--force rules of the other tools; a trainer given that file with
+--comm-model on the virtual clock prices a ps message by the line, an async one by the stream's
+points (by the line where the file has no stream, as one written before), and a two-rank
 --allreduce mpi step by interpolating the measured points linearly in bytes, and a file
 without points takes the same step times, to the bit, as the same run given the fitted alpha
 and beta inline; --resume with another model is refused; bad model files are refused in one
@@ -85,9 +87,14 @@ class CommModel(mbtest.ToolTestCase):
         sizes = [8, 32, 128, 512, 2048, 8192, 32768, 131072, 524288]
         self.assertEqual([int(r["size"]) for r in rows if r["op"] == "pingpong-0-1"], sizes)
         self.assertEqual([int(r["size"]) for r in rows if r["op"] == "allreduce-world"], sizes)
-        self.assertEqual({r["op"] for r in rows}, {"pingpong-0-1", "allreduce-world"})
+        self.assertEqual([int(r["size"]) for r in rows if r["op"] == "stream-0-1"], sizes)
+        self.assertEqual({r["op"] for r in rows},
+                         {"pingpong-0-1", "allreduce-world", "stream-0-1"})
         self.assertTrue(all(r["wrong"] == "0" for r in rows))
         self.assertIn("# ranks 0-1: alpha = ", result.out)
+        self.assertIn("# streamed messages (windows of up to 64), all pairs: alpha = ", result.out)
+        self.assertRegex(result.out, r"# streamed message of 524288 bytes: measured \S+ s, "
+                                     r"fitted \S+ s, the line \S+ s")
         with h5py.File(self.path("cm.h5"), "r") as f:
             attrs = mbtest.text_attrs(f)
             self.assertEqual(attrs["format"], "mbkit-comm-model")
@@ -105,6 +112,14 @@ class CommModel(mbtest.ToolTestCase):
             self.assertEqual(len(pair.attrs["seconds"]), 9)
             # One pair: its fit is the model.
             self.assertEqual(float(pair.attrs["alpha"]), alpha)
+            # The streamed messages: the window, their line and its r^2, the points.
+            stream = f["stream"]
+            self.assertEqual(int(stream.attrs["window"]), 64)
+            self.assertEqual([int(x) for x in stream.attrs["bytes"]], sizes)
+            self.assertEqual(len(stream.attrs["seconds"]), 9)
+            self.assertTrue(all(float(x) > 0 for x in stream.attrs["seconds"]))
+            for name in ("alpha", "beta", "r_squared", "alpha_stderr", "beta_stderr"):
+                self.assertTrue(np.isfinite(float(stream.attrs[name])), msg=name)
         # The output exists: --force or nothing, as every tool.
         again = self.bench(*FIT, "--comm-model", self.path("cm.h5"))
         self.assertEqual(again.rc, 2, msg=repr(again))
@@ -119,13 +134,14 @@ class CommModel(mbtest.ToolTestCase):
 
         self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "200",
                                              "--test", "40", "-o", self.path("toy.h5")))
-        # A file without the points (as written before they were kept): the line, the same to
-        # the bit as its alpha and beta inline.
+        # A file without the points and the stream (as written before they were kept): the line,
+        # the same to the bit as its alpha and beta inline.
         shutil.copy(self.path("cm.h5"), self.path("line.h5"))
         with h5py.File(self.path("line.h5"), "r+") as f:
             for group in (f["pairs/0"], f["allreduce"]):
                 del group.attrs["bytes"]
                 del group.attrs["seconds"]
+            del f["stream"]
         inline = f"{alpha!r},{beta!r}"
         for comm in ("ps", "allreduce"):
             self.assertSucceeded(self.train(3, "--comm", comm, "--steps", "4", "--comm-model",
@@ -145,36 +161,56 @@ class CommModel(mbtest.ToolTestCase):
                 self.assertEqual(config["comm_model"], self.path("line.h5"))
                 self.assertEqual(config["comm_model_values"], f"{alpha:.17g},{beta:.17g}")
 
-    def test_a_trainer_prices_ps_and_async_messages_by_the_line_not_the_ping_pong_points(self):
-        # The file holds the ping-pong's points, but a message is priced by the fitted line
-        # (comm_model.hpp says why); only the allreduce interpolates its own points.
+    def test_ps_messages_by_the_line_async_ones_by_the_stream_and_older_files_by_the_line(self):
+        # The file holds the ping-pong's points, but a ps message is priced by the fitted line
+        # (comm_model.hpp says why); async's gradients and parameters stream (the sender does
+        # not wait for a reply) and are priced by the stream's points; a file without the
+        # stream (written before it was measured) prices them by the line, as before.
         self.fitted()
         with h5py.File(self.path("cm.h5"), "r") as f:
             alpha, beta = float(f.attrs["alpha"]), float(f.attrs["beta"])
             sizes = [float(x) for x in f["pairs/0"].attrs["bytes"]]
             seconds = [float(x) for x in f["pairs/0"].attrs["seconds"]]
+            stream_sizes = [float(x) for x in f["stream"].attrs["bytes"]]
+            stream_seconds = [float(x) for x in f["stream"].attrs["seconds"]]
+        shutil.copy(self.path("cm.h5"), self.path("old.h5"))
+        with h5py.File(self.path("old.h5"), "r+") as f:
+            del f["stream"]
         self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "200",
                                              "--test", "40", "-o", self.path("toy.h5")))
-        runs = [("ps", ["--comm", "ps"]), ("async", ["--comm", "ps", "--async"])]
+        runs = [("ps", ["--comm", "ps"], "cm.h5"), ("async", ["--comm", "ps", "--async"], "cm.h5"),
+                ("async-old", ["--comm", "ps", "--async"], "old.h5")]
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             results = list(pool.map(lambda run: self.train(
-                3, *run[1], "--steps", "4", "--comm-model", self.path("cm.h5"), "--log",
+                3, *run[1], "--steps", "4", "--comm-model", self.path(run[2]), "--log",
                 f"{run[0]}.h5", quiet=False), runs))
-        for (name, _), result in zip(runs, results):
+        for (name, _, file), result in zip(runs, results):
             self.assertSucceeded(result)
-            self.assertIn(f"from {self.path('cm.h5')}", result.err)
-            self.assertNotIn("interpolating 9 measured sizes, 8 B", result.err)
+            self.assertIn(f"from {self.path(file)}", result.err)
+            self.assertNotIn("interpolating 9 measured sizes, 8 B", result.err.split(
+                "streamed messages")[0])
+            self.assertEqual("; streamed messages interpolating 9 measured sizes, 8 B" in
+                             result.err, file == "cm.h5", msg=name)
             with h5py.File(self.path(f"{name}.h5"), "r") as log:
                 config = json.loads(mbtest.text_attrs(log)["config"])
                 size = 4 * config["parameters"]
                 message = alpha + beta * size
-                self.assertTrue(config["comm_model_values"].startswith(
-                    f"{alpha:.17g},{beta:.17g}"), msg=config["comm_model_values"])
-                self.assertNotIn(" points ", config["comm_model_values"].split(" allreduce")[0])
+                values = config["comm_model_values"]
+                self.assertTrue(values.startswith(f"{alpha:.17g},{beta:.17g}"), msg=values)
+                # The line's values without points; the stream's with its own.
+                self.assertNotIn(" points ", values.split(" stream=")[0].split(" allreduce")[0])
+                self.assertEqual(" stream=" in values, file == "cm.h5", msg=values)
                 # The points would have given another time: the line is what priced.
                 self.assertGreater(abs(message - interpolated(sizes, seconds, size)),
                                    1e-9 * message, msg=name)
+                streamed = interpolated(stream_sizes, stream_seconds, size)
                 if name == "async":
+                    # The gradient's size is between the measured ones: their interpolation.
+                    self.assertLess(size, stream_sizes[-1])
+                    self.assertGreater(abs(message - streamed), 1e-9 * message)
+                    np.testing.assert_allclose(log["workers"]["send_time"][...], streamed,
+                                               rtol=1e-12, err_msg=name)
+                elif name == "async-old":
                     np.testing.assert_allclose(log["workers"]["send_time"][...], message,
                                                rtol=1e-12, err_msg=name)
                 else:

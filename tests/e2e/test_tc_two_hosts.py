@@ -30,6 +30,9 @@ link:
   scheduling noise of two polling ranks on a loaded machine: beta must be 0.9x to 2x the
   rate's 8e-8 s per byte (headers add 5%, Open MPI's rendezvous for large messages a round trip
   or two; the unshaped link's beta is 2 to 3 times below the lower bound).
+  The streamed messages' fit (windows of back-to-back sends, the model of the asynchronous
+  exchange's messages) must show the rate in its beta as well (0.9x to 2x), and its intercept
+  must be below the ping-pong's smallest one-way time: a message of a stream pays no round trip.
 
 Needs root, iproute2 (ip, tc), util-linux (nsenter, unshare), mpirun and a kernel that makes
 network namespaces; elsewhere the file is reported skipped (status 77) with the reason. The
@@ -121,7 +124,8 @@ class ShapedLink(mbtest.ToolTestCase):
                    "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", subnet,
                    "--mca", "oob_tcp_if_include", subnet, mbtest.tool("mb-bench-bandwidth"),
                    *sizes, *(["--comm-model", self.path("cm.h5"), "--force"] if write else [])]
-        result = mbtest.run(command, cwd=self.dir, env=self.env, timeout=120)
+        # The streamed windows hold up to 16 MiB: 1.3 s each at 100 Mbit/s.
+        result = mbtest.run(command, cwd=self.dir, env=self.env, timeout=240)
         self.assertSucceeded(result)
         self.assertIn("2 ranks (h1, h2)", result.out)
         if not write:
@@ -152,6 +156,16 @@ class ShapedLink(mbtest.ToolTestCase):
         _, beta, out = self.fit(sizes=FIT_TBF)
         self.assertGreaterEqual(beta, 0.9 * 8 / RATE_BITS, msg=out)
         self.assertLessEqual(beta, 2.0 * 8 / RATE_BITS, msg=out)
+        # Streamed messages go at the rate too, and a small one costs less than an isolated
+        # round trip's: its intercept is under the ping-pong's smallest one-way time.
+        with h5py.File(self.path("cm.h5"), "r") as f:
+            self.assertIn("stream", f, msg=out)
+            stream_alpha = float(f["stream"].attrs["alpha"])
+            stream_beta = float(f["stream"].attrs["beta"])
+            smallest = min(float(x) for x in f["pairs/0"].attrs["seconds"])
+        self.assertGreaterEqual(stream_beta, 0.9 * 8 / RATE_BITS, msg=out)
+        self.assertLessEqual(stream_beta, 2.0 * 8 / RATE_BITS, msg=out)
+        self.assertLess(stream_alpha, smallest, msg=out)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 // The message model's calibration (comm_model.hpp): the least-squares fit of alpha + beta *
 // bytes, when pairs differ, the file mb-bench-bandwidth --fit writes and the trainers' reader
-// with its refusals, and what a per-pair model and a fitted allreduce charge on the virtual
-// clock.
+// with its refusals, and what a per-pair model, a fitted allreduce and a fitted stream charge
+// on the virtual clock.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -415,6 +415,125 @@ TEST(CommModelFile, AFileWithoutPointsUsesTheLine) {
   }
   EXPECT_MBKIT_ERROR(read_comm_model(dir.file("half.h5")), ExitCode::kBadData,
                      "half.h5:/allreduce: 'bytes' without 'seconds'");
+}
+
+// The README's setting 2 as a stream sees it: isolated round trips floor at 4 ms and their line
+// has an intercept of 5.5 ms, while back-to-back messages cost 50 us + 2 ns/B each.
+CommModelRecords streaming_link() {
+  CommModelRecords records = two_ranks_with_allreduce();
+  records.stream.window = kStreamMaxWindow;
+  for (const double x : {8.0, 4096.0, 65536.0, 1048576.0, 16777216.0}) {
+    records.stream.bytes.push_back(x);
+    records.stream.seconds.push_back(5e-5 + 2e-9 * x);
+  }
+  fit_pairs(records);
+  return records;
+}
+
+TEST(CommModelStream, TheWindowHoldsUpTo16MiBOf4To64Messages) {
+  EXPECT_EQ(stream_window(8), 64);
+  EXPECT_EQ(stream_window(262144), 64);
+  EXPECT_EQ(stream_window(524288), 32);
+  EXPECT_EQ(stream_window(4194304), 4);
+  EXPECT_EQ(stream_window(16777216), 4);
+  EXPECT_EQ(stream_window(0), 64);
+}
+
+TEST(CommModelStream, KnownPointsGiveTheirLineWrittenAndReadBack) {
+  TempDir dir;
+  const CommModelRecords records = streaming_link();
+  EXPECT_NEAR(records.stream.fit.alpha, 5e-5, 1e-15);
+  EXPECT_NEAR(records.stream.fit.beta, 2e-9, 1e-21);
+  EXPECT_NEAR(records.stream.fit.r_squared, 1.0, 1e-12);
+  // The ping-pong's line is fitted apart: its own 5 ms + 8 ns/B.
+  EXPECT_NEAR(records.all.alpha, 5e-3, 1e-12);
+  write_comm_model(dir.file("m.h5"), records);
+  {
+    const io::File file = io::File::open(dir.file("m.h5"));
+    const io::Group stream = file.open_group("stream");
+    EXPECT_EQ(stream.int_attribute("window"), kStreamMaxWindow);
+    for (const char* name : {"alpha", "beta", "r_squared", "alpha_stderr", "beta_stderr"}) {
+      EXPECT_TRUE(stream.has_attribute(name)) << name;
+    }
+  }
+  const CommModelRecords back = read_comm_model(dir.file("m.h5"));
+  EXPECT_EQ(back.stream.window, kStreamMaxWindow);
+  EXPECT_EQ(back.stream.bytes, records.stream.bytes);
+  EXPECT_EQ(back.stream.seconds, records.stream.seconds);
+  EXPECT_EQ(back.stream.fit.alpha, records.stream.fit.alpha);
+  EXPECT_EQ(back.stream.fit.beta, records.stream.fit.beta);
+  const CommModel model = *parse_comm_model(dir.file("m.h5"));
+  ASSERT_TRUE(model.streams);
+  // A streamed message by the stream's points (here on its line); an isolated one by the
+  // ping-pong's line.
+  EXPECT_DOUBLE_EQ(model.streamed(814000), 5e-5 + 2e-9 * 814000);
+  EXPECT_EQ(model.streamed(65536), records.stream.seconds[2]);
+  EXPECT_EQ(model.message(814000), records.all.alpha + records.all.beta * 814000);
+  EXPECT_LT(model.streamed(814000), 0.3 * model.message(814000));
+  // Points off the line price by themselves: linear in bytes between the sizes around.
+  CommModelRecords curved = streaming_link();
+  curved.stream.seconds[3] = 4e-3;  // 1 MiB
+  fit_pairs(curved);
+  const CommModel bent = comm_model_of(curved, "bent.h5");
+  const double share = (814000.0 - 65536) / (1048576 - 65536);
+  EXPECT_DOUBLE_EQ(bent.streamed(814000),
+                   curved.stream.seconds[2] + share * (4e-3 - curved.stream.seconds[2]));
+  EXPECT_NE(bent.streamed(814000), curved.stream.fit.alpha + curved.stream.fit.beta * 814000);
+  // The allreduce keeps its own points.
+  EXPECT_EQ(model.allreduce(65536, 2), 3e-3 + 2e-8 * 65536);
+  EXPECT_NE(model.spec().find(strprintf(" stream=%.17g,%.17g", records.stream.fit.alpha,
+                                        records.stream.fit.beta)),
+            std::string::npos)
+      << model.spec();
+  EXPECT_NE(model.spec().find(" points 8:5.0016"), std::string::npos) << model.spec();
+  EXPECT_NE(model.describe().find("; streamed messages interpolating 5 measured sizes"),
+            std::string::npos)
+      << model.describe();
+}
+
+TEST(CommModelStream, OlderFilesAndUnusableStreamsPriceStreamedMessagesByTheLine) {
+  TempDir dir;
+  CommModelRecords records = streaming_link();
+  records.stream = {};  // as written before --fit streamed messages
+  write_comm_model(dir.file("old.h5"), records);
+  {
+    const io::File file = io::File::open(dir.file("old.h5"));
+    EXPECT_FALSE(file.has("stream"));
+  }
+  const CommModel old = *parse_comm_model(dir.file("old.h5"));
+  EXPECT_FALSE(old.streams);
+  EXPECT_EQ(old.streamed(814000), old.message(814000));
+  EXPECT_EQ(old.spec().find("stream"), std::string::npos);
+  // Without points, a stream whose times do not follow a line is left out (the rest of the
+  // model is written); with them, its points price and the line is only shown.
+  records = streaming_link();
+  records.stream.fit.r_squared = 0.5;
+  write_comm_model(dir.file("curved.h5"), records);
+  EXPECT_TRUE(parse_comm_model(dir.file("curved.h5"))->streams);
+  records.stream.bytes.clear();
+  records.stream.seconds.clear();
+  write_comm_model(dir.file("noisy.h5"), records);
+  EXPECT_EQ(read_comm_model(dir.file("noisy.h5")).stream.window, 0);
+  EXPECT_FALSE(parse_comm_model(dir.file("noisy.h5"))->streams);
+  EXPECT_EQ(parse_comm_model(dir.file("noisy.h5"))->streamed(814000),
+            parse_comm_model(dir.file("noisy.h5"))->message(814000));
+  // A damaged one is refused naming it.
+  write_comm_model(dir.file("m.h5"), streaming_link());
+  {
+    io::File file = io::File::open(dir.file("m.h5"), io::File::Mode::kReadWrite);
+    file.open_group("stream").set_attribute("window", 0);
+    file.close();
+  }
+  EXPECT_MBKIT_ERROR(read_comm_model(dir.file("m.h5")), ExitCode::kBadData,
+                     "m.h5:/stream: 'window' is 0, not a number of messages of 1 or more");
+  {
+    io::File file = io::File::open(dir.file("m.h5"), io::File::Mode::kReadWrite);
+    file.open_group("stream").set_attribute("window", 64);
+    file.open_group("stream").set_attribute("seconds", std::vector<double>{1e-4, -1e-4});
+    file.close();
+  }
+  EXPECT_MBKIT_ERROR(read_comm_model(dir.file("m.h5")), ExitCode::kBadData,
+                     "m.h5:/stream: the measured points: 5 sizes for 2 times");
 }
 
 TEST(CommModelClock, ParameterServerChargesEachWorkersOwnLink) {

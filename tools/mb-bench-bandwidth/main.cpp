@@ -64,9 +64,9 @@ int main(int argc, char** argv) {
                  "Default mpi on cpu, nccl on cuda")
       ->type_name("mpi|nccl");
   app.add_flag("--fit", options.fit,
-               "Time messages between every pair of ranks over the sizes (ping-pong) and fit "
-               "the trainers' message model time = alpha + beta * bytes (alone unless --op is "
-               "given)");
+               "Time messages between every pair of ranks over the sizes (ping-pong, then "
+               "streamed windows) and an allreduce of all, and fit the trainers' message models "
+               "time = alpha + beta * bytes (alone unless --op is given)");
   app.add_option("--comm-model", options.comm_model,
                  "With --fit: write the model to this HDF5 file (the trainers' --comm-model "
                  "reads it)")

@@ -13,6 +13,8 @@ namespace mbkit::bench {
 namespace {
 
 constexpr int kPingPongTag = 23;
+constexpr int kStreamTag = 24;
+constexpr int kStreamAckTag = 25;
 
 // The byte at `i` of a message of `size` bytes: differs between sizes and along the message.
 std::uint8_t pattern(std::size_t i, std::size_t size) {
@@ -92,7 +94,120 @@ PairTimes time_pair(comm::World& world, int a, int b, const std::vector<std::siz
   return times;
 }
 
+double median_of_sorted(const std::vector<double>& sorted) {
+  const std::size_t count = sorted.size();
+  return count % 2 == 1 ? sorted[count / 2] : 0.5 * (sorted[count / 2 - 1] + sorted[count / 2]);
+}
+
+// One window of the stream: `sender` posts `window` sends of `size` bytes back to back and
+// waits for them and the acknowledgement; the other rank keeps two receives posted (`in` holds
+// two buffers: pending receives may not share one), so that each message finds its receive
+// posted, as the asynchronous master's gradient finds the master's, and acknowledges the last.
+// The sender's seconds.
+double stream_window_time(const comm::World& world, bool sender, int peer,
+                          const std::vector<std::uint8_t>& out, std::vector<std::uint8_t>& in,
+                          std::size_t size, int window) {
+  const std::string what = "streaming messages between two ranks (--fit)";
+  std::uint8_t ack = 1;
+  const auto start = std::chrono::steady_clock::now();
+  if (sender) {
+    std::vector<comm::Request> sends;
+    sends.reserve(static_cast<std::size_t>(window));
+    for (int i = 0; i < window; ++i)
+      sends.push_back(world.isend(out.data(), size, peer, kStreamTag));
+    for (comm::Request& send : sends) world.wait(send, what);
+    comm::Request acknowledgement = world.irecv(&ack, 1, peer, kStreamAckTag);
+    world.wait(acknowledgement, what);
+  } else {
+    const auto slot = [&](int i) { return in.data() + static_cast<std::size_t>(i % 2) * size; };
+    comm::Request posted[2];
+    for (int i = 0; i < std::min(window, 2); ++i) {
+      posted[i] = world.irecv(slot(i), size, peer, kStreamTag);
+    }
+    for (int i = 0; i < window; ++i) {
+      world.wait(posted[i % 2], what);
+      if (i + 2 < window) posted[i % 2] = world.irecv(slot(i), size, peer, kStreamTag);
+    }
+    comm::Request acknowledgement = world.isend(&ack, 1, peer, kStreamAckTag);
+    world.wait(acknowledgement, what);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 }  // namespace
+
+void measure_stream(comm::World& world, const std::vector<std::size_t>& sizes,
+                    const MeasureOptions& options, PingPong& ping_pong) {
+  train::CommStreamRecord& record = ping_pong.records.stream;
+  record = {};
+  record.window = train::stream_window(sizes.front());
+  const std::size_t n = sizes.size();
+  for (int a = 0; a < world.size(); ++a) {
+    for (int b = a + 1; b < world.size(); ++b) {
+      world.barrier();  // one pair at a time, as the ping-pong
+      // Per size: the median, fastest and slowest seconds a message, and the wrong bytes.
+      std::vector<double> times(4 * n, 0.0);
+      if (world.rank() == a || world.rank() == b) {
+        const bool sender = world.rank() == a;
+        const int peer = sender ? b : a;
+        const comm::WaitMode mode = world.wait_mode();
+        world.set_wait_mode(comm::WaitMode::kSpin);
+        for (std::size_t s = 0; s < n; ++s) {
+          const std::size_t size = sizes[s];
+          const int window = train::stream_window(size);
+          std::vector<std::uint8_t> out(sender ? size : 0), in;
+          for (std::size_t i = 0; i < out.size(); ++i) out[i] = pattern(i, size);
+          if (!sender) in.assign(2 * size, 0);
+          for (int i = 0; i < options.warmup_iters; ++i) {
+            stream_window_time(world, sender, peer, out, in, size, window);
+          }
+          std::vector<double> per_message;
+          for (int i = 0; i < options.iters_at(size); ++i) {
+            per_message.push_back(stream_window_time(world, sender, peer, out, in, size, window) /
+                                  window);
+          }
+          std::sort(per_message.begin(), per_message.end());
+          times[s] = median_of_sorted(per_message);
+          times[n + s] = per_message.front();
+          times[2 * n + s] = per_message.back();
+          if (!sender && options.check) {
+            std::int64_t wrong = 0;
+            // The last message went to slot (window - 1) % 2.
+            const std::uint8_t* last =
+                in.data() + static_cast<std::size_t>((window - 1) % 2) * size;
+            for (std::size_t i = 0; i < size; ++i) wrong += last[i] != pattern(i, size) ? 1 : 0;
+            if (options.corrupt) ++wrong;
+            times[3 * n + s] = static_cast<double>(wrong);
+          }
+        }
+        world.set_wait_mode(mode);
+      }
+      // The sender's times and the receiver's check, to every rank (doubles as their bits).
+      std::vector<std::uint8_t> raw(times.size() * sizeof(double));
+      std::memcpy(raw.data(), times.data(), raw.size());
+      world.broadcast(std::span<std::uint8_t>(raw.data(), 3 * n * sizeof(double)), a);
+      world.broadcast(
+          std::span<std::uint8_t>(raw.data() + 3 * n * sizeof(double), n * sizeof(double)), b);
+      std::memcpy(times.data(), raw.data(), raw.size());
+      for (std::size_t s = 0; s < n; ++s) {
+        Row row;
+        row.op = cat("stream-", a, "-", b);
+        row.bytes = sizes[s];
+        row.count = sizes[s];
+        row.type = "byte";
+        row.avg_us = times[s] * 1e6;
+        row.min_us = times[n + s] * 1e6;
+        row.max_us = times[2 * n + s] * 1e6;
+        row.algbw_gbps = static_cast<double>(sizes[s]) / times[s] * 1e-9;
+        row.busbw_gbps = row.algbw_gbps;
+        row.wrong = static_cast<std::int64_t>(times[3 * n + s]);
+        ping_pong.rows.push_back(row);
+        record.bytes.push_back(static_cast<double>(sizes[s]));
+        record.seconds.push_back(times[s]);
+      }
+    }
+  }
+}
 
 PingPong measure_ping_pong(comm::World& world, const std::vector<std::size_t>& sizes,
                            const MeasureOptions& options) {
@@ -223,9 +338,21 @@ void write_comm_fits(std::ostream& out, const train::CommModelRecords& records) 
   out << (records.pairs.size() < 2 ? "# one pair: one model\n"
           : records.per_pair       ? "# the pairs differ: a model per pair\n"
                                    : "# the pairs agree: one model for all\n");
-  out << "# --comm-model FILE: the trainers price a message of n bytes by the line, and the "
-         "allreduce by interpolating its medians (time_us) linearly in bytes between the "
-         "measured sizes around n\n";
+  out << "# --comm-model FILE: the trainers price a message of n bytes by the line, a streamed "
+         "message (--async) by interpolating the stream's medians, and the allreduce by "
+         "interpolating its "
+         "medians (time_us) linearly in bytes between the measured sizes around n\n";
+  if (const train::CommStreamRecord& stream = records.stream; stream.window > 0) {
+    line(cat("streamed messages (windows of up to ", stream.window, "), all pairs"), stream.fit,
+         stream.bytes.size());
+    const auto largest = static_cast<std::size_t>(
+        std::max_element(stream.bytes.begin(), stream.bytes.end()) - stream.bytes.begin());
+    const double bytes = stream.bytes[largest];
+    out << strprintf(
+        "# streamed message of %.0f bytes: measured %.6g s, fitted %.6g s, the line %.6g s\n",
+        bytes, stream.seconds[largest], stream.fit.alpha + stream.fit.beta * bytes,
+        records.all.alpha + records.all.beta * bytes);
+  }
   const train::CommAllreduceRecord& allreduce = records.allreduce;
   if (allreduce.ranks == 0 || allreduce.bytes.empty()) return;
   line(cat("allreduce of ", allreduce.ranks, " ranks"), allreduce.fit, allreduce.bytes.size());

@@ -83,6 +83,9 @@ void print_header(std::ostream& out, const BandwidthOptions& o, std::size_t larg
                   "# allreduce-world (--fit): an MPI allreduce of every rank after a rendezvous "
                   "(the trainers' --allreduce mpi); an iteration is its slowest rank's; time_us "
                   "the median\n"
+                  "# stream-I-J (--fit): windows of back-to-back sends from rank I to J, one "
+                  "acknowledgement back; time_us the median window's time a message, min_us and "
+                  "max_us the fastest and slowest window's\n"
                 : "")
       << mbkit::results::column_header() << "\n";
 }
@@ -153,6 +156,13 @@ void write_fit(const BandwidthOptions& options, mbkit::bench::PingPong& ping_pon
                       ? ""
                       : "; it is left out of the file (the trainers time the allreduce as a "
                         "ring of messages)"));
+  }
+  if (const auto problem = train::stream_problem(ping_pong.records.stream); !problem.empty()) {
+    log::warn(cat("the streamed messages are no usable model: ", problem,
+                  options.comm_model.empty()
+                      ? ""
+                      : "; it is left out of the file (the trainers price streamed messages by "
+                        "the line)"));
   }
   if (!options.comm_model.empty()) {
     train::write_comm_model(options.comm_model, ping_pong.records);
@@ -312,6 +322,7 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
     if (options.fit) {
       ping_pong = mbkit::bench::measure_ping_pong(world, sizes, measure);
       mbkit::bench::measure_fit_allreduce(world, sizes, measure, *ping_pong);
+      mbkit::bench::measure_stream(world, sizes, measure, *ping_pong);
       for (const auto& row : ping_pong->rows) {
         if (world.rank() == 0) out << mbkit::results::format_row(row) << "\n" << std::flush;
         wrong += row.wrong;

@@ -18,6 +18,7 @@ constexpr const char* kFormat = "mbkit-comm-model";
 constexpr int kFormatVersion = 1;
 constexpr const char* kPairsGroup = "pairs";
 constexpr const char* kAllreduceGroup = "allreduce";
+constexpr const char* kStreamGroup = "stream";
 
 double squared(double x) {
   return x * x;
@@ -117,20 +118,31 @@ std::string comm_fit_problem(const CommModelFit& fit) {
   return {};
 }
 
-std::string allreduce_problem(const CommAllreduceRecord& allreduce) {
-  // Its measured points price the allreduce, and its line only prints beside them and gives a
-  // slope beyond the largest size where the last two points do not (clamped at 0): a line off
-  // its points (r^2 below the messages' bar, or a negative intercept) is no reason to drop them.
-  if (allreduce.bytes.empty()) return comm_fit_problem(allreduce.fit);
-  if (const std::string problem = measured_times_problem(allreduce.bytes, allreduce.seconds);
-      !problem.empty()) {
+std::string points_and_line_problem(const std::vector<double>& bytes,
+                                    const std::vector<double>& seconds, const CommModelFit& fit) {
+  // Measured points price, and the line only prints beside them and gives a slope beyond the
+  // largest size where the last two points do not (clamped at 0): a line off its points (r^2
+  // below the messages' bar, or a negative intercept) is no reason to drop them.
+  if (bytes.empty()) return comm_fit_problem(fit);
+  if (const std::string problem = measured_times_problem(bytes, seconds); !problem.empty()) {
     return cat("the measured points: ", problem);
   }
-  if (!std::isfinite(allreduce.fit.alpha))
-    return cat("alpha = ", allreduce.fit.alpha, " is not finite");
-  if (!std::isfinite(allreduce.fit.beta))
-    return cat("beta = ", allreduce.fit.beta, " is not finite");
+  if (!std::isfinite(fit.alpha)) return cat("alpha = ", fit.alpha, " is not finite");
+  if (!std::isfinite(fit.beta)) return cat("beta = ", fit.beta, " is not finite");
   return {};
+}
+
+std::string allreduce_problem(const CommAllreduceRecord& allreduce) {
+  return points_and_line_problem(allreduce.bytes, allreduce.seconds, allreduce.fit);
+}
+
+std::string stream_problem(const CommStreamRecord& stream) {
+  return points_and_line_problem(stream.bytes, stream.seconds, stream.fit);
+}
+
+int stream_window(std::size_t bytes) {
+  const std::size_t fits = kStreamWindowBytes / std::max<std::size_t>(bytes, 1);
+  return static_cast<int>(std::clamp<std::size_t>(fits, kStreamMinWindow, kStreamMaxWindow));
 }
 
 bool fits_differ(const CommModelFit& a, const CommModelFit& b) {
@@ -148,6 +160,9 @@ void fit_pairs(CommModelRecords& records) {
   records.all = fit_comm_model(all_bytes, all_seconds);
   if (records.allreduce.ranks > 0) {
     records.allreduce.fit = fit_comm_model(records.allreduce.bytes, records.allreduce.seconds);
+  }
+  if (records.stream.window > 0) {
+    records.stream.fit = fit_comm_model(records.stream.bytes, records.stream.seconds);
   }
   records.per_pair = false;
   for (std::size_t i = 0; i < records.pairs.size(); ++i) {
@@ -273,6 +288,13 @@ void write_comm_model(const std::string& path, const CommModelRecords& records) 
     set_fit(group, allreduce.fit);
     set_points(group, allreduce.bytes, allreduce.seconds);
   }
+  if (const CommStreamRecord& stream = records.stream;
+      stream.window > 0 && stream_problem(stream).empty()) {
+    io::Group group = file.create_group(kStreamGroup);
+    group.set_attribute("window", stream.window);
+    set_fit(group, stream.fit);
+    set_points(group, stream.bytes, stream.seconds);
+  }
   file.close();
   output.commit();
 }
@@ -343,6 +365,23 @@ CommModelRecords read_comm_model(const std::string& path) {
             cat(group.describe(), " (the allreduce): ", problem, ": not a usable allreduce model"));
       }
     }
+    // Files from before --fit streamed messages have none: the line prices them too.
+    if (file.has(kStreamGroup)) {
+      const io::Group group = file.open_group(kStreamGroup);
+      CommStreamRecord& stream = records.stream;
+      const std::int64_t window = group.int_attribute("window");
+      if (window < 1 || window > 1'000'000) {
+        data_error(cat(group.describe(), ": 'window' is ", window,
+                       ", not a number of messages of 1 or more"));
+      }
+      stream.window = static_cast<int>(window);
+      stream.fit = read_fit(group);
+      read_points(group, stream.bytes, stream.seconds);
+      if (const std::string problem = stream_problem(stream); !problem.empty()) {
+        data_error(cat(group.describe(), " (the streamed messages): ", problem,
+                       ": not a usable stream model"));
+      }
+    }
     return records;
   } catch (const Error&) {
     io::rethrow_as_damaged_file(path);
@@ -367,6 +406,19 @@ CommModel comm_model_of(const CommModelRecords& records, const std::string& path
     if (!records.allreduce.bytes.empty()) {
       model.allreduce_points = measured_times(records.allreduce.bytes, records.allreduce.seconds,
                                               records.allreduce.fit.beta);
+    }
+  }
+  // Streamed messages (a sender that does not wait for a reply) by the stream's own points
+  // (else its line): they pay no isolated round trip's latency each, and the line through 8 B
+  // .. 16 MB has an intercept of milliseconds on a shaped link (README, setting 2) that no
+  // message of a stream costs (virtual_clock.hpp, CommModel::streamed).
+  if (records.stream.window > 0) {
+    model.streams = true;
+    model.stream_alpha = records.stream.fit.alpha;
+    model.stream_beta = records.stream.fit.beta;
+    if (!records.stream.bytes.empty()) {
+      model.stream_points =
+          measured_times(records.stream.bytes, records.stream.seconds, records.stream.fit.beta);
     }
   }
   if (records.per_pair) {

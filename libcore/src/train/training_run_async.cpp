@@ -69,8 +69,11 @@ class TrainingRun::AsyncServerPolicy final : public ServerPolicy {
     }
     master_->use_rule({options.k_async > 0, options.staleness_bound});
     if (run.clock_.is_virtual()) {
-      master_->use_virtual_clock(run.comm_model_.message((length_ + state_floats_) * sizeof(float)),
-                                 run.clock_.virtual_now());
+      // The gradients and the parameters stream: a worker sends its next gradient, the master
+      // its next parameters, without waiting for a reply (CommModel::streamed).
+      master_->use_virtual_clock(
+          run.comm_model_.streamed((length_ + state_floats_) * sizeof(float)),
+          run.clock_.virtual_now());
     }
     master_->use_time_window(options.async_master_time_limit);
     if (!in_place_) staging_.assign(length_, 0.0f);
@@ -465,14 +468,14 @@ std::unique_ptr<WorkerPolicy> TrainingRun::make_async_worker() {
 }
 
 double TrainingRun::async_parameters_receive() const {
-  // On the virtual clock a parameter message costs what the master's model says.
+  // On the virtual clock a parameter message costs what the master's model says (streamed).
   // With several servers, the largest of the shards arriving side by side.
   const int servers = std::max(1, role_.servers);
   double modelled = 0;
   for (int server = 0; server < servers; ++server) {
     const auto [first, last] = server_shard(net_->parameter_count(), server, servers);
     const std::size_t floats = last - first + (server == 0 ? net_->state_count() : 0);
-    modelled = std::max(modelled, comm_model_.message(floats * sizeof(float)));
+    modelled = std::max(modelled, comm_model_.streamed(floats * sizeof(float)));
   }
   return modelled;
 }

@@ -53,6 +53,12 @@ double CommModel::one_way(double bytes, int from, int to) const {
   return pair_alpha[pair] + pair_beta[pair] * bytes;
 }
 
+double CommModel::streamed(std::uint64_t bytes) const {
+  if (!streams) return message(bytes);
+  const auto size = static_cast<double>(bytes);
+  return stream_points.empty() ? stream_alpha + stream_beta * size : stream_points.at(size);
+}
+
 double CommModel::allreduce(std::uint64_t bytes, int ranks) const {
   if (ranks < 2) return 0;
   const auto size = static_cast<double>(bytes);
@@ -100,6 +106,11 @@ std::string CommModel::describe() const {
                 allreduce_points.empty() ? "" : cat(allreduce_points.describe(), ", fitted "),
                 short_duration(allreduce_alpha), " + ", strprintf("%.3g", allreduce_beta * 1e9),
                 " ns/B", allreduce_points.empty() ? " (fitted)" : "")
+          : "",
+      streams
+          ? cat("; streamed messages ",
+                stream_points.empty() ? "" : cat(stream_points.describe(), ", fitted "),
+                short_duration(stream_alpha), " + ", strprintf("%.3g", stream_beta * 1e9), " ns/B")
           : "");
 }
 
@@ -117,6 +128,9 @@ std::string CommModel::spec() const {
     text +=
         strprintf(" allreduce %d=%.17g,%.17g", allreduce_ranks, allreduce_alpha, allreduce_beta) +
         allreduce_points.spec();
+  }
+  if (streams) {
+    text += strprintf(" stream=%.17g,%.17g", stream_alpha, stream_beta) + stream_points.spec();
   }
   return text;
 }

@@ -2,7 +2,9 @@
 // sizes of the run (ping-pong), from which train/comm_model.hpp fits the trainers' message
 // model time = alpha + beta * bytes, per pair and for all pairs together; and the time of an
 // MPI allreduce of the whole world over the same sizes, fitted the same way, which times a
-// synchronous --allreduce mpi step.
+// synchronous --allreduce mpi step; and the time of a message in a stream of back-to-back
+// sends between every pair (as osu_bw times it against osu_latency's ping-pong), fitted the
+// same way, which prices the messages of the asynchronous exchange.
 #pragma once
 
 #include <ostream>
@@ -39,9 +41,24 @@ PingPong measure_ping_pong(comm::World& world, const std::vector<std::size_t>& s
 void measure_fit_allreduce(comm::World& world, const std::vector<std::size_t>& sizes,
                            const MeasureOptions& options, PingPong& ping_pong);
 
+/// Collective: the streamed messages of the pairs (0,1), (0,2), ..., in turn: per size,
+/// `options.warmup_iters` untimed then `options.iters_at(size)` timed windows, in each of which
+/// the lower rank posts train::stream_window(size) non-blocking sends back to back and waits for
+/// them, and the higher rank keeps two receives posted (each message finds its receive posted,
+/// as the asynchronous master's gradient finds the master's) and sends back one 1-byte
+/// acknowledgement; the time from the first send to the acknowledgement over the window's
+/// messages is a point. Adds a row
+/// per pair and size ("stream-I-J": time_us the median over windows a message, min_us and max_us
+/// the fastest and slowest window's) and the points to `ping_pong.records.stream`. With
+/// options.check the higher rank checks the last message's bytes (column wrong). The ranks spin
+/// while they wait, as in the ping-pong.
+void measure_stream(comm::World& world, const std::vector<std::size_t>& sizes,
+                    const MeasureOptions& options, PingPong& ping_pong);
+
 /// '#' lines: alpha, beta and r^2 of each pair and of all together, whether the pairs differ
-/// (then the file holds a model per pair), and the allreduce's fit beside the ring of messages
-/// the message model alone would time it as.
+/// (then the file holds a model per pair), the allreduce's fit beside the ring of messages
+/// the message model alone would time it as, and the streamed messages' fit beside the line's
+/// cost of the same sizes.
 void write_comm_fits(std::ostream& out, const train::CommModelRecords& records);
 
 }  // namespace mbkit::bench

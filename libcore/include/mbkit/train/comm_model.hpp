@@ -3,10 +3,14 @@
 // for MPI allreduces of the whole world (what a synchronous --allreduce mpi step calls), and
 // their file (--comm-model FILE.h5 of the trainers), as time_model.hpp is the DBSL time model's.
 // The trainers price a message by the line, and the allreduce by its measured points where
-// the file has them (measured_times.hpp), by its line where it has none. The model itself
+// the file has them (measured_times.hpp), by its line where it has none. A second line,
+// fitted to streamed messages (windows of back-to-back sends, as osu_bw times them), prices
+// the messages of exchanges whose sender does not wait for a reply (CommModel::streamed).
+// The model itself
 // (CommModel, what a message costs on the virtual clock) is virtual_clock.hpp's.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -69,8 +73,35 @@ struct CommAllreduceRecord {
 /// file from before they were kept): comm_fit_problem of its line.
 std::string allreduce_problem(const CommAllreduceRecord& allreduce);
 
+/// Streamed messages of every pair (as osu_bw against osu_latency's ping-pong): per pair and
+/// size, windows of up to `window` back-to-back non-blocking sends and one acknowledgement
+/// back; a point is the median over windows of a window's time over its messages. The line
+/// seconds = alpha + beta * bytes is fitted to every pair's points together. The points price
+/// a streamed message (measured_times.hpp; the line where a file has none): a message of a
+/// stream does not pay an isolated round trip's latency (on the shaped link of the README's
+/// setting 2 every ping-pong up to 32 kB took 4 ms one way, and the line's alpha 5.5 ms).
+struct CommStreamRecord {
+  int window = 0;  ///< the most messages in a window; 0: not measured (a file from before)
+  std::vector<double> bytes;    ///< every pair's sizes, pair after pair
+  std::vector<double> seconds;  ///< per point, the median seconds a message
+  CommModelFit fit;
+};
+
+/// The most messages in a window of the stream and the bytes a window holds at most: a window
+/// of `bytes`-byte messages has kStreamWindowBytes / bytes messages, kStreamMinWindow to
+/// kStreamMaxWindow.
+inline constexpr int kStreamMaxWindow = 64;
+inline constexpr int kStreamMinWindow = 4;
+inline constexpr std::size_t kStreamWindowBytes = std::size_t{16} << 20;
+int stream_window(std::size_t bytes);
+
+/// Why a stream measurement cannot price streamed messages, or "" when it can: as
+/// allreduce_problem (its points price, its line is shown beside them).
+std::string stream_problem(const CommStreamRecord& stream);
+
 /// What mb-bench-bandwidth --fit measured: every pair, the fit of all their points together,
-/// whether the pairs differ (then a trainer uses each pair's own fit), and the allreduce.
+/// whether the pairs differ (then a trainer uses each pair's own fit), the allreduce, and the
+/// streamed messages.
 struct CommModelRecords {
   int ranks = 2;
   std::vector<std::string> hosts;       ///< by rank
@@ -81,18 +112,20 @@ struct CommModelRecords {
   bool per_pair = false;
   std::vector<CommPairRecord> pairs;  ///< every pair, in order (0,1), (0,2), ..., (1,2), ...
   CommAllreduceRecord allreduce;
+  CommStreamRecord stream;
 };
 
 /// Fits each pair and all points together and decides per_pair (fits_differ for any two
-/// pairs), and fits the allreduce where it was measured. The points are given; the fits are
-/// filled in.
+/// pairs), and fits the allreduce and the stream where they were measured. The points are given;
+/// the fits are filled in.
 void fit_pairs(CommModelRecords& records);
 
 /// Writes the records to `path` atomically (format "mbkit-comm-model" in mbkit-formats(5)). A
 /// fit that is no usable model (comm_fit_problem: that of all pairs together, or each pair's
 /// where per_pair) is refused with status 1, naming the pair and why, and nothing is written.
 /// An allreduce that is no usable model (allreduce_problem) is left out of the file: the
-/// trainers then time the allreduce as a ring of messages.
+/// trainers then time the allreduce as a ring of messages; a stream that is no usable model
+/// (stream_problem) too: the trainers then price streamed messages by the line.
 void write_comm_model(const std::string& path, const CommModelRecords& records);
 
 /// Reads a comm-model file; a missing, damaged or inconsistent file, or one holding a fit that
@@ -101,8 +134,10 @@ void write_comm_model(const std::string& path, const CommModelRecords& records);
 CommModelRecords read_comm_model(const std::string& path);
 
 /// The model a trainer uses: the fit of all pairs together; each pair's fit where the pairs
-/// differ; and the allreduce's points (else its fit) where the file has one. A message is
-/// priced by the line, not the ping-pong's points (comm_model_of says why).
+/// differ; the allreduce's points (else its fit) where the file has one; and the stream's
+/// points (else its fit) where the file has one (a file from before has none: streamed
+/// messages cost the line's). A
+/// message is priced by the line, not the ping-pong's points (comm_model_of says why).
 CommModel comm_model_of(const CommModelRecords& records, const std::string& path);
 
 /// A run of `ranks` ranks with `model`: a per-pair model must be of as many ranks (a data

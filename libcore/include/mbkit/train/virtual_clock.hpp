@@ -11,7 +11,9 @@
 //   - each message as CommModel::message(bytes) = alpha + beta * bytes, or where a --comm-model
 //     file holds the measured points, their interpolation (measured_times.hpp); an allreduce as
 //     a ring of such messages or, where the file measured the MPI allreduce of as many ranks,
-//     as its points (or fit).
+//     as its points (or fit); a message of a stream (the asynchronous exchange's, whose sender
+//     does not wait for a reply) as CommModel::streamed(bytes), the file's streaming line where
+//     it has one.
 // Rank 0 keeps the emulated cluster's clock: the sync modes' step times follow from the
 // workers' reports (SyncTimeline), the asynchronous master processes gradients in the order of
 // their virtual arrival (VirtualArrivals, a small conservative discrete-event scheduler).
@@ -52,12 +54,22 @@ struct CommModel {
   int allreduce_ranks = 0;
   double allreduce_alpha = 0, allreduce_beta = 0;
   MeasuredTimes allreduce_points{};
+  /// A file's fit of streamed messages (windows of back-to-back sends, comm_model.hpp's
+  /// CommStreamRecord): stream_alpha + stream_beta * bytes. false: none (streamed() is
+  /// message()).
+  bool streams = false;
+  double stream_alpha = 0, stream_beta = 0;
+  MeasuredTimes stream_points{};  ///< where there are, they price a streamed message
 
   double message(std::uint64_t bytes) const { return one_way(static_cast<double>(bytes)); }
   /// A message between ranks `from` and `to`: its pair's cost in a per-pair model.
   double message(std::uint64_t bytes, int from, int to) const {
     return one_way(static_cast<double>(bytes), from, to);
   }
+  /// A message of a stream, whose sender sends the next without waiting for a reply (the
+  /// asynchronous workers' gradients, the master's parameters to them): the stream's points,
+  /// or its line, where there is one, else message(bytes).
+  double streamed(std::uint64_t bytes) const;
   /// An allreduce of `bytes` over `ranks`: the measured one where it is of `ranks` ranks, else
   /// a ring, 2 (ranks - 1) messages of bytes / ranks (in a per-pair model, each step as long as
   /// the ring's slowest link's).
@@ -66,7 +78,8 @@ struct CommModel {
   std::string describe() const;
   /// "ALPHA,BETA" as --comm-model takes it; a file's points add " points B:S,...", a per-pair
   /// model " I-J=ALPHA,BETA" (and its points) per pair, a measured allreduce
-  /// " allreduce R=ALPHA,BETA" (and its points): the model's values, to the bit.
+  /// " allreduce R=ALPHA,BETA" (and its points), a stream " stream=ALPHA,BETA" (and its points):
+  /// the model's values, to the bit.
   std::string spec() const;
 
  private:
