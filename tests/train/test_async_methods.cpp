@@ -4,7 +4,10 @@
 // virtual clock a blocked worker sends nothing and holds no one back (VirtualArrivals::block).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <deque>
+#include <functional>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -138,13 +141,96 @@ TEST(AsyncRule, AnUpdateTakesHeldGradientsOldestFirstOnePerWorker) {
   EXPECT_FALSE(update_takes_another(rule, VirtualArrivals(3, 0.5), 2, false, 0, 2));
 }
 
+// slowest() keeps a count of the running workers at each clock and release_blocked() walks the
+// blocked workers by clock (both O(log N) an event); here against the rule itself, scans of
+// every worker, over random runs of the master's loop on the virtual clock with bounds 0 to 3,
+// ties, retirements and K-async's per-update marks.
+TEST(AsyncRule, IndexedClocksAgreeWithAScanOfEveryWorkerOverRandomRuns) {
+  std::mt19937 random(5);
+  const auto grid = [&](int steps) { return 0.25 * static_cast<int>(random() % steps); };
+  int releases = 0, mixed_clocks = 0;  // not vacuous: workers were let go, some of two clocks
+  for (int run = 0; run < 300; ++run) {
+    const int workers = 1 + static_cast<int>(random() % 10);
+    const int bound = static_cast<int>(random() % 4);
+    const unsigned retire_one_in = 4 + random() % 12;
+    VirtualArrivals arrivals(workers, 0.25);
+    AsyncRule rule(workers, {.distinct = true, .staleness_bound = bound});
+    std::vector<std::int64_t> clock(static_cast<std::size_t>(workers), 0);
+    std::vector<bool> retired(clock.size(), false), in_update(clock.size(), false);
+    const auto scanned_slowest = [&] {
+      std::int64_t slowest = -1;
+      for (std::size_t w = 0; w < clock.size(); ++w) {
+        if (!retired[w] && (slowest < 0 || clock[w] < slowest)) slowest = clock[w];
+      }
+      return slowest >= 0 ? slowest : *std::max_element(clock.begin(), clock.end());
+    };
+    for (int w = 0; w < workers; ++w) arrivals.start(w, 0.25);
+    double now = 0;
+    for (int event = 0; event < 80; ++event) {
+      if (event % 4 == 0) {  // K-async's update of (up to) 2 distinct workers
+        rule.begin_update(std::min(2, workers));
+        std::fill(in_update.begin(), in_update.end(), false);
+      }
+      for (int w = 0; w < workers; ++w) {
+        const auto i = static_cast<std::size_t>(w);
+        if (!retired[i] && !arrivals.waiting(w) && !arrivals.blocked(w)) {
+          arrivals.arrived(w, grid(12));
+        }
+      }
+      const auto next = arrivals.next();
+      if (!next) break;  // all retired
+      const auto i = static_cast<std::size_t>(*next);
+      now = std::max(now, arrivals.take(*next));
+      if (random() % retire_one_in == 0) {
+        arrivals.retire(*next);
+        rule.retire(*next);
+        retired[i] = true;
+      } else {
+        rule.completed_round(*next);
+        ++clock[i];
+        ASSERT_EQ(rule.takes(*next), !rule.complete() && !in_update[i]) << "run " << run;
+        if (rule.takes(*next)) {
+          rule.took(*next);
+          in_update[i] = true;
+        }
+        const bool may_start = clock[i] - scanned_slowest() <= bound;
+        ASSERT_EQ(starts_next_round(arrivals, rule, *next), may_start) << "run " << run;
+      }
+      ASSERT_EQ(rule.slowest(), scanned_slowest()) << "run " << run << ", event " << event;
+      if (random() % 4 != 0) continue;  // several gradients an update (K-async, the count rule)
+      // The publication lets go every blocked worker the bound allows, in worker order.
+      std::vector<int> expected;
+      std::vector<std::int64_t> clocks;
+      for (int w = 0; w < workers; ++w) {
+        const std::int64_t at = clock[static_cast<std::size_t>(w)];
+        if (arrivals.blocked(w) && at - scanned_slowest() <= bound) {
+          expected.push_back(w);
+          clocks.push_back(at);
+        }
+      }
+      releases += static_cast<int>(expected.size());
+      if (std::adjacent_find(clocks.begin(), clocks.end(), std::not_equal_to<>()) != clocks.end())
+        ++mixed_clocks;
+      std::vector<int> released;
+      for (const ReleasedWorker& go : release_blocked(arrivals, rule, now)) {
+        released.push_back(go.worker);
+        EXPECT_EQ(go.start, now + 0.25);
+        EXPECT_FALSE(arrivals.blocked(go.worker));
+      }
+      ASSERT_EQ(released, expected) << "run " << run << ", event " << event;
+    }
+  }
+  EXPECT_GT(releases, 500);
+  EXPECT_GT(mixed_clocks, 10);
+}
+
 TEST(AsyncRule, ABlockedWorkerHoldsNoOneBack) {
   VirtualArrivals arrivals(2, 0.5);
   arrivals.start(0, 0);
   arrivals.start(1, 0);
   arrivals.arrived(1, 1.0);
   EXPECT_FALSE(arrivals.next().has_value());  // worker 0 could still arrive first
-  arrivals.block(0);
+  arrivals.block(0, 0);
   EXPECT_EQ(arrivals.next(), 1);
   EXPECT_TRUE(arrivals.none_until(1.0));
 }

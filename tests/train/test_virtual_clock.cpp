@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "mbkit/train/virtual_clock.hpp"
+#include "mbkit/util/error.hpp"
 #include "mbkit/util/strings.hpp"
 #include "test_helpers.hpp"
 
@@ -241,7 +242,7 @@ TEST(VirtualArrivals, OrderedEventsAgreeWithAScanOfEveryWorkerOverRandomRuns) {
         state[static_cast<std::size_t>(taken)] = State::kComputing;
         start[static_cast<std::size_t>(taken)] = arrival[static_cast<std::size_t>(taken)] - message;
       } else if (action == 7 && state[i] == State::kComputing) {
-        arrivals.block(w);
+        arrivals.block(w, 0);
         state[i] = State::kBlocked;
       } else if (action == 8 && state[i] != State::kWaiting) {
         start[i] = grid(40);
@@ -253,6 +254,51 @@ TEST(VirtualArrivals, OrderedEventsAgreeWithAScanOfEveryWorkerOverRandomRuns) {
       }
     }
   }
+}
+
+// held_at() is a binary search over the kept publications (about one a worker in flight); here
+// against the rule itself, a scan for the newest that reached the worker, over random runs with
+// ties (publication and start times on a grid of 0.25 s, repeated times) and forget_before().
+TEST(VirtualArrivals, HeldSetsAgreeWithAScanOfThePublicationsOverRandomRuns) {
+  std::mt19937 random(11);
+  const auto grid = [&](int steps) { return 0.25 * static_cast<int>(random() % steps); };
+  for (int run = 0; run < 200; ++run) {
+    const double message = grid(3);
+    VirtualArrivals arrivals(1, message);
+    std::vector<double> published;  // every publication's time, from index 0
+    std::int64_t first_kept = 0;
+    const auto scanned_held_at = [&](double start) {
+      std::int64_t held = first_kept;
+      for (std::size_t i = static_cast<std::size_t>(first_kept); i < published.size(); ++i) {
+        if (published[i] + message <= start) held = static_cast<std::int64_t>(i);
+      }
+      return held;
+    };
+    double now = 0;
+    for (int event = 0; event < 80; ++event) {
+      if (published.empty() || random() % 3 != 0) {
+        if (random() % 2 == 0) now += grid(3);  // ties: a third of the steps publish at once
+        ASSERT_EQ(arrivals.publish(now), static_cast<std::int64_t>(published.size()));
+        published.push_back(now);
+      }
+      const double start = now + grid(8) - 1.0;
+      ASSERT_EQ(arrivals.held_at(start), scanned_held_at(start))
+          << "run " << run << ", event " << event << ", start " << start;
+      if (random() % 5 == 0) {
+        const std::int64_t keep_from = scanned_held_at(start);
+        ASSERT_EQ(arrivals.forget_before(start), keep_from - first_kept) << "run " << run;
+        first_kept = keep_from;
+        ASSERT_EQ(arrivals.first_kept(), first_kept);
+      }
+    }
+  }
+}
+
+TEST(VirtualArrivals, PublicationsGoForwardInTime) {
+  VirtualArrivals arrivals(1, 0.5);
+  arrivals.publish(2.0);
+  arrivals.publish(2.0);
+  EXPECT_THROW(arrivals.publish(1.5), Error);
 }
 
 TEST(CpuClocks, AdvanceWithWorkAndNotWithSleep) {

@@ -12,13 +12,21 @@ namespace mbkit::train {
 
 using namespace exchange_detail;
 
+struct EmulatedAsyncMaster::SpareSnapshots {
+  // One set is forgotten about each publication: a few spares are enough.
+  static constexpr std::size_t kKept = 16;
+  std::mutex lock;  // a round's holder may let its set go on a helper thread
+  std::vector<std::unique_ptr<Snapshot>> kept;
+};
+
 EmulatedAsyncMaster::EmulatedAsyncMaster(Parts parts)
     : parts_(std::move(parts)),
       first_(parts_.rounds.shard(parts_.server).first),
       running_(parts_.rounds.lock(), std::defer_lock),
       rule_(parts_.rounds.workers(), {}),
       blocked_(static_cast<std::size_t>(parts_.rounds.workers()), 0.0),
-      retired_(blocked_.size(), false) {}
+      retired_(blocked_.size(), false),
+      spare_(std::make_shared<SpareSnapshots>()) {}
 
 EmulatedAsyncMaster::~EmulatedAsyncMaster() {
   abandon();
@@ -61,17 +69,7 @@ void EmulatedAsyncMaster::start(std::span<const float> parameters, std::span<con
 
 void EmulatedAsyncMaster::publish(std::span<const float> parameters, std::span<const float> state,
                                   std::int64_t step) {
-  std::shared_ptr<Snapshot> snapshot;
-  for (auto& spare : spare_) {
-    if (spare.use_count() == 1) {
-      snapshot = spare;
-      break;
-    }
-  }
-  if (!snapshot) {
-    snapshot = std::make_shared<Snapshot>();
-    spare_.push_back(snapshot);
-  }
+  const std::shared_ptr<Snapshot> snapshot = new_snapshot();
   snapshot->step = step;
   snapshot->values.assign(parameters.begin(), parameters.end());
   snapshot->values.insert(snapshot->values.end(), state.begin(), state.end());
@@ -82,6 +80,23 @@ void EmulatedAsyncMaster::publish(std::span<const float> parameters, std::span<c
     blocked_[static_cast<std::size_t>(released.worker)] = released.waited;
     begin_round(released.worker, released.start);
   }
+}
+
+std::shared_ptr<EmulatedAsyncMaster::Snapshot> EmulatedAsyncMaster::new_snapshot() {
+  std::unique_ptr<Snapshot> snapshot;
+  {
+    const std::lock_guard guard(spare_->lock);
+    if (!spare_->kept.empty()) {
+      snapshot = std::move(spare_->kept.back());
+      spare_->kept.pop_back();
+    }
+  }
+  if (!snapshot) snapshot = std::make_unique<Snapshot>();
+  return std::shared_ptr<Snapshot>(snapshot.release(), [spare = spare_](Snapshot* released) {
+    std::unique_ptr<Snapshot> owned(released);
+    const std::lock_guard guard(spare->lock);
+    if (spare->kept.size() < SpareSnapshots::kKept) spare->kept.push_back(std::move(owned));
+  });
 }
 
 void EmulatedAsyncMaster::begin_round(int w, double start) {
@@ -98,6 +113,7 @@ void EmulatedAsyncMaster::begin_round(int w, double start) {
 }
 
 void EmulatedAsyncMaster::retire(int w) {
+  if (!retired_[static_cast<std::size_t>(w)]) ++retired_count_;
   retired_[static_cast<std::size_t>(w)] = true;
   arrivals_->retire(w);
   rule_.retire(w);
@@ -168,7 +184,7 @@ CombinedStep EmulatedAsyncMaster::collect(std::span<float> gradients, std::span<
     history_.erase(history_.begin(), history_.begin() + forgotten);
   }
   // Every worker done with too few gradients for a step (enough: a step, though all are done).
-  const bool all_done = std::all_of(retired_.begin(), retired_.end(), [](bool r) { return r; });
+  const bool all_done = retired_count_ == parts_.rounds.workers();
   MBKIT_CHECK(
       all_done || !update_takes_another(rule_, *arrivals_, count, timed, deadline, min_gradients),
       "no emulated worker is computing");

@@ -411,6 +411,7 @@ SyncStepTime sync_step_time(const std::vector<SyncWorkerTime>& workers, bool par
 
 VirtualArrivals::VirtualArrivals(int workers, double message_seconds)
     : state_(static_cast<std::size_t>(workers), kComputing),
+      blocked_clock_(static_cast<std::size_t>(workers), 0),
       start_(static_cast<std::size_t>(workers), 0.0),
       arrival_(static_cast<std::size_t>(workers), 0.0),
       delay_(static_cast<std::size_t>(workers), 0.0),
@@ -423,6 +424,7 @@ void VirtualArrivals::leave_queue(std::size_t i) {
   const int w = static_cast<int>(i);
   if (state_[i] == kComputing) computing_.erase({start_[i] + message_, w});
   if (state_[i] == kWaiting) waiting_.erase({arrival_[i], w});
+  if (state_[i] == kBlocked) blocked_.erase({blocked_clock_[i], w});
 }
 
 void VirtualArrivals::start(int w, double start) {
@@ -457,12 +459,14 @@ void VirtualArrivals::retire(int w) {
 
 // A blocked worker starts only after a gradient taken later (a message after it), so it never
 // arrives before a gradient next() names: it is left out of next()'s and none_until()'s bounds.
-void VirtualArrivals::block(int w) {
+void VirtualArrivals::block(int w, std::int64_t clock) {
   const auto i = static_cast<std::size_t>(w);
   MBKIT_CHECK(state_[i] == kComputing, "VirtualArrivals: worker ", w,
               " blocked while not computing");
   leave_queue(i);
   state_[i] = kBlocked;
+  blocked_clock_[i] = clock;
+  blocked_.emplace(clock, w);
 }
 
 std::optional<int> VirtualArrivals::next() const {
@@ -494,17 +498,20 @@ bool VirtualArrivals::none_until(double time) const {
 }
 
 std::int64_t VirtualArrivals::publish(double time) {
+  MBKIT_CHECK(published_.empty() || time >= published_.back(), "VirtualArrivals: published at ",
+              time, " after ", published_.back());
   published_.push_back(time);
   return first_kept_ + static_cast<std::int64_t>(published_.size()) - 1;
 }
 
 std::int64_t VirtualArrivals::held_at(double start) const {
   MBKIT_CHECK(!published_.empty(), "VirtualArrivals: nothing published");
-  std::int64_t held = first_kept_;  // the oldest kept: the start parameters at worst
-  for (std::size_t i = 0; i < published_.size(); ++i) {
-    if (published_[i] + message_ <= start) held = first_kept_ + static_cast<std::int64_t>(i);
-  }
-  return held;
+  // The times are in order, and so are time + message (rounding is monotonic): the sets that
+  // reached the worker by `start` are a prefix, and it holds the prefix's last.
+  const auto reached = std::partition_point(published_.begin(), published_.end(),
+                                            [&](double time) { return time + message_ <= start; });
+  const auto newest = std::max<std::ptrdiff_t>(reached - published_.begin() - 1, 0);
+  return first_kept_ + static_cast<std::int64_t>(newest);  // at worst the oldest kept
 }
 
 std::int64_t VirtualArrivals::forget_before(double start) {

@@ -18,6 +18,7 @@
 //    schedule; s larger than any gap: plain --async.
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <vector>
 
 #include "mbkit/train/virtual_clock.hpp"
@@ -60,7 +61,12 @@ class AsyncRule {
  private:
   AsyncRuleSettings settings_;
   std::vector<bool> in_update_, retired_;
+  std::vector<int> in_update_list_;  ///< the workers in_update_ marks (cleared, not scanned)
   std::vector<std::int64_t> clock_;
+  // How many running (not retired) workers have each clock, so that slowest() and may_start()
+  // cost O(log N) on every event, not a scan of every worker.
+  std::map<std::int64_t, int> running_clocks_;
+  std::int64_t largest_clock_ = 0;
   int taken_ = 0, wanted_ = 1;
 };
 
@@ -97,7 +103,8 @@ struct ReleasedWorker {
   double start, waited;
 };
 /// Virtual clock, a publication at master time `now`: the blocked workers the rule now lets
-/// start, in worker order, each started in `arrivals` once the parameters reached it.
+/// start, in worker order, each started in `arrivals` once the parameters reached it. Costs
+/// what it releases (arrivals.blocked_by_clock()'s prefix), not a scan of every worker.
 std::vector<ReleasedWorker> release_blocked(VirtualArrivals& arrivals, const AsyncRule& rule,
                                             double now);
 

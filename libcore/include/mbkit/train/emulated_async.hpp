@@ -16,7 +16,8 @@
 //           referenced by a worker's round in flight: at most one per update made while the
 //           slowest round ran (about N with the count rule at one gradient an update);
 //   time:   the workers' compute, one pass over its shard per gradient taken, and copies of
-//           the held parameters into the network around each round.
+//           the held parameters into the network around each round; the bookkeeping costs
+//           O(log N) an event (no pass over the workers or the sets in flight).
 #pragma once
 
 #include <cstdint>
@@ -76,6 +77,8 @@ class EmulatedAsyncMaster final : public AsyncCombiner {
   void retire(int w);
   /// The report as the master takes it at master step `step`: the fields a message carries.
   WorkerReport as_taken(int w, const WorkerReport& report, std::int64_t step) const;
+  /// A parameter set to fill: a spare one (its buffer kept), or a new one.
+  std::shared_ptr<Snapshot> new_snapshot();
 
   /// K-async: a gradient that came in while its worker's was already in the update.
   struct HeldGradient {
@@ -94,10 +97,14 @@ class EmulatedAsyncMaster final : public AsyncCombiner {
   bool ended_ = false;
   std::vector<double> blocked_;    ///< --staleness-bound: seconds a round in flight waited to start
   std::vector<bool> retired_;      ///< workers whose rounds ended (another server's stop)
+  int retired_count_ = 0;          ///< of retired_'s
   std::deque<HeldGradient> held_;  ///< in order of arrival
   /// history_[i]: publication arrivals_->first_kept() + i.
   std::deque<std::shared_ptr<const Snapshot>> history_;
-  std::vector<std::shared_ptr<Snapshot>> spare_;  ///< sets to reuse once nothing holds them
+  struct SpareSnapshots;
+  /// Sets nothing holds any more, to reuse: each set goes back here when its last holder lets
+  /// it go (found without a scan of the about N sets in flight).
+  std::shared_ptr<SpareSnapshots> spare_;
 };
 
 }  // namespace mbkit::train

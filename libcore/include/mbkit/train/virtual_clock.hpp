@@ -210,8 +210,12 @@ class VirtualArrivals {
   void retire(int w);
   /// The worker, whose gradient was taken, may not start its next round yet (a staleness
   /// bound, async_rule.hpp): it sends nothing until start(); round_start() stays its ready time.
-  void block(int w);
+  /// `clock` is its rule clock (rounds completed), which stays while it is blocked.
+  void block(int w, std::int64_t clock);
   bool blocked(int w) const { return state_[static_cast<std::size_t>(w)] == kBlocked; }
+  /// The blocked workers by (clock, worker): those a staleness bound lets go are a prefix
+  /// (release_blocked() costs what it releases, not a scan of every worker).
+  const std::set<std::pair<std::int64_t, int>>& blocked_by_clock() const { return blocked_; }
   /// The worker whose gradient is next in virtual time, when it is safe to take it.
   std::optional<int> next() const;
   /// Takes worker w's gradient (the one next() named): returns its arrival time. The worker's
@@ -229,7 +233,8 @@ class VirtualArrivals {
 
   /// Published parameter sets, by virtual time: which one a worker starting at `start` holds
   /// (the newest with publish time + message <= start). Returns an index into what publish()
-  /// returned.
+  /// returned. Times never decrease (the master's clock), so held_at() is a binary search over
+  /// the kept ones, about one a worker in flight.
   std::int64_t publish(double time);
   std::int64_t held_at(double start) const;
   /// Forgets publications nobody can need any more: the newest one held at `start` and later
@@ -239,13 +244,15 @@ class VirtualArrivals {
 
  private:
   enum State { kComputing, kWaiting, kRetired, kBlocked };
-  /// Takes worker i out of its state's queue (computing_ or waiting_), if it is in one.
+  /// Takes worker i out of its state's queue (computing_, waiting_ or blocked_).
   void leave_queue(std::size_t i);
   std::vector<State> state_;
   // The events in order, so that next() and none_until() cost O(log N), not a scan of every
   // worker (10,000 emulated workers take a gradient each event): the waiting gradients by
   // (arrival, worker), the computing workers by their earliest arrival (start + message, worker).
   std::set<std::pair<double, int>> waiting_, computing_;
+  std::set<std::pair<std::int64_t, int>> blocked_;  ///< (clock at block(), worker)
+  std::vector<std::int64_t> blocked_clock_;
   std::vector<double> start_, arrival_, delay_;
   std::vector<double> link_free_;  ///< when each worker's previous send is through
   double message_;
