@@ -12,13 +12,6 @@ namespace mbkit::train {
 
 using namespace exchange_detail;
 
-struct EmulatedAsyncMaster::SpareSnapshots {
-  // One set is forgotten about each publication: a few spares are enough.
-  static constexpr std::size_t kKept = 16;
-  std::mutex lock;  // a round's holder may let its set go on a helper thread
-  std::vector<std::unique_ptr<Snapshot>> kept;
-};
-
 EmulatedAsyncMaster::EmulatedAsyncMaster(Parts parts)
     : parts_(std::move(parts)),
       first_(parts_.rounds.shard(parts_.server).first),
@@ -26,7 +19,7 @@ EmulatedAsyncMaster::EmulatedAsyncMaster(Parts parts)
       rule_(parts_.rounds.workers(), {}),
       blocked_(static_cast<std::size_t>(parts_.rounds.workers()), 0.0),
       retired_(blocked_.size(), false),
-      spare_(std::make_shared<SpareSnapshots>()) {}
+      spare_(kSpareSnapshots) {}
 
 EmulatedAsyncMaster::~EmulatedAsyncMaster() {
   abandon();
@@ -83,20 +76,7 @@ void EmulatedAsyncMaster::publish(std::span<const float> parameters, std::span<c
 }
 
 std::shared_ptr<EmulatedAsyncMaster::Snapshot> EmulatedAsyncMaster::new_snapshot() {
-  std::unique_ptr<Snapshot> snapshot;
-  {
-    const std::lock_guard guard(spare_->lock);
-    if (!spare_->kept.empty()) {
-      snapshot = std::move(spare_->kept.back());
-      spare_->kept.pop_back();
-    }
-  }
-  if (!snapshot) snapshot = std::make_unique<Snapshot>();
-  return std::shared_ptr<Snapshot>(snapshot.release(), [spare = spare_](Snapshot* released) {
-    std::unique_ptr<Snapshot> owned(released);
-    const std::lock_guard guard(spare->lock);
-    if (spare->kept.size() < SpareSnapshots::kKept) spare->kept.push_back(std::move(owned));
-  });
+  return spare_.take();
 }
 
 void EmulatedAsyncMaster::begin_round(int w, double start) {

@@ -21,7 +21,7 @@ EmulatedAsyncRounds::EmulatedAsyncRounds(Parts parts)
       phase_(stopped_.size(), Phase::kNotEntered),
       awaited_(stopped_.size(), 0),
       ahead_(parts_.ahead_bytes),
-      spare_results_(std::make_shared<SpareResults>()) {
+      spare_results_(kSpareResults) {
   for (Worker& worker : workers_) {
     worker.started.assign(stopped_.size(), 0);
     worker.taken.assign(stopped_.size(), 0);
@@ -183,31 +183,9 @@ void EmulatedAsyncRounds::ready_from_host(int w, double& ready) {
       [&] { return compute_ahead(); });
 }
 
-struct EmulatedAsyncRounds::SpareResults {
-  // Enough for the rounds a take hands on while others are computed (one freed, one made).
-  static constexpr std::size_t kKept = 16;
-  std::mutex lock;
-  std::vector<std::unique_ptr<Computed>> kept;
-};
-
 std::shared_ptr<EmulatedAsyncRounds::Computed> EmulatedAsyncRounds::new_result() {
-  std::unique_ptr<Computed> result;
-  {
-    const std::lock_guard guard(spare_results_->lock);
-    if (!spare_results_->kept.empty()) {
-      result = std::move(spare_results_->kept.back());
-      spare_results_->kept.pop_back();
-    }
-  }
-  if (!result) result = std::make_unique<Computed>();
   // Once nothing holds it (the servers took it, a held K-async gradient was added), kept.
-  return std::shared_ptr<Computed>(result.release(), [spare = spare_results_](Computed* computed) {
-    std::unique_ptr<Computed> owned(computed);
-    const std::lock_guard guard(spare->lock);
-    if (spare->kept.size() < SpareResults::kKept) {
-      spare->kept.push_back(std::move(owned));
-    }
-  });
+  return spare_results_.take();
 }
 
 std::shared_ptr<const EmulatedAsyncRounds::Computed> EmulatedAsyncRounds::run_round(

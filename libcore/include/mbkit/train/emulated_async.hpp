@@ -35,6 +35,7 @@
 #include "mbkit/train/emulated_workers.hpp"
 #include "mbkit/train/exchange.hpp"
 #include "mbkit/train/options.hpp"
+#include "mbkit/train/spare_pool.hpp"
 #include "mbkit/train/virtual_clock.hpp"
 
 namespace mbkit::train {
@@ -101,10 +102,12 @@ class EmulatedAsyncMaster final : public AsyncCombiner {
   std::deque<HeldGradient> held_;  ///< in order of arrival
   /// history_[i]: publication arrivals_->first_kept() + i.
   std::deque<std::shared_ptr<const Snapshot>> history_;
-  struct SpareSnapshots;
   /// Sets nothing holds any more, to reuse: each set goes back here when its last holder lets
-  /// it go (found without a scan of the about N sets in flight).
-  std::shared_ptr<SpareSnapshots> spare_;
+  /// it go (found without a scan of the about N sets in flight; a round's holder may let its
+  /// set go on a helper thread). One set is forgotten about each publication: a few spares
+  /// are enough.
+  static constexpr std::size_t kSpareSnapshots = 16;
+  SparePool<Snapshot> spare_;
 };
 
 }  // namespace mbkit::train

@@ -45,6 +45,7 @@
 #include "mbkit/train/emulated_workers.hpp"
 #include "mbkit/train/options.hpp"
 #include "mbkit/train/rounds_ahead.hpp"
+#include "mbkit/train/spare_pool.hpp"
 
 namespace mbkit::train {
 
@@ -139,9 +140,6 @@ class EmulatedAsyncRounds {
   /// Under shares, worker w's round's `ready` as its host predicted it, on every rank
   /// (computing rounds ahead meanwhile).
   void ready_from_host(int w, double& ready);
-  /// Results no longer held, to reuse (a gradient is the model's size: allocated each round,
-  /// it is faulted in, and on the ranks that receive it zeroed, every time).
-  struct SpareResults;
   /// A result to fill: a spare one, or a new one.
   std::shared_ptr<Computed> new_result();
   /// Under shares, the computed round of worker w on every rank, from its host (computing
@@ -168,7 +166,11 @@ class EmulatedAsyncRounds {
   int turn_ = 0;  ///< the server that runs
   std::vector<float> saved_parameters_, saved_state_;
   RoundsAhead ahead_;
-  std::shared_ptr<SpareResults> spare_results_;  ///< shared with the results it will keep
+  /// Results no longer held, to reuse (a gradient is the model's size: allocated each round,
+  /// it is faulted in, and on the ranks that receive it zeroed, every time); enough for the
+  /// rounds a take hands on while others are computed (one freed, one made).
+  static constexpr std::size_t kSpareResults = 16;
+  SparePool<Computed> spare_results_;
 };
 
 }  // namespace mbkit::train
