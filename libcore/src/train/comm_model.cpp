@@ -227,6 +227,17 @@ void set_points(io::Object& object, const std::vector<double>& bytes,
   object.set_attribute("seconds", seconds);
 }
 
+/// A group of measured messages (the allreduce's, the stream's): its count attribute (`ranks`,
+/// `window`), its fitted line and its points.
+void write_measured(io::File& file, const std::string& name, const char* count_name, int count,
+                    const CommModelFit& fit, const std::vector<double>& bytes,
+                    const std::vector<double>& seconds) {
+  io::Group group = file.create_group(name);
+  group.set_attribute(count_name, count);
+  set_fit(group, fit);
+  set_points(group, bytes, seconds);
+}
+
 void require_usable(const io::Object& object, const CommModelFit& fit, const std::string& what) {
   if (const std::string problem = comm_fit_problem(fit); !problem.empty()) {
     data_error(cat(object.describe(), " (", what, "): ", problem, ": not a usable message model"));
@@ -283,17 +294,13 @@ void write_comm_model(const std::string& path, const CommModelRecords& records) 
   }
   if (const CommAllreduceRecord& allreduce = records.allreduce;
       allreduce.ranks > 0 && allreduce_problem(allreduce).empty()) {
-    io::Group group = file.create_group(kAllreduceGroup);
-    group.set_attribute("ranks", allreduce.ranks);
-    set_fit(group, allreduce.fit);
-    set_points(group, allreduce.bytes, allreduce.seconds);
+    write_measured(file, kAllreduceGroup, "ranks", allreduce.ranks, allreduce.fit, allreduce.bytes,
+                   allreduce.seconds);
   }
   if (const CommStreamRecord& stream = records.stream;
       stream.window > 0 && stream_problem(stream).empty()) {
-    io::Group group = file.create_group(kStreamGroup);
-    group.set_attribute("window", stream.window);
-    set_fit(group, stream.fit);
-    set_points(group, stream.bytes, stream.seconds);
+    write_measured(file, kStreamGroup, "window", stream.window, stream.fit, stream.bytes,
+                   stream.seconds);
   }
   file.close();
   output.commit();
