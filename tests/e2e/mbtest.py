@@ -527,6 +527,32 @@ def visible_gpus():
     return int(found.group(1)) if found else 0
 
 
+def stuck_rank_names(test, err, stuck):
+    """The ranks that gave up on a job with rank `stuck` stopped, from its stderr `err`: the
+    rank that gave up first ended the job (MPI_Abort) naming `stuck` alone; a rank still
+    waiting on it afterwards (mpirun's SIGTERM asks it to save and stop) may rightly name that
+    rank, which is gone. mpirun prints its abort notice and the ranks' lines in no fixed order,
+    so the lines are told apart by their rank. Asserts that through `test`; returns the names,
+    one list of ranks per naming line."""
+    aborted = re.search(r"MPI_ABORT was invoked on rank (\d+)", err)
+    aborter = aborted.group(1) if aborted else None
+    named = []
+    for line in err.splitlines():
+        found = re.search(r"\(--comm-timeout\); ranks? ([0-9, and]+) do(?:es)? not answer", line)
+        if not found:
+            continue
+        ranks = re.split(r", | and ", found.group(1))
+        by = re.search(r"error: rank (\d+) |rank (\d+): error:", line)
+        rank = by and (by.group(1) or by.group(2))
+        if rank == aborter or aborter is None:
+            test.assertEqual(ranks, [str(stuck)], msg=err)
+        else:
+            test.assertIn(ranks, ([str(stuck)], [aborter]), msg=err)
+        named.append(ranks)
+    test.assertIn([str(stuck)], named, msg=err)
+    return named
+
+
 def end_job(job, pids):
     """After a test that stopped ranks: SIGKILL every process of `pids` ({rank: PID}, or None)
     still there, and the launcher if it still runs, reaped."""

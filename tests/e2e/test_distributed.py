@@ -464,27 +464,7 @@ class Distributed(mbtest.ToolTestCase):
             self.assertRegex(err, r"waiting for the other ranks(' \w+| to read the sum) at step \d+: "
                                   r"nothing for 2 s "
                                   r"\(--comm-timeout\); rank 2 does not answer", msg=err)
-        # The rank that gave up first ended the job (MPI_Abort) naming rank 2 alone; a rank
-        # still waiting on it afterwards (mpirun's SIGTERM asks it to save and stop) may
-        # rightly name that rank, which is gone. (mpirun prints its abort notice and the
-        # ranks' lines in no fixed order: the lines are told apart by their rank.)
-        aborted = re.search(r"MPI_ABORT was invoked on rank (\d+)", err)
-        aborter = aborted.group(1) if aborted else None
-        named = []
-        for line in err.splitlines():
-            found = re.search(r"\(--comm-timeout\); ranks? ([0-9, and]+) do(?:es)? not "
-                              r"answer", line)
-            if not found:
-                continue
-            ranks = re.split(r", | and ", found.group(1))
-            by = re.search(r"error: rank (\d+) |rank (\d+): error:", line)
-            rank = by and (by.group(1) or by.group(2))
-            if rank == aborter or aborter is None:
-                self.assertEqual(ranks, ["2"], msg=err)
-            else:
-                self.assertIn(ranks, (["2"], [aborter]), msg=err)
-            named.append(ranks)
-        self.assertIn(["2"], named, msg=err)
+        named = mbtest.stuck_rank_names(self, err, 2)
         # ... and where it runs (one host here: every rank's is gathered at start).
         self.assertEqual(len(re.findall(r"does not answer \([^)]*\); it runs on host " +
                                         re.escape(socket.gethostname()), err)),
