@@ -271,8 +271,11 @@ class Training(mbtest.ToolTestCase):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.assertIsNone(process.poll(), "the run ended before it could be interrupted")
+            # Without the file lock, as mbtest's wait_for_steps: a reader's lock taken while the
+            # writer reopens its new log for SWMR fails that open (seen in CI: exit 3).
             try:
-                with h5py.File(self.path(log), "r", swmr=True) as f:
+                with h5py.File(self.path(log), "r", libver="latest", swmr=True,
+                               locking=False) as f:
                     if len(f["steps/step"]) >= rows:
                         return
             except (OSError, KeyError):
