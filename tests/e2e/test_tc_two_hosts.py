@@ -31,8 +31,9 @@ link:
   rate's 8e-8 s per byte (headers add 5%, Open MPI's rendezvous for large messages a round trip
   or two; the unshaped link's beta is 2 to 3 times below the lower bound).
   The streamed messages' fit (windows of back-to-back sends, the model of the asynchronous
-  exchange's messages) must show the rate in its beta as well (0.9x to 2x), and its intercept
-  must be below the ping-pong's smallest one-way time: a message of a stream pays no round trip.
+  exchange's messages) must show the rate in its beta as well (0.9x to 2x), and its smallest
+  message must cost less than the ping-pong's smallest one-way time: a message of a stream pays
+  no round trip.
 
 Needs root, iproute2 (ip, tc), util-linux (nsenter, unshare), mpirun and a kernel that makes
 network namespaces; elsewhere the file is reported skipped (status 77) with the reason. The
@@ -160,15 +161,17 @@ class ShapedLink(mbtest.ToolTestCase):
         self.assertGreaterEqual(beta, 0.9 * 8 / RATE_BITS, msg=out)
         self.assertLessEqual(beta, 2.0 * 8 / RATE_BITS, msg=out)
         # Streamed messages go at the rate too, and a small one costs less than an isolated
-        # round trip's: its intercept is under the ping-pong's smallest one-way time.
+        # round trip's: the stream's smallest message under the ping-pong's smallest one-way
+        # time. (Not the stream's intercept: the line's least squares are the large sizes',
+        # and CI once fitted 0.59 +- 0.41 ms against a 0.18 ms ping-pong, its 64 B at 0.12 ms.)
         with h5py.File(self.path("cm.h5"), "r") as f:
             self.assertIn("stream", f, msg=out)
-            stream_alpha = float(f["stream"].attrs["alpha"])
             stream_beta = float(f["stream"].attrs["beta"])
+            stream_smallest = float(f["stream"].attrs["seconds"][0])
             smallest = min(float(x) for x in f["pairs/0"].attrs["seconds"])
         self.assertGreaterEqual(stream_beta, 0.9 * 8 / RATE_BITS, msg=out)
         self.assertLessEqual(stream_beta, 2.0 * 8 / RATE_BITS, msg=out)
-        self.assertLess(stream_alpha, smallest, msg=out)
+        self.assertLess(stream_smallest, smallest, msg=out)
 
 
 if __name__ == "__main__":
