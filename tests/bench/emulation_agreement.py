@@ -21,9 +21,10 @@ fitted to mb-bench-partitions' median steps (no --induce: the worker computes ag
 the parameters are back and spins in MPI's polling while it waits, never sleeping: on a loaded
 machine it shares its core as the benchmark's back-to-back steps do); with --measured-model the emulation is also run
 with the message model the trainer measures at start on its own exchange (across the link);
-with --stream-baseline async is also emulated with the link's file less its streaming model
-(the /stream group, which prices async's gradients and parameters: a file from before it was
-measured prices them by the ping-pong's line).
+with --cycle-baseline async is also emulated with the link's file less its async cycle (the
+/async group, which prices async's gradients and parameters: a file without it prices them by
+the /stream group's streamed messages), with --stream-baseline less both (by the ping-pong's
+line).
 Skipped, with the reason, where namespaces or tc's tbf cannot be made.
 
 Setting 3 (--settings 3): the worker slowed for real, its rank in a cgroup v1 cpu controller
@@ -48,6 +49,7 @@ cgroup_cpu_per_step.py measures the steps' CPU without the start-up).
         [--batch-size 256] [--induce 0.05:0.01:1] [--target 0.6] [--data FILE] [--keep DIR]
         [--slow-factor 2] [--cfs-periods 100000,10000,2000] [--compute-fit auto|min|median]
         [--repeats 1] [--link-rates 1gbit,10gbit] [--measured-model] [--stream-baseline]
+        [--cycle-baseline]
         [--setting3-emulation quota,quota-spin,slowdown] [--unthrottled-baseline]
 """
 
@@ -372,8 +374,11 @@ def main():
                              "measures at start on its own exchange")
     parser.add_argument("--stream-baseline", action="store_true",
                         help="setting 2: also emulate async with the link's file less its "
-                             "streaming model (as a file of before it was measured prices the "
-                             "gradients: by the ping-pong's line)")
+                             "async cycle and streaming model (as a file of before they were "
+                             "measured prices the gradients: by the ping-pong's line)")
+    parser.add_argument("--cycle-baseline", action="store_true",
+                        help="setting 2: also emulate async with the link's file less its "
+                             "async cycle (the streamed messages price the gradients)")
     parser.add_argument("--compute-fit", choices=("auto", "min", "median"), default="auto",
                         help="fit the compute model to mb-bench-partitions' fastest or median "
                              "steps (auto: fastest for setting 1, whose workers sleep between "
@@ -583,22 +588,28 @@ def setting_two(args, directory, trainer_command, compare, models, fits):
                   ("" if fit.returncode == 0 else " (refused as a file: given inline)"))
             # The MPI allreduce's own fit (in the file: a two-rank --allreduce mpi step takes
             # it), beside the ring of messages the message model alone would give.
-            for line in re.findall(r"^# (?:allreduce|streamed message)[ s].*$", fit.stdout,
-                                   re.M):
+            for line in re.findall(r"^# (?:allreduce|streamed message|async cycle)[ s].*$",
+                                   fit.stdout, re.M):
                 print(line)
             variants = [("fit", comm)]
             if args.measured_model:
                 variants.append(("measured", []))
             # The streaming model prices only the asynchronous exchange: its baseline is async's.
             only = {}
-            if args.stream_baseline and fit.returncode == 0:
-                line_file = os.path.join(directory, f"link-{rate}-line.h5")
-                shutil.copy(cm, line_file)
-                with h5py.File(line_file, "r+") as f:
-                    if "stream" in f:
-                        del f["stream"]
-                variants.append(("line", ["--comm-model", line_file]))
-                only["line"] = {"async"}
+            # The baselines of the async models: the file less its async cycle (the stream
+            # prices), less its stream too (the line prices).
+            for flag, variant, groups in ((args.cycle_baseline, "stream", ("async",)),
+                                          (args.stream_baseline, "line", ("async", "stream"))):
+                if not flag or fit.returncode != 0:
+                    continue
+                baseline = os.path.join(directory, f"link-{rate}-{variant}.h5")
+                shutil.copy(cm, baseline)
+                with h5py.File(baseline, "r+") as f:
+                    for group in groups:
+                        if group in f:
+                            del f[group]
+                variants.append((variant, ["--comm-model", baseline]))
+                only[variant] = {"async"}
             reports = {(name, v): [] for name, _, _ in methods for v, _ in variants
                        if name in only.get(v, {name})}
             for repeat in range(args.repeats):

@@ -1,11 +1,11 @@
 """One command measures a cluster, one emulates it: mpirun -n 2 mb-bench-bandwidth --fit times
-messages between the two ranks (ping-pong), an MPI allreduce of both and streamed messages
-(windows of back-to-back sends), and writes the measured points (the median per size), the
-message model's line (alpha, beta, r^2; the hosts, CPU and date), the allreduce's and the
-stream's, with the -o/--force rules of the other tools; a trainer given that file with
---comm-model on the virtual clock prices a ps message by the line, an async one by the stream's
-points (by the line where the file has no stream, as one written before), and a two-rank
---allreduce mpi step by interpolating the measured points linearly in bytes, and a file
+messages between the two ranks (ping-pong), an MPI allreduce of both, streamed messages
+(windows of back-to-back sends) and the asynchronous exchange's cycle (idle and busy), and writes
+the measured points (the median per size), the message model's line (alpha, beta, r^2; the
+hosts, CPU and date), the allreduce's, the stream's and the cycle's, with the -o/--force rules of the other tools; a trainer given that file with
+--comm-model on the virtual clock prices a ps message by the line, an async one by the async
+cycle's points (by the stream's where the file has no cycle, by the line where it has neither,
+as files written before), and a two-rank --allreduce mpi step by interpolating the measured points linearly in bytes, and a file
 without points takes the same step times, to the bit, as the same run given the fitted alpha
 and beta inline; --resume with another model is refused; bad model files are refused in one
 line naming the file (status 3)."""
@@ -88,8 +88,11 @@ class CommModel(mbtest.ToolTestCase):
         self.assertEqual([int(r["size"]) for r in rows if r["op"] == "pingpong-0-1"], sizes)
         self.assertEqual([int(r["size"]) for r in rows if r["op"] == "allreduce-world"], sizes)
         self.assertEqual([int(r["size"]) for r in rows if r["op"] == "stream-0-1"], sizes)
+        self.assertEqual([int(r["size"]) for r in rows if r["op"] == "async-0-1"], sizes)
+        self.assertEqual([int(r["size"]) for r in rows if r["op"] == "async-busy-0-1"], sizes)
         self.assertEqual({r["op"] for r in rows},
-                         {"pingpong-0-1", "allreduce-world", "stream-0-1"})
+                         {"pingpong-0-1", "allreduce-world", "stream-0-1", "async-0-1",
+                          "async-busy-0-1"})
         self.assertTrue(all(r["wrong"] == "0" for r in rows))
         self.assertIn("# ranks 0-1: alpha = ", result.out)
         self.assertIn("# streamed messages (windows of up to 64), all pairs: alpha = ", result.out)
@@ -120,6 +123,20 @@ class CommModel(mbtest.ToolTestCase):
             self.assertTrue(all(float(x) > 0 for x in stream.attrs["seconds"]))
             for name in ("alpha", "beta", "r_squared", "alpha_stderr", "beta_stderr"):
                 self.assertTrue(np.isfinite(float(stream.attrs[name])), msg=name)
+            # The async cycle: its window, the idle and busy periods per size, its line.
+            cycle = f["async"]
+            self.assertEqual(int(cycle.attrs["window"]), 4)
+            self.assertEqual([int(x) for x in cycle.attrs["bytes"]], sizes)
+            for name in ("seconds", "busy_seconds"):
+                self.assertEqual(len(cycle.attrs[name]), 9, msg=name)
+                self.assertTrue(all(float(x) > 0 for x in cycle.attrs[name]), msg=name)
+            for name in ("alpha", "beta", "r_squared", "alpha_stderr", "beta_stderr"):
+                self.assertTrue(np.isfinite(float(cycle.attrs[name])), msg=name)
+        self.assertIn("# async cycle (windows of up to 4 gradients), all pairs: alpha = ",
+                      result.out)
+        self.assertRegex(result.out, r"# async cycle of 524288 bytes: \S+ s a gradient with the "
+                                     r"worker idle, \S+ s busy as long \(the messages' CPU on "
+                                     r"the worker: \S+ s\)")
         # The output exists: --force or nothing, as every tool.
         again = self.bench(*FIT, "--comm-model", self.path("cm.h5"))
         self.assertEqual(again.rc, 2, msg=repr(again))
@@ -142,6 +159,7 @@ class CommModel(mbtest.ToolTestCase):
                 del group.attrs["bytes"]
                 del group.attrs["seconds"]
             del f["stream"]
+            del f["async"]
         inline = f"{alpha!r},{beta!r}"
         for comm in ("ps", "allreduce"):
             self.assertSucceeded(self.train(3, "--comm", comm, "--steps", "4", "--comm-model",
@@ -161,11 +179,12 @@ class CommModel(mbtest.ToolTestCase):
                 self.assertEqual(config["comm_model"], self.path("line.h5"))
                 self.assertEqual(config["comm_model_values"], f"{alpha:.17g},{beta:.17g}")
 
-    def test_ps_messages_by_the_line_async_ones_by_the_stream_and_older_files_by_the_line(self):
+    def test_ps_messages_by_the_line_async_by_its_cycle_and_older_files_as_before(self):
         # The file holds the ping-pong's points, but a ps message is priced by the fitted line
-        # (comm_model.hpp says why); async's gradients and parameters stream (the sender does
-        # not wait for a reply) and are priced by the stream's points; a file without the
-        # stream (written before it was measured) prices them by the line, as before.
+        # (comm_model.hpp says why); async's gradients and parameters are priced by the async
+        # cycle's points (the link's period of a gradient out and the parameters back); a file
+        # without the cycle (written before it was measured) prices them by the stream's
+        # points, one without the stream either by the line, as before.
         self.fitted()
         with h5py.File(self.path("cm.h5"), "r") as f:
             alpha, beta = float(f.attrs["alpha"]), float(f.attrs["beta"])
@@ -173,12 +192,18 @@ class CommModel(mbtest.ToolTestCase):
             seconds = [float(x) for x in f["pairs/0"].attrs["seconds"]]
             stream_sizes = [float(x) for x in f["stream"].attrs["bytes"]]
             stream_seconds = [float(x) for x in f["stream"].attrs["seconds"]]
-        shutil.copy(self.path("cm.h5"), self.path("old.h5"))
+            cycle_sizes = [float(x) for x in f["async"].attrs["bytes"]]
+            cycle_seconds = [float(x) for x in f["async"].attrs["seconds"]]
+        shutil.copy(self.path("cm.h5"), self.path("stream.h5"))
+        with h5py.File(self.path("stream.h5"), "r+") as f:
+            del f["async"]
+        shutil.copy(self.path("stream.h5"), self.path("old.h5"))
         with h5py.File(self.path("old.h5"), "r+") as f:
             del f["stream"]
         self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "200",
                                              "--test", "40", "-o", self.path("toy.h5")))
         runs = [("ps", ["--comm", "ps"], "cm.h5"), ("async", ["--comm", "ps", "--async"], "cm.h5"),
+                ("async-stream", ["--comm", "ps", "--async"], "stream.h5"),
                 ("async-old", ["--comm", "ps", "--async"], "old.h5")]
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             results = list(pool.map(lambda run: self.train(
@@ -190,23 +215,31 @@ class CommModel(mbtest.ToolTestCase):
             self.assertNotIn("interpolating 9 measured sizes, 8 B", result.err.split(
                 "streamed messages")[0])
             self.assertEqual("; streamed messages interpolating 9 measured sizes, 8 B" in
-                             result.err, file == "cm.h5", msg=name)
+                             result.err, file != "old.h5", msg=name)
+            self.assertEqual("; async cycle interpolating 9 measured sizes, 8 B" in result.err,
+                             file == "cm.h5", msg=name)
             with h5py.File(self.path(f"{name}.h5"), "r") as log:
                 config = json.loads(mbtest.text_attrs(log)["config"])
                 size = 4 * config["parameters"]
                 message = alpha + beta * size
                 values = config["comm_model_values"]
                 self.assertTrue(values.startswith(f"{alpha:.17g},{beta:.17g}"), msg=values)
-                # The line's values without points; the stream's with its own.
+                # The line's values without points; the stream's and the cycle's with their own.
                 self.assertNotIn(" points ", values.split(" stream=")[0].split(" allreduce")[0])
-                self.assertEqual(" stream=" in values, file == "cm.h5", msg=values)
+                self.assertEqual(" stream=" in values, file != "old.h5", msg=values)
+                self.assertEqual(" async points " in values, file == "cm.h5", msg=values)
                 # The points would have given another time: the line is what priced.
                 self.assertGreater(abs(message - interpolated(sizes, seconds, size)),
                                    1e-9 * message, msg=name)
                 streamed = interpolated(stream_sizes, stream_seconds, size)
+                cycle = interpolated(cycle_sizes, cycle_seconds, size)
+                # The gradient's size is between the measured ones: their interpolation.
+                self.assertLess(size, stream_sizes[-1])
                 if name == "async":
-                    # The gradient's size is between the measured ones: their interpolation.
-                    self.assertLess(size, stream_sizes[-1])
+                    self.assertGreater(abs(cycle - streamed), 1e-9 * cycle)
+                    np.testing.assert_allclose(log["workers"]["send_time"][...], cycle,
+                                               rtol=1e-12, err_msg=name)
+                elif name == "async-stream":
                     self.assertGreater(abs(message - streamed), 1e-9 * message)
                     np.testing.assert_allclose(log["workers"]["send_time"][...], streamed,
                                                rtol=1e-12, err_msg=name)

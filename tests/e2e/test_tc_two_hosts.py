@@ -33,7 +33,8 @@ link:
   The streamed messages' fit (windows of back-to-back sends, the model of the asynchronous
   exchange's messages) must show the rate in its beta as well (0.9x to 2x), and its smallest
   message must cost less than the ping-pong's smallest one-way time: a message of a stream pays
-  no round trip.
+  no round trip. The async cycle (a gradient out, the parameters back, as the asynchronous
+  exchange sends them) of the largest size lasts at least its wire time at the rate.
 
 Needs root, iproute2 (ip, tc), util-linux (nsenter, unshare), mpirun and a kernel that makes
 network namespaces; elsewhere the file is reported skipped (status 77) with the reason. The
@@ -172,6 +173,18 @@ class ShapedLink(mbtest.ToolTestCase):
         self.assertGreaterEqual(stream_beta, 0.9 * 8 / RATE_BITS, msg=out)
         self.assertLessEqual(stream_beta, 2.0 * 8 / RATE_BITS, msg=out)
         self.assertLess(stream_smallest, smallest, msg=out)
+        # The async cycle of the largest gradient lasts at least its own wire time at the rate
+        # (a gradient out; its parameters come back over the other direction) and no more than
+        # a few round trips' worth; its busy pass no less than the worker's compute in it.
+        with h5py.File(self.path("cm.h5"), "r") as f:
+            self.assertIn("async", f, msg=out)
+            largest = float(f["async"].attrs["bytes"][-1])
+            idle = float(f["async"].attrs["seconds"][-1])
+            busy = float(f["async"].attrs["busy_seconds"][-1])
+        wire = largest * 8 / RATE_BITS
+        self.assertGreaterEqual(idle, 0.9 * wire, msg=out)
+        self.assertLessEqual(idle, 4 * wire, msg=out)
+        self.assertGreaterEqual(busy, 0.99 * idle, msg=out)
 
 
 if __name__ == "__main__":

@@ -178,6 +178,24 @@ TEST(VirtualArrivals, AWorkersSendWaitsForItsPreviousOne) {
   EXPECT_DOUBLE_EQ(arrivals.arrived(0, 1.0), 10.0);
 }
 
+TEST(VirtualArrivals, ASendsCpuComesAfterTheComputeAndTheLinkPeriodBoundsTheStep) {
+  // The async cycle's model (CommModel::async_sender): a link period of 3 s, 0.5 s of the
+  // worker's CPU a send. A step is max(period, compute + CPU).
+  VirtualArrivals arrivals(1, 3.0, 0.5);
+  EXPECT_DOUBLE_EQ(arrivals.sender(), 0.5);
+  arrivals.publish(0.0);
+  arrivals.start(0, 0.0);
+  EXPECT_DOUBLE_EQ(arrivals.arrived(0, 1.0), 4.5);  // computed 1 s, sent at 1.5 s
+  EXPECT_DOUBLE_EQ(arrivals.take(0), 4.5);
+  EXPECT_DOUBLE_EQ(arrivals.round_start(0), 1.5);
+  EXPECT_DOUBLE_EQ(arrivals.arrived(0, 1.0), 7.5);  // ready at 3 s, the link free at 4.5 s
+  EXPECT_DOUBLE_EQ(arrivals.take(0), 7.5);
+  EXPECT_DOUBLE_EQ(arrivals.round_start(0), 4.5);    // a step of 3 s: the link's period
+  EXPECT_DOUBLE_EQ(arrivals.arrived(0, 4.0), 12.0);  // 4 s of compute: sent at 9 s
+  EXPECT_DOUBLE_EQ(arrivals.take(0), 12.0);
+  EXPECT_DOUBLE_EQ(arrivals.round_start(0), 9.0);  // a step of 4.5 s: compute + CPU
+}
+
 TEST(VirtualArrivals, RetiredWorkersNoLongerHoldBackTheOthers) {
   VirtualArrivals arrivals(2, 0.5);
   arrivals.publish(0.0);

@@ -339,7 +339,8 @@ void write_comm_fits(std::ostream& out, const train::CommModelRecords& records) 
           : records.per_pair       ? "# the pairs differ: a model per pair\n"
                                    : "# the pairs agree: one model for all\n");
   out << "# --comm-model FILE: the trainers price a message of n bytes by the line, a streamed "
-         "message (--async) by interpolating the stream's medians, and the allreduce by "
+         "message by interpolating the stream's medians, --async by the async cycle's, and the "
+         "allreduce by "
          "interpolating its "
          "medians (time_us) linearly in bytes between the measured sizes around n\n";
   if (const train::CommStreamRecord& stream = records.stream; stream.window > 0) {
@@ -352,6 +353,17 @@ void write_comm_fits(std::ostream& out, const train::CommModelRecords& records) 
         "# streamed message of %.0f bytes: measured %.6g s, fitted %.6g s, the line %.6g s\n",
         bytes, stream.seconds[largest], stream.fit.alpha + stream.fit.beta * bytes,
         records.all.alpha + records.all.beta * bytes);
+  }
+  if (const train::CommAsyncRecord& cycle = records.async_cycle; cycle.window > 0) {
+    line(cat("async cycle (windows of up to ", cycle.window, " gradients), all pairs"), cycle.fit,
+         cycle.bytes.size());
+    const auto largest = static_cast<std::size_t>(
+        std::max_element(cycle.bytes.begin(), cycle.bytes.end()) - cycle.bytes.begin());
+    out << strprintf(
+        "# async cycle of %.0f bytes: %.6g s a gradient with the worker idle, %.6g s busy as "
+        "long (the messages' CPU on the worker: %.6g s)\n",
+        cycle.bytes[largest], cycle.seconds[largest], cycle.busy_seconds[largest],
+        std::max(0.0, cycle.busy_seconds[largest] - cycle.seconds[largest]));
   }
   const train::CommAllreduceRecord& allreduce = records.allreduce;
   if (allreduce.ranks == 0 || allreduce.bytes.empty()) return;

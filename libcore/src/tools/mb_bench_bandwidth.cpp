@@ -164,6 +164,14 @@ void write_fit(const BandwidthOptions& options, mbkit::bench::PingPong& ping_pon
                       : "; it is left out of the file (the trainers price streamed messages by "
                         "the line)"));
   }
+  if (const auto problem = train::async_cycle_problem(ping_pong.records.async_cycle);
+      !problem.empty()) {
+    log::warn(cat("the async cycle is no usable model: ", problem,
+                  options.comm_model.empty()
+                      ? ""
+                      : "; it is left out of the file (the trainers price --async by the "
+                        "streamed messages)"));
+  }
   if (!options.comm_model.empty()) {
     train::write_comm_model(options.comm_model, ping_pong.records);
     log::info(cat("wrote ", options.comm_model));
@@ -323,6 +331,7 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
       ping_pong = mbkit::bench::measure_ping_pong(world, sizes, measure);
       mbkit::bench::measure_fit_allreduce(world, sizes, measure, *ping_pong);
       mbkit::bench::measure_stream(world, sizes, measure, *ping_pong);
+      mbkit::bench::measure_async_cycle(world, sizes, measure, *ping_pong);
       for (const auto& row : ping_pong->rows) {
         if (world.rank() == 0) out << mbkit::results::format_row(row) << "\n" << std::flush;
         wrong += row.wrong;

@@ -19,6 +19,7 @@ constexpr int kFormatVersion = 1;
 constexpr const char* kPairsGroup = "pairs";
 constexpr const char* kAllreduceGroup = "allreduce";
 constexpr const char* kStreamGroup = "stream";
+constexpr const char* kAsyncGroup = "async";
 
 double squared(double x) {
   return x * x;
@@ -140,6 +141,21 @@ std::string stream_problem(const CommStreamRecord& stream) {
   return points_and_line_problem(stream.bytes, stream.seconds, stream.fit);
 }
 
+std::string async_cycle_problem(const CommAsyncRecord& cycle) {
+  if (cycle.bytes.empty()) return "no measured points";
+  if (std::string problem = points_and_line_problem(cycle.bytes, cycle.seconds, cycle.fit);
+      !problem.empty()) {
+    return problem;
+  }
+  if (cycle.busy_seconds.size() != cycle.seconds.size()) {
+    return cat(cycle.busy_seconds.size(), " busy times for ", cycle.seconds.size(), " sizes");
+  }
+  for (const double busy : cycle.busy_seconds) {
+    if (!std::isfinite(busy) || busy <= 0) return cat("a busy time of ", busy, " s");
+  }
+  return {};
+}
+
 int stream_window(std::size_t bytes) {
   const std::size_t fits = kStreamWindowBytes / std::max<std::size_t>(bytes, 1);
   return static_cast<int>(std::clamp<std::size_t>(fits, kStreamMinWindow, kStreamMaxWindow));
@@ -163,6 +179,10 @@ void fit_pairs(CommModelRecords& records) {
   }
   if (records.stream.window > 0) {
     records.stream.fit = fit_comm_model(records.stream.bytes, records.stream.seconds);
+  }
+  if (records.async_cycle.window > 0) {
+    records.async_cycle.fit =
+        fit_comm_model(records.async_cycle.bytes, records.async_cycle.seconds);
   }
   records.per_pair = false;
   for (std::size_t i = 0; i < records.pairs.size(); ++i) {
@@ -302,6 +322,12 @@ void write_comm_model(const std::string& path, const CommModelRecords& records) 
     write_measured(file, kStreamGroup, "window", stream.window, stream.fit, stream.bytes,
                    stream.seconds);
   }
+  if (const CommAsyncRecord& cycle = records.async_cycle;
+      cycle.window > 0 && async_cycle_problem(cycle).empty()) {
+    write_measured(file, kAsyncGroup, "window", cycle.window, cycle.fit, cycle.bytes,
+                   cycle.seconds);
+    file.open_group(kAsyncGroup).set_attribute("busy_seconds", cycle.busy_seconds);
+  }
   file.close();
   output.commit();
 }
@@ -389,6 +415,27 @@ CommModelRecords read_comm_model(const std::string& path) {
                        ": not a usable stream model"));
       }
     }
+    // Files from before --fit timed the async cycle have none: streamed messages price it.
+    if (file.has(kAsyncGroup)) {
+      const io::Group group = file.open_group(kAsyncGroup);
+      CommAsyncRecord& cycle = records.async_cycle;
+      const std::int64_t window = group.int_attribute("window");
+      if (window < 1 || window > 1'000'000) {
+        data_error(cat(group.describe(), ": 'window' is ", window,
+                       ", not a number of gradients of 1 or more"));
+      }
+      cycle.window = static_cast<int>(window);
+      cycle.fit = read_fit(group);
+      read_points(group, cycle.bytes, cycle.seconds);
+      if (!group.has_attribute("busy_seconds")) {
+        data_error(cat(group.describe(), ": no 'busy_seconds'"));
+      }
+      cycle.busy_seconds = group.double_array_attribute("busy_seconds");
+      if (const std::string problem = async_cycle_problem(cycle); !problem.empty()) {
+        data_error(
+            cat(group.describe(), " (the async cycle): ", problem, ": not a usable async model"));
+      }
+    }
     return records;
   } catch (const Error&) {
     io::rethrow_as_damaged_file(path);
@@ -427,6 +474,14 @@ CommModel comm_model_of(const CommModelRecords& records, const std::string& path
       model.stream_points =
           measured_times(records.stream.bytes, records.stream.seconds, records.stream.fit.beta);
     }
+  }
+  // The asynchronous exchange by its own measured cycle, where the file has one: the period of
+  // a gradient out and the parameters back, and the CPU its messages take on the worker's core
+  // (CommModel::async_cycle, async_sender).
+  if (const CommAsyncRecord& cycle = records.async_cycle; cycle.window > 0) {
+    model.async_cycles = true;
+    model.async_points = measured_times(cycle.bytes, cycle.seconds, cycle.fit.beta);
+    model.async_busy_points = measured_times(cycle.bytes, cycle.busy_seconds, cycle.fit.beta);
   }
   if (records.per_pair) {
     const auto n = static_cast<std::size_t>(records.ranks);

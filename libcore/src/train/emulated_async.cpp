@@ -35,8 +35,8 @@ void EmulatedAsyncMaster::use_rule(const AsyncRuleSettings& settings) {
   rule_ = AsyncRule(parts_.rounds.workers(), settings);
 }
 
-void EmulatedAsyncMaster::use_virtual_clock(double message, double now) {
-  arrivals_.emplace(parts_.rounds.workers(), message);
+void EmulatedAsyncMaster::use_virtual_clock(double message, double sender, double now) {
+  arrivals_.emplace(parts_.rounds.workers(), message, sender);
   now_ = now;
 }
 

@@ -193,8 +193,8 @@ void AsyncMaster::use_rule(const AsyncRuleSettings& settings) {
   impl_->rule = AsyncRule(static_cast<int>(impl_->workers.size()), settings);
 }
 
-void AsyncMaster::use_virtual_clock(double message, double now) {
-  impl_->arrivals.emplace(static_cast<int>(impl_->workers.size()), message);
+void AsyncMaster::use_virtual_clock(double message, double sender, double now) {
+  impl_->arrivals.emplace(static_cast<int>(impl_->workers.size()), message, sender);
   impl_->now = now;
 }
 

@@ -70,10 +70,12 @@ class TrainingRun::AsyncServerPolicy final : public ServerPolicy {
     master_->use_rule({options.k_async > 0, options.staleness_bound});
     if (run.clock_.is_virtual()) {
       // The gradients and the parameters stream: a worker sends its next gradient, the master
-      // its next parameters, without waiting for a reply (CommModel::streamed).
-      master_->use_virtual_clock(
-          run.comm_model_.streamed((length_ + state_floats_) * sizeof(float)),
-          run.clock_.virtual_now());
+      // its next parameters, without waiting for a reply. The measured async cycle prices the
+      // pair (the link's period, the send's CPU on the worker), else the stream's message
+      // (CommModel::async_cycle, async_sender).
+      const std::uint64_t bytes = (length_ + state_floats_) * sizeof(float);
+      master_->use_virtual_clock(run.comm_model_.async_cycle(bytes),
+                                 run.comm_model_.async_sender(bytes), run.clock_.virtual_now());
     }
     master_->use_time_window(options.async_master_time_limit);
     if (!in_place_) staging_.assign(length_, 0.0f);

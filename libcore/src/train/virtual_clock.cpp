@@ -59,6 +59,16 @@ double CommModel::streamed(std::uint64_t bytes) const {
   return stream_points.empty() ? stream_alpha + stream_beta * size : stream_points.at(size);
 }
 
+double CommModel::async_cycle(std::uint64_t bytes) const {
+  return async_cycles ? async_points.at(static_cast<double>(bytes)) : streamed(bytes);
+}
+
+double CommModel::async_sender(std::uint64_t bytes) const {
+  if (!async_cycles) return 0;
+  const auto size = static_cast<double>(bytes);
+  return std::max(0.0, async_busy_points.at(size) - async_points.at(size));
+}
+
 double CommModel::allreduce(std::uint64_t bytes, int ranks) const {
   if (ranks < 2) return 0;
   const auto size = static_cast<double>(bytes);
@@ -111,7 +121,9 @@ std::string CommModel::describe() const {
           ? cat("; streamed messages ",
                 stream_points.empty() ? "" : cat(stream_points.describe(), ", fitted "),
                 short_duration(stream_alpha), " + ", strprintf("%.3g", stream_beta * 1e9), " ns/B")
-          : "");
+          : "",
+      async_cycles ? cat("; async cycle ", async_points.describe(), " (idle and busy worker)")
+                   : "");
 }
 
 std::string CommModel::spec() const {
@@ -132,6 +144,7 @@ std::string CommModel::spec() const {
   if (streams) {
     text += strprintf(" stream=%.17g,%.17g", stream_alpha, stream_beta) + stream_points.spec();
   }
+  if (async_cycles) text += " async" + async_points.spec() + " busy" + async_busy_points.spec();
   return text;
 }
 
@@ -409,14 +422,15 @@ SyncStepTime sync_step_time(const std::vector<SyncWorkerTime>& workers, bool par
   return time;
 }
 
-VirtualArrivals::VirtualArrivals(int workers, double message_seconds)
+VirtualArrivals::VirtualArrivals(int workers, double message_seconds, double sender_seconds)
     : state_(static_cast<std::size_t>(workers), kComputing),
       blocked_clock_(static_cast<std::size_t>(workers), 0),
       start_(static_cast<std::size_t>(workers), 0.0),
       arrival_(static_cast<std::size_t>(workers), 0.0),
       delay_(static_cast<std::size_t>(workers), 0.0),
       link_free_(static_cast<std::size_t>(workers), 0.0),
-      message_(message_seconds) {
+      message_(message_seconds),
+      sender_(sender_seconds) {
   for (int w = 0; w < workers; ++w) computing_.emplace(message_, w);
 }
 
@@ -443,8 +457,10 @@ double VirtualArrivals::arrived(int w, double ready_after, double message_delay)
   state_[i] = kWaiting;
   delay_[i] = message_delay;
   // The worker's send first waits for its previous one (AsyncWorker::send): a gradient that
-  // is ready before the previous is through leaves when the link is free.
-  const double sent = std::max(start_[i] + ready_after, link_free_[i]);
+  // is ready before the previous is through leaves when the link is free. The send's own CPU
+  // comes after the compute on the worker's core (its message leaves no sooner than
+  // start + message, the lower bound computing_ keeps).
+  const double sent = std::max(start_[i] + ready_after + sender_, link_free_[i]);
   link_free_[i] = sent + message_;
   arrival_[i] = sent + message_ + message_delay;
   waiting_.emplace(arrival_[i], w);

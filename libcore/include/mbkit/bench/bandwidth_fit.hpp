@@ -55,6 +55,27 @@ void measure_fit_allreduce(comm::World& world, const std::vector<std::size_t>& s
 void measure_stream(comm::World& world, const std::vector<std::size_t>& sizes,
                     const MeasureOptions& options, PingPong& ping_pong);
 
+/// Gradients in a timed window of the async cycle. The gradients of a size go in one stream, so
+/// a window is a stretch of a full pipeline and needs no more to time its period.
+inline constexpr int kAsyncCycleWindow = 4;
+
+/// Collective: the asynchronous exchange of the pairs (0,1), (0,2), ..., in turn, the lower rank
+/// the master, the higher its worker (train::CommAsyncRecord): per size, gradients of that size,
+/// sent back to back as AsyncWorker sends them
+/// (each after the previous is through, taking whatever parameters arrived without waiting for
+/// them), each answered by the master with parameters of the same size (the newest, one send in
+/// flight, as AsyncMaster). Two passes, each one stream of `options.warmup_iters` untimed and
+/// `options.iters_at(size)` timed windows of kAsyncCycleWindow gradients (a window's time: from
+/// the post of its first send to that of the next window's first): the worker idle between
+/// sends, then busy (spinning) for the idle pass's median period before each send, as a worker
+/// computes; each pass ends when the parameters answering its last gradient are in. Adds rows
+/// "async-I-J" and "async-busy-I-J" (time_us the median seconds a gradient, min_us and max_us the
+/// fastest and slowest window's; busbw twice algbw: a gradient and its parameters) and the points
+/// to `ping_pong.records.async_cycle`. With options.check the master checks the last gradient's
+/// bytes (column wrong). The ranks spin while they wait.
+void measure_async_cycle(comm::World& world, const std::vector<std::size_t>& sizes,
+                         const MeasureOptions& options, PingPong& ping_pong);
+
 /// '#' lines: alpha, beta and r^2 of each pair and of all together, whether the pairs differ
 /// (then the file holds a model per pair), the allreduce's fit beside the ring of messages
 /// the message model alone would time it as, and the streamed messages' fit beside the line's

@@ -99,6 +99,29 @@ int stream_window(std::size_t bytes);
 /// allreduce_problem (its points price, its line is shown beside them).
 std::string stream_problem(const CommStreamRecord& stream);
 
+/// The asynchronous exchange's cycle between a master and a worker (mb-bench-bandwidth --fit,
+/// bench/bandwidth_fit.hpp's measure_async_cycle): the worker sends gradients of `bytes` back to
+/// back without waiting for parameters (it waits only for its previous send, as AsyncWorker),
+/// the master answers each with the parameters (newest first, one in flight, as AsyncMaster).
+/// `seconds`: the median seconds a gradient (the cycle's period) with nothing else to do;
+/// `busy_seconds`: the same with the worker busy (spinning) for `seconds` before each send, as a
+/// worker computes. A link's period is max(wire, the worker's compute + the CPU the messages
+/// take on its core): busy_seconds - seconds is that CPU, which compute cannot hide (on the
+/// README's setting 2 the 814 kB gradients' cycle is 12.5 ms at 1 Gbit/s, wire-bound, and 1 ms
+/// at 10 Gbit/s, mostly CPU). The line is fitted to `seconds` (shown, not used).
+struct CommAsyncRecord {
+  int window = 0;               ///< gradients a timed window; 0: not measured (a file from before)
+  std::vector<double> bytes;    ///< every pair's sizes, pair after pair
+  std::vector<double> seconds;  ///< per point, the median period with the worker idle
+  std::vector<double> busy_seconds;  ///< per point, the median period with the worker busy
+  CommModelFit fit;
+};
+
+/// Why an async cycle measurement cannot price the asynchronous exchange, or "" when it can: its
+/// points usable (measured_times_problem, `busy_seconds` as many as `seconds`, each finite and
+/// positive) and the line's alpha and beta finite.
+std::string async_cycle_problem(const CommAsyncRecord& cycle);
+
 /// What mb-bench-bandwidth --fit measured: every pair, the fit of all their points together,
 /// whether the pairs differ (then a trainer uses each pair's own fit), the allreduce, and the
 /// streamed messages.
@@ -113,6 +136,7 @@ struct CommModelRecords {
   std::vector<CommPairRecord> pairs;  ///< every pair, in order (0,1), (0,2), ..., (1,2), ...
   CommAllreduceRecord allreduce;
   CommStreamRecord stream;
+  CommAsyncRecord async_cycle;
 };
 
 /// Fits each pair and all points together and decides per_pair (fits_differ for any two

@@ -61,7 +61,7 @@ class EmulatedAsyncMaster final : public AsyncCombiner {
   int workers_stop() const override;
   void use_time_window(double seconds) override { window_ = seconds; }
   void use_rule(const AsyncRuleSettings& settings) override;
-  void use_virtual_clock(double message, double now) override;
+  void use_virtual_clock(double message, double sender, double now) override;
   double virtual_now() const override { return now_; }
   void advance(double seconds) override { now_ += seconds; }
   /// This server's loop failed between start() and finish(): the others stop waiting for it.

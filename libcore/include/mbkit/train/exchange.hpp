@@ -347,8 +347,10 @@ class AsyncCombiner {
   /// Emulates the cluster on the virtual clock (virtual_clock.hpp): gradients are taken in
   /// the order of their virtual arrival, and each worker gets the parameters it would hold
   /// when its next round starts (workers then call refresh() with wait = true every round).
-  /// Call before start(); `now` is the master's virtual time, `message` a message's cost.
-  virtual void use_virtual_clock(double message, double now) = 0;
+  /// Call before start(); `now` is the master's virtual time, `message` a message's cost (the
+  /// link's period for a gradient and its parameters), `sender` the CPU a send takes on the
+  /// worker's core after its compute (VirtualArrivals).
+  virtual void use_virtual_clock(double message, double sender, double now) = 0;
   /// The master's virtual time: after collect(), the arrival of the last gradient taken.
   virtual double virtual_now() const = 0;
   /// Adds the master's own work (its update) to its virtual time.
@@ -375,7 +377,7 @@ class AsyncMaster final : public AsyncCombiner {
   int workers_stop() const override;
   void use_time_window(double seconds) override;
   void use_rule(const AsyncRuleSettings& settings) override;
-  void use_virtual_clock(double message, double now) override;
+  void use_virtual_clock(double message, double sender, double now) override;
   double virtual_now() const override;
   void advance(double seconds) override;
 

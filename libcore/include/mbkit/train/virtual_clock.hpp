@@ -60,6 +60,11 @@ struct CommModel {
   bool streams = false;
   double stream_alpha = 0, stream_beta = 0;
   MeasuredTimes stream_points{};  ///< where there are, they price a streamed message
+  /// A file's async cycle (comm_model.hpp's CommAsyncRecord): the period of a gradient and its
+  /// parameters with the worker idle, and with it busy. false: none (async_cycle() is
+  /// streamed(), async_sender() 0).
+  bool async_cycles = false;
+  MeasuredTimes async_points{}, async_busy_points{};
 
   double message(std::uint64_t bytes) const { return one_way(static_cast<double>(bytes)); }
   /// A message between ranks `from` and `to`: its pair's cost in a per-pair model.
@@ -70,6 +75,12 @@ struct CommModel {
   /// asynchronous workers' gradients, the master's parameters to them): the stream's points,
   /// or its line, where there is one, else message(bytes).
   double streamed(std::uint64_t bytes) const;
+  /// The asynchronous exchange of `bytes` a gradient: the link's period for a gradient out and
+  /// the parameters back (the async cycle's points), else streamed(bytes).
+  double async_cycle(std::uint64_t bytes) const;
+  /// The CPU seconds those messages take on the worker's core, which its compute cannot hide
+  /// (the busy cycle less the idle one, at least 0); 0 without an async cycle.
+  double async_sender(std::uint64_t bytes) const;
   /// An allreduce of `bytes` over `ranks`: the measured one where it is of `ranks` ranks, else
   /// a ring, 2 (ranks - 1) messages of bytes / ranks (in a per-pair model, each step as long as
   /// the ring's slowest link's).
@@ -198,7 +209,9 @@ SyncStepTime sync_step_time(const std::vector<SyncWorkerTime>& workers, bool par
 /// messages come in).
 class VirtualArrivals {
  public:
-  VirtualArrivals(int workers, double message_seconds);
+  /// `sender_seconds`: CPU each send takes on the worker's core (CommModel::async_sender), after
+  /// its compute and before its message leaves.
+  VirtualArrivals(int workers, double message_seconds, double sender_seconds = 0);
 
   /// Worker `w` starts a round at virtual time `start`.
   void start(int w, double start);
@@ -230,6 +243,7 @@ class VirtualArrivals {
   bool waiting(int w) const { return state_[static_cast<std::size_t>(w)] == kWaiting; }
   double round_start(int w) const { return start_[static_cast<std::size_t>(w)]; }
   double message() const { return message_; }
+  double sender() const { return sender_; }
 
   /// Published parameter sets, by virtual time: which one a worker starting at `start` holds
   /// (the newest with publish time + message <= start). Returns an index into what publish()
@@ -256,6 +270,7 @@ class VirtualArrivals {
   std::vector<double> start_, arrival_, delay_;
   std::vector<double> link_free_;  ///< when each worker's previous send is through
   double message_;
+  double sender_;
   std::deque<double> published_;  ///< publish times, from index first_kept_
   std::int64_t first_kept_ = 0;
 };
