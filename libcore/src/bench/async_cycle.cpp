@@ -142,8 +142,10 @@ void measure_async_cycle(comm::World& world, const std::vector<std::size_t>& siz
       if (world.rank() == a || world.rank() == b) {
         const bool master = world.rank() == a;
         const int peer = master ? b : a;
-        const comm::WaitMode mode = world.wait_mode();
-        world.set_wait_mode(comm::WaitMode::kSpin);
+        // The trainers' own waits (spin, then yield, then sleep: comm::World::wait_until), not
+        // the ping-pong's spinning: two spinning ranks on a shared machine starve the kernel's
+        // softirq threads that move the data (on the README's tbf link, 8 ms cycles, two
+        // 4 ms scheduler ticks, where the trainer's worker took 2 ms).
         for (std::size_t s = 0; s < n; ++s) {
           const std::size_t size = sizes[s];
           const std::size_t reply = std::max(size, sizeof(std::int64_t));
@@ -173,7 +175,6 @@ void measure_async_cycle(comm::World& world, const std::vector<std::size_t>& siz
             idle = median;  // the busy pass computes as long as the idle cycle lasts
           }
         }
-        world.set_wait_mode(mode);
       }
       // The worker's times and the master's check, to every rank (doubles as their bits).
       std::vector<std::uint8_t> raw(times.size() * sizeof(double));

@@ -72,7 +72,9 @@ inline constexpr int kAsyncCycleWindow = 4;
 /// "async-I-J" and "async-busy-I-J" (time_us the median seconds a gradient, min_us and max_us the
 /// fastest and slowest window's; busbw twice algbw: a gradient and its parameters) and the points
 /// to `ping_pong.records.async_cycle`. With options.check the master checks the last gradient's
-/// bytes (column wrong). The ranks spin while they wait.
+/// bytes (column wrong). The ranks wait as the trainers' ranks do (comm::World::wait_until's
+/// spin, yield, sleep), not spinning: two spinning ranks starve the kernel's threads that move
+/// the data on a shared machine.
 void measure_async_cycle(comm::World& world, const std::vector<std::size_t>& sizes,
                          const MeasureOptions& options, PingPong& ping_pong);
 
