@@ -148,6 +148,15 @@ class CommModel(mbtest.ToolTestCase):
                               tool="mb-bench-bandwidth")
         self.assertUsageError(self.bench("--fit", "-b", "8", "-e", "8"),
                               "--fit needs at least two sizes", tool="mb-bench-bandwidth")
+        self.assertUsageError(self.bench(*FIT, "--comm-model", self.path("r.h5"),
+                                         "--min-r-squared", "1.5"),
+                              "--min-r-squared: 1.5 is not an r^2 above 0 and at most 1",
+                              tool="mb-bench-bandwidth")
+        self.assertUsageError(self.bench(*FIT, "--min-r-squared", "0.5"),
+                              "--min-r-squared needs --comm-model", tool="mb-bench-bandwidth")
+        # The file records the bar it was written with (the default here).
+        with h5py.File(self.path("cm.h5"), "r") as f:
+            self.assertEqual(float(f.attrs["min_r_squared"]), 0.9)
 
         self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "200",
                                              "--test", "40", "-o", self.path("toy.h5")))

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "mbkit/io/hdf5.hpp"
@@ -180,6 +181,39 @@ TEST(CommModelFile, AnUnusableFitIsNotWritten) {
   EXPECT_MBKIT_ERROR(write_comm_model(dir.file("m.h5"), records), ExitCode::kFailure,
                      "every pair together: beta = -1e-09 s per byte is negative");
   EXPECT_EQ(dir.entries(), std::vector<std::string>{});
+}
+
+TEST(CommModelFile, ALowerBarOfRSquaredIsWrittenAndHeldToByTheReader) {
+  TempDir dir;
+  CommModelRecords records = three_ranks();
+  records.per_pair = false;
+  records.all.r_squared = 0.7;  // README's 10 Gbit/s tbf link: a 4 ms floor under the rate
+  EXPECT_MBKIT_ERROR(write_comm_model(dir.file("m.h5"), records), ExitCode::kFailure,
+                     "every pair together: r^2 = 0.7000 is below 0.9");
+  EXPECT_EQ(comm_fit_problem(records.all, 0.6), "");
+  records.min_r_squared = 0.6;
+  write_comm_model(dir.file("m.h5"), records);
+  EXPECT_EQ(read_comm_model(dir.file("m.h5")).min_r_squared, 0.6);
+  EXPECT_EQ(parse_comm_model(dir.file("m.h5"))->alpha, records.all.alpha);
+  // The file's own bar, not the default, is what its reader holds it to.
+  {
+    io::File file = io::File::open(dir.file("m.h5"), io::File::Mode::kReadWrite);
+    file.set_attribute("min_r_squared", 0.8);
+    file.close();
+  }
+  EXPECT_MBKIT_ERROR(read_comm_model(dir.file("m.h5")), ExitCode::kBadData,
+                     "r^2 = 0.7000 is below 0.8");
+  {
+    io::File file = io::File::open(dir.file("m.h5"), io::File::Mode::kReadWrite);
+    file.set_attribute("min_r_squared", 1.5);
+    file.close();
+  }
+  EXPECT_MBKIT_ERROR(read_comm_model(dir.file("m.h5")), ExitCode::kBadData,
+                     "m.h5:/: 'min_r_squared' 1.5 is not an r^2 above 0 and at most 1");
+  for (const double bad : {0.0, -0.1, 1.01, std::numeric_limits<double>::quiet_NaN()}) {
+    EXPECT_NE(min_r_squared_problem(bad), "") << bad;
+  }
+  EXPECT_EQ(min_r_squared_problem(1.0), "");
 }
 
 TEST(CommModelFile, BadFilesAreRefusedInOneLineNamingThem) {

@@ -65,13 +65,19 @@ int main(int argc, char** argv) {
       ->type_name("mpi|nccl");
   app.add_flag("--fit", options.fit,
                "Time messages between every pair of ranks over the sizes (ping-pong, then "
-               "streamed windows) and an allreduce of all, and fit the trainers' message models "
-               "time = alpha + beta * bytes (alone unless --op is given)");
+               "streamed windows, then the asynchronous exchange's cycle) and an allreduce of "
+               "all, and fit the trainers' message models time = alpha + beta * bytes (alone "
+               "unless --op is given)");
   app.add_option("--comm-model", options.comm_model,
                  "With --fit: write the model to this HDF5 file (the trainers' --comm-model "
                  "reads it)")
       ->type_name("FILE");
   app.add_flag("--force", options.force, "Replace an existing --comm-model file");
+  app.add_option("--min-r-squared", options.min_r_squared,
+                 "With --comm-model: the least r^2 of the message line the file is written with "
+                 "(the trainers accept the file's own bar); below it the run ends with status 1")
+      ->type_name("R")
+      ->capture_default_str();
   app.add_option("--comm-timeout", options.comm_timeout,
                  "Seconds a rank waits for the others before the job ends")
       ->capture_default_str();

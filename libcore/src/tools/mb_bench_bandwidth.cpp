@@ -146,6 +146,7 @@ bool corrupt_for_tests() {
 void write_fit(const BandwidthOptions& options, mbkit::bench::PingPong& ping_pong,
                std::ostream& out) {
   train::fit_pairs(ping_pong.records);
+  ping_pong.records.min_r_squared = options.min_r_squared;
   mbkit::bench::write_comm_fits(out, ping_pong.records);
   out.flush();
   if (!out) fail("cannot write the table to standard output");
@@ -177,7 +178,8 @@ void write_fit(const BandwidthOptions& options, mbkit::bench::PingPong& ping_pon
     log::info(cat("wrote ", options.comm_model));
     return;
   }
-  if (const auto problem = train::comm_fit_problem(ping_pong.records.all); !problem.empty()) {
+  if (const auto problem = train::comm_fit_problem(ping_pong.records.all, options.min_r_squared);
+      !problem.empty()) {
     log::warn(cat("the fit of every pair together is no usable message model: ", problem));
   }
 }
@@ -235,6 +237,12 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
                           compressions != std::vector<std::string>{"none"};
   if (more_modes && !exchange) usage_error("--servers and --compress apply to --op exchange only");
   if (!options.comm_model.empty() && !options.fit) usage_error("--comm-model needs --fit");
+  if (const auto problem = train::min_r_squared_problem(options.min_r_squared); !problem.empty()) {
+    usage_error(cat("--min-r-squared: ", problem));
+  }
+  if (options.min_r_squared != train::kCommModelMinRSquared && options.comm_model.empty()) {
+    usage_error("--min-r-squared needs --comm-model");
+  }
   if (options.fit && sizes.size() < 2) {
     usage_error(
         "--fit needs at least two sizes: a -e/--max-bytes of at least -b/--min-bytes "

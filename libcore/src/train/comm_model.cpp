@@ -106,14 +106,21 @@ CommModelFit fit_comm_model(std::span<const double> bytes, std::span<const doubl
   return fit;
 }
 
-std::string comm_fit_problem(const CommModelFit& fit) {
+std::string min_r_squared_problem(double value) {
+  if (!std::isfinite(value) || value <= 0 || value > 1) {
+    return cat(value, " is not an r^2 above 0 and at most 1");
+  }
+  return {};
+}
+
+std::string comm_fit_problem(const CommModelFit& fit, double min_r_squared) {
   if (!std::isfinite(fit.alpha)) return cat("alpha = ", fit.alpha, " is not finite");
   if (!std::isfinite(fit.beta)) return cat("beta = ", fit.beta, " is not finite");
   if (fit.alpha < 0) return cat("alpha = ", fit.alpha, " s is negative");
   if (fit.beta < 0) return cat("beta = ", fit.beta, " s per byte is negative");
   if (!(fit.alpha + fit.beta > 0)) return "alpha and beta are both 0";
-  if (!(fit.r_squared >= kCommModelMinRSquared)) {
-    return cat("r^2 = ", strprintf("%.4f", fit.r_squared), " is below ", kCommModelMinRSquared,
+  if (!(fit.r_squared >= min_r_squared)) {
+    return cat("r^2 = ", strprintf("%.4f", fit.r_squared), " is below ", min_r_squared,
                " (the times do not follow a line)");
   }
   return {};
@@ -258,8 +265,9 @@ void write_measured(io::File& file, const std::string& name, const char* count_n
   set_points(group, bytes, seconds);
 }
 
-void require_usable(const io::Object& object, const CommModelFit& fit, const std::string& what) {
-  if (const std::string problem = comm_fit_problem(fit); !problem.empty()) {
+void require_usable(const io::Object& object, const CommModelFit& fit, const std::string& what,
+                    double min_r_squared) {
+  if (const std::string problem = comm_fit_problem(fit, min_r_squared); !problem.empty()) {
     data_error(cat(object.describe(), " (", what, "): ", problem, ": not a usable message model"));
   }
 }
@@ -276,13 +284,17 @@ void write_comm_model(const std::string& path, const CommModelRecords& records) 
   };
   // Where the pairs differ each pair's fit is the model (that of all together, of points off
   // one line, is only shown); otherwise the fit of all together is.
-  if (const std::string problem = comm_fit_problem(records.all);
+  if (const std::string problem = min_r_squared_problem(records.min_r_squared); !problem.empty()) {
+    fail(cat("message model ", path, ": the least r^2 ", problem));
+  }
+  if (const std::string problem = comm_fit_problem(records.all, records.min_r_squared);
       !records.per_pair && !problem.empty()) {
     refuse("every pair together", problem);
   }
   if (records.per_pair) {
     for (const CommPairRecord& pair : records.pairs) {
-      if (const std::string problem = comm_fit_problem(pair.fit); !problem.empty()) {
+      if (const std::string problem = comm_fit_problem(pair.fit, records.min_r_squared);
+          !problem.empty()) {
         refuse(pair_name(pair), problem);
       }
     }
@@ -302,6 +314,7 @@ void write_comm_model(const std::string& path, const CommModelRecords& records) 
   }
   file.set_attribute("libraries", libraries);
   file.set_attribute("per_pair", static_cast<std::int64_t>(records.per_pair ? 1 : 0));
+  file.set_attribute("min_r_squared", records.min_r_squared);
   set_fit(file, records.all);
   io::Group pairs = file.create_group(kPairsGroup);
   for (std::size_t i = 0; i < records.pairs.size(); ++i) {
@@ -351,8 +364,18 @@ CommModelRecords read_comm_model(const std::string& path) {
           line.substr(0, space), space == std::string::npos ? "" : line.substr(space + 1));
     }
     records.per_pair = file.int_attribute("per_pair") != 0;
+    // Files from before --min-r-squared have none: the default bar.
+    if (file.has_attribute("min_r_squared")) {
+      records.min_r_squared = file.double_attribute("min_r_squared");
+      if (const std::string problem = min_r_squared_problem(records.min_r_squared);
+          !problem.empty()) {
+        data_error(cat(file.describe(), ": 'min_r_squared' ", problem));
+      }
+    }
     records.all = read_fit(file);
-    if (!records.per_pair) require_usable(file, records.all, "every pair together");
+    if (!records.per_pair) {
+      require_usable(file, records.all, "every pair together", records.min_r_squared);
+    }
     const io::Group pairs = file.open_group(kPairsGroup);
     const std::size_t expected =
         static_cast<std::size_t>(ranks) * static_cast<std::size_t>(ranks - 1) / 2;
@@ -376,7 +399,9 @@ CommModelRecords read_comm_model(const std::string& path) {
                          " where pair ", a, "-", b, " belongs"));
         }
         pair.fit = read_fit(group);
-        if (records.per_pair) require_usable(group, pair.fit, pair_name(pair));
+        if (records.per_pair) {
+          require_usable(group, pair.fit, pair_name(pair), records.min_r_squared);
+        }
         read_points(group, pair.bytes, pair.seconds);
         records.pairs.push_back(std::move(pair));
       }

@@ -37,6 +37,9 @@ struct BandwidthOptions {
   bool fit = false;
   std::string comm_model;
   bool force = false;
+  /// --min-r-squared R: the least r^2 of the line written (train::comm_fit_problem; the default
+  /// is train::kCommModelMinRSquared).
+  double min_r_squared = 0.9;
 };
 
 /// Measures and prints the table on `out` (rank 0). Returns the exit status: 1 when a check

@@ -39,8 +39,14 @@ CommModelFit fit_comm_model(std::span<const double> bytes, std::span<const doubl
 inline constexpr double kCommModelMinRSquared = 0.9;
 
 /// Why a fit cannot time messages ("alpha = -1e-06 s is negative"), or "" when it can: alpha
-/// and beta finite, neither negative, not both 0, and r^2 at least kCommModelMinRSquared.
-std::string comm_fit_problem(const CommModelFit& fit);
+/// and beta finite, neither negative, not both 0, and r^2 at least `min_r_squared`
+/// (kCommModelMinRSquared unless the measurement accepted less: mb-bench-bandwidth
+/// --min-r-squared, a file's min_r_squared).
+std::string comm_fit_problem(const CommModelFit& fit, double min_r_squared = kCommModelMinRSquared);
+
+/// Why `value` cannot be the least r^2 of a message model's line, or "": it must be finite,
+/// above 0 and at most 1.
+std::string min_r_squared_problem(double value);
 
 /// Whether two pairs' fits differ: alpha or beta apart by more than three times their
 /// combined standard error and by more than 10% of the larger (mb-bench-bandwidth(1)).
@@ -131,7 +137,10 @@ struct CommModelRecords {
   std::vector<std::string> cpu_models;  ///< by rank
   std::vector<std::pair<std::string, std::string>> library_versions;
   std::string created;  ///< UTC time of the measurement
-  CommModelFit all;     ///< every pair's points together
+  /// The least r^2 of the pairs' lines the measurement accepts (mb-bench-bandwidth
+  /// --min-r-squared; a file from before has none: kCommModelMinRSquared).
+  double min_r_squared = kCommModelMinRSquared;
+  CommModelFit all;  ///< every pair's points together
   bool per_pair = false;
   std::vector<CommPairRecord> pairs;  ///< every pair, in order (0,1), (0,2), ..., (1,2), ...
   CommAllreduceRecord allreduce;
