@@ -15,6 +15,10 @@ std::vector<float> version_values(std::int64_t version) {
   return {static_cast<float>(version), static_cast<float>(10 * version)};
 }
 
+WorkerVersions::Values worker_values(std::int64_t version) {
+  return {static_cast<float>(version), static_cast<float>(10 * version)};
+}
+
 TEST(AmbDg, EachRoundComputesAtTheVersionTauUpdatesOld) {
   ParameterVersions versions(2);
   std::vector<std::int64_t> used;
@@ -35,19 +39,19 @@ TEST(AmbDg, AWallClockWorkerStartsRoundTOnceVersionTMinusTauHasCome) {
   // TAU 2, version 0 held from the start: rounds 0 to 2 need nothing more; round 3 needs
   // version 1, round 5 version 3, whatever newer versions came meanwhile.
   WorkerVersions held(2);
-  held.add(0, version_values(0));
+  held.add(0, worker_values(0));
   std::vector<std::int64_t> used;
   for (std::int64_t round = 0; round < 3; ++round) {
     ASSERT_TRUE(held.ready(round));
     used.push_back(static_cast<std::int64_t>(held.take(round)[0]));
   }
   EXPECT_FALSE(held.ready(3));  // version 1 has not come: the worker waits
-  held.add(1, version_values(1));
+  held.add(1, worker_values(1));
   ASSERT_TRUE(held.ready(3));
   used.push_back(static_cast<std::int64_t>(held.take(3)[0]));
-  held.add(2, version_values(2));
-  held.add(3, version_values(3));
-  held.add(4, version_values(4));
+  held.add(2, worker_values(2));
+  held.add(3, worker_values(3));
+  held.add(4, worker_values(4));
   used.push_back(static_cast<std::int64_t>(held.take(4)[0]));
   used.push_back(static_cast<std::int64_t>(held.take(5)[0]));
   EXPECT_EQ(used, (std::vector<std::int64_t>{0, 0, 0, 1, 2, 3}));
@@ -57,16 +61,15 @@ TEST(AmbDg, AWallClockWorkerStartsRoundTOnceVersionTMinusTauHasCome) {
   EXPECT_EQ(held.newest_values()[1], 40.0f);
   EXPECT_FALSE(held.ready(7));  // version 5
   // The versions come in order: one skipped or repeated is the exchange's bug.
-  EXPECT_ANY_THROW(held.add(6, version_values(6)));
-  EXPECT_ANY_THROW(held.add(4, version_values(4)));
+  EXPECT_ANY_THROW(held.add(6, worker_values(6)));
+  EXPECT_ANY_THROW(held.add(4, worker_values(4)));
 }
 
 TEST(AmbDg, AResumedWallClockWorkerComputesAtTheCheckpointsVersions) {
   // Resumed at step 5 with versions 3 and 4 from the checkpoint and 5 now: rounds 5 and 6 at
   // versions 3 and 4, as the straight run's (ParameterVersions::version_for).
   WorkerVersions held(2);
-  for (std::int64_t version = 3; version <= 5; ++version)
-    held.add(version, version_values(version));
+  for (std::int64_t version = 3; version <= 5; ++version) held.add(version, worker_values(version));
   EXPECT_EQ(held.version_for(5), 3);
   EXPECT_EQ(held.version_for(6), 4);
   EXPECT_EQ(held.take(5)[0], 3.0f);
@@ -74,7 +77,7 @@ TEST(AmbDg, AResumedWallClockWorkerComputesAtTheCheckpointsVersions) {
   EXPECT_FALSE(held.ready(8));
   // From a checkpoint without versions: the resumed parameters until round 5 + TAU.
   WorkerVersions fresh(2);
-  fresh.add(5, version_values(5));
+  fresh.add(5, worker_values(5));
   EXPECT_EQ(fresh.version_for(5), 5);
   EXPECT_EQ(fresh.version_for(7), 5);
   EXPECT_EQ(fresh.version_for(8), 6);

@@ -15,6 +15,7 @@
 #include <set>
 #include <thread>
 
+#include "mbkit/comm/in_flight.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/error.hpp"
 #include "mbkit/util/log.hpp"
@@ -225,6 +226,8 @@ Request World::iallreduce_sum(std::span<float> values) const {
   MPI_Request request = MPI_REQUEST_NULL;
   MBKIT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, values.data(), checked_count(values.size()),
                                  MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request));
+  in_flight::track(from_mpi(request), values.data(), values.size_bytes(),
+                   in_flight::Use::kCollective);
   return {from_mpi(request), -1};
 }
 
@@ -233,6 +236,7 @@ Request World::ibroadcast(std::span<std::uint8_t> bytes, int root) const {
   MPI_Request request = MPI_REQUEST_NULL;
   MBKIT_MPI_CHECK(MPI_Ibcast(bytes.data(), checked_count(bytes.size()), MPI_BYTE, root,
                              MPI_COMM_WORLD, &request));
+  in_flight::track(from_mpi(request), bytes.data(), bytes.size(), in_flight::Use::kCollective);
   return {from_mpi(request), -1};
 }
 
@@ -368,6 +372,7 @@ Request World::isend(const void* data, std::size_t bytes, int destination, int t
   MPI_Request request = MPI_REQUEST_NULL;
   MBKIT_MPI_CHECK(
       MPI_Isend(data, checked_count(bytes), MPI_BYTE, destination, tag, MPI_COMM_WORLD, &request));
+  in_flight::track(from_mpi(request), data, bytes, in_flight::Use::kSend);
   return {from_mpi(request), destination};
 }
 
@@ -375,6 +380,7 @@ Request World::irecv(void* data, std::size_t bytes, int source, int tag) const {
   MPI_Request request = MPI_REQUEST_NULL;
   MBKIT_MPI_CHECK(
       MPI_Irecv(data, checked_count(bytes), MPI_BYTE, source, tag, MPI_COMM_WORLD, &request));
+  in_flight::track(from_mpi(request), data, bytes, in_flight::Use::kReceive);
   return {from_mpi(request), source};
 }
 
@@ -385,6 +391,7 @@ bool World::test(Request& request, std::size_t* bytes) const {
   MPI_Status status;
   MBKIT_MPI_CHECK(MPI_Test(&mpi_request, &done, &status));
   if (!done) return false;
+  in_flight::forget(request.handle);
   request.handle = 0;
   if (bytes != nullptr) {
     int count = 0;
@@ -405,6 +412,7 @@ void World::cancel(Request& request) const {
   MPI_Request mpi_request = to_mpi(request.handle);
   MBKIT_MPI_CHECK(MPI_Cancel(&mpi_request));
   MBKIT_MPI_CHECK(MPI_Wait(&mpi_request, MPI_STATUS_IGNORE));
+  in_flight::forget(request.handle);
   request.handle = 0;
 }
 

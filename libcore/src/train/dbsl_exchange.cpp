@@ -31,7 +31,7 @@ struct ReplyHeader {
   double step = 0, lr = 0, stop = 0;
 };
 
-using Bytes = std::vector<unsigned char>;
+using Bytes = comm::MessageBuffer<unsigned char>;
 
 }  // namespace
 

@@ -32,7 +32,7 @@ constexpr std::int64_t kDoneRound = -1;
 // The master's message: the version, then the StopCode (a stop: header alone).
 constexpr std::size_t kVersionHeader = kStepFloats + 1;
 
-using Buffer = std::vector<float>;
+using Buffer = WorkerVersions::Values;
 
 // The master's message: version `version` (its parameters and state), or a stop (`code`).
 Buffer version_message(std::int64_t version, int code, std::span<const float> parameters,

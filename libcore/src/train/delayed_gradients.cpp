@@ -67,7 +67,7 @@ void ParameterVersions::restore(const std::vector<NamedArray>& arrays, std::int6
   }
 }
 
-void WorkerVersions::add(std::int64_t version, std::vector<float> values) {
+void WorkerVersions::add(std::int64_t version, Values values) {
   MBKIT_CHECK(held_.empty() || version == held_.back().first + 1, "WorkerVersions: version ",
               version, " after ", held_.empty() ? -1 : held_.back().first);
   if (held_.empty()) first_ = version;

@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "mbkit/comm/in_flight.hpp"
 #include "mbkit/train/exchange.hpp"
 
 namespace mbkit::train::exchange_detail {
@@ -39,7 +40,10 @@ struct ParametersHeader {
   double stop = 0;
 };
 
-using Bytes = std::vector<unsigned char>;
+// Message buffers: an exchange unwound by an error with a request pending does not free them
+// while MPI may still use them (mbkit/comm/in_flight.hpp).
+using Bytes = comm::MessageBuffer<unsigned char>;
+using Floats = comm::MessageBuffer<float>;
 
 // The wall-clock exchanges (selecting_exchange.cpp, delayed_exchange.cpp) send a step number in
 // the first two floats of a message: its bits, not a value (exact for any step).

@@ -52,7 +52,7 @@ struct SelectingExchange::Impl {
 
   // The master: a receive and an answer per worker.
   bool started = false;
-  std::vector<std::vector<float>> inbox, outbox;
+  std::vector<Floats> inbox, outbox;
   std::vector<comm::Request> received, sent;
   std::vector<bool> done;          ///< told to stop: nothing more comes from it
   std::vector<bool> answer_after;  ///< came in time for the step: answered after its update
@@ -64,15 +64,15 @@ struct SelectingExchange::Impl {
   std::vector<int> deferred;  ///< the StopCode of parameters waiting for the previous ones
   std::vector<bool> left;     ///< said goodbye: nothing more comes from it
   // notify_late(): a notice per worker, sent when the previous one to it is delivered.
-  std::vector<std::vector<float>> notices;
+  std::vector<Floats> notices;
   std::vector<comm::Request> noticed;
 
   // A worker: its message and the master's answer.
-  std::vector<float> message, reply;
+  Floats message, reply;
   comm::Request message_sent;
   comm::Request reply_received;  ///< K-batch-sync: the receive poll() keeps posted
   bool listening = false;
-  std::vector<float> notice;        ///< notify_late(): the notice being received
+  Floats notice;                    ///< notify_late(): the notice being received
   comm::Request notice_received;    ///< posted once overtaken() is first asked
   std::int64_t newest_notice = -1;  ///< the newest step a notice told of
 
@@ -80,15 +80,15 @@ struct SelectingExchange::Impl {
     if (started) return;
     started = true;
     const auto n = static_cast<std::size_t>(workers);
-    inbox.assign(n, std::vector<float>(message_floats()));
-    outbox.assign(n, std::vector<float>(answer_floats()));
+    inbox.assign(n, Floats(message_floats()));
+    outbox.assign(n, Floats(answer_floats()));
     received.assign(n, {});
     sent.assign(n, {});
     done.assign(n, false);
     answer_after.assign(n, false);
     deferred.assign(n, kNothingDeferred);
     left.assign(n, false);
-    notices.assign(n, std::vector<float>(kStepFloats));
+    notices.assign(n, Floats(kStepFloats));
     noticed.assign(n, {});
     for (int w = 0; w < workers; ++w) post(w);
   }
@@ -117,7 +117,7 @@ struct SelectingExchange::Impl {
   void send_parameters(int w, std::span<const float> p, std::span<const float> s, std::int64_t step,
                        int stop) {
     const auto i = static_cast<std::size_t>(w);
-    std::vector<float>& out = outbox[i];
+    Floats& out = outbox[i];
     put_step(out.data(), step);
     out[kStepFloats] = static_cast<float>(stop);
     std::size_t floats = kAnswerHeader;

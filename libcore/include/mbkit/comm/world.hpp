@@ -26,6 +26,13 @@
 // polls stopped for a while was stopped itself (SIGSTOP; mpirun sends SIGCONT before it ends a
 // job) and does not count that time, so a rank that was frozen blames no one when it resumes.
 //
+// Buffers. A failing rank's objects are destroyed (the error unwinds them) before the job is
+// aborted, while their sends and receives may still be pending, and MPI (or a peer reading this
+// rank's memory directly) may then still use the buffers. World therefore tracks every request
+// it starts on memory until it sees it complete, and buffers allocated as MessageBuffer
+// (mbkit/comm/in_flight.hpp) are not freed while a request uses them: a posted receive is
+// cancelled, a pending send's buffer kept until the process ends. Nothing waits for a peer.
+//
 // After a stop signal (SIGINT, SIGTERM: a graceful stop, mbkit/util/signals.hpp) the deadline
 // is at most kStopGrace: the ranks then only finish their step and agree to stop, and a launcher
 // that signals the job because a rank died (srun --kill-on-bad-exit sends SIGTERM and waits
@@ -128,7 +135,8 @@ class World {
   /// A non-blocking broadcast of `root`'s bytes (MPI_Ibcast), progressing as iallreduce_sum.
   Request ibroadcast(std::span<std::uint8_t> bytes, int root) const;
 
-  // Point-to-point, non-blocking. Buffers must stay valid until the request completed.
+  // Point-to-point, non-blocking. Buffers must stay valid until the request completed: an
+  // object that may be destroyed with one pending (by an error) holds them as MessageBuffer.
   Request isend(const void* data, std::size_t bytes, int destination, int tag) const;
   Request irecv(void* data, std::size_t bytes, int source, int tag) const;
   /// True when the request completed (it is then released); `bytes` gets the size of a

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "mbkit/comm/in_flight.hpp"
 #include "mbkit/train/checkpoint.hpp"
 #include "mbkit/train/virtual_clock.hpp"
 
@@ -73,10 +74,13 @@ class ParameterVersions {
 /// forgotten. The values are the exchange's (a version's message), kept as they came.
 class WorkerVersions {
  public:
+  /// A version's message as received (comm/in_flight.hpp: its receive may outlive the exchange).
+  using Values = comm::MessageBuffer<float>;
+
   explicit WorkerVersions(int delay) : delay_(delay) {}
 
   /// The next version, `version`: the one after the newest held (any, when none is).
-  void add(std::int64_t version, std::vector<float> values);
+  void add(std::int64_t version, Values values);
   /// The version round `round` computes at (a version must be held).
   std::int64_t version_for(std::int64_t round) const;
   /// Whether round `round`'s version has come.
@@ -90,7 +94,7 @@ class WorkerVersions {
  private:
   int delay_;
   std::int64_t first_ = 0;  ///< the oldest version held at the start
-  std::deque<std::pair<std::int64_t, std::vector<float>>> held_;
+  std::deque<std::pair<std::int64_t, Values>> held_;
 };
 
 /// Rank 0's timeline of AMB-DG's rounds on the virtual clock (ps, one server). Worker w's link

@@ -40,6 +40,7 @@
 #include <utility>
 #include <vector>
 
+#include "mbkit/comm/in_flight.hpp"
 #include "mbkit/comm/world.hpp"
 #include "mbkit/nn/network.hpp"
 #include "mbkit/train/emulated_workers.hpp"
@@ -76,7 +77,7 @@ class EmulatedAsyncRounds {
   /// A round that ran: the worker's report, its gradient and state (whole buffers).
   struct Computed {
     WorkerReport report;
-    std::vector<float> gradients, state;
+    comm::MessageBuffer<float> gradients, state;  ///< broadcast from their host (in_flight.hpp)
   };
   explicit EmulatedAsyncRounds(Parts parts);
 

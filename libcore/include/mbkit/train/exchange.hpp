@@ -51,6 +51,7 @@
 
 #include "mbkit/comm/compression.hpp"
 #include "mbkit/comm/device_allreduce.hpp"
+#include "mbkit/comm/in_flight.hpp"
 #include "mbkit/comm/shared_sum.hpp"
 #include "mbkit/comm/world.hpp"
 #include "mbkit/train/async_rule.hpp"
@@ -253,8 +254,10 @@ class SyncExchange {
   const comm::World& world_;
   bool parameter_server_;
   int servers_ = 1;
-  std::vector<float> small_;  ///< state | per-worker report slots (when no tail is given)
-  std::vector<std::int32_t> arrivals_;
+  // Buffers of non-blocking sums and messages (comm/in_flight.hpp: kept if this exchange is
+  // destroyed by an error while one is pending).
+  comm::MessageBuffer<float> small_;  ///< state | per-worker report slots (when no tail is given)
+  comm::MessageBuffer<std::int32_t> arrivals_;
   double send_time_ = 0, wait_time_ = 0, recv_time_ = 0;
   /// ps server: receiving this step's shard, updating and sending back the previous one.
   double gather_time_ = 0, update_time_ = 0, shard_send_time_ = 0;
