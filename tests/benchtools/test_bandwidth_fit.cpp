@@ -41,9 +41,8 @@ TEST(BandwidthFit, PrintsEachPairAllPairsAndWhetherTheyDiffer) {
   EXPECT_NE(text.find("# the pairs differ: a model per pair"), std::string::npos) << text;
   // A message is priced by the line, the allreduce by its medians.
   EXPECT_NE(text.find("the trainers price a message of n bytes by the line, a streamed message "
-                      "(--async) by interpolating the stream's medians, and the allreduce by "
-                      "interpolating its "
-                      "medians (time_us) linearly in bytes"),
+                      "by interpolating the stream's medians, --async by the async cycle's, and "
+                      "the allreduce by interpolating its medians (time_us) linearly in bytes"),
             std::string::npos)
       << text;
   EXPECT_EQ(text.find("# streamed messages"), std::string::npos) << text;

@@ -340,9 +340,8 @@ void write_comm_fits(std::ostream& out, const train::CommModelRecords& records) 
                                    : "# the pairs agree: one model for all\n");
   out << "# --comm-model FILE: the trainers price a message of n bytes by the line, a streamed "
          "message by interpolating the stream's medians, --async by the async cycle's, and the "
-         "allreduce by "
-         "interpolating its "
-         "medians (time_us) linearly in bytes between the measured sizes around n\n";
+         "allreduce by interpolating its medians (time_us) linearly in bytes between the "
+         "measured sizes around n\n";
   if (const train::CommStreamRecord& stream = records.stream; stream.window > 0) {
     line(cat("streamed messages (windows of up to ", stream.window, "), all pairs"), stream.fit,
          stream.bytes.size());

@@ -265,6 +265,16 @@ void write_measured(io::File& file, const std::string& name, const char* count_n
   set_points(group, bytes, seconds);
 }
 
+/// A group's window: its count of `what` (messages, gradients) a timed window, 1 or more.
+int read_window(const io::Group& group, const char* what) {
+  const std::int64_t window = group.int_attribute("window");
+  if (window < 1 || window > 1'000'000) {
+    data_error(cat(group.describe(), ": 'window' is ", window, ", not a number of ", what,
+                   " of 1 or more"));
+  }
+  return static_cast<int>(window);
+}
+
 void require_usable(const io::Object& object, const CommModelFit& fit, const std::string& what,
                     double min_r_squared) {
   if (const std::string problem = comm_fit_problem(fit, min_r_squared); !problem.empty()) {
@@ -427,12 +437,7 @@ CommModelRecords read_comm_model(const std::string& path) {
     if (file.has(kStreamGroup)) {
       const io::Group group = file.open_group(kStreamGroup);
       CommStreamRecord& stream = records.stream;
-      const std::int64_t window = group.int_attribute("window");
-      if (window < 1 || window > 1'000'000) {
-        data_error(cat(group.describe(), ": 'window' is ", window,
-                       ", not a number of messages of 1 or more"));
-      }
-      stream.window = static_cast<int>(window);
+      stream.window = read_window(group, "messages");
       stream.fit = read_fit(group);
       read_points(group, stream.bytes, stream.seconds);
       if (const std::string problem = stream_problem(stream); !problem.empty()) {
@@ -444,12 +449,7 @@ CommModelRecords read_comm_model(const std::string& path) {
     if (file.has(kAsyncGroup)) {
       const io::Group group = file.open_group(kAsyncGroup);
       CommAsyncRecord& cycle = records.async_cycle;
-      const std::int64_t window = group.int_attribute("window");
-      if (window < 1 || window > 1'000'000) {
-        data_error(cat(group.describe(), ": 'window' is ", window,
-                       ", not a number of gradients of 1 or more"));
-      }
-      cycle.window = static_cast<int>(window);
+      cycle.window = read_window(group, "gradients");
       cycle.fit = read_fit(group);
       read_points(group, cycle.bytes, cycle.seconds);
       if (!group.has_attribute("busy_seconds")) {
