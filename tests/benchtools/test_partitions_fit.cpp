@@ -55,17 +55,19 @@ TEST(PartitionsFit, NeedsTwoWholeBatchSizes) {
 TEST(PartitionsFit, ToolWritesATimeModelItsReaderReads) {
   test::TempDir dir;
   data::ImagesSynthOptions synth;
-  // Batches 32 times apart, of images large enough that a batch's work, not a timing spike of
-  // a loaded machine, sets the slope: --fit refuses a model whose a or b is negative.
+  // Batches 64 times apart, of images large enough that a batch's work, not a timing spike of
+  // a loaded machine, sets the slope: --fit refuses a model whose a or b is negative. 9 steps,
+  // so that the median stands four spikes: with 3 steps of 16, 128 and 512 the sanitizer stage
+  // of a CI run (ASan, ctest -j2) fitted a = -6.2e-7 s per sample and the test failed.
   synth.shape = {1, 28, 28};
   synth.classes = 4;
-  synth.train = 512;
+  synth.train = 1024;
   synth.test = 4;
   data::write_synth_images(dir.file("d.h5"), synth, 0);
   tools::bench_partitions::PartitionsOptions options;
   options.data = dir.file("d.h5");
-  options.batch_sizes = "16,128,512";
-  options.steps = 3;
+  options.batch_sizes = "16,128,1024";
+  options.steps = 9;
   options.threads = 1;
   options.fit = true;
   options.time_model = dir.file("tm.h5");
@@ -76,7 +78,7 @@ TEST(PartitionsFit, ToolWritesATimeModelItsReaderReads) {
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0].model, "mlp");
   EXPECT_EQ(records[0].threads, 1);
-  EXPECT_EQ(records[0].batch_sizes, (std::vector<double>{16, 128, 512}));
+  EXPECT_EQ(records[0].batch_sizes, (std::vector<double>{16, 128, 1024}));
   EXPECT_FALSE(records[0].cpu_model.empty());
   EXPECT_FALSE(records[0].library_versions.empty());
   // The model read back is the fit of the times read back.
