@@ -49,8 +49,13 @@ cgroup_cpu_per_step.py measures the steps' CPU without the start-up).
         [--batch-size 256] [--induce 0.05:0.01:1] [--target 0.6] [--data FILE] [--keep DIR]
         [--slow-factor 2] [--cfs-periods 100000,10000,2000] [--compute-fit auto|min|median]
         [--repeats 1] [--link-rates 1gbit,10gbit] [--measured-model] [--stream-baseline]
-        [--cycle-baseline]
+        [--cycle-baseline] [--no-warmup]
         [--setting3-emulation quota,quota-spin,slowdown] [--unthrottled-baseline]
+
+Every emulation's compute model has the first step's warm-up W (--compute-model A,B,W), the
+extra seconds of mb-bench-partitions' first step at the run's batch size: a real trainer's
+step 0 pays the backend's and the memory's one-time costs (mlp, batch 256: about 49 ms against
+1.5 ms a step after, and twice that under half a core); --no-warmup leaves it out.
 """
 
 import argparse
@@ -85,13 +90,19 @@ def run(command, **kwargs):
 
 
 def fit_compute_model(data, model, batch_size):
-    """{"min": (a, b, r^2), "median": (a, b, r^2)}: t(B) = a B + b in seconds, fitted by least
+    """({"min": (a, b, r^2), "median": (a, b, r^2)}, W): t(B) = a B + b in seconds, fitted by least
     squares to the fastest and to the median steps mb-bench-partitions measures on one core
     over batch sizes around the run's. Its steps run back to back: on a loaded machine the
     scheduler shares the core among them and the other jobs, as it does a worker that computes
     without pause (setting 3), while a worker that sleeps between rounds (its --induce delay,
-    setting 1) gets the core at once when it wakes and computes as fast as the fastest steps."""
-    sizes = sorted({max(8, batch_size // 4), max(8, batch_size // 2), batch_size, 2 * batch_size})
+    setting 1) gets the core at once when it wakes and computes as fast as the fastest steps.
+    W: the process's first step's seconds more than the median step at the run's batch size
+    (measured first, so that its first step is the process's: the trainer's step 0 creates
+    the backend's primitives and touches its memory as this one does), --compute-model's
+    warm-up."""
+    others = sorted({max(8, batch_size // 4), max(8, batch_size // 2), 2 * batch_size} -
+                    {batch_size})
+    sizes = [batch_size, *others]
     out = run([tool("mb-bench-partitions"), "--data", data, "--model", model, "--batch-sizes",
                ",".join(map(str, sizes)), "--threads", "1", "--steps", "20"],
               capture_output=True).stdout
@@ -104,6 +115,7 @@ def fit_compute_model(data, model, batch_size):
             rows.append(dict(zip(header, line.split())))
     if len(rows) < 2:
         raise SystemExit("emulation_agreement.py: mb-bench-partitions printed no table to fit")
+    warmup = max(0.0, (float(rows[0]["step_ms_first"]) - float(rows[0]["step_ms_median"])) / 1e3)
     fits = {}
     for statistic in ("min", "median"):
         points = [(float(r["batch"]), float(r[f"step_ms_{statistic}"]) / 1e3) for r in rows]
@@ -116,7 +128,7 @@ def fit_compute_model(data, model, batch_size):
         total = sum((y - mean_y) ** 2 for _, y in points)
         residual = sum((y - a * x - b) ** 2 for x, y in points)
         fits[statistic] = (a, b, 1 - residual / total if total > 0 else 1.0)
-    return fits
+    return fits, warmup
 
 
 CGROUP_CPU = "/sys/fs/cgroup/cpu"
@@ -379,6 +391,9 @@ def main():
     parser.add_argument("--cycle-baseline", action="store_true",
                         help="setting 2: also emulate async with the link's file less its "
                              "async cycle (the streamed messages price the gradients)")
+    parser.add_argument("--no-warmup", action="store_true",
+                        help="emulate without the first step's warm-up (--compute-model A,B "
+                             "instead of A,B,W: as before it was modelled)")
     parser.add_argument("--compute-fit", choices=("auto", "min", "median"), default="auto",
                         help="fit the compute model to mb-bench-partitions' fastest or median "
                              "steps (auto: fastest for setting 1, whose workers sleep between "
@@ -395,7 +410,9 @@ def main():
         data = args.data or os.path.join(directory, "fmnist.h5")
         if not args.data and not os.path.exists(data):
             run([tool("mb-dataset"), "-q", "fetch", "fashion-mnist", "-o", data])
-        fits = fit_compute_model(data, args.model, args.batch_size)
+        fits, warmup = fit_compute_model(data, args.model, args.batch_size)
+        if args.no_warmup:
+            warmup = 0.0
         common = ["--data", data, "--model", args.model, "--batch-size", str(args.batch_size),
                   "--steps", str(args.steps), "--threads", "1", "--eval-every",
                   str(args.eval_every), "--test-size", "1000", "--test-sample", "fixed",
@@ -406,7 +423,7 @@ def main():
             if statistic == "auto":
                 statistic = "min" if setting == 1 else "median"
             a, b, _ = fits[statistic]
-            return ["--compute-model", f"{a!r},{b!r}"]
+            return ["--compute-model", f"{a!r},{b!r}" + (f",{warmup!r}" if warmup > 0 else "")]
 
         def trainer_command(trainer, clock, log, extra, wrap=None, link=None):
             command = [tool(trainer), *common, "--clock", clock, *extra, "--log", log]
@@ -432,6 +449,9 @@ def main():
         for statistic, (a, b, r2) in fits.items():
             print(f"# compute model fitted to mb-bench-partitions' {statistic} steps (1 thread): "
                   f"a = {a:.4g} s/sample, b = {b:.4g} s, r^2 = {r2:.3f}")
+        print(f"# the first step's warm-up W = {warmup * 1e3:.1f} ms (mb-bench-partitions' first "
+              f"step at batch {args.batch_size} less its median"
+              f"{'; left out: --no-warmup' if args.no_warmup else ''})")
         if 1 in settings:
             time_limit = args.amb_time_limit
             if time_limit is None:

@@ -60,8 +60,8 @@ PartitionsRun sample_run() {
   run.steps = 3;
   run.warmup_steps = 1;
   run.seed = 7;
-  run.rows.push_back({0, {64, 2}, {0.01, 0.02, 0.03}});
-  run.rows.push_back({1, {64, 2}, {0.04, 0.05, 0.06}});
+  run.rows.push_back({0, {64, 2}, {0.01, 0.02, 0.03}, 0.09});
+  run.rows.push_back({1, {64, 2}, {0.04, 0.05, 0.06}, 0.08});
   return run;
 }
 
@@ -78,6 +78,7 @@ TEST(PartitionsFile, ReadsBackWhatWasWritten) {
   EXPECT_EQ(back.rows[1].rank, 1);
   EXPECT_EQ(back.rows[1].split, (Split{64, 2}));
   EXPECT_EQ(back.rows[1].seconds, (std::vector<double>{0.04, 0.05, 0.06}));
+  EXPECT_EQ(back.rows[1].first_seconds, 0.08);
   const io::File file = io::File::open(path);
   EXPECT_EQ(file.open_dataset("micro_batch").read<std::int64_t>(),
             (std::vector<std::int64_t>{32, 32}));
@@ -100,6 +101,7 @@ TEST(PartitionsTable, ColumnsAndUnits) {
   EXPECT_EQ(fields[3], 32);                 // micro-batch
   EXPECT_NEAR(fields[5], 50, 1e-9);         // median step, ms
   EXPECT_NEAR(fields[8], 50e3 / 64, 1e-3);  // median per sample, us
+  EXPECT_NEAR(fields[10], 80, 1e-9);        // the first (warm-up) step, ms
 }
 
 class PartitionsTool : public ::testing::Test {

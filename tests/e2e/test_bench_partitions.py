@@ -3,6 +3,7 @@
 under mpirun -n 3 with a row per rank, and bad lists, models and batch sizes refused with one
 line and exit status 2."""
 
+import math
 import re
 import shutil
 import unittest
@@ -35,19 +36,22 @@ class BenchPartitions(mbtest.ToolTestCase):
         self.assertSucceeded(result)
         columns, rows = mbtest.parse_table(result.out, float)
         self.assertEqual(columns[:4], ["rank", "batch", "partitions", "micro_batch"])
-        self.assertEqual(columns[-1], "sample_us_max")
+        self.assertEqual(columns[-2:], ["sample_us_max", "step_ms_first"])
         self.assertEqual(len(rows), 9 * 3)
         self.assertEqual(sorted({int(r["rank"]) for r in rows}), [0, 1, 2])
         for row in rows:
             self.assertEqual(row["micro_batch"] * row["partitions"], row["batch"])
             self.assertLessEqual(row["step_ms_min"], row["step_ms_median"])
             self.assertLessEqual(row["step_ms_median"], row["step_ms_max"])
+            self.assertGreater(row["step_ms_first"], 0)  # --warmup 1: the untimed step
             self.assertAlmostEqual(row["sample_us_median"],
                                    row["step_ms_median"] * 1e3 / row["batch"],
                                    delta=0.5 / row["batch"] + 0.002)  # printed rounding
         with h5py.File(self.path("p.h5"), "r") as f:
             self.assertEqual(f["step_time"].shape, (27, 2))
             self.assertTrue((f["step_time"][...] > 0).all())
+            self.assertEqual(f["first_step_time"].shape, (27,))
+            self.assertTrue((f["first_step_time"][...] > 0).all())
             self.assertEqual(sorted(set(f["rank"][...])), [0, 1, 2])
             self.assertEqual(int(f.attrs["ranks"]), 3)
             self.assertEqual(int(f.attrs["threads"]), 1)
@@ -58,6 +62,18 @@ class BenchPartitions(mbtest.ToolTestCase):
         self.assertEqual({p[0] for p in points}, {"time-per-step", "time-per-sample"})
         self.assertEqual(len(points), 2 * 9)  # a point per (B, P) in each panel
         self.assertNoStrayFiles()
+
+    def test_without_warm_up_steps_the_first_step_is_nan(self):
+        result = mbtest.run([mbtest.tool("mb-bench-partitions"), "--data", self.path("d.h5"),
+                             "--threads", "1", "--steps", "2", "--warmup", "0", "--model", "mlp",
+                             "--batch-sizes", "8,16", "-o", self.path("p.h5")],
+                            cwd=self.dir, env=self.env)
+        self.assertSucceeded(result)
+        _, rows = mbtest.parse_table(result.out, float)
+        self.assertEqual(len(rows), 2)
+        self.assertTrue(all(math.isnan(row["step_ms_first"]) for row in rows))
+        with h5py.File(self.path("p.h5"), "r") as f:
+            self.assertTrue(all(math.isnan(x) for x in f["first_step_time"][...]))
 
     def test_fit_on_three_ranks_writes_a_time_model_per_rank(self):
         self.assertIsNotNone(MPIRUN, "mpirun (openmpi-bin) is required")

@@ -71,6 +71,26 @@ class CpuQuota(mbtest.ToolTestCase):
                                    np.array([16.0, 22.8, 22.8, 22.8, 22.8]) / 1e3, rtol=1e-6)
         np.testing.assert_allclose(workers["sleep_time"][ranks == 1], 0)
 
+    def test_the_first_step_s_warm_up_is_compute_that_the_quota_throttles(self):
+        # As above with --compute-model A,B,W of W = 4 ms: each worker's first round computes
+        # 9.2 ms. Worker 2 spinning: [0, 2) [10, 12) [20, 22) [30, 32) [40, 41.2): ready 41.2,
+        # end 43.2; then the steps above, 30.0 each. Without the quota: 9.2 + 2 x 1, then 7.2.
+        warm = ["--compute-model", "1e-4,2e-3,0.004"]
+        for name, quota, times in (("quota", [*QUOTA, *SPIN], [43.2, 30.0, 30.0]),
+                                   ("free", [], [11.2, 7.2, 7.2])):
+            with self.subTest(name=name):
+                self.assertSucceeded(self.train("--comm", "ps", "--emulate", "2", "--batch-size",
+                                                "32", "--steps", "3", "--drop-last", *MODELS,
+                                                *warm, *quota, "--log", f"{name}.h5"))
+                log = read_log(self.path(f"{name}.h5"))
+                self.assertEqual(log["config"]["compute_model"],
+                                 "0.0001,0.002,0.0040000000000000001")
+                np.testing.assert_allclose(log["steps"]["step_time"], np.array(times) / 1e3,
+                                           rtol=1e-6)
+                np.testing.assert_allclose(log["workers"]["compute_time"],
+                                           np.array([9.2, 9.2, 5.2, 5.2, 5.2, 5.2]) / 1e3,
+                                           rtol=1e-6)
+
     def test_the_run_s_last_lines_give_the_budget_s_totals(self):
         # The spinning worker above, 5 steps. Each round computes 5.2 ms (charged) in three
         # windows, stopped twice for 8 ms; each round after the first starts with the wait for
@@ -168,7 +188,9 @@ class CpuQuota(mbtest.ToolTestCase):
         # two shares under mpirun.
         args = ["--comm", "ps", "--batch-size", "32", "--partitions", "4", "--time-limit",
                 "0.004", "--steps", "12", "--drop-last", *MODELS, *QUOTA, "--seed", "3"]
-        variants = [("one", ["--emulate", "2"], 0)]
+        # With a first step's warm-up too: the resumed run does not add it again.
+        variants = [("one", ["--emulate", "2"], 0),
+                    ("one-warm-up", ["--emulate", "2", "--compute-model", "1e-4,2e-3,0.003"], 0)]
         if MPIRUN is not None:
             variants.append(("shares", ["--emulate", "2"], 2))
         for name, extra, ranks in variants:

@@ -54,6 +54,19 @@ TEST(ComputeModels, EntriesForAllRanksSomeRanksAndRangesLaterWins) {
   EXPECT_EQ(again.spec(), models.spec());
 }
 
+TEST(ComputeModels, AThirdValueIsTheFirstStepsWarmUp) {
+  const auto models = parse_compute_models({"1e-4,2e-3,0.05", "2=1e-4,2e-3"});
+  EXPECT_DOUBLE_EQ(models.for_rank(1)->warmup, 0.05);
+  EXPECT_DOUBLE_EQ(models.for_rank(2)->warmup, 0.0);
+  // Not in cost(): the worker's round adds it once.
+  EXPECT_DOUBLE_EQ(models.for_rank(1)->cost(10), 1e-4 * 10 + 2e-3);
+  EXPECT_EQ(models.spec(), "0.0001,0.002,0.050000000000000003 2=0.0001,0.002");
+  EXPECT_EQ(parse_compute_models(split(models.spec(), ' ')).spec(), models.spec());
+  EXPECT_NE(models.describe().find("first step + 50 ms"), std::string::npos) << models.describe();
+  EXPECT_MBKIT_ERROR(parse_compute_models({"1,1,-1"}), ExitCode::kUsage, "W: '-1' is negative");
+  EXPECT_MBKIT_ERROR(parse_compute_models({"1,1,1,1"}), ExitCode::kUsage, "not [RANKS=]A,B[,W]");
+}
+
 TEST(ComputeModels, BadEntriesAndRanksAreUsageErrors) {
   EXPECT_MBKIT_ERROR(parse_compute_models({"1e-4"}), ExitCode::kUsage,
                      "--compute-model '1e-4': not [RANKS=]A,B");

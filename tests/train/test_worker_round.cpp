@@ -73,6 +73,31 @@ class WorkerRoundTest : public ::testing::Test {
   emulation::Slowdown none_;
 };
 
+TEST_F(WorkerRoundTest, TheModelsWarmUpIsInTheFirstRoundOnlyAndNotAfterAResume) {
+  ComputeModel warming = kModel;
+  warming.warmup = 0.5;  // a step is 0.26 s, the first 0.76 s
+  auto data = loader();
+  auto net = network(*data);
+  WorkerRound worker({*net, *data, clock_, none_, warming, std::nullopt, 1, 0, 11, RoundRule{}});
+  EXPECT_DOUBLE_EQ(*worker.predict_ready(), 0.76);
+  EXPECT_DOUBLE_EQ(worker.run(0, 0).compute_time, 0.76);
+  EXPECT_DOUBLE_EQ(*worker.predict_ready(), 0.26);
+  EXPECT_DOUBLE_EQ(worker.run(1, 0).compute_time, 0.26);
+  // A resumed run's worker is past its first round.
+  WorkerRound resumed({*net, *data, clock_, none_, warming, std::nullopt, 1, 0, 11, RoundRule{}});
+  resumed.skip_warmup();
+  EXPECT_DOUBLE_EQ(resumed.run(5, 0).compute_time, 0.26);
+  // AMB: the warm-up is compute within the time limit. Micro-batches of 4 cost 0.14 s; a
+  // limit of 0.3 s takes 3 of them, but the first round only its first (0.64 s).
+  const RoundRule anytime{true, 4, 0.3};
+  WorkerRound amb({*net, *data, clock_, none_, warming, std::nullopt, 1, 0, 11, anytime});
+  EXPECT_DOUBLE_EQ(*amb.predict_ready(), 0.64);
+  const WorkerReport first = amb.run(0, 0);
+  EXPECT_EQ(first.micro_batches, 1);
+  EXPECT_DOUBLE_EQ(first.compute_time, 0.64);
+  EXPECT_EQ(amb.run(1, 0).micro_batches, 3);
+}
+
 TEST_F(WorkerRoundTest, FixedBatchIsOneMicroBatchOfTheWholeBatch) {
   const WorkerReport report = round(RoundRule{});
   EXPECT_EQ(report.micro_batches, 1);

@@ -32,7 +32,9 @@ StepTimer::StepTimer(const StepTimerOptions& options)
 
 StepTimer::~StepTimer() = default;
 
-std::vector<double> StepTimer::time_steps(const Split& split, int warmup, int steps) {
+std::vector<double> StepTimer::time_steps(const Split& split, int warmup, int steps,
+                                          double* first) {
+  if (first) *first = std::numeric_limits<double>::quiet_NaN();
   if (static_cast<std::uint64_t>(split.batch) > rows_) {
     usage_error(cat("--batch-sizes: ", split.batch, " is more than the ", rows_,
                     " training rows of ", options_.data));
@@ -64,6 +66,7 @@ std::vector<double> StepTimer::time_steps(const Split& split, int warmup, int st
                " micro-batches instead of ", split.partitions));
     }
     if (i >= warmup) seconds.push_back(elapsed);
+    if (i == 0 && warmup > 0 && first) *first = elapsed;
   }
   return seconds;
 }

@@ -52,7 +52,8 @@ void check_options(const PartitionsOptions& o) {
 
 // Every rank's times of one split, by rank (each rank measured itself).
 std::vector<mbkit::results::SplitTimes> gather_times(const comm::World& world, const Split& split,
-                                                     const std::vector<double>& mine) {
+                                                     const std::vector<double>& mine,
+                                                     double my_first) {
   std::vector<mbkit::results::SplitTimes> rows(static_cast<std::size_t>(world.size()));
   for (int r = 0; r < world.size(); ++r) {
     rows[static_cast<std::size_t>(r)].rank = r;
@@ -62,6 +63,8 @@ std::vector<mbkit::results::SplitTimes> gather_times(const comm::World& world, c
     const auto all = mbkit::bench::gather_seconds(world, seconds);
     for (std::size_t r = 0; r < all.size(); ++r) rows[r].seconds.push_back(all[r]);
   }
+  const auto firsts = mbkit::bench::gather_seconds(world, my_first);
+  for (std::size_t r = 0; r < firsts.size(); ++r) rows[r].first_seconds = firsts[r];
   return rows;
 }
 
@@ -108,8 +111,9 @@ int run_bench_partitions(const PartitionsOptions& options, std::ostream& out) {
     run.seed = options.seed;
     for (const Split& split : splits) {
       world.barrier();  // every rank computes at once, as in a run
-      const auto mine = timer.time_steps(split, options.warmup, options.steps);
-      for (auto& row : gather_times(world, split, mine)) run.rows.push_back(std::move(row));
+      double first = 0;
+      const auto mine = timer.time_steps(split, options.warmup, options.steps, &first);
+      for (auto& row : gather_times(world, split, mine, first)) run.rows.push_back(std::move(row));
     }
     const auto devices = options.fit ? rank_devices(world, timer) : std::vector<RankDevice>{};
     if (world.rank() == 0) {

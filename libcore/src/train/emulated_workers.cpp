@@ -275,6 +275,10 @@ void EmulatedWorkers::make_rounds(const RoundParts& parts) {
   }
 }
 
+void EmulatedWorkers::skip_warmup() {
+  for (auto& round : rounds_) round->skip_warmup();
+}
+
 void EmulatedWorkers::skip_rounds(std::int64_t rounds) {
   for (auto& round : rounds_) round->skip_rounds(rounds);
 }

@@ -137,6 +137,12 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
                             &options_.cpu_quota});
   }
   restore_quota_budgets();
+  // The compute model's warm-up belongs to a worker's first round of the run: a resumed run's
+  // workers are past it (its rounds stay the uninterrupted run's).
+  if (step_ > 0) {
+    if (round_) round_->skip_warmup();
+    if (emulated_) emulated_->skip_warmup();
+  }
   // A resumed synchronous run's workers have done a round a step: their induced delays go on
   // where an uninterrupted run's would be.
   if (resume_.resumed != 0 && options_.k_batch_sync > 0 && !selects_on_wall_clock()) {

@@ -49,7 +49,10 @@ double quota_busy_wait(const std::string& comm_wait) {
   return comm_wait == "spin" ? emulation::kWaitsOnCpu : comm::kYieldWaitSeconds;
 }
 
-WorkerRound::WorkerRound(Parts parts) : parts_(std::move(parts)), budget_(parts_.cpu_quota) {
+WorkerRound::WorkerRound(Parts parts)
+    : parts_(std::move(parts)),
+      budget_(parts_.cpu_quota),
+      warmup_left_(parts_.compute_model ? parts_.compute_model->warmup : 0.0) {
   if (parts_.trace) {
     sampler_ = std::make_unique<emulation::TraceReplay>(parts_.trace, parts_.worker);
   } else if (parts_.stragglers) {
@@ -140,7 +143,7 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
     const double measured = timer.seconds();  // a GPU's queued work belongs to this micro-batch
     // A device's time overlaps part of the host's exchange: never below zero.
     const double cost = virtual_clock && parts_.compute_model
-                            ? parts_.compute_model->cost(size)
+                            ? parts_.compute_model->cost(size) + (k == 0 ? warmup_left_ : 0.0)
                             : std::max(0.0, measured - exchange_in_backward);
     const double extra = parts_.slowdown.extra_delay(parts_.rank, cost);
     if (!virtual_clock) sleep_for(extra);
@@ -157,6 +160,7 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
       run_micro_batch, between_micro_batches, abandon_round);
   abandoned_ = round.cut;
   report.micro_batches = round.done;
+  if (round.done > 0) warmup_left_ = 0;
   report.finished_early = rule.anytime && round.finished_early;
   if (quota) {
     report.sleep_time = quota->finish(report.compute_time);
@@ -182,8 +186,8 @@ std::optional<double> WorkerRound::predict_ready() {
   run_anytime_round(
       plan, rule.anytime ? rule.time_limit : std::numeric_limits<double>::infinity(),
       [&] { return quota ? quota->elapsed() : emulated; },
-      [&](int) {
-        const double cost = parts_.compute_model->cost(plan.size);
+      [&](int k) {
+        const double cost = parts_.compute_model->cost(plan.size) + (k == 0 ? warmup_left_ : 0.0);
         const double extra = parts_.slowdown.extra_delay(parts_.rank, cost);
         emulated += cost + extra;
         if (quota) quota->compute(cost, extra);
@@ -202,7 +206,8 @@ std::optional<std::vector<double>> WorkerRound::predict_completions(int count) {
   std::vector<double> completions;
   completions.reserve(static_cast<std::size_t>(std::max(count, 0)));
   for (int j = 0; j < count; ++j) {
-    const double cost = parts_.compute_model->cost(parts_.loader.batch_size_ahead(j));
+    const double cost = parts_.compute_model->cost(parts_.loader.batch_size_ahead(j)) +
+                        (j == 0 ? warmup_left_ : 0.0);
     const double extra = parts_.slowdown.extra_delay(parts_.rank, cost);
     compute += cost;
     sleep += extra;
@@ -220,7 +225,7 @@ std::optional<double> WorkerRound::predict_samples_ready(std::int64_t samples) {
   for (std::int64_t j = 0; done < samples; ++j) {
     const std::int64_t size =
         std::min<std::int64_t>(parts_.loader.batch_size_ahead(j), samples - done);
-    const double cost = parts_.compute_model->cost(size);
+    const double cost = parts_.compute_model->cost(size) + (j == 0 ? warmup_left_ : 0.0);
     compute += cost;
     sleep += parts_.slowdown.extra_delay(parts_.rank, cost);
     done += size;
@@ -256,7 +261,9 @@ WorkerReport WorkerRound::run_samples(std::int64_t at_step, std::int64_t samples
     update();
     const double measured = timer.seconds();  // a GPU's queued work belongs to this round
     const double cost =
-        virtual_clock && parts_.compute_model ? parts_.compute_model->cost(size) : measured;
+        virtual_clock && parts_.compute_model
+            ? parts_.compute_model->cost(size) + (report.micro_batches == 0 ? warmup_left_ : 0.0)
+            : measured;
     const double extra = parts_.slowdown.extra_delay(parts_.rank, cost);
     if (!virtual_clock) sleep_for(extra);
     report.compute_time += cost;
@@ -266,6 +273,7 @@ WorkerReport WorkerRound::run_samples(std::int64_t at_step, std::int64_t samples
     report.correct += outcome.correct;
     ++report.micro_batches;
   }
+  if (report.micro_batches > 0) warmup_left_ = 0;
   last_drawn_ = static_cast<int>(report.samples);
   report.send_time = previous_send_;
   report.wait_time = previous_wait_;

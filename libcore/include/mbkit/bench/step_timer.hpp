@@ -46,8 +46,11 @@ class StepTimer {
   std::string backend() const { return backend_->description(); }
   int threads() const { return backend_->threads(); }
 
-  /// Seconds of each of `steps` steps of `split`, after `warmup` untimed ones.
-  std::vector<double> time_steps(const Split& split, int warmup, int steps);
+  /// Seconds of each of `steps` steps of `split`, after `warmup` untimed ones; `first`, if
+  /// given, gets the first untimed step's seconds (NaN with no warm-up step): the process's
+  /// first step of a run pays its one-time costs there (primitives created, memory touched).
+  std::vector<double> time_steps(const Split& split, int warmup, int steps,
+                                 double* first = nullptr);
 
  private:
   StepTimerOptions options_;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@ struct SplitTimes {
   int rank = 0;
   Split split;
   std::vector<double> seconds;  ///< per timed step
+  /// The first warm-up step's seconds (NaN: none). The first row's is the process's first
+  /// step, a trainer's step 0: its one-time costs (the compute model's warm-up W) are there.
+  double first_seconds = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// A run of the benchmark: what ran where, and every rank's times.

@@ -103,6 +103,8 @@ class EmulatedWorkers {
     const emulation::CpuQuota* cpu_quota = nullptr;
   };
   void make_rounds(const RoundParts& parts);
+  /// A resumed run: every hosted worker is past its first round (WorkerRound::skip_warmup).
+  void skip_warmup();
 
   /// Worker w's round (the asynchronous master runs them one at a time, emulated_async.hpp;
   /// K-batch-sync plans its batches before the step).

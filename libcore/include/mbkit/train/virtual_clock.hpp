@@ -140,12 +140,17 @@ double measure_idle_for(double round_seconds);
 struct ComputeModel {
   double per_sample = 0;
   double per_batch = 0;
+  /// Seconds a worker's first round of a run computes more, once (oneDNN's primitives created,
+  /// its memory first touched: a real trainer's step 0 took 49 ms where later steps took
+  /// 1.5 ms). Not in cost(): WorkerRound adds it to its first micro-batch.
+  double warmup = 0;
   double cost(std::int64_t samples) const {
     return per_sample * static_cast<double>(samples) + per_batch;
   }
 };
 
-/// The --compute-model entries: "A,B" for every rank, "RANK=A,B" or "FIRST-LAST=A,B" for some.
+/// The --compute-model entries: "A,B[,W]" for every rank, "RANK=A,B[,W]" or
+/// "FIRST-LAST=A,B[,W]" for some.
 struct ComputeModels {
   std::optional<ComputeModel> all;
   std::vector<std::pair<std::pair<int, int>, ComputeModel>> ranges;  ///< later entries win

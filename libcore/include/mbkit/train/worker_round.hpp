@@ -143,6 +143,9 @@ class WorkerRound {
   /// A resumed run's worker has done `rounds` rounds already: its induced delays continue
   /// where an uninterrupted run's would be (one draw per round).
   void skip_rounds(std::int64_t rounds);
+  /// A resumed run's worker is past its first round: the compute model's warm-up (its W) is
+  /// not added again, so that the resumed run's times are the uninterrupted run's.
+  void skip_warmup() { warmup_left_ = 0; }
 
  private:
   Parts parts_;
@@ -153,6 +156,9 @@ class WorkerRound {
   int continued_batches_ = 0;                        ///< batches before this run() in its round
   std::optional<double> round_start_;                ///< set_round_start()'s, for the next run()
   std::optional<emulation::QuotaBudget> budget_;     ///< --cpu-quota: as the last gradient left
+  /// Virtual clock: the compute model's warm-up, added to the first micro-batch of the first
+  /// round that computes one (and to the predictions of that round), then 0.
+  double warmup_left_ = 0;
   double previous_send_ = 0, previous_wait_ = 0, previous_recv_ = 0;
   std::optional<SteadyClock::time_point> exchange_end_;
   int last_drawn_ = 0;
