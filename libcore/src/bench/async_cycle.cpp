@@ -120,11 +120,6 @@ std::int64_t answer_gradients(const comm::World& world, int worker, std::vector<
   return wrong;
 }
 
-double median_of_sorted(const std::vector<double>& sorted) {
-  const std::size_t count = sorted.size();
-  return count % 2 == 1 ? sorted[count / 2] : 0.5 * (sorted[count / 2 - 1] + sorted[count / 2]);
-}
-
 }  // namespace
 
 void measure_async_cycle(comm::World& world, const std::vector<std::size_t>& sizes,

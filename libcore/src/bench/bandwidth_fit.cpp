@@ -62,9 +62,7 @@ PairTimes time_pair(comm::World& world, int a, int b, const std::vector<std::siz
         one_way.push_back(trip.count() / 2);
       }
       std::sort(one_way.begin(), one_way.end());
-      const std::size_t count = one_way.size();
-      times.median[s] =
-          count % 2 == 1 ? one_way[count / 2] : 0.5 * (one_way[count / 2 - 1] + one_way[count / 2]);
+      times.median[s] = median_of_sorted(one_way);
       times.fastest[s] = one_way.front();
       times.slowest[s] = one_way.back();
       if (first && options.check) {
@@ -92,11 +90,6 @@ PairTimes time_pair(comm::World& world, int a, int b, const std::vector<std::siz
     times.wrong[s] = all[3 * n + s];
   }
   return times;
-}
-
-double median_of_sorted(const std::vector<double>& sorted) {
-  const std::size_t count = sorted.size();
-  return count % 2 == 1 ? sorted[count / 2] : 0.5 * (sorted[count / 2 - 1] + sorted[count / 2]);
 }
 
 // One window of the stream: `sender` posts `window` sends of `size` bytes back to back and
@@ -281,8 +274,7 @@ void measure_fit_allreduce(comm::World& world, const std::vector<std::size_t>& s
       for (std::size_t i = 0; i < iters; ++i) slowest[i] = std::max(slowest[i], rank_times[i]);
     }
     std::sort(slowest.begin(), slowest.end());
-    const double median =
-        iters % 2 == 1 ? slowest[iters / 2] : 0.5 * (slowest[iters / 2 - 1] + slowest[iters / 2]);
+    const double median = median_of_sorted(slowest);
     std::int64_t wrong = 0;
     if (options.check) {
       // Rank r adds (i % 7) + r: exact in floats, the sum (i % 7) R + R (R - 1) / 2.
