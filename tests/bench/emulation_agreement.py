@@ -47,7 +47,7 @@ cgroup_cpu_per_step.py measures the steps' CPU without the start-up).
 
     /usr/bin/python3 tests/bench/emulation_agreement.py [--settings 1,2,3] [--steps 200]
         [--batch-size 256] [--induce 0.05:0.01:1] [--target 0.6] [--data FILE] [--keep DIR]
-        [--slow-factor 2] [--cfs-periods 100000,10000,2000] [--compute-fit auto|min|median]
+        [--slow-factor 2] [--cfs-periods 100000,10000,2000] [--compute-fit auto|min|median|mean]
         [--repeats 1] [--link-rates 1gbit,10gbit] [--measured-model] [--stream-baseline]
         [--cycle-baseline] [--no-warmup]
         [--setting3-emulation quota,quota-spin,slowdown] [--unthrottled-baseline]
@@ -90,22 +90,25 @@ def run(command, **kwargs):
 
 
 def fit_compute_model(data, model, batch_size):
-    """({"min": (a, b, r^2), "median": (a, b, r^2)}, W): t(B) = a B + b in seconds, fitted by least
-    squares to the fastest and to the median steps mb-bench-partitions measures on one core
+    """({"min": (a, b, r^2), "median": ..., "mean": ...}, W): t(B) = a B + b in seconds, fitted by
+    least squares to the fastest, the median and the mean steps mb-bench-partitions measures on one core
     over batch sizes around the run's. Its steps run back to back: on a loaded machine the
     scheduler shares the core among them and the other jobs, as it does a worker that computes
     without pause (setting 3), while a worker that sleeps between rounds (its --induce delay,
     setting 1) gets the core at once when it wakes and computes as fast as the fastest steps.
-    W: the process's first step's seconds more than the median step at the run's batch size
-    (measured first, so that its first step is the process's: the trainer's step 0 creates
-    the backend's primitives and touches its memory as this one does), --compute-model's
-    warm-up."""
+    W: measure_warmup's."""
     others = sorted({max(8, batch_size // 4), max(8, batch_size // 2), 2 * batch_size} -
                     {batch_size})
     sizes = [batch_size, *others]
-    out = run([tool("mb-bench-partitions"), "--data", data, "--model", model, "--batch-sizes",
-               ",".join(map(str, sizes)), "--threads", "1", "--steps", "20"],
-              capture_output=True).stdout
+    with tempfile.TemporaryDirectory(prefix="agreement-partitions-") as scratch:
+        steps_file = os.path.join(scratch, "partitions.h5")
+        out = run([tool("mb-bench-partitions"), "--data", data, "--model", model,
+                   "--batch-sizes", ",".join(map(str, sizes)), "--threads", "1", "--steps", "20",
+                   "-o", steps_file], capture_output=True).stdout
+        with h5py.File(steps_file, "r") as timings:  # the mean is in the file, not the table
+            means = {(int(b), int(p)): float(t.mean()) for b, p, t in
+                     zip(timings["batch"][...], timings["partitions"][...],
+                         timings["step_time"][...])}
     header, rows = None, []
     for line in out.splitlines():
         fields = line.lstrip("# ").split()
@@ -115,10 +118,11 @@ def fit_compute_model(data, model, batch_size):
             rows.append(dict(zip(header, line.split())))
     if len(rows) < 2:
         raise SystemExit("emulation_agreement.py: mb-bench-partitions printed no table to fit")
-    warmup = max(0.0, (float(rows[0]["step_ms_first"]) - float(rows[0]["step_ms_median"])) / 1e3)
     fits = {}
-    for statistic in ("min", "median"):
-        points = [(float(r["batch"]), float(r[f"step_ms_{statistic}"]) / 1e3) for r in rows]
+    for statistic in ("min", "median", "mean"):
+        points = [(float(r["batch"]),
+                   means[(int(r["batch"]), int(r["partitions"]))] if statistic == "mean" else
+                   float(r[f"step_ms_{statistic}"]) / 1e3) for r in rows]
         n = len(points)
         mean_x = sum(x for x, _ in points) / n
         mean_y = sum(y for _, y in points) / n
@@ -128,7 +132,31 @@ def fit_compute_model(data, model, batch_size):
         total = sum((y - mean_y) ** 2 for _, y in points)
         residual = sum((y - a * x - b) ** 2 for x, y in points)
         fits[statistic] = (a, b, 1 - residual / total if total > 0 else 1.0)
-    return fits, warmup
+    return fits, measure_warmup(data, model, batch_size)
+
+
+def measure_warmup(data, model, batch_size, processes=5):
+    """--compute-model's warm-up W: the seconds a process's first step at the run's batch size
+    takes more than its median step (the trainer's step 0 creates the backend's primitives and
+    touches its memory as mb-bench-partitions' first step does), the median over `processes`
+    processes one after the other: one process's first step varied from 45 to 84 ms here."""
+    extras = []
+    for _ in range(processes):
+        out = run([tool("mb-bench-partitions"), "--data", data, "--model", model,
+                   "--batch-sizes", str(batch_size), "--threads", "1", "--steps", "5",
+                   "--warmup", "1"], capture_output=True).stdout
+        header = None
+        for line in out.splitlines():
+            fields = line.lstrip("# ").split()
+            if line.startswith("#") and "step_ms_first" in fields:
+                header = fields
+            elif header and not line.startswith("#") and len(line.split()) == len(header):
+                row = dict(zip(header, line.split()))
+                extras.append((float(row["step_ms_first"]) - float(row["step_ms_median"])) / 1e3)
+    if not extras:
+        raise SystemExit("emulation_agreement.py: mb-bench-partitions printed no first step")
+    extras.sort()
+    return max(0.0, extras[len(extras) // 2])
 
 
 CGROUP_CPU = "/sys/fs/cgroup/cpu"
@@ -394,11 +422,11 @@ def main():
     parser.add_argument("--no-warmup", action="store_true",
                         help="emulate without the first step's warm-up (--compute-model A,B "
                              "instead of A,B,W: as before it was modelled)")
-    parser.add_argument("--compute-fit", choices=("auto", "min", "median"), default="auto",
-                        help="fit the compute model to mb-bench-partitions' fastest or median "
-                             "steps (auto: fastest for setting 1, whose workers sleep between "
-                             "rounds; median for settings 2 and 3, whose workers compute "
-                             "without pause)")
+    parser.add_argument("--compute-fit", choices=("auto", "min", "median", "mean"), default="auto",
+                        help="fit the compute model to mb-bench-partitions' fastest, median "
+                             "or mean steps (auto: fastest for setting 1, whose workers sleep "
+                             "between rounds; median for settings 2 and 3, whose workers "
+                             "compute without pause; mean: the steps' tail included)")
     parser.add_argument("--data", default=None, help="dataset file (default: Fashion-MNIST)")
     parser.add_argument("--keep", default=None, help="keep the logs and figures in this directory")
     args = parser.parse_args()
@@ -450,7 +478,7 @@ def main():
             print(f"# compute model fitted to mb-bench-partitions' {statistic} steps (1 thread): "
                   f"a = {a:.4g} s/sample, b = {b:.4g} s, r^2 = {r2:.3f}")
         print(f"# the first step's warm-up W = {warmup * 1e3:.1f} ms (mb-bench-partitions' first "
-              f"step at batch {args.batch_size} less its median"
+              f"step at batch {args.batch_size} less its median, the median of 5 processes"
               f"{'; left out: --no-warmup' if args.no_warmup else ''})")
         if 1 in settings:
             time_limit = args.amb_time_limit
