@@ -165,6 +165,8 @@ CGROUP_CPUACCT = "/sys/fs/cgroup/cpuacct"
 SETTING3_EMULATIONS = {
     "quota": "--cpu-quota of the same quota and period",
     "quota-spin": "--cpu-quota of the same quota and period, --comm-wait spin",
+    "quota-tick": "--cpu-quota of the same quota and period, --cpu-quota-tick of the kernel's "
+                  "tick ({tick:g} s)",
     "slowdown": "--slowdown 1={factor:g}",
 }
 
@@ -240,6 +242,26 @@ class SlowCgroup:
         line = " ".join(shlex.quote(str(c)) for c in command)
         return ["sh", "-c", f'if [ "$OMPI_COMM_WORLD_RANK" = {rank} ]; then {join} '
                             f"fi; exec {line}"]
+
+
+def kernel_tick(hz):
+    """The scheduler's tick in seconds: 1/hz, or 1/CONFIG_HZ of the running kernel's
+    configuration (/proc/config.gz, /boot/config-RELEASE) when hz is 0."""
+    if hz > 0:
+        return 1.0 / hz
+    import gzip
+    release = os.uname().release
+    for path, opener in (("/proc/config.gz", gzip.open), (f"/boot/config-{release}", open)):
+        try:
+            with opener(path, "rt") as config:
+                for line in config:
+                    if line.startswith("CONFIG_HZ="):
+                        return 1.0 / int(line.split("=", 1)[1])
+        except OSError:
+            continue
+    raise SystemExit("emulation_agreement.py: --setting3-emulation quota-tick: the kernel's "
+                     "CONFIG_HZ is not in /proc/config.gz or /boot/config-" + release +
+                     ": give --kernel-hz")
 
 
 def cgroup_unavailable():
@@ -397,12 +419,16 @@ def main():
                         help="setting 3: the slow worker's factor (default 2: half a core)")
     parser.add_argument("--cfs-periods", default="100000,10000,2000",
                         help="setting 3: CFS periods to throttle with, in microseconds")
+    parser.add_argument("--kernel-hz", type=int, default=0,
+                        help="setting 3, quota-tick: the kernel's CONFIG_HZ (default: read from "
+                             "the running kernel's configuration)")
     parser.add_argument("--setting3-emulation", default="quota",
                         help="setting 3: how to emulate the cgroup, one or several of quota "
                              "(--cpu-quota of the same quota and period, its budget spent "
                              "computing: the default), quota-spin (the same with --comm-wait "
-                             "spin: the budget spent waiting too, the window model of before) "
-                             "and slowdown (--slowdown 1=FACTOR), each against the same real "
+                             "spin: the budget spent waiting too, the window model of before), "
+                             "quota-tick (the same with --cpu-quota-tick of the kernel's tick: "
+                             "the kernel's pool, slices and checks) and slowdown (--slowdown 1=FACTOR), each against the same real "
                              "runs")
     parser.add_argument("--unthrottled-baseline", action="store_true",
                         help="setting 3: also run the real worker in a cgroup without a quota "
@@ -524,7 +550,9 @@ def main():
                 if variant not in SETTING3_EMULATIONS:
                     raise SystemExit(f"emulation_agreement.py: --setting3-emulation: '{variant}' "
                                      f"is not one of {', '.join(SETTING3_EMULATIONS)}")
-            model = "; ".join(SETTING3_EMULATIONS[v].format(factor=factor) for v in variants)
+            tick = kernel_tick(args.kernel_hz) if "quota-tick" in variants else 0.0
+            model = "; ".join(SETTING3_EMULATIONS[v].format(factor=factor, tick=tick)
+                              for v in variants)
             print(f"\n# setting 3: the worker (rank 1) in a cgroup with a CFS quota of 1/"
                   f"{factor:g} of a core, against {model} on the virtual clock (no --induce)")
             periods = [int(x) for x in args.cfs_periods.split(",")]
@@ -558,12 +586,14 @@ def main():
                             wait = "spin" if variant == "quota-spin" else "yield"
                             emulated_log = os.path.join(
                                 directory, f"{names[period]}-{repeat}-virtual-{variant}.h5")
+                            ticked = (["--cpu-quota-tick", repr(tick)] if variant == "quota-tick"
+                                      else [])
                             # Without -q: its last lines give the budget's totals.
                             emulated = run([tool("mb-train-fmb"), *[c for c in common if c != "-q"],
                                             "--clock", "virtual", "--emulate", "1",
                                             "--comm-model", comm_model, "--cpu-quota",
                                             f"1={group.quota_seconds()!r}/{period / 1e6!r}",
-                                            "--comm-wait", wait, *models(3), "--log",
+                                            "--comm-wait", wait, *ticked, *models(3), "--log",
                                             emulated_log], capture_output=True)
                             for line in emulated.stderr.splitlines():
                                 if "cpu quota since" in line:
@@ -575,7 +605,8 @@ def main():
                     print(f"# the worker's cgroup: {group.describe()}")
             print(f"# load average {os.getloadavg()[0]:.1f} at the end of setting 3")
             for variant in variants:
-                print_summary(f"setting 3, {SETTING3_EMULATIONS[variant].format(factor=factor)}",
+                print_summary(f"setting 3, "
+                              f"{SETTING3_EMULATIONS[variant].format(factor=factor, tick=tick)}",
                               [(names[p], summarize(reports[(p, variant)])) for p in periods],
                               args.target)
 

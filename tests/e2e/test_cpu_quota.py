@@ -139,6 +139,41 @@ class CpuQuota(mbtest.ToolTestCase):
         np.testing.assert_allclose(workers["sleep_time"][workers["rank"] == 2],
                                    np.array([0.0, 1.0, 0.0, 0.0]) / 1e3, atol=1e-9)
 
+    def test_with_the_kernel_s_tick_a_compute_overruns_to_the_tick_and_repays_it_later(self):
+        # --cpu-quota-tick 0.004: the kernel's checks. Batch 8 (2.8 ms), messages of 2 ms,
+        # 1 ms of a core in each 2 ms; ticks at (k + 0.618) x 4 ms: 2.472, 6.472, 10.472, ...
+        # Worker 2 (its pool starts full, its CPU's local budget empty):
+        #   step 1 from 0:       computes unchecked to the tick of 2.472 (the refill of 2 finds
+        #                        the pool full: lost), takes the pool's 1 ms there: owes 1.472,
+        #                        repaid by the refills of 4 and 6; runs on from 6 with 0.528 in
+        #                        the pool: ready 6.328, end 10.328
+        #   step 2 from 10.328:  its wait took the pool at 6.328 (0.2 left locally), yielded
+        #                        through 8 and 10 stopped in between; runs from 10.328 to the
+        #                        tick of 10.472, takes the pool there and runs on: ready 13.128
+        #                        (no stop), end 17.128 (6.8)
+        #   step 3 from 17.128:  likewise (its wait owed 0.8 at 13.128, repaid at 14): 6.8
+        #   step 4 from 23.928:  unchecked to the tick of 26.472 again, owing 1.472: the refills
+        #                        of 28 and 30; ready 30.256, end 34.256 (10.328)
+        # The continuously checked model stops it as each 1 ms is spent (step 1 ready at 4.8).
+        args = ["--comm", "ps", "--emulate", "2", "--batch-size", "8", "--steps", "4",
+                "--drop-last", "--clock", "virtual", "--compute-model", "1e-4,2e-3",
+                "--comm-model", "2e-3,0", "--cpu-quota", "2=0.001/0.002"]
+        self.assertSucceeded(self.train(*args, "--cpu-quota-tick", "0.004", "--log", "tick.h5"))
+        log = read_log(self.path("tick.h5"))
+        tick = 2.4721359549995796
+        step_1 = 6 + (2.8 - tick) + 4
+        np.testing.assert_allclose(log["steps"]["step_time"],
+                                   np.array([step_1, 6.8, 6.8, step_1]) / 1e3, rtol=1e-6)
+        np.testing.assert_allclose(log["steps"]["time"],
+                                   np.array([step_1, step_1 + 6.8, step_1 + 13.6,
+                                             2 * step_1 + 13.6]) / 1e3, rtol=1e-6)
+        workers = log["workers"]
+        np.testing.assert_allclose(workers["sleep_time"][workers["rank"] == 2],
+                                   np.array([step_1 - 6.8, 0, 0, step_1 - 6.8]) / 1e3, atol=1e-9)
+        self.assertEqual(log["config"]["cpu_quota_tick"], 0.004)
+        self.assertSucceeded(self.train(*args, "--log", "window.h5"))
+        self.assertAlmostEqual(read_log(self.path("window.h5"))["steps"]["step_time"][0], 8.8e-3)
+
     def test_amb_counts_only_runnable_time_as_progress(self):
         # AMB, batch 32 in 4 micro-batches of 8 (2.8 ms each), --time-limit 4 ms. Worker 1 does
         # 2 micro-batches (2.8, 5.6 >= 4). Worker 2 from 0: [0, 2) + [10, 10.8) ends the first
@@ -190,7 +225,8 @@ class CpuQuota(mbtest.ToolTestCase):
                 "0.004", "--steps", "12", "--drop-last", *MODELS, *QUOTA, "--seed", "3"]
         # With a first step's warm-up too: the resumed run does not add it again.
         variants = [("one", ["--emulate", "2"], 0),
-                    ("one-warm-up", ["--emulate", "2", "--compute-model", "1e-4,2e-3,0.003"], 0)]
+                    ("one-warm-up", ["--emulate", "2", "--compute-model", "1e-4,2e-3,0.003"], 0),
+                    ("one-tick", ["--emulate", "2", "--cpu-quota-tick", "0.003"], 0)]
         if MPIRUN is not None:
             variants.append(("shares", ["--emulate", "2"], 2))
         for name, extra, ranks in variants:
@@ -206,7 +242,10 @@ class CpuQuota(mbtest.ToolTestCase):
                         self.path(f"{resumed}-log.h5"), tool="mb-train-amb", ranks=ranks))
                 with h5py.File(self.path(f"{resumed}.h5"), "r") as checkpoint:
                     budgets = checkpoint.attrs["cpu_quota_budgets"]
-                    self.assertEqual(list(budgets[0::4]), [2.0])  # rank 2's alone
+                    # Its rank and 3 values (time, period, spent); 5 under a tick.
+                    size = int(checkpoint.attrs.get("cpu_quota_state_size", 3))
+                    self.assertEqual(size, 5 if name == "one-tick" else 3)
+                    self.assertEqual(list(budgets[0::size + 1]), [2.0])  # rank 2's alone
                 for what in ("steps/time", "steps/step_time", "workers/samples",
                              "workers/sleep_time"):
                     with h5py.File(self.path(f"{straight}-log.h5"), "r") as a, \
@@ -224,6 +263,19 @@ class CpuQuota(mbtest.ToolTestCase):
                              "--cpu-quota needs --clock virtual")
         self.assertFailsWith(self.train("--steps", "1", *MODELS, "--cpu-quota", "0=0.2/0.1"), 2,
                              "--cpu-quota: '0=0.2/0.1' is not RANK=QUOTA/PERIOD")
+        self.assertFailsWith(self.train("--steps", "1", *MODELS, "--cpu-quota-tick", "0.004"), 2,
+                             "--cpu-quota-tick needs --cpu-quota")
+        self.assertFailsWith(self.train("--steps", "1", *MODELS, *QUOTA, "--cpu-quota-tick",
+                                        "-1"), 2, "--cpu-quota-tick: -1 is not a tick in seconds")
+        # A checkpoint of the window model does not resume under a tick.
+        self.assertSucceeded(self.train("--steps", "2", "--emulate", "2", *MODELS, *QUOTA,
+                                        "--checkpoint", self.path("window.h5")))
+        self.assertFailsWith(self.train("--steps", "3", "--emulate", "2", *MODELS, *QUOTA,
+                                        "--cpu-quota-tick", "0.004", "--checkpoint",
+                                        self.path("window.h5"), "--resume", "auto"), 3,
+                             "the checkpoint's budget of rank 2: a CPU quota's state is 5 values "
+                             "under --cpu-quota-tick (time, period, pool, local, unaccounted), "
+                             "not 3")
         if MPIRUN is None:
             self.skipTest("mpirun is not installed")
         self.assertUsageError(self.train("--steps", "1", *MODELS, *QUOTA, ranks=3),

@@ -339,6 +339,12 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o, bool stragg
                    "PERIOD (seconds, from time 0), spent computing and waiting on the CPU (a "
                    "wait's first 3 ms; all of it under --comm-wait spin), stopped once spent")
       ->type_name("RANK=QUOTA/PERIOD,...");
+  dist->add_option("--cpu-quota-tick", o.cpu_quota_tick,
+                   "--cpu-quota as the kernel applies it, checked at this scheduler tick "
+                   "(1/CONFIG_HZ, e.g. 0.004) and at waits, overrunning between checks; 0: "
+                   "checked continuously")
+      ->capture_default_str()
+      ->type_name("SECONDS");
   dist->add_option("--comm-timeout", o.comm_timeout,
                    "Seconds a rank waits for another before the job fails")
       ->capture_default_str();

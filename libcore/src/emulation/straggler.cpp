@@ -344,155 +344,6 @@ Slowdown parse_slowdown(const std::string& text) {
   return slowdown;
 }
 
-namespace {
-
-// Times a rounding error away from a window's end count as at its end: compute that ends
-// there, however rounded, is done by then and the worker stopped at once. A nanosecond per
-// second of period, and more where the time's own rounding is larger (long runs).
-double window_slack(double period, double time) {
-  return period * 1e-9 + std::abs(time) * 1e-14;
-}
-
-}  // namespace
-
-double QuotaWindow::runnable_from(double time) const {
-  const double k = std::floor(time / period);
-  return time - k * period < quota - window_slack(period, time) ? time : (k + 1) * period;
-}
-
-double QuotaWindow::compute_end(double start, double seconds) const {
-  double now = runnable_from(start);
-  double left = seconds;
-  // Period by period; each period's start is k * period, not a running sum, so that rounding
-  // does not drift over a long run.
-  double k = std::floor(now / period);
-  if (now >= (k + 1) * period) k += 1;  // runnable_from rounded onto the next period
-  while (true) {
-    const double window_end = k * period + quota;
-    const double runnable = window_end - now;
-    if (left <= runnable + window_slack(period, now)) return now + left;
-    left -= runnable;
-    k += 1;
-    now = k * period;
-    // The whole windows in between at once (a tiny quota must not loop for ever); the last
-    // one or two are walked, so that compute ending at a window's end is found as above.
-    const double whole = std::floor(left / quota);
-    if (whole > 1) {
-      k += whole - 1;
-      left -= (whole - 1) * quota;
-      now = k * period;
-    }
-  }
-}
-
-void QuotaBudget::enter(double to) {
-  const double k = std::floor(to / limit.period);
-  if (k > period) {
-    period = k;
-    spent = 0;
-  }
-}
-
-double QuotaBudget::runnable() {
-  enter(time);
-  if (spent >= limit.quota - window_slack(limit.period, time)) {
-    const double from = time;
-    period += 1;
-    time = period * limit.period;
-    spent = 0;
-    stopped += time - from;
-    stops += 1;
-  }
-  return time;
-}
-
-double QuotaBudget::wait(double until) {
-  if (until > time) {
-    // On the CPU for its first busy_wait seconds (stopped ones included), asleep after.
-    const double busy_until = std::min(until, time + busy_wait);
-    const double spent_before = spent, period_before = period;
-    if (busy_until > time) {
-      const double k = std::floor(busy_until / limit.period);
-      if (k > period) {
-        // The rest of its period's budget, each whole period's between, and the last's.
-        charged += std::clamp((period + 1) * limit.period - time, 0.0, limit.quota - spent) +
-                   (k - period - 1) * limit.quota;
-        // Refilled at the period's start, from which it has spun without a pause.
-        period = k;
-        spent = std::clamp(busy_until - k * limit.period, 0.0, limit.quota);
-      } else {
-        spent = std::min(limit.quota, spent + (busy_until - time));
-      }
-      charged += period > period_before ? spent : spent - spent_before;
-    }
-    enter(until);
-    time = until;
-  }
-  return runnable();
-}
-
-void QuotaBudget::sleep(double until) {
-  if (!(until > time)) return;
-  enter(until);
-  time = until;
-}
-
-double QuotaBudget::run(double seconds) {
-  charged += seconds;
-  const double quota = limit.quota;
-  double left = seconds;
-  while (true) {
-    runnable();
-    // Until the budget is spent or the period ends (then it runs on, refilled).
-    const double room = std::max(0.0, std::min(quota - spent, (period + 1) * limit.period - time));
-    if (left <= room + window_slack(limit.period, time)) {
-      time += left;
-      // The slack (rounding of times near a period's end) may exceed a tiny quota: never
-      // more than the quota spent.
-      spent = std::min(quota, spent + left);
-      return time;
-    }
-    left -= room;
-    const double stopped_from = time + room;
-    period += 1;
-    time = period * limit.period;  // not a running sum: no drift over a long run
-    spent = 0;
-    if (time > stopped_from) {
-      stopped += time - stopped_from;
-      stops += 1;
-    }
-    // Whole periods at once (a tiny quota must not loop for ever); the last one or two are
-    // walked, so that compute ending at the budget's end is found as above.
-    const double whole = std::floor(left / quota);
-    if (whole > 1) {
-      period += whole - 1;
-      left -= (whole - 1) * quota;
-      time = period * limit.period;
-      stopped += (whole - 1) * (limit.period - quota);
-      if (limit.period > quota) stops += whole - 1;
-    }
-  }
-}
-
-void QuotaBudget::restore(const std::vector<double>& values, const std::string& where) {
-  if (values.size() != 3) {
-    data_error(
-        cat(where, ": a CPU quota's state is 3 values (time, period, spent), not ", values.size()));
-  }
-  const double saved_time = values[0], saved_period = values[1], saved_spent = values[2];
-  const bool valid = std::isfinite(saved_time) && saved_time >= 0 && saved_period >= 0 &&
-                     saved_period == std::floor(saved_period) && saved_spent >= 0 &&
-                     saved_spent <= limit.quota;
-  if (!valid) {
-    data_error(cat(where, ": (", shortest_decimal(saved_time), ", ", shortest_decimal(saved_period),
-                   ", ", shortest_decimal(saved_spent), ") is not a state of a CPU quota of ",
-                   shortest_decimal(limit.quota), " s per ", shortest_decimal(limit.period), " s"));
-  }
-  time = saved_time;
-  period = saved_period;
-  spent = saved_spent;
-}
-
 std::optional<QuotaWindow> CpuQuota::for_rank(int rank) const {
   const auto found = windows.find(rank);
   if (found == windows.end()) return std::nullopt;
@@ -502,7 +353,9 @@ std::optional<QuotaWindow> CpuQuota::for_rank(int rank) const {
 std::optional<QuotaBudget> CpuQuota::budget_for(int rank, double busy_wait) const {
   const auto window = for_rank(rank);
   if (!window) return std::nullopt;
-  return QuotaBudget{*window, busy_wait};
+  QuotaBudget budget{*window, busy_wait, tick, tick > 0 ? receive : 0.0};
+  budget.pool = window->quota;  // the pool starts full; the CPU's local budget empty
+  return budget;
 }
 
 void CpuQuota::check_ranks(int world_size) const {
@@ -521,6 +374,7 @@ std::string CpuQuota::describe() const {
     parts.push_back(cat("rank ", rank, " ", shortest_decimal(window.quota), " s per ",
                         shortest_decimal(window.period), " s"));
   }
+  if (tick > 0) parts.push_back(cat("checked at a tick of ", shortest_decimal(tick), " s"));
   return join(parts, ", ");
 }
 

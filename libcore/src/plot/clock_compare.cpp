@@ -27,8 +27,8 @@ std::string value_text(const std::string& value) {
 const std::vector<std::string>& clock_compare_free_keys() {
   // comm_model_values: a --comm-model FILE's values, recorded beside the file's name.
   static const std::vector<std::string> kKeys = {
-      "clock", "comm_model", "comm_model_values", "compute_model", "emulate",  "world_size",
-      "data",  "test_data",  "comm_timeout",      "slowdown",      "cpu_quota"};
+      "clock", "comm_model", "comm_model_values", "compute_model", "emulate",   "world_size",
+      "data",  "test_data",  "comm_timeout",      "slowdown",      "cpu_quota", "cpu_quota_tick"};
   return kKeys;
 }
 
@@ -116,7 +116,7 @@ std::string emulation_settings(const RunLog& real, const RunLog& emulated) {
   settings.push_back(info.compute_model.empty()
                          ? std::string("compute model: CPU time")
                          : cat("compute model ", model_text(info.compute_model)));
-  for (const char* key : {"emulate", "slowdown", "cpu_quota"}) {
+  for (const char* key : {"emulate", "slowdown", "cpu_quota", "cpu_quota_tick"}) {
     const std::string value = emulated.field(key);
     if (!value.empty() && value != "0" && value != real.field(key)) {
       settings.push_back(cat(key, " ", value));

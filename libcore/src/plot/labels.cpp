@@ -36,6 +36,7 @@ const std::vector<std::string>& known_fields() {
       "induce",
       "slowdown",
       "cpu_quota",
+      "cpu_quota_tick",
       "model",
       "dataset",
       "optimizer.name",
@@ -59,8 +60,8 @@ const std::set<std::string>& presence_fields() {
   static const std::set<std::string> kFields = {
       "backup_workers", "k_sync", "gradient_coding", "k_batch_sync", "drop_compute", "k_async",
       "staleness_bound", "delayed_gradients", "local_steps",
-      // Recorded where given, as the methods are: --cpu-quota.
-      "cpu_quota"};
+      // Recorded where given, as the methods are: --cpu-quota, --cpu-quota-tick.
+      "cpu_quota", "cpu_quota_tick"};
   return kFields;
 }
 
@@ -134,6 +135,7 @@ std::string describe_field(const std::string& key, const std::string& value) {
   if (key == "induce") return value.empty() ? "no stragglers" : value;
   if (key == "slowdown") return value.empty() ? "no slowdown" : cat("slowdown ", value);
   if (key == "cpu_quota") return cat("CPU quota ", value);
+  if (key == "cpu_quota_tick") return cat("quota checked at a tick of ", value, " s");
   if (key == "model" || key == "dataset" || key == "optimizer.name") {
     return value.empty() ? cat("no ", last_component(key)) : value;
   }

@@ -182,6 +182,9 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
   }
   if (!checkpoint.cpu_quota_budgets.empty()) {
     file.set_attribute("cpu_quota_budgets", checkpoint.cpu_quota_budgets);
+    if (checkpoint.cpu_quota_state_size != 3) {
+      file.set_attribute("cpu_quota_state_size", checkpoint.cpu_quota_state_size);
+    }
   }
   if (!checkpoint.delayed_timeline.empty()) {
     file.set_attribute("delayed_timeline", checkpoint.delayed_timeline);
@@ -254,9 +257,18 @@ Checkpoint read_fields(const io::File& file) {
   if (file.has(kDelayedGroup)) checkpoint.delayed_parameters = read_arrays(file, kDelayedGroup);
   if (file.has_attribute("cpu_quota_budgets")) {
     checkpoint.cpu_quota_budgets = file.double_array_attribute("cpu_quota_budgets");
-    if (checkpoint.cpu_quota_budgets.size() % 4 != 0) {
+    if (file.has_attribute("cpu_quota_state_size")) {
+      checkpoint.cpu_quota_state_size = file.int_attribute("cpu_quota_state_size");
+      if (checkpoint.cpu_quota_state_size != 3 && checkpoint.cpu_quota_state_size != 5) {
+        data_error(cat(path, ": its cpu_quota_state_size is ", checkpoint.cpu_quota_state_size,
+                       ", not 3 or 5"));
+      }
+    }
+    const auto entry = static_cast<std::size_t>(checkpoint.cpu_quota_state_size + 1);
+    if (checkpoint.cpu_quota_budgets.size() % entry != 0) {
       data_error(cat(path, ": its cpu_quota_budgets holds ", checkpoint.cpu_quota_budgets.size(),
-                     " values, not 4 per worker (rank, time, period, spent)"));
+                     " values, not ", entry, " per worker (its rank and ",
+                     checkpoint.cpu_quota_state_size, " of its state)"));
     }
   }
   if (file.has_attribute("delayed_timeline")) {

@@ -117,6 +117,7 @@ std::string config_json(const TrainOptions& o, const nn::Graph& graph, const Run
     }
     json.key("slowdown").value(o.given.slowdown);
     if (!o.given.cpu_quota.empty()) json.key("cpu_quota").value(o.given.cpu_quota);
+    if (o.cpu_quota_tick > 0) json.key("cpu_quota_tick").value(o.cpu_quota_tick);
     json.key("comm_timeout").value(o.comm_timeout);
     json.key("clock").value(to_string(o.clock));
     json.key("comm_model").value(o.given.comm_model);

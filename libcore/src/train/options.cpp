@@ -126,6 +126,13 @@ void parse_option_texts(TrainOptions& o) {
   parse_induce(o);
   o.slowdown = emulation::parse_slowdown(o.given.slowdown);
   o.cpu_quota = emulation::parse_cpu_quota(o.given.cpu_quota);
+  if (!(std::isfinite(o.cpu_quota_tick) && o.cpu_quota_tick >= 0)) {
+    usage_error(cat("--cpu-quota-tick: ", shortest_decimal(o.cpu_quota_tick),
+                    " is not a tick in seconds (0 or above, e.g. 0.004 for a kernel of HZ=250)"));
+  }
+  if (o.cpu_quota_tick > 0 && o.cpu_quota.empty())
+    usage_error("--cpu-quota-tick needs --cpu-quota");
+  o.cpu_quota.tick = o.cpu_quota_tick;
   o.comm_model = parse_comm_model(o.given.comm_model);
   o.compute_model = parse_compute_models(o.given.compute_model);
   parse_time_limit(o.given.time_limit, o.amb);

@@ -37,6 +37,7 @@ void TrainingRun::set_up_emulation() {
   compute_models_.check_ranks(role_.ranks(world_), role_.servers);
   compute_model_ = role_.computes ? compute_models_.for_rank(world_.rank()) : std::nullopt;
   gradient_bytes_ = net_->parameter_count() * sizeof(float);
+  cpu_quota_ = options_.cpu_quota;
   if (clock_.is_virtual() && role_.distributed) {
     // Measured on the collectives the run's synchronous exchange calls where it calls them
     // (virtual_clock.hpp); point-to-point exchanges and device sums by ping-pong.
@@ -55,6 +56,12 @@ void TrainingRun::set_up_emulation() {
                                            measure_idle_for(expected_slowest_round()));
     check_comm_model_for_run(comm_model_, role_.ranks(world_),
                              role_.async || options_.dbsl.enabled);
+    // A synchronous parameter server's worker copies the parameters it receives (the
+    // message's per-byte part): CPU its quota pays under the kernel's model.
+    if (cpu_quota_.tick > 0 && role_.parameter_server && !role_.async && !options_.dbsl.enabled) {
+      cpu_quota_.receive = std::max(
+          0.0, comm_model_.message(gradient_bytes_) - comm_model_.message(std::uint64_t{0}));
+    }
     // A file's allreduce fit times the exchange it measured, one MPI allreduce of every
     // worker's gradient (the exchange the run would time at start, above); any other exchange
     // keeps the ring of messages.

@@ -282,6 +282,7 @@ void TrainingRun::save_checkpoint_to(const std::string& path, double elapsed,
   if (versions_) checkpoint.delayed_parameters = versions_->saved(step_);
   if (delayed_timeline_) checkpoint.delayed_timeline = delayed_timeline_->saved();
   checkpoint.cpu_quota_budgets = quota_budgets_;
+  checkpoint.cpu_quota_state_size = options_.cpu_quota_tick > 0 ? 5 : 3;
   checkpoint.seed = options_.seed;
   checkpoint.elapsed = elapsed;
   checkpoint.wall_elapsed = clock_.wall_now();

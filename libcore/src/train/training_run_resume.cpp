@@ -127,6 +127,7 @@ void TrainingRun::resume() {
     restore_model(checkpoint, *net_, *optimizer_, resume_path, shard_.first);
     restore_delayed(checkpoint, resume_path);
     resumed_quota_budgets_ = checkpoint.cpu_quota_budgets;
+    resumed_quota_state_size_ = checkpoint.cpu_quota_state_size;
     if (role_.servers > 1 && (role_.emulated == 0 || emulated_async_servers())) {
       for (const auto& saved : checkpoint.optimizer_state) {
         resumed_optimizer_state_.push_back(saved.values);
@@ -181,6 +182,10 @@ void TrainingRun::resume() {
       world_.broadcast(std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&size), sizeof size),
                        0);
       resumed_quota_budgets_.resize(static_cast<std::size_t>(size));
+      world_.broadcast(
+          std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&resumed_quota_state_size_),
+                                  sizeof resumed_quota_state_size_),
+          0);
       world_.broadcast(
           std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(resumed_quota_budgets_.data()),
                                   resumed_quota_budgets_.size() * sizeof(double)),
@@ -242,10 +247,11 @@ std::string TrainingRun::quota_totals() const {
 void TrainingRun::restore_quota_budgets() {
   if (resume_.resumed == 0 || options_.cpu_quota.empty()) return;
   std::map<int, std::vector<double>> saved;
-  for (std::size_t i = 0; i + 4 <= resumed_quota_budgets_.size(); i += 4) {
-    saved[static_cast<int>(resumed_quota_budgets_[i])] = {resumed_quota_budgets_[i + 1],
-                                                          resumed_quota_budgets_[i + 2],
-                                                          resumed_quota_budgets_[i + 3]};
+  const auto state = static_cast<std::size_t>(resumed_quota_state_size_);
+  for (std::size_t i = 0; i + state + 1 <= resumed_quota_budgets_.size(); i += state + 1) {
+    const auto values = resumed_quota_budgets_.begin() + static_cast<std::ptrdiff_t>(i);
+    saved[static_cast<int>(*values)] = {values + 1,
+                                        values + 1 + static_cast<std::ptrdiff_t>(state)};
   }
   const auto restore = [&](WorkerRound& round, int rank) {
     if (!round.quota_budget()) return;

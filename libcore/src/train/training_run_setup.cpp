@@ -128,13 +128,13 @@ TrainingRun::TrainingRun(const TrainOptions& options, comm::World& world, std::s
         role_.worker, options_.seed,
         RoundRule{amb_, micro_size_, time_limit_, options_.k_batch_sync > 0}, options_.induce_trace,
         selection_.data_slice(role_.worker),
-        options_.cpu_quota.budget_for(world_.rank(), quota_busy_wait(options_.comm_wait))});
+        cpu_quota_.budget_for(world_.rank(), quota_busy_wait(options_.comm_wait))});
   }
   if (emulated_) {
     emulated_->make_rounds({*net_, clock_, slowdown_, compute_models_, stragglers_, options_.seed,
                             RoundRule{amb_, micro_size_, time_limit_, options_.k_batch_sync > 0},
                             [this](nn::Backend& backend) { return make_network(backend); },
-                            &options_.cpu_quota});
+                            &cpu_quota_});
   }
   restore_quota_budgets();
   // The compute model's warm-up belongs to a worker's first round of the run: a resumed run's

@@ -27,7 +27,12 @@ class QuotaTimeline {
  public:
   QuotaTimeline(const emulation::QuotaBudget& budget, double start, double delay)
       : budget_(budget), start_(start) {
-    budget_.sleep(budget_.wait(start) + delay);
+    // Under the kernel's model the parameters' copy is CPU: the last `receive` seconds of the
+    // wait (as far as it goes) are run, stopped where the budget is spent.
+    const double copy = std::clamp(start - budget_.time, 0.0, budget_.receive);
+    budget_.wait(start - copy);
+    if (copy > 0) budget_.run(copy);
+    budget_.sleep(budget_.runnable() + delay);
   }
 
   void compute(double cost, double extra) { budget_.sleep(budget_.run(cost) + extra); }

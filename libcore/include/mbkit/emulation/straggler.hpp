@@ -133,9 +133,25 @@ struct QuotaWindow {
 /// state is the period it is in and the budget spent there, as of `time`. Computing spends
 /// budget; sleeping (induced delays, --slowdown) does not; waiting for a message spends it
 /// for as long as the worker stays on the CPU in it before it sleeps (`busy_wait`: all of it
-/// under --comm-wait spin, and then, with no sleeps, the budget is the
-/// window of QuotaWindow. The scheduler's tick (throttling noticed late by up to a tick) is
-/// not modelled: periods of a few ticks or less overrun in a real cgroup.
+/// under --comm-wait spin, and then, with no sleeps, the budget is the window of QuotaWindow).
+///
+/// With `tick` above 0 (--cpu-quota-tick, the scheduler's tick: 1/CONFIG_HZ) it is the
+/// kernel's mechanism instead, which that model idealises (kernel/sched/fair.c, CFS
+/// bandwidth): the group's runtime is a pool refilled to at most the quota at each period's
+/// start; the worker's CPU takes it in slices of up to 5 ms into a local budget; running
+/// spends the local budget, but it is checked only at accounting events: the ticks (at
+/// (k + 0.618) ticks of the virtual timeline, a phase unrelated to the periods') while it computes
+/// or spins, at once in a yielding wait (each sched_yield), and when it sleeps or wakes. So a
+/// computing worker overruns its quota until the next check, and the refills that fall while
+/// it runs unchecked are lost (the pool is full); the overrun is a debt that the next periods'
+/// refills repay before it runs again (each to 1 ns above 0). A worker that sleeps gives its
+/// local budget above 1 ms back to the pool.
+/// The kernel's constants (tick > 0): the slice a CPU takes from the pool
+/// (sched_cfs_bandwidth_slice_us, 5 ms by default), what a sleeping CPU keeps of its local
+/// budget (min_cfs_rq_runtime), and what a refill leaves a stopped CPU above 0.
+inline constexpr double kSliceSeconds = 5e-3;
+inline constexpr double kMinLocalSeconds = 1e-3;
+inline constexpr double kUnthrottledSeconds = 1e-9;
 /// QuotaBudget::busy_wait of a worker that spins in its waits (--comm-wait spin).
 inline constexpr double kWaitsOnCpu = std::numeric_limits<double>::infinity();
 
@@ -146,9 +162,20 @@ struct QuotaBudget {
   /// kWaitsOnCpu under --comm-wait spin; under yield comm::kYieldWaitSeconds (its wait spins,
   /// then calls sched_yield, which keeps an idle core, for 3 ms); 0 a worker that sleeps at once.
   double busy_wait = 0;
+  /// The scheduler's tick in seconds (--cpu-quota-tick): 0 checks the budget continuously
+  /// (the window model), above 0 the kernel's pool, slices and ticks (see above).
+  double tick = 0;
+  /// tick > 0: the CPU seconds of a round's receive of its parameters (copying the message:
+  /// the message model's per-byte part), run under the quota as the round's wait ends, so
+  /// that a worker stopped while they arrived copies them once it runs again.
+  double receive = 0;
   double time = 0;    ///< the state's time, virtual seconds
   double period = 0;  ///< the index of the period `time` is in (an integer)
-  double spent = 0;   ///< budget spent in that period, seconds
+  double spent = 0;   ///< tick 0: budget spent in that period, seconds
+  double pool = 0;    ///< tick > 0: the group's runtime left in the pool, seconds
+  /// tick > 0: the local budget as of the last check (below 0: an overrun to repay).
+  double local = 0;
+  double unaccounted = 0;  ///< tick > 0: CPU seconds run since the last check
   /// Totals since the run's start or resume, for the end-of-run report only (not checkpointed:
   /// they change no emulated time): CPU seconds charged to the budget (compute and the busy
   /// part of waits), seconds stopped by the quota, and how many times it was stopped.
@@ -160,7 +187,9 @@ struct QuotaBudget {
   /// seconds; nothing when
   /// `until` is not later than `time`), then until it can run; returns that time.
   double wait(double until);
-  /// Sleeps to `until` (no budget spent; nothing when `until` is not later than `time`).
+  /// Sleeps to `until` (no budget spent; nothing when `until` is not later than `time`). Under
+  /// a tick, a worker whose overrun is not repaid by `until` wakes later (`time` is then past
+  /// `until`).
   void sleep(double until);
   /// Runs `seconds` of CPU from `time`, stopped while its budget is spent; returns the end.
   double run(double seconds);
@@ -168,19 +197,38 @@ struct QuotaBudget {
   /// period's start when the budget is spent); the state moves there.
   double runnable();
 
-  /// time, period, spent: a checkpoint's values (restore() reads them back).
-  std::vector<double> saved() const { return {time, period, spent}; }
+  /// The state as a checkpoint keeps it (restore() reads it back): time, period, spent; under
+  /// a tick time, period, pool, local, unaccounted.
+  std::vector<double> saved() const;
   /// Throws a data error naming `where` when the values are not a state of this limit.
   void restore(const std::vector<double>& values, const std::string& where);
 
  private:
   /// Moves the state into the period of `to` (>= time): a later period starts unspent.
   void enter(double to);
+
+  // The kernel's mechanism (tick > 0), cpu_quota.cpp.
+  double kernel_wait(double until);
+  void kernel_sleep(double until);
+  double kernel_run(double seconds);
+  /// Crosses the periods' starts up to `to` while the worker is not stopped: each refills the
+  /// pool to the quota.
+  void kernel_enter(double to);
+  /// An accounting event at `time`: the unaccounted run is taken from the local budget, which,
+  /// spent, takes a slice from the pool. Returns whether the worker may run on.
+  bool kernel_check();
+  /// Stopped at `time` with its local budget spent: the periods' refills repay it; `time`
+  /// moves to the start of the period where it can run again.
+  void kernel_stop();
+  /// On the CPU, checked continuously (a yielding wait), from `time` to `to`.
+  void kernel_spin(double to);
 };
 
 /// --cpu-quota RANK=QUOTA/PERIOD,...: the ranks' quota windows on the virtual clock.
 struct CpuQuota {
   std::map<int, QuotaWindow> windows;  ///< rank -> its quota
+  double tick = 0;                     ///< --cpu-quota-tick: QuotaBudget::tick
+  double receive = 0;                  ///< QuotaBudget::receive (the run's message model)
 
   /// The window of `rank`, if it has one.
   std::optional<QuotaWindow> for_rank(int rank) const;

@@ -62,9 +62,11 @@ struct Checkpoint {
   std::vector<NamedArray> delayed_parameters;
   std::vector<double> delayed_timeline;
   /// --cpu-quota on the virtual clock: each worker's CFS budget as its last gradient left,
-  /// four values a worker in rank order: rank, time, period index, budget spent (attribute
-  /// cpu_quota_budgets, absent when none).
+  /// in rank order its rank and then cpu_quota_state_size values: time, period index, budget
+  /// spent; under --cpu-quota-tick 5: time, period index, pool, local budget, unaccounted
+  /// (attributes cpu_quota_budgets, absent when none, and cpu_quota_state_size, absent for 3).
   std::vector<double> cpu_quota_budgets;
+  std::int64_t cpu_quota_state_size = 3;
   // Provenance.
   std::string dataset;            ///< dataset name (from the data file)
   std::vector<double> mean, std;  ///< normalisation the model was trained with

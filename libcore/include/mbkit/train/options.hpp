@@ -210,7 +210,9 @@ struct TrainOptions {
   double trace_scale = 1;         ///< --trace-scale: multiplies every value of the trace
   emulation::Slowdown slowdown;   ///< persistently slower workers
   emulation::CpuQuota cpu_quota;  ///< --cpu-quota: workers under a CFS quota (virtual clock)
-  bool worker_log = false;        ///< a console line per worker per step
+  /// --cpu-quota-tick: the scheduler's tick of the quota's kernel model (0: checked continuously)
+  double cpu_quota_tick = 0;
+  bool worker_log = false;  ///< a console line per worker per step
   /// --worker-table: what the log's /workers holds (all, summary, sample:K; "": all up to 64
   /// workers, summary above; mbkit/metrics/worker_table.hpp).
   std::string worker_table;
