@@ -64,6 +64,7 @@ import os
 import re
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -89,10 +90,12 @@ def run(command, **kwargs):
     return subprocess.run([str(c) for c in command], check=True, env=ENV, text=True, **kwargs)
 
 
-def fit_compute_model(data, model, batch_size):
+def fit_compute_model(data, model, batch_size, processes=3):
     """({"min": (a, b, r^2), "median": ..., "mean": ...}, W): t(B) = a B + b in seconds, fitted by
     least squares to the fastest, the median and the mean steps mb-bench-partitions measures on one core
-    over batch sizes around the run's. Its steps run back to back: on a loaded machine the
+    over batch sizes around the run's, each point the median over `processes` processes one
+    after the other (one process's median step at batch 256 moved from 1.23 to 1.47 ms between
+    two measurements 8 minutes apart here). Its steps run back to back: on a loaded machine the
     scheduler shares the core among them and the other jobs, as it does a worker that computes
     without pause (setting 3), while a worker that sleeps between rounds (its --induce delay,
     setting 1) gets the core at once when it wakes and computes as fast as the fastest steps.
@@ -100,37 +103,48 @@ def fit_compute_model(data, model, batch_size):
     others = sorted({max(8, batch_size // 4), max(8, batch_size // 2), 2 * batch_size} -
                     {batch_size})
     sizes = [batch_size, *others]
-    with tempfile.TemporaryDirectory(prefix="agreement-partitions-") as scratch:
-        steps_file = os.path.join(scratch, "partitions.h5")
-        out = run([tool("mb-bench-partitions"), "--data", data, "--model", model,
-                   "--batch-sizes", ",".join(map(str, sizes)), "--threads", "1", "--steps", "20",
-                   "-o", steps_file], capture_output=True).stdout
-        with h5py.File(steps_file, "r") as timings:  # the mean is in the file, not the table
-            means = {(int(b), int(p)): float(t.mean()) for b, p, t in
-                     zip(timings["batch"][...], timings["partitions"][...],
-                         timings["step_time"][...])}
-    header, rows = None, []
-    for line in out.splitlines():
-        fields = line.lstrip("# ").split()
-        if line.startswith("#") and "step_ms_min" in fields:
-            header = fields
-        elif header and not line.startswith("#") and len(line.split()) == len(header):
-            rows.append(dict(zip(header, line.split())))
-    if len(rows) < 2:
-        raise SystemExit("emulation_agreement.py: mb-bench-partitions printed no table to fit")
+    # (batch, partitions) -> statistic -> one value a process
+    points = {}
+    for process in range(processes):
+        with tempfile.TemporaryDirectory(prefix="agreement-partitions-") as scratch:
+            steps_file = os.path.join(scratch, "partitions.h5")
+            out = run([tool("mb-bench-partitions"), "--data", data, "--model", model,
+                       "--batch-sizes", ",".join(map(str, sizes)), "--threads", "1", "--steps",
+                       "20", "-o", steps_file], capture_output=True).stdout
+            with h5py.File(steps_file, "r") as timings:  # the mean is in the file, not the table
+                means = {(int(b), int(p)): float(t.mean()) for b, p, t in
+                         zip(timings["batch"][...], timings["partitions"][...],
+                             timings["step_time"][...])}
+        header, rows = None, []
+        for line in out.splitlines():
+            fields = line.lstrip("# ").split()
+            if line.startswith("#") and "step_ms_min" in fields:
+                header = fields
+            elif header and not line.startswith("#") and len(line.split()) == len(header):
+                rows.append(dict(zip(header, line.split())))
+        if len(rows) < 2:
+            raise SystemExit("emulation_agreement.py: mb-bench-partitions printed no table to fit")
+        for r in rows:
+            key = (int(r["batch"]), int(r["partitions"]))
+            point = points.setdefault(key, {"min": [], "median": [], "mean": []})
+            point["min"].append(float(r["step_ms_min"]) / 1e3)
+            point["median"].append(float(r["step_ms_median"]) / 1e3)
+            point["mean"].append(means[key])
+            if key[0] == batch_size and key[1] == 1:
+                print(f"# compute calibration, process {process + 1} of {processes}: median step "
+                      f"at batch {batch_size} {float(r['step_ms_median']):.3f} ms")
     fits = {}
     for statistic in ("min", "median", "mean"):
-        points = [(float(r["batch"]),
-                   means[(int(r["batch"]), int(r["partitions"]))] if statistic == "mean" else
-                   float(r[f"step_ms_{statistic}"]) / 1e3) for r in rows]
-        n = len(points)
-        mean_x = sum(x for x, _ in points) / n
-        mean_y = sum(y for _, y in points) / n
-        sxx = sum((x - mean_x) ** 2 for x, _ in points)
-        a = max(0.0, sum((x - mean_x) * (y - mean_y) for x, y in points) / sxx)
+        xy = [(float(batch), statistics.median(values[statistic]))
+              for (batch, _), values in sorted(points.items())]
+        n = len(xy)
+        mean_x = sum(x for x, _ in xy) / n
+        mean_y = sum(y for _, y in xy) / n
+        sxx = sum((x - mean_x) ** 2 for x, _ in xy)
+        a = max(0.0, sum((x - mean_x) * (y - mean_y) for x, y in xy) / sxx)
         b = max(0.0, mean_y - a * mean_x)
-        total = sum((y - mean_y) ** 2 for _, y in points)
-        residual = sum((y - a * x - b) ** 2 for x, y in points)
+        total = sum((y - mean_y) ** 2 for _, y in xy)
+        residual = sum((y - a * x - b) ** 2 for x, y in xy)
         fits[statistic] = (a, b, 1 - residual / total if total > 0 else 1.0)
     return fits, measure_warmup(data, model, batch_size)
 
@@ -419,6 +433,9 @@ def main():
                         help="setting 3: the slow worker's factor (default 2: half a core)")
     parser.add_argument("--cfs-periods", default="100000,10000,2000",
                         help="setting 3: CFS periods to throttle with, in microseconds")
+    parser.add_argument("--calibration-processes", type=int, default=3,
+                        help="mb-bench-partitions processes whose medians the compute model is "
+                             "fitted to (default 3)")
     parser.add_argument("--kernel-hz", type=int, default=0,
                         help="setting 3, quota-tick: the kernel's CONFIG_HZ (default: read from "
                              "the running kernel's configuration)")
@@ -464,7 +481,8 @@ def main():
         data = args.data or os.path.join(directory, "fmnist.h5")
         if not args.data and not os.path.exists(data):
             run([tool("mb-dataset"), "-q", "fetch", "fashion-mnist", "-o", data])
-        fits, warmup = fit_compute_model(data, args.model, args.batch_size)
+        fits, warmup = fit_compute_model(data, args.model, args.batch_size,
+                                         args.calibration_processes)
         if args.no_warmup:
             warmup = 0.0
         common = ["--data", data, "--model", args.model, "--batch-size", str(args.batch_size),

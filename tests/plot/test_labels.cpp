@@ -49,6 +49,11 @@ TEST(Labels, ACpuQuotaNamesItsRunBesideOneWithout) {
   throttled["cpu_quota"] = "1=0.05/0.1";
   EXPECT_EQ(derive_labels({run("free.h5", free), run("quota.h5", throttled)}),
             (std::vector<std::string>{"free", "CPU quota 1=0.05/0.1"}));
+  // Its two models side by side: the kernel's tick (--cpu-quota-tick) names the one with it.
+  auto ticked = throttled;
+  ticked["cpu_quota_tick"] = "0.004";
+  EXPECT_EQ(derive_labels({run("quota.h5", throttled), run("tick.h5", ticked)}),
+            (std::vector<std::string>{"quota", "quota checked at a tick of 0.004 s"}));
 }
 
 TEST(Labels, AnAmbBatchIsTheMostAWorkerComputes) {
