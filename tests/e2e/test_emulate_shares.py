@@ -103,24 +103,18 @@ class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
             with self.subTest(tool=tool, comm=comm):
                 name = f"{tool[-3:]}-{comm}"
                 args = [*extra, "--comm", comm, "--emulate", "8"]
-                # FMB's ps on 3 ranks stopped and resumed: the bits of the R = 3 run compared
-                # with the one process (two more runs at R = 3: the same bits run to run).
-                again = ([lambda: self.stopped_and_resumed("resumed", tool, args, 3)]
-                         if comm == "ps" else [])
-                self.together(*[lambda run=run: self.train(*run)
-                                for run in [(f"{name}-one", tool, args, 0),
-                                            *[(f"{name}-r{ranks}", tool, args, ranks)
-                                              for ranks in (1, 2, 3)]]], *again)
+                # Resumed synchronous FMB ps runs on shares (the rounds skipped to the resumed
+                # step, as here) are compared with straight ones to the bit in the servers' test
+                # (2 servers, 3 ranks) and the master's training loss test (2 ranks).
+                self.train_together((f"{name}-one", tool, args, 0),
+                                    *[(f"{name}-r{ranks}", tool, args, ranks)
+                                      for ranks in (1, 2, 3)])
                 self.assert_same_bits(f"{name}-r1", f"{name}-one")
                 for ranks in (2, 3):
                     self.assert_close(f"{name}-r{ranks}", f"{name}-one")
                 with h5py.File(self.path(f"{name}-r3-log.h5"), "r") as log:
                     # Rank 0's log holds every worker's row, every step.
                     self.assertEqual(len(log["workers/rank"]), 12 * 8)
-                if again:
-                    # The epoch column is epoch at resume + steps since / steps per epoch
-                    # (test_emulate).
-                    self.assert_same_bits("resumed", f"{name}-r3", skip={"epoch"})
 
     def test_the_selection_over_every_rank_s_workers_is_the_one_process_run_s(self):
         # Each rank predicts its hosted workers' ready times; gathered, every rank drops the
@@ -156,7 +150,8 @@ class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
         # Some workers of more than one rank's share computed no batch in some step.
         idle = np.nonzero(samples == 0)[1]
         self.assertGreater(len({int(w) // 3 for w in idle}), 1, msg=samples)
-        # A resumed run (same R) replays the plans to its place.
+        # A resumed run (same R) replays the plans to its place. The epoch column is epoch at
+        # resume + steps since / steps per epoch (test_emulate).
         self.assert_same_bits("kbatch-resumed", "kbatch-r3", skip={"epoch"})
 
     def test_local_sgd_shares_average_as_the_one_process_run(self):
@@ -200,15 +195,9 @@ class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
         # delayed timeline: the step times, waits and staleness are the one process's to the bit.
         args = [*AMB, "--comm", "ps", "--emulate", "8", "--delayed-gradients", "2"]
         checkpoint = ("params/", "delayed_parameters/")
-        self.train_together(("dg-one", "mb-train-amb", args, 0),
-                            *[(f"dg-r{ranks}", "mb-train-amb", args, ranks) for ranks in (2, 3)])
-        for ranks in (2, 3):
-            self.assert_close(f"dg-r{ranks}", "dg-one", checkpoint)
-        with h5py.File(self.path("dg-r3-log.h5"), "r") as log:
-            staleness = log["workers/staleness"][...].reshape(12, 8)
-        self.assertEqual(staleness[:, 0].tolist(), [0, 1] + [2] * 10)
-        # Stopped at step 6 (rounds 6 and 7 still compute at versions 4 and 5) and resumed on
-        # the same ranks: the straight run's bits (two more runs of R = 2: the same bits).
+        # Also stopped at step 6 (rounds 6 and 7 still compute at versions 4 and 5) and resumed
+        # on the same ranks, beside the straight runs: the straight run's bits (two more runs of
+        # R = 2: the same bits).
         saved_versions = []
 
         def stopped_and_resumed():
@@ -216,7 +205,15 @@ class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
             with h5py.File(self.path("dg-resumed.h5"), "r") as saved:
                 saved_versions.append(list(saved["delayed_parameters"].attrs["names"]))
             self.train("dg-resumed", "mb-train-amb", args, 2, resume=True)
-        stopped_and_resumed()
+        self.together(*[lambda run=run: self.train(*run)
+                        for run in [("dg-one", "mb-train-amb", args, 0),
+                                    *[(f"dg-r{ranks}", "mb-train-amb", args, ranks)
+                                      for ranks in (2, 3)]]], stopped_and_resumed)
+        for ranks in (2, 3):
+            self.assert_close(f"dg-r{ranks}", "dg-one", checkpoint)
+        with h5py.File(self.path("dg-r3-log.h5"), "r") as log:
+            staleness = log["workers/staleness"][...].reshape(12, 8)
+        self.assertEqual(staleness[:, 0].tolist(), [0, 1] + [2] * 10)
         self.assertEqual(saved_versions, [[b"version_4", b"version_5"]])
         self.assert_same_bits("dg-resumed", "dg-r2", skip={"epoch"})
 
@@ -228,8 +225,18 @@ class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
 
         def train(name, ranks):
             return lambda: self.train(name, "mb-train-dbsl", args, ranks, common=DBSL)
-        self.together(train("dbsl-one", 0), train("dbsl-r1", 1), train("dbsl-r2", 2),
-                      train("dbsl-r3", 3))
+        # Also stopped after the first round and resumed on 3 ranks, beside them: the straight
+        # run's bits, the straight run in one process (every R gives its bits, below) (no
+        # induced delays, which a resumed DBSL worker draws from their start, and no kept
+        # optimizer state; an evaluation at each round's end, as the stopped run's).
+        straight = [a for a in DBSL if a not in ("--induce", "niagara")]
+        straight[straight.index("--eval-every") + 1] = "8"
+        plain = [a for a in args if a != "--keep-optimizer-state"]
+        self.together(
+            train("dbsl-one", 0), train("dbsl-r1", 1), train("dbsl-r2", 2), train("dbsl-r3", 3),
+            lambda: self.train("dbsl-straight", "mb-train-dbsl", plain, 0, common=straight),
+            lambda: self.stopped_and_resumed("dbsl-resumed", "mb-train-dbsl", plain, 3,
+                                             common=straight))
         # The merge's additions are the one process's, in its order: the bits for every R (so
         # the same R twice gives the same bits too).
         for name in ("dbsl-r1", "dbsl-r2", "dbsl-r3"):
@@ -240,17 +247,6 @@ class EmulateShares(ToyData, SameBits, mbtest.ToolTestCase):
             self.assertEqual(log["steps/step"][-1], 16)
             # The induced delays put the pushes' arrivals out of worker order.
             self.assertGreater(log["workers/wait_time"][...].max(), 0)
-        # Stopped after the first round and resumed on 3 ranks: the straight run's bits, the
-        # straight run in one process (every R gives its bits, above) (no induced delays, which
-        # a resumed DBSL worker draws from their start, and no kept optimizer state; an
-        # evaluation at each round's end, as the stopped run's).
-        straight = [a for a in DBSL if a not in ("--induce", "niagara")]
-        straight[straight.index("--eval-every") + 1] = "8"
-        plain = [a for a in args if a != "--keep-optimizer-state"]
-        self.together(
-            lambda: self.train("dbsl-straight", "mb-train-dbsl", plain, 0, common=straight),
-            lambda: self.stopped_and_resumed("dbsl-resumed", "mb-train-dbsl", plain, 3,
-                                             common=straight))
         self.assert_same_bits("dbsl-resumed", "dbsl-straight", skip={"epoch"})
 
     def test_the_asynchronous_master_on_shares_is_the_one_process_run(self):
