@@ -164,32 +164,25 @@ class ClockCompare(mbtest.ToolTestCase):
 
     def test_an_emulation_in_one_process_under_a_cpu_quota_compares(self):
         # The worker emulated in the process (--emulate 1: its sum is "in-process") under
-        # --cpu-quota, as emulation_agreement.py's setting 3 emulates a cgroup: the same run.
-        emulated = self.path("quota.h5")
-        result = mbtest.run([mbtest.tool("mb-train-fmb"), "--data", self.shared.path("toy.h5"),
-                             "--model", "mlp", "--hidden", "16", "--lr", "0.1", "--threads", "1",
-                             "-q", "--batch-size", "32", "--steps", "40", "--eval-every", "5",
-                             "--induce", "0.02:0.005:1", "--clock", "virtual", "--emulate", "1",
-                             "--comm-model", "1e-3,0", "--compute-model", "1e-5,1e-3",
-                             "--cpu-quota", "1=0.05/0.1", "--log", emulated],
-                            cwd=self.dir, env=self.env)
-        self.assertSucceeded(result)
-        result = self.report("--compare", self.real, emulated)
-        self.assertSucceeded(result)
-        self.assertIn("cpu_quota 1=0.05/0.1", result.out)
-        # The kernel's model of it (--cpu-quota-tick) is the emulation's too: named, compared.
-        ticked = self.path("quota-tick.h5")
-        result = mbtest.run([mbtest.tool("mb-train-fmb"), "--data", self.shared.path("toy.h5"),
-                             "--model", "mlp", "--hidden", "16", "--lr", "0.1", "--threads", "1",
-                             "-q", "--batch-size", "32", "--steps", "40", "--eval-every", "5",
-                             "--induce", "0.02:0.005:1", "--clock", "virtual", "--emulate", "1",
-                             "--comm-model", "1e-3,0", "--compute-model", "1e-5,1e-3",
-                             "--cpu-quota", "1=0.05/0.1", "--cpu-quota-tick", "0.004", "--log",
-                             ticked], cwd=self.dir, env=self.env)
-        self.assertSucceeded(result)
-        result = self.report("--compare", self.real, ticked)
-        self.assertSucceeded(result)
-        self.assertIn("cpu_quota 1=0.05/0.1; cpu_quota_tick 0.004", result.out)
+        # --cpu-quota, as emulation_agreement.py's setting 3 emulates a cgroup: the same run;
+        # and under the kernel's model of it (--cpu-quota-tick), the emulation's too.
+        for name, extra, named in [
+                ("quota", [], "cpu_quota 1=0.05/0.1"),
+                ("quota-tick", ["--cpu-quota-tick", "0.004"],
+                 "cpu_quota 1=0.05/0.1; cpu_quota_tick 0.004")]:
+            with self.subTest(name=name):
+                emulated = self.path(f"{name}.h5")
+                result = mbtest.run(
+                    [mbtest.tool("mb-train-fmb"), "--data", self.shared.path("toy.h5"), "--model",
+                     "mlp", "--hidden", "16", "--lr", "0.1", "--threads", "1", "-q",
+                     "--batch-size", "32", "--steps", "40", "--eval-every", "5", "--induce",
+                     "0.02:0.005:1", "--clock", "virtual", "--emulate", "1", "--comm-model",
+                     "1e-3,0", "--compute-model", "1e-5,1e-3", "--cpu-quota", "1=0.05/0.1",
+                     *extra, "--log", emulated], cwd=self.dir, env=self.env)
+                self.assertSucceeded(result)
+                result = self.report("--compare", self.real, emulated)
+                self.assertSucceeded(result)
+                self.assertIn(named, result.out)
 
     def test_refusals(self):
         other = self.path("b64.h5")
