@@ -140,7 +140,7 @@ struct QuotaWindow {
 /// bandwidth): the group's runtime is a pool refilled to at most the quota at each period's
 /// start; the worker's CPU takes it in slices of up to 5 ms into a local budget; running
 /// spends the local budget, but it is checked only at accounting events: the ticks (at
-/// (k + 0.618) ticks of the virtual timeline, a phase unrelated to the periods') while it computes
+/// (k + 0.618) ticks of the virtual timeline, apart from the periods' starts) while it computes
 /// or spins, at once in a yielding wait (each sched_yield), and when it sleeps or wakes. So a
 /// computing worker overruns its quota until the next check, and the refills that fall while
 /// it runs unchecked are lost (the pool is full); the overrun is a debt that the next periods'
