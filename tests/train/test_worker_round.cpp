@@ -195,6 +195,37 @@ TEST_F(WorkerRoundTest, ACpuQuotaStopsTheComputeWhenItsBudgetIsSpent) {
   }
 }
 
+// --cpu-quota-tick: under the kernel's model a ps worker's copy of the parameters it receives
+// (QuotaBudget::receive) is CPU run as its wait ends. Half a core in periods of 0.2 s, a tick of
+// 10 s (none falls in these rounds: only the waits check the budget), a copy of 0.05 s.
+TEST_F(WorkerRoundTest, UnderTheKernelsModelTheParametersCopyRunsAfterAStop) {
+  const emulation::QuotaWindow window{0.1, 0.2};
+  auto data = loader();
+  auto net = network(*data);
+  for (const double receive : {0.05, 0.0}) {
+    SCOPED_TRACE(receive > 0 ? "with the copy" : "without");
+    auto rows = loader();
+    emulation::QuotaBudget budget{window, 0.0, 10.0, receive};
+    budget.pool = window.quota;
+    WorkerRound worker({*net, *rows, clock_, none_, kModel, std::nullopt, 1, 0, 11, RoundRule{},
+                        nullptr, -1, budget});
+    // From 0 the batch's 0.26 s runs unchecked (no tick): ready at 0.26, no delay.
+    WorkerReport report = worker.run(0, 0);
+    EXPECT_NEAR(report.sleep_time, 0.0, 1e-12);
+    // The parameters arrive at 0.5. The wait's first check at 0.26 takes the pool's 0.1 s (the
+    // refill of 0.2): 0.16 s owed, repaid by the refills of 0.4 and 0.6, where it runs again.
+    // Then the copy (0.05 s: to 0.65), then the batch: ready at 0.91, 0.41 s after 0.5; without
+    // the copy at 0.86, 0.36 s after.
+    worker.set_round_start(0.5);
+    const std::optional<double> predicted = worker.predict_ready();
+    report = worker.run(1, 0);
+    EXPECT_NEAR(report.compute_time, 0.26, 1e-12);
+    EXPECT_NEAR(report.sleep_time + report.compute_time, receive > 0 ? 0.41 : 0.36, 1e-9);
+    ASSERT_TRUE(predicted.has_value());
+    EXPECT_EQ(report.sleep_time + report.compute_time, *predicted);
+  }
+}
+
 // A resumed run's worker restores its budget: its next round is the straight run's, to the bit.
 TEST_F(WorkerRoundTest, ARestoredQuotaBudgetGivesTheStraightRunsRound) {
   const emulation::QuotaBudget budget{emulation::QuotaWindow{0.1, 0.2}, false};
