@@ -59,6 +59,7 @@ step 0 pays the backend's and the memory's one-time costs (mlp, batch 256: about
 """
 
 import argparse
+import gzip
 import json
 import os
 import re
@@ -263,7 +264,6 @@ def kernel_tick(hz):
     configuration (/proc/config.gz, /boot/config-RELEASE) when hz is 0."""
     if hz > 0:
         return 1.0 / hz
-    import gzip
     release = os.uname().release
     for path, opener in (("/proc/config.gz", gzip.open), (f"/boot/config-{release}", open)):
         try:

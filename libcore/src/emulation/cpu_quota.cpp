@@ -154,7 +154,7 @@ std::vector<double> QuotaBudget::saved() const {
 }
 
 void QuotaBudget::restore(const std::vector<double>& values, const std::string& where) {
-  const std::size_t size = tick > 0 ? 5 : 3;
+  const std::size_t size = state_size(tick);
   const char* layout = tick > 0 ? "5 values under --cpu-quota-tick (time, period, pool, local, "
                                   "unaccounted)"
                                 : "3 values (time, period, spent)";
@@ -212,7 +212,7 @@ bool QuotaBudget::kernel_check() {
   return local > 0;
 }
 
-void QuotaBudget::kernel_stop() {
+void QuotaBudget::kernel_stop(double wants_from) {
   const double from = time;
   // Each period's refill is handed to the stopped CPU, up to what brings its budget to 1 ns
   // above 0; the period where that happens is when it runs again, with the pool's rest.
@@ -229,8 +229,12 @@ void QuotaBudget::kernel_stop() {
   time = period * limit.period;
   pool = std::clamp(quota - last, 0.0, quota);
   local = kUnthrottledSeconds;
-  stopped += time - from;
-  stops += 1;
+  // Only the time it would have run counts as stopped (a sleeping worker's is its sleep).
+  const double kept_from = std::max(from, wants_from);
+  if (time > kept_from) {
+    stopped += time - kept_from;
+    stops += 1;
+  }
 }
 
 namespace {
@@ -331,11 +335,7 @@ void QuotaBudget::kernel_sleep(double until) {
   if (!kernel_check()) {
     // Stopped as it went to sleep: the refills repay it while it sleeps; it wakes at `until`
     // or, not repaid by then, when it is.
-    const double from = time;
-    const double stopped_before = stopped, stops_before = stops;
-    kernel_stop();
-    stopped = stopped_before + std::max(0.0, time - std::max(until, from));
-    stops = stops_before + (time > until ? 1 : 0);
+    kernel_stop(until);
     if (time >= until) return;
   } else if (local > kMinLocalSeconds) {
     // A CPU left with nothing to run gives its budget above 1 ms back to the pool.

@@ -130,8 +130,9 @@ void parse_option_texts(TrainOptions& o) {
     usage_error(cat("--cpu-quota-tick: ", shortest_decimal(o.cpu_quota_tick),
                     " is not a tick in seconds (0 or above, e.g. 0.004 for a kernel of HZ=250)"));
   }
-  if (o.cpu_quota_tick > 0 && o.cpu_quota.empty())
+  if (o.cpu_quota_tick > 0 && o.cpu_quota.empty()) {
     usage_error("--cpu-quota-tick needs --cpu-quota");
+  }
   o.cpu_quota.tick = o.cpu_quota_tick;
   o.comm_model = parse_comm_model(o.given.comm_model);
   o.compute_model = parse_compute_models(o.given.compute_model);

@@ -282,7 +282,8 @@ void TrainingRun::save_checkpoint_to(const std::string& path, double elapsed,
   if (versions_) checkpoint.delayed_parameters = versions_->saved(step_);
   if (delayed_timeline_) checkpoint.delayed_timeline = delayed_timeline_->saved();
   checkpoint.cpu_quota_budgets = quota_budgets_;
-  checkpoint.cpu_quota_state_size = options_.cpu_quota_tick > 0 ? 5 : 3;
+  checkpoint.cpu_quota_state_size =
+      static_cast<std::int64_t>(emulation::QuotaBudget::state_size(options_.cpu_quota_tick));
   checkpoint.seed = options_.seed;
   checkpoint.elapsed = elapsed;
   checkpoint.wall_elapsed = clock_.wall_now();

@@ -30,9 +30,9 @@ class QuotaTimeline {
     // Under the kernel's model the parameters' copy is CPU: the last `receive` seconds of the
     // wait (as far as it goes) are run, stopped where the budget is spent.
     const double copy = std::clamp(start - budget_.time, 0.0, budget_.receive);
-    budget_.wait(start - copy);
-    if (copy > 0) budget_.run(copy);
-    budget_.sleep(budget_.runnable() + delay);
+    double ready = budget_.wait(start - copy);
+    if (copy > 0) ready = budget_.run(copy);
+    budget_.sleep(ready + delay);
   }
 
   void compute(double cost, double extra) { budget_.sleep(budget_.run(cost) + extra); }

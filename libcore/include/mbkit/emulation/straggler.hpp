@@ -13,6 +13,7 @@
 //   cedar    0:0:0.4, 0.05:0.04:0.3, 0.15:0.03:0.2, 0.25:0.03:0.1 (cap 0.4 s, mean about 0.07 s)
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -200,6 +201,8 @@ struct QuotaBudget {
   /// The state as a checkpoint keeps it (restore() reads it back): time, period, spent; under
   /// a tick time, period, pool, local, unaccounted.
   std::vector<double> saved() const;
+  /// How many values saved() gives for a tick of `tick` seconds (0: the continuous model).
+  static std::size_t state_size(double tick) { return tick > 0 ? 5 : 3; }
   /// Throws a data error naming `where` when the values are not a state of this limit.
   void restore(const std::vector<double>& values, const std::string& where);
 
@@ -218,8 +221,9 @@ struct QuotaBudget {
   /// spent, takes a slice from the pool. Returns whether the worker may run on.
   bool kernel_check();
   /// Stopped at `time` with its local budget spent: the periods' refills repay it; `time`
-  /// moves to the start of the period where it can run again.
-  void kernel_stop();
+  /// moves to the start of the period where it can run again. The time stopped counts from
+  /// `wants_from` where that is later (a worker asleep until then).
+  void kernel_stop(double wants_from = 0);
   /// On the CPU, checked continuously (a yielding wait), from `time` to `to`.
   void kernel_spin(double to);
 };

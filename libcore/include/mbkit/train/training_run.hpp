@@ -384,10 +384,10 @@ class TrainingRun {
   /// Rank 0, resuming with several servers: the checkpoint's whole optimizer state, until
   /// resume_server_shards() hands the servers their shards.
   std::vector<std::vector<float>> resumed_optimizer_state_;
-  /// Resuming under --cpu-quota: the checkpoint's budgets (every rank's under shares), until
-  /// restore_quota_budgets() hands them to the rounds.
   /// --cpu-quota with, under --cpu-quota-tick, the parameters' copy a round (set_up_emulation).
   emulation::CpuQuota cpu_quota_;
+  /// Resuming under --cpu-quota: the checkpoint's budgets (every rank's under shares), until
+  /// restore_quota_budgets() hands them to the rounds.
   std::vector<double> resumed_quota_budgets_;
   std::int64_t resumed_quota_state_size_ = 3;  ///< values per worker after its rank
   /// checkpoint_now(): the budgets save_checkpoint_to() writes.
