@@ -383,21 +383,44 @@ def median(values):
     return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
 
 
+def compare_repeats(reports):
+    """mb-report --compare of each pair of the reports' real runs (a run against its repeat):
+    how far the real runs are apart, the floor under the emulation's errors."""
+    logs = list(dict.fromkeys(r["real"]["log"] for r in reports))
+    target = reports[0]["target"] if reports else None
+    pairs = []
+    for i, first in enumerate(logs):
+        for second in logs[i + 1:]:
+            command = [tool("mb-report"), "--compare", first, second, "--json"]
+            if target is not None:
+                command += ["--target", repr(target)]
+            pairs.append(json.loads(run(command, capture_output=True).stdout))
+    return pairs
+
+
 def summarize(reports):
-    """One run's --repeats comparisons: the median of each error and of each time to target."""
+    """One run's --repeats comparisons: the median of each error and of each time to target;
+    and of the real runs against each other (None with fewer than two)."""
+    repeats = compare_repeats(reports)
     return {"median": median([r["step_time_error"]["median"] for r in reports]),
             "p95": median([r["step_time_error"]["p95"] for r in reports]),
             "real": median([r["real"]["time_to_target"] for r in reports]),
             "emulated": median([r["emulated"]["time_to_target"] for r in reports]),
             "tta_error": median([r["time_to_target_error"] for r in reports]),
-            "repeats": len(reports)}
+            "repeats": len(reports),
+            "real_median": median([r["step_time_error"]["median"] for r in repeats]),
+            "real_p95": median([r["step_time_error"]["p95"] for r in repeats]),
+            "real_tta_error": median([r["time_to_target_error"] for r in repeats])}
 
 
 def print_summary(title, summary, target):
     print(f"\n# {title}: errors in %, the median over --repeats; goals median <= 5, p95 <= 10, "
-          f"time to {100 * target:g}% <= 5")
+          f"time to {100 * target:g}% <= 5; real against real: the same errors of the real "
+          f"runs against each other (mb-report --compare of each pair), the floor under the "
+          f"emulation's")
     print(f"# {'run':<18} {'median':>7} {'p95':>7} {'real (s)':>12} {'emulated (s)':>13} "
-          f"{'error':>6}  goals met")
+          f"{'error':>6}  goals met  | real against real: {'median':>6} {'p95':>6} "
+          f"{'time':>5}")
     for name, s in summary:
         checks = [(s["median"], 0.05), (s["p95"], 0.10), (s["tta_error"], 0.05)]
         met = sum(1 for value, goal in checks if value is not None and value <= goal)
@@ -408,7 +431,8 @@ def print_summary(title, summary, target):
 
         print(f"  {name:<18} {percent(s['median']):>7} {percent(s['p95']):>7} "
               f"{tta(s['real']):>12} {tta(s['emulated']):>13} {percent(s['tta_error']):>6}  "
-              f"{met} of {checked}")
+              f"{met} of {checked:<6}   {'':>19} {percent(s['real_median']):>6} "
+              f"{percent(s['real_p95']):>6} {percent(s['real_tta_error']):>5}")
 
 
 def main():

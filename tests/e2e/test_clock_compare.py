@@ -4,9 +4,10 @@ settings on --clock virtual), then the JSON (read by Python's json), the table a
 against what numpy computes from the two logs read with h5py: the per-step relative errors
 matched by step (median, 95th percentile), both runs' step-time medians, the training time to a
 target (the steps' time up to the first evaluation at or above it) and its error, the final
-accuracies, the goals; the figure drawn as a PNG; and the refusals of logs that are not a run
-and its emulation, one line and exit status 2. The timings are not checked: CI machines are
-too loaded for that (tests/bench/emulation_agreement.py measures them)."""
+accuracies, the goals; the figure drawn as a PNG; a real run against its repeat; and the
+refusals of logs that are not a run and its emulation or its repeat, one line and exit status
+2. The timings are not checked: CI machines are too loaded for that
+(tests/bench/emulation_agreement.py measures them)."""
 
 import csv
 import io
@@ -55,6 +56,7 @@ class ClockCompare(mbtest.ToolTestCase):
                   data, "--model", "mlp", "--hidden", "16", "--lr", "0.1", "--threads", "1",
                   "-q", "--batch-size", "32", "--steps", "40", "--eval-every", "5", "--induce",
                   "0.02:0.005:1"]
+        cls.real_command = [*common, "--clock", "wall"]
         for clock, log in (("wall", cls.real), ("virtual", cls.emulated)):
             result = mbtest.run([*common, "--clock", clock, "--log", log], cwd=cls.shared.dir,
                                 env=cls.shared.env)
@@ -194,7 +196,6 @@ class ClockCompare(mbtest.ToolTestCase):
         cases = [
             ([self.emulated, self.real], f"{self.emulated} ran on the virtual clock and "
                                          f"{self.real} on the wall clock: give the real run first"),
-            ([self.real, self.real], "both ran on the wall clock"),
             ([self.emulated, self.emulated], "both ran on the virtual clock"),
             ([self.real, other], f"{self.real} and {other} are not runs of the same settings:"),
             ([self.real], "--compare: two metric logs are expected"),
@@ -210,6 +211,32 @@ class ClockCompare(mbtest.ToolTestCase):
                              self.real, "-o", "x.png"], cwd=self.dir, env=self.env)
         self.assertFailsWith(result, 2, "give the real run first")
         self.assertFalse(os.path.exists(self.path("x.png")))
+        # Two real runs are a run and its repeat for mb-report, not for the figure.
+        result = mbtest.run([mbtest.tool("mb-plot"), "--type", "clock-compare", self.real,
+                             self.real, "-o", "x.png"], cwd=self.dir, env=self.env)
+        self.assertFailsWith(result, 2, "both ran on the wall clock")
+
+    def test_a_real_run_against_its_repeat(self):
+        # The same run again on the wall clock (its delays slept anew): the errors of the one
+        # against the other, as numpy computes them, the second column named the repeat.
+        again = self.path("again.h5")
+        self.assertSucceeded(mbtest.run([*self.real_command, "--log", again], cwd=self.dir,
+                                        env=self.env))
+        result = self.report("--compare", self.real, again, "--target", "0.5", "--json")
+        self.assertSucceeded(result)
+        report = json.loads(result.out)
+        self.assertTrue(report["repeat"])
+        self.assertEqual(report["emulation"], "")
+        first, second = read_log(self.real), read_log(again)
+        errors = np.abs(second["step_time"] - first["step_time"]) / first["step_time"]
+        self.assertAlmostEqual(report["step_time_error"]["median"], float(np.median(errors)),
+                               places=12)
+        self.assertAlmostEqual(report["step_time_error"]["p95"],
+                               float(np.percentile(errors, 95)), places=12)
+        table = self.report("--compare", self.real, again)
+        self.assertSucceeded(table)
+        self.assertIn(f"; repeat: {again} (wall clock, the same settings run again", table.out)
+        self.assertNotIn("emulated", table.out)
 
 
 if __name__ == "__main__":

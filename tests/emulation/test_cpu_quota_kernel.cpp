@@ -102,7 +102,8 @@ TEST(KernelQuota, ASleepThatStartsOwingWakesWhenTheRefillsHaveRepaidIt) {
 
 TEST(KernelQuota, AComputingWorkerNeverGetsMoreThanItsQuotaOverManyPeriods) {
   // 1.2 ms steps, each after a wait of 0.3 ms, for 2,000 steps: the refills bound its CPU to
-  // half a core (what the overruns borrow is repaid); the lost refills make it less.
+  // half a core (what the overruns borrow is repaid); the refills lost while it runs
+  // unchecked make it less.
   for (const double busy_wait : {kYield, kWaitsOnCpu, 0.0}) {
     QuotaBudget budget = fresh(busy_wait);
     double computed = 0;

@@ -1,8 +1,8 @@
 // mb-report --compare: a real run against its emulation, on logs whose step times and
 // evaluations are chosen here, so that every figure is computed by hand: per-step relative
 // errors matched by step number (median and 95th percentile, numpy's linear interpolation),
-// step-time medians, time to target as training time, goals met or missed, and the refusal of
-// logs that are not a run and its emulation.
+// step-time medians, time to target as training time, goals met or missed, a real run against
+// its repeat, and the refusal of logs that are not a run and its emulation or its repeat.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -198,6 +198,42 @@ TEST(Compare, TargetNotReachedIsSaidInTheRow) {
       << table.str();
 }
 
+TEST(Compare, ARealRunAgainstItsRepeat) {
+  test::TempDir dir;
+  const std::string real = write_run(dir.file("real.h5"), real_run());
+  // The same settings run again on the wall clock: the emulated run's steps and evaluations.
+  RunSpec again = emulated_run();
+  again.clock = "wall";
+  const std::string repeat = write_run(dir.file("repeat.h5"), again);
+  const ClockComparison c = compare_clocks(real, repeat, 0.8, 0);
+  EXPECT_TRUE(c.repeat);
+  EXPECT_EQ(c.emulation, "");
+  // The figures are the emulation's of ErrorsAndTimeToTargetByHand.
+  EXPECT_NEAR(c.step_error_median, 0.1, 1e-12);
+  EXPECT_NEAR(c.step_error_p95, 0.2 + 0.8 * 0.05, 1e-12);
+  ASSERT_TRUE(c.time_to_target_error);
+  EXPECT_NEAR(*c.time_to_target_error, 0.01 / 0.8, 1e-12);
+  std::ostringstream table;
+  write_compare_table(c, table);
+  EXPECT_NE(table.str().find(cat("# real: ", real, " (wall clock); repeat: ", repeat,
+                                 " (wall clock, the same settings run again")),
+            std::string::npos)
+      << table.str();
+  EXPECT_NE(table.str().find("# error: |repeat - real| / real;"), std::string::npos);
+  // The second column is the repeat's; nothing in the table says emulated.
+  EXPECT_EQ(table.str().find("emulated"), std::string::npos) << table.str();
+  std::ostringstream json;
+  write_compare_json(c, json);
+  EXPECT_NE(json.str().find(R"("repeat": true)"), std::string::npos) << json.str();
+  // A repeat has every setting the same: what an emulation may set otherwise is a difference.
+  RunSpec slowed = again;
+  slowed.config = R"("batch_size":32,"seed":1,"slowdown":"1=2","data":"elsewhere/toy.h5")";
+  EXPECT_MBKIT_ERROR(compare_clocks(real, write_run(dir.file("slowed.h5"), slowed), 0.8, 0),
+                     ExitCode::kUsage,
+                     "are not runs of the same settings: slowdown (none against 1=2) (a repeat "
+                     "of a real run must have all of them the same)");
+}
+
 TEST(Compare, RefusesWhatIsNotARunAndItsEmulation) {
   test::TempDir dir;
   const std::string real = write_run(dir.file("real.h5"), real_run());
@@ -212,8 +248,6 @@ TEST(Compare, RefusesWhatIsNotARunAndItsEmulation) {
   EXPECT_MBKIT_ERROR(compare_clocks(emulated, real, std::nullopt, 0), ExitCode::kUsage,
                      cat("--compare: ", emulated, " ran on the virtual clock and ", real,
                          " on the wall clock: give the real run first"));
-  EXPECT_MBKIT_ERROR(compare_clocks(real, real, std::nullopt, 0), ExitCode::kUsage,
-                     "both ran on the wall clock");
   EXPECT_MBKIT_ERROR(compare_clocks(emulated, emulated, std::nullopt, 0), ExitCode::kUsage,
                      "both ran on the virtual clock");
   EXPECT_MBKIT_ERROR(compare_clocks(real, emulated, 1.5, 0), ExitCode::kUsage, "--target 1.5");

@@ -30,9 +30,9 @@ int main(int argc, char** argv) {
                "Throughput against the number of workers: samples/s, speedup, efficiency, "
                "images/sec +/- jitter");
   app.add_flag("--compare", options.compare,
-               "Two logs, a real (wall-clock) run and its emulation (--clock virtual): per-step "
-               "time error, time to --target and its error, final accuracy, against the "
-               "emulator's goals");
+               "Two logs, a real (wall-clock) run and its emulation (--clock virtual), or its "
+               "repeat (the same settings on the wall clock again): per-step time error, time "
+               "to --target and its error, final accuracy, against the emulator's goals");
   auto* warmup = app.add_option("--warmup-steps", options.warmup_steps,
                                 "--scaling, --compare: steps left out at the start of each run "
                                 "(default: a tenth; --compare: none)");

@@ -241,10 +241,10 @@ namespace {
 
 // The scheduler's first tick after `time`, at (k + 0.618...) ticks (the golden ratio's
 // fraction): no tick falls on the start of a period of a whole number of ticks or of half a tick
-// (as 2 ms periods at a 4 ms tick). On the kernel measured here both fall on multiples of their
-// lengths of the monotonic clock, so they coincide; with them coinciding this arithmetic gives a
-// spinning worker at 1 ms per 2 ms half a core, where that kernel gave it a third (runs of one
-// tick, stops of two): what the kernel does there is not all modelled, and apart it gives 0.43.
+// (as 2 ms periods at a 4 ms tick). On the kernel measured here a spinning worker at 1 ms per
+// 2 ms got a third of a core in a new cgroup (runs of one tick, stops of two) and 0.48-0.50 in
+// one whose period had been another length before: it depends on where the cgroup's periods
+// start against the ticks, which is not modelled; apart, as here, it gets 0.43.
 double tick_after(double time, double tick) {
   constexpr double kPhase = 0.6180339887498949;
   double next = (std::floor(time / tick - kPhase) + 1 + kPhase) * tick;

@@ -32,12 +32,13 @@ const std::vector<std::string>& clock_compare_free_keys() {
   return kKeys;
 }
 
-std::string clock_compare_problem(const RunLog& real, const RunLog& emulated) {
+std::string clock_compare_problem(const RunLog& real, const RunLog& emulated, bool repeat_allowed) {
   const std::string& a = real.path();
   const std::string& b = emulated.path();
   const bool real_virtual = real.virtual_clock();
   const bool emulated_virtual = emulated.virtual_clock();
-  if (!real_virtual && !emulated_virtual) {
+  const bool repeat = repeat_allowed && !real_virtual && !emulated_virtual;
+  if (!real_virtual && !emulated_virtual && !repeat) {
     return cat(a, " and ", b,
                " both ran on the wall clock: the second must be the emulation (--clock virtual)");
   }
@@ -52,14 +53,18 @@ std::string clock_compare_problem(const RunLog& real, const RunLog& emulated) {
   // Every configuration key either has, and the attributes that say what ran, but those an
   // emulation may set otherwise. The stored configuration as it is, not the description of
   // labels, which leaves out what a single process does not use (an --emulate run's comm).
-  const auto settings_of = [](const RunLog& log) {
+  // A repeat is a real run again: only where its data are and its timeout may differ.
+  const auto free_key = [repeat](const std::string& key) {
+    return repeat ? key == "data" || key == "test_data" || key == "comm_timeout" : is_free(key);
+  };
+  const auto settings_of = [&free_key](const RunLog& log) {
     FlatConfig fields;
     if (!log.info().config_json.empty()) {
       fields = flatten_json_object(log.info().config_json, cat(log.path(), ": config"));
     }
     // Measured at start (--allreduce auto), not set.
-    std::erase_if(fields, [](const auto& field) {
-      return field.first.starts_with("allreduce_trial.") || is_free(field.first);
+    std::erase_if(fields, [&free_key](const auto& field) {
+      return field.first.starts_with("allreduce_trial.") || free_key(field.first);
     });
     fields["tool"] = log.info().tool;
     fields["model"] = log.info().model;
@@ -94,7 +99,8 @@ std::string clock_compare_problem(const RunLog& real, const RunLog& emulated) {
   }
   if (differences.empty()) return {};
   return cat(a, " and ", b, " are not runs of the same settings: ", join(differences, ", "),
-             " (only the clock and the emulation's models may differ)");
+             repeat ? " (a repeat of a real run must have all of them the same)"
+                    : " (only the clock and the emulation's models may differ)");
 }
 
 std::string emulation_settings(const RunLog& real, const RunLog& emulated) {

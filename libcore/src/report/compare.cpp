@@ -182,11 +182,13 @@ ClockComparison compare_clocks(const std::string& real_path, const std::string& 
   if (warmup_steps < 0) usage_error(cat("--warmup-steps ", warmup_steps, ": must be 0 or more"));
   const auto real = plot::RunLog::open(real_path);
   const auto emulated = plot::RunLog::open(emulated_path);
-  if (const std::string problem = plot::clock_compare_problem(real, emulated); !problem.empty()) {
+  if (const std::string problem = plot::clock_compare_problem(real, emulated, true);
+      !problem.empty()) {
     usage_error(cat("--compare: ", problem));
   }
   ClockComparison c;
-  c.emulation = plot::emulation_settings(real, emulated);
+  c.repeat = !emulated.virtual_clock();
+  if (!c.repeat) c.emulation = plot::emulation_settings(real, emulated);
   c.warmup_steps = warmup_steps;
   c.target = target;
   const plot::AlignedSteps steps =
@@ -216,24 +218,31 @@ ClockComparison compare_clocks(const std::string& real_path, const std::string& 
 }
 
 void write_compare_table(const ClockComparison& c, std::ostream& out) {
-  out << "# real: " << c.real.log << " (wall clock); emulated: " << c.emulated.log
-      << " (virtual clock" << (c.emulation.empty() ? "" : cat("; ", c.emulation)) << ")\n";
-  out << "# error: |emulated - real| / real; per-step error: of each of the " << c.steps_compared
-      << " steps both runs logged, matched by step";
+  const std::string second = c.repeat ? "repeat" : "emulated";
+  if (c.repeat) {
+    out << "# real: " << c.real.log << " (wall clock); repeat: " << c.emulated.log
+        << " (wall clock, the same settings run again: how far real runs are apart)\n";
+  } else {
+    out << "# real: " << c.real.log << " (wall clock); emulated: " << c.emulated.log
+        << " (virtual clock" << (c.emulation.empty() ? "" : cat("; ", c.emulation)) << ")\n";
+  }
+  out << "# error: |" << second << " - real| / real; per-step error: of each of the "
+      << c.steps_compared << " steps both runs logged, matched by step";
   if (c.warmup_steps > 0) out << ", after " << c.warmup_steps << " warm-up steps";
   out << "\n";
   if (c.target) {
     out << "# " << time_to_target_label(*c.target)
         << ": the steps' time (/steps/step_time) up to the first evaluation at or above "
         << percent_text(*c.target)
-        << " test accuracy: without the real run's start-up and evaluations, which the "
-           "virtual clock does not count\n";
+        << (c.repeat ? " test accuracy: without the runs' start-up and evaluations\n"
+                     : " test accuracy: without the real run's start-up and evaluations, which "
+                       "the virtual clock does not count\n");
   }
   double longest = std::max(c.real.step_time_p95, c.emulated.step_time_p95);
   if (!std::isfinite(longest)) longest = 0;
   const TimeUnit unit = choose_time_unit(longest);
   const std::vector<TableColumn> columns = {{"quantity", "", true},     {"real", "", false},
-                                            {"emulated", "", false},    {"error", "(%)", false},
+                                            {second, "", false},        {"error", "(%)", false},
                                             {"goal", "(% max)", false}, {"verdict", "", true}};
   std::vector<std::vector<std::string>> cells;
   for (const Row& row : rows_of(c, unit.seconds, unit.name)) {
@@ -267,6 +276,7 @@ void write_compare_json(const ClockComparison& c, std::ostream& out) {
   json.key("emulated");
   write_run_json(json, c.emulated, c.target.has_value());
   json.key("emulation").value(c.emulation);
+  json.key("repeat").value(c.repeat);
   json.key("warmup_steps").value(c.warmup_steps);
   json.key("steps_compared").value(static_cast<std::int64_t>(c.steps_compared));
   json.key("step_time_error").begin_object();

@@ -20,8 +20,10 @@ class RunLog;
 /// ("" when they are): they must be on the wall and the virtual clock, in that order, and of the
 /// same settings: the same tool, model, dataset, device, precision, workers and every option
 /// of their configuration, but for those an emulation may set otherwise
-/// (clock_compare_free_keys()).
-std::string clock_compare_problem(const RunLog& real, const RunLog& emulated);
+/// (clock_compare_free_keys()). With `repeat_allowed`, two runs on the wall clock of the same
+/// settings are a pair too: a real run and its repeat (how far real runs are apart).
+std::string clock_compare_problem(const RunLog& real, const RunLog& emulated,
+                                  bool repeat_allowed = false);
 
 /// Configuration keys a run and its emulation may differ in: the clock and the emulation's
 /// models (clock, comm_model, compute_model, emulate, world_size), where the data files are

@@ -52,7 +52,12 @@ struct GoalCheck {
 
 struct ClockComparison {
   ComparedRun real;
+  /// The emulation; or, with `repeat`, a second real run of the same settings.
   ComparedRun emulated;
+  /// Both runs on the wall clock: how far two real runs of the same settings are apart, the
+  /// floor under what an emulation of them can reach. The errors, goals and verdicts are the
+  /// same, of the repeat against the first run.
+  bool repeat = false;
   /// What the emulation was set to that the real run was not (plot::emulation_settings).
   std::string emulation;
   int warmup_steps = 0;
@@ -68,13 +73,15 @@ struct ClockComparison {
 };
 
 /// Opens both logs (data errors name them), refuses runs that are not a real run and its
-/// emulation, in that order (usage error naming both and what differs), and compares them.
+/// emulation, in that order, or two real runs (a repeat) of the same settings (usage error
+/// naming both and what differs), and compares them.
 /// `target` in (0, 1], `warmup_steps` 0 or more (usage errors otherwise).
 ClockComparison compare_clocks(const std::string& real, const std::string& emulated,
                                std::optional<double> target, int warmup_steps);
 
 /// '#' lines naming the runs and saying what the errors are, then a row per quantity:
-/// quantity, real, emulated, error (%), goal (%), verdict; then how many goals were met.
+/// quantity, real, emulated (or repeat), error (%), goal (%), verdict; then how many goals
+/// were met.
 void write_compare_table(const ClockComparison& comparison, std::ostream& out);
 /// The comparison as one JSON object.
 void write_compare_json(const ClockComparison& comparison, std::ostream& out);
