@@ -242,9 +242,8 @@ namespace {
 // The scheduler's first tick after `time`, at (k + 0.618...) ticks (the golden ratio's
 // fraction): no tick falls on the start of a period of a whole number of ticks or of half a tick
 // (as 2 ms periods at a 4 ms tick). On the kernel measured here a spinning worker at 1 ms per
-// 2 ms got a third of a core in a new cgroup (runs of one tick, stops of two) and 0.48-0.50 in
-// one whose period had been another length before: it depends on where the cgroup's periods
-// start against the ticks, which is not modelled; apart, as here, it gets 0.43.
+// 2 ms got 0.34-0.48 of a core, by where the cgroup's periods start against the ticks (which
+// differs from cgroup to cgroup, not modelled); at this phase it gets 0.43.
 double tick_after(double time, double tick) {
   constexpr double kPhase = 0.6180339887498949;
   double next = (std::floor(time / tick - kPhase) + 1 + kPhase) * tick;
