@@ -1,6 +1,7 @@
-// A real run against its emulation (mb-plot --type clock-compare): the two runs' step times as
-// cumulative distributions over the steps both logged, and test accuracy against training time,
-// real seconds beside emulated ones (plot/clock_compare.hpp says what training time is).
+// A real run against its emulation, or against its repeat (mb-plot --type clock-compare): the
+// two runs' step times as cumulative distributions over the steps both logged, and test accuracy
+// against training time, real seconds beside emulated ones (plot/clock_compare.hpp says what
+// training time is).
 #include <algorithm>
 #include <cmath>
 
@@ -32,17 +33,21 @@ Series cumulative_series(std::vector<double> values, const std::string& title,
 std::vector<Pane> build_clock_compare_panes(const std::vector<RunRef>& runs,
                                             const PlotSettings& settings) {
   if (runs.size() != 2) {
-    usage_error(cat("clock-compare: two logs are expected, the real run and its emulation (",
-                    runs.size(), " given)"));
+    usage_error(
+        cat("clock-compare: two logs are expected, the real run and its emulation or "
+            "its repeat (",
+            runs.size(), " given)"));
   }
   const RunLog& real = *runs[0].log;
   const RunLog& emulated = *runs[1].log;
-  if (const std::string problem = clock_compare_problem(real, emulated); !problem.empty()) {
+  if (const std::string problem = clock_compare_problem(real, emulated, true); !problem.empty()) {
     usage_error(cat("clock-compare: ", problem));
   }
+  const std::string second =
+      emulated.virtual_clock() ? "emulated (virtual clock)" : "repeat (wall clock)";
   const std::string names[2] = {
       settings.user_labels ? runs[0].label : std::string("real (wall clock)"),
-      settings.user_labels ? runs[1].label : std::string("emulated (virtual clock)")};
+      settings.user_labels ? runs[1].label : second};
 
   // Step times: the steps both runs logged, as mb-report --compare compares them.
   const std::size_t warmup =
