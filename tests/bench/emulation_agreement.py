@@ -435,6 +435,15 @@ def print_summary(title, summary, target):
               f"{percent(s['real_p95']):>6} {percent(s['real_tta_error']):>5}")
 
 
+def print_order(summary):
+    """The runs in order of their median time to target, real and emulated."""
+    def order(which):
+        reached = [(r[which], n) for n, r in summary if r[which] is not None]
+        return " < ".join(n for _, n in sorted(reached)) or "none reached"
+
+    print(f"# order in time to target: real {order('real')}; emulated {order('emulated')}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--settings", default="1", help="1, 2, 3 or a list: 1,2,3 (default 1)")
@@ -572,13 +581,7 @@ def main():
                     reports[name].append(compare(f"{name}-{repeat}", real_log, emulated_log))
             summary = [(name, summarize(reports[name])) for name, _, _ in methods]
             print_summary("setting 1", summary, args.target)
-
-            def order(which):
-                reached = [(r[which], n) for n, r in summary if r[which] is not None]
-                return " < ".join(n for _, n in sorted(reached)) or "none reached"
-
-            print(f"# order in time to target: real {order('real')}; emulated "
-                  f"{order('emulated')}")
+            print_order(summary)
         if 2 in settings:
             setting_two(args, directory, trainer_command, compare, models, fits)
         if 3 in settings:
@@ -766,10 +769,15 @@ def setting_two(args, directory, trainer_command, compare, models, fits):
                         if spec:
                             print(f"# emulated with --comm-model {spec}")
             print(f"# load average {os.getloadavg()[0]:.1f} at the end of link {rate}")
+            summary = [((name, variant), summarize(reports[(name, variant)]))
+                       for name, _, _ in methods for variant, _ in variants
+                       if (name, variant) in reports]
             print_summary(f"setting 2, link {rate}",
-                          [(f"{name} ({variant})", summarize(reports[(name, variant)]))
-                           for name, _, _ in methods for variant, _ in variants
-                           if (name, variant) in reports], args.target)
+                          [(f"{name} ({variant})", s) for (name, variant), s in summary],
+                          args.target)
+            # The methods' order as the link's file emulates them (the first variant).
+            print_order([(name, s) for (name, variant), s in summary
+                         if variant == variants[0][0]])
 
 
 if __name__ == "__main__":
