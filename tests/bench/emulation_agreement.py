@@ -91,6 +91,19 @@ def run(command, **kwargs):
     return subprocess.run([str(c) for c in command], check=True, env=ENV, text=True, **kwargs)
 
 
+def gradient_bytes(data, model):
+    """The model's gradient in bytes (4 a parameter), from a trainer's start line."""
+    with tempfile.TemporaryDirectory(prefix="agreement-gradient-") as scratch:
+        started = run([tool("mb-train-fmb"), "--data", data, "--model", model, "--steps", "1",
+                       "--threads", "1", "--log", os.path.join(scratch, "log.h5")],
+                      capture_output=True)
+    found = re.search(r": ([\d,]+) parameters", started.stderr)
+    if not found:
+        raise SystemExit(f"emulation_agreement.py: no parameter count in mb-train-fmb's start "
+                         f"line:\n{started.stderr}")
+    return 4 * int(found.group(1).replace(",", ""))
+
+
 def fit_compute_model(data, model, batch_size, processes=3):
     """({"min": (a, b, r^2), "median": ..., "mean": ...}, W): t(B) = a B + b in seconds, fitted by
     least squares to the fastest, the median and the mean steps mb-bench-partitions measures on one core
@@ -583,7 +596,7 @@ def main():
             print_summary("setting 1", summary, args.target)
             print_order(summary)
         if 2 in settings:
-            setting_two(args, directory, trainer_command, compare, models, fits)
+            setting_two(args, data, directory, trainer_command, compare, models, fits)
         if 3 in settings:
             reason = cgroup_unavailable()
             if reason:
@@ -672,7 +685,7 @@ def measured_comm_model(directory, trainer_command, models):
     return spec
 
 
-def setting_two(args, directory, trainer_command, compare, models, fits):
+def setting_two(args, data, directory, trainer_command, compare, models, fits):
     reason = link_unavailable()
     if reason:
         print(f"\n# setting 2 skipped: {reason}")
@@ -684,6 +697,7 @@ def setting_two(args, directory, trainer_command, compare, models, fits):
                ("AMB", "mb-train-amb", ["--time-limit", f"{time_limit:.6g}", "--partitions",
                                         str(args.amb_partitions)]),
                ("async", "mb-train-fmb", ["--async"])]
+    gradient = gradient_bytes(data, args.model)
     print(f"\n# setting 2: two network namespaces joined by a veth pair, tbf on both ends (no "
           f"delay: netem is not available in this kernel); no --induce; AMB --time-limit "
           f"{time_limit:.4g} s, --partitions {args.amb_partitions}")
@@ -699,12 +713,15 @@ def setting_two(args, directory, trainer_command, compare, models, fits):
             # to r^2 0.5 (--min-r-squared): the small sizes are kept, since the line's
             # intercept prices FMB ps's messages (at 1 Gbit/s a fit from 64 KiB up had one of
             # 9.6 ms, an 814 kB message 16 ms against 12.5 ms from 8 B). Should it still
-            # refuse: up to 3 tries, then the line is given inline.
+            # refuse: up to 3 tries, then the line is given inline. The gradient's own size
+            # too (--also-bytes): on this VM the ps round moves in whole 4 ms ticks (814 kB:
+            # 24.0 ms at 1 Gbit/s, where 512 KiB took 16.0 and 2 MiB 44.0), so that
+            # interpolating it between the grid's sizes missed it by 12%.
             for attempt in range(3):
                 fit = subprocess.run([str(c) for c in link.mpirun(
                     [tool("mb-bench-bandwidth"), "--fit", "-b", "8", "-e", "16M", "-f", "4",
-                     "-n", "10", "-w", "2", "--min-r-squared", "0.5", "--comm-model", cm,
-                     "--force"])], env=ENV, text=True,
+                     "--also-bytes", str(gradient), "-n", "10", "-w", "2", "--min-r-squared",
+                     "0.5", "--comm-model", cm, "--force"])], env=ENV, text=True,
                     capture_output=True)
                 if fit.returncode == 0:
                     break
@@ -726,7 +743,8 @@ def setting_two(args, directory, trainer_command, compare, models, fits):
                   ("" if fit.returncode == 0 else " (refused as a file: given inline)"))
             # The MPI allreduce's own fit (in the file: a two-rank --allreduce mpi step takes
             # it), beside the ring of messages the message model alone would give.
-            for line in re.findall(r"^# (?:allreduce|streamed message|async cycle)[ s].*$",
+            for line in re.findall(r"^# (?:allreduce|streamed message|async cycle|ps round)[ s]"
+                                   r".*$",
                                    fit.stdout, re.M):
                 print(line)
             variants = [("fit", comm)]

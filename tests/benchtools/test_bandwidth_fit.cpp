@@ -41,11 +41,13 @@ TEST(BandwidthFit, PrintsEachPairAllPairsAndWhetherTheyDiffer) {
   EXPECT_NE(text.find("# the pairs differ: a model per pair"), std::string::npos) << text;
   // A message is priced by the line, the allreduce by its medians.
   EXPECT_NE(text.find("the trainers price a message of n bytes by the line, a streamed message "
-                      "by interpolating the stream's medians, --async by the async cycle's, and "
-                      "the allreduce by interpolating its medians (time_us) linearly in bytes"),
+                      "by interpolating the stream's medians, --async by the async cycle's, a "
+                      "synchronous ps step of as many ranks by the ps round's, and the allreduce "
+                      "by interpolating its medians (time_us) linearly in bytes"),
             std::string::npos)
       << text;
   EXPECT_EQ(text.find("# streamed messages"), std::string::npos) << text;
+  EXPECT_EQ(text.find("# ps round"), std::string::npos) << text;
 
   // Streamed messages: their fit, and the largest size's measured, fitted and line times.
   train::CommModelRecords streamed = records_with_latencies(5e-6);
@@ -64,6 +66,26 @@ TEST(BandwidthFit, PrintsEachPairAllPairsAndWhetherTheyDiffer) {
                               "fitted 0.000106858 s, the line 0.00105358 s"),
             std::string::npos)
       << stream.str();
+
+  // The ps round: its fit, and the largest size's round beside the line's two messages.
+  train::CommModelRecords round = records_with_latencies(5e-6);
+  round.ps_round.ranks = 3;
+  round.ps_round.bytes = {8.0, 4096.0, 1048576.0};
+  round.ps_round.seconds = {1e-3, 1e-3 + 4096e-9, 1e-3 + 1048576e-9};
+  train::fit_pairs(round);
+  std::ostringstream rounds;
+  write_comm_fits(rounds, round);
+  const std::string text_of_round = rounds.str();
+  const auto round_line = text_of_round.find("# ps round of 3 ranks: alpha = ");
+  ASSERT_NE(round_line, std::string::npos) << text_of_round;
+  EXPECT_NE(text_of_round.substr(round_line, text_of_round.find('\n', round_line) - round_line)
+                .find("beta = 1e-09 s/B (+- "),
+            std::string::npos)
+      << text_of_round;
+  EXPECT_NE(rounds.str().find("# ps round of 1048576 bytes: measured 0.00204858 s, two messages "
+                              "of the line 0.00210715 s"),
+            std::string::npos)
+      << rounds.str();
 
   std::ostringstream same;
   write_comm_fits(same, records_with_latencies(5e-6));

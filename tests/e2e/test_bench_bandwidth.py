@@ -154,12 +154,22 @@ class BenchBandwidth(mbtest.ToolTestCase):
         self.assertNotRegex(err, r"ranks? [^2]\S* does not answer|ranks 2 and", msg=err)
         self.assertFalse(os.path.exists(marker))
 
+    def test_sizes_besides_the_range_are_timed_in_order_once(self):
+        # --also-bytes adds sizes to -b/-e/-f's (a model's gradient), each once, in order.
+        result = self.bench(0, "-b", "4K", "-e", "16K", "--also-bytes", "5000,16K", "--also-bytes",
+                            "1K", "--iters", "2", "--warmup-iters", "0")
+        self.assertSucceeded(result)
+        _, rows = mbtest.parse_table(result.out)
+        self.assertEqual([int(r["size"]) for r in rows], [1024, 4096, 5000, 8192, 16384])
+        self.assertTrue(all(r["wrong"] == "0" for r in rows))
+
     def test_a_size_that_does_not_fit_in_memory_is_named_with_its_flag(self):
         # Under a 2 GiB limit on the address space the 4 GiB buffers of -b 4G -e 4G cannot be
         # allocated (refused at once, nothing touched): the message says which size, and from
         # which flag, instead of std::bad_alloc.
         for sizes, flag in ((["-b", "4G", "-e", "4G"], "-b/--min-bytes and -e/--max-bytes"),
-                            (["-b", "1K", "-e", "4G", "-f", "4194304"], "-e/--max-bytes")):
+                            (["-b", "1K", "-e", "4G", "-f", "4194304"], "-e/--max-bytes"),
+                            (["-b", "1K", "-e", "2K", "--also-bytes", "4G"], "--also-bytes")):
             result = self.run_with_address_space_limit(
                 [mbtest.tool("mb-bench-bandwidth"), *sizes], 2 << 20)
             self.assertFailsWith(result, 1,
@@ -171,6 +181,8 @@ class BenchBandwidth(mbtest.ToolTestCase):
             (["--op", "alltoall"], "--op: 'alltoall'"),
             (["-b", "2M", "-e", "1M"], "--min-bytes"),
             (["-b", "1Q"], "--min-bytes: '1Q'"),
+            (["--also-bytes", "8K,0"], "--also-bytes: the size must be at least 1 byte"),
+            (["--also-bytes", "1x"], "--also-bytes: '1x' is not a size in bytes"),
             (["--dtype", "half"], "--dtype"),
             (["--step-factor", "1"], "--step-factor"),
             (["--op", "exchange"], "at least 2 ranks"),

@@ -90,9 +90,10 @@ class CommModel(mbtest.ToolTestCase):
         self.assertEqual([int(r["size"]) for r in rows if r["op"] == "stream-0-1"], sizes)
         self.assertEqual([int(r["size"]) for r in rows if r["op"] == "async-0-1"], sizes)
         self.assertEqual([int(r["size"]) for r in rows if r["op"] == "async-busy-0-1"], sizes)
+        self.assertEqual([int(r["size"]) for r in rows if r["op"] == "ps-round"], sizes)
         self.assertEqual({r["op"] for r in rows},
                          {"pingpong-0-1", "allreduce-world", "stream-0-1", "async-0-1",
-                          "async-busy-0-1"})
+                          "async-busy-0-1", "ps-round"})
         self.assertTrue(all(r["wrong"] == "0" for r in rows))
         self.assertIn("# ranks 0-1: alpha = ", result.out)
         self.assertIn("# streamed messages (windows of up to 64), all pairs: alpha = ", result.out)
@@ -132,6 +133,17 @@ class CommModel(mbtest.ToolTestCase):
                 self.assertTrue(all(float(x) > 0 for x in cycle.attrs[name]), msg=name)
             for name in ("alpha", "beta", "r_squared", "alpha_stderr", "beta_stderr"):
                 self.assertTrue(np.isfinite(float(cycle.attrs[name])), msg=name)
+            # The ps round: of the file's ranks, a round per size, its line.
+            round_ = f["ps_round"]
+            self.assertEqual(int(round_.attrs["ranks"]), 2)
+            self.assertEqual([int(x) for x in round_.attrs["bytes"]], sizes)
+            self.assertTrue(all(float(x) > 0 for x in round_.attrs["seconds"]))
+            self.assertEqual(len(round_.attrs["seconds"]), 9)
+            for name in ("alpha", "beta", "r_squared", "alpha_stderr", "beta_stderr"):
+                self.assertTrue(np.isfinite(float(round_.attrs[name])), msg=name)
+        self.assertIn("# ps round of 2 ranks: alpha = ", result.out)
+        self.assertRegex(result.out, r"# ps round of 524288 bytes: measured \S+ s, two messages "
+                                     r"of the line \S+ s")
         self.assertIn("# async cycle (windows of up to 4 gradients), all pairs: alpha = ",
                       result.out)
         self.assertRegex(result.out, r"# async cycle of 524288 bytes: \S+ s a gradient with the "
@@ -169,6 +181,7 @@ class CommModel(mbtest.ToolTestCase):
                 del group.attrs["seconds"]
             del f["stream"]
             del f["async"]
+            del f["ps_round"]
         inline = f"{alpha!r},{beta!r}"
         for comm in ("ps", "allreduce"):
             self.assertSucceeded(self.train(3, "--comm", comm, "--steps", "4", "--comm-model",
@@ -190,7 +203,8 @@ class CommModel(mbtest.ToolTestCase):
 
     def test_ps_messages_by_the_line_async_by_its_cycle_and_older_files_as_before(self):
         # The file holds the ping-pong's points, but a ps message is priced by the fitted line
-        # (comm_model.hpp says why); async's gradients and parameters are priced by the async
+        # (comm_model.hpp says why) where the run is not of the ps round's ranks, and a ps step
+        # of its 2 ranks by the measured round; async's gradients and parameters are priced by the async
         # cycle's points (the link's period of a gradient out and the parameters back); a file
         # without the cycle (written before it was measured) prices them by the stream's
         # points, one without the stream either by the line, as before.
@@ -203,6 +217,8 @@ class CommModel(mbtest.ToolTestCase):
             stream_seconds = [float(x) for x in f["stream"].attrs["seconds"]]
             cycle_sizes = [float(x) for x in f["async"].attrs["bytes"]]
             cycle_seconds = [float(x) for x in f["async"].attrs["seconds"]]
+            round_sizes = [float(x) for x in f["ps_round"].attrs["bytes"]]
+            round_seconds = [float(x) for x in f["ps_round"].attrs["seconds"]]
         shutil.copy(self.path("cm.h5"), self.path("stream.h5"))
         with h5py.File(self.path("stream.h5"), "r+") as f:
             del f["async"]
@@ -218,11 +234,28 @@ class CommModel(mbtest.ToolTestCase):
             results = list(pool.map(lambda run: self.train(
                 3, *run[1], "--steps", "4", "--comm-model", self.path(run[2]), "--log",
                 f"{run[0]}.h5", quiet=False), runs))
+            # One worker and its master: the ranks the round was measured with.
+            round_run = self.train(2, "--comm", "ps", "--steps", "4", "--comm-model",
+                                   self.path("cm.h5"), "--log", "ps-round.h5", quiet=False)
+        self.assertSucceeded(round_run)
+        self.assertIn("; ps round of 2 ranks interpolating 9 measured sizes, 8 B", round_run.err)
+        with h5py.File(self.path("ps-round.h5"), "r") as log:
+            config = json.loads(mbtest.text_attrs(log)["config"])
+            self.assertIn(" ps_round 2=", config["comm_model_values"])
+            size = 4 * config["parameters"]
+            self.assertLess(size, round_sizes[-1])
+            # Compute, then the round (half each way), plus the update (measured: rtol 1e-6).
+            round_time = interpolated(round_sizes, round_seconds, size)
+            self.assertGreater(abs(round_time - 2 * (alpha + beta * size)), 1e-9 * round_time)
+            np.testing.assert_allclose(log["steps"]["step_time"][...],
+                                       16 * 1e-4 + 2e-3 + round_time, rtol=1e-6)
+            np.testing.assert_allclose(log["workers"]["send_time"][...], round_time, rtol=1e-12)
         for (name, _, file), result in zip(runs, results):
             self.assertSucceeded(result)
             self.assertIn(f"from {self.path(file)}", result.err)
+            # The ps round of 2 ranks is described, and prices nothing in these runs of 3.
             self.assertNotIn("interpolating 9 measured sizes, 8 B", result.err.split(
-                "streamed messages")[0])
+                "streamed messages")[0].split("; ps round of 2 ranks")[0])
             self.assertEqual("; streamed messages interpolating 9 measured sizes, 8 B" in
                              result.err, file != "old.h5", msg=name)
             self.assertEqual("; async cycle interpolating 9 measured sizes, 8 B" in result.err,
@@ -234,7 +267,9 @@ class CommModel(mbtest.ToolTestCase):
                 values = config["comm_model_values"]
                 self.assertTrue(values.startswith(f"{alpha:.17g},{beta:.17g}"), msg=values)
                 # The line's values without points; the stream's and the cycle's with their own.
-                self.assertNotIn(" points ", values.split(" stream=")[0].split(" allreduce")[0])
+                self.assertNotIn(" points ", values.split(" stream=")[0].split(" allreduce")[0]
+                                 .split(" ps_round")[0])
+                self.assertIn(" ps_round 2=", values)
                 self.assertEqual(" stream=" in values, file != "old.h5", msg=values)
                 self.assertEqual(" async points " in values, file == "cm.h5", msg=values)
                 # The points would have given another time: the line is what priced.

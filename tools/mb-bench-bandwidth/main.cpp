@@ -28,6 +28,10 @@ int main(int argc, char** argv) {
       ->type_name("SIZE");
   app.add_option("-f,--step-factor", options.step_factor, "Multiply the size by this each step")
       ->capture_default_str();
+  app.add_option("--also-bytes", options.also_bytes,
+                 "Sizes timed besides the range: bytes, or with K, M, G; a comma-separated list "
+                 "(e.g. a model's gradient, whose point a --comm-model file then holds)")
+      ->type_name("LIST");
   app.add_option("-n,--iters", options.iters, "Timed iterations per size")->capture_default_str();
   app.add_option("-w,--warmup-iters", options.warmup_iters, "Untimed iterations before them")
       ->capture_default_str();

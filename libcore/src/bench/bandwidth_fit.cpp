@@ -331,7 +331,8 @@ void write_comm_fits(std::ostream& out, const train::CommModelRecords& records) 
           : records.per_pair       ? "# the pairs differ: a model per pair\n"
                                    : "# the pairs agree: one model for all\n");
   out << "# --comm-model FILE: the trainers price a message of n bytes by the line, a streamed "
-         "message by interpolating the stream's medians, --async by the async cycle's, and the "
+         "message by interpolating the stream's medians, --async by the async cycle's, a "
+         "synchronous ps step of as many ranks by the ps round's, and the "
          "allreduce by interpolating its medians (time_us) linearly in bytes between the "
          "measured sizes around n\n";
   if (const train::CommStreamRecord& stream = records.stream; stream.window > 0) {
@@ -355,6 +356,16 @@ void write_comm_fits(std::ostream& out, const train::CommModelRecords& records) 
         "long (the messages' CPU on the worker: %.6g s)\n",
         cycle.bytes[largest], cycle.seconds[largest], cycle.busy_seconds[largest],
         std::max(0.0, cycle.busy_seconds[largest] - cycle.seconds[largest]));
+  }
+  if (const train::CommPsRoundRecord& round = records.ps_round;
+      round.ranks > 0 && !round.bytes.empty()) {
+    line(cat("ps round of ", round.ranks, " ranks"), round.fit, round.bytes.size());
+    const auto largest = static_cast<std::size_t>(
+        std::max_element(round.bytes.begin(), round.bytes.end()) - round.bytes.begin());
+    const double bytes = round.bytes[largest];
+    out << strprintf("# ps round of %.0f bytes: measured %.6g s, two messages of the line %.6g s\n",
+                     bytes, round.seconds[largest],
+                     2 * (records.all.alpha + records.all.beta * bytes));
   }
   const train::CommAllreduceRecord& allreduce = records.allreduce;
   if (allreduce.ranks == 0 || allreduce.bytes.empty()) return;

@@ -13,10 +13,12 @@
 // the codec delivers them from a fresh residual (fp16 and bf16 carry the small integers sent here
 // exactly; 2bit sends +-T or 0).
 #include <algorithm>
+#include <cstring>
 #include <new>
 #include <optional>
 #include <span>
 
+#include "mbkit/bench/bandwidth_fit.hpp"
 #include "mbkit/bench/measure.hpp"
 #include "mbkit/comm/allreduce_trial.hpp"
 #include "mbkit/comm/compression.hpp"
@@ -298,6 +300,67 @@ std::vector<Row> measure_exchange(const comm::World& world, const std::string& m
     rows.push_back(row);
   }
   return rows;
+}
+
+void measure_ps_round(comm::World& world, const std::vector<std::size_t>& sizes,
+                      const MeasureOptions& options, PingPong& ping_pong) {
+  MBKIT_CHECK(world.size() >= 2, "the ps round needs 2 ranks");
+  train::CommPsRoundRecord& record = ping_pong.records.ps_round;
+  record = {};
+  record.ranks = world.size();
+  const Mode mode("ps");
+  const bool worker = world.rank() >= mode.first_worker();
+  const auto ranks = static_cast<std::size_t>(world.size());
+  for (const std::size_t size : sizes) {
+    const std::size_t count = std::max<std::size_t>(size / sizeof(float), 1);
+    const auto iters = static_cast<std::size_t>(options.iters_at(size));
+    std::vector<double> mine(iters, 0.0);  // the server's stay 0: a step ends at its workers
+    std::int64_t wrong = 0;
+    try {
+      SyncStep s(world, mode, AllreduceVia::kMpi, count);
+      std::fill(s.gradients.begin(), s.gradients.end(), 1.0f);
+      std::int64_t step = 0;
+      for (int i = 0; i < options.warmup_iters; ++i) s.run(step++);
+      // Back to back, as steps whose compute is short: no rendezvous between them, the server
+      // waiting for the next gradient as a training run's does.
+      for (std::size_t i = 0; i < iters; ++i) {
+        const auto start = SteadyClock::now();
+        s.run(step++);
+        if (worker) mine[i] = seconds_since(start);
+      }
+      if (options.check) wrong = check_sync(world, s, mode, options);
+    } catch (const std::bad_alloc&) {
+      throw BuffersDoNotFit("ps-round", count * sizeof(float), 0);
+    }
+    // Every rank's times (doubles travel as their bits): an iteration is its slowest worker's.
+    const std::size_t block = iters * sizeof(double);
+    std::vector<std::uint8_t> raw(block * ranks);
+    std::memcpy(raw.data() + block * static_cast<std::size_t>(world.rank()), mine.data(), block);
+    world.all_gather_in_place(std::span<std::uint8_t>(raw), block);
+    std::vector<double> slowest(iters, 0.0), rank_times(iters);
+    for (std::size_t r = 0; r < ranks; ++r) {
+      std::memcpy(rank_times.data(), raw.data() + block * r, block);
+      for (std::size_t i = 0; i < iters; ++i) slowest[i] = std::max(slowest[i], rank_times[i]);
+    }
+    std::sort(slowest.begin(), slowest.end());
+    const double median = median_of_sorted(slowest);
+    world.allreduce_sum(std::span<std::int64_t>(&wrong, 1));
+    const std::size_t bytes = count * sizeof(float);
+    Row row;
+    row.op = "ps-round";
+    row.bytes = bytes;
+    row.count = count;
+    row.type = "float";
+    row.avg_us = median * 1e6;
+    row.min_us = slowest.front() * 1e6;
+    row.max_us = slowest.back() * 1e6;
+    row.algbw_gbps = static_cast<double>(bytes) / median * 1e-9;
+    row.busbw_gbps = 2 * row.algbw_gbps;  // the gradient to the server, the parameters back
+    row.wrong = wrong;
+    ping_pong.rows.push_back(row);
+    record.bytes.push_back(static_cast<double>(bytes));
+    record.seconds.push_back(median);
+  }
 }
 
 }  // namespace mbkit::bench

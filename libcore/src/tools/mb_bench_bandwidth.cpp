@@ -86,25 +86,49 @@ void print_header(std::ostream& out, const BandwidthOptions& o, std::size_t larg
                   "# stream-I-J (--fit): windows of back-to-back sends from rank I to J, one "
                   "acknowledgement back; time_us the median window's time a message, min_us and "
                   "max_us the fastest and slowest window's\n"
+                  "# async-I-J, async-busy-I-J (--fit): the asynchronous exchange's cycle, "
+                  "rank I the master, J its worker, idle or busy between sends; time_us the "
+                  "median seconds a gradient\n"
+                  "# ps-round (--fit): a synchronous ps step's exchange (the trainers' own), rank "
+                  "0 the server; an iteration is its slowest worker's; time_us the median\n"
                 : "")
       << mbkit::results::column_header() << "\n";
 }
 
 // Which size did not fit in memory, and the flag it comes from.
 std::string buffers_do_not_fit_message(const mbkit::bench::BuffersDoNotFit& too_large,
-                                       const std::vector<std::size_t>& sizes) {
+                                       const std::vector<std::size_t>& sizes,
+                                       const std::vector<std::size_t>& range) {
   const bool smallest = too_large.bytes == sizes.front();
   const bool largest = too_large.bytes == sizes.back();
-  const std::string flag = smallest && largest ? "-b/--min-bytes and -e/--max-bytes"
-                           : largest           ? "-e/--max-bytes"
-                           : smallest          ? "-b/--min-bytes"
-                                               : "a size between -b/--min-bytes and -e/--max-bytes";
+  const bool also = std::find(range.begin(), range.end(), too_large.bytes) == range.end() &&
+                    std::find(sizes.begin(), sizes.end(), too_large.bytes) != sizes.end();
+  const std::string flag = also                  ? "--also-bytes"
+                           : smallest && largest ? "-b/--min-bytes and -e/--max-bytes"
+                           : largest             ? "-e/--max-bytes"
+                           : smallest            ? "-b/--min-bytes"
+                                      : "a size between -b/--min-bytes and -e/--max-bytes";
   const std::string buffers =
       too_large.buffer_bytes > 0
           ? cat("its buffers (", human_bytes(double(too_large.buffer_bytes)), " on this rank)")
           : std::string("its buffers");
   return cat(too_large.op, " of ", too_large.bytes, " bytes (", flag, "): ", buffers,
              " do not fit in memory; give a smaller size");
+}
+
+// The range -b, -e, -f and --also-bytes "814120,1M" besides it, in order, each once.
+std::vector<std::size_t> sizes_to_time(const BandwidthOptions& options) {
+  std::vector<std::size_t> sizes = mbkit::bench::size_series(
+      mbkit::bench::parse_bytes(options.min_bytes, "--min-bytes"),
+      mbkit::bench::parse_bytes(options.max_bytes, "--max-bytes"), options.step_factor);
+  for (const auto& text : options.also_bytes) {
+    for (const auto& item : split(text, ',')) {
+      sizes.push_back(mbkit::bench::parse_bytes(item, "--also-bytes"));
+    }
+  }
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return sizes;
 }
 
 // --servers "1,2": each a whole number of server ranks that leaves a worker on `ranks` ranks.
@@ -173,6 +197,13 @@ void write_fit(const BandwidthOptions& options, mbkit::bench::PingPong& ping_pon
                       : "; it is left out of the file (the trainers price --async by the "
                         "streamed messages)"));
   }
+  if (const auto problem = train::ps_round_problem(ping_pong.records.ps_round); !problem.empty()) {
+    log::warn(cat("the ps round is no usable model: ", problem,
+                  options.comm_model.empty()
+                      ? ""
+                      : "; it is left out of the file (the trainers price a synchronous ps "
+                        "step's messages by the line)"));
+  }
   if (!options.comm_model.empty()) {
     train::write_comm_model(options.comm_model, ping_pong.records);
     log::info(cat("wrote ", options.comm_model));
@@ -211,9 +242,7 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
     }
   }
   const auto dtype = mbkit::bench::parse_dtype(options.dtype);
-  const auto sizes = mbkit::bench::size_series(
-      mbkit::bench::parse_bytes(options.min_bytes, "--min-bytes"),
-      mbkit::bench::parse_bytes(options.max_bytes, "--max-bytes"), options.step_factor);
+  const auto sizes = sizes_to_time(options);
   if (options.iters < 1) usage_error(cat("--iters: ", options.iters, " is below 1"));
   if (options.warmup_iters < 0) usage_error("--warmup-iters must not be negative");
   if (options.large_from.empty() != (options.large_iters == 0)) {
@@ -330,7 +359,11 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
           print(mbkit::bench::measure_collective(world, op, sizes, measure));
         }
       } catch (const mbkit::bench::BuffersDoNotFit& too_large) {
-        fail(buffers_do_not_fit_message(too_large, sizes));
+        fail(buffers_do_not_fit_message(
+            too_large, sizes,
+            mbkit::bench::size_series(mbkit::bench::parse_bytes(options.min_bytes, "--min-bytes"),
+                                      mbkit::bench::parse_bytes(options.max_bytes, "--max-bytes"),
+                                      options.step_factor)));
       }
       runs.push_back(std::move(run));
     }
@@ -340,6 +373,7 @@ int run_bench_bandwidth(const BandwidthOptions& options, std::ostream& out) {
       mbkit::bench::measure_fit_allreduce(world, sizes, measure, *ping_pong);
       mbkit::bench::measure_stream(world, sizes, measure, *ping_pong);
       mbkit::bench::measure_async_cycle(world, sizes, measure, *ping_pong);
+      mbkit::bench::measure_ps_round(world, sizes, measure, *ping_pong);
       for (const auto& row : ping_pong->rows) {
         if (world.rank() == 0) out << mbkit::results::format_row(row) << "\n" << std::flush;
         wrong += row.wrong;

@@ -20,6 +20,7 @@ constexpr const char* kPairsGroup = "pairs";
 constexpr const char* kAllreduceGroup = "allreduce";
 constexpr const char* kStreamGroup = "stream";
 constexpr const char* kAsyncGroup = "async";
+constexpr const char* kPsRoundGroup = "ps_round";
 
 double squared(double x) {
   return x * x;
@@ -163,6 +164,11 @@ std::string async_cycle_problem(const CommAsyncRecord& cycle) {
   return {};
 }
 
+std::string ps_round_problem(const CommPsRoundRecord& round) {
+  if (round.bytes.empty()) return "no measured points";
+  return points_and_line_problem(round.bytes, round.seconds, round.fit);
+}
+
 int stream_window(std::size_t bytes) {
   const std::size_t fits = kStreamWindowBytes / std::max<std::size_t>(bytes, 1);
   return static_cast<int>(std::clamp<std::size_t>(fits, kStreamMinWindow, kStreamMaxWindow));
@@ -190,6 +196,9 @@ void fit_pairs(CommModelRecords& records) {
   if (records.async_cycle.window > 0) {
     records.async_cycle.fit =
         fit_comm_model(records.async_cycle.bytes, records.async_cycle.seconds);
+  }
+  if (records.ps_round.ranks > 0) {
+    records.ps_round.fit = fit_comm_model(records.ps_round.bytes, records.ps_round.seconds);
   }
   records.per_pair = false;
   for (std::size_t i = 0; i < records.pairs.size(); ++i) {
@@ -351,6 +360,11 @@ void write_comm_model(const std::string& path, const CommModelRecords& records) 
                    cycle.seconds);
     file.open_group(kAsyncGroup).set_attribute("busy_seconds", cycle.busy_seconds);
   }
+  if (const CommPsRoundRecord& round = records.ps_round;
+      round.ranks > 0 && ps_round_problem(round).empty()) {
+    write_measured(file, kPsRoundGroup, "ranks", round.ranks, round.fit, round.bytes,
+                   round.seconds);
+  }
   file.close();
   output.commit();
 }
@@ -461,6 +475,23 @@ CommModelRecords read_comm_model(const std::string& path) {
             cat(group.describe(), " (the async cycle): ", problem, ": not a usable async model"));
       }
     }
+    // Files from before --fit timed the ps round have none: the line prices its messages.
+    if (file.has(kPsRoundGroup)) {
+      const io::Group group = file.open_group(kPsRoundGroup);
+      CommPsRoundRecord& round = records.ps_round;
+      const std::int64_t round_ranks = group.int_attribute("ranks");
+      if (round_ranks != ranks) {
+        data_error(cat(group.describe(), ": a ps round of ", round_ranks,
+                       " ranks in a measurement of ", ranks));
+      }
+      round.ranks = static_cast<int>(round_ranks);
+      round.fit = read_fit(group);
+      read_points(group, round.bytes, round.seconds);
+      if (const std::string problem = ps_round_problem(round); !problem.empty()) {
+        data_error(
+            cat(group.describe(), " (the ps round): ", problem, ": not a usable ps round model"));
+      }
+    }
     return records;
   } catch (const Error&) {
     io::rethrow_as_damaged_file(path);
@@ -507,6 +538,14 @@ CommModel comm_model_of(const CommModelRecords& records, const std::string& path
     model.async_cycles = true;
     model.async_points = measured_times(cycle.bytes, cycle.seconds, cycle.fit.beta);
     model.async_busy_points = measured_times(cycle.bytes, cycle.busy_seconds, cycle.fit.beta);
+  }
+  // The synchronous ps exchange of a run of as many ranks by its own measured round: the
+  // trainers' reduce and broadcast as they call them, with their waits (CommModel::ps_message).
+  if (const CommPsRoundRecord& round = records.ps_round; round.ranks > 0) {
+    model.ps_round_ranks = round.ranks;
+    model.ps_round_alpha = round.fit.alpha;
+    model.ps_round_beta = round.fit.beta;
+    model.ps_round_points = measured_times(round.bytes, round.seconds, round.fit.beta);
   }
   if (records.per_pair) {
     const auto n = static_cast<std::size_t>(records.ranks);

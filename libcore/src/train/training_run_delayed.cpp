@@ -19,7 +19,8 @@ void TrainingRun::set_up_delayed_gradients() {
   // Each worker's link to the master (ps, one server), as sync_step_time prices it.
   std::vector<double> links;
   for (int w = 0; w < role_.workers; ++w) {
-    links.push_back(comm_model_.message(gradient_bytes_, worker_rank(w, 1), 0));
+    links.push_back(
+        comm_model_.ps_message(gradient_bytes_, role_.workers, 1, worker_rank(w, 1), 0));
   }
   if (delayed.auto_delay) {
     // The paper's tau: the rounds a round trip (the sums up, the parameters down) spans.

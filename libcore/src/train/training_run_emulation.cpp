@@ -181,10 +181,9 @@ void TrainingRun::choose_drop_compute_threshold(const std::vector<double>& full_
       for (auto& trial : delays) trial[static_cast<std::size_t>(w)] = source->next();
     }
   }
-  const double message = comm_model_.message(gradient_bytes_);
   const double exchange = !role_.distributed ? 0.0
                           : role_.parameter_server
-                              ? 2 * message
+                              ? 2 * comm_model_.ps_message(gradient_bytes_, workers, role_.servers)
                               : comm_model_.allreduce(gradient_bytes_, workers);
   const auto choice =
       train::choose_drop_compute_threshold(costs, micro_batches, micro_size_, delays, exchange);

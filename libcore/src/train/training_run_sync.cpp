@@ -87,7 +87,8 @@ void TrainingRun::run_sync() {
 
 double TrainingRun::arrival_of(int worker, double ready) const {
   // Its gradient's message to the master (per pair of ranks in a per-pair model).
-  return ready + comm_model_.message(gradient_bytes_, worker_rank(worker, role_.servers), 0);
+  return ready + comm_model_.ps_message(gradient_bytes_, role_.workers, role_.servers,
+                                        worker_rank(worker, role_.servers), 0);
 }
 
 std::vector<double> TrainingRun::gather_arrivals(const WorkerReport& report) const {

@@ -55,6 +55,22 @@ double CommModel::one_way(double bytes, int from, int to) const {
   return pair_alpha[pair] + pair_beta[pair] * bytes;
 }
 
+bool CommModel::prices_ps_round(int workers, int servers) const {
+  return ps_round_ranks > 0 && servers <= 1 && ps_round_ranks == workers + 1;
+}
+
+// The round is timed as a whole; its halves are the gradient's way and the parameters'.
+double CommModel::ps_message(std::uint64_t bytes, int workers, int servers, int from,
+                             int to) const {
+  if (!prices_ps_round(workers, servers)) return message(bytes, from, to);
+  return ps_round_points.at(static_cast<double>(bytes)) / 2;
+}
+
+double CommModel::ps_message(std::uint64_t bytes, int workers, int servers) const {
+  if (!prices_ps_round(workers, servers)) return message(bytes);
+  return ps_round_points.at(static_cast<double>(bytes)) / 2;
+}
+
 double CommModel::streamed(std::uint64_t bytes) const {
   if (!streams) return message(bytes);
   const auto size = static_cast<double>(bytes);
@@ -124,8 +140,12 @@ std::string CommModel::describe() const {
                 stream_points.empty() ? "" : cat(stream_points.describe(), ", fitted "),
                 short_duration(stream_alpha), " + ", strprintf("%.3g", stream_beta * 1e9), " ns/B")
           : "",
-      async_cycles ? cat("; async cycle ", async_points.describe(), " (idle and busy worker)")
-                   : "");
+      async_cycles ? cat("; async cycle ", async_points.describe(), " (idle and busy worker)") : "",
+      ps_round_ranks > 0
+          ? cat("; ps round of ", ps_round_ranks, " ranks ", ps_round_points.describe(),
+                ", fitted ", short_duration(ps_round_alpha), " + ",
+                strprintf("%.3g", ps_round_beta * 1e9), " ns/B")
+          : "");
 }
 
 std::string CommModel::spec() const {
@@ -147,6 +167,10 @@ std::string CommModel::spec() const {
     text += strprintf(" stream=%.17g,%.17g", stream_alpha, stream_beta) + stream_points.spec();
   }
   if (async_cycles) text += " async" + async_points.spec() + " busy" + async_busy_points.spec();
+  if (ps_round_ranks > 0) {
+    text += strprintf(" ps_round %d=%.17g,%.17g", ps_round_ranks, ps_round_alpha, ps_round_beta) +
+            ps_round_points.spec();
+  }
   return text;
 }
 
@@ -399,7 +423,8 @@ SyncStepTime sync_step_time(const std::vector<SyncWorkerTime>& workers, bool par
       const int rank = static_cast<int>(i) + servers;
       double link = 0;
       for (int server = 0; server < std::max(servers, 1); ++server) {
-        link = std::max(link, comm.message(bytes, rank, server));
+        link = std::max(
+            link, comm.ps_message(bytes, static_cast<int>(workers.size()), servers, rank, server));
       }
       // A dropped worker (StepSelection) sends nothing; it only receives the parameters.
       if (workers[i].used) {

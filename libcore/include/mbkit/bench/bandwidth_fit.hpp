@@ -4,7 +4,9 @@
 // MPI allreduce of the whole world over the same sizes, fitted the same way, which times a
 // synchronous --allreduce mpi step; and the time of a message in a stream of back-to-back
 // sends between every pair (as osu_bw times it against osu_latency's ping-pong), fitted the
-// same way, which prices the messages of the asynchronous exchange.
+// same way, which prices streamed messages; the asynchronous exchange's own cycle; and the
+// synchronous parameter server's round through the trainers' exchange, which prices a
+// synchronous ps step of as many ranks.
 #pragma once
 
 #include <ostream>
@@ -77,6 +79,18 @@ inline constexpr int kAsyncCycleWindow = 4;
 /// the data on a shared machine.
 void measure_async_cycle(comm::World& world, const std::vector<std::size_t>& sizes,
                          const MeasureOptions& options, PingPong& ping_pong);
+
+/// Collective (exchange_bench.cpp, where --op exchange times the same steps): the synchronous
+/// parameter server's round of the whole world (train::CommPsRoundRecord), rank 0 the server:
+/// per size, `options.warmup_iters` untimed then `options.iters_at(size)` timed steps of the
+/// trainers' own train::SyncExchange (combine, then distribute of parameters as large as the
+/// gradient), back to back as training steps whose compute is short; an iteration lasts as
+/// long as its slowest worker's. Adds a row per size ("ps-round": time_us the median, min_us and
+/// max_us the fastest and slowest iteration; busbw twice algbw: a gradient and the parameters)
+/// and the points to `ping_pong.records.ps_round`. With options.check, the parameters of an
+/// untimed step are checked on every worker (column wrong). Needs 2 ranks or more.
+void measure_ps_round(comm::World& world, const std::vector<std::size_t>& sizes,
+                      const MeasureOptions& options, PingPong& ping_pong);
 
 /// '#' lines: alpha, beta and r^2 of each pair and of all together, whether the pairs differ
 /// (then the file holds a model per pair), the allreduce's fit beside the ring of messages

@@ -13,6 +13,9 @@ struct BandwidthOptions {
   std::string min_bytes = "4K";
   std::string max_bytes = "16M";
   int step_factor = 2;
+  /// --also-bytes "814120,1M": sizes timed besides the range (a model's gradient: a trainer's
+  /// --comm-model file then holds its point, where interpolation could miss a step).
+  std::vector<std::string> also_bytes;
   int iters = 20;
   int warmup_iters = 5;
   /// --large-iters N --large-from SIZE: N timed iterations from SIZE on (both or neither).

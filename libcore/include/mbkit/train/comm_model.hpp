@@ -5,7 +5,9 @@
 // The trainers price a message by the line, and the allreduce by its measured points where
 // the file has them (measured_times.hpp), by its line where it has none. A second line,
 // fitted to streamed messages (windows of back-to-back sends, as osu_bw times them), prices
-// the messages of exchanges whose sender does not wait for a reply (CommModel::streamed).
+// the messages of exchanges whose sender does not wait for a reply (CommModel::streamed); the
+// asynchronous exchange's cycle and the synchronous ps round, each measured as the trainers
+// exchange, price those exchanges (CommModel::async_cycle, ps_message).
 // The model itself
 // (CommModel, what a message costs on the virtual clock) is virtual_clock.hpp's.
 #pragma once
@@ -128,6 +130,26 @@ struct CommAsyncRecord {
 /// positive) and the line's alpha and beta finite.
 std::string async_cycle_problem(const CommAsyncRecord& cycle);
 
+/// The synchronous parameter server's round (mb-bench-bandwidth --fit, bench/bandwidth_fit.hpp's
+/// measure_ps_round): rank 0 the server, every other rank a worker, steps of the trainers' own
+/// exchange (train::SyncExchange: the arrival message and barrier, MPI's reduce of the gradient
+/// to the server, the rendezvous and the broadcast of the parameters back) back to back, as a
+/// step whose compute is short; a point is, per size, the median over steps of the slowest
+/// worker's round. It prices a synchronous ps step's two messages in a run of as many ranks
+/// (CommModel::ps_message): the ping-pong's line, an isolated message each way, missed the
+/// round by 10% on the README's setting 2 (the real round a whole number of the kernel's 4 ms
+/// ticks). The line is fitted to the points (shown, not used).
+struct CommPsRoundRecord {
+  int ranks = 0;  ///< 0: not measured (a file from before --fit timed the round)
+  std::vector<double> bytes;
+  std::vector<double> seconds;
+  CommModelFit fit;
+};
+
+/// Why a ps round measurement cannot price the ps exchange, or "" when it can: as
+/// allreduce_problem (its points price, its line is shown beside them).
+std::string ps_round_problem(const CommPsRoundRecord& round);
+
 /// What mb-bench-bandwidth --fit measured: every pair, the fit of all their points together,
 /// whether the pairs differ (then a trainer uses each pair's own fit), the allreduce, and the
 /// streamed messages.
@@ -146,6 +168,7 @@ struct CommModelRecords {
   CommAllreduceRecord allreduce;
   CommStreamRecord stream;
   CommAsyncRecord async_cycle;
+  CommPsRoundRecord ps_round;
 };
 
 /// Fits each pair and all points together and decides per_pair (fits_differ for any two

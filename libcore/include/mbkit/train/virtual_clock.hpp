@@ -65,12 +65,26 @@ struct CommModel {
   /// streamed(), async_sender() 0).
   bool async_cycles = false;
   MeasuredTimes async_points{}, async_busy_points{};
+  /// A file's synchronous ps round of `ps_round_ranks` ranks (comm_model.hpp's
+  /// CommPsRoundRecord): the gradient to the server and the parameters back as the trainers
+  /// exchange them, its points (and the line fitted to them, shown). 0: none (ps_message() is
+  /// message()).
+  int ps_round_ranks = 0;
+  double ps_round_alpha = 0, ps_round_beta = 0;
+  MeasuredTimes ps_round_points{};
 
   double message(std::uint64_t bytes) const { return one_way(static_cast<double>(bytes)); }
   /// A message between ranks `from` and `to`: its pair's cost in a per-pair model.
   double message(std::uint64_t bytes, int from, int to) const {
     return one_way(static_cast<double>(bytes), from, to);
   }
+  /// One way of a synchronous ps step of `workers` workers and `servers` servers, between
+  /// worker rank `from` and server `to`: half the file's measured round where the step has one
+  /// server (0 counts as one) and the round was measured with workers + 1 ranks, else
+  /// message(bytes, from, to).
+  double ps_message(std::uint64_t bytes, int workers, int servers, int from, int to) const;
+  /// The same where no pair is named: half the round, else message(bytes).
+  double ps_message(std::uint64_t bytes, int workers, int servers) const;
   /// A message of a stream, whose sender sends the next without waiting for a reply (the
   /// asynchronous workers' gradients, the master's parameters to them): the stream's points,
   /// or its line, where there is one, else message(bytes).
@@ -94,6 +108,7 @@ struct CommModel {
   std::string spec() const;
 
  private:
+  bool prices_ps_round(int workers, int servers) const;
   double one_way(double bytes) const;
   double one_way(double bytes, int from, int to) const;
 };
