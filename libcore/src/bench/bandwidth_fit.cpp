@@ -263,17 +263,8 @@ void measure_fit_allreduce(comm::World& world, const std::vector<std::size_t>& s
       world.allreduce_sum(values);
       mine[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
-    // Every rank's times (doubles travel as their bits): an iteration is its slowest rank's.
-    const std::size_t block = iters * sizeof(double);
-    std::vector<std::uint8_t> raw(block * ranks);
-    std::memcpy(raw.data() + block * static_cast<std::size_t>(world.rank()), mine.data(), block);
-    world.all_gather_in_place(std::span<std::uint8_t>(raw), block);
-    std::vector<double> slowest(iters, 0.0), rank_times(iters);
-    for (std::size_t r = 0; r < ranks; ++r) {
-      std::memcpy(rank_times.data(), raw.data() + block * r, block);
-      for (std::size_t i = 0; i < iters; ++i) slowest[i] = std::max(slowest[i], rank_times[i]);
-    }
-    std::sort(slowest.begin(), slowest.end());
+    // An iteration is its slowest rank's.
+    const std::vector<double> slowest = slowest_per_iteration(world, mine);
     const double median = median_of_sorted(slowest);
     std::int64_t wrong = 0;
     if (options.check) {

@@ -144,6 +144,24 @@ std::vector<double> gather_seconds(const comm::World& world, double seconds) {
   return values;
 }
 
+std::vector<double> slowest_per_iteration(const comm::World& world,
+                                          const std::vector<double>& mine) {
+  // Doubles travel as their bits, every rank's block in rank order.
+  const auto ranks = static_cast<std::size_t>(world.size());
+  const std::size_t iters = mine.size();
+  const std::size_t block = iters * sizeof(double);
+  std::vector<std::uint8_t> raw(block * ranks);
+  std::memcpy(raw.data() + block * static_cast<std::size_t>(world.rank()), mine.data(), block);
+  world.all_gather_in_place(std::span<std::uint8_t>(raw), block);
+  std::vector<double> slowest(iters, 0.0), rank_times(iters);
+  for (std::size_t r = 0; r < ranks; ++r) {
+    std::memcpy(rank_times.data(), raw.data() + block * r, block);
+    for (std::size_t i = 0; i < iters; ++i) slowest[i] = std::max(slowest[i], rank_times[i]);
+  }
+  std::sort(slowest.begin(), slowest.end());
+  return slowest;
+}
+
 std::vector<Row> measure_collective(const comm::World& world, Op op,
                                     const std::vector<std::size_t>& sizes,
                                     const MeasureOptions& options) {

@@ -13,7 +13,6 @@
 // the codec delivers them from a fresh residual (fp16 and bf16 carry the small integers sent here
 // exactly; 2bit sends +-T or 0).
 #include <algorithm>
-#include <cstring>
 #include <new>
 #include <optional>
 #include <span>
@@ -310,7 +309,6 @@ void measure_ps_round(comm::World& world, const std::vector<std::size_t>& sizes,
   record.ranks = world.size();
   const Mode mode("ps");
   const bool worker = world.rank() >= mode.first_worker();
-  const auto ranks = static_cast<std::size_t>(world.size());
   for (const std::size_t size : sizes) {
     const std::size_t count = std::max<std::size_t>(size / sizeof(float), 1);
     const auto iters = static_cast<std::size_t>(options.iters_at(size));
@@ -332,17 +330,8 @@ void measure_ps_round(comm::World& world, const std::vector<std::size_t>& sizes,
     } catch (const std::bad_alloc&) {
       throw BuffersDoNotFit("ps-round", count * sizeof(float), 0);
     }
-    // Every rank's times (doubles travel as their bits): an iteration is its slowest worker's.
-    const std::size_t block = iters * sizeof(double);
-    std::vector<std::uint8_t> raw(block * ranks);
-    std::memcpy(raw.data() + block * static_cast<std::size_t>(world.rank()), mine.data(), block);
-    world.all_gather_in_place(std::span<std::uint8_t>(raw), block);
-    std::vector<double> slowest(iters, 0.0), rank_times(iters);
-    for (std::size_t r = 0; r < ranks; ++r) {
-      std::memcpy(rank_times.data(), raw.data() + block * r, block);
-      for (std::size_t i = 0; i < iters; ++i) slowest[i] = std::max(slowest[i], rank_times[i]);
-    }
-    std::sort(slowest.begin(), slowest.end());
+    // An iteration is its slowest worker's.
+    const std::vector<double> slowest = slowest_per_iteration(world, mine);
     const double median = median_of_sorted(slowest);
     world.allreduce_sum(std::span<std::int64_t>(&wrong, 1));
     const std::size_t bytes = count * sizeof(float);

@@ -74,4 +74,9 @@ std::vector<Row> measure_exchange(const comm::World& world, const std::string& m
 /// Every rank's value, by rank (doubles travel as their bits).
 std::vector<double> gather_seconds(const comm::World& world, double seconds);
 
+/// Collective: each iteration's time as its slowest rank's (every rank gives as many, a rank
+/// whose times do not count gives 0s), sorted, on every rank.
+std::vector<double> slowest_per_iteration(const comm::World& world,
+                                          const std::vector<double>& mine);
+
 }  // namespace mbkit::bench
