@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "mbkit/bench/bandwidth_fit.hpp"
+#include "mbkit/util/error.hpp"
+#include "mbkit/util/log.hpp"
 #include "mbkit/util/strings.hpp"
 
 namespace mbkit::bench {
@@ -80,7 +82,13 @@ struct WorkerSide {
         kWhat, [this] { return std::vector<int>{master}; });
     return periods;
   }
-  ~WorkerSide() { world.cancel(receive); }
+  ~WorkerSide() {
+    try {
+      world.cancel(receive);
+    } catch (const Error& error) {  // unwinding already, or the master stopped: say so, go on
+      log::warn(error.what());
+    }
+  }
 };
 
 // The master's side of a stream of `count` gradients: takes them as they come and answers with the

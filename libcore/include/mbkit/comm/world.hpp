@@ -144,7 +144,8 @@ class World {
   bool test(Request& request, std::size_t* bytes = nullptr) const;
   /// Waits for the request, yielding; past the deadline it fails naming `what` and the peer.
   void wait(Request& request, const std::string& what) const;
-  /// Cancels a pending receive (shut-down of a protocol that pre-posts receives).
+  /// Cancels a pending receive (shut-down of a protocol that pre-posts receives); a receive
+  /// whose message was already arriving is waited for as wait() waits (the same deadline).
   void cancel(Request& request) const;
 
   /// Waits, yielding, until `done()` is true; `done` polls requests. Past the deadline it
