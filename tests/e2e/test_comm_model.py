@@ -139,9 +139,18 @@ class CommModel(mbtest.ToolTestCase):
             self.assertEqual([int(x) for x in round_.attrs["bytes"]], sizes)
             self.assertTrue(all(float(x) > 0 for x in round_.attrs["seconds"]))
             self.assertEqual(len(round_.attrs["seconds"]), 9)
+            # Its busy passes: a slack and a tick per size (on this unshaped link the step
+            # grows with the compute, but the machinery, not the figures, is tested here).
+            for name in ("slack_seconds", "tick_seconds"):
+                self.assertEqual(len(round_.attrs[name]), 9, msg=name)
+                self.assertTrue(all(float(x) >= 0 for x in round_.attrs[name]), msg=name)
+            self.assertTrue(all(float(a) <= float(b) for a, b in
+                                zip(round_.attrs["slack_seconds"], round_.attrs["seconds"])))
             for name in ("alpha", "beta", "r_squared", "alpha_stderr", "beta_stderr"):
                 self.assertTrue(np.isfinite(float(round_.attrs[name])), msg=name)
         self.assertIn("# ps round of 2 ranks: alpha = ", result.out)
+        self.assertRegex(result.out, r"# ps round's slack \(compute a step hides, ms; \+tick the "
+                                     r"step then grows by\) at 8:\S+ 32:\S+ .* 524288:\S+\n")
         self.assertRegex(result.out, r"# ps round of 524288 bytes: measured \S+ s, two messages "
                                      r"of the line \S+ s")
         self.assertIn("# async cycle (windows of up to 4 gradients), all pairs: alpha = ",
@@ -295,6 +304,58 @@ class CommModel(mbtest.ToolTestCase):
                     # as e2e.test_virtual_clock).
                     np.testing.assert_allclose(log["steps"]["step_time"][...],
                                                16 * 1e-4 + 2e-3 + 2 * message, rtol=1e-6)
+
+    def test_busy_passes_price_a_ps_step_as_the_round_then_whole_ticks(self):
+        # A round measured at the gradient's own size with busy passes: a step whose compute
+        # (3.6 ms by the compute model) fits in the slack takes the round, one whose compute
+        # exceeds it the round and a tick; a file whose sizes miss the gradient's warns and
+        # prices compute + round.
+        self.fitted()
+        self.assertSucceeded(self.mb_dataset("synth", "toy", "--learnable", "--train", "200",
+                                             "--test", "40", "-o", self.path("toy.h5")))
+        first = self.train(2, "--comm", "ps", "--steps", "1", "--comm-model",
+                           self.path("cm.h5"), "--log", "size.h5")
+        self.assertSucceeded(first)
+        with h5py.File(self.path("size.h5"), "r") as log:
+            size = 4 * json.loads(mbtest.text_attrs(log)["config"])["parameters"]
+        files = {"hides": ([8, size, 4 * size], [1e-4, 0.02, 0.04], [0, 5e-3, 0], [0, 4e-3, 0]),
+                 "tick": ([8, size, 4 * size], [1e-4, 0.02, 0.04], [0, 2e-3, 0], [0, 4e-3, 0]),
+                 "missed": ([8, 2 * size, 4 * size], [1e-4, 0.02, 0.04], [0, 2e-3, 0],
+                            [0, 4e-3, 0])}
+        for name, (sizes, seconds, slack, tick) in files.items():
+            shutil.copy(self.path("cm.h5"), self.path(f"{name}.h5"))
+            with h5py.File(self.path(f"{name}.h5"), "r+") as f:
+                group = f["ps_round"]
+                for key, values in (("bytes", sizes), ("seconds", seconds),
+                                    ("slack_seconds", slack), ("tick_seconds", tick)):
+                    group.attrs[key] = np.array(values, dtype=np.float64)
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            results = dict(zip(files, pool.map(lambda name: self.train(
+                2, "--comm", "ps", "--steps", "4", "--comm-model", self.path(f"{name}.h5"),
+                "--log", f"run-{name}.h5", quiet=False), files)))
+        compute = 16 * 1e-4 + 2e-3
+        # The step, and the send a worker logs (from its compute's end, to the step's end at
+        # most), per file; the master's update (measured, microseconds) hides in the slack.
+        expected = {"hides": (0.02, 0.02 - compute), "tick": (0.024, 0.02)}
+        for name, result in results.items():
+            self.assertSucceeded(result)
+            self.assertIn("some sizes in ticks (busy passes)", result.err, msg=name)
+            with h5py.File(self.path(f"run-{name}.h5"), "r") as log:
+                values = json.loads(mbtest.text_attrs(log)["config"])["comm_model_values"]
+                self.assertIn(f" busy 8:0:0 {size}:" if name != "missed" else " busy 8:0:0 ",
+                              values, msg=name)
+                steps = log["steps"]["step_time"][...]
+                sends = log["workers"]["send_time"][...]
+            if name == "missed":
+                self.assertIn(f"its ps round moves in ticks, but not measured at the gradient's "
+                              f"{size} bytes", result.err)
+                self.assertIn(f"--also-bytes {size}", result.err)
+                np.testing.assert_allclose(steps, compute + interpolated(sizes, seconds, size),
+                                           rtol=1e-6)
+            else:
+                self.assertNotIn("not measured at the gradient's", result.err, msg=name)
+                np.testing.assert_allclose(steps, expected[name][0], rtol=1e-12, err_msg=name)
+                np.testing.assert_allclose(sends, expected[name][1], rtol=1e-6, err_msg=name)
 
     def test_the_fitted_allreduce_times_an_mpi_allreduce_step_of_its_ranks(self):
         result = self.fitted()

@@ -1,10 +1,13 @@
 // The synchronous ps round of a message-model file (comm_model.hpp's CommPsRoundRecord): written
 // and read back, what it charges a ps step of as many ranks on the virtual clock (half the round
 // each way) and what it leaves to the line (other world sizes, several servers, older files),
-// and the refusal of damaged ones.
+// and the refusal of damaged ones; the busy passes' slack and tick (a step hides compute up to
+// the slack, then grows a whole tick at a time) at the measured sizes only.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mbkit/io/hdf5.hpp"
@@ -134,6 +137,88 @@ TEST(CommModelPsRound, OlderFilesPriceByTheLineAndDamagedOnesAreRefused) {
     file.close();
   }
   EXPECT_MBKIT_ERROR(read_comm_model(dir.file("p.h5")), ExitCode::kBadData, "p.h5:/ps_round");
+}
+
+// The round of ps_round_link with busy passes: at 262144 bytes (a 7.55 ms round) the step
+// hides 2.75 ms of compute and then grows in 4 ms ticks; at 2 MiB it grows with the compute.
+CommModelRecords ticked_link() {
+  CommModelRecords records = ps_round_link();
+  records.ps_round.slack = {0.0, 2.75e-3, 0.0};
+  records.ps_round.tick = {0.0, 4e-3, 0.0};
+  return records;
+}
+
+TEST(CommModelPsRound, BusyPassesPriceAStepAsTheRoundThenWholeTicks) {
+  TempDir dir;
+  const CommModelRecords records = ticked_link();
+  EXPECT_EQ(ps_round_problem(records.ps_round), "");
+  write_comm_model(dir.file("t.h5"), records);
+  const CommModelRecords back = read_comm_model(dir.file("t.h5"));
+  EXPECT_EQ(back.ps_round.slack, records.ps_round.slack);
+  EXPECT_EQ(back.ps_round.tick, records.ps_round.tick);
+  const CommModel model = *parse_comm_model(dir.file("t.h5"));
+  EXPECT_TRUE(model.ps_round_ticks());
+  const double round = round_at(262144);
+  const std::uint64_t ticked = 262144;
+  // Compute (plus the update) up to the slack hides in the round; past it, whole ticks.
+  for (const auto& [compute, end] :
+       {std::pair(0.0, round), std::pair(1.3e-3, round), std::pair(2.6e-3, round),
+        std::pair(2.7e-3, round + 4e-3), std::pair(6.6e-3, round + 4e-3),
+        std::pair(6.7e-3, round + 8e-3)}) {
+    const SyncStepTime step = sync_step_time({{0.0, compute}}, true, model, ticked, 1e-4, 1);
+    EXPECT_NEAR(step.end, end, 1e-12) << compute;
+    // The send overlaps the compute hidden, never past the step's end; the rest is waiting.
+    EXPECT_NEAR(step.sends[0], std::min(round, end - compute), 1e-12) << compute;
+    EXPECT_NEAR(step.send, step.sends[0], 1e-15);
+    EXPECT_NEAR(step.wait[0], end - compute - step.sends[0], 1e-12) << compute;
+    EXPECT_NEAR(step.receives[0], round / 2, 1e-15);
+  }
+  // The slowest worker's compute decides; delays count as compute.
+  EXPECT_NEAR(sync_step_time({{0.0, 1e-3}, {0.0, 2e-3}}, true, model, ticked, 0, 1).end,
+              2e-3 + 2 * model.message(ticked), 1e-12);  // two workers: not the measured round
+  EXPECT_NEAR(sync_step_time({{2e-3, 1e-3}}, true, model, ticked, 0, 1).end, round + 4e-3, 1e-12);
+  // Grown with the compute at 2 MiB (slack and tick 0): compute + round, as without passes.
+  EXPECT_NEAR(sync_step_time({{0.0, 1.3e-3}}, true, model, 2097152, 1e-4, 1).end,
+              1.4e-3 + round_at(2097152), 1e-12);
+  // Between measured sizes the slack is unknown: compute + the interpolated round.
+  EXPECT_EQ(model.ps_round_at(814000, 1, 1), nullptr);
+  EXPECT_NEAR(sync_step_time({{0.0, 1.3e-3}}, true, model, 814000, 1e-4, 1).end,
+              1.4e-3 + round_at(814000), 1e-12);
+  // Only a ps step of the round's ranks and one server.
+  EXPECT_NE(model.ps_round_at(ticked, 1, 1), nullptr);
+  EXPECT_EQ(model.ps_round_at(ticked, 1, 2), nullptr);
+  EXPECT_EQ(model.ps_round_at(ticked, 2, 1), nullptr);
+  EXPECT_NE(model.spec().find(" busy 8:0:0 262144:"), std::string::npos) << model.spec();
+  EXPECT_NE(model.describe().find("some sizes in ticks"), std::string::npos) << model.describe();
+  // A round without passes (as written before them) prices compute + round everywhere.
+  const CommModel plain = comm_model_of(ps_round_link(), "m.h5");
+  EXPECT_FALSE(plain.ps_round_ticks());
+  EXPECT_EQ(plain.ps_round_at(ticked, 1, 1), nullptr);
+  EXPECT_NEAR(sync_step_time({{0.0, 1.3e-3}}, true, plain, ticked, 1e-4, 1).end, 1.4e-3 + round,
+              1e-12);
+  EXPECT_EQ(plain.spec().find(" busy"), std::string::npos);
+}
+
+TEST(CommModelPsRound, DamagedBusyPassesAreRefused) {
+  CommModelRecords records = ticked_link();
+  records.ps_round.slack.pop_back();
+  EXPECT_EQ(ps_round_problem(records.ps_round), "2 slacks and 3 ticks for 3 sizes");
+  records = ticked_link();
+  records.ps_round.slack[1] = 1.0;  // longer than the round
+  EXPECT_NE(ps_round_problem(records.ps_round).find("a slack of 1 s for a round of"),
+            std::string::npos);
+  records = ticked_link();
+  records.ps_round.tick[2] = -1e-3;
+  EXPECT_EQ(ps_round_problem(records.ps_round), "a tick of -0.001 s");
+  TempDir dir;
+  write_comm_model(dir.file("m.h5"), ticked_link());
+  {
+    io::File file = io::File::open(dir.file("m.h5"), io::File::Mode::kReadWrite);
+    file.open_group("ps_round").set_attribute("slack_seconds", std::vector<double>{0, -1, 0});
+    file.close();
+  }
+  EXPECT_MBKIT_ERROR(read_comm_model(dir.file("m.h5")), ExitCode::kBadData,
+                     "m.h5:/ps_round (the ps round): a slack of -1 s");
 }
 
 }  // namespace

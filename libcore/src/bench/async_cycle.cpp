@@ -24,13 +24,6 @@ std::uint8_t pattern(std::size_t i, std::size_t size) {
   return static_cast<std::uint8_t>((i * 13 + size) & 0xff);
 }
 
-// Spins for `seconds` of this core's time, as a worker computes (no MPI progress meanwhile).
-void busy_for(double seconds) {
-  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
-  while (Clock::now() < end) {
-  }
-}
-
 // The worker's side of one size: gradients of `size` bytes, parameters of `reply` bytes whose
 // first 8 hold the index of the gradient they answer.
 struct WorkerSide {

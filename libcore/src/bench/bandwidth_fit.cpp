@@ -357,6 +357,16 @@ void write_comm_fits(std::ostream& out, const train::CommModelRecords& records) 
     out << strprintf("# ps round of %.0f bytes: measured %.6g s, two messages of the line %.6g s\n",
                      bytes, round.seconds[largest],
                      2 * (records.all.alpha + records.all.beta * bytes));
+    // Per size, the compute a step hides and the tick it then moves by (busy passes).
+    if (!round.slack.empty()) {
+      std::string sizes;
+      for (std::size_t i = 0; i < round.bytes.size(); ++i) {
+        sizes += strprintf(" %.0f:%.3g", round.bytes[i], round.slack[i] * 1e3);
+        if (round.tick[i] > 0) sizes += strprintf("+%.3g", round.tick[i] * 1e3);
+      }
+      out << "# ps round's slack (compute a step hides, ms; +tick the step then grows by) at"
+          << sizes << "\n";
+    }
   }
   const train::CommAllreduceRecord& allreduce = records.allreduce;
   if (allreduce.ranks == 0 || allreduce.bytes.empty()) return;

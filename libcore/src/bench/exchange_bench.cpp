@@ -314,6 +314,7 @@ void measure_ps_round(comm::World& world, const std::vector<std::size_t>& sizes,
     const auto iters = static_cast<std::size_t>(options.iters_at(size));
     std::vector<double> mine(iters, 0.0);  // the server's stay 0: a step ends at its workers
     std::int64_t wrong = 0;
+    std::vector<double> slowest;
     try {
       SyncStep s(world, mode, AllreduceVia::kMpi, count);
       std::fill(s.gradients.begin(), s.gradients.end(), 1.0f);
@@ -327,11 +328,42 @@ void measure_ps_round(comm::World& world, const std::vector<std::size_t>& sizes,
         if (worker) mine[i] = seconds_since(start);
       }
       if (options.check) wrong = check_sync(world, s, mode, options);
+      slowest = slowest_per_iteration(world, mine);
+      // Busy passes: the workers compute (spin) before each step, a little longer a pass, until
+      // the step outgrows the idle round (every rank decides on the same gathered times).
+      const double idle = median_of_sorted(slowest);
+      const std::size_t busy_steps = std::max<std::size_t>(5, iters);
+      std::vector<double> busy_mine(busy_steps, 0.0);
+      double hidden = 0;  // the longest compute the step hid
+      double grown = 0;   // the steps that grew at the first compute it did not hide
+      for (double busy = train::kPsBusyStep; busy <= train::kPsBusyMost + 1e-12;
+           busy += train::kPsBusyStep) {
+        for (std::size_t i = 0; i < busy_steps; ++i) {
+          const auto start = SteadyClock::now();
+          if (worker) busy_for(busy);
+          s.run(step++);
+          if (worker) busy_mine[i] = seconds_since(start);
+        }
+        const std::vector<double> sorted = slowest_per_iteration(world, busy_mine);
+        const double median = median_of_sorted(sorted);
+        if (median > idle + train::kPsBusyStep / 2) {
+          // What the steps that grew took (a pass near the slack mixes the two levels).
+          const auto first =
+              std::upper_bound(sorted.begin(), sorted.end(), idle + train::kPsBusyStep / 2);
+          grown = median_of_sorted(std::vector<double>(first, sorted.end()));
+          break;
+        }
+        hidden = busy;
+      }
+      // Past the last busy time hidden, halfway to the first that was not; where none was
+      // hidden the step grows with the compute (no tick), where every one was it is unknown.
+      const double slack = hidden > 0 && grown > 0 ? hidden + train::kPsBusyStep / 2 : hidden;
+      record.slack.push_back(std::min(slack, idle));  // a step is at least its compute
+      record.tick.push_back(hidden > 0 && grown > 0 ? grown - idle : 0.0);
     } catch (const std::bad_alloc&) {
       throw BuffersDoNotFit("ps-round", count * sizeof(float), 0);
     }
     // An iteration is its slowest worker's.
-    const std::vector<double> slowest = slowest_per_iteration(world, mine);
     const double median = median_of_sorted(slowest);
     world.allreduce_sum(std::span<std::int64_t>(&wrong, 1));
     const std::size_t bytes = count * sizeof(float);

@@ -166,7 +166,23 @@ std::string async_cycle_problem(const CommAsyncRecord& cycle) {
 
 std::string ps_round_problem(const CommPsRoundRecord& round) {
   if (round.bytes.empty()) return "no measured points";
-  return points_and_line_problem(round.bytes, round.seconds, round.fit);
+  if (std::string problem = points_and_line_problem(round.bytes, round.seconds, round.fit);
+      !problem.empty()) {
+    return problem;
+  }
+  if (round.slack.empty() && round.tick.empty()) return {};  // a file from before
+  if (round.slack.size() != round.seconds.size() || round.tick.size() != round.seconds.size()) {
+    return cat(round.slack.size(), " slacks and ", round.tick.size(), " ticks for ",
+               round.seconds.size(), " sizes");
+  }
+  for (std::size_t i = 0; i < round.seconds.size(); ++i) {
+    const double slack = round.slack[i], tick = round.tick[i];
+    if (!std::isfinite(slack) || slack < 0 || slack > round.seconds[i]) {
+      return cat("a slack of ", slack, " s for a round of ", round.seconds[i], " s");
+    }
+    if (!std::isfinite(tick) || tick < 0) return cat("a tick of ", tick, " s");
+  }
+  return {};
 }
 
 int stream_window(std::size_t bytes) {
@@ -364,6 +380,11 @@ void write_comm_model(const std::string& path, const CommModelRecords& records) 
       round.ranks > 0 && ps_round_problem(round).empty()) {
     write_measured(file, kPsRoundGroup, "ranks", round.ranks, round.fit, round.bytes,
                    round.seconds);
+    if (!round.slack.empty()) {
+      io::Group group = file.open_group(kPsRoundGroup);
+      group.set_attribute("slack_seconds", round.slack);
+      group.set_attribute("tick_seconds", round.tick);
+    }
   }
   file.close();
   output.commit();
@@ -487,6 +508,16 @@ CommModelRecords read_comm_model(const std::string& path) {
       round.ranks = static_cast<int>(round_ranks);
       round.fit = read_fit(group);
       read_points(group, round.bytes, round.seconds);
+      // Files from before the busy passes have neither: the round is priced as compute + round.
+      const bool slack = group.has_attribute("slack_seconds");
+      if (slack != group.has_attribute("tick_seconds")) {
+        data_error(cat(group.describe(), ": '", slack ? "slack_seconds" : "tick_seconds",
+                       "' without '", slack ? "tick_seconds" : "slack_seconds", "'"));
+      }
+      if (slack) {
+        round.slack = group.double_array_attribute("slack_seconds");
+        round.tick = group.double_array_attribute("tick_seconds");
+      }
       if (const std::string problem = ps_round_problem(round); !problem.empty()) {
         data_error(
             cat(group.describe(), " (the ps round): ", problem, ": not a usable ps round model"));
@@ -546,6 +577,10 @@ CommModel comm_model_of(const CommModelRecords& records, const std::string& path
     model.ps_round_alpha = round.fit.alpha;
     model.ps_round_beta = round.fit.beta;
     model.ps_round_points = measured_times(round.bytes, round.seconds, round.fit.beta);
+    for (std::size_t i = 0; i < round.slack.size(); ++i) {
+      model.ps_round_busy.push_back(
+          {round.bytes[i], round.seconds[i], round.slack[i], round.tick[i]});
+    }
   }
   if (records.per_pair) {
     const auto n = static_cast<std::size_t>(records.ranks);

@@ -56,6 +56,19 @@ void TrainingRun::set_up_emulation() {
                                            measure_idle_for(expected_slowest_round()));
     check_comm_model_for_run(comm_model_, role_.ranks(world_),
                              role_.async || options_.dbsl.enabled);
+    // A round that moves in ticks hides a step's compute up to a slack known only at the
+    // measured sizes.
+    if (logs_ && comm_model_.ps_round_ticks() && !role_.async && !options_.dbsl.enabled &&
+        !comm_model_.ps_round_at(gradient_bytes_, role_.workers, role_.servers) &&
+        comm_model_.ps_round_at(comm_model_.ps_round_busy.front().bytes, role_.workers,
+                                role_.servers)) {
+      log::warn(cat("--comm-model ", comm_model_.file,
+                    ": its ps round moves in ticks, but not measured at the gradient's ",
+                    gradient_bytes_,
+                    " bytes: timing a step as compute + round (mb-bench-bandwidth "
+                    "--fit --also-bytes ",
+                    gradient_bytes_, " measures its slack)"));
+    }
     // A synchronous parameter server's worker copies the parameters it receives (the
     // message's per-byte part): CPU its quota pays under the kernel's model.
     if (cpu_quota_.tick > 0 && role_.parameter_server && !role_.async && !options_.dbsl.enabled) {

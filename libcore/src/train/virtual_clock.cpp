@@ -71,6 +71,26 @@ double CommModel::ps_message(std::uint64_t bytes, int workers, int servers) cons
   return ps_round_points.at(static_cast<double>(bytes)) / 2;
 }
 
+double CommModel::PsRoundAtSize::step(double busy) const {
+  const double past = busy - slack;
+  if (past <= 0) return round;
+  return round + (tick > 0 ? tick * std::ceil(past / tick) : past);
+}
+
+const CommModel::PsRoundAtSize* CommModel::ps_round_at(std::uint64_t bytes, int workers,
+                                                       int servers) const {
+  if (!prices_ps_round(workers, servers)) return nullptr;
+  for (const PsRoundAtSize& at : ps_round_busy) {
+    if (at.bytes == static_cast<double>(bytes)) return &at;
+  }
+  return nullptr;
+}
+
+bool CommModel::ps_round_ticks() const {
+  return std::any_of(ps_round_busy.begin(), ps_round_busy.end(),
+                     [](const PsRoundAtSize& at) { return at.tick > 0; });
+}
+
 double CommModel::streamed(std::uint64_t bytes) const {
   if (!streams) return message(bytes);
   const auto size = static_cast<double>(bytes);
@@ -144,7 +164,10 @@ std::string CommModel::describe() const {
       ps_round_ranks > 0
           ? cat("; ps round of ", ps_round_ranks, " ranks ", ps_round_points.describe(),
                 ", fitted ", short_duration(ps_round_alpha), " + ",
-                strprintf("%.3g", ps_round_beta * 1e9), " ns/B")
+                strprintf("%.3g", ps_round_beta * 1e9), " ns/B",
+                ps_round_busy.empty() ? ""
+                : ps_round_ticks()    ? ", some sizes in ticks (busy passes)"
+                                      : ", busy passes")
           : "");
 }
 
@@ -170,6 +193,12 @@ std::string CommModel::spec() const {
   if (ps_round_ranks > 0) {
     text += strprintf(" ps_round %d=%.17g,%.17g", ps_round_ranks, ps_round_alpha, ps_round_beta) +
             ps_round_points.spec();
+    if (!ps_round_busy.empty()) {
+      text += " busy";
+      for (const PsRoundAtSize& at : ps_round_busy) {
+        text += strprintf(" %.17g:%.17g:%.17g", at.bytes, at.slack, at.tick);
+      }
+    }
   }
   return text;
 }
@@ -435,7 +464,20 @@ SyncStepTime sync_step_time(const std::vector<SyncWorkerTime>& workers, bool par
       time.receives.push_back(link);
     }
     time.end = time.gather + update + slowest_back;
+    // Where the round was measured at this size with busy passes, the step is the round up
+    // to its slack, then whole ticks (the round, its update included, as one: its halves
+    // above keep pricing the sends).
     time.send = 2 * slowest_back;
+    if (const auto* at = comm.ps_round_at(bytes, static_cast<int>(workers.size()), servers)) {
+      time.end = std::max(time.gather, at->step(last_ready + update));
+      // A worker's round overlaps the compute it hides: its send lasts to the end at most.
+      for (std::size_t i = 0; i < workers.size(); ++i) {
+        if (!workers[i].used) continue;
+        const double ready = workers[i].delay + workers[i].compute;
+        time.sends[i] = std::min(time.sends[i], time.end - ready);
+      }
+      time.send = std::min(time.send, time.end - last_ready);
+    }
   } else {
     const double exchange = comm.allreduce(bytes, static_cast<int>(workers.size()));
     time.gather = last_ready + exchange;

@@ -2,6 +2,7 @@
 // function here is collective: every rank calls it with the same arguments.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <new>
 #include <string>
@@ -12,6 +13,13 @@
 #include "mbkit/comm/world.hpp"
 
 namespace mbkit::bench {
+
+/// Spins for `seconds` of this core's time, as a worker computes (no MPI progress meanwhile).
+inline void busy_for(double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
 
 /// The median of times sorted ascending (the mean of the middle two for an even count), as
 /// every measurement here keeps it.

@@ -139,15 +139,31 @@ std::string async_cycle_problem(const CommAsyncRecord& cycle);
 /// (CommModel::ps_message): the ping-pong's line, an isolated message each way, missed the
 /// round by 10% on the README's setting 2 (the real round a whole number of the kernel's 4 ms
 /// ticks). The line is fitted to the points (shown, not used).
+///
+/// Busy passes (measure_ps_round) find, per size, how much compute before the round the step
+/// hides: `slack`, the longest busy time (on a grid of kPsBusyStep) after which the step is
+/// still as long as the idle round, and `tick`, what the step then grows by at once (0 where it
+/// grows with the compute). On the README's setting 2 the round moves in the kernel's 4 ms
+/// ticks (24.0 ms at 814 kB and 1 Gbit/s with 0 or 1.3 ms of compute first, 28.0 with 3 ms):
+/// a step is the round, then a whole tick for each tick (or part) its compute exceeds the
+/// slack by (CommModel::PsRoundAtSize::step). Files from before have none.
 struct CommPsRoundRecord {
   int ranks = 0;  ///< 0: not measured (a file from before --fit timed the round)
   std::vector<double> bytes;
   std::vector<double> seconds;
+  std::vector<double> slack;  ///< per point; none in a file from before the busy passes
+  std::vector<double> tick;   ///< per point, 0 where the step grew with the compute
   CommModelFit fit;
 };
 
+/// The busy passes' grid: the worker's compute before the round grows by this much a pass,
+/// up to kPsBusyMost (a slack as long is written as it, the tick as 0).
+inline constexpr double kPsBusyStep = 0.25e-3;
+inline constexpr double kPsBusyMost = 20e-3;
+
 /// Why a ps round measurement cannot price the ps exchange, or "" when it can: as
-/// allreduce_problem (its points price, its line is shown beside them).
+/// allreduce_problem (its points price, its line is shown beside them); a slack and a tick per
+/// point where there are any, finite, not negative, the slack no longer than the round.
 std::string ps_round_problem(const CommPsRoundRecord& round);
 
 /// What mb-bench-bandwidth --fit measured: every pair, the fit of all their points together,
