@@ -199,6 +199,44 @@ TEST(CommModelPsRound, BusyPassesPriceAStepAsTheRoundThenWholeTicks) {
   EXPECT_EQ(plain.spec().find(" busy"), std::string::npos);
 }
 
+TEST(CommModelPsRound, AnAllreduceWithBusyPassesIsPricedAsTheRound) {
+  TempDir dir;
+  CommModelRecords records = ps_round_link();
+  records.allreduce.ranks = 2;
+  records.allreduce.bytes = {8.0, 262144.0, 2097152.0};
+  records.allreduce.seconds = {4e-3, 0.02, 0.04};
+  records.allreduce.slack = {0.0, 2.75e-3, 0.0};
+  records.allreduce.tick = {0.0, 4e-3, 0.0};
+  fit_pairs(records);
+  EXPECT_EQ(allreduce_problem(records.allreduce), "");
+  write_comm_model(dir.file("a.h5"), records);
+  const CommModelRecords back = read_comm_model(dir.file("a.h5"));
+  EXPECT_EQ(back.allreduce.slack, records.allreduce.slack);
+  EXPECT_EQ(back.allreduce.tick, records.allreduce.tick);
+  const CommModel model = *parse_comm_model(dir.file("a.h5"));
+  EXPECT_TRUE(model.allreduce_ticks());
+  // Two workers (the file's ranks); the update follows the sum on every rank.
+  for (const auto& [compute, gather] : {std::pair(1.3e-3, 0.02), std::pair(2.7e-3, 0.02),
+                                        std::pair(2.8e-3, 0.024), std::pair(7.0e-3, 0.028)}) {
+    const SyncStepTime step =
+        sync_step_time({{0.0, 1e-3}, {0.0, compute}}, false, model, 262144, 1e-4, 0);
+    EXPECT_NEAR(step.gather, gather, 1e-12) << compute;
+    EXPECT_NEAR(step.end, gather + 1e-4, 1e-12) << compute;
+    EXPECT_NEAR(step.sends[0], std::min(0.02, gather - 1e-3), 1e-12) << compute;
+    EXPECT_NEAR(step.sends[1], std::min(0.02, gather - compute), 1e-12) << compute;
+    EXPECT_NEAR(step.send, step.sends[1], 1e-15);
+    EXPECT_NEAR(step.wait[1], step.end - compute - step.sends[1], 1e-12) << compute;
+  }
+  // Unmeasured sizes, other world sizes: compute + the allreduce, as before.
+  EXPECT_EQ(model.allreduce_at(814000, 2), nullptr);
+  EXPECT_EQ(model.allreduce_at(262144, 3), nullptr);
+  EXPECT_NEAR(sync_step_time({{0.0, 1e-3}, {0.0, 1.3e-3}}, false, model, 2097152, 0, 0).end,
+              1.3e-3 + 0.04, 1e-12);
+  EXPECT_NE(model.spec().find(" busy 8:0:0 262144:"), std::string::npos) << model.spec();
+  records.allreduce.tick[1] = -1;
+  EXPECT_EQ(allreduce_problem(records.allreduce), "a tick of -1 s");
+}
+
 TEST(CommModelPsRound, DamagedBusyPassesAreRefused) {
   CommModelRecords records = ticked_link();
   records.ps_round.slack.pop_back();

@@ -240,66 +240,20 @@ PingPong measure_ping_pong(comm::World& world, const std::vector<std::size_t>& s
   return result;
 }
 
-void measure_fit_allreduce(comm::World& world, const std::vector<std::size_t>& sizes,
-                           const MeasureOptions& options, PingPong& ping_pong) {
-  train::CommAllreduceRecord& record = ping_pong.records.allreduce;
-  record = {};
-  record.ranks = world.size();
-  const std::string what = "timing the allreduce of every rank (--fit)";
-  const auto ranks = static_cast<std::size_t>(world.size());
-  for (const std::size_t size : sizes) {
-    const std::size_t floats = std::max<std::size_t>(size / sizeof(float), 1);
-    // Zeros: the timed sums stay 0 (no overflow, no denormals however many iterations).
-    std::vector<float> values(floats, 0.0f);
-    for (int i = 0; i < options.warmup_iters; ++i) {
-      world.rendezvous(what);
-      world.allreduce_sum(values);
-    }
-    const auto iters = static_cast<std::size_t>(options.iters_at(size));
-    std::vector<double> mine(iters);
-    for (std::size_t i = 0; i < iters; ++i) {
-      world.rendezvous(what);
-      const auto start = std::chrono::steady_clock::now();
-      world.allreduce_sum(values);
-      mine[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    }
-    // An iteration is its slowest rank's.
-    const std::vector<double> slowest = slowest_per_iteration(world, mine);
-    const double median = median_of_sorted(slowest);
-    std::int64_t wrong = 0;
-    if (options.check) {
-      // Rank r adds (i % 7) + r: exact in floats, the sum (i % 7) R + R (R - 1) / 2.
-      for (std::size_t i = 0; i < floats; ++i) {
-        values[i] = static_cast<float>(i % 7 + static_cast<std::size_t>(world.rank()));
-      }
-      world.rendezvous(what);
-      world.allreduce_sum(values);
-      for (std::size_t i = 0; i < floats; ++i) {
-        const auto expected = static_cast<float>((i % 7) * ranks + ranks * (ranks - 1) / 2);
-        wrong += values[i] != expected ? 1 : 0;
-      }
-      if (options.corrupt) ++wrong;
-      std::vector<std::uint64_t> all = world.all_gather(static_cast<std::uint64_t>(wrong));
-      wrong = 0;
-      for (const std::uint64_t count : all) wrong += static_cast<std::int64_t>(count);
-    }
-    const std::size_t bytes = floats * sizeof(float);
-    Row row;
-    row.op = "allreduce-world";
-    row.bytes = bytes;
-    row.count = floats;
-    row.type = "float";
-    row.avg_us = median * 1e6;
-    row.min_us = slowest.front() * 1e6;
-    row.max_us = slowest.back() * 1e6;
-    row.algbw_gbps = static_cast<double>(bytes) / median * 1e-9;
-    row.busbw_gbps = row.algbw_gbps * bus_factor(Op::kAllreduce, world.size());
-    row.wrong = wrong;
-    ping_pong.rows.push_back(row);
-    record.bytes.push_back(static_cast<double>(bytes));
-    record.seconds.push_back(median);
+namespace {
+// Per size, the compute a step hides and the tick it then grows by (the busy passes).
+void write_slack(std::ostream& out, const char* exchange, const std::vector<double>& bytes,
+                 const std::vector<double>& slack, const std::vector<double>& tick) {
+  if (slack.empty()) return;
+  std::string sizes;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    sizes += strprintf(" %.0f:%.3g", bytes[i], slack[i] * 1e3);
+    if (tick[i] > 0) sizes += strprintf("+%.3g", tick[i] * 1e3);
   }
+  out << "# " << exchange << "'s slack (compute a step hides, ms; +tick the step then grows by) at"
+      << sizes << "\n";
 }
+}  // namespace
 
 void write_comm_fits(std::ostream& out, const train::CommModelRecords& records) {
   out << "# message model time = alpha + beta * bytes, least squares over the median one-way "
@@ -357,16 +311,7 @@ void write_comm_fits(std::ostream& out, const train::CommModelRecords& records) 
     out << strprintf("# ps round of %.0f bytes: measured %.6g s, two messages of the line %.6g s\n",
                      bytes, round.seconds[largest],
                      2 * (records.all.alpha + records.all.beta * bytes));
-    // Per size, the compute a step hides and the tick it then moves by (busy passes).
-    if (!round.slack.empty()) {
-      std::string sizes;
-      for (std::size_t i = 0; i < round.bytes.size(); ++i) {
-        sizes += strprintf(" %.0f:%.3g", round.bytes[i], round.slack[i] * 1e3);
-        if (round.tick[i] > 0) sizes += strprintf("+%.3g", round.tick[i] * 1e3);
-      }
-      out << "# ps round's slack (compute a step hides, ms; +tick the step then grows by) at"
-          << sizes << "\n";
-    }
+    write_slack(out, "ps round", round.bytes, round.slack, round.tick);
   }
   const train::CommAllreduceRecord& allreduce = records.allreduce;
   if (allreduce.ranks == 0 || allreduce.bytes.empty()) return;
@@ -392,6 +337,7 @@ void write_comm_fits(std::ostream& out, const train::CommModelRecords& records) 
       static_cast<unsigned long long>(bytes), allreduce.seconds[largest],
       allreduce.fit.alpha + allreduce.fit.beta * static_cast<double>(bytes),
       2 * (allreduce.ranks - 1), messages.allreduce(bytes, allreduce.ranks));
+  write_slack(out, "allreduce", allreduce.bytes, allreduce.slack, allreduce.tick);
 }
 
 }  // namespace mbkit::bench

@@ -301,86 +301,147 @@ std::vector<Row> measure_exchange(const comm::World& world, const std::string& m
   return rows;
 }
 
+namespace {
+
+// One size of a synchronous exchange of the trainers timed as a step: the idle steps, an
+// iteration its slowest computing rank's, sorted; the busy passes' slack and tick; the check.
+struct TimedRound {
+  std::vector<double> slowest;
+  double slack = 0, tick = 0;
+  std::int64_t wrong = 0;
+};
+
+TimedRound time_round(comm::World& world, const Mode& mode, std::size_t count,
+                      const MeasureOptions& options) {
+  TimedRound timed;
+  const auto iters = static_cast<std::size_t>(options.iters_at(count * sizeof(float)));
+  const bool computes = world.rank() >= mode.first_worker();
+  std::vector<double> mine(iters, 0.0);  // a server's stay 0: a step ends at its workers
+  SyncStep s(world, mode, AllreduceVia::kMpi, count);
+  // Zeros: an allreduce's sums stay 0 (no overflow, no denormals however many steps).
+  std::fill(s.gradients.begin(), s.gradients.end(), 0.0f);
+  std::int64_t step = 0;
+  for (int i = 0; i < options.warmup_iters; ++i) s.run(step++);
+  // Back to back, as steps whose compute is short: no rendezvous between them, a server
+  // waiting for the next gradient as a training run's does.
+  for (std::size_t i = 0; i < iters; ++i) {
+    const auto start = SteadyClock::now();
+    s.run(step++);
+    if (computes) mine[i] = seconds_since(start);
+  }
+  if (options.check) {
+    timed.wrong = check_sync(world, s, mode, options);
+    std::fill(s.gradients.begin(), s.gradients.end(), 0.0f);
+  }
+  timed.slowest = slowest_per_iteration(world, mine);
+  // Busy passes: the computing ranks spin before each step, a little longer a pass, until the
+  // step outgrows the idle one (every rank decides on the same gathered times).
+  const double idle = median_of_sorted(timed.slowest);
+  const double grew_by = train::kPsBusyStep / 2;
+  // A pass's sorted steps.
+  const auto pass = [&](double busy) {
+    for (std::size_t i = 0; i < iters; ++i) {
+      const auto start = SteadyClock::now();
+      if (computes) busy_for(busy);
+      s.run(step++);
+      if (computes) mine[i] = seconds_since(start);
+    }
+    return slowest_per_iteration(world, mine);
+  };
+  const auto grew = [&](const std::vector<double>& sorted) {
+    return median_of_sorted(sorted) > idle + grew_by;
+  };
+  double hidden = 0;  // the longest compute the step hid
+  double grown = 0;   // the steps that grew at the first compute it did not hide
+  for (double busy = train::kPsBusyStep; busy <= train::kPsBusyMost + 1e-12;
+       busy += train::kPsBusyStep) {
+    const std::vector<double> sorted = pass(busy);
+    if (grew(sorted)) {
+      // Where the step had been hidden, the next pass confirms (near the slack a pass mixes
+      // the two levels, and one pass's median may flip early): else this one was noise.
+      if (hidden > 0 && busy + train::kPsBusyStep <= train::kPsBusyMost + 1e-12 &&
+          !grew(pass(busy + train::kPsBusyStep))) {
+        hidden = busy += train::kPsBusyStep;
+        continue;
+      }
+      // What the steps that grew took.
+      const auto first = std::upper_bound(sorted.begin(), sorted.end(), idle + grew_by);
+      grown = median_of_sorted(std::vector<double>(first, sorted.end()));
+      break;
+    }
+    hidden = busy;
+  }
+  // Past the last busy time hidden, halfway to the first that was not; where none was hidden
+  // the step grows with the compute (no tick), where every one was it is unknown.
+  const bool ticked = hidden > 0 && grown > 0;
+  timed.slack = std::min(ticked ? hidden + grew_by : hidden, idle);  // a step outlasts its compute
+  timed.tick = ticked ? grown - idle : 0.0;
+  return timed;
+}
+
+Row round_row(const char* op, std::size_t count, const std::vector<double>& slowest,
+              double bus_times_alg, std::int64_t wrong) {
+  const double median = median_of_sorted(slowest);
+  Row row;
+  row.op = op;
+  row.count = count;
+  row.bytes = count * sizeof(float);
+  row.type = "float";
+  row.avg_us = median * 1e6;
+  row.min_us = slowest.front() * 1e6;
+  row.max_us = slowest.back() * 1e6;
+  row.algbw_gbps = static_cast<double>(row.bytes) / median * 1e-9;
+  row.busbw_gbps = bus_times_alg * row.algbw_gbps;
+  row.wrong = wrong;
+  return row;
+}
+
+}  // namespace
+
 void measure_ps_round(comm::World& world, const std::vector<std::size_t>& sizes,
                       const MeasureOptions& options, PingPong& ping_pong) {
   MBKIT_CHECK(world.size() >= 2, "the ps round needs 2 ranks");
   train::CommPsRoundRecord& record = ping_pong.records.ps_round;
   record = {};
   record.ranks = world.size();
-  const Mode mode("ps");
-  const bool worker = world.rank() >= mode.first_worker();
   for (const std::size_t size : sizes) {
     const std::size_t count = std::max<std::size_t>(size / sizeof(float), 1);
-    const auto iters = static_cast<std::size_t>(options.iters_at(size));
-    std::vector<double> mine(iters, 0.0);  // the server's stay 0: a step ends at its workers
-    std::int64_t wrong = 0;
-    std::vector<double> slowest;
+    TimedRound timed;
     try {
-      SyncStep s(world, mode, AllreduceVia::kMpi, count);
-      std::fill(s.gradients.begin(), s.gradients.end(), 1.0f);
-      std::int64_t step = 0;
-      for (int i = 0; i < options.warmup_iters; ++i) s.run(step++);
-      // Back to back, as steps whose compute is short: no rendezvous between them, the server
-      // waiting for the next gradient as a training run's does.
-      for (std::size_t i = 0; i < iters; ++i) {
-        const auto start = SteadyClock::now();
-        s.run(step++);
-        if (worker) mine[i] = seconds_since(start);
-      }
-      if (options.check) wrong = check_sync(world, s, mode, options);
-      slowest = slowest_per_iteration(world, mine);
-      // Busy passes: the workers compute (spin) before each step, a little longer a pass, until
-      // the step outgrows the idle round (every rank decides on the same gathered times).
-      const double idle = median_of_sorted(slowest);
-      const std::size_t busy_steps = std::max<std::size_t>(5, iters);
-      std::vector<double> busy_mine(busy_steps, 0.0);
-      double hidden = 0;  // the longest compute the step hid
-      double grown = 0;   // the steps that grew at the first compute it did not hide
-      for (double busy = train::kPsBusyStep; busy <= train::kPsBusyMost + 1e-12;
-           busy += train::kPsBusyStep) {
-        for (std::size_t i = 0; i < busy_steps; ++i) {
-          const auto start = SteadyClock::now();
-          if (worker) busy_for(busy);
-          s.run(step++);
-          if (worker) busy_mine[i] = seconds_since(start);
-        }
-        const std::vector<double> sorted = slowest_per_iteration(world, busy_mine);
-        const double median = median_of_sorted(sorted);
-        if (median > idle + train::kPsBusyStep / 2) {
-          // What the steps that grew took (a pass near the slack mixes the two levels).
-          const auto first =
-              std::upper_bound(sorted.begin(), sorted.end(), idle + train::kPsBusyStep / 2);
-          grown = median_of_sorted(std::vector<double>(first, sorted.end()));
-          break;
-        }
-        hidden = busy;
-      }
-      // Past the last busy time hidden, halfway to the first that was not; where none was
-      // hidden the step grows with the compute (no tick), where every one was it is unknown.
-      const double slack = hidden > 0 && grown > 0 ? hidden + train::kPsBusyStep / 2 : hidden;
-      record.slack.push_back(std::min(slack, idle));  // a step is at least its compute
-      record.tick.push_back(hidden > 0 && grown > 0 ? grown - idle : 0.0);
+      timed = time_round(world, Mode("ps"), count, options);
     } catch (const std::bad_alloc&) {
       throw BuffersDoNotFit("ps-round", count * sizeof(float), 0);
     }
-    // An iteration is its slowest worker's.
-    const double median = median_of_sorted(slowest);
-    world.allreduce_sum(std::span<std::int64_t>(&wrong, 1));
-    const std::size_t bytes = count * sizeof(float);
-    Row row;
-    row.op = "ps-round";
-    row.bytes = bytes;
-    row.count = count;
-    row.type = "float";
-    row.avg_us = median * 1e6;
-    row.min_us = slowest.front() * 1e6;
-    row.max_us = slowest.back() * 1e6;
-    row.algbw_gbps = static_cast<double>(bytes) / median * 1e-9;
-    row.busbw_gbps = 2 * row.algbw_gbps;  // the gradient to the server, the parameters back
-    row.wrong = wrong;
-    ping_pong.rows.push_back(row);
-    record.bytes.push_back(static_cast<double>(bytes));
-    record.seconds.push_back(median);
+    world.allreduce_sum(std::span<std::int64_t>(&timed.wrong, 1));
+    // busbw twice algbw: the gradient to the server, the parameters back.
+    ping_pong.rows.push_back(round_row("ps-round", count, timed.slowest, 2, timed.wrong));
+    record.bytes.push_back(static_cast<double>(count * sizeof(float)));
+    record.seconds.push_back(median_of_sorted(timed.slowest));
+    record.slack.push_back(timed.slack);
+    record.tick.push_back(timed.tick);
+  }
+}
+
+void measure_fit_allreduce(comm::World& world, const std::vector<std::size_t>& sizes,
+                           const MeasureOptions& options, PingPong& ping_pong) {
+  train::CommAllreduceRecord& record = ping_pong.records.allreduce;
+  record = {};
+  record.ranks = world.size();
+  for (const std::size_t size : sizes) {
+    const std::size_t count = std::max<std::size_t>(size / sizeof(float), 1);
+    TimedRound timed;
+    try {
+      timed = time_round(world, Mode("allreduce-mpi"), count, options);
+    } catch (const std::bad_alloc&) {
+      throw BuffersDoNotFit("allreduce-world", count * sizeof(float), 0);
+    }
+    world.allreduce_sum(std::span<std::int64_t>(&timed.wrong, 1));
+    ping_pong.rows.push_back(round_row("allreduce-world", count, timed.slowest,
+                                       bus_factor(Op::kAllreduce, world.size()), timed.wrong));
+    record.bytes.push_back(static_cast<double>(count * sizeof(float)));
+    record.seconds.push_back(median_of_sorted(timed.slowest));
+    record.slack.push_back(timed.slack);
+    record.tick.push_back(timed.tick);
   }
 }
 

@@ -141,8 +141,32 @@ std::string points_and_line_problem(const std::vector<double>& bytes,
   return {};
 }
 
+// A slack and a tick per point (or none: a file from before the busy passes).
+static std::string busy_passes_problem(const std::vector<double>& seconds,
+                                       const std::vector<double>& slacks,
+                                       const std::vector<double>& ticks) {
+  if (slacks.empty() && ticks.empty()) return {};
+  if (slacks.size() != seconds.size() || ticks.size() != seconds.size()) {
+    return cat(slacks.size(), " slacks and ", ticks.size(), " ticks for ", seconds.size(),
+               " sizes");
+  }
+  for (std::size_t i = 0; i < seconds.size(); ++i) {
+    const double slack = slacks[i], tick = ticks[i];
+    if (!std::isfinite(slack) || slack < 0 || slack > seconds[i]) {
+      return cat("a slack of ", slack, " s for a round of ", seconds[i], " s");
+    }
+    if (!std::isfinite(tick) || tick < 0) return cat("a tick of ", tick, " s");
+  }
+  return {};
+}
+
 std::string allreduce_problem(const CommAllreduceRecord& allreduce) {
-  return points_and_line_problem(allreduce.bytes, allreduce.seconds, allreduce.fit);
+  if (std::string problem =
+          points_and_line_problem(allreduce.bytes, allreduce.seconds, allreduce.fit);
+      !problem.empty()) {
+    return problem;
+  }
+  return busy_passes_problem(allreduce.seconds, allreduce.slack, allreduce.tick);
 }
 
 std::string stream_problem(const CommStreamRecord& stream) {
@@ -170,19 +194,7 @@ std::string ps_round_problem(const CommPsRoundRecord& round) {
       !problem.empty()) {
     return problem;
   }
-  if (round.slack.empty() && round.tick.empty()) return {};  // a file from before
-  if (round.slack.size() != round.seconds.size() || round.tick.size() != round.seconds.size()) {
-    return cat(round.slack.size(), " slacks and ", round.tick.size(), " ticks for ",
-               round.seconds.size(), " sizes");
-  }
-  for (std::size_t i = 0; i < round.seconds.size(); ++i) {
-    const double slack = round.slack[i], tick = round.tick[i];
-    if (!std::isfinite(slack) || slack < 0 || slack > round.seconds[i]) {
-      return cat("a slack of ", slack, " s for a round of ", round.seconds[i], " s");
-    }
-    if (!std::isfinite(tick) || tick < 0) return cat("a tick of ", tick, " s");
-  }
-  return {};
+  return busy_passes_problem(round.seconds, round.slack, round.tick);
 }
 
 int stream_window(std::size_t bytes) {
@@ -290,6 +302,40 @@ void write_measured(io::File& file, const std::string& name, const char* count_n
   set_points(group, bytes, seconds);
 }
 
+/// A measured group's busy passes (CommPsRoundRecord), where it has them.
+void write_busy_passes(io::File& file, const std::string& name, const std::vector<double>& slack,
+                       const std::vector<double>& tick) {
+  if (slack.empty()) return;
+  io::Group group = file.open_group(name);
+  group.set_attribute("slack_seconds", slack);
+  group.set_attribute("tick_seconds", tick);
+}
+
+/// Both or neither: files from before the busy passes have neither (a step is then priced as
+/// compute + round).
+void read_busy_passes(const io::Group& group, std::vector<double>& slack,
+                      std::vector<double>& tick) {
+  const bool has_slack = group.has_attribute("slack_seconds");
+  if (has_slack != group.has_attribute("tick_seconds")) {
+    data_error(cat(group.describe(), ": '", has_slack ? "slack_seconds" : "tick_seconds",
+                   "' without '", has_slack ? "tick_seconds" : "slack_seconds", "'"));
+  }
+  if (!has_slack) return;
+  slack = group.double_array_attribute("slack_seconds");
+  tick = group.double_array_attribute("tick_seconds");
+}
+
+std::vector<CommModel::RoundAtSize> rounds_at_sizes(const std::vector<double>& bytes,
+                                                    const std::vector<double>& seconds,
+                                                    const std::vector<double>& slack,
+                                                    const std::vector<double>& tick) {
+  std::vector<CommModel::RoundAtSize> rounds;
+  for (std::size_t i = 0; i < slack.size(); ++i) {
+    rounds.push_back({bytes[i], seconds[i], slack[i], tick[i]});
+  }
+  return rounds;
+}
+
 /// A group's window: its count of `what` (messages, gradients) a timed window, 1 or more.
 int read_window(const io::Group& group, const char* what) {
   const std::int64_t window = group.int_attribute("window");
@@ -364,6 +410,7 @@ void write_comm_model(const std::string& path, const CommModelRecords& records) 
       allreduce.ranks > 0 && allreduce_problem(allreduce).empty()) {
     write_measured(file, kAllreduceGroup, "ranks", allreduce.ranks, allreduce.fit, allreduce.bytes,
                    allreduce.seconds);
+    write_busy_passes(file, kAllreduceGroup, allreduce.slack, allreduce.tick);
   }
   if (const CommStreamRecord& stream = records.stream;
       stream.window > 0 && stream_problem(stream).empty()) {
@@ -380,11 +427,7 @@ void write_comm_model(const std::string& path, const CommModelRecords& records) 
       round.ranks > 0 && ps_round_problem(round).empty()) {
     write_measured(file, kPsRoundGroup, "ranks", round.ranks, round.fit, round.bytes,
                    round.seconds);
-    if (!round.slack.empty()) {
-      io::Group group = file.open_group(kPsRoundGroup);
-      group.set_attribute("slack_seconds", round.slack);
-      group.set_attribute("tick_seconds", round.tick);
-    }
+    write_busy_passes(file, kPsRoundGroup, round.slack, round.tick);
   }
   file.close();
   output.commit();
@@ -463,6 +506,7 @@ CommModelRecords read_comm_model(const std::string& path) {
       allreduce.ranks = static_cast<int>(allreduce_ranks);
       allreduce.fit = read_fit(group);
       read_points(group, allreduce.bytes, allreduce.seconds);
+      read_busy_passes(group, allreduce.slack, allreduce.tick);
       if (const std::string problem = allreduce_problem(allreduce); !problem.empty()) {
         data_error(
             cat(group.describe(), " (the allreduce): ", problem, ": not a usable allreduce model"));
@@ -508,16 +552,7 @@ CommModelRecords read_comm_model(const std::string& path) {
       round.ranks = static_cast<int>(round_ranks);
       round.fit = read_fit(group);
       read_points(group, round.bytes, round.seconds);
-      // Files from before the busy passes have neither: the round is priced as compute + round.
-      const bool slack = group.has_attribute("slack_seconds");
-      if (slack != group.has_attribute("tick_seconds")) {
-        data_error(cat(group.describe(), ": '", slack ? "slack_seconds" : "tick_seconds",
-                       "' without '", slack ? "tick_seconds" : "slack_seconds", "'"));
-      }
-      if (slack) {
-        round.slack = group.double_array_attribute("slack_seconds");
-        round.tick = group.double_array_attribute("tick_seconds");
-      }
+      read_busy_passes(group, round.slack, round.tick);
       if (const std::string problem = ps_round_problem(round); !problem.empty()) {
         data_error(
             cat(group.describe(), " (the ps round): ", problem, ": not a usable ps round model"));
@@ -548,6 +583,8 @@ CommModel comm_model_of(const CommModelRecords& records, const std::string& path
       model.allreduce_points = measured_times(records.allreduce.bytes, records.allreduce.seconds,
                                               records.allreduce.fit.beta);
     }
+    model.allreduce_busy = rounds_at_sizes(records.allreduce.bytes, records.allreduce.seconds,
+                                           records.allreduce.slack, records.allreduce.tick);
   }
   // Streamed messages (a sender that does not wait for a reply) by the stream's own points
   // (else its line): they pay no isolated round trip's latency each, and the line through 8 B
@@ -577,10 +614,7 @@ CommModel comm_model_of(const CommModelRecords& records, const std::string& path
     model.ps_round_alpha = round.fit.alpha;
     model.ps_round_beta = round.fit.beta;
     model.ps_round_points = measured_times(round.bytes, round.seconds, round.fit.beta);
-    for (std::size_t i = 0; i < round.slack.size(); ++i) {
-      model.ps_round_busy.push_back(
-          {round.bytes[i], round.seconds[i], round.slack[i], round.tick[i]});
-    }
+    model.ps_round_busy = rounds_at_sizes(round.bytes, round.seconds, round.slack, round.tick);
   }
   if (records.per_pair) {
     const auto n = static_cast<std::size_t>(records.ranks);

@@ -31,6 +31,18 @@
 
 namespace mbkit::train {
 
+namespace {
+// A file whose exchange moves in ticks hides a step's compute up to a slack known only at the
+// measured sizes.
+std::string not_measured_in_ticks(const std::string& file, const char* exchange,
+                                  std::uint64_t bytes) {
+  return cat("--comm-model ", file, ": its ", exchange,
+             " moves in ticks, but not measured at the gradient's ", bytes,
+             " bytes: timing a step as compute + exchange (mb-bench-bandwidth --fit --also-bytes ",
+             bytes, " measures its slack)");
+}
+}  // namespace
+
 // Cluster emulation: this rank's compute cost and the cost of a message.
 void TrainingRun::set_up_emulation() {
   compute_models_ = options_.compute_model;
@@ -56,18 +68,11 @@ void TrainingRun::set_up_emulation() {
                                            measure_idle_for(expected_slowest_round()));
     check_comm_model_for_run(comm_model_, role_.ranks(world_),
                              role_.async || options_.dbsl.enabled);
-    // A round that moves in ticks hides a step's compute up to a slack known only at the
-    // measured sizes.
     if (logs_ && comm_model_.ps_round_ticks() && !role_.async && !options_.dbsl.enabled &&
         !comm_model_.ps_round_at(gradient_bytes_, role_.workers, role_.servers) &&
         comm_model_.ps_round_at(comm_model_.ps_round_busy.front().bytes, role_.workers,
                                 role_.servers)) {
-      log::warn(cat("--comm-model ", comm_model_.file,
-                    ": its ps round moves in ticks, but not measured at the gradient's ",
-                    gradient_bytes_,
-                    " bytes: timing a step as compute + round (mb-bench-bandwidth "
-                    "--fit --also-bytes ",
-                    gradient_bytes_, " measures its slack)"));
+      log::warn(not_measured_in_ticks(comm_model_.file, "ps round", gradient_bytes_));
     }
     // A synchronous parameter server's worker copies the parameters it receives (the
     // message's per-byte part): CPU its quota pays under the kernel's model.
@@ -89,6 +94,10 @@ void TrainingRun::set_up_emulation() {
       if (!mpi_allreduce || comm_model_.allreduce_ranks != role_.workers) {
         comm_model_.allreduce_ranks = 0;
         comm_model_.allreduce_points = {};
+        comm_model_.allreduce_busy.clear();
+      } else if (logs_ && comm_model_.allreduce_ticks() &&
+                 !comm_model_.allreduce_at(gradient_bytes_, role_.workers)) {
+        log::warn(not_measured_in_ticks(comm_model_.file, "allreduce", gradient_bytes_));
       }
     }
   }

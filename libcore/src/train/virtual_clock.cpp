@@ -71,24 +71,58 @@ double CommModel::ps_message(std::uint64_t bytes, int workers, int servers) cons
   return ps_round_points.at(static_cast<double>(bytes)) / 2;
 }
 
-double CommModel::PsRoundAtSize::step(double busy) const {
+double CommModel::RoundAtSize::step(double busy) const {
   const double past = busy - slack;
   if (past <= 0) return round;
   return round + (tick > 0 ? tick * std::ceil(past / tick) : past);
 }
 
-const CommModel::PsRoundAtSize* CommModel::ps_round_at(std::uint64_t bytes, int workers,
-                                                       int servers) const {
-  if (!prices_ps_round(workers, servers)) return nullptr;
-  for (const PsRoundAtSize& at : ps_round_busy) {
+namespace {
+const CommModel::RoundAtSize* round_at(const std::vector<CommModel::RoundAtSize>& rounds,
+                                       std::uint64_t bytes) {
+  for (const CommModel::RoundAtSize& at : rounds) {
     if (at.bytes == static_cast<double>(bytes)) return &at;
   }
   return nullptr;
 }
 
+bool any_tick(const std::vector<CommModel::RoundAtSize>& rounds) {
+  return std::any_of(rounds.begin(), rounds.end(),
+                     [](const CommModel::RoundAtSize& at) { return at.tick > 0; });
+}
+
+std::string busy_text(const std::vector<CommModel::RoundAtSize>& rounds) {
+  return rounds.empty()     ? ""
+         : any_tick(rounds) ? ", some sizes in ticks (busy passes)"
+                            : ", busy passes";
+}
+
+std::string busy_spec(const std::vector<CommModel::RoundAtSize>& rounds) {
+  if (rounds.empty()) return "";
+  std::string text = " busy";
+  for (const CommModel::RoundAtSize& at : rounds) {
+    text += strprintf(" %.17g:%.17g:%.17g", at.bytes, at.slack, at.tick);
+  }
+  return text;
+}
+}  // namespace
+
+const CommModel::RoundAtSize* CommModel::ps_round_at(std::uint64_t bytes, int workers,
+                                                     int servers) const {
+  return prices_ps_round(workers, servers) ? round_at(ps_round_busy, bytes) : nullptr;
+}
+
 bool CommModel::ps_round_ticks() const {
-  return std::any_of(ps_round_busy.begin(), ps_round_busy.end(),
-                     [](const PsRoundAtSize& at) { return at.tick > 0; });
+  return any_tick(ps_round_busy);
+}
+
+const CommModel::RoundAtSize* CommModel::allreduce_at(std::uint64_t bytes, int ranks) const {
+  if (ranks < 2 || allreduce_ranks != ranks || allreduce_points.empty()) return nullptr;
+  return round_at(allreduce_busy, bytes);
+}
+
+bool CommModel::allreduce_ticks() const {
+  return any_tick(allreduce_busy);
 }
 
 double CommModel::streamed(std::uint64_t bytes) const {
@@ -153,7 +187,7 @@ std::string CommModel::describe() const {
           ? cat("; allreduce of ", allreduce_ranks, " ranks ",
                 allreduce_points.empty() ? "" : cat(allreduce_points.describe(), ", fitted "),
                 short_duration(allreduce_alpha), " + ", strprintf("%.3g", allreduce_beta * 1e9),
-                " ns/B", allreduce_points.empty() ? " (fitted)" : "")
+                " ns/B", allreduce_points.empty() ? " (fitted)" : "", busy_text(allreduce_busy))
           : "",
       streams
           ? cat("; streamed messages ",
@@ -164,10 +198,7 @@ std::string CommModel::describe() const {
       ps_round_ranks > 0
           ? cat("; ps round of ", ps_round_ranks, " ranks ", ps_round_points.describe(),
                 ", fitted ", short_duration(ps_round_alpha), " + ",
-                strprintf("%.3g", ps_round_beta * 1e9), " ns/B",
-                ps_round_busy.empty() ? ""
-                : ps_round_ticks()    ? ", some sizes in ticks (busy passes)"
-                                      : ", busy passes")
+                strprintf("%.3g", ps_round_beta * 1e9), " ns/B", busy_text(ps_round_busy))
           : "");
 }
 
@@ -184,7 +215,7 @@ std::string CommModel::spec() const {
   if (allreduce_ranks > 0) {
     text +=
         strprintf(" allreduce %d=%.17g,%.17g", allreduce_ranks, allreduce_alpha, allreduce_beta) +
-        allreduce_points.spec();
+        allreduce_points.spec() + busy_spec(allreduce_busy);
   }
   if (streams) {
     text += strprintf(" stream=%.17g,%.17g", stream_alpha, stream_beta) + stream_points.spec();
@@ -193,12 +224,7 @@ std::string CommModel::spec() const {
   if (ps_round_ranks > 0) {
     text += strprintf(" ps_round %d=%.17g,%.17g", ps_round_ranks, ps_round_alpha, ps_round_beta) +
             ps_round_points.spec();
-    if (!ps_round_busy.empty()) {
-      text += " busy";
-      for (const PsRoundAtSize& at : ps_round_busy) {
-        text += strprintf(" %.17g:%.17g:%.17g", at.bytes, at.slack, at.tick);
-      }
-    }
+    text += busy_spec(ps_round_busy);
   }
   return text;
 }
@@ -481,10 +507,20 @@ SyncStepTime sync_step_time(const std::vector<SyncWorkerTime>& workers, bool par
   } else {
     const double exchange = comm.allreduce(bytes, static_cast<int>(workers.size()));
     time.gather = last_ready + exchange;
-    time.end = time.gather + update;
     time.send = exchange;
     time.sends.assign(workers.size(), exchange);
     time.receives.assign(workers.size(), 0.0);
+    // Measured at this size with busy passes: the step up to the sum, as the ps round's (the
+    // update comes after it on every rank); a send overlaps the compute hidden.
+    if (const auto* at = comm.allreduce_at(bytes, static_cast<int>(workers.size()))) {
+      time.gather = at->step(last_ready);
+      for (std::size_t i = 0; i < workers.size(); ++i) {
+        if (!workers[i].used) continue;
+        time.sends[i] = std::min(exchange, time.gather - workers[i].delay - workers[i].compute);
+      }
+      time.send = std::min(exchange, time.gather - last_ready);
+    }
+    time.end = time.gather + update;
   }
   for (std::size_t i = 0; i < workers.size(); ++i) {
     const auto& w = workers[i];

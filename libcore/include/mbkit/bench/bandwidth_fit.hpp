@@ -33,13 +33,14 @@ struct PingPong {
 PingPong measure_ping_pong(comm::World& world, const std::vector<std::size_t>& sizes,
                            const MeasureOptions& options);
 
-/// Collective: an MPI allreduce (sum of floats, comm::World::allreduce_sum as the trainers'
-/// --allreduce mpi step calls it) of every rank at each size (bytes / 4 floats, at least one):
-/// `options.warmup_iters` untimed, then `options.iters_at(size)` timed, each after a rendezvous;
-/// an iteration lasts as long as its slowest rank's. Adds a row per size ("allreduce-world":
-/// time_us the median, min_us and max_us the fastest and slowest iteration; with
-/// options.check, the sum of an untimed iteration checked) and the points to
-/// `ping_pong.records.allreduce`.
+/// Collective (exchange_bench.cpp, as the ps round): the trainers' --allreduce mpi step of
+/// every rank (train::SyncExchange: the arrival message and barrier, then MPI's allreduce of
+/// the gradient, bytes / 4 floats, at least one): per size `options.warmup_iters` untimed then
+/// `options.iters_at(size)` timed steps back to back, an iteration its slowest rank's, then the
+/// busy passes of measure_ps_round with every rank computing. Adds a row per size
+/// ("allreduce-world": time_us the median, min_us and max_us the fastest and slowest
+/// iteration; with options.check, the sum of an untimed step checked) and the points, slack
+/// and tick to `ping_pong.records.allreduce`.
 void measure_fit_allreduce(comm::World& world, const std::vector<std::size_t>& sizes,
                            const MeasureOptions& options, PingPong& ping_pong);
 

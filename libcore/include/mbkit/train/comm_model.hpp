@@ -68,16 +68,24 @@ struct CommPairRecord {
 /// seconds = alpha + beta * bytes.
 /// Open MPI picks its algorithm by size and number of ranks, so a ring of messages of the
 /// point-to-point fit is no estimate of it.
+///
+/// The points are the trainers' own allreduce step (train::SyncExchange: the arrival message
+/// and barrier, then the allreduce), back to back, followed by busy passes as the ps round's
+/// (CommPsRoundRecord: every rank computes before the step); files written before timed the
+/// allreduce alone after a rendezvous, and have no slack or tick.
 struct CommAllreduceRecord {
   int ranks = 0;  ///< 0: not measured (a file from before --fit timed the allreduce)
   std::vector<double> bytes;
   std::vector<double> seconds;
+  std::vector<double> slack;  ///< per point; none in a file from before the busy passes
+  std::vector<double> tick;   ///< per point, 0 where the step grew with the compute
   CommModelFit fit;
 };
 
 /// Why an allreduce measurement cannot time the allreduce, or "" when it can. With points: they
 /// are usable (measured_times_problem) and the line's alpha and beta finite, whatever its r^2 or
-/// sign, since the points price it and the line is only shown beside them. Without points (a
+/// sign, since the points price it and the line is only shown beside them, and its busy passes
+/// as a ps round's (ps_round_problem). Without points (a
 /// file from before they were kept): comm_fit_problem of its line.
 std::string allreduce_problem(const CommAllreduceRecord& allreduce);
 
@@ -146,7 +154,7 @@ std::string async_cycle_problem(const CommAsyncRecord& cycle);
 /// grows with the compute). On the README's setting 2 the round moves in the kernel's 4 ms
 /// ticks (24.0 ms at 814 kB and 1 Gbit/s with 0 or 1.3 ms of compute first, 28.0 with 3 ms):
 /// a step is the round, then a whole tick for each tick (or part) its compute exceeds the
-/// slack by (CommModel::PsRoundAtSize::step). Files from before have none.
+/// slack by (CommModel::RoundAtSize::step). Files from before have none.
 struct CommPsRoundRecord {
   int ranks = 0;  ///< 0: not measured (a file from before --fit timed the round)
   std::vector<double> bytes;

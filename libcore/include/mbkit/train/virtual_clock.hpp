@@ -52,8 +52,22 @@ struct CommModel {
   /// A file's fit of MPI's allreduce of `allreduce_ranks` ranks: allreduce_alpha +
   /// allreduce_beta * bytes, or its points where there are. 0: none (a ring of messages).
   int allreduce_ranks = 0;
+  /// A ps round or allreduce step at one measured size with its busy passes
+  /// (CommPsRoundRecord's slack, tick).
+  struct RoundAtSize {
+    double bytes = 0;
+    double round = 0;  ///< the idle round
+    double slack = 0;  ///< the compute before it the step hides
+    double tick = 0;   ///< what the step grows by at once past the slack (0: with the compute)
+    /// A step whose slowest worker computes `busy` seconds before the exchange: the round up to
+    /// the slack, then a whole tick for each tick or part of one beyond it (busy + round
+    /// where slack and tick are 0).
+    double step(double busy) const;
+  };
   double allreduce_alpha = 0, allreduce_beta = 0;
   MeasuredTimes allreduce_points{};
+  /// The allreduce's busy passes per measured size (none in a file from before them).
+  std::vector<RoundAtSize> allreduce_busy{};
   /// A file's fit of streamed messages (windows of back-to-back sends, comm_model.hpp's
   /// CommStreamRecord): stream_alpha + stream_beta * bytes. false: none (streamed() is
   /// message()).
@@ -72,19 +86,8 @@ struct CommModel {
   int ps_round_ranks = 0;
   double ps_round_alpha = 0, ps_round_beta = 0;
   MeasuredTimes ps_round_points{};
-  /// The round at one measured size with its busy passes (CommPsRoundRecord's slack, tick).
-  struct PsRoundAtSize {
-    double bytes = 0;
-    double round = 0;  ///< the idle round
-    double slack = 0;  ///< the compute before it the step hides
-    double tick = 0;   ///< what the step grows by at once past the slack (0: with the compute)
-    /// A step whose slowest worker computes `busy` seconds before the round: the round up to
-    /// the slack, then a whole tick for each tick or part of one beyond it (busy + round
-    /// where slack and tick are 0).
-    double step(double busy) const;
-  };
   /// Per measured size, in the file's order; none in a file from before the busy passes.
-  std::vector<PsRoundAtSize> ps_round_busy{};
+  std::vector<RoundAtSize> ps_round_busy{};
 
   double message(std::uint64_t bytes) const { return one_way(static_cast<double>(bytes)); }
   /// A message between ranks `from` and `to`: its pair's cost in a per-pair model.
@@ -101,9 +104,14 @@ struct CommModel {
   /// The round's busy passes at exactly `bytes` where ps_message prices the step by the round
   /// and the file measured that size with them (mb-bench-bandwidth --also-bytes), else none:
   /// between measured sizes the slack and tick are unknown.
-  const PsRoundAtSize* ps_round_at(std::uint64_t bytes, int workers, int servers) const;
+  const RoundAtSize* ps_round_at(std::uint64_t bytes, int workers, int servers) const;
   /// Whether the file measured the round's busy passes and some size's step moved in ticks.
   bool ps_round_ticks() const;
+  /// The allreduce's busy passes at exactly `bytes` where allreduce() prices `ranks` ranks by
+  /// the file's points and the file measured that size with them, else none.
+  const RoundAtSize* allreduce_at(std::uint64_t bytes, int ranks) const;
+  /// Whether the allreduce's busy passes found some size's step moving in ticks.
+  bool allreduce_ticks() const;
   /// A message of a stream, whose sender sends the next without waiting for a reply (the
   /// asynchronous workers' gradients, the master's parameters to them): the stream's points,
   /// or its line, where there is one, else message(bytes).
