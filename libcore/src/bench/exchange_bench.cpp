@@ -379,21 +379,42 @@ TimedRound time_round(comm::World& world, const Mode& mode, std::size_t count,
   return timed;
 }
 
-Row round_row(const char* op, std::size_t count, const std::vector<double>& slowest,
-              double bus_times_alg, std::int64_t wrong) {
-  const double median = median_of_sorted(slowest);
-  Row row;
-  row.op = op;
-  row.count = count;
-  row.bytes = count * sizeof(float);
-  row.type = "float";
-  row.avg_us = median * 1e6;
-  row.min_us = slowest.front() * 1e6;
-  row.max_us = slowest.back() * 1e6;
-  row.algbw_gbps = static_cast<double>(row.bytes) / median * 1e-9;
-  row.busbw_gbps = bus_times_alg * row.algbw_gbps;
-  row.wrong = wrong;
-  return row;
+// Per size, a row (`op`, busbw `bus_times_alg` times algbw) and the record's points, slack and
+// tick, of the exchange `mode` timed as a step (time_round). Record: CommPsRoundRecord or
+// CommAllreduceRecord.
+template <typename Record>
+void measure_rounds(comm::World& world, const std::vector<std::size_t>& sizes,
+                    const MeasureOptions& options, const Mode& mode, const char* op,
+                    double bus_times_alg, std::vector<Row>& rows, Record& record) {
+  record = {};
+  record.ranks = world.size();
+  for (const std::size_t size : sizes) {
+    const std::size_t count = std::max<std::size_t>(size / sizeof(float), 1);
+    TimedRound timed;
+    try {
+      timed = time_round(world, mode, count, options);
+    } catch (const std::bad_alloc&) {
+      throw BuffersDoNotFit(op, count * sizeof(float), 0);
+    }
+    world.allreduce_sum(std::span<std::int64_t>(&timed.wrong, 1));
+    const double median = median_of_sorted(timed.slowest);
+    Row row;
+    row.op = op;
+    row.count = count;
+    row.bytes = count * sizeof(float);
+    row.type = "float";
+    row.avg_us = median * 1e6;
+    row.min_us = timed.slowest.front() * 1e6;
+    row.max_us = timed.slowest.back() * 1e6;
+    row.algbw_gbps = static_cast<double>(row.bytes) / median * 1e-9;
+    row.busbw_gbps = bus_times_alg * row.algbw_gbps;
+    row.wrong = timed.wrong;
+    rows.push_back(row);
+    record.bytes.push_back(static_cast<double>(row.bytes));
+    record.seconds.push_back(median);
+    record.slack.push_back(timed.slack);
+    record.tick.push_back(timed.tick);
+  }
 }
 
 }  // namespace
@@ -401,48 +422,16 @@ Row round_row(const char* op, std::size_t count, const std::vector<double>& slow
 void measure_ps_round(comm::World& world, const std::vector<std::size_t>& sizes,
                       const MeasureOptions& options, PingPong& ping_pong) {
   MBKIT_CHECK(world.size() >= 2, "the ps round needs 2 ranks");
-  train::CommPsRoundRecord& record = ping_pong.records.ps_round;
-  record = {};
-  record.ranks = world.size();
-  for (const std::size_t size : sizes) {
-    const std::size_t count = std::max<std::size_t>(size / sizeof(float), 1);
-    TimedRound timed;
-    try {
-      timed = time_round(world, Mode("ps"), count, options);
-    } catch (const std::bad_alloc&) {
-      throw BuffersDoNotFit("ps-round", count * sizeof(float), 0);
-    }
-    world.allreduce_sum(std::span<std::int64_t>(&timed.wrong, 1));
-    // busbw twice algbw: the gradient to the server, the parameters back.
-    ping_pong.rows.push_back(round_row("ps-round", count, timed.slowest, 2, timed.wrong));
-    record.bytes.push_back(static_cast<double>(count * sizeof(float)));
-    record.seconds.push_back(median_of_sorted(timed.slowest));
-    record.slack.push_back(timed.slack);
-    record.tick.push_back(timed.tick);
-  }
+  // busbw twice algbw: the gradient to the server, the parameters back.
+  measure_rounds(world, sizes, options, Mode("ps"), "ps-round", 2, ping_pong.rows,
+                 ping_pong.records.ps_round);
 }
 
 void measure_fit_allreduce(comm::World& world, const std::vector<std::size_t>& sizes,
                            const MeasureOptions& options, PingPong& ping_pong) {
-  train::CommAllreduceRecord& record = ping_pong.records.allreduce;
-  record = {};
-  record.ranks = world.size();
-  for (const std::size_t size : sizes) {
-    const std::size_t count = std::max<std::size_t>(size / sizeof(float), 1);
-    TimedRound timed;
-    try {
-      timed = time_round(world, Mode("allreduce-mpi"), count, options);
-    } catch (const std::bad_alloc&) {
-      throw BuffersDoNotFit("allreduce-world", count * sizeof(float), 0);
-    }
-    world.allreduce_sum(std::span<std::int64_t>(&timed.wrong, 1));
-    ping_pong.rows.push_back(round_row("allreduce-world", count, timed.slowest,
-                                       bus_factor(Op::kAllreduce, world.size()), timed.wrong));
-    record.bytes.push_back(static_cast<double>(count * sizeof(float)));
-    record.seconds.push_back(median_of_sorted(timed.slowest));
-    record.slack.push_back(timed.slack);
-    record.tick.push_back(timed.tick);
-  }
+  measure_rounds(world, sizes, options, Mode("allreduce-mpi"), "allreduce-world",
+                 bus_factor(Op::kAllreduce, world.size()), ping_pong.rows,
+                 ping_pong.records.allreduce);
 }
 
 }  // namespace mbkit::bench
