@@ -68,10 +68,12 @@ void TrainingRun::set_up_emulation() {
                                            measure_idle_for(expected_slowest_round()));
     check_comm_model_for_run(comm_model_, role_.ranks(world_),
                              role_.async || options_.dbsl.enabled);
-    if (logs_ && comm_model_.ps_round_ticks() && !role_.async && !options_.dbsl.enabled &&
-        !comm_model_.ps_round_at(gradient_bytes_, role_.workers, role_.servers) &&
+    // (ps_round_at of a measured size: whether the file's round prices this run's ps step.)
+    if (logs_ && role_.parameter_server && !role_.async && !options_.dbsl.enabled &&
+        comm_model_.ps_round_ticks() &&
         comm_model_.ps_round_at(comm_model_.ps_round_busy.front().bytes, role_.workers,
-                                role_.servers)) {
+                                role_.servers) &&
+        !comm_model_.ps_round_at(gradient_bytes_, role_.workers, role_.servers)) {
       log::warn(not_measured_in_ticks(comm_model_.file, "ps round", gradient_bytes_));
     }
     // A synchronous parameter server's worker copies the parameters it receives (the

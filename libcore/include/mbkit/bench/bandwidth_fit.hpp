@@ -89,11 +89,11 @@ void measure_async_cycle(comm::World& world, const std::vector<std::size_t>& siz
 /// long as its slowest worker's. Adds a row per size ("ps-round": time_us the median, min_us and
 /// max_us the fastest and slowest iteration; busbw twice algbw: a gradient and the parameters)
 /// and the points to `ping_pong.records.ps_round`. With options.check, the parameters of an
-/// untimed step are checked on every worker (column wrong). Then busy passes of half as many
-/// steps (at least 5), the workers spinning train::kPsBusyStep, twice as long, ... (at most
-/// train::kPsBusyMost) before each, until a pass's median step is longer than the idle round
-/// by half a busy step: the record's slack and tick at the size (train::CommPsRoundRecord).
-/// Needs 2 ranks or more.
+/// untimed step are checked on every worker (column wrong). Then busy passes of as many steps,
+/// the workers spinning train::kPsBusyStep before each, one kPsBusyStep longer each pass (at
+/// most train::kPsBusyMost), until a pass's median step is longer than the idle round by half
+/// a busy step and, where an earlier pass hid the compute, the next pass is too: the record's
+/// slack and tick at the size (train::CommPsRoundRecord). Needs 2 ranks or more.
 void measure_ps_round(comm::World& world, const std::vector<std::size_t>& sizes,
                       const MeasureOptions& options, PingPong& ping_pong);
 
