@@ -49,13 +49,18 @@ cgroup_cpu_per_step.py measures the steps' CPU without the start-up).
         [--batch-size 256] [--induce 0.05:0.01:1] [--target 0.6] [--data FILE] [--keep DIR]
         [--slow-factor 2] [--cfs-periods 100000,10000,2000] [--compute-fit auto|min|median|mean]
         [--repeats 1] [--link-rates 1gbit,10gbit] [--measured-model] [--stream-baseline]
-        [--cycle-baseline] [--no-warmup]
+        [--cycle-baseline] [--no-warmup] [--no-loader]
         [--setting3-emulation quota,quota-spin,slowdown] [--unthrottled-baseline]
 
 Every emulation's compute model has the first step's warm-up W (--compute-model A,B,W), the
 extra seconds of mb-bench-partitions' first step at the run's batch size: a real trainer's
 step 0 pays the backend's and the memory's one-time costs (mlp, batch 256: about 49 ms against
-1.5 ms a step after, and twice that under half a core); --no-warmup leaves it out.
+1.5 ms a step after, and twice that under half a core); --no-warmup leaves it out. And the
+loader thread's CPU L (--compute-model A,B,W,L): mb-bench-partitions' load_ms at the run's
+batch size over the batch, the CPU that the trainers' loader spends preparing the next batch
+on a thread of its own, beside the compute (mlp, batch 256: about 0.24 ms a batch): no time
+of the step's where a core is free, but a CPU quota pays it (setting 3); --no-loader leaves it
+out.
 """
 
 import argparse
@@ -105,7 +110,7 @@ def gradient_bytes(data, model):
 
 
 def fit_compute_model(data, model, batch_size, processes=3):
-    """({"min": (a, b, r^2), "median": ..., "mean": ...}, W): t(B) = a B + b in seconds, fitted by
+    """({"min": (a, b, r^2), "median": ..., "mean": ...}, W, L): t(B) = a B + b in seconds, fitted by
     least squares to the fastest, the median and the mean steps mb-bench-partitions measures on one core
     over batch sizes around the run's, each point the median over `processes` processes one
     after the other (one process's median step at batch 256 moved from 1.23 to 1.47 ms between
@@ -113,12 +118,14 @@ def fit_compute_model(data, model, batch_size, processes=3):
     scheduler shares the core among them and the other jobs, as it does a worker that computes
     without pause (setting 3), while a worker that sleeps between rounds (its --induce delay,
     setting 1) gets the core at once when it wakes and computes as fast as the fastest steps.
-    W: measure_warmup's."""
+    W: measure_warmup's. The third value: --compute-model's L, the loader thread's CPU seconds a
+    sample (the median over the processes of load_ms at the run's batch size over the batch)."""
     others = sorted({max(8, batch_size // 4), max(8, batch_size // 2), 2 * batch_size} -
                     {batch_size})
     sizes = [batch_size, *others]
     # (batch, partitions) -> statistic -> one value a process
     points = {}
+    loads = []  # the loader thread's CPU a batch at the run's batch size, a process each
     for process in range(processes):
         with tempfile.TemporaryDirectory(prefix="agreement-partitions-") as scratch:
             steps_file = os.path.join(scratch, "partitions.h5")
@@ -145,8 +152,10 @@ def fit_compute_model(data, model, batch_size, processes=3):
             point["median"].append(float(r["step_ms_median"]) / 1e3)
             point["mean"].append(means[key])
             if key[0] == batch_size and key[1] == 1:
+                loads.append(float(r["load_ms"]) / 1e3)
                 print(f"# compute calibration, process {process + 1} of {processes}: median step "
-                      f"at batch {batch_size} {float(r['step_ms_median']):.3f} ms")
+                      f"at batch {batch_size} {float(r['step_ms_median']):.3f} ms, the loader's "
+                      f"thread {float(r['load_ms']):.3f} ms a batch beside it")
     fits = {}
     for statistic in ("min", "median", "mean"):
         xy = [(float(batch), statistics.median(values[statistic]))
@@ -160,7 +169,8 @@ def fit_compute_model(data, model, batch_size, processes=3):
         total = sum((y - mean_y) ** 2 for _, y in xy)
         residual = sum((y - a * x - b) ** 2 for x, y in xy)
         fits[statistic] = (a, b, 1 - residual / total if total > 0 else 1.0)
-    return fits, measure_warmup(data, model, batch_size)
+    loader = statistics.median(loads) / batch_size if loads else 0.0
+    return fits, measure_warmup(data, model, batch_size), loader
 
 
 def measure_warmup(data, model, batch_size, processes=5):
@@ -511,6 +521,9 @@ def main():
     parser.add_argument("--no-warmup", action="store_true",
                         help="emulate without the first step's warm-up (--compute-model A,B "
                              "instead of A,B,W: as before it was modelled)")
+    parser.add_argument("--no-loader", action="store_true",
+                        help="emulate without the loader thread's CPU (--compute-model A,B,W "
+                             "instead of A,B,W,L: as before it was modelled)")
     parser.add_argument("--compute-fit", choices=("auto", "min", "median", "mean"), default="auto",
                         help="fit the compute model to mb-bench-partitions' fastest, median "
                              "or mean steps (auto: fastest for setting 1, whose workers sleep "
@@ -527,10 +540,12 @@ def main():
         data = args.data or os.path.join(directory, "fmnist.h5")
         if not args.data and not os.path.exists(data):
             run([tool("mb-dataset"), "-q", "fetch", "fashion-mnist", "-o", data])
-        fits, warmup = fit_compute_model(data, args.model, args.batch_size,
-                                         args.calibration_processes)
+        fits, warmup, loader = fit_compute_model(data, args.model, args.batch_size,
+                                                 args.calibration_processes)
         if args.no_warmup:
             warmup = 0.0
+        if args.no_loader:
+            loader = 0.0
         common = ["--data", data, "--model", args.model, "--batch-size", str(args.batch_size),
                   "--steps", str(args.steps), "--threads", "1", "--eval-every",
                   str(args.eval_every), "--test-size", "1000", "--test-sample", "fixed",
@@ -541,7 +556,12 @@ def main():
             if statistic == "auto":
                 statistic = "min" if setting == 1 else "median"
             a, b, _ = fits[statistic]
-            return ["--compute-model", f"{a!r},{b!r}" + (f",{warmup!r}" if warmup > 0 else "")]
+            spec = f"{a!r},{b!r}"
+            if warmup > 0 or loader > 0:
+                spec += f",{warmup!r}"
+            if loader > 0:
+                spec += f",{loader!r}"
+            return ["--compute-model", spec]
 
         def trainer_command(trainer, clock, log, extra, wrap=None, link=None):
             command = [tool(trainer), *common, "--clock", clock, *extra, "--log", log]
@@ -570,6 +590,11 @@ def main():
         print(f"# the first step's warm-up W = {warmup * 1e3:.1f} ms (mb-bench-partitions' first "
               f"step at batch {args.batch_size} less its median, the median of 5 processes"
               f"{'; left out: --no-warmup' if args.no_warmup else ''})")
+        batch_load = loader * 1e3 * args.batch_size
+        print(f"# the loader thread's CPU L = {loader * 1e6:.3f} us a sample ({batch_load:.3f} ms "
+              f"a batch of {args.batch_size}, beside the compute: it spends a CPU quota's "
+              f"budget; mb-bench-partitions' load_ms"
+              f"{'; left out: --no-loader' if args.no_loader else ''})")
         if 1 in settings:
             time_limit = args.amb_time_limit
             if time_limit is None:

@@ -4,6 +4,8 @@
 // errors for bad lists, models and batch sizes.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <sstream>
 #include <string>
 #include <vector>
@@ -60,8 +62,8 @@ PartitionsRun sample_run() {
   run.steps = 3;
   run.warmup_steps = 1;
   run.seed = 7;
-  run.rows.push_back({0, {64, 2}, {0.01, 0.02, 0.03}, 0.09});
-  run.rows.push_back({1, {64, 2}, {0.04, 0.05, 0.06}, 0.08});
+  run.rows.push_back({0, {64, 2}, {0.01, 0.02, 0.03}, 0.09, 0.0});
+  run.rows.push_back({1, {64, 2}, {0.04, 0.05, 0.06}, 0.08, 0.0004});
   return run;
 }
 
@@ -79,6 +81,8 @@ TEST(PartitionsFile, ReadsBackWhatWasWritten) {
   EXPECT_EQ(back.rows[1].split, (Split{64, 2}));
   EXPECT_EQ(back.rows[1].seconds, (std::vector<double>{0.04, 0.05, 0.06}));
   EXPECT_EQ(back.rows[1].first_seconds, 0.08);
+  EXPECT_EQ(back.rows[1].load_seconds, 0.0004);
+  EXPECT_EQ(back.rows[0].load_seconds, 0.0);
   const io::File file = io::File::open(path);
   EXPECT_EQ(file.open_dataset("micro_batch").read<std::int64_t>(),
             (std::vector<std::int64_t>{32, 32}));
@@ -102,6 +106,7 @@ TEST(PartitionsTable, ColumnsAndUnits) {
   EXPECT_NEAR(fields[5], 50, 1e-9);         // median step, ms
   EXPECT_NEAR(fields[8], 50e3 / 64, 1e-3);  // median per sample, us
   EXPECT_NEAR(fields[10], 80, 1e-9);        // the first (warm-up) step, ms
+  EXPECT_NEAR(fields[11], 0.4, 1e-9);       // the loader thread's CPU a batch, ms
 }
 
 class PartitionsTool : public ::testing::Test {
@@ -143,6 +148,13 @@ TEST_F(PartitionsTool, TimesEverySplitAndWritesTheFile) {
   }
   EXPECT_EQ(run.threads, 1);
   EXPECT_NE(out.str().find(results::partitions_columns()), std::string::npos);
+  // The loader prefetches on its own thread here (--prefetch auto, the process not pinned to
+  // one core) or loads inline (pinned): its CPU a batch is measured either way, 0 inline.
+  for (const auto& row : run.rows) {
+    EXPECT_FALSE(std::isnan(row.load_seconds));
+    EXPECT_GE(row.load_seconds, 0);
+    EXPECT_LT(row.load_seconds, 1.0);
+  }
 }
 
 TEST_F(PartitionsTool, BadInputIsAUsageError) {

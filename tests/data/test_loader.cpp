@@ -265,6 +265,26 @@ TEST(DataLoader, TheBatchStaysValidWhileThePrefetchThreadRunsAhead) {
   EXPECT_EQ(loader.next().index, 1);
 }
 
+TEST(DataLoader, CountsItsThreadsCpuForEveryBatchItPrepares) {
+  test::TempDir dir;
+  auto options = indexed_options(write_indexed_dataset(dir, 400), 100);
+  options.augment = crop_and_flip_options(4);
+  options.prefetch = 2;
+  DataLoader loader(options);
+  for (int i = 0; i < 20; ++i) loader.next();
+  // The 20 batches taken and up to 2 ahead (the last may still be in the making).
+  const auto cpu = loader.producer_cpu();
+  EXPECT_GE(cpu.batches, 20);
+  EXPECT_LE(cpu.batches, 22);
+  EXPECT_GT(cpu.seconds, 0);
+  // Inline, the caller's thread prepares them: nothing beside it.
+  options.prefetch = 0;
+  DataLoader inline_loader(options);
+  for (int i = 0; i < 5; ++i) inline_loader.next();
+  EXPECT_EQ(inline_loader.producer_cpu().batches, 0);
+  EXPECT_EQ(inline_loader.producer_cpu().seconds, 0.0);
+}
+
 TEST(DataLoader, NormalisesWithTheFileMeanAndStd) {
   test::TempDir dir;
   ImagesSynthOptions synth;

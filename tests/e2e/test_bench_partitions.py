@@ -1,9 +1,11 @@
 """mb-bench-partitions on a small synthetic dataset: the table read the way scripts read it, the
 -o file read back with h5py (every (B, P) pair on every rank, positive step times), the run
-under mpirun -n 3 with a row per rank, and bad lists, models and batch sizes refused with one
+under mpirun -n 3 with a row per rank, the loader thread's CPU a batch (0 in a process pinned
+to one core, which loads inline), and bad lists, models and batch sizes refused with one
 line and exit status 2."""
 
 import math
+import os
 import re
 import shutil
 import unittest
@@ -36,7 +38,7 @@ class BenchPartitions(mbtest.ToolTestCase):
         self.assertSucceeded(result)
         columns, rows = mbtest.parse_table(result.out, float)
         self.assertEqual(columns[:4], ["rank", "batch", "partitions", "micro_batch"])
-        self.assertEqual(columns[-2:], ["sample_us_max", "step_ms_first"])
+        self.assertEqual(columns[-3:], ["sample_us_max", "step_ms_first", "load_ms"])
         self.assertEqual(len(rows), 9 * 3)
         self.assertEqual(sorted({int(r["rank"]) for r in rows}), [0, 1, 2])
         for row in rows:
@@ -62,6 +64,26 @@ class BenchPartitions(mbtest.ToolTestCase):
         self.assertEqual({p[0] for p in points}, {"time-per-step", "time-per-sample"})
         self.assertEqual(len(points), 2 * 9)  # a point per (B, P) in each panel
         self.assertNoStrayFiles()
+
+    def test_the_loaders_cpu_is_measured_beside_the_step_or_zero_inline(self):
+        # --prefetch auto: a thread of its own, unless the process is pinned to one core, where
+        # the step loads inline (its time then in the step's).
+        def load(*prefix):
+            result = mbtest.run([*prefix, mbtest.tool("mb-bench-partitions"), "--data",
+                                 self.path("d.h5"), "--threads", "1", "--steps", "6", "--model",
+                                 "mlp", "--batch-sizes", "16", "-o", self.path("l.h5"), "-f"],
+                                cwd=self.dir, env=self.env)
+            self.assertSucceeded(result)
+            _, rows = mbtest.parse_table(result.out, float)
+            with h5py.File(self.path("l.h5"), "r") as f:
+                self.assertAlmostEqual(f["load_time"][0] * 1e3, rows[0]["load_ms"],
+                                       delta=0.0005 + 1e-9)  # printed to 3 places
+                return f["load_time"][0]
+        if len(os.sched_getaffinity(0)) >= 2:
+            self.assertGreater(load(), 0)
+        taskset = shutil.which("taskset")
+        if taskset:
+            self.assertEqual(load(taskset, "-c", str(min(os.sched_getaffinity(0)))), 0)
 
     def test_without_warm_up_steps_the_first_step_is_nan(self):
         result = mbtest.run([mbtest.tool("mb-bench-partitions"), "--data", self.path("d.h5"),

@@ -5,7 +5,8 @@ then it is runnable only in the first QUOTA seconds of each period), carried fro
 uniformly slower CPU; for FMB, AMB and the asynchronous master alike. A resumed run restores the
 budget from its checkpoint and has the straight run's bits, in one process and in shares under
 mpirun. The wall clock refuses the flag (a real cgroup does it there), and so does a worker rank
-of its own under mpirun, which does not keep the emulated clock."""
+of its own under mpirun, which does not keep the emulated clock. The compute model's L, the
+loader thread's CPU beside the compute, spends the budget and takes no time without one."""
 
 import json
 import shutil
@@ -90,6 +91,26 @@ class CpuQuota(mbtest.ToolTestCase):
                 np.testing.assert_allclose(log["workers"]["compute_time"],
                                            np.array([9.2, 9.2, 5.2, 5.2, 5.2, 5.2]) / 1e3,
                                            rtol=1e-6)
+
+    def test_the_loader_s_cpu_beside_the_compute_spends_the_quota_but_no_time_without_one(self):
+        # As the first test with --compute-model A,B,W,L of L = 31.25 us a sample: the loader's
+        # thread spends 1 ms of worker 2's budget as each round takes its batch of 32, beside
+        # the compute. Step 1 from 0: 1 ms beside, then [0, 1) [10, 12) [20, 22) [30, 30.2):
+        # ready 30.2, end 32.2. Its wait spins the period's rest away by 32: the next round from
+        # 40, 1 ms beside, [40, 41) ... [70, 70.2): end 72.2 (40.0), and so on. Without the
+        # quota the loader takes nothing from the step: 7.2 ms, as without L.
+        loading = ["--compute-model", "1e-4,2e-3,0,3.125e-5"]
+        for name, quota, times in (("quota", [*QUOTA, *SPIN], [32.2, 40.0, 40.0]),
+                                   ("free", [], [7.2, 7.2, 7.2])):
+            with self.subTest(name=name):
+                self.assertSucceeded(self.train("--comm", "ps", "--emulate", "2", "--batch-size",
+                                                "32", "--steps", "3", "--drop-last", *MODELS,
+                                                *loading, *quota, "--log", f"{name}.h5"))
+                log = read_log(self.path(f"{name}.h5"))
+                self.assertEqual(log["config"]["compute_model"], "0.0001,0.002,0,3.1250000000000001e-05")
+                np.testing.assert_allclose(log["steps"]["step_time"], np.array(times) / 1e3,
+                                           rtol=1e-6)
+                np.testing.assert_allclose(log["workers"]["compute_time"], 5.2e-3, rtol=1e-6)
 
     def test_the_run_s_last_lines_give_the_budget_s_totals(self):
         # The spinning worker above, 5 steps. Each round computes 5.2 ms (charged) in three

@@ -236,5 +236,49 @@ TEST(QuotaBudget, CountsTheCpuItChargedAndTheTimeItWasStopped) {
   EXPECT_EQ(spin.saved().size(), 3U);
 }
 
+// The loader's thread prepares the next batch beside the compute: no time of the worker's, but
+// the group's budget pays it, and past the quota later periods do before the worker runs.
+TEST(QuotaBudget, CpuBesideTheWorkerSpendsItsBudgetWithoutMovingItsTime) {
+  QuotaBudget budget = yielding();
+  budget.run(0.02);
+  budget.beside(0.01);
+  EXPECT_NEAR(budget.time, 0.02, kTight);
+  EXPECT_NEAR(budget.spent, 0.03, kTight);
+  EXPECT_NEAR(budget.charged, 0.03, kTight);
+  // 30 ms of compute: 20 ms left, to 0.04; stopped until 0.1; the last 10 ms from there.
+  EXPECT_NEAR(budget.run(0.03), 0.11, kTight);
+  // Without the loader's 10 ms the same compute ended within the period.
+  QuotaBudget alone = yielding();
+  alone.run(0.02);
+  EXPECT_NEAR(alone.run(0.03), 0.05, kTight);
+  // Nothing beside: nothing changes.
+  alone.beside(0.0);
+  EXPECT_NEAR(alone.spent, 0.05, kTight);
+}
+
+TEST(QuotaBudget, CpuBesideThePastQuotaIsADebtTheNextPeriodsPay) {
+  // 40 ms of compute, then 90 ms beside it: 80 ms past the quota of 50. The next period's 50
+  // ms pay 50 of it, the one after 30: the worker runs again at 0.2 with 20 ms left there.
+  QuotaBudget budget = yielding();
+  budget.run(0.04);
+  budget.beside(0.09);
+  EXPECT_NEAR(budget.run(0.01), 0.21, kTight);
+  EXPECT_EQ(budget.period, 2);
+  EXPECT_NEAR(budget.spent, 0.04, kTight);
+  EXPECT_NEAR(budget.stopped, 0.16, kTight);
+  // A worker that sleeps across the periods that pay finds its budget refilled by then.
+  QuotaBudget asleep = yielding();
+  asleep.run(0.04);
+  asleep.beside(0.06);  // 50 ms past the quota: the next period's whole budget
+  asleep.sleep(0.15);
+  EXPECT_NEAR(asleep.runnable(), 0.2, kTight);
+  QuotaBudget later = yielding();
+  later.run(0.04);
+  later.beside(0.06);
+  later.sleep(0.25);  // period 2: paid in full
+  EXPECT_NEAR(later.runnable(), 0.25, kTight);
+  EXPECT_NEAR(later.spent, 0.0, kTight);
+}
+
 }  // namespace
 }  // namespace mbkit::emulation

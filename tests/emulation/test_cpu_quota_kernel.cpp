@@ -139,5 +139,19 @@ TEST(KernelQuota, ItsStateIsFiveValuesThatRestoreReadsBack) {
                      "a CPU quota's state is 3 values (time, period, spent), not 5");
 }
 
+TEST(KernelQuota, CpuBesideTheWorkerIsTakenAtItsNextCheck) {
+  // The loader's 1.5 ms beside the worker at 0: unaccounted until a yielding wait checks it at
+  // once, which takes the pool's 1 ms and owes 0.5 ms: stopped until the refill of 2 ms repays
+  // it, 0.5 ms (less 1 ns) left in the pool.
+  QuotaBudget budget = fresh(kYield);
+  budget.beside(0.0015);
+  EXPECT_EQ(budget.time, 0.0);
+  EXPECT_NEAR(budget.unaccounted, 0.0015, kTight);
+  EXPECT_NEAR(budget.charged, 0.0015, kTight);
+  EXPECT_NEAR(budget.wait(0.0001), 0.002, kTight);
+  EXPECT_NEAR(budget.pool, 0.0005 - 1e-9, kTight);
+  EXPECT_EQ(budget.stops, 1);
+}
+
 }  // namespace
 }  // namespace mbkit::emulation

@@ -64,7 +64,24 @@ TEST(ComputeModels, AThirdValueIsTheFirstStepsWarmUp) {
   EXPECT_EQ(parse_compute_models(split(models.spec(), ' ')).spec(), models.spec());
   EXPECT_NE(models.describe().find("first step + 50 ms"), std::string::npos) << models.describe();
   EXPECT_MBKIT_ERROR(parse_compute_models({"1,1,-1"}), ExitCode::kUsage, "W: '-1' is negative");
-  EXPECT_MBKIT_ERROR(parse_compute_models({"1,1,1,1"}), ExitCode::kUsage, "not [RANKS=]A,B[,W]");
+  EXPECT_MBKIT_ERROR(parse_compute_models({"1,1,1,1,1"}), ExitCode::kUsage,
+                     "not [RANKS=]A,B[,W[,L]]");
+}
+
+TEST(ComputeModels, AFourthValueIsTheLoadersCpuPerSample) {
+  const auto models = parse_compute_models({"1e-4,2e-3,0,1e-6", "2=1e-4,2e-3,0.05"});
+  EXPECT_DOUBLE_EQ(models.for_rank(1)->loader, 1e-6);
+  EXPECT_DOUBLE_EQ(models.for_rank(1)->loader_cpu(256), 256e-6);
+  EXPECT_DOUBLE_EQ(models.for_rank(2)->loader, 0.0);
+  // Beside the compute: not in cost().
+  EXPECT_DOUBLE_EQ(models.for_rank(1)->cost(10), 1e-4 * 10 + 2e-3);
+  // W is written (0 here) where L follows it.
+  EXPECT_EQ(models.spec(),
+            "0.0001,0.002,0,9.9999999999999995e-07 2=0.0001,0.002,0.050000000000000003");
+  EXPECT_EQ(parse_compute_models(split(models.spec(), ' ')).spec(), models.spec());
+  EXPECT_NE(models.describe().find("loader CPU 0.001 ms/sample"), std::string::npos)
+      << models.describe();
+  EXPECT_MBKIT_ERROR(parse_compute_models({"1,1,0,-1"}), ExitCode::kUsage, "L: '-1' is negative");
 }
 
 TEST(ComputeModels, BadEntriesAndRanksAreUsageErrors) {

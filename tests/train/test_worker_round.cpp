@@ -195,6 +195,34 @@ TEST_F(WorkerRoundTest, ACpuQuotaStopsTheComputeWhenItsBudgetIsSpent) {
   }
 }
 
+// The loader's CPU (the model's L) is beside the compute: under a quota it spends the budget as
+// the round takes its batch; without one it changes nothing.
+TEST_F(WorkerRoundTest, TheLoadersCpuSpendsTheQuotaButNoTimeOfItsOwn) {
+  const emulation::QuotaWindow window{0.1, 0.2};
+  ComputeModel loading = kModel;
+  loading.loader = 0.005;  // 0.08 s for the batch of 16
+  auto data = loader();
+  auto net = network(*data);
+  auto rows = loader();
+  WorkerRound worker({*net, *rows, clock_, none_, loading, std::nullopt, 1, 0, 11, RoundRule{},
+                      nullptr, -1, emulation::QuotaBudget{window, 0.0}});
+  EXPECT_DOUBLE_EQ(worker.loader_cpu(), 0.08);
+  // The batch's 0.26 s with 0.02 of period 0 left: [0, 0.02), [0.2, 0.3), [0.4, 0.5), 0.04
+  // from 0.6: ready at 0.64 (0.46 without the loader, above).
+  const std::optional<double> predicted = worker.predict_ready();
+  const WorkerReport report = worker.run(0, 0);
+  EXPECT_NEAR(report.compute_time, 0.26, 1e-12);
+  EXPECT_NEAR(report.sleep_time + report.compute_time, 0.64, 1e-12);
+  ASSERT_TRUE(predicted.has_value());
+  EXPECT_EQ(report.sleep_time + report.compute_time, *predicted);
+  EXPECT_NEAR(worker.quota_budget()->charged, 0.34, 1e-12);
+  // No quota: the round is its compute.
+  auto free_rows = loader();
+  WorkerRound free({*net, *free_rows, clock_, none_, loading, std::nullopt, 1, 0, 11, RoundRule{}});
+  const WorkerReport unlimited = free.run(0, 0);
+  EXPECT_NEAR(unlimited.sleep_time + unlimited.compute_time, 0.26, 1e-12);
+}
+
 // --cpu-quota-tick: under the kernel's model a ps worker's copy of the parameters it receives
 // (QuotaBudget::receive) is CPU run as its wait ends. Half a core in periods of 0.2 s, a tick of
 // 10 s (none falls in these rounds: only the waits check the budget), a copy of 0.05 s.

@@ -32,8 +32,8 @@ StepTimer::StepTimer(const StepTimerOptions& options)
 
 StepTimer::~StepTimer() = default;
 
-std::vector<double> StepTimer::time_steps(const Split& split, int warmup, int steps,
-                                          double* first) {
+std::vector<double> StepTimer::time_steps(const Split& split, int warmup, int steps, double* first,
+                                          double* load) {
   if (first) *first = std::numeric_limits<double>::quiet_NaN();
   if (static_cast<std::uint64_t>(split.batch) > rows_) {
     usage_error(cat("--batch-sizes: ", split.batch, " is more than the ", rows_,
@@ -55,7 +55,9 @@ std::vector<double> StepTimer::time_steps(const Split& split, int warmup, int st
       options_.seed,
       train::RoundRule{true, split.micro_batch(), std::numeric_limits<double>::infinity()}});
   std::vector<double> seconds;
+  data::DataLoader::ProducerCpu loaded_before;
   for (int i = 0; i < warmup + steps; ++i) {
+    if (i == warmup) loaded_before = loader_->producer_cpu();
     const auto start = SteadyClock::now();
     const auto report = round.run(step_++, 0);
     optimizer_->step(net_->parameter_buffer(), net_->gradient_buffer(), options_.lr);
@@ -67,6 +69,13 @@ std::vector<double> StepTimer::time_steps(const Split& split, int warmup, int st
     }
     if (i >= warmup) seconds.push_back(elapsed);
     if (i == 0 && warmup > 0 && first) *first = elapsed;
+  }
+  if (load) {
+    // The batches the thread prepared meanwhile (it keeps --prefetch ahead of the steps).
+    const auto loaded = loader_->producer_cpu();
+    const auto batches = loaded.batches - loaded_before.batches;
+    *load =
+        batches > 0 ? (loaded.seconds - loaded_before.seconds) / static_cast<double>(batches) : 0.0;
   }
   return seconds;
 }

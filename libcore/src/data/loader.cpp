@@ -1,7 +1,10 @@
 #include "mbkit/data/loader.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <condition_variable>
+#include <cstring>
+#include <ctime>
 #include <deque>
 #include <exception>
 #include <initializer_list>
@@ -83,6 +86,10 @@ struct DataLoader::Impl {
   std::exception_ptr error;      ///< the producer's failure at produce_position, until seek()
   bool stopping = false;
   std::thread producer;
+  /// The producer's CPU seconds preparing batches, and how many it prepared (mb-bench-
+  /// partitions' load_ms: under a CPU quota this thread spends the worker's budget).
+  double producer_cpu_seconds = 0;
+  std::int64_t produced = 0;
 
   explicit Impl(LoaderOptions loader_options);
   ~Impl();
@@ -326,6 +333,17 @@ std::shared_ptr<Batch> DataLoader::Impl::take_spare() {
   return batch;
 }
 
+namespace {
+// This thread's CPU seconds (CLOCK_THREAD_CPUTIME_ID).
+double thread_cpu_now() {
+  timespec now{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now) != 0) {
+    fail(cat("clock_gettime(CLOCK_THREAD_CPUTIME_ID): ", std::strerror(errno)));
+  }
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
+}  // namespace
+
 void DataLoader::Impl::produce_loop() {
   EpochOrder order;
   const auto capacity = static_cast<std::size_t>(options.prefetch);
@@ -338,12 +356,16 @@ void DataLoader::Impl::produce_loop() {
     auto batch = take_spare();
     lock.unlock();
     std::exception_ptr failure;
+    const double cpu_before = thread_cpu_now();
     try {
       prepare(position, *batch, order);
     } catch (...) {
       failure = std::current_exception();
     }
+    const double cpu = thread_cpu_now() - cpu_before;
     lock.lock();
+    producer_cpu_seconds += cpu;
+    ++produced;
     if (generation != started_generation || failure) {
       spare.push_back(std::move(batch));
       // A failure after a seek belongs to a position nobody asks for any more.
@@ -433,6 +455,12 @@ int DataLoader::next_batch_size() const {
   const auto batch_size = static_cast<std::uint64_t>(impl.options.batch_size);
   const std::uint64_t first = static_cast<std::uint64_t>(impl.inline_position.index) * batch_size;
   return static_cast<int>(std::min(batch_size, impl.rows - first));
+}
+
+DataLoader::ProducerCpu DataLoader::producer_cpu() const {
+  Impl& impl = *impl_;
+  std::lock_guard lock(impl.mutex);
+  return {impl.producer_cpu_seconds, impl.produced};
 }
 
 int DataLoader::batch_size_ahead(std::int64_t ahead) const {

@@ -54,8 +54,9 @@ double QuotaWindow::compute_end(double start, double seconds) const {
 void QuotaBudget::enter(double to) {
   const double k = std::floor(to / limit.period);
   if (k > period) {
+    // Each period's refill pays what ran beside the worker past the last one's quota.
+    spent = std::max(0.0, spent - (k - period) * limit.quota);
     period = k;
-    spent = 0;
   }
 }
 
@@ -68,13 +69,32 @@ double QuotaBudget::runnable() {
   enter(time);
   if (spent >= limit.quota - window_slack(limit.period, time)) {
     const double from = time;
-    period += 1;
+    // Stopped until a period's refill leaves budget: the next one's, or as many more as the
+    // CPU run beside it past the quota takes.
+    const double owed = spent - limit.quota;
+    const double more = owed > 0 ? std::floor(owed / limit.quota) : 0.0;
+    period += 1 + more;
+    spent = std::max(0.0, owed - more * limit.quota);
+    if (spent >= limit.quota - window_slack(limit.period, time)) {
+      period += 1;
+      spent = 0;
+    }
     time = period * limit.period;
-    spent = 0;
     stopped += time - from;
     stops += 1;
   }
   return time;
+}
+
+void QuotaBudget::beside(double seconds) {
+  if (!(seconds > 0)) return;
+  charged += seconds;
+  if (tick > 0) {
+    unaccounted += seconds;
+    return;
+  }
+  enter(time);
+  spent += seconds;
 }
 
 double QuotaBudget::wait(double until) {

@@ -29,7 +29,7 @@ Spread spread_of(std::vector<double> values) {
 
 const char* partitions_columns() {
   return "# rank batch partitions micro_batch step_ms_min step_ms_median step_ms_max "
-         "sample_us_min sample_us_median sample_us_max step_ms_first";
+         "sample_us_min sample_us_median sample_us_max step_ms_first load_ms";
 }
 
 void write_partitions_table(std::ostream& out, const PartitionsRun& run) {
@@ -39,17 +39,19 @@ void write_partitions_table(std::ostream& out, const PartitionsRun& run) {
       << "# a step: P micro-batches of B/P samples and one update; " << run.steps
       << " timed steps after " << run.warmup_steps
       << " warm-up; min/median/max over steps; first: the first warm-up step (the first row's "
-         "is the process's first step)\n"
+         "is the process's first step); load: the loader thread's CPU a batch, beside the step\n"
       << partitions_columns() << "\n";
   for (const auto& row : run.rows) {
     const Spread s = spread_of(row.seconds);
     const double per_sample = 1e6 / row.split.batch;
     const std::string first =
         std::isnan(row.first_seconds) ? "nan" : strprintf("%.3f", row.first_seconds * 1e3);
-    out << strprintf("%4d %7d %10d %11d %11.3f %14.3f %11.3f %13.3f %16.3f %13.3f %13s\n", row.rank,
-                     row.split.batch, row.split.partitions, row.split.micro_batch(), s.min * 1e3,
-                     s.median * 1e3, s.max * 1e3, s.min * per_sample, s.median * per_sample,
-                     s.max * per_sample, first.c_str());
+    const std::string load =
+        std::isnan(row.load_seconds) ? "nan" : strprintf("%.3f", row.load_seconds * 1e3);
+    out << strprintf("%4d %7d %10d %11d %11.3f %14.3f %11.3f %13.3f %16.3f %13.3f %13s %7s\n",
+                     row.rank, row.split.batch, row.split.partitions, row.split.micro_batch(),
+                     s.min * 1e3, s.median * 1e3, s.max * 1e3, s.min * per_sample,
+                     s.median * per_sample, s.max * per_sample, first.c_str(), load.c_str());
   }
 }
 
@@ -76,9 +78,10 @@ void write_partitions_file(const std::string& path, const PartitionsRun& run) {
   file.set_attribute("libraries", libraries);
   const auto n = static_cast<hsize_t>(run.rows.size());
   std::vector<std::int64_t> rank, batch, partitions, micro;
-  std::vector<double> times, firsts;
+  std::vector<double> times, firsts, loads;
   for (const auto& row : run.rows) {
     firsts.push_back(row.first_seconds);
+    loads.push_back(row.load_seconds);
     rank.push_back(row.rank);
     batch.push_back(row.split.batch);
     partitions.push_back(row.split.partitions);
@@ -93,6 +96,7 @@ void write_partitions_file(const std::string& path, const PartitionsRun& run) {
   file.create_dataset<double>("step_time", {n, static_cast<hsize_t>(run.steps)})
       .write(std::span<const double>(times));
   file.create_dataset<double>("first_step_time", {n}).write(std::span<const double>(firsts));
+  file.create_dataset<double>("load_time", {n}).write(std::span<const double>(loads));
   file.close();
   output.commit();
 }
@@ -121,8 +125,10 @@ PartitionsRun read_partitions_file(const std::string& path) {
   const auto firsts = file.has("first_step_time")
                           ? file.open_dataset("first_step_time").read<double>()
                           : std::vector<double>(rank.size(), std::nan(""));
-  if (firsts.size() != rank.size()) {
-    data_error(cat(path, ": the columns rank and first_step_time disagree in length"));
+  const auto loads = file.has("load_time") ? file.open_dataset("load_time").read<double>()
+                                           : std::vector<double>(rank.size(), std::nan(""));
+  if (firsts.size() != rank.size() || loads.size() != rank.size()) {
+    data_error(cat(path, ": the columns rank, first_step_time and load_time disagree in length"));
   }
   const auto steps = static_cast<std::size_t>(run.steps);
   if (batch.size() != rank.size() || partitions.size() != rank.size() ||
@@ -135,6 +141,7 @@ PartitionsRun read_partitions_file(const std::string& path) {
     row.rank = static_cast<int>(rank[i]);
     row.split = {static_cast<int>(batch[i]), static_cast<int>(partitions[i])};
     row.first_seconds = firsts[i];
+    row.load_seconds = loads[i];
     row.seconds.assign(times.begin() + static_cast<std::ptrdiff_t>(i * steps),
                        times.begin() + static_cast<std::ptrdiff_t>((i + 1) * steps));
     run.rows.push_back(std::move(row));

@@ -53,7 +53,7 @@ void check_options(const PartitionsOptions& o) {
 // Every rank's times of one split, by rank (each rank measured itself).
 std::vector<mbkit::results::SplitTimes> gather_times(const comm::World& world, const Split& split,
                                                      const std::vector<double>& mine,
-                                                     double my_first) {
+                                                     double my_first, double my_load) {
   std::vector<mbkit::results::SplitTimes> rows(static_cast<std::size_t>(world.size()));
   for (int r = 0; r < world.size(); ++r) {
     rows[static_cast<std::size_t>(r)].rank = r;
@@ -65,6 +65,8 @@ std::vector<mbkit::results::SplitTimes> gather_times(const comm::World& world, c
   }
   const auto firsts = mbkit::bench::gather_seconds(world, my_first);
   for (std::size_t r = 0; r < firsts.size(); ++r) rows[r].first_seconds = firsts[r];
+  const auto loads = mbkit::bench::gather_seconds(world, my_load);
+  for (std::size_t r = 0; r < loads.size(); ++r) rows[r].load_seconds = loads[r];
   return rows;
 }
 
@@ -111,9 +113,11 @@ int run_bench_partitions(const PartitionsOptions& options, std::ostream& out) {
     run.seed = options.seed;
     for (const Split& split : splits) {
       world.barrier();  // every rank computes at once, as in a run
-      double first = 0;
-      const auto mine = timer.time_steps(split, options.warmup, options.steps, &first);
-      for (auto& row : gather_times(world, split, mine, first)) run.rows.push_back(std::move(row));
+      double first = 0, load = 0;
+      const auto mine = timer.time_steps(split, options.warmup, options.steps, &first, &load);
+      for (auto& row : gather_times(world, split, mine, first, load)) {
+        run.rows.push_back(std::move(row));
+      }
     }
     const auto devices = options.fit ? rank_devices(world, timer) : std::vector<RankDevice>{};
     if (world.rank() == 0) {

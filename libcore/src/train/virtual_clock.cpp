@@ -31,12 +31,15 @@ double non_negative(std::string_view field, const std::string& what) {
 std::string model_text(const ComputeModel& model) {
   return cat(short_duration(model.per_sample), "/sample + ", short_duration(model.per_batch),
              "/micro-batch",
-             model.warmup > 0 ? cat(", first step + ", short_duration(model.warmup)) : "");
+             model.warmup > 0 ? cat(", first step + ", short_duration(model.warmup)) : "",
+             model.loader > 0 ? cat(", loader CPU ", short_duration(model.loader), "/sample") : "");
 }
 
 std::string model_spec(const ComputeModel& model) {
-  const std::string spec = strprintf("%.17g,%.17g", model.per_sample, model.per_batch);
-  return model.warmup > 0 ? cat(spec, strprintf(",%.17g", model.warmup)) : spec;
+  std::string spec = strprintf("%.17g,%.17g", model.per_sample, model.per_batch);
+  if (model.warmup > 0 || model.loader > 0) spec += strprintf(",%.17g", model.warmup);
+  if (model.loader > 0) spec += strprintf(",%.17g", model.loader);
+  return spec;
 }
 
 }  // namespace
@@ -428,14 +431,16 @@ ComputeModels parse_compute_models(const std::vector<std::string>& entries) {
       range = std::pair<int, int>(static_cast<int>(first), static_cast<int>(last));
     }
     const auto fields = split(values, ',');
-    if (fields.size() != 2 && fields.size() != 3) {
+    if (fields.size() < 2 || fields.size() > 4) {
       usage_error(cat(what,
-                      ": not [RANKS=]A,B[,W] (seconds per sample, seconds per micro-batch, "
-                      "seconds a worker's first step computes more)"));
+                      ": not [RANKS=]A,B[,W[,L]] (seconds per sample, seconds per micro-batch, "
+                      "seconds a worker's first step computes more, the loader thread's CPU "
+                      "seconds per sample)"));
     }
     const ComputeModel model{non_negative(fields[0], what + " A"),
                              non_negative(fields[1], what + " B"),
-                             fields.size() == 3 ? non_negative(fields[2], what + " W") : 0.0};
+                             fields.size() >= 3 ? non_negative(fields[2], what + " W") : 0.0,
+                             fields.size() == 4 ? non_negative(fields[3], what + " L") : 0.0};
     if (range) {
       models.ranges.push_back({*range, model});
     } else {

@@ -22,10 +22,11 @@ void sleep_for(double seconds) {
 // start at the run's time 0), on a copy of the worker's budget. The round starts when the
 // worker can run, after the wait for it (the budget spent there if it spins), and never before
 // the last round's gradient left; its induced delay and --slowdown sleeps spend no budget; its
-// compute runs only while budget is left; its gradient leaves when it can run.
+// compute runs only while budget is left; its gradient leaves when it can run. As it takes its
+// batch, the loader's thread prepares the next one beside it (`loader_cpu`), from its budget.
 class QuotaTimeline {
  public:
-  QuotaTimeline(const emulation::QuotaBudget& budget, double start, double delay)
+  QuotaTimeline(const emulation::QuotaBudget& budget, double start, double delay, double loader_cpu)
       : budget_(budget), start_(start) {
     // Under the kernel's model the parameters' copy is CPU: the last `receive` seconds of the
     // wait (as far as it goes) are run, stopped where the budget is spent.
@@ -33,6 +34,7 @@ class QuotaTimeline {
     double ready = budget_.wait(start - copy);
     if (copy > 0) ready = budget_.run(copy);
     budget_.sleep(ready + delay);
+    budget_.beside(loader_cpu);
   }
 
   void compute(double cost, double extra) { budget_.sleep(budget_.run(cost) + extra); }
@@ -66,6 +68,12 @@ WorkerRound::WorkerRound(Parts parts)
   }
 }
 
+double WorkerRound::loader_cpu() const {
+  // The model's (the emulated worker's loader, not this process's, which may load inline).
+  if (!parts_.compute_model || parts_.compute_model->loader == 0) return 0.0;
+  return parts_.compute_model->loader_cpu(parts_.loader.batch_size_ahead(0));
+}
+
 void WorkerRound::skip_rounds(std::int64_t rounds) {
   if (!sampler_) return;
   for (std::int64_t r = 0; r < rounds; ++r) sampler_->next();
@@ -94,7 +102,7 @@ WorkerReport WorkerRound::run(std::int64_t at_step, double loss_scale) {
   std::optional<QuotaTimeline> quota;
   if (virtual_clock && budget_) {
     const double start = round_start_.value_or(parts_.clock.virtual_now());
-    quota.emplace(*budget_, start, report.sleep_time);
+    quota.emplace(*budget_, start, report.sleep_time, loader_cpu());
   }
   round_start_.reset();
   auto elapsed = [&] {
@@ -182,7 +190,8 @@ std::optional<double> WorkerRound::predict_ready() {
   double sleep = emulated, compute = 0;
   std::optional<QuotaTimeline> quota;
   if (budget_) {
-    quota.emplace(*budget_, round_start_.value_or(parts_.clock.virtual_now()), emulated);
+    quota.emplace(*budget_, round_start_.value_or(parts_.clock.virtual_now()), emulated,
+                  loader_cpu());
   }
   const RoundRule& rule = parts_.rule;
   const int size = parts_.loader.next_batch_size();

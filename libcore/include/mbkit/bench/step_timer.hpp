@@ -49,8 +49,10 @@ class StepTimer {
   /// Seconds of each of `steps` steps of `split`, after `warmup` untimed ones; `first`, if
   /// given, gets the first untimed step's seconds (NaN with no warm-up step): the process's
   /// first step of a run pays its one-time costs there (primitives created, memory touched).
-  std::vector<double> time_steps(const Split& split, int warmup, int steps,
-                                 double* first = nullptr);
+  /// `load`, if given, gets the loader's background thread's CPU seconds per batch over the
+  /// timed steps (0 when it loads inline: --prefetch auto on a process pinned to one core).
+  std::vector<double> time_steps(const Split& split, int warmup, int steps, double* first = nullptr,
+                                 double* load = nullptr);
 
  private:
   StepTimerOptions options_;

@@ -127,6 +127,14 @@ class DataLoader {
   /// the one computing (each batch is the same whichever thread prepares it).
   void prepare_next();
 
+  /// The background thread's CPU seconds preparing batches so far, and how many it prepared
+  /// (0 and 0 with prefetch 0).
+  struct ProducerCpu {
+    double seconds = 0;
+    std::int64_t batches = 0;
+  };
+  ProducerCpu producer_cpu() const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

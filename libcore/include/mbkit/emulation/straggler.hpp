@@ -172,8 +172,10 @@ struct QuotaBudget {
   double receive = 0;
   double time = 0;    ///< the state's time, virtual seconds
   double period = 0;  ///< the index of the period `time` is in (an integer)
-  double spent = 0;   ///< tick 0: budget spent in that period, seconds
-  double pool = 0;    ///< tick > 0: the group's runtime left in the pool, seconds
+  /// tick 0: budget spent in that period, seconds (above the quota: CPU run beside the worker
+  /// that later periods pay)
+  double spent = 0;
+  double pool = 0;  ///< tick > 0: the group's runtime left in the pool, seconds
   /// tick > 0: the local budget as of the last check (below 0: an overrun to repay).
   double local = 0;
   double unaccounted = 0;  ///< tick > 0: CPU seconds run since the last check
@@ -194,6 +196,12 @@ struct QuotaBudget {
   void sleep(double until);
   /// Runs `seconds` of CPU from `time`, stopped while its budget is spent; returns the end.
   double run(double seconds);
+  /// `seconds` of CPU that another thread of the worker runs from `time` (the loader's, which
+  /// prepares the next batch beside the compute): the worker's time does not move, but the
+  /// group's budget pays them. Past the quota they are a debt: the worker is stopped until
+  /// later periods' budgets have paid it (tick 0), or they are taken at the next check as run
+  /// by the worker (tick > 0).
+  void beside(double seconds);
   /// The first time at or after `time` at which it can run (time itself, or the next
   /// period's start when the budget is spent); the state moves there.
   double runnable();

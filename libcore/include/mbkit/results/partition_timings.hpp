@@ -33,6 +33,10 @@ struct SplitTimes {
   /// The first warm-up step's seconds (NaN: none). The first row's is the process's first
   /// step, a trainer's step 0: its one-time costs (the compute model's warm-up W) are there.
   double first_seconds = std::numeric_limits<double>::quiet_NaN();
+  /// The loader's background thread's CPU seconds per batch over the timed steps (0: it loads
+  /// inline, in the steps' time; NaN: not measured, a file from before the column). A free core
+  /// hides it from the step; a CPU quota does not (the compute model's L).
+  double load_seconds = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// A run of the benchmark: what ran where, and every rank's times.

@@ -186,13 +186,20 @@ struct ComputeModel {
   /// its memory first touched: a real trainer's step 0 took 49 ms where later steps took
   /// 1.5 ms). Not in cost(): WorkerRound adds it to its first micro-batch.
   double warmup = 0;
+  /// CPU seconds per sample of preparing a batch on the loader's background thread (--prefetch
+  /// above 0): beside the compute, so no time of the step's own where a core is free, but the
+  /// worker's CPU all the same, which a --cpu-quota's budget pays (mb-bench-partitions' load_ms
+  /// over the batch size; 0 where the loader runs inline, its time then in A and B).
+  double loader = 0;
+  /// The loader's CPU seconds for a batch of `samples`.
+  double loader_cpu(std::int64_t samples) const { return loader * static_cast<double>(samples); }
   double cost(std::int64_t samples) const {
     return per_sample * static_cast<double>(samples) + per_batch;
   }
 };
 
-/// The --compute-model entries: "A,B[,W]" for every rank, "RANK=A,B[,W]" or
-/// "FIRST-LAST=A,B[,W]" for some.
+/// The --compute-model entries: "A,B[,W[,L]]" for every rank, "RANK=A,B[,W[,L]]" or
+/// "FIRST-LAST=A,B[,W[,L]]" for some.
 struct ComputeModels {
   std::optional<ComputeModel> all;
   std::vector<std::pair<std::pair<int, int>, ComputeModel>> ranges;  ///< later entries win

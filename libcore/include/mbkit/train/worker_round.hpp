@@ -143,6 +143,8 @@ class WorkerRound {
   /// A resumed run's worker has done `rounds` rounds already: its induced delays continue
   /// where an uninterrupted run's would be (one draw per round).
   void skip_rounds(std::int64_t rounds);
+  /// The compute model's loader CPU for the batch the next round draws (0 without a model).
+  double loader_cpu() const;
   /// A resumed run's worker is past its first round: the compute model's warm-up (its W) is
   /// not added again, so that the resumed run's times are the uninterrupted run's.
   void skip_warmup() { warmup_left_ = 0; }
