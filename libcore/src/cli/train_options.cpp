@@ -371,11 +371,12 @@ void add_distribution_options(CLI::App& app, train::TrainOptions& o, bool stragg
       ->type_name("ALPHA,BETA|FILE");
   emulation
       ->add_option("--compute-model", o.given.compute_model,
-                   "virtual: [RANKS=]A,B[,W] seconds per sample and per micro-batch instead of "
-                   "CPU time, W more in a worker's first step (repeat for ranks: 3=A,B or "
+                   "virtual: [RANKS=]A,B[,W[,L]] seconds per sample and per micro-batch "
+                   "instead of CPU time, W more in a worker's first step, L the loader "
+                   "thread's CPU per sample that --cpu-quota pays (repeat for ranks: 3=A,B or "
                    "2-5=A,B)")
       ->allow_extra_args(false)
-      ->type_name("[RANKS=]A,B[,W]");
+      ->type_name("[RANKS=]A,B[,W[,L]]");
   emulation
       ->add_option("--emulate", o.emulate,
                    "virtual: N workers (and the ps master or servers) inside this one process, "
