@@ -72,25 +72,31 @@ class CpuQuota(mbtest.ToolTestCase):
                                    np.array([16.0, 22.8, 22.8, 22.8, 22.8]) / 1e3, rtol=1e-6)
         np.testing.assert_allclose(workers["sleep_time"][ranks == 1], 0)
 
+    def with_and_without_the_quota(self, compute_model, spec, quota_times, free_times,
+                                   compute_times):
+        """Three steps of the spinning worker above under `compute_model`, with the quota and
+        without: the step times (ms) of each, the workers' compute (ms) in both."""
+        for name, quota, times in (("quota", [*QUOTA, *SPIN], quota_times),
+                                   ("free", [], free_times)):
+            with self.subTest(name=name):
+                self.assertSucceeded(self.train("--comm", "ps", "--emulate", "2", "--batch-size",
+                                                "32", "--steps", "3", "--drop-last", *MODELS,
+                                                "--compute-model", compute_model, *quota, "--log",
+                                                f"{name}.h5"))
+                log = read_log(self.path(f"{name}.h5"))
+                self.assertEqual(log["config"]["compute_model"], spec)
+                np.testing.assert_allclose(log["steps"]["step_time"], np.array(times) / 1e3,
+                                           rtol=1e-6)
+                np.testing.assert_allclose(log["workers"]["compute_time"],
+                                           np.array(compute_times) / 1e3, rtol=1e-6)
+
     def test_the_first_step_s_warm_up_is_compute_that_the_quota_throttles(self):
         # As above with --compute-model A,B,W of W = 4 ms: each worker's first round computes
         # 9.2 ms. Worker 2 spinning: [0, 2) [10, 12) [20, 22) [30, 32) [40, 41.2): ready 41.2,
         # end 43.2; then the steps above, 30.0 each. Without the quota: 9.2 + 2 x 1, then 7.2.
-        warm = ["--compute-model", "1e-4,2e-3,0.004"]
-        for name, quota, times in (("quota", [*QUOTA, *SPIN], [43.2, 30.0, 30.0]),
-                                   ("free", [], [11.2, 7.2, 7.2])):
-            with self.subTest(name=name):
-                self.assertSucceeded(self.train("--comm", "ps", "--emulate", "2", "--batch-size",
-                                                "32", "--steps", "3", "--drop-last", *MODELS,
-                                                *warm, *quota, "--log", f"{name}.h5"))
-                log = read_log(self.path(f"{name}.h5"))
-                self.assertEqual(log["config"]["compute_model"],
-                                 "0.0001,0.002,0.0040000000000000001")
-                np.testing.assert_allclose(log["steps"]["step_time"], np.array(times) / 1e3,
-                                           rtol=1e-6)
-                np.testing.assert_allclose(log["workers"]["compute_time"],
-                                           np.array([9.2, 9.2, 5.2, 5.2, 5.2, 5.2]) / 1e3,
-                                           rtol=1e-6)
+        self.with_and_without_the_quota("1e-4,2e-3,0.004", "0.0001,0.002,0.0040000000000000001",
+                                        [43.2, 30.0, 30.0], [11.2, 7.2, 7.2],
+                                        [9.2, 9.2, 5.2, 5.2, 5.2, 5.2])
 
     def test_the_loader_s_cpu_beside_the_compute_spends_the_quota_but_no_time_without_one(self):
         # As the first test with --compute-model A,B,W,L of L = 31.25 us a sample: the loader's
@@ -99,18 +105,9 @@ class CpuQuota(mbtest.ToolTestCase):
         # ready 30.2, end 32.2. Its wait spins the period's rest away by 32: the next round from
         # 40, 1 ms beside, [40, 41) ... [70, 70.2): end 72.2 (40.0), and so on. Without the
         # quota the loader takes nothing from the step: 7.2 ms, as without L.
-        loading = ["--compute-model", "1e-4,2e-3,0,3.125e-5"]
-        for name, quota, times in (("quota", [*QUOTA, *SPIN], [32.2, 40.0, 40.0]),
-                                   ("free", [], [7.2, 7.2, 7.2])):
-            with self.subTest(name=name):
-                self.assertSucceeded(self.train("--comm", "ps", "--emulate", "2", "--batch-size",
-                                                "32", "--steps", "3", "--drop-last", *MODELS,
-                                                *loading, *quota, "--log", f"{name}.h5"))
-                log = read_log(self.path(f"{name}.h5"))
-                self.assertEqual(log["config"]["compute_model"], "0.0001,0.002,0,3.1250000000000001e-05")
-                np.testing.assert_allclose(log["steps"]["step_time"], np.array(times) / 1e3,
-                                           rtol=1e-6)
-                np.testing.assert_allclose(log["workers"]["compute_time"], 5.2e-3, rtol=1e-6)
+        self.with_and_without_the_quota("1e-4,2e-3,0,3.125e-5",
+                                        "0.0001,0.002,0,3.1250000000000001e-05",
+                                        [32.2, 40.0, 40.0], [7.2, 7.2, 7.2], [5.2] * 6)
 
     def test_the_run_s_last_lines_give_the_budget_s_totals(self):
         # The spinning worker above, 5 steps. Each round computes 5.2 ms (charged) in three
