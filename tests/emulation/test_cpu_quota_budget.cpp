@@ -280,5 +280,32 @@ TEST(QuotaBudget, CpuBesideThePastQuotaIsADebtTheNextPeriodsPay) {
   EXPECT_NEAR(later.spent, 0.0, kTight);
 }
 
+// A quota under the rounding slack of its period (the fuzzer's 1 us per 1002 s) counts as spent
+// at once: each stop waits for the next period only, as before there was CPU beside the worker.
+TEST(QuotaBudget, ATinyQuotaStopsTheWorkerOnePeriodAtATime) {
+  const QuotaWindow tiny{1e-6, 1002};
+  for (const double busy_wait : {0.0, 0.2 * tiny.period, kWaitsOnCpu}) {
+    QuotaBudget budget{tiny, busy_wait};
+    budget.run(0.3 * tiny.quota);
+    const double from = budget.wait(0.37 * tiny.period);
+    const double seconds = 2.5 * tiny.quota;
+    const double done = budget.run(seconds);
+    EXPECT_GE(done, from + seconds * (1 - 1e-12));
+    EXPECT_LE(done, from + (seconds / tiny.quota + 2) * tiny.period);
+    EXPECT_LE(budget.spent, tiny.quota);
+  }
+  // With CPU beside it past the quota: the debt's periods, the last one's rest within the slack
+  // counted as spent (one more); at half a core, 125 ms beside: periods 0 and 1 pay 100 ms, the
+  // worker runs from 0.2 with 25 ms of period 2 spent.
+  QuotaBudget owing{tiny, 0.0};
+  owing.beside(2.5 * tiny.quota);
+  EXPECT_EQ(owing.runnable(), 3 * tiny.period);
+  EXPECT_EQ(owing.spent, 0.0);
+  QuotaBudget half = yielding();
+  half.beside(0.125);
+  EXPECT_NEAR(half.runnable(), 0.2, kTight);
+  EXPECT_NEAR(half.spent, 0.025, kTight);
+}
+
 }  // namespace
 }  // namespace mbkit::emulation

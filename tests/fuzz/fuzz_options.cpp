@@ -107,6 +107,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 !(budget.spent <= window.quota))
               std::abort();
           }
+          // CPU beside the worker past the quota (the loader's thread): a debt of whole
+          // periods, then the compute; within the same bounds plus the debt's periods.
+          mbkit::emulation::QuotaBudget owing{window, 0.0};
+          owing.beside(1.5 * window.quota);
+          const double done = owing.run(seconds);
+          if (!(done >= seconds * (1 - 1e-12)) ||
+              !(done <= (seconds / window.quota + 1.5 + 3) * window.period) ||
+              !(owing.spent <= window.quota))
+            std::abort();
         }
         break;
       }

@@ -70,15 +70,21 @@ double QuotaBudget::runnable() {
   if (spent >= limit.quota - window_slack(limit.period, time)) {
     const double from = time;
     // Stopped until a period's refill leaves budget: the next one's, or as many more as the
-    // CPU run beside it past the quota takes.
+    // CPU run beside it past the quota takes (only then: a quota under the slack's rounding
+    // counts as spent at once, and the next period is all it waits for).
     const double owed = spent - limit.quota;
-    const double more = owed > 0 ? std::floor(owed / limit.quota) : 0.0;
-    period += 1 + more;
-    spent = std::max(0.0, owed - more * limit.quota);
-    if (spent >= limit.quota - window_slack(limit.period, time)) {
-      period += 1;
-      spent = 0;
+    double periods = 1, left = 0;
+    if (owed > 0) {
+      const double more = std::floor(owed / limit.quota);
+      periods += more;
+      left = owed - more * limit.quota;
+      if (left >= limit.quota - window_slack(limit.period, time)) {
+        periods += 1;
+        left = 0;
+      }
     }
+    period += periods;
+    spent = left;
     time = period * limit.period;
     stopped += time - from;
     stops += 1;
