@@ -1,10 +1,7 @@
 #include "mbkit/data/loader.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <condition_variable>
-#include <cstring>
-#include <ctime>
 #include <deque>
 #include <exception>
 #include <initializer_list>
@@ -17,6 +14,7 @@
 #include "mbkit/data/dataset_file.hpp"
 #include "mbkit/util/check.hpp"
 #include "mbkit/util/random.hpp"
+#include "mbkit/util/timer.hpp"
 
 namespace mbkit::data {
 namespace {
@@ -333,17 +331,6 @@ std::shared_ptr<Batch> DataLoader::Impl::take_spare() {
   return batch;
 }
 
-namespace {
-// This thread's CPU seconds (CLOCK_THREAD_CPUTIME_ID).
-double thread_cpu_now() {
-  timespec now{};
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now) != 0) {
-    fail(cat("clock_gettime(CLOCK_THREAD_CPUTIME_ID): ", std::strerror(errno)));
-  }
-  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
-}
-}  // namespace
-
 void DataLoader::Impl::produce_loop() {
   EpochOrder order;
   const auto capacity = static_cast<std::size_t>(options.prefetch);
@@ -356,13 +343,13 @@ void DataLoader::Impl::produce_loop() {
     auto batch = take_spare();
     lock.unlock();
     std::exception_ptr failure;
-    const double cpu_before = thread_cpu_now();
+    const double cpu_before = thread_cpu_seconds();
     try {
       prepare(position, *batch, order);
     } catch (...) {
       failure = std::current_exception();
     }
-    const double cpu = thread_cpu_now() - cpu_before;
+    const double cpu = thread_cpu_seconds() - cpu_before;
     lock.lock();
     producer_cpu_seconds += cpu;
     ++produced;

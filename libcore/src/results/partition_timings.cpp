@@ -121,12 +121,13 @@ PartitionsRun read_partitions_file(const std::string& path) {
   const auto batch = file.open_dataset("batch").read<std::int64_t>();
   const auto partitions = file.open_dataset("partitions").read<std::int64_t>();
   const auto times = file.open_dataset("step_time").read<double>();
-  // Files written before the column are read with none.
-  const auto firsts = file.has("first_step_time")
-                          ? file.open_dataset("first_step_time").read<double>()
+  // Files written before a column are read with NaN in it.
+  const auto optional_column = [&](const char* name) {
+    return file.has(name) ? file.open_dataset(name).read<double>()
                           : std::vector<double>(rank.size(), std::nan(""));
-  const auto loads = file.has("load_time") ? file.open_dataset("load_time").read<double>()
-                                           : std::vector<double>(rank.size(), std::nan(""));
+  };
+  const auto firsts = optional_column("first_step_time");
+  const auto loads = optional_column("load_time");
   if (firsts.size() != rank.size() || loads.size() != rank.size()) {
     data_error(cat(path, ": the columns rank, first_step_time and load_time disagree in length"));
   }

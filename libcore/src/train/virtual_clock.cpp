@@ -1,9 +1,6 @@
 #include "mbkit/train/virtual_clock.hpp"
 
-#include <time.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -448,23 +445,6 @@ ComputeModels parse_compute_models(const std::vector<std::string>& entries) {
     }
   }
   return models;
-}
-
-namespace {
-double cpu_seconds(clockid_t clock, const char* name) {
-  timespec now{};
-  if (clock_gettime(clock, &now) != 0)
-    fail(cat("clock_gettime(", name, "): ", std::strerror(errno)));
-  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
-}
-}  // namespace
-
-double process_cpu_seconds() {
-  return cpu_seconds(CLOCK_PROCESS_CPUTIME_ID, "CLOCK_PROCESS_CPUTIME_ID");
-}
-
-double thread_cpu_seconds() {
-  return cpu_seconds(CLOCK_THREAD_CPUTIME_ID, "CLOCK_THREAD_CPUTIME_ID");
 }
 
 SyncStepTime sync_step_time(const std::vector<SyncWorkerTime>& workers, bool parameter_server,

@@ -70,8 +70,8 @@ WorkerRound::WorkerRound(Parts parts)
 
 double WorkerRound::loader_cpu() const {
   // The model's (the emulated worker's loader, not this process's, which may load inline).
-  if (!parts_.compute_model || parts_.compute_model->loader == 0) return 0.0;
-  return parts_.compute_model->loader_cpu(parts_.loader.batch_size_ahead(0));
+  return parts_.compute_model ? parts_.compute_model->loader_cpu(parts_.loader.batch_size_ahead(0))
+                              : 0.0;
 }
 
 void WorkerRound::skip_rounds(std::int64_t rounds) {

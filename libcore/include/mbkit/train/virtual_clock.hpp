@@ -217,11 +217,6 @@ struct ComputeModels {
 /// Throws a usage error naming --compute-model and the entry that is wrong.
 ComputeModels parse_compute_models(const std::vector<std::string>& entries);
 
-/// CPU seconds this process has used (all its threads).
-double process_cpu_seconds();
-/// CPU seconds the calling thread has used.
-double thread_cpu_seconds();
-
 /// One worker's part of a synchronous step, in virtual seconds from the step's start.
 struct SyncWorkerTime {
   double delay = 0;    ///< induced delay before and after computing

@@ -1,4 +1,4 @@
-// Elapsed time on the steady clock: the one helper every module times with.
+// Elapsed time on the steady clock: the one helper every module times with; and CPU time.
 #pragma once
 
 #include <chrono>
@@ -11,5 +11,10 @@ using SteadyClock = std::chrono::steady_clock;
 inline double seconds_since(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
 }
+
+/// CPU seconds this process has used (all its threads).
+double process_cpu_seconds();
+/// CPU seconds the calling thread has used.
+double thread_cpu_seconds();
 
 }  // namespace mbkit
